@@ -1,0 +1,514 @@
+/*
+ * kaio.h: the stable C ABI of libkaio, GPU kernels for LLM inference and
+ * training, loaded through the CUDA driver API with no CUDA toolkit needed.
+ *
+ * C99 and C++ clean. Includes only <stddef.h> and <stdint.h>: native CUDA
+ * handles cross this header as void * or uint64_t.
+ *
+ * ---------------------------------------------------------------------------
+ * Conventions
+ * ---------------------------------------------------------------------------
+ * Naming     kaio_<object>_<verb>; out-parameters come first, then the object,
+ *            then inputs.
+ * Status     Every fallible function returns kaio_status: 0 is KAIO_OK and
+ *            every failure is negative. On failure the calling thread's last
+ *            error holds a message naming the function, the argument, the
+ *            value and the fix (kaio_last_error). Out-handles are set to NULL
+ *            on failure.
+ * Ownership  (the words used on every function below)
+ *            "caller owns"   : the caller must release the result with the
+ *                              matching _destroy.
+ *            "borrowed"      : valid while the object it came from lives; do
+ *                              not destroy it.
+ *            "retains X"     : the new object keeps X alive; X's _destroy only
+ *                              drops the caller's reference, so objects may be
+ *                              destroyed in any order.
+ *            "foreign"       : memory or streams made by someone else (candle,
+ *                              cudarc, PyTorch); kaio never frees them, and the
+ *                              caller keeps them alive while kaio uses them.
+ *            Every _destroy accepts NULL and may be called from any thread,
+ *            but must not race with other calls on the same handle.
+ * Threads    Global functions (status names, versions, last error, probe)
+ *            are safe from any thread at any time. A kaio_device is internally
+ *            synchronised: concurrent calls on one device, and on objects made
+ *            from it, are safe. Modules, kernels and op handles are immutable
+ *            after creation and may be shared between threads. Concurrent
+ *            writes to overlapping bytes of a buffer are a data race that the
+ *            caller orders, as with any memory. Work on one stream runs in
+ *            order; across streams the caller orders with events. Errors are
+ *            per OS thread.
+ * Async      Ops, kernel launches and *_async copies enqueue work on a stream
+ *            and return without waiting for the GPU. A steady-state op launch
+ *            does no host synchronisation, no module load and no device
+ *            allocation, so it may be captured into a CUDA graph. Errors raised
+ *            by the GPU while running appear at the next synchronising call.
+ * Contexts   kaio uses each device's primary context, the one the CUDA runtime,
+ *            PyTorch, candle and cudarc use, so memory and streams are shared.
+ *            Every call pushes that context and pops it before returning: the
+ *            caller's current context is left as it was.
+ */
+#ifndef KAIO_H
+#define KAIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kaio/kaio_version.h>
+
+#if defined(_WIN32) && !defined(KAIO_STATIC)
+#  if defined(KAIO_BUILDING)
+#    define KAIO_API __declspec(dllexport)
+#  else
+#    define KAIO_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__)
+#  define KAIO_API __attribute__((visibility("default")))
+#else
+#  define KAIO_API
+#endif
+
+#if defined(__GNUC__)
+#  define KAIO_NODISCARD __attribute__((warn_unused_result))
+#else
+#  define KAIO_NODISCARD
+#endif
+
+#ifdef __cplusplus
+#  define KAIO_BEGIN_DECLS extern "C" {
+#  define KAIO_END_DECLS }
+#else
+#  define KAIO_BEGIN_DECLS
+#  define KAIO_END_DECLS
+#endif
+
+KAIO_BEGIN_DECLS
+
+/* ===========================================================================
+ * Status codes
+ *
+ * Values are pinned. The hundreds digit is the category (see
+ * KAIO_STATUS_CATEGORY). A future release may add negative values: treat any
+ * status < 0 as failure and fall back on its category.
+ * ======================================================================== */
+typedef int32_t kaio_status;
+
+enum {
+    KAIO_OK = 0,
+
+    /* -1xx: the caller passed something wrong. */
+    KAIO_ERROR_INVALID_ARGUMENT = -100,  /* a NULL pointer, unknown enum, bad option   */
+    KAIO_ERROR_INVALID_HANDLE = -101,    /* NULL, destroyed or wrong-type handle        */
+    KAIO_ERROR_INVALID_DTYPE = -102,     /* unknown dtype, or one the call does not take */
+    KAIO_ERROR_SHAPE_MISMATCH = -103,    /* shapes that do not agree                     */
+    KAIO_ERROR_OUT_OF_BOUNDS = -104,     /* a view or copy past the end of its buffer    */
+    KAIO_ERROR_MISALIGNED = -105,        /* an offset or stride off the required alignment */
+    KAIO_ERROR_WRONG_DEVICE = -106,      /* objects from two different devices mixed     */
+    KAIO_ERROR_BUFFER_TOO_SMALL = -107,  /* a caller buffer or struct_size too small     */
+    KAIO_ERROR_INVALID_DIMENSION = -108, /* a zero, negative or overflowing dimension    */
+    KAIO_ERROR_UNSUPPORTED = -109,       /* valid, but not supported by this call yet    */
+
+    /* -2xx: the environment cannot run the request. */
+    KAIO_ERROR_DRIVER_NOT_FOUND = -200,  /* libcuda.so.1 could not be opened             */
+    KAIO_ERROR_DRIVER_TOO_OLD = -201,    /* a required driver entry point is missing     */
+    KAIO_ERROR_NO_DEVICE = -202,         /* no CUDA device, or ordinal out of range      */
+    KAIO_ERROR_UNSUPPORTED_ARCH = -203,  /* the device's compute capability is too low   */
+
+    /* -3xx: out of a resource. */
+    KAIO_ERROR_OUT_OF_HOST_MEMORY = -300,
+    KAIO_ERROR_OUT_OF_DEVICE_MEMORY = -301,
+
+    /* -4xx: building or loading GPU code. */
+    KAIO_ERROR_PTX_JIT_FAILED = -400,    /* the message holds the JIT log                */
+    KAIO_ERROR_KERNEL_NOT_FOUND = -401,
+
+    /* -5xx: running GPU code. */
+    KAIO_ERROR_LAUNCH_FAILED = -500,
+    KAIO_ERROR_DEVICE_FAULT = -501,      /* sticky: the context is unusable from now on  */
+
+    /* -9xx: anything else. */
+    KAIO_ERROR_DRIVER = -900,            /* any other CUresult: see kaio_last_error_driver_code */
+    KAIO_ERROR_INTERNAL = -999,
+
+    KAIO_STATUS_FORCE32_ = 0x7FFFFFFF
+};
+
+/* The category of a status: 0 for OK, else -100, -200, ... -900. */
+#define KAIO_STATUS_CATEGORY(s) ((s) >= 0 ? 0 : -((-(s)) / 100) * 100)
+
+/* The constant's name, e.g. "KAIO_ERROR_OUT_OF_BOUNDS", or
+ * "KAIO_UNKNOWN_STATUS". Never NULL; static storage; any thread. */
+KAIO_API const char *kaio_status_name(kaio_status status);
+
+/* The calling thread's last error message, or "" if none was set. Never NULL.
+ * Valid until the next kaio call on this thread. Meaningful only right after a
+ * call that failed: success does not promise to clear it. Does not change the
+ * last error itself. Any thread. */
+KAIO_API const char *kaio_last_error(void);
+
+/* The status of the calling thread's last failure, or KAIO_OK. */
+KAIO_API kaio_status kaio_last_error_status(void);
+
+/* Copies the last error message into buf (cap bytes, always NUL-terminated
+ * when cap > 0) and returns its full length without the NUL, so a caller can
+ * size a second call. For bindings (Go, Rust) whose next call may run on
+ * another thread: capture right after the failing call. */
+KAIO_API size_t kaio_last_error_copy(char *buf, size_t cap);
+
+/* The raw CUresult behind the last error, or 0 if the driver did not fail. */
+KAIO_API int32_t kaio_last_error_driver_code(void);
+
+/* ===========================================================================
+ * Version
+ * ======================================================================== */
+/* KAIO_VERSION_NUMBER of the library actually loaded. Bindings check
+ * kaio_version_number() >= KAIO_VERSION_NUMBER at start-up. Any thread. */
+KAIO_API uint32_t kaio_version_number(void);
+/* "MAJOR.MINOR.PATCH"; static storage; any thread. */
+KAIO_API const char *kaio_version_string(void);
+
+/* ===========================================================================
+ * Driver probe
+ *
+ * The driver is libcuda.so.1, opened on first use. The environment variable
+ * LIBKAIO_CUDA_DRIVER, if set, names another file to open instead.
+ * ======================================================================== */
+typedef struct kaio_probe_info {
+    uint32_t struct_size;        /* in: sizeof(kaio_probe_info)                   */
+    kaio_status driver_status;   /* out: KAIO_OK, or why no driver is usable      */
+    int32_t driver_version;      /* out: e.g. 13000 for CUDA 13.0; 0 if unknown   */
+    int32_t device_count;        /* out: 0 when no driver or no device            */
+    char message[256];           /* out: "" or the reason, e.g. the loader's text */
+} kaio_probe_info;
+
+/* Reports whether a driver and devices are usable, without failing: returns
+ * KAIO_OK whenever info is valid, with the outcome in info. Use it to skip GPU
+ * work cleanly. Any thread.
+ * Returns KAIO_ERROR_INVALID_ARGUMENT (info NULL) or KAIO_ERROR_BUFFER_TOO_SMALL
+ * (struct_size below the first version's size). */
+KAIO_API KAIO_NODISCARD kaio_status kaio_probe(kaio_probe_info *info);
+
+/* ===========================================================================
+ * Element types
+ * ======================================================================== */
+typedef int32_t kaio_dtype;
+enum {
+    KAIO_DTYPE_INVALID = 0, /* zero-initialised views are caught, not guessed */
+    KAIO_DTYPE_F32 = 1,
+    KAIO_DTYPE_F16 = 2,
+    KAIO_DTYPE_BF16 = 3,
+    KAIO_DTYPE_I8 = 4,
+    KAIO_DTYPE_U8 = 5,
+    KAIO_DTYPE_I32 = 6,
+    KAIO_DTYPE_U32 = 7
+};
+/* Bytes per element, or 0 for an unknown dtype. Any thread. */
+KAIO_API size_t kaio_dtype_size(kaio_dtype dtype);
+/* "f32", "f16", ... or "invalid". Never NULL. Any thread. */
+KAIO_API const char *kaio_dtype_name(kaio_dtype dtype);
+
+/* ===========================================================================
+ * Device
+ * ======================================================================== */
+typedef struct kaio_device kaio_device;
+
+/* Number of visible CUDA devices. Fails with the driver's status (e.g.
+ * KAIO_ERROR_DRIVER_NOT_FOUND) when no driver can be loaded. Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_device_count(int32_t *out_count);
+
+/* Opens device `ordinal` (0-based) on its primary context.
+ * Ownership: caller owns *out. Opening one ordinal twice returns handles to the
+ * same device (and its module cache); each must be destroyed.
+ * Returns KAIO_ERROR_NO_DEVICE when ordinal is out of range. Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_device_open(kaio_device **out, int32_t ordinal);
+
+/* Drops the caller's reference. The device lives on while buffers, streams,
+ * events, modules or ops made from it exist. Accepts NULL. */
+KAIO_API void kaio_device_destroy(kaio_device *device);
+
+typedef struct kaio_device_info {
+    uint32_t struct_size;            /* in: sizeof(kaio_device_info)      */
+    int32_t ordinal;
+    int32_t cc_major;                /* compute capability, e.g. 9 ...    */
+    int32_t cc_minor;                /* ... and 0 for an H100             */
+    int32_t sm_count;
+    int32_t max_shared_per_block;    /* opt-in maximum, bytes             */
+    uint64_t total_memory;           /* bytes                             */
+    uint64_t l2_cache_bytes;
+    char name[256];
+} kaio_device_info;
+
+/* Fills info (set info->struct_size first). Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_device_get_info(const kaio_device *device,
+                                                          kaio_device_info *info);
+
+/* The CUcontext (primary context) of the device, for interop. Borrowed. */
+KAIO_API void *kaio_device_native_context(const kaio_device *device);
+
+/* ===========================================================================
+ * Stream and event
+ * ======================================================================== */
+typedef struct kaio_stream kaio_stream;
+typedef struct kaio_event kaio_event;
+
+enum { KAIO_STREAM_DEFAULT = 0, KAIO_STREAM_NON_BLOCKING = 1 };
+
+/* Creates a stream on device. flags: KAIO_STREAM_DEFAULT or
+ * KAIO_STREAM_NON_BLOCKING (does not synchronise with the legacy NULL
+ * stream). Ownership: caller owns *out; retains device. Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_stream_create(kaio_stream **out, kaio_device *device,
+                                                        uint32_t flags);
+
+/* Wraps a foreign CUstream (e.g. candle's), which must belong to device's
+ * primary context; NULL means the legacy default stream. kaio never destroys
+ * it. Ownership: caller owns *out (the wrapper); the CUstream is foreign;
+ * retains device. Returns KAIO_ERROR_WRONG_DEVICE if the stream belongs to
+ * another context. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_stream_wrap(kaio_stream **out, kaio_device *device,
+                                                      void *cu_stream);
+
+/* Blocks the calling thread until all work queued on stream has finished.
+ * Reports errors raised by that work. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_stream_synchronize(kaio_stream *stream);
+
+/* Makes all future work on stream wait until event completes (no host wait). */
+KAIO_API KAIO_NODISCARD kaio_status kaio_stream_wait_event(kaio_stream *stream,
+                                                            kaio_event *event);
+
+/* The native CUstream, for interop. Borrowed. NULL for the legacy stream. */
+KAIO_API void *kaio_stream_native(const kaio_stream *stream);
+
+/* The device of the stream. Borrowed. */
+KAIO_API kaio_device *kaio_stream_device(const kaio_stream *stream);
+
+/* Destroys an owned stream after its queued work completes (the call does
+ * not wait), or drops a wrapper. Accepts NULL. */
+KAIO_API void kaio_stream_destroy(kaio_stream *stream);
+
+enum { KAIO_EVENT_DEFAULT = 0, KAIO_EVENT_DISABLE_TIMING = 1 };
+
+/* Ownership: caller owns *out; retains device. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_event_create(kaio_event **out, kaio_device *device,
+                                                       uint32_t flags);
+/* Records event at the current end of stream. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_event_record(kaio_event *event, kaio_stream *stream);
+/* Blocks until the work captured by the last record has finished. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_event_synchronize(kaio_event *event);
+/* Milliseconds between two completed records (both timing-enabled). */
+KAIO_API KAIO_NODISCARD kaio_status kaio_event_elapsed_ms(float *out_ms, kaio_event *start,
+                                                           kaio_event *end);
+/* Accepts NULL. */
+KAIO_API void kaio_event_destroy(kaio_event *event);
+
+/* ===========================================================================
+ * Buffer: a range of device memory
+ * ======================================================================== */
+typedef struct kaio_buffer kaio_buffer;
+
+/* Allocates size_bytes (>= 1) of device memory, 256-byte aligned, contents
+ * undefined. Ownership: caller owns *out; retains device. Allocation is not a
+ * steady-state operation: do it before capturing graphs. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_buffer_create(kaio_buffer **out, kaio_device *device,
+                                                        uint64_t size_bytes);
+
+/* Wraps foreign device memory [device_ptr, device_ptr + size_bytes), e.g. a
+ * candle CudaSlice. The range is checked against the allocation the driver
+ * knows for device_ptr and against device. kaio never frees it.
+ * Ownership: caller owns *out (the wrapper); the memory is foreign. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_buffer_wrap(kaio_buffer **out, kaio_device *device,
+                                                      uint64_t device_ptr, uint64_t size_bytes);
+
+/* Frees owned memory (the driver waits for work using it), or drops a
+ * wrapper. Accepts NULL. */
+KAIO_API void kaio_buffer_destroy(kaio_buffer *buffer);
+
+/* Blocking copies between host memory and [offset, offset + size) of buffer.
+ * They wait for the copy (and, as the driver does, for prior work on the
+ * legacy stream) to finish. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_buffer_write(kaio_buffer *buffer, uint64_t offset,
+                                                       const void *src, uint64_t size);
+KAIO_API KAIO_NODISCARD kaio_status kaio_buffer_read(const kaio_buffer *buffer, uint64_t offset,
+                                                      void *dst, uint64_t size);
+
+/* Stream-ordered copies. The host memory must stay valid and unchanged until
+ * the copy has run on stream (synchronise or wait on an event); with pageable
+ * host memory the driver may return only after staging it. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_buffer_write_async(kaio_buffer *buffer,
+                                                             kaio_stream *stream,
+                                                             uint64_t offset, const void *src,
+                                                             uint64_t size);
+KAIO_API KAIO_NODISCARD kaio_status kaio_buffer_read_async(const kaio_buffer *buffer,
+                                                            kaio_stream *stream, uint64_t offset,
+                                                            void *dst, uint64_t size);
+
+/* Stream-ordered: sets size bytes from offset to value. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_buffer_memset(kaio_buffer *buffer, kaio_stream *stream,
+                                                        uint64_t offset, uint8_t value,
+                                                        uint64_t size);
+
+/* Stream-ordered device-to-device copy; ranges must not overlap. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_buffer_copy(kaio_buffer *dst, uint64_t dst_offset,
+                                                      const kaio_buffer *src,
+                                                      uint64_t src_offset, uint64_t size,
+                                                      kaio_stream *stream);
+
+/* Queries; 0 or NULL for a NULL or invalid handle. Borrowed results. */
+KAIO_API uint64_t kaio_buffer_device_ptr(const kaio_buffer *buffer);
+KAIO_API uint64_t kaio_buffer_size(const kaio_buffer *buffer);
+KAIO_API kaio_device *kaio_buffer_device(const kaio_buffer *buffer);
+
+/* ===========================================================================
+ * Tensor views: how ops see buffers
+ *
+ * A rank-2, row-major view: element (r, c) lives at byte
+ *     offset_bytes + (r * row_stride + c) * kaio_dtype_size(dtype)
+ * of buffer. row_stride is in elements; 0 means cols (contiguous). Every op
+ * checks every view at every call: a known dtype, rows and cols >= 1,
+ * row_stride >= cols, offset_bytes a multiple of the element size, and the
+ * last element inside the buffer. The view borrows buffer for the call only.
+ * ======================================================================== */
+typedef struct kaio_tensor {
+    kaio_buffer *buffer;
+    uint64_t offset_bytes;
+    kaio_dtype dtype;
+    uint32_t reserved; /* must be 0 */
+    int64_t rows;
+    int64_t cols;
+    int64_t row_stride;
+} kaio_tensor;
+
+/* A contiguous view of a whole buffer from its start. */
+static inline kaio_tensor kaio_tensor_2d(kaio_buffer *buffer, kaio_dtype dtype, int64_t rows,
+                                         int64_t cols) {
+    kaio_tensor t;
+    t.buffer = buffer;
+    t.offset_bytes = 0;
+    t.dtype = dtype;
+    t.reserved = 0;
+    t.rows = rows;
+    t.cols = cols;
+    t.row_stride = 0;
+    return t;
+}
+
+/* ===========================================================================
+ * Ops
+ *
+ * An op handle is one op kind with its dtype, shapes and options, validated
+ * once. Its kernels are loaded and its launch configuration chosen at
+ * creation, so kaio_op_launch only checks the views and enqueues. An op runs
+ * on any stream of its device, from any thread.
+ *
+ * Each op also has a one-shot call that validates and launches in one go; the
+ * first call on a device loads the kernels, later calls reuse them.
+ *
+ * Element-wise ops (silu_gate, gelu) need contiguous views (row_stride ==
+ * cols). Row ops (rmsnorm, softmax) honour any row_stride. Inputs and outputs
+ * share one dtype (f32, f16 or bf16); math is f32, rounded once on output.
+ * Inputs and outputs must not partly overlap (the same view in and out is
+ * fine for element-wise ops). Built-in ops need compute capability 8.0+.
+ * ======================================================================== */
+typedef struct kaio_op kaio_op;
+
+typedef int32_t kaio_gelu_mode;
+enum { KAIO_GELU_ERF = 1, KAIO_GELU_TANH = 2 };
+
+/* out = x * sigmoid(x) * gate.       launch tensors: {x, gate, out} */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_silu_gate(kaio_op **out, kaio_device *device,
+                                                              kaio_dtype dtype, int64_t rows,
+                                                              int64_t cols);
+/* ERF: 0.5·x·(1 + erf(x/√2)); TANH: 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³))).
+ *                                     launch tensors: {x, out} */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_gelu(kaio_op **out, kaio_device *device,
+                                                         kaio_dtype dtype, int64_t rows,
+                                                         int64_t cols, kaio_gelu_mode mode);
+/* out[r,c] = x[r,c] / sqrt(mean_c x[r,:]² + eps) · weight[c]; weight is 1×cols.
+ * eps must be finite and >= 0.         launch tensors: {x, weight, out} */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_rmsnorm(kaio_op **out, kaio_device *device,
+                                                            kaio_dtype dtype, int64_t rows,
+                                                            int64_t cols, float eps);
+/* Numerically stable softmax along each row.  launch tensors: {x, out} */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_softmax(kaio_op **out, kaio_device *device,
+                                                            kaio_dtype dtype, int64_t rows,
+                                                            int64_t cols);
+
+/* Enqueues op on stream with the tensors in the order its creator lists.
+ * Checks count, dtypes and shapes against the op, each view against its
+ * buffer, and that every buffer and the stream belong to the op's device.
+ * No host synchronisation, allocation or module load. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_launch(const kaio_op *op, kaio_stream *stream,
+                                                    const kaio_tensor *tensors, size_t count);
+
+/* Accepts NULL. */
+KAIO_API void kaio_op_destroy(kaio_op *op);
+
+/* One-shot forms: shapes and dtype come from the views. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_silu_gate(kaio_stream *stream, const kaio_tensor *x,
+                                                    const kaio_tensor *gate,
+                                                    const kaio_tensor *out);
+KAIO_API KAIO_NODISCARD kaio_status kaio_gelu(kaio_stream *stream, const kaio_tensor *x,
+                                               const kaio_tensor *out, kaio_gelu_mode mode);
+KAIO_API KAIO_NODISCARD kaio_status kaio_rmsnorm(kaio_stream *stream, const kaio_tensor *x,
+                                                  const kaio_tensor *weight,
+                                                  const kaio_tensor *out, float eps);
+KAIO_API KAIO_NODISCARD kaio_status kaio_softmax(kaio_stream *stream, const kaio_tensor *x,
+                                                  const kaio_tensor *out);
+
+/* ===========================================================================
+ * User kernels: your own PTX, launched through the same handles
+ * ======================================================================== */
+typedef struct kaio_module kaio_module;
+typedef struct kaio_kernel kaio_kernel;
+
+/* JIT-compiles NUL-terminated PTX text for device. On a JIT failure returns
+ * KAIO_ERROR_PTX_JIT_FAILED with the JIT's error log in the message.
+ * Ownership: caller owns *out; retains device. Loading is not a steady-state
+ * operation: load before capturing graphs. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_module_load_ptx(kaio_module **out, kaio_device *device,
+                                                          const char *ptx);
+/* Drops the caller's reference; the module unloads once its kernels are gone
+ * too. Accepts NULL. */
+KAIO_API void kaio_module_destroy(kaio_module *module);
+
+/* Looks up an .entry by name. Ownership: caller owns *out; retains module.
+ * Returns KAIO_ERROR_KERNEL_NOT_FOUND for an unknown name. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_module_get_kernel(kaio_kernel **out, kaio_module *module,
+                                                            const char *name);
+/* Accepts NULL. */
+KAIO_API void kaio_kernel_destroy(kaio_kernel *kernel);
+
+typedef struct kaio_kernel_attributes {
+    uint32_t struct_size;        /* in: sizeof(kaio_kernel_attributes)   */
+    int32_t registers;           /* per thread                            */
+    int32_t static_shared_bytes;
+    int32_t local_bytes;         /* per thread; > 0 often means spills    */
+    int32_t const_bytes;
+    int32_t max_threads_per_block;
+    int32_t param_bytes;         /* size of the packed argument buffer, -1 if the driver cannot tell */
+} kaio_kernel_attributes;
+
+KAIO_API KAIO_NODISCARD kaio_status kaio_kernel_get_attributes(const kaio_kernel *kernel,
+                                                                kaio_kernel_attributes *attrs);
+
+typedef struct kaio_launch_config {
+    uint32_t grid[3];            /* blocks; each >= 1                     */
+    uint32_t block[3];           /* threads; each >= 1                    */
+    uint32_t shared_bytes;       /* dynamic shared memory per block       */
+    uint32_t reserved;           /* must be 0                             */
+} kaio_launch_config;
+
+/* Enqueues kernel on stream. args points to args_size bytes laid out as the
+ * kernel's .param list (each parameter at its natural alignment, the way a C
+ * struct of the same members would be, tail padding allowed); a device
+ * pointer parameter takes kaio_buffer_device_ptr() plus an offset. When the
+ * driver can report the parameter layout (CUDA 12.4+), args_size is checked
+ * against it. kaio cannot see
+ * what the kernel does with the pointers: keeping user kernels inside their
+ * buffers is the caller's job. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_kernel_launch(const kaio_kernel *kernel,
+                                                        kaio_stream *stream,
+                                                        const kaio_launch_config *config,
+                                                        const void *args, size_t args_size);
+
+KAIO_END_DECLS
+
+#endif /* KAIO_H */

@@ -1,0 +1,275 @@
+// Buffer entry points: allocation, foreign wrapping and copies.
+#include <kaio/kaio.h>
+
+#include <cinttypes>
+#include <memory>
+
+#include "core/error.hpp"
+#include "core/firewall.hpp"
+#include "runtime/buffer.hpp"
+#include "runtime/context_scope.hpp"
+#include "runtime/tensor_view.hpp"
+
+using kaio::fail;
+using kaio::fail_driver;
+namespace cu = kaio::cu;
+
+namespace {
+
+kaio_status check_buffer(const char *fn, const char *arg, const kaio_buffer *buffer) {
+  if (kaio::is_live(buffer)) return KAIO_OK;
+  return fail(KAIO_ERROR_INVALID_HANDLE,
+              "%s: argument '%s' is %s; create one with kaio_buffer_create or kaio_buffer_wrap.",
+              fn, arg, buffer ? "not a live kaio_buffer" : "NULL");
+}
+
+kaio_status check_host(const char *fn, const char *arg, const void *host, uint64_t size) {
+  if (host || size == 0) return KAIO_OK;
+  return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL but size is %" PRIu64 ".",
+              fn, arg, size);
+}
+
+kaio_status check_stream_device(const char *fn, const kaio_stream *stream,
+                                const kaio_buffer *buffer, const char *arg) {
+  KAIO_TRY(kaio::check_stream(fn, stream));
+  if (stream->device == buffer->device) return KAIO_OK;
+  return fail(KAIO_ERROR_WRONG_DEVICE,
+              "%s: argument '%s' lives on device %d but 'stream' is on device %d; use a stream "
+              "of device %d.",
+              fn, arg, buffer->device->ordinal, stream->device->ordinal, buffer->device->ordinal);
+}
+
+// Wrapping must not let a view reach past memory the driver gave out: the
+// range must sit inside one allocation of this device's context.
+kaio_status check_foreign_range(const char *fn, const kaio_device *device, uint64_t ptr,
+                                uint64_t size) {
+  const kaio::driver::Api *api = device->api;
+  cu::CUcontext owner = nullptr;
+  cu::CUdeviceptr start = 0;
+  size_t range = 0;
+  if (api->cuPointerGetAttribute(&owner, cu::CU_POINTER_ATTRIBUTE_CONTEXT, ptr) ||
+      api->cuPointerGetAttribute(&start, cu::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ptr) ||
+      api->cuPointerGetAttribute(&range, cu::CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr))
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: argument 'device_ptr' (0x%" PRIx64 ") is not device memory the driver "
+                "knows; pass a pointer from cuMemAlloc, cudaMalloc or a framework allocator.",
+                fn, ptr);
+  if (owner != device->context)
+    return fail(KAIO_ERROR_WRONG_DEVICE,
+                "%s: argument 'device_ptr' (0x%" PRIx64 ") belongs to another context than "
+                "device %d's primary context; wrap it with the device it was allocated on.",
+                fn, ptr, device->ordinal);
+  uint64_t end = 0;
+  if (__builtin_add_overflow(ptr, size, &end) || end > start + range)
+    return fail(KAIO_ERROR_OUT_OF_BOUNDS,
+                "%s: arguments 'device_ptr' + 'size_bytes' (0x%" PRIx64 " + %" PRIu64
+                ") run past the end of the allocation [0x%" PRIx64 ", 0x%" PRIx64
+                "); wrap at most %" PRIu64 " bytes.",
+                fn, ptr, size, static_cast<uint64_t>(start), static_cast<uint64_t>(start + range),
+                static_cast<uint64_t>(start + range - ptr));
+  return KAIO_OK;
+}
+
+kaio_status make_buffer(kaio_buffer **out, kaio_device *device, cu::CUdeviceptr ptr,
+                        uint64_t size, bool owned) {
+  auto b = std::make_unique<kaio_buffer>();
+  b->device = device;
+  b->ptr = ptr;
+  b->size = size;
+  b->owned = owned;
+  kaio::device_retain(device);
+  *out = b.release();
+  return KAIO_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+KAIO_API kaio_status kaio_buffer_create(kaio_buffer **out, kaio_device *device,
+                                        uint64_t size_bytes) {
+  constexpr const char *fn = "kaio_buffer_create";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
+    *out = nullptr;
+    if (!kaio::is_live(device))
+      return fail(KAIO_ERROR_INVALID_HANDLE, "%s: argument 'device' is %s.", fn,
+                  device ? "not a live kaio_device" : "NULL");
+    if (size_bytes == 0)
+      return fail(KAIO_ERROR_INVALID_DIMENSION,
+                  "%s: argument 'size_bytes' is 0; allocate at least 1 byte.", fn);
+    if (size_bytes > SIZE_MAX)
+      return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: argument 'size_bytes' is too large.", fn);
+    kaio::ContextScope scope(device);
+    KAIO_TRY(scope.status(fn));
+    cu::CUdeviceptr ptr = 0;
+    if (cu::CUresult r = device->api->cuMemAlloc(&ptr, static_cast<size_t>(size_bytes))) {
+      kaio_status s = fail_driver(r, fn, "cuMemAlloc");
+      if (s == KAIO_ERROR_OUT_OF_DEVICE_MEMORY)
+        fail(s, "%s: cannot allocate %" PRIu64 " bytes on device %d (%" PRIu64
+             " bytes total): out of device memory.",
+             fn, size_bytes, device->ordinal, device->info.total_memory);
+      return s;
+    }
+    kaio_status s = make_buffer(out, device, ptr, size_bytes, true);
+    if (s != KAIO_OK) device->api->cuMemFree(ptr);
+    return s;
+  });
+}
+
+KAIO_API kaio_status kaio_buffer_wrap(kaio_buffer **out, kaio_device *device, uint64_t device_ptr,
+                                      uint64_t size_bytes) {
+  constexpr const char *fn = "kaio_buffer_wrap";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
+    *out = nullptr;
+    if (!kaio::is_live(device))
+      return fail(KAIO_ERROR_INVALID_HANDLE, "%s: argument 'device' is %s.", fn,
+                  device ? "not a live kaio_device" : "NULL");
+    if (device_ptr == 0)
+      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'device_ptr' is 0.", fn);
+    if (size_bytes == 0)
+      return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: argument 'size_bytes' is 0.", fn);
+    kaio::ContextScope scope(device);
+    KAIO_TRY(scope.status(fn));
+    KAIO_TRY(check_foreign_range(fn, device, device_ptr, size_bytes));
+    return make_buffer(out, device, device_ptr, size_bytes, false);
+  });
+}
+
+KAIO_API void kaio_buffer_destroy(kaio_buffer *buffer) {
+  kaio::firewall_void([&] {
+    if (!kaio::is_live(buffer)) return;
+    kaio_device *device = buffer->device;
+    if (buffer->owned) {
+      kaio::ContextScope scope(device);
+      if (scope.status("kaio_buffer_destroy") == KAIO_OK) device->api->cuMemFree(buffer->ptr);
+    }
+    buffer->tag = kaio::HandleTag::dead;
+    delete buffer;
+    kaio::device_release(device);
+  });
+}
+
+KAIO_API kaio_status kaio_buffer_write(kaio_buffer *buffer, uint64_t offset, const void *src,
+                                       uint64_t size) {
+  constexpr const char *fn = "kaio_buffer_write";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    KAIO_TRY(check_buffer(fn, "buffer", buffer));
+    KAIO_TRY(check_host(fn, "src", src, size));
+    KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
+    if (size == 0) return KAIO_OK;
+    kaio::ContextScope scope(buffer->device);
+    KAIO_TRY(scope.status(fn));
+    if (cu::CUresult r = buffer->device->api->cuMemcpyHtoD(buffer->ptr + offset, src, size))
+      return fail_driver(r, fn, "cuMemcpyHtoD");
+    return KAIO_OK;
+  });
+}
+
+KAIO_API kaio_status kaio_buffer_read(const kaio_buffer *buffer, uint64_t offset, void *dst,
+                                      uint64_t size) {
+  constexpr const char *fn = "kaio_buffer_read";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    KAIO_TRY(check_buffer(fn, "buffer", buffer));
+    KAIO_TRY(check_host(fn, "dst", dst, size));
+    KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
+    if (size == 0) return KAIO_OK;
+    kaio::ContextScope scope(buffer->device);
+    KAIO_TRY(scope.status(fn));
+    if (cu::CUresult r = buffer->device->api->cuMemcpyDtoH(dst, buffer->ptr + offset, size))
+      return fail_driver(r, fn, "cuMemcpyDtoH");
+    return KAIO_OK;
+  });
+}
+
+KAIO_API kaio_status kaio_buffer_write_async(kaio_buffer *buffer, kaio_stream *stream,
+                                             uint64_t offset, const void *src, uint64_t size) {
+  constexpr const char *fn = "kaio_buffer_write_async";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    KAIO_TRY(check_buffer(fn, "buffer", buffer));
+    KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
+    KAIO_TRY(check_host(fn, "src", src, size));
+    KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
+    if (size == 0) return KAIO_OK;
+    kaio::ContextScope scope(buffer->device);
+    KAIO_TRY(scope.status(fn));
+    if (cu::CUresult r =
+            buffer->device->api->cuMemcpyHtoDAsync(buffer->ptr + offset, src, size, stream->native))
+      return fail_driver(r, fn, "cuMemcpyHtoDAsync");
+    return KAIO_OK;
+  });
+}
+
+KAIO_API kaio_status kaio_buffer_read_async(const kaio_buffer *buffer, kaio_stream *stream,
+                                            uint64_t offset, void *dst, uint64_t size) {
+  constexpr const char *fn = "kaio_buffer_read_async";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    KAIO_TRY(check_buffer(fn, "buffer", buffer));
+    KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
+    KAIO_TRY(check_host(fn, "dst", dst, size));
+    KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
+    if (size == 0) return KAIO_OK;
+    kaio::ContextScope scope(buffer->device);
+    KAIO_TRY(scope.status(fn));
+    if (cu::CUresult r =
+            buffer->device->api->cuMemcpyDtoHAsync(dst, buffer->ptr + offset, size, stream->native))
+      return fail_driver(r, fn, "cuMemcpyDtoHAsync");
+    return KAIO_OK;
+  });
+}
+
+KAIO_API kaio_status kaio_buffer_memset(kaio_buffer *buffer, kaio_stream *stream,
+                                        uint64_t offset, uint8_t value, uint64_t size) {
+  constexpr const char *fn = "kaio_buffer_memset";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    KAIO_TRY(check_buffer(fn, "buffer", buffer));
+    KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
+    KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
+    if (size == 0) return KAIO_OK;
+    kaio::ContextScope scope(buffer->device);
+    KAIO_TRY(scope.status(fn));
+    if (cu::CUresult r =
+            buffer->device->api->cuMemsetD8Async(buffer->ptr + offset, value, size, stream->native))
+      return fail_driver(r, fn, "cuMemsetD8Async");
+    return KAIO_OK;
+  });
+}
+
+KAIO_API kaio_status kaio_buffer_copy(kaio_buffer *dst, uint64_t dst_offset,
+                                      const kaio_buffer *src, uint64_t src_offset, uint64_t size,
+                                      kaio_stream *stream) {
+  constexpr const char *fn = "kaio_buffer_copy";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    KAIO_TRY(check_buffer(fn, "dst", dst));
+    KAIO_TRY(check_buffer(fn, "src", src));
+    KAIO_TRY(check_stream_device(fn, stream, dst, "dst"));
+    KAIO_TRY(check_stream_device(fn, stream, src, "src"));
+    KAIO_TRY(kaio::check_range(fn, "dst", dst, dst_offset, size));
+    KAIO_TRY(kaio::check_range(fn, "src", src, src_offset, size));
+    if (size == 0) return KAIO_OK;
+    cu::CUdeviceptr d = dst->ptr + dst_offset, s = src->ptr + src_offset;
+    if (d < s + size && s < d + size)
+      return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                  "%s: the 'dst' and 'src' ranges overlap; copy through a temporary buffer.", fn);
+    kaio::ContextScope scope(dst->device);
+    KAIO_TRY(scope.status(fn));
+    if (cu::CUresult r = dst->device->api->cuMemcpyDtoDAsync(d, s, size, stream->native))
+      return fail_driver(r, fn, "cuMemcpyDtoDAsync");
+    return KAIO_OK;
+  });
+}
+
+KAIO_API uint64_t kaio_buffer_device_ptr(const kaio_buffer *buffer) {
+  return kaio::is_live(buffer) ? buffer->ptr : 0;
+}
+
+KAIO_API uint64_t kaio_buffer_size(const kaio_buffer *buffer) {
+  return kaio::is_live(buffer) ? buffer->size : 0;
+}
+
+KAIO_API kaio_device *kaio_buffer_device(const kaio_buffer *buffer) {
+  return kaio::is_live(buffer) ? buffer->device : nullptr;
+}
+
+}  // extern "C"

@@ -1,0 +1,69 @@
+// Device entry points.
+#include <kaio/kaio.h>
+
+#include <cstring>
+
+#include "core/error.hpp"
+#include "core/firewall.hpp"
+#include "driver/driver_loader.hpp"
+#include "runtime/device.hpp"
+
+using kaio::fail;
+
+extern "C" {
+
+KAIO_API kaio_status kaio_device_count(int32_t *out_count) {
+  constexpr const char *fn = "kaio_device_count";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    if (!out_count)
+      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out_count' is NULL.", fn);
+    *out_count = 0;
+    const kaio::driver::Api *api = nullptr;
+    KAIO_TRY(kaio::driver::load(fn, &api));
+    int count = 0;
+    if (kaio::cu::CUresult r = api->cuDeviceGetCount(&count))
+      return kaio::fail_driver(r, fn, "cuDeviceGetCount");
+    *out_count = count;
+    return KAIO_OK;
+  });
+}
+
+KAIO_API kaio_status kaio_device_open(kaio_device **out, int32_t ordinal) {
+  constexpr const char *fn = "kaio_device_open";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
+    *out = nullptr;
+    return kaio::device_open(fn, ordinal, out);
+  });
+}
+
+KAIO_API void kaio_device_destroy(kaio_device *device) {
+  kaio::firewall_void([&] {
+    if (kaio::is_live(device)) kaio::device_release(device);
+  });
+}
+
+KAIO_API kaio_status kaio_device_get_info(const kaio_device *device, kaio_device_info *info) {
+  constexpr const char *fn = "kaio_device_get_info";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    if (!kaio::is_live(device))
+      return fail(KAIO_ERROR_INVALID_HANDLE, "%s: argument 'device' is %s; open one with "
+                  "kaio_device_open.", fn, device ? "not a live kaio_device" : "NULL");
+    if (!info) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'info' is NULL.", fn);
+    if (info->struct_size < sizeof(kaio_device_info))
+      return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
+                  "%s: info->struct_size is %u but must be at least %zu; set it to "
+                  "sizeof(kaio_device_info).",
+                  fn, info->struct_size, sizeof(kaio_device_info));
+    uint32_t size = info->struct_size;
+    std::memcpy(info, &device->info, sizeof(kaio_device_info));
+    info->struct_size = size;
+    return KAIO_OK;
+  });
+}
+
+KAIO_API void *kaio_device_native_context(const kaio_device *device) {
+  return kaio::is_live(device) ? static_cast<void *>(device->context) : nullptr;
+}
+
+}  // extern "C"

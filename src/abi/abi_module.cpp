@@ -1,0 +1,247 @@
+// User kernel entry points: load PTX, look up kernels, launch them.
+#include <kaio/kaio.h>
+
+#include <cinttypes>
+#include <cstring>
+#include <memory>
+
+#include "core/error.hpp"
+#include "core/firewall.hpp"
+#include "kernels/jit.hpp"
+#include "kernels/user_module.hpp"
+#include "runtime/context_scope.hpp"
+#include "runtime/stream.hpp"
+#include "runtime/tensor_view.hpp"
+
+using kaio::fail;
+using kaio::fail_driver;
+namespace cu = kaio::cu;
+
+namespace {
+
+constexpr int kDefaultSharedLimit = 48 * 1024;
+
+// Sum of the kernel's parameter sizes at their offsets, as the driver lays
+// them out; -1 when the driver predates cuFuncGetParamInfo (CUDA 12.4).
+int64_t packed_param_bytes(const kaio::driver::Api *api, cu::CUfunction f) {
+  if (!api->cuFuncGetParamInfo) return -1;
+  int64_t end = 0;
+  for (size_t i = 0;; ++i) {
+    size_t offset = 0, size = 0;
+    if (api->cuFuncGetParamInfo(f, i, &offset, &size) != cu::CUDA_SUCCESS) break;
+    end = static_cast<int64_t>(offset + size);
+  }
+  return end;
+}
+
+kaio_status check_kernel(const char *fn, const kaio_kernel *kernel) {
+  if (kaio::is_live(kernel)) return KAIO_OK;
+  return fail(KAIO_ERROR_INVALID_HANDLE,
+              "%s: argument 'kernel' is %s; get one with kaio_module_get_kernel.", fn,
+              kernel ? "not a live kaio_kernel" : "NULL");
+}
+
+kaio_status check_config(const char *fn, const kaio_launch_config *c) {
+  if (!c) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'config' is NULL.", fn);
+  for (int i = 0; i < 3; ++i) {
+    if (c->grid[i] == 0 || c->block[i] == 0)
+      return fail(KAIO_ERROR_INVALID_DIMENSION,
+                  "%s: config grid (%u, %u, %u) and block (%u, %u, %u) must all be >= 1.", fn,
+                  c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1], c->block[2]);
+  }
+  if (c->reserved != 0)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: config.reserved is %u; it must be 0.", fn,
+                c->reserved);
+  uint64_t threads = uint64_t{c->block[0]} * c->block[1] * c->block[2];
+  if (threads > 1024)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: config block (%u, %u, %u) has %" PRIu64 " threads; the limit is 1024.", fn,
+                c->block[0], c->block[1], c->block[2], threads);
+  return KAIO_OK;
+}
+
+}  // namespace
+
+namespace kaio {
+
+void module_release(kaio_module *module) {
+  if (module->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  kaio_device *device = module->device;
+  {
+    ContextScope scope(device);
+    if (scope.status("kaio_module_destroy") == KAIO_OK) device->api->cuModuleUnload(module->native);
+  }
+  module->tag = HandleTag::dead;
+  delete module;
+  device_release(device);
+}
+
+}  // namespace kaio
+
+extern "C" {
+
+KAIO_API kaio_status kaio_module_load_ptx(kaio_module **out, kaio_device *device,
+                                          const char *ptx) {
+  constexpr const char *fn = "kaio_module_load_ptx";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
+    *out = nullptr;
+    if (!kaio::is_live(device))
+      return fail(KAIO_ERROR_INVALID_HANDLE, "%s: argument 'device' is %s.", fn,
+                  device ? "not a live kaio_device" : "NULL");
+    if (!ptx || !*ptx)
+      return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                  "%s: argument 'ptx' is %s; pass NUL-terminated PTX text.", fn,
+                  ptx ? "empty" : "NULL");
+    auto m = std::make_unique<kaio_module>();
+    kaio::ContextScope scope(device);
+    KAIO_TRY(scope.status(fn));
+    KAIO_TRY(kaio::jit_load(fn, device, ptx, "argument 'ptx'", &m->native));
+    m->device = device;
+    kaio::device_retain(device);
+    *out = m.release();
+    return KAIO_OK;
+  });
+}
+
+KAIO_API void kaio_module_destroy(kaio_module *module) {
+  kaio::firewall_void([&] {
+    if (kaio::is_live(module)) kaio::module_release(module);
+  });
+}
+
+KAIO_API kaio_status kaio_module_get_kernel(kaio_kernel **out, kaio_module *module,
+                                            const char *name) {
+  constexpr const char *fn = "kaio_module_get_kernel";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
+    *out = nullptr;
+    if (!kaio::is_live(module))
+      return fail(KAIO_ERROR_INVALID_HANDLE,
+                  "%s: argument 'module' is %s; load one with kaio_module_load_ptx.", fn,
+                  module ? "not a live kaio_module" : "NULL");
+    if (!name || !*name)
+      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'name' is %s.", fn,
+                  name ? "empty" : "NULL");
+    auto k = std::make_unique<kaio_kernel>();
+    k->name = name;
+    kaio_device *device = module->device;
+    kaio::ContextScope scope(device);
+    KAIO_TRY(scope.status(fn));
+    cu::CUresult r = device->api->cuModuleGetFunction(&k->native, module->native, name);
+    if (r == cu::CUDA_ERROR_NOT_FOUND)
+      return kaio::fail_with_driver_code(
+          KAIO_ERROR_KERNEL_NOT_FOUND, r,
+          "%s: argument 'name' is \"%s\" but the module has no .entry of that name; check the "
+          "spelling and that the entry is .visible.",
+          fn, name);
+    if (r) return fail_driver(r, fn, "cuModuleGetFunction");
+    k->param_bytes = packed_param_bytes(device->api, k->native);
+    k->module = module;
+    module->refs.fetch_add(1, std::memory_order_relaxed);
+    *out = k.release();
+    return KAIO_OK;
+  });
+}
+
+KAIO_API void kaio_kernel_destroy(kaio_kernel *kernel) {
+  kaio::firewall_void([&] {
+    if (!kaio::is_live(kernel)) return;
+    kaio_module *module = kernel->module;
+    kernel->tag = kaio::HandleTag::dead;
+    delete kernel;
+    kaio::module_release(module);
+  });
+}
+
+KAIO_API kaio_status kaio_kernel_get_attributes(const kaio_kernel *kernel,
+                                                kaio_kernel_attributes *attrs) {
+  constexpr const char *fn = "kaio_kernel_get_attributes";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    KAIO_TRY(check_kernel(fn, kernel));
+    if (!attrs) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'attrs' is NULL.", fn);
+    if (attrs->struct_size < sizeof(kaio_kernel_attributes))
+      return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
+                  "%s: attrs->struct_size is %u but must be at least %zu; set it to "
+                  "sizeof(kaio_kernel_attributes).",
+                  fn, attrs->struct_size, sizeof(kaio_kernel_attributes));
+    kaio_device *device = kernel->module->device;
+    kaio::ContextScope scope(device);
+    KAIO_TRY(scope.status(fn));
+    struct Attr {
+      int attribute;
+      int32_t *value;
+    } table[] = {
+        {cu::CU_FUNC_ATTRIBUTE_NUM_REGS, &attrs->registers},
+        {cu::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &attrs->static_shared_bytes},
+        {cu::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, &attrs->local_bytes},
+        {cu::CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, &attrs->const_bytes},
+        {cu::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &attrs->max_threads_per_block},
+    };
+    for (const Attr &a : table) {
+      int v = 0;
+      if (cu::CUresult r = device->api->cuFuncGetAttribute(&v, a.attribute, kernel->native))
+        return fail_driver(r, fn, "cuFuncGetAttribute");
+      *a.value = v;
+    }
+    attrs->param_bytes = static_cast<int32_t>(kernel->param_bytes);
+    return KAIO_OK;
+  });
+}
+
+KAIO_API kaio_status kaio_kernel_launch(const kaio_kernel *kernel, kaio_stream *stream,
+                                        const kaio_launch_config *config, const void *args,
+                                        size_t args_size) {
+  constexpr const char *fn = "kaio_kernel_launch";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    KAIO_TRY(check_kernel(fn, kernel));
+    KAIO_TRY(kaio::check_stream(fn, stream));
+    kaio_device *device = kernel->module->device;
+    if (stream->device != device)
+      return fail(KAIO_ERROR_WRONG_DEVICE,
+                  "%s: 'kernel' was loaded on device %d but 'stream' is on device %d; load the "
+                  "module on the stream's device.",
+                  fn, device->ordinal, stream->device->ordinal);
+    KAIO_TRY(check_config(fn, config));
+    if (!args && args_size != 0)
+      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'args' is NULL but args_size is %zu.",
+                  fn, args_size);
+    // A C struct of the parameters may carry tail padding (up to its 8-byte
+    // alignment); accept it, but hand the driver the exact parameter size,
+    // which it insists on.
+    size_t size = args_size;
+    if (kernel->param_bytes >= 0) {
+      int64_t exact = kernel->param_bytes, padded = (exact + 7) / 8 * 8;
+      int64_t given = static_cast<int64_t>(args_size);
+      if (given < exact || given > padded)
+        return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                    "%s: argument 'args_size' is %zu but kernel '%s' takes %" PRId64
+                    " bytes of parameters (%" PRId64 " with tail padding); pack every parameter "
+                    "at its natural alignment.",
+                    fn, args_size, kernel->name.c_str(), exact, padded);
+      size = static_cast<size_t>(exact);
+    }
+    if (config->shared_bytes > static_cast<uint32_t>(device->info.max_shared_per_block))
+      return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                  "%s: config.shared_bytes is %u but device %d allows at most %d per block.", fn,
+                  config->shared_bytes, device->ordinal, device->info.max_shared_per_block);
+    kaio::ContextScope scope(device);
+    KAIO_TRY(scope.status(fn));
+    if (config->shared_bytes > static_cast<uint32_t>(kDefaultSharedLimit)) {
+      if (cu::CUresult r = device->api->cuFuncSetAttribute(
+              kernel->native, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+              static_cast<int>(config->shared_bytes)))
+        return fail_driver(r, fn, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    }
+    void *extra[] = {cu::CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void *>(args),
+                     cu::CU_LAUNCH_PARAM_BUFFER_SIZE, &size, cu::CU_LAUNCH_PARAM_END};
+    cu::CUresult r = device->api->cuLaunchKernel(
+        kernel->native, config->grid[0], config->grid[1], config->grid[2], config->block[0],
+        config->block[1], config->block[2], config->shared_bytes, stream->native, nullptr,
+        size ? extra : nullptr);
+    if (r) return fail_driver(r, fn, "cuLaunchKernel");
+    return KAIO_OK;
+  });
+}
+
+}  // extern "C"

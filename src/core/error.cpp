@@ -1,0 +1,155 @@
+#include "core/error.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "driver/driver_loader.hpp"
+
+namespace kaio {
+namespace {
+
+struct LastError {
+  kaio_status status = KAIO_OK;
+  int32_t driver_code = 0;
+  std::string message;
+};
+
+// Constructed on first use per thread. If building the string itself throws
+// (out of memory) the fallback text below is used, so the message is never
+// missing and never NULL.
+LastError &last_error() {
+  thread_local LastError error;
+  return error;
+}
+
+void record(kaio_status status, int32_t driver_code, const char *text) noexcept {
+  LastError &e = last_error();
+  e.status = status;
+  e.driver_code = driver_code;
+  try {
+    e.message.assign(text);
+  } catch (...) {
+    e.message.clear();  // clear() never allocates; kaio_last_error then reports the fallback
+  }
+}
+
+}  // namespace
+
+kaio_status fail(kaio_status status, const char *format, ...) {
+  char text[2048];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  record(status, 0, text);
+  return status;
+}
+
+kaio_status fail_with_driver_code(kaio_status status, int32_t driver_code, const char *format,
+                                  ...) {
+  char text[2048];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  record(status, driver_code, text);
+  return status;
+}
+
+kaio_status status_from_driver(cu::CUresult r) {
+  using namespace kaio::cu;
+  switch (r) {
+    case CUDA_SUCCESS: return KAIO_OK;
+    case CUDA_ERROR_OUT_OF_MEMORY: return KAIO_ERROR_OUT_OF_DEVICE_MEMORY;
+    case CUDA_ERROR_NO_DEVICE:
+    case CUDA_ERROR_INVALID_DEVICE: return KAIO_ERROR_NO_DEVICE;
+    case CUDA_ERROR_STUB_LIBRARY: return KAIO_ERROR_DRIVER_NOT_FOUND;
+    case CUDA_ERROR_INVALID_PTX:
+    case CUDA_ERROR_INVALID_IMAGE:
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    case CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION: return KAIO_ERROR_PTX_JIT_FAILED;
+    case CUDA_ERROR_NOT_FOUND: return KAIO_ERROR_KERNEL_NOT_FOUND;
+    case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
+    case CUDA_ERROR_LAUNCH_TIMEOUT: return KAIO_ERROR_LAUNCH_FAILED;
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_ECC_UNCORRECTABLE: return KAIO_ERROR_DEVICE_FAULT;
+    default: return KAIO_ERROR_DRIVER;
+  }
+}
+
+kaio_status fail_driver(cu::CUresult result, const char *function, const char *what) {
+  const char *name = "CUDA_ERROR_UNKNOWN";
+  const char *text = "unknown error";
+  if (const driver::Api *api = driver::loaded()) {
+    const char *n = nullptr;
+    const char *t = nullptr;
+    if (api->cuGetErrorName(result, &n) == cu::CUDA_SUCCESS && n) name = n;
+    if (api->cuGetErrorString(result, &t) == cu::CUDA_SUCCESS && t) text = t;
+  }
+  kaio_status status = status_from_driver(result);
+  const char *hint = status == KAIO_ERROR_DEVICE_FAULT
+                         ? " The context is now unusable: destroy every kaio object of this "
+                           "device and restart the process."
+                         : "";
+  char buf[1024];
+  std::snprintf(buf, sizeof buf, "%s: %s failed: %s (%d: %s).%s", function, what, name, result,
+                text, hint);
+  record(status, result, buf);
+  return status;
+}
+
+void clear_last_error() { record(KAIO_OK, 0, ""); }
+
+}  // namespace kaio
+
+// The read side of the last error is part of the ABI; it lives here, next
+// to the thread-local it reads.
+extern "C" {
+
+KAIO_API const char *kaio_last_error(void) {
+  try {
+    kaio::LastError &e = kaio::last_error();
+    if (e.status != KAIO_OK && e.message.empty()) return "kaio: error message unavailable (out of host memory)";
+    return e.message.c_str();
+  } catch (...) {
+    return "kaio: error message unavailable (thread-local storage failed)";
+  }
+}
+
+KAIO_API kaio_status kaio_last_error_status(void) {
+  try {
+    return kaio::last_error().status;
+  } catch (...) {
+    return KAIO_ERROR_INTERNAL;
+  }
+}
+
+KAIO_API size_t kaio_last_error_copy(char *buf, size_t cap) {
+  const char *msg = kaio_last_error();
+  size_t len = std::strlen(msg);
+  if (buf && cap > 0) {
+    size_t n = len < cap - 1 ? len : cap - 1;
+    std::memcpy(buf, msg, n);
+    buf[n] = '\0';
+  }
+  return len;
+}
+
+KAIO_API int32_t kaio_last_error_driver_code(void) {
+  try {
+    return kaio::last_error().driver_code;
+  } catch (...) {
+    return 0;
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,37 @@
+// The exception firewall every extern "C" entry point runs its body in: no
+// C++ exception crosses the ABI, whatever the body or the standard library
+// throws.
+#pragma once
+
+#include <exception>
+#include <new>
+
+#include "core/error.hpp"
+
+namespace kaio {
+
+template <class Body>
+kaio_status firewall(const char *caller, Body &&body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc &) {
+    return fail(KAIO_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory.", caller);
+  } catch (const std::exception &e) {
+    return fail(KAIO_ERROR_INTERNAL, "%s: internal error: %s. Please report this.", caller,
+                e.what());
+  } catch (...) {
+    return fail(KAIO_ERROR_INTERNAL, "%s: internal error (unknown exception). Please report this.",
+                caller);
+  }
+}
+
+// For void functions (destroy) that must not throw either.
+template <class Body>
+void firewall_void(Body &&body) noexcept {
+  try {
+    body();
+  } catch (...) {
+  }
+}
+
+}  // namespace kaio

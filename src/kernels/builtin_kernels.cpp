@@ -1,0 +1,25 @@
+#include "kernels/builtin_kernels.hpp"
+
+namespace kaio {
+namespace {
+
+constexpr BuiltinKernel kKernels[] = {
+#define KAIO_KERNEL_ROW(id, module, name) {ModuleId::module, name},
+    KAIO_BUILTIN_KERNELS(KAIO_KERNEL_ROW)
+#undef KAIO_KERNEL_ROW
+};
+static_assert(sizeof kKernels / sizeof kKernels[0] == static_cast<size_t>(KernelId::count));
+
+}  // namespace
+
+const BuiltinKernel &builtin_kernel(KernelId id) { return kKernels[static_cast<int>(id)]; }
+
+const char *module_name(ModuleId id) {
+  switch (id) {
+    case ModuleId::elementwise: return "elementwise";
+    case ModuleId::rows: return "rows";
+    default: return "unknown";
+  }
+}
+
+}  // namespace kaio

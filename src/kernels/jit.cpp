@@ -1,0 +1,35 @@
+#include "kernels/jit.hpp"
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace kaio {
+
+kaio_status jit_load(const char *caller, const kaio_device *device, const char *ptx,
+                     const char *what, cu::CUmodule *out) {
+  char log[4096] = {0};
+  int options[] = {cu::CU_JIT_ERROR_LOG_BUFFER, cu::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log, reinterpret_cast<void *>(static_cast<uintptr_t>(sizeof log))};
+  cu::CUresult r = device->api->cuModuleLoadDataEx(out, ptx, 2, options, values);
+  if (r == cu::CUDA_SUCCESS) return KAIO_OK;
+  *out = nullptr;
+  log[sizeof log - 1] = '\0';
+  kaio_status status = status_from_driver(r);
+  const char *name = nullptr;
+  device->api->cuGetErrorName(r, &name);
+  const char *hint =
+      r == cu::CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+          ? " The PTX .version is newer than this driver supports: update the driver or lower "
+            ".version."
+          : "";
+  return fail_with_driver_code(
+      status == KAIO_ERROR_DRIVER ? KAIO_ERROR_PTX_JIT_FAILED : status, r,
+      "%s: JIT compilation of %s for device %d (sm_%d%d) failed: %s (%d).%s JIT log: %s%s",
+      caller, what, device->ordinal, device->info.cc_major, device->info.cc_minor,
+      name ? name : "unknown", r, hint, log[0] ? log : "(empty)",
+      std::strlen(log) == sizeof log - 1 ? " [log truncated]" : "");
+}
+
+}  // namespace kaio

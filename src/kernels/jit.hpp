@@ -1,0 +1,15 @@
+// Loads PTX through the driver JIT, turning a failure into a status whose
+// message carries the JIT's own log.
+#pragma once
+
+#include <kaio/kaio.h>
+
+#include "runtime/device.hpp"
+
+namespace kaio {
+
+// The device's context must be current. `what` names the module in messages.
+kaio_status jit_load(const char *caller, const kaio_device *device, const char *ptx,
+                     const char *what, cu::CUmodule *out);
+
+}  // namespace kaio

@@ -1,0 +1,36 @@
+// Built-in modules of one device: each is JIT-loaded once, on first use, and
+// stays loaded while the device lives; resolved kernels are cached so a
+// steady-state launch makes no driver call but the launch itself.
+#pragma once
+
+#include <kaio/kaio.h>
+
+#include <array>
+#include <atomic>
+#include <mutex>
+
+#include "kernels/builtin_kernels.hpp"
+#include "runtime/device.hpp"
+
+namespace kaio {
+
+class ModuleCache {
+ public:
+  explicit ModuleCache(const kaio_device *device) : device_(device) {}
+  // Unloads every module: the device's context must be current.
+  ~ModuleCache();
+  ModuleCache(const ModuleCache &) = delete;
+  ModuleCache &operator=(const ModuleCache &) = delete;
+
+  // Thread-safe. Loads the kernel's module if needed (pushing the device's
+  // context itself), then returns the cached function.
+  kaio_status function(const char *caller, KernelId id, cu::CUfunction *out);
+
+ private:
+  const kaio_device *device_;
+  std::mutex mutex_;
+  std::array<cu::CUmodule, static_cast<size_t>(ModuleId::count)> modules_{};
+  std::array<std::atomic<cu::CUfunction>, static_cast<size_t>(KernelId::count)> functions_{};
+};
+
+}  // namespace kaio

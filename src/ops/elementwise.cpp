@@ -1,0 +1,70 @@
+// Element-wise ops over contiguous views: fused SiLU gate and GELU.
+#include <algorithm>
+#include <cinttypes>
+
+#include "core/error.hpp"
+#include "kernels/module_cache.hpp"
+#include "ops/op_plan.hpp"
+#include "runtime/tensor_view.hpp"
+
+namespace kaio {
+namespace {
+
+constexpr unsigned kBlock = 256;
+// Each thread moves at least two 16-byte vectors per trip of the grid-stride
+// loop; past this many blocks per SM extra blocks only add scheduling.
+constexpr int64_t kElementsPerBlockTrip = kBlock * 8;
+constexpr int64_t kBlocksPerSm = 32;
+
+KernelId first_kernel(const OpPlan &plan) {
+  if (plan.kind == OpKind::silu_gate) return KernelId::silu_gate_f32;
+  return plan.gelu_mode == KAIO_GELU_ERF ? KernelId::gelu_erf_f32 : KernelId::gelu_tanh_f32;
+}
+
+}  // namespace
+
+kaio_status plan_elementwise(const char *caller, kaio_device *device, OpPlan *plan) {
+  if (plan->kind == OpKind::gelu && plan->gelu_mode != KAIO_GELU_ERF &&
+      plan->gelu_mode != KAIO_GELU_TANH)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: argument 'mode' is %d; use KAIO_GELU_ERF (1) or KAIO_GELU_TANH (2).", caller,
+                plan->gelu_mode);
+  int64_t n = 0;
+  if (__builtin_mul_overflow(plan->rows, plan->cols, &n))
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: %" PRId64 " x %" PRId64 " elements overflow 64 bits.", caller, plan->rows,
+                plan->cols);
+  KernelId id = with_dtype_offset(first_kernel(*plan), float_variant(plan->dtype));
+  KAIO_TRY(device->modules->function(caller, id, &plan->function));
+  int64_t wanted = (n + kElementsPerBlockTrip - 1) / kElementsPerBlockTrip;
+  int64_t cap = std::max<int64_t>(1, int64_t{device->info.sm_count} * kBlocksPerSm);
+  plan->grid = static_cast<unsigned>(std::clamp<int64_t>(wanted, 1, cap));
+  plan->block = kBlock;
+  return KAIO_OK;
+}
+
+kaio_status run_elementwise(const char *caller, const kaio_device *device, const OpPlan &plan,
+                            kaio_stream *stream, const kaio_tensor *tensors) {
+  const bool gated = plan.kind == OpKind::silu_gate;
+  const char *names[3] = {"x", gated ? "gate" : "out", "out"};
+  const size_t count = gated ? 3 : 2;
+  CheckedView v[3];
+  for (size_t i = 0; i < count; ++i) {
+    KAIO_TRY(check_view(caller, names[i], &tensors[i], device, &v[i]));
+    KAIO_TRY(check_dtype(caller, names[i], v[i], plan.dtype));
+    KAIO_TRY(check_shape(caller, names[i], v[i], plan.rows, plan.cols));
+    KAIO_TRY(check_contiguous(caller, names[i], v[i]));
+  }
+  const CheckedView &out = v[count - 1];
+  for (size_t i = 0; i + 1 < count; ++i)
+    KAIO_TRY(check_no_partial_overlap(caller, names[i], v[i], "out", out, true));
+
+  unsigned long long x = v[0].address, o = out.address;
+  unsigned long long g = gated ? v[1].address : 0;
+  unsigned long long n = static_cast<unsigned long long>(plan.rows * plan.cols);
+  void *gated_params[] = {&x, &g, &o, &n};
+  void *plain_params[] = {&x, &o, &n};
+  return launch_builtin(caller, device, plan, stream, gated ? gated_params : plain_params);
+}
+
+}  // namespace kaio

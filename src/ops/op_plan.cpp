@@ -1,0 +1,91 @@
+#include "ops/op_plan.hpp"
+
+#include <cinttypes>
+
+#include "core/error.hpp"
+#include "runtime/context_scope.hpp"
+#include "runtime/stream.hpp"
+#include "runtime/tensor_view.hpp"
+
+namespace kaio {
+namespace {
+
+size_t tensor_count(OpKind kind) {
+  switch (kind) {
+    case OpKind::silu_gate:
+    case OpKind::rmsnorm: return 3;
+    case OpKind::gelu:
+    case OpKind::softmax: return 2;
+  }
+  return 0;
+}
+
+const char *tensor_order(OpKind kind) {
+  switch (kind) {
+    case OpKind::silu_gate: return "{x, gate, out}";
+    case OpKind::gelu: return "{x, out}";
+    case OpKind::rmsnorm: return "{x, weight, out}";
+    case OpKind::softmax: return "{x, out}";
+  }
+  return "";
+}
+
+}  // namespace
+
+int float_variant(kaio_dtype dtype) {
+  switch (dtype) {
+    case KAIO_DTYPE_F32: return 0;
+    case KAIO_DTYPE_F16: return 1;
+    case KAIO_DTYPE_BF16: return 2;
+    default: return -1;
+  }
+}
+
+kaio_status plan_op(const char *caller, kaio_device *device, OpPlan *plan) {
+  if (float_variant(plan->dtype) < 0)
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: argument 'dtype' is %s (%d); this op takes KAIO_DTYPE_F32, KAIO_DTYPE_F16 "
+                "or KAIO_DTYPE_BF16.",
+                caller, kaio_dtype_name(plan->dtype), plan->dtype);
+  if (plan->rows < 1 || plan->cols < 1)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: the shape is %" PRId64 " x %" PRId64 "; rows and cols must be >= 1.", caller,
+                plan->rows, plan->cols);
+  KAIO_TRY(require_arch(caller, device, 8, 0, "built-in ops (bf16 conversions, PTX sm_80)"));
+  if (plan->kind == OpKind::silu_gate || plan->kind == OpKind::gelu)
+    return plan_elementwise(caller, device, plan);
+  return plan_rows(caller, device, plan);
+}
+
+kaio_status run_op(const char *caller, const kaio_device *device, const OpPlan &plan,
+                   kaio_stream *stream, const kaio_tensor *tensors, size_t count) {
+  KAIO_TRY(check_stream(caller, stream));
+  if (stream->device != device)
+    return fail(KAIO_ERROR_WRONG_DEVICE,
+                "%s: the op belongs to device %d but 'stream' is on device %d; create the op on "
+                "the stream's device.",
+                caller, device->ordinal, stream->device->ordinal);
+  size_t expected = tensor_count(plan.kind);
+  if (!tensors)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'tensors' is NULL; pass %s.", caller,
+                tensor_order(plan.kind));
+  if (count != expected)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: argument 'count' is %zu but this op takes %zu tensors: %s.", caller, count,
+                expected, tensor_order(plan.kind));
+  if (plan.kind == OpKind::silu_gate || plan.kind == OpKind::gelu)
+    return run_elementwise(caller, device, plan, stream, tensors);
+  return run_rows(caller, device, plan, stream, tensors);
+}
+
+kaio_status launch_builtin(const char *caller, const kaio_device *device, const OpPlan &plan,
+                           kaio_stream *stream, void **params) {
+  ContextScope scope(device);
+  KAIO_TRY(scope.status(caller));
+  cu::CUresult r = device->api->cuLaunchKernel(plan.function, plan.grid, 1, 1, plan.block, 1, 1,
+                                               0, stream->native, params, nullptr);
+  if (r) return fail_driver(r, caller, "cuLaunchKernel");
+  return KAIO_OK;
+}
+
+}  // namespace kaio

@@ -1,0 +1,58 @@
+// A validated, resolved op: what kaio_op holds and what one-shot calls build
+// on the stack. Planning does every check that does not depend on the views
+// and resolves the kernel; running checks the views and launches.
+#pragma once
+
+#include <kaio/kaio.h>
+
+#include "driver/cuda_abi.hpp"
+#include "runtime/device.hpp"
+#include "runtime/handle.hpp"
+
+namespace kaio {
+
+enum class OpKind { silu_gate, gelu, rmsnorm, softmax };
+
+struct OpPlan {
+  OpKind kind = OpKind::silu_gate;
+  kaio_dtype dtype = KAIO_DTYPE_INVALID;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  float eps = 0.0f;
+  kaio_gelu_mode gelu_mode = 0;
+  cu::CUfunction function = nullptr;
+  unsigned grid = 0;
+  unsigned block = 0;
+};
+
+// Checks dims, dtype, options and the device's architecture, then resolves
+// the kernel (loading its module on first use) and picks the launch shape.
+kaio_status plan_op(const char *caller, kaio_device *device, OpPlan *plan);
+
+// Checks the views against the plan and the stream, then launches.
+kaio_status run_op(const char *caller, const kaio_device *device, const OpPlan &plan,
+                   kaio_stream *stream, const kaio_tensor *tensors, size_t count);
+
+// Family-specific halves, called by plan_op and run_op.
+kaio_status plan_elementwise(const char *caller, kaio_device *device, OpPlan *plan);
+kaio_status plan_rows(const char *caller, kaio_device *device, OpPlan *plan);
+kaio_status run_elementwise(const char *caller, const kaio_device *device, const OpPlan &plan,
+                            kaio_stream *stream, const kaio_tensor *tensors);
+kaio_status run_rows(const char *caller, const kaio_device *device, const OpPlan &plan,
+                     kaio_stream *stream, const kaio_tensor *tensors);
+
+// Index of the f32/f16/bf16 kernel variant.
+int float_variant(kaio_dtype dtype);
+
+// Enqueues a built-in kernel with a 1-D grid under the device's context.
+kaio_status launch_builtin(const char *caller, const kaio_device *device, const OpPlan &plan,
+                           kaio_stream *stream, void **params);
+
+}  // namespace kaio
+
+struct kaio_op {
+  static constexpr kaio::HandleTag kTag = kaio::HandleTag::op;
+  kaio::HandleTag tag = kTag;
+  kaio_device *device = nullptr;
+  kaio::OpPlan plan;
+};

@@ -1,0 +1,46 @@
+// A device: one CUDA ordinal on its primary context, shared by every
+// kaio_device_open of that ordinal in the process, so its module cache loads
+// each module once.
+#pragma once
+
+#include <kaio/kaio.h>
+
+#include <atomic>
+#include <memory>
+
+#include "driver/driver_api.hpp"
+#include "runtime/handle.hpp"
+
+namespace kaio {
+class ModuleCache;
+}
+
+struct kaio_device {
+  static constexpr kaio::HandleTag kTag = kaio::HandleTag::device;
+  kaio::HandleTag tag = kTag;
+  std::atomic<int64_t> refs{1};
+  const kaio::driver::Api *api = nullptr;
+  int32_t ordinal = -1;
+  kaio::cu::CUdevice cu_device = 0;
+  kaio::cu::CUcontext context = nullptr;
+  kaio_device_info info{};
+  std::unique_ptr<kaio::ModuleCache> modules;
+
+  kaio_device();
+  ~kaio_device();
+};
+
+namespace kaio {
+
+// Returns the shared device for ordinal with one more reference.
+kaio_status device_open(const char *caller, int32_t ordinal, kaio_device **out);
+void device_retain(kaio_device *device);
+// Drops a reference; the last one releases the primary context.
+void device_release(kaio_device *device);
+
+// Fails with KAIO_ERROR_UNSUPPORTED_ARCH unless the device has compute
+// capability major.minor or newer; `what` names the feature needing it.
+kaio_status require_arch(const char *caller, const kaio_device *device, int major, int minor,
+                         const char *what);
+
+}  // namespace kaio

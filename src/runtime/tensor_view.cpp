@@ -1,0 +1,121 @@
+#include "runtime/tensor_view.hpp"
+
+#include <cinttypes>
+
+#include "core/error.hpp"
+
+namespace kaio {
+
+kaio_status check_stream(const char *caller, const kaio_stream *stream) {
+  if (!is_live(stream))
+    return fail(KAIO_ERROR_INVALID_HANDLE,
+                "%s: argument 'stream' is %s; pass a stream from kaio_stream_create or "
+                "kaio_stream_wrap.",
+                caller, stream ? "not a live kaio_stream" : "NULL");
+  return KAIO_OK;
+}
+
+kaio_status check_view(const char *caller, const char *arg, const kaio_tensor *view,
+                       const kaio_device *device, CheckedView *out) {
+  if (!view)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
+                caller, arg);
+  const kaio_buffer *b = view->buffer;
+  if (!is_live(b))
+    return fail(KAIO_ERROR_INVALID_HANDLE,
+                "%s: argument '%s' has %s buffer; set %s.buffer to a live kaio_buffer.", caller,
+                arg, b ? "a destroyed or invalid" : "a NULL", arg);
+  size_t esize = kaio_dtype_size(view->dtype);
+  if (esize == 0)
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: argument '%s' has dtype %d, which is not a kaio_dtype; use KAIO_DTYPE_F32, "
+                "_F16, _BF16, _I8, _U8, _I32 or _U32.",
+                caller, arg, view->dtype);
+  if (view->reserved != 0)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' has reserved = %u; it must be 0.",
+                caller, arg, view->reserved);
+  if (view->rows < 1 || view->cols < 1)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: argument '%s' is %" PRId64 " x %" PRId64 "; rows and cols must be >= 1.",
+                caller, arg, view->rows, view->cols);
+  int64_t stride = view->row_stride == 0 ? view->cols : view->row_stride;
+  if (stride < view->cols)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: argument '%s' has row_stride %" PRId64 " < cols %" PRId64
+                "; rows would overlap. Use row_stride >= cols, or 0 for contiguous.",
+                caller, arg, view->row_stride, view->cols);
+  if (view->offset_bytes % esize != 0)
+    return fail(KAIO_ERROR_MISALIGNED,
+                "%s: argument '%s' has offset_bytes %" PRIu64 ", not a multiple of the %zu-byte "
+                "%s element; align the offset.",
+                caller, arg, view->offset_bytes, esize, kaio_dtype_name(view->dtype));
+  // Elements spanned: (rows - 1) * stride + cols, all in int64 without overflow.
+  int64_t last_row = 0, elements = 0, bytes = 0;
+  if (__builtin_mul_overflow(view->rows - 1, stride, &last_row) ||
+      __builtin_add_overflow(last_row, view->cols, &elements) ||
+      __builtin_mul_overflow(elements, static_cast<int64_t>(esize), &bytes))
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: argument '%s' (%" PRId64 " x %" PRId64 ", row_stride %" PRId64
+                ") spans more bytes than fit in 64 bits.",
+                caller, arg, view->rows, view->cols, stride);
+  uint64_t end = 0;
+  if (__builtin_add_overflow(view->offset_bytes, static_cast<uint64_t>(bytes), &end) ||
+      end > b->size)
+    return fail(KAIO_ERROR_OUT_OF_BOUNDS,
+                "%s: argument '%s' (%" PRId64 " x %" PRId64 " %s, row_stride %" PRId64
+                ", offset_bytes %" PRIu64 ") needs bytes up to %" PRIu64
+                " but its buffer holds %" PRIu64 "; use a smaller view or a larger buffer.",
+                caller, arg, view->rows, view->cols, kaio_dtype_name(view->dtype), stride,
+                view->offset_bytes, view->offset_bytes + static_cast<uint64_t>(bytes), b->size);
+  if (b->device != device)
+    return fail(KAIO_ERROR_WRONG_DEVICE,
+                "%s: argument '%s' lives on device %d but the call runs on device %d; copy it "
+                "to device %d first.",
+                caller, arg, b->device->ordinal, device->ordinal, device->ordinal);
+  out->address = b->ptr + view->offset_bytes;
+  out->dtype = view->dtype;
+  out->rows = view->rows;
+  out->cols = view->cols;
+  out->row_stride = stride;
+  out->span_bytes = static_cast<uint64_t>(bytes);
+  return KAIO_OK;
+}
+
+kaio_status check_shape(const char *caller, const char *arg, const CheckedView &view,
+                        int64_t rows, int64_t cols) {
+  if (view.rows == rows && view.cols == cols) return KAIO_OK;
+  return fail(KAIO_ERROR_SHAPE_MISMATCH,
+              "%s: argument '%s' is %" PRId64 " x %" PRId64 " but must be %" PRId64 " x %" PRId64
+              ".",
+              caller, arg, view.rows, view.cols, rows, cols);
+}
+
+kaio_status check_dtype(const char *caller, const char *arg, const CheckedView &view,
+                        kaio_dtype expected) {
+  if (view.dtype == expected) return KAIO_OK;
+  return fail(KAIO_ERROR_INVALID_DTYPE, "%s: argument '%s' has dtype %s but must be %s.", caller,
+              arg, kaio_dtype_name(view.dtype), kaio_dtype_name(expected));
+}
+
+kaio_status check_contiguous(const char *caller, const char *arg, const CheckedView &view) {
+  if (view.contiguous()) return KAIO_OK;
+  return fail(KAIO_ERROR_UNSUPPORTED,
+              "%s: argument '%s' has row_stride %" PRId64 " but this op needs contiguous rows "
+              "(row_stride == cols == %" PRId64 ", or 0); copy it into a contiguous buffer.",
+              caller, arg, view.row_stride, view.cols);
+}
+
+kaio_status check_no_partial_overlap(const char *caller, const char *a_name,
+                                     const CheckedView &a, const char *b_name,
+                                     const CheckedView &b, bool allow_identical) {
+  bool disjoint = a.address + a.span_bytes <= b.address || b.address + b.span_bytes <= a.address;
+  if (disjoint) return KAIO_OK;
+  bool identical = a.address == b.address && a.rows == b.rows && a.cols == b.cols &&
+                   a.row_stride == b.row_stride && a.dtype == b.dtype;
+  if (identical && allow_identical) return KAIO_OK;
+  return fail(KAIO_ERROR_INVALID_ARGUMENT,
+              "%s: arguments '%s' and '%s' overlap in memory%s; use separate buffers.", caller,
+              a_name, b_name, identical ? " (in-place is not supported by this op)" : "");
+}
+
+}  // namespace kaio

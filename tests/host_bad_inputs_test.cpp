@@ -1,0 +1,245 @@
+// The bad-input table: every wrong argument gets its exact status, a message
+// naming the function and the argument, and no kernel launch. Runs on the
+// fake driver (tests/fake_cuda), so it runs on every machine.
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+
+#include "support/kaio_test.hpp"
+
+namespace {
+
+// Objects on two fake devices that the cases below misuse.
+struct World {
+  kt::Device dev0, dev1;
+  kt::Stream s0, s1;
+  kt::Buffer b0, b1, small0;
+  kt::Event e0;
+  kt::Op silu, rms;
+  kt::Module module;
+  kt::Kernel kernel;
+};
+
+constexpr const char *kGoodPtx =
+    ".version 7.0\n.target sm_80\n.address_size 64\n"
+    ".visible .entry k(.param .u64 p, .param .f32 s, .param .u32 n)\n.maxntid 256, 1, 1\n{ ret; }\n";
+
+struct Case {
+  const char *name;
+  kaio_status expected;
+  std::vector<const char *> message_parts;  // every one must appear in kaio_last_error()
+  std::function<kaio_status(World &)> call;
+};
+
+kaio_tensor view(kaio_buffer *b, kaio_dtype dt, int64_t rows, int64_t cols) {
+  return kaio_tensor_2d(b, dt, rows, cols);
+}
+
+std::vector<Case> cases() {
+  using V = std::vector<const char *>;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  return {
+      {"device_open null out", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_device_open", "'out'"},
+       [](World &) { return kaio_device_open(nullptr, 0); }},
+      {"device_open negative ordinal", KAIO_ERROR_NO_DEVICE, V{"kaio_device_open", "'ordinal'", "-1"},
+       [](World &) { kaio_device *d; return kaio_device_open(&d, -1); }},
+      {"device_open ordinal past count", KAIO_ERROR_NO_DEVICE, V{"'ordinal'", "99", "2 device"},
+       [](World &) { kaio_device *d; return kaio_device_open(&d, 99); }},
+      {"device_get_info null device", KAIO_ERROR_INVALID_HANDLE, V{"kaio_device_get_info", "'device'"},
+       [](World &) { kaio_device_info i{}; i.struct_size = sizeof i; return kaio_device_get_info(nullptr, &i); }},
+      {"device_get_info null info", KAIO_ERROR_INVALID_ARGUMENT, V{"'info'"},
+       [](World &w) { return kaio_device_get_info(w.dev0.get(), nullptr); }},
+      {"device_get_info small struct", KAIO_ERROR_BUFFER_TOO_SMALL, V{"struct_size", "4"},
+       [](World &w) { kaio_device_info i{}; i.struct_size = 4; return kaio_device_get_info(w.dev0.get(), &i); }},
+      {"wrong-type handle as device", KAIO_ERROR_INVALID_HANDLE, V{"kaio_stream_create", "'device'", "not a live"},
+       [](World &w) { kaio_stream *s; return kaio_stream_create(&s, reinterpret_cast<kaio_device *>(w.b0.get()), 0); }},
+      {"stream_create bad flags", KAIO_ERROR_INVALID_ARGUMENT, V{"'flags'", "0x10"},
+       [](World &w) { kaio_stream *s; return kaio_stream_create(&s, w.dev0.get(), 0x10); }},
+      {"stream_synchronize null", KAIO_ERROR_INVALID_HANDLE, V{"kaio_stream_synchronize", "'stream'"},
+       [](World &) { return kaio_stream_synchronize(nullptr); }},
+      {"stream_wrap foreign stream of another device", KAIO_ERROR_WRONG_DEVICE, V{"kaio_stream_wrap", "'cu_stream'", "device 0"},
+       [](World &w) { kaio_stream *s; return kaio_stream_wrap(&s, w.dev0.get(), kaio_stream_native(w.s1.get())); }},
+      {"event_record null event", KAIO_ERROR_INVALID_HANDLE, V{"kaio_event_record", "'event'"},
+       [](World &w) { return kaio_event_record(nullptr, w.s0.get()); }},
+      {"event_record across devices", KAIO_ERROR_WRONG_DEVICE, V{"'event'", "device 0", "'stream'", "device 1"},
+       [](World &w) { return kaio_event_record(w.e0.get(), w.s1.get()); }},
+      {"event_elapsed null out", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_event_elapsed_ms", "'out_ms'"},
+       [](World &w) { return kaio_event_elapsed_ms(nullptr, w.e0.get(), w.e0.get()); }},
+      {"buffer_create zero bytes", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_buffer_create", "'size_bytes'", "0"},
+       [](World &w) { kaio_buffer *b; return kaio_buffer_create(&b, w.dev0.get(), 0); }},
+      {"buffer_create null device", KAIO_ERROR_INVALID_HANDLE, V{"kaio_buffer_create", "'device'"},
+       [](World &) { kaio_buffer *b; return kaio_buffer_create(&b, nullptr, 16); }},
+      {"buffer_create more than the device has", KAIO_ERROR_OUT_OF_DEVICE_MEMORY, V{"kaio_buffer_create", "out of device memory"},
+       [](World &w) { kaio_buffer *b; return kaio_buffer_create(&b, w.dev0.get(), uint64_t{1} << 40); }},
+      {"buffer_write past the end", KAIO_ERROR_OUT_OF_BOUNDS, V{"kaio_buffer_write", "'buffer'", "4096-byte"},
+       [](World &w) { char c[16] = {0}; return kaio_buffer_write(w.b0.get(), 4090, c, 16); }},
+      {"buffer_write offset overflow", KAIO_ERROR_OUT_OF_BOUNDS, V{"kaio_buffer_write", "'buffer'"},
+       [](World &w) { char c[16] = {0}; return kaio_buffer_write(w.b0.get(), UINT64_MAX - 4, c, 16); }},
+      {"buffer_write null src", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_buffer_write", "'src'"},
+       [](World &w) { return kaio_buffer_write(w.b0.get(), 0, nullptr, 8); }},
+      {"buffer_read null buffer", KAIO_ERROR_INVALID_HANDLE, V{"kaio_buffer_read", "'buffer'"},
+       [](World &) { char c[4]; return kaio_buffer_read(nullptr, 0, c, 4); }},
+      {"buffer_memset on a stream of another device", KAIO_ERROR_WRONG_DEVICE, V{"kaio_buffer_memset", "device 0", "device 1"},
+       [](World &w) { return kaio_buffer_memset(w.b0.get(), w.s1.get(), 0, 0, 16); }},
+      {"buffer_copy overlapping ranges", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_buffer_copy", "overlap"},
+       [](World &w) { return kaio_buffer_copy(w.b0.get(), 8, w.b0.get(), 0, 64, w.s0.get()); }},
+      {"buffer_wrap null pointer", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_buffer_wrap", "'device_ptr'"},
+       [](World &w) { kaio_buffer *b; return kaio_buffer_wrap(&b, w.dev0.get(), 0, 16); }},
+      {"buffer_wrap past the allocation", KAIO_ERROR_OUT_OF_BOUNDS, V{"kaio_buffer_wrap", "'device_ptr'", "'size_bytes'"},
+       [](World &w) { kaio_buffer *b; return kaio_buffer_wrap(&b, w.dev0.get(), kaio_buffer_device_ptr(w.b0.get()) + 64, 4096); }},
+      {"buffer_wrap host memory", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_buffer_wrap", "'device_ptr'", "not device memory"},
+       [](World &w) { static char host[64]; kaio_buffer *b; return kaio_buffer_wrap(&b, w.dev0.get(), reinterpret_cast<uint64_t>(host), 64); }},
+      {"buffer_wrap memory of another device", KAIO_ERROR_WRONG_DEVICE, V{"kaio_buffer_wrap", "device 0"},
+       [](World &w) { kaio_buffer *b; return kaio_buffer_wrap(&b, w.dev0.get(), kaio_buffer_device_ptr(w.b1.get()), 64); }},
+      {"op_create null out", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_op_create_silu_gate", "'out'"},
+       [](World &w) { return kaio_op_create_silu_gate(nullptr, w.dev0.get(), KAIO_DTYPE_F32, 4, 4); }},
+      {"op_create integer dtype", KAIO_ERROR_INVALID_DTYPE, V{"kaio_op_create_silu_gate", "'dtype'", "i8"},
+       [](World &w) { kaio_op *o; return kaio_op_create_silu_gate(&o, w.dev0.get(), KAIO_DTYPE_I8, 4, 4); }},
+      {"op_create unknown dtype", KAIO_ERROR_INVALID_DTYPE, V{"'dtype'", "77"},
+       [](World &w) { kaio_op *o; return kaio_op_create_softmax(&o, w.dev0.get(), 77, 4, 4); }},
+      {"op_create zero rows", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_op_create_gelu", "0 x 4"},
+       [](World &w) { kaio_op *o; return kaio_op_create_gelu(&o, w.dev0.get(), KAIO_DTYPE_F16, 0, 4, KAIO_GELU_ERF); }},
+      {"op_create negative cols", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_op_create_rmsnorm", "-5"},
+       [](World &w) { kaio_op *o; return kaio_op_create_rmsnorm(&o, w.dev0.get(), KAIO_DTYPE_F32, 3, -5, 1e-5f); }},
+      {"op_create element count overflow", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_op_create_silu_gate", "overflow"},
+       [](World &w) { kaio_op *o; return kaio_op_create_silu_gate(&o, w.dev0.get(), KAIO_DTYPE_F32, INT64_MAX / 2, 4); }},
+      {"op_create too many rows for a row op", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_op_create_softmax", "rows"},
+       [](World &w) { kaio_op *o; return kaio_op_create_softmax(&o, w.dev0.get(), KAIO_DTYPE_F32, int64_t{1} << 33, 4); }},
+      {"gelu unknown mode", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_op_create_gelu", "'mode'", "9"},
+       [](World &w) { kaio_op *o; return kaio_op_create_gelu(&o, w.dev0.get(), KAIO_DTYPE_F32, 4, 4, 9); }},
+      {"rmsnorm NaN eps", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_op_create_rmsnorm", "'eps'", "nan"},
+       [nan](World &w) { kaio_op *o; return kaio_op_create_rmsnorm(&o, w.dev0.get(), KAIO_DTYPE_F32, 4, 4, nan); }},
+      {"rmsnorm negative eps", KAIO_ERROR_INVALID_ARGUMENT, V{"'eps'", "-1"},
+       [](World &w) { kaio_op *o; return kaio_op_create_rmsnorm(&o, w.dev0.get(), KAIO_DTYPE_F32, 4, 4, -1.0f); }},
+      {"op_launch null op", KAIO_ERROR_INVALID_HANDLE, V{"kaio_op_launch", "'op'"},
+       [](World &w) { kaio_tensor t[3] = {}; return kaio_op_launch(nullptr, w.s0.get(), t, 3); }},
+      {"op_launch null stream", KAIO_ERROR_INVALID_HANDLE, V{"kaio_op_launch", "'stream'"},
+       [](World &w) { kaio_tensor t[3] = {}; return kaio_op_launch(w.silu.get(), nullptr, t, 3); }},
+      {"op_launch wrong tensor count", KAIO_ERROR_INVALID_ARGUMENT, V{"'count'", "{x, gate, out}"},
+       [](World &w) { kaio_tensor t[2] = {view(w.b0.get(), KAIO_DTYPE_F32, 8, 16), view(w.b0.get(), KAIO_DTYPE_F32, 8, 16)}; return kaio_op_launch(w.silu.get(), w.s0.get(), t, 2); }},
+      {"op_launch null tensors", KAIO_ERROR_INVALID_ARGUMENT, V{"'tensors'"},
+       [](World &w) { return kaio_op_launch(w.silu.get(), w.s0.get(), nullptr, 3); }},
+      {"op_launch dtype differs from op", KAIO_ERROR_INVALID_DTYPE, V{"'x'", "f16", "f32"},
+       [](World &w) { kaio_tensor t[3] = {view(w.b0.get(), KAIO_DTYPE_F16, 8, 16), view(w.b0.get(), KAIO_DTYPE_F32, 8, 16), view(w.b0.get(), KAIO_DTYPE_F32, 8, 16)}; return kaio_op_launch(w.silu.get(), w.s0.get(), t, 3); }},
+      {"op_launch gate shape mismatch", KAIO_ERROR_SHAPE_MISMATCH, V{"'gate'", "8 x 15", "8 x 16"},
+       [](World &w) { kaio_tensor t[3] = {view(w.b0.get(), KAIO_DTYPE_F32, 8, 16), view(w.b0.get(), KAIO_DTYPE_F32, 8, 15), view(w.b1.get(), KAIO_DTYPE_F32, 8, 16)}; return kaio_op_launch(w.silu.get(), w.s0.get(), t, 3); }},
+      {"op_launch view past the end of its buffer", KAIO_ERROR_OUT_OF_BOUNDS, V{"'out'", "512", "holds 256"},
+       [](World &w) { kaio_tensor t[3] = {view(w.b0.get(), KAIO_DTYPE_F32, 8, 16), view(w.b0.get(), KAIO_DTYPE_F32, 8, 16), view(w.small0.get(), KAIO_DTYPE_F32, 8, 16)}; return kaio_op_launch(w.silu.get(), w.s0.get(), t, 3); }},
+      {"op_launch offset pushes view past the end", KAIO_ERROR_OUT_OF_BOUNDS, V{"'x'", "offset_bytes 3600"},
+       [](World &w) { kaio_tensor x = view(w.b0.get(), KAIO_DTYPE_F32, 8, 16); x.offset_bytes = 3600; kaio_tensor t[3] = {x, x, view(w.small0.get(), KAIO_DTYPE_F32, 8, 16)}; return kaio_op_launch(w.silu.get(), w.s0.get(), t, 3); }},
+      {"op_launch misaligned offset", KAIO_ERROR_MISALIGNED, V{"'x'", "offset_bytes 2", "4-byte"},
+       [](World &w) { kaio_tensor x = view(w.b0.get(), KAIO_DTYPE_F32, 8, 16); x.offset_bytes = 2; kaio_tensor t[3] = {x, x, x}; return kaio_op_launch(w.silu.get(), w.s0.get(), t, 3); }},
+      {"op_launch null buffer in view", KAIO_ERROR_INVALID_HANDLE, V{"'gate'", "NULL buffer"},
+       [](World &w) { kaio_tensor t[3] = {view(w.b0.get(), KAIO_DTYPE_F32, 8, 16), view(nullptr, KAIO_DTYPE_F32, 8, 16), view(w.b0.get(), KAIO_DTYPE_F32, 8, 16)}; return kaio_op_launch(w.silu.get(), w.s0.get(), t, 3); }},
+      {"op_launch reserved field set", KAIO_ERROR_INVALID_ARGUMENT, V{"'x'", "reserved"},
+       [](World &w) { kaio_tensor x = view(w.b0.get(), KAIO_DTYPE_F32, 8, 16); x.reserved = 1; kaio_tensor t[3] = {x, x, x}; return kaio_op_launch(w.silu.get(), w.s0.get(), t, 3); }},
+      {"op_launch stride below cols", KAIO_ERROR_INVALID_DIMENSION, V{"'x'", "row_stride 5", "cols 16"},
+       [](World &w) { kaio_tensor x = view(w.b0.get(), KAIO_DTYPE_F32, 8, 16); x.row_stride = 5; kaio_tensor t[3] = {x, x, x}; return kaio_op_launch(w.silu.get(), w.s0.get(), t, 3); }},
+      {"op_launch strided view for element-wise op", KAIO_ERROR_UNSUPPORTED, V{"'x'", "row_stride 20", "contiguous"},
+       [](World &w) { kaio_tensor x = view(w.b0.get(), KAIO_DTYPE_F32, 8, 16); x.row_stride = 20; kaio_tensor t[3] = {x, x, view(w.b0.get(), KAIO_DTYPE_F32, 8, 16)}; return kaio_op_launch(w.silu.get(), w.s0.get(), t, 3); }},
+      {"op_launch buffer of another device", KAIO_ERROR_WRONG_DEVICE, V{"'gate'", "device 1", "device 0"},
+       [](World &w) { kaio_tensor t[3] = {view(w.b0.get(), KAIO_DTYPE_F32, 8, 16), view(w.b1.get(), KAIO_DTYPE_F32, 8, 16), view(w.b0.get(), KAIO_DTYPE_F32, 8, 16)}; return kaio_op_launch(w.silu.get(), w.s0.get(), t, 3); }},
+      {"op_launch stream of another device", KAIO_ERROR_WRONG_DEVICE, V{"kaio_op_launch", "device 0", "'stream'", "device 1"},
+       [](World &w) { kaio_tensor x = view(w.b0.get(), KAIO_DTYPE_F32, 8, 16); kaio_tensor t[3] = {x, x, x}; return kaio_op_launch(w.silu.get(), w.s1.get(), t, 3); }},
+      {"op_launch output partly overlaps input", KAIO_ERROR_INVALID_ARGUMENT, V{"'x'", "'out'", "overlap"},
+       [](World &w) { kaio_tensor x = view(w.b0.get(), KAIO_DTYPE_F32, 8, 16); kaio_tensor o = x; o.offset_bytes = 64; kaio_tensor t[3] = {x, x, o}; return kaio_op_launch(w.silu.get(), w.s0.get(), t, 3); }},
+      {"rmsnorm weight with two rows", KAIO_ERROR_SHAPE_MISMATCH, V{"kaio_op_launch", "'weight'", "2 x 16", "1 x 16"},
+       [](World &w) { kaio_tensor t[3] = {view(w.b0.get(), KAIO_DTYPE_F32, 8, 16), view(w.b1.get(), KAIO_DTYPE_F32, 2, 16), view(w.b0.get(), KAIO_DTYPE_F32, 8, 16)}; t[1].buffer = w.small0.get(); return kaio_op_launch(w.rms.get(), w.s0.get(), t, 3); }},
+      {"view whose span overflows 64 bits", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_softmax", "'x'", "64 bits"},
+       [](World &w) { kaio_tensor x = view(w.b0.get(), KAIO_DTYPE_F32, INT64_MAX / 4, 16); kaio_tensor o = view(w.b0.get(), KAIO_DTYPE_F32, 8, 16); return kaio_softmax(w.s0.get(), &x, &o); }},
+      {"one-shot null gate", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_silu_gate", "'gate'"},
+       [](World &w) { kaio_tensor x = view(w.b0.get(), KAIO_DTYPE_F32, 8, 16); return kaio_silu_gate(w.s0.get(), &x, nullptr, &x); }},
+      {"one-shot integer dtype", KAIO_ERROR_INVALID_DTYPE, V{"kaio_gelu", "'x'", "i32"},
+       [](World &w) { kaio_tensor x = view(w.b0.get(), KAIO_DTYPE_I32, 8, 16); return kaio_gelu(w.s0.get(), &x, &x, KAIO_GELU_TANH); }},
+      {"one-shot zero-initialised view", KAIO_ERROR_INVALID_HANDLE, V{"kaio_rmsnorm", "'x'"},
+       [](World &w) { kaio_tensor z{}; return kaio_rmsnorm(w.s0.get(), &z, &z, &z, 1e-5f); }},
+      {"module_load null ptx", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_module_load_ptx", "'ptx'", "NULL"},
+       [](World &w) { kaio_module *m; return kaio_module_load_ptx(&m, w.dev0.get(), nullptr); }},
+      {"module_load bad ptx", KAIO_ERROR_PTX_JIT_FAILED, V{"kaio_module_load_ptx", "JIT log", "fake JIT rejected"},
+       [](World &w) { kaio_module *m; return kaio_module_load_ptx(&m, w.dev0.get(), "this is not ptx"); }},
+      {"module_get_kernel unknown name", KAIO_ERROR_KERNEL_NOT_FOUND, V{"kaio_module_get_kernel", "'name'", "no_such_kernel"},
+       [](World &w) { kaio_kernel *k; return kaio_module_get_kernel(&k, w.module.get(), "no_such_kernel"); }},
+      {"module_get_kernel null module", KAIO_ERROR_INVALID_HANDLE, V{"kaio_module_get_kernel", "'module'"},
+       [](World &) { kaio_kernel *k; return kaio_module_get_kernel(&k, nullptr, "k"); }},
+      {"kernel_launch zero grid", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_kernel_launch", "grid (0, 1, 1)"},
+       [](World &w) { kaio_launch_config c = {{0, 1, 1}, {32, 1, 1}, 0, 0}; char a[16] = {0}; return kaio_kernel_launch(w.kernel.get(), w.s0.get(), &c, a, 16); }},
+      {"kernel_launch block too large", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_kernel_launch", "2048 threads"},
+       [](World &w) { kaio_launch_config c = {{1, 1, 1}, {1024, 2, 1}, 0, 0}; char a[16] = {0}; return kaio_kernel_launch(w.kernel.get(), w.s0.get(), &c, a, 16); }},
+      {"kernel_launch wrong argument size", KAIO_ERROR_INVALID_ARGUMENT, V{"'args_size'", "12", "16"},
+       [](World &w) { kaio_launch_config c = {{1, 1, 1}, {32, 1, 1}, 0, 0}; char a[16] = {0}; return kaio_kernel_launch(w.kernel.get(), w.s0.get(), &c, a, 12); }},
+      {"kernel_launch on another device's stream", KAIO_ERROR_WRONG_DEVICE, V{"'kernel'", "device 0", "'stream'", "device 1"},
+       [](World &w) { kaio_launch_config c = {{1, 1, 1}, {32, 1, 1}, 0, 0}; char a[16] = {0}; return kaio_kernel_launch(w.kernel.get(), w.s1.get(), &c, a, 16); }},
+      {"kernel_launch too much shared memory", KAIO_ERROR_INVALID_ARGUMENT, V{"shared_bytes", "1048576"},
+       [](World &w) { kaio_launch_config c = {{1, 1, 1}, {32, 1, 1}, 1u << 20, 0}; char a[16] = {0}; return kaio_kernel_launch(w.kernel.get(), w.s0.get(), &c, a, 16); }},
+      {"kernel_get_attributes zero struct_size", KAIO_ERROR_BUFFER_TOO_SMALL, V{"kaio_kernel_get_attributes", "struct_size"},
+       [](World &w) { kaio_kernel_attributes a{}; return kaio_kernel_get_attributes(w.kernel.get(), &a); }},
+      {"probe null info", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_probe", "'info'"},
+       [](World &) { return kaio_probe(nullptr); }},
+      {"probe small struct", KAIO_ERROR_BUFFER_TOO_SMALL, V{"kaio_probe", "struct_size"},
+       [](World &) { kaio_probe_info i{}; i.struct_size = 8; return kaio_probe(&i); }},
+  };
+}
+
+class BadInput : public ::testing::TestWithParam<Case> {
+ protected:
+  static void SetUpTestSuite() {
+    if (!kt::on_fake_driver()) return;
+    world_ = new World;
+    World &w = *world_;
+    w.dev0 = kt::open_device(0);
+    w.dev1 = kt::open_device(1);
+    w.s0 = kt::make_stream(w.dev0.get());
+    w.s1 = kt::make_stream(w.dev1.get());
+    w.b0 = kt::make_buffer(w.dev0.get(), 4096);
+    w.b1 = kt::make_buffer(w.dev1.get(), 4096);
+    w.small0 = kt::make_buffer(w.dev0.get(), 256);
+    kaio_event *e = nullptr;
+    EXPECT_EQ(kaio_event_create(&e, w.dev0.get(), 0), KAIO_OK);
+    w.e0.reset(e);
+    kaio_op *op = nullptr;
+    EXPECT_EQ(kaio_op_create_silu_gate(&op, w.dev0.get(), KAIO_DTYPE_F32, 8, 16), KAIO_OK);
+    w.silu.reset(op);
+    EXPECT_EQ(kaio_op_create_rmsnorm(&op, w.dev0.get(), KAIO_DTYPE_F32, 8, 16, 1e-5f), KAIO_OK);
+    w.rms.reset(op);
+    kaio_module *m = nullptr;
+    EXPECT_EQ(kaio_module_load_ptx(&m, w.dev0.get(), kGoodPtx), KAIO_OK) << kaio_last_error();
+    w.module.reset(m);
+    kaio_kernel *k = nullptr;
+    EXPECT_EQ(kaio_module_get_kernel(&k, m, "k"), KAIO_OK) << kaio_last_error();
+    w.kernel.reset(k);
+  }
+  static void TearDownTestSuite() {
+    delete world_;
+    world_ = nullptr;
+  }
+  static World *world_;
+};
+World *BadInput::world_ = nullptr;
+
+TEST_P(BadInput, ReturnsItsStatusAndNamesTheArgument) {
+  if (!kt::on_fake_driver())
+    GTEST_SKIP() << "needs the fake driver: run through `meson test` (suite host), which sets "
+                    "LIBKAIO_CUDA_DRIVER";
+  const Case &c = GetParam();
+  unsigned long long launches = kt::fake().launch_count();
+  kaio_status s = c.call(*world_);
+  std::string msg = kaio_last_error();
+  EXPECT_EQ(s, c.expected) << "got " << kaio_status_name(s) << ": " << msg;
+  for (const char *part : c.message_parts)
+    EXPECT_NE(msg.find(part), std::string::npos) << "message lacks \"" << part << "\": " << msg;
+  EXPECT_EQ(kt::fake().launch_count(), launches) << "a rejected call launched a kernel";
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case> &info) {
+  std::string n = info.param.name;
+  for (char &ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, BadInput, ::testing::ValuesIn(cases()), case_name);
+
+TEST(BadInputTable, HasAtLeastFortyCases) { EXPECT_GE(cases().size(), 40u); }
+
+}  // namespace

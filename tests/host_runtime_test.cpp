@@ -1,0 +1,355 @@
+// The runtime on the fake driver: lifetimes, copies, launch shapes and
+// kernel arguments, user modules, and how driver failures surface. Runs on
+// every machine.
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "support/kaio_test.hpp"
+
+namespace {
+
+class FakeRuntime : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kt::on_fake_driver())
+      GTEST_SKIP() << "needs the fake driver: run through `meson test` (suite host), which sets "
+                      "LIBKAIO_CUDA_DRIVER";
+  }
+};
+
+struct Launch {
+  std::string name;
+  unsigned grid[3] = {0, 0, 0}, block[3] = {0, 0, 0}, shared = 0;
+};
+
+Launch last_launch() {
+  Launch l;
+  char name[128] = {0};
+  EXPECT_EQ(kt::fake().last_launch(name, sizeof name, l.grid, l.block, &l.shared), 0);
+  l.name = name;
+  return l;
+}
+
+template <class T>
+T launch_param(size_t index) {
+  T v{};
+  EXPECT_EQ(kt::fake().last_launch_param(index, &v, sizeof v), 0);
+  return v;
+}
+
+TEST_F(FakeRuntime, ProbeReportsDriverAndDevices) {
+  kaio_probe_info info{};
+  info.struct_size = sizeof info;
+  KT_OK(kaio_probe(&info));
+  EXPECT_EQ(info.driver_status, KAIO_OK);
+  EXPECT_EQ(info.driver_version, 13000);
+  EXPECT_EQ(info.device_count, 2);
+  int32_t n = 0;
+  KT_OK(kaio_device_count(&n));
+  EXPECT_EQ(n, 2);
+}
+
+TEST_F(FakeRuntime, DeviceInfoAndSharedHandles) {
+  kt::Device a = kt::open_device(1);
+  kt::Device b = kt::open_device(1);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a.get(), b.get()) << "one ordinal shares one device (and its module cache)";
+  kaio_device_info info{};
+  info.struct_size = sizeof info;
+  KT_OK(kaio_device_get_info(a.get(), &info));
+  EXPECT_EQ(info.ordinal, 1);
+  EXPECT_EQ(info.cc_major, 9);
+  EXPECT_EQ(info.cc_minor, 0);
+  EXPECT_EQ(info.sm_count, 4);
+  EXPECT_STREQ(info.name, "kaio fake device 1");
+  EXPECT_NE(kaio_device_native_context(a.get()), nullptr);
+}
+
+TEST_F(FakeRuntime, ChildrenKeepTheirDeviceAlive) {
+  unsigned long long before = kt::fake().live_allocations();
+  kaio_device *d = nullptr;
+  KT_OK(kaio_device_open(&d, 0));
+  kaio_buffer *b = nullptr;
+  KT_OK(kaio_buffer_create(&b, d, 1000));
+  kaio_stream *s = nullptr;
+  KT_OK(kaio_stream_create(&s, d, 0));
+  kaio_device_destroy(d);  // the user's reference goes first
+  uint32_t v = 0xA5A5A5A5u, back = 0;
+  KT_OK(kaio_buffer_write(b, 996, &v, 4));
+  KT_OK(kaio_buffer_read(b, 996, &back, 4));
+  EXPECT_EQ(back, v);
+  EXPECT_EQ(kaio_buffer_device(b), kaio_stream_device(s));
+  kaio_stream_destroy(s);
+  kaio_buffer_destroy(b);
+  EXPECT_EQ(kt::fake().live_allocations(), before);
+}
+
+TEST_F(FakeRuntime, CopiesRoundTrip) {
+  kt::Device d = kt::open_device(0);
+  kt::Stream s = kt::make_stream(d.get());
+  kt::Buffer a = kt::make_buffer(d.get(), 256), b = kt::make_buffer(d.get(), 256);
+  std::vector<uint8_t> src(256), dst(256, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
+  KT_OK(kaio_buffer_write_async(a.get(), s.get(), 0, src.data(), 256));
+  KT_OK(kaio_buffer_copy(b.get(), 0, a.get(), 0, 256, s.get()));
+  KT_OK(kaio_buffer_memset(b.get(), s.get(), 10, 0xEE, 5));
+  KT_OK(kaio_buffer_read_async(b.get(), s.get(), 0, dst.data(), 256));
+  KT_OK(kaio_stream_synchronize(s.get()));
+  for (size_t i = 0; i < 256; ++i)
+    EXPECT_EQ(dst[i], (i >= 10 && i < 15) ? 0xEE : src[i]) << "byte " << i;
+}
+
+TEST_F(FakeRuntime, WrapsForeignMemoryAndStreams) {
+  kt::Device d = kt::open_device(0);
+  kt::Buffer owner = kt::make_buffer(d.get(), 1024);
+  kaio_buffer *view = nullptr;
+  KT_OK(kaio_buffer_wrap(&view, d.get(), kaio_buffer_device_ptr(owner.get()) + 256, 768));
+  EXPECT_EQ(kaio_buffer_size(view), 768u);
+  kaio_buffer_destroy(view);  // foreign: must not free the owner's memory
+  uint8_t byte = 3;
+  KT_OK(kaio_buffer_write(owner.get(), 1023, &byte, 1));
+
+  kt::Stream s = kt::make_stream(d.get());
+  kaio_stream *wrapped = nullptr;
+  KT_OK(kaio_stream_wrap(&wrapped, d.get(), kaio_stream_native(s.get())));
+  EXPECT_EQ(kaio_stream_native(wrapped), kaio_stream_native(s.get()));
+  KT_OK(kaio_stream_synchronize(wrapped));
+  kaio_stream_destroy(wrapped);  // borrowed: the original stays usable
+  KT_OK(kaio_stream_synchronize(s.get()));
+  kaio_stream *legacy = nullptr;
+  KT_OK(kaio_stream_wrap(&legacy, d.get(), nullptr));
+  kaio_stream_destroy(legacy);
+}
+
+TEST_F(FakeRuntime, EventsTimeAndOrder) {
+  kt::Device d = kt::open_device(0);
+  kt::Stream s = kt::make_stream(d.get()), t = kt::make_stream(d.get());
+  kaio_event *a = nullptr, *b = nullptr;
+  KT_OK(kaio_event_create(&a, d.get(), 0));
+  KT_OK(kaio_event_create(&b, d.get(), 0));
+  kt::Event ea(a), eb(b);
+  KT_OK(kaio_event_record(a, s.get()));
+  KT_OK(kaio_event_record(b, s.get()));
+  KT_OK(kaio_stream_wait_event(t.get(), b));
+  KT_OK(kaio_event_synchronize(b));
+  float ms = -1;
+  KT_OK(kaio_event_elapsed_ms(&ms, a, b));
+  EXPECT_GE(ms, 0.0f);
+}
+
+TEST_F(FakeRuntime, ElementwiseLaunchPassesViewsAndCount) {
+  kt::Device d = kt::open_device(0);
+  kt::Stream s = kt::make_stream(d.get());
+  const int64_t rows = 37, cols = 101;  // odd sizes: no vector-multiple
+  kt::Buffer x = kt::make_buffer(d.get(), rows * cols * 2 + 64);
+  kt::Buffer g = kt::make_buffer(d.get(), rows * cols * 2);
+  kt::Buffer o = kt::make_buffer(d.get(), rows * cols * 2);
+  kaio_tensor tx = kaio_tensor_2d(x.get(), KAIO_DTYPE_BF16, rows, cols);
+  tx.offset_bytes = 62;  // element-aligned, not vector-aligned
+  kaio_tensor tg = kaio_tensor_2d(g.get(), KAIO_DTYPE_BF16, rows, cols);
+  kaio_tensor to = kaio_tensor_2d(o.get(), KAIO_DTYPE_BF16, rows, cols);
+  KT_OK(kaio_silu_gate(s.get(), &tx, &tg, &to));
+  Launch l = last_launch();
+  EXPECT_EQ(l.name, "kaio_silu_gate_bf16");
+  EXPECT_EQ(l.block[0], 256u);
+  EXPECT_GE(l.grid[0], 1u);
+  EXPECT_EQ(launch_param<uint64_t>(0), kaio_buffer_device_ptr(x.get()) + 62);
+  EXPECT_EQ(launch_param<uint64_t>(1), kaio_buffer_device_ptr(g.get()));
+  EXPECT_EQ(launch_param<uint64_t>(2), kaio_buffer_device_ptr(o.get()));
+  EXPECT_EQ(launch_param<uint64_t>(3), static_cast<uint64_t>(rows * cols));
+
+  KT_OK(kaio_gelu(s.get(), &to, &to, KAIO_GELU_TANH));  // in place is allowed
+  EXPECT_EQ(last_launch().name, "kaio_gelu_tanh_bf16");
+}
+
+TEST_F(FakeRuntime, RowOpsPickWarpOrBlockPerRow) {
+  kt::Device d = kt::open_device(0);
+  kt::Stream s = kt::make_stream(d.get());
+  kt::Buffer x = kt::make_buffer(d.get(), 1 << 20), w = kt::make_buffer(d.get(), 1 << 16),
+             o = kt::make_buffer(d.get(), 1 << 20);
+  struct {
+    int64_t rows, cols;
+    const char *kernel;
+    unsigned grid;
+  } shapes[] = {{17, 1024, "kaio_rmsnorm_f16_warp", 3}, {17, 1025, "kaio_rmsnorm_f16_block", 17},
+                {1, 1, "kaio_rmsnorm_f16_warp", 1}};
+  for (const auto &sh : shapes) {
+    kaio_op *op = nullptr;
+    KT_OK(kaio_op_create_rmsnorm(&op, d.get(), KAIO_DTYPE_F16, sh.rows, sh.cols, 1e-6f));
+    kt::Op guard(op);
+    kaio_tensor t[3] = {kaio_tensor_2d(x.get(), KAIO_DTYPE_F16, sh.rows, sh.cols),
+                        kaio_tensor_2d(w.get(), KAIO_DTYPE_F16, 1, sh.cols),
+                        kaio_tensor_2d(o.get(), KAIO_DTYPE_F16, sh.rows, sh.cols)};
+    t[0].row_stride = sh.cols + 3;  // strided input, contiguous output
+    KT_OK(kaio_op_launch(op, s.get(), t, 3));
+    Launch l = last_launch();
+    EXPECT_EQ(l.name, sh.kernel);
+    EXPECT_EQ(l.grid[0], sh.grid);
+    EXPECT_EQ(launch_param<uint32_t>(3), static_cast<uint32_t>(sh.rows));
+    EXPECT_EQ(launch_param<uint32_t>(4), static_cast<uint32_t>(sh.cols));
+    EXPECT_EQ(launch_param<uint64_t>(5), static_cast<uint64_t>(sh.cols + 3));
+    EXPECT_EQ(launch_param<uint64_t>(6), static_cast<uint64_t>(sh.cols));
+    EXPECT_FLOAT_EQ(launch_param<float>(7), 1e-6f);
+  }
+  kaio_tensor sx = kaio_tensor_2d(x.get(), KAIO_DTYPE_F32, 5, 3000);
+  KT_OK(kaio_softmax(s.get(), &sx, &sx));
+  EXPECT_EQ(last_launch().name, "kaio_softmax_f32_block");
+}
+
+TEST_F(FakeRuntime, UserKernelArgumentsArePackedAsGiven) {
+  kt::Device d = kt::open_device(0);
+  kt::Stream s = kt::make_stream(d.get());
+  const char *ptx =
+      ".version 7.0\n.target sm_80\n.address_size 64\n"
+      ".visible .entry scale(.param .u64 p, .param .f32 s, .param .u32 n)\n{ ret; }\n";
+  kaio_module *m = nullptr;
+  KT_OK(kaio_module_load_ptx(&m, d.get(), ptx));
+  kaio_kernel *k = nullptr;
+  KT_OK(kaio_module_get_kernel(&k, m, "scale"));
+  kaio_module_destroy(m);  // the kernel keeps its module
+  kt::Kernel kernel(k);
+  kaio_kernel_attributes attrs{};
+  attrs.struct_size = sizeof attrs;
+  KT_OK(kaio_kernel_get_attributes(k, &attrs));
+  EXPECT_EQ(attrs.param_bytes, 16);
+  EXPECT_GT(attrs.registers, 0);
+  struct {
+    uint64_t p;
+    float s;
+    uint32_t n;
+  } args = {0x1234, 2.5f, 77};
+  kaio_launch_config c = {{3, 1, 1}, {128, 1, 1}, 0, 0};
+  KT_OK(kaio_kernel_launch(k, s.get(), &c, &args, sizeof args));
+  Launch l = last_launch();
+  EXPECT_EQ(l.name, "scale");
+  EXPECT_EQ(l.grid[0], 3u);
+  EXPECT_EQ(launch_param<uint64_t>(0), 0x1234u);
+  EXPECT_FLOAT_EQ(launch_param<float>(1), 2.5f);
+  EXPECT_EQ(launch_param<uint32_t>(2), 77u);
+}
+
+TEST_F(FakeRuntime, PreparedOpRunsOnAnyStreamOfItsDevice) {
+  kt::Device d = kt::open_device(0);
+  kt::Stream s1 = kt::make_stream(d.get()), s2 = kt::make_stream(d.get());
+  kt::Buffer b = kt::make_buffer(d.get(), 4 * 64);
+  kaio_op *op = nullptr;
+  KT_OK(kaio_op_create_gelu(&op, d.get(), KAIO_DTYPE_F32, 4, 16, KAIO_GELU_ERF));
+  kt::Op guard(op);
+  kaio_tensor t[2] = {kaio_tensor_2d(b.get(), KAIO_DTYPE_F32, 4, 16),
+                      kaio_tensor_2d(b.get(), KAIO_DTYPE_F32, 4, 16)};
+  unsigned long long before = kt::fake().launch_count();
+  KT_OK(kaio_op_launch(op, s1.get(), t, 2));
+  KT_OK(kaio_op_launch(op, s2.get(), t, 2));
+  EXPECT_EQ(kt::fake().launch_count(), before + 2);
+  EXPECT_EQ(last_launch().name, "kaio_gelu_erf_f32");
+}
+
+// Driver failures are per process (the driver loads once), so each runs in a
+// fresh child process with its own environment.
+class DriverFailure : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    if (!kt::on_fake_driver())
+      GTEST_SKIP() << "needs the fake driver: run through `meson test` (suite host)";
+  }
+};
+
+// Exits 0 when `call` yields `expected` and the message has `part`.
+[[noreturn]] void expect_in_child(kaio_status expected, const char *part, kaio_status got) {
+  std::string msg = kaio_last_error();
+  bool ok = got == expected && msg.find(part) != std::string::npos;
+  if (!ok) std::fprintf(stderr, "got %s: %s\n", kaio_status_name(got), msg.c_str());
+  std::_Exit(ok ? 0 : 1);
+}
+
+TEST_F(DriverFailure, MissingLibraryIsDriverNotFound) {
+  EXPECT_EXIT(
+      {
+        setenv("LIBKAIO_CUDA_DRIVER", "/nonexistent/libcuda.so.1", 1);
+        kaio_device *d = nullptr;
+        expect_in_child(KAIO_ERROR_DRIVER_NOT_FOUND, "/nonexistent/libcuda.so.1",
+                        kaio_device_open(&d, 0));
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(DriverFailure, ProbeReportsMissingDriverWithoutFailing) {
+  EXPECT_EXIT(
+      {
+        setenv("LIBKAIO_CUDA_DRIVER", "/nonexistent/libcuda.so.1", 1);
+        kaio_probe_info i{};
+        i.struct_size = sizeof i;
+        kaio_status s = kaio_probe(&i);
+        bool ok = s == KAIO_OK && i.driver_status == KAIO_ERROR_DRIVER_NOT_FOUND &&
+                  i.device_count == 0 && std::strstr(i.message, "cannot open");
+        std::_Exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(DriverFailure, MissingEntryPointIsDriverTooOld) {
+  EXPECT_EXIT(
+      {
+        // The dlsym fallback would find the versioned exports; this fake has none.
+        const char *proc_only = std::getenv("KAIO_TEST_FAKE_PROC_ONLY");
+        if (!proc_only) std::_Exit(3);
+        setenv("LIBKAIO_CUDA_DRIVER", proc_only, 1);
+        setenv("KAIO_FAKE_MISSING", "cuMemAlloc,cuStreamGetCtx", 1);
+        int32_t n = 0;
+        expect_in_child(KAIO_ERROR_DRIVER_TOO_OLD, "cuMemAlloc_v2, cuStreamGetCtx",
+                        kaio_device_count(&n));
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(DriverFailure, OptionalEntryPointMayBeMissing) {
+  EXPECT_EXIT(
+      {
+        const char *proc_only = std::getenv("KAIO_TEST_FAKE_PROC_ONLY");
+        if (!proc_only) std::_Exit(3);
+        setenv("LIBKAIO_CUDA_DRIVER", proc_only, 1);
+        setenv("KAIO_FAKE_MISSING", "cuFuncGetParamInfo", 1);
+        int32_t n = 0;
+        expect_in_child(KAIO_OK, "", kaio_device_count(&n));
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(DriverFailure, NoDeviceIsReported) {
+  EXPECT_EXIT(
+      {
+        setenv("KAIO_FAKE_DEVICES", "0", 1);
+        kaio_device *d = nullptr;
+        expect_in_child(KAIO_ERROR_NO_DEVICE, "no CUDA device", kaio_device_open(&d, 0));
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(DriverFailure, InitFailureKeepsTheDriverCode) {
+  EXPECT_EXIT(
+      {
+        setenv("KAIO_FAKE_INIT_ERROR", "999", 1);
+        kaio_device *d = nullptr;
+        kaio_status s = kaio_device_open(&d, 0);
+        if (kaio_last_error_driver_code() != 999) std::_Exit(2);
+        expect_in_child(KAIO_ERROR_NO_DEVICE, "cuInit failed", s);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(DriverFailure, OldArchitectureIsUnsupportedArch) {
+  EXPECT_EXIT(
+      {
+        setenv("KAIO_FAKE_CC", "75", 1);
+        kaio_device *d = nullptr;
+        if (kaio_device_open(&d, 0) != KAIO_OK) std::_Exit(2);
+        kaio_op *op = nullptr;
+        expect_in_child(KAIO_ERROR_UNSUPPORTED_ARCH, "needs compute capability 8.0",
+                        kaio_op_create_softmax(&op, d, KAIO_DTYPE_F32, 2, 2));
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+}  // namespace

@@ -1,0 +1,88 @@
+// Shared test helpers: owning wrappers for kaio handles, status assertions,
+// access to the fake driver's hooks, and the GPU fixture that skips visibly
+// when no real device is present.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <kaio/kaio.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kt {
+
+struct DeviceDeleter { void operator()(kaio_device *p) const { kaio_device_destroy(p); } };
+struct StreamDeleter { void operator()(kaio_stream *p) const { kaio_stream_destroy(p); } };
+struct EventDeleter { void operator()(kaio_event *p) const { kaio_event_destroy(p); } };
+struct BufferDeleter { void operator()(kaio_buffer *p) const { kaio_buffer_destroy(p); } };
+struct ModuleDeleter { void operator()(kaio_module *p) const { kaio_module_destroy(p); } };
+struct KernelDeleter { void operator()(kaio_kernel *p) const { kaio_kernel_destroy(p); } };
+struct OpDeleter { void operator()(kaio_op *p) const { kaio_op_destroy(p); } };
+
+using Device = std::unique_ptr<kaio_device, DeviceDeleter>;
+using Stream = std::unique_ptr<kaio_stream, StreamDeleter>;
+using Event = std::unique_ptr<kaio_event, EventDeleter>;
+using Buffer = std::unique_ptr<kaio_buffer, BufferDeleter>;
+using Module = std::unique_ptr<kaio_module, ModuleDeleter>;
+using Kernel = std::unique_ptr<kaio_kernel, KernelDeleter>;
+using Op = std::unique_ptr<kaio_op, OpDeleter>;
+
+// Fails the test with the status name and last error unless `s` is KAIO_OK.
+#define KT_OK(expr)                                                                  \
+  do {                                                                              \
+    kaio_status kt_s_ = (expr);                                                     \
+    ASSERT_EQ(kt_s_, KAIO_OK) << #expr << " -> " << kaio_status_name(kt_s_) << ": " \
+                              << kaio_last_error();                                 \
+  } while (0)
+
+Device open_device(int ordinal);
+Stream make_stream(kaio_device *device);
+Buffer make_buffer(kaio_device *device, uint64_t bytes);
+
+// The fake driver's test hooks (tests/fake_cuda), found through the same
+// LIBKAIO_CUDA_DRIVER path libkaio loaded. All null when not running on it.
+struct FakeHooks {
+  unsigned long long (*launch_count)() = nullptr;
+  int (*last_launch)(char *name, size_t cap, unsigned grid[3], unsigned block[3],
+                     unsigned *shared) = nullptr;
+  unsigned long long (*live_allocations)() = nullptr;
+  int (*last_launch_param)(size_t index, void *out, size_t size) = nullptr;
+};
+const FakeHooks &fake();
+bool on_fake_driver();
+
+// Describes why GPU tests cannot run here, or "" if a real device is usable.
+std::string gpu_unavailable_reason();
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  kaio_device *dev() const { return device_.get(); }
+  kaio_stream *stream() const { return stream_.get(); }
+  Device device_;
+  Stream stream_;
+};
+
+// Host-side rounding to the storage types, round-to-nearest-even, as the
+// kernels' cvt.rn does.
+uint16_t f32_to_f16(float f);
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_bf16(float f);
+float bf16_to_f32(uint16_t h);
+
+// Values in dtype storage plus their exactly representable f64 values, so
+// references are computed from the same rounded inputs the GPU sees.
+struct HostTensor {
+  kaio_dtype dtype = KAIO_DTYPE_F32;
+  std::vector<uint8_t> bytes;
+  std::vector<double> values;
+};
+HostTensor random_tensor(kaio_dtype dtype, size_t count, double lo, double hi, uint64_t seed);
+std::vector<double> decode(kaio_dtype dtype, const std::vector<uint8_t> &bytes);
+
+// A fresh seed per process run, printed so a failure can be replayed with
+// KAIO_TEST_SEED.
+uint64_t test_seed();
+
+}  // namespace kt

@@ -37,12 +37,13 @@
     } while (0)
 
 /* Deterministic values in [-4, 4] that are never zero: the offset of half a
- * step keeps the midpoint out of reach. */
+ * step keeps u off 1/2, and doing the sum in double keeps rounding from
+ * landing on it. */
 static void fill_random(float *v, size_t n, uint32_t seed) {
     size_t i;
     for (i = 0; i < n; ++i) {
         seed = seed * 1664525u + 1013904223u;
-        v[i] = -4.0f + 8.0f * (float)(((seed >> 8) + 0.5) / 16777216.0);
+        v[i] = (float)(-4.0 + 8.0 * (((seed >> 8) + 0.5) / 16777216.0));
     }
 }
 

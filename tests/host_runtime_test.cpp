@@ -219,14 +219,37 @@ TEST_F(FakeRuntime, UserKernelArgumentsArePackedAsGiven) {
     float s;
     uint32_t n;
   } args = {0x1234, 2.5f, 77};
-  kaio_launch_config c = {{3, 1, 1}, {128, 1, 1}, 0, 0};
+  kaio_launch_config c = {{3, 0, 0}, {128, 0, 0}, 0, 0};  // zero y, z mean 1
   KT_OK(kaio_kernel_launch(k, s.get(), &c, &args, sizeof args));
   Launch l = last_launch();
   EXPECT_EQ(l.name, "scale");
   EXPECT_EQ(l.grid[0], 3u);
+  EXPECT_EQ(l.grid[1], 1u);
+  EXPECT_EQ(l.block[2], 1u);
   EXPECT_EQ(launch_param<uint64_t>(0), 0x1234u);
   EXPECT_FLOAT_EQ(launch_param<float>(1), 2.5f);
   EXPECT_EQ(launch_param<uint32_t>(2), 77u);
+}
+
+TEST_F(FakeRuntime, ArgumentStructTailPaddingIsAccepted) {
+  kt::Device d = kt::open_device(0);
+  kt::Stream s = kt::make_stream(d.get());
+  const char *ptx = ".version 7.0\n.target sm_80\n.address_size 64\n"
+                    ".visible .entry k(.param .u64 p, .param .u32 n)\n{ ret; }\n";
+  kaio_module *m = nullptr;
+  KT_OK(kaio_module_load_ptx(&m, d.get(), ptx));
+  kt::Module gm(m);
+  kaio_kernel *k = nullptr;
+  KT_OK(kaio_module_get_kernel(&k, m, "k"));
+  kt::Kernel gk(k);
+  struct {
+    uint64_t p;
+    uint32_t n;  // 4 bytes of tail padding follow: sizeof is 16, the params 12
+  } args = {42, 7};
+  kaio_launch_config c = {{1, 1, 1}, {32, 1, 1}, 0, 0};
+  KT_OK(kaio_kernel_launch(k, s.get(), &c, &args, sizeof args));
+  EXPECT_EQ(launch_param<uint32_t>(1), 7u);
+  EXPECT_EQ(kaio_kernel_launch(k, s.get(), &c, &args, 20), KAIO_ERROR_INVALID_ARGUMENT);
 }
 
 TEST_F(FakeRuntime, PreparedOpRunsOnAnyStreamOfItsDevice) {

@@ -140,9 +140,11 @@ enum {
 KAIO_API const char *kaio_status_name(kaio_status status);
 
 /* The calling thread's last error message, or "" if none was set. Never NULL.
- * Valid until the next kaio call on this thread. Meaningful only right after a
- * call that failed: success does not promise to clear it. Does not change the
- * last error itself. Any thread. */
+ * Valid until the next kaio call on this thread that returns a kaio_status;
+ * functions that cannot fail (status, dtype and version names, the
+ * kaio_last_error* family, handle getters such as kaio_buffer_size) never
+ * touch it. Meaningful only right after a call that failed: success does not
+ * promise to clear it. Any thread. */
 KAIO_API const char *kaio_last_error(void);
 
 /* The status of the calling thread's last failure, or KAIO_OK. */
@@ -174,7 +176,9 @@ KAIO_API const char *kaio_version_string(void);
  * ======================================================================== */
 typedef struct kaio_probe_info {
     uint32_t struct_size;        /* in: sizeof(kaio_probe_info)                   */
-    kaio_status driver_status;   /* out: KAIO_OK, or why no driver is usable      */
+    kaio_status driver_status;   /* out: KAIO_OK; KAIO_ERROR_DRIVER_NOT_FOUND or
+                                    _DRIVER_TOO_OLD; KAIO_ERROR_NO_DEVICE when the
+                                    driver loads but sees no GPU                  */
     int32_t driver_version;      /* out: e.g. 13000 for CUDA 13.0; 0 if unknown   */
     int32_t device_count;        /* out: 0 when no driver or no device            */
     char message[256];           /* out: "" or the reason, e.g. the loader's text */
@@ -322,8 +326,9 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_buffer_wrap(kaio_buffer **out, kaio_dev
 KAIO_API void kaio_buffer_destroy(kaio_buffer *buffer);
 
 /* Blocking copies between host memory and [offset, offset + size) of buffer.
- * They wait for the copy (and, as the driver does, for prior work on the
- * legacy stream) to finish. */
+ * They wait for the copy, and (as the driver does) for prior work on the
+ * legacy stream, but NOT for work on KAIO_STREAM_NON_BLOCKING or foreign
+ * streams: synchronise such a stream first, or use the _async forms on it. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_buffer_write(kaio_buffer *buffer, uint64_t offset,
                                                        const void *src, uint64_t size);
 KAIO_API KAIO_NODISCARD kaio_status kaio_buffer_read(const kaio_buffer *buffer, uint64_t offset,
@@ -483,15 +488,16 @@ typedef struct kaio_kernel_attributes {
     int32_t local_bytes;         /* per thread; > 0 often means spills    */
     int32_t const_bytes;
     int32_t max_threads_per_block;
-    int32_t param_bytes;         /* size of the packed argument buffer, -1 if the driver cannot tell */
+    int32_t param_bytes;         /* size of the packed argument buffer; -1 when
+                                    the driver predates CUDA 12.4 and cannot tell */
 } kaio_kernel_attributes;
 
 KAIO_API KAIO_NODISCARD kaio_status kaio_kernel_get_attributes(const kaio_kernel *kernel,
                                                                 kaio_kernel_attributes *attrs);
 
 typedef struct kaio_launch_config {
-    uint32_t grid[3];            /* blocks; each >= 1                     */
-    uint32_t block[3];           /* threads; each >= 1                    */
+    uint32_t grid[3];            /* blocks; x >= 1; y, z of 0 mean 1      */
+    uint32_t block[3];           /* threads; x >= 1; y, z of 0 mean 1     */
     uint32_t shared_bytes;       /* dynamic shared memory per block       */
     uint32_t reserved;           /* must be 0                             */
 } kaio_launch_config;

@@ -100,7 +100,10 @@ KAIO_API kaio_status kaio_probe(kaio_probe_info *info) {
     }
     if (s != KAIO_OK) {
       info->driver_status = s;
-      std::snprintf(info->message, sizeof info->message, "%s", kaio_last_error());
+      // The message is the reason alone, without this function's name.
+      const char *why = kaio_last_error();
+      if (std::strncmp(why, "kaio_probe: ", 12) == 0) why += 12;
+      std::snprintf(info->message, sizeof info->message, "%s", why);
       kaio::clear_last_error();  // the probe itself succeeded
     }
     return KAIO_OK;

@@ -1,6 +1,7 @@
 // User kernel entry points: load PTX, look up kernels, launch them.
 #include <kaio/kaio.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstring>
 #include <memory>
@@ -41,18 +42,26 @@ kaio_status check_kernel(const char *fn, const kaio_kernel *kernel) {
               kernel ? "not a live kaio_kernel" : "NULL");
 }
 
+// Zero y and z dimensions mean 1, so a zero-initialised config needs only x.
+kaio_launch_config normalized(const kaio_launch_config &c) {
+  kaio_launch_config n = c;
+  for (int i = 1; i < 3; ++i) {
+    if (n.grid[i] == 0) n.grid[i] = 1;
+    if (n.block[i] == 0) n.block[i] = 1;
+  }
+  return n;
+}
+
 kaio_status check_config(const char *fn, const kaio_launch_config *c) {
   if (!c) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'config' is NULL.", fn);
-  for (int i = 0; i < 3; ++i) {
-    if (c->grid[i] == 0 || c->block[i] == 0)
-      return fail(KAIO_ERROR_INVALID_DIMENSION,
-                  "%s: config grid (%u, %u, %u) and block (%u, %u, %u) must all be >= 1.", fn,
-                  c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1], c->block[2]);
-  }
+  if (c->grid[0] == 0 || c->block[0] == 0)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: config grid (%u, %u, %u) and block (%u, %u, %u) need x >= 1.", fn,
+                c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1], c->block[2]);
   if (c->reserved != 0)
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: config.reserved is %u; it must be 0.", fn,
                 c->reserved);
-  uint64_t threads = uint64_t{c->block[0]} * c->block[1] * c->block[2];
+  uint64_t threads = uint64_t{c->block[0]} * std::max(c->block[1], 1u) * std::max(c->block[2], 1u);
   if (threads > 1024)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: config block (%u, %u, %u) has %" PRIu64 " threads; the limit is 1024.", fn,
@@ -203,6 +212,8 @@ KAIO_API kaio_status kaio_kernel_launch(const kaio_kernel *kernel, kaio_stream *
                   "module on the stream's device.",
                   fn, device->ordinal, stream->device->ordinal);
     KAIO_TRY(check_config(fn, config));
+    const kaio_launch_config cfg = normalized(*config);
+    config = &cfg;
     if (!args && args_size != 0)
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'args' is NULL but args_size is %zu.",
                   fn, args_size);

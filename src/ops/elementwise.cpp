@@ -11,10 +11,10 @@ namespace kaio {
 namespace {
 
 constexpr unsigned kBlock = 256;
-// Each thread moves at least two 16-byte vectors per trip of the grid-stride
-// loop; past this many blocks per SM extra blocks only add scheduling.
-constexpr int64_t kElementsPerBlockTrip = kBlock * 8;
-constexpr int64_t kBlocksPerSm = 32;
+// One trip of the grid-stride loop per thread, two 16-byte vectors each: on
+// the H100 this beat persistent grids of 4-16 blocks per SM (~100% of copy
+// bandwidth against 84-98%).
+constexpr int64_t kVectorsPerThread = 2;
 
 KernelId first_kernel(const OpPlan &plan) {
   if (plan.kind == OpKind::silu_gate) return KernelId::silu_gate_f32;
@@ -36,9 +36,10 @@ kaio_status plan_elementwise(const char *caller, kaio_device *device, OpPlan *pl
                 plan->cols);
   KernelId id = with_dtype_offset(first_kernel(*plan), float_variant(plan->dtype));
   KAIO_TRY(device->modules->function(caller, id, &plan->function));
-  int64_t wanted = (n + kElementsPerBlockTrip - 1) / kElementsPerBlockTrip;
-  int64_t cap = std::max<int64_t>(1, int64_t{device->info.sm_count} * kBlocksPerSm);
-  plan->grid = static_cast<unsigned>(std::clamp<int64_t>(wanted, 1, cap));
+  const int64_t per_vector = 16 / static_cast<int64_t>(kaio_dtype_size(plan->dtype));
+  const int64_t per_block = per_vector * kVectorsPerThread * kBlock;
+  int64_t wanted = n / per_block + (n % per_block != 0);
+  plan->grid = static_cast<unsigned>(std::clamp<int64_t>(wanted, 1, INT32_MAX));
   plan->block = kBlock;
   return KAIO_OK;
 }

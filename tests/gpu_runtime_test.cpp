@@ -94,6 +94,8 @@ struct GraphApi {
   int (*launch)(void *exec, void *stream) = nullptr;
   int (*exec_destroy)(void *exec) = nullptr;
   int (*graph_destroy)(void *graph) = nullptr;
+  int (*push)(void *ctx) = nullptr;
+  int (*pop)(void **ctx) = nullptr;
 };
 
 GraphApi graph_api() {
@@ -106,12 +108,25 @@ GraphApi graph_api() {
   g.launch = reinterpret_cast<decltype(g.launch)>(dlsym(lib, "cuGraphLaunch"));
   g.exec_destroy = reinterpret_cast<decltype(g.exec_destroy)>(dlsym(lib, "cuGraphExecDestroy"));
   g.graph_destroy = reinterpret_cast<decltype(g.graph_destroy)>(dlsym(lib, "cuGraphDestroy"));
+  g.push = reinterpret_cast<decltype(g.push)>(dlsym(lib, "cuCtxPushCurrent_v2"));
+  g.pop = reinterpret_cast<decltype(g.pop)>(dlsym(lib, "cuCtxPopCurrent_v2"));
   return g;
 }
 
 TEST_F(GpuRuntime, OpLaunchesCaptureIntoACudaGraph) {
   GraphApi api = graph_api();
-  ASSERT_TRUE(api.begin && api.end && api.instantiate && api.launch) << "driver lacks graph API";
+  ASSERT_TRUE(api.begin && api.end && api.instantiate && api.launch && api.push && api.pop)
+      << "driver lacks graph API";
+  // kaio leaves no context current after its calls; raw driver calls of the
+  // application's own bring the device's primary context themselves.
+  ASSERT_EQ(api.push(kaio_device_native_context(dev())), 0);
+  struct Pop {
+    GraphApi &api;
+    ~Pop() {
+      void *ctx = nullptr;
+      api.pop(&ctx);
+    }
+  } pop{api};
   const int64_t rows = 64, cols = 4096;
   const size_t n = rows * cols;
   kt::Buffer bx = kt::make_buffer(dev(), n * 2), bw = kt::make_buffer(dev(), cols * 2),
@@ -248,6 +263,28 @@ TEST_F(GpuRuntime, WrapsForeignDeviceMemory) {
   KT_OK(kaio_buffer_write(view, 0, &v, 4));
   KT_OK(kaio_buffer_read(owner.get(), 4096, &back, 4));
   EXPECT_EQ(back, v);
+}
+
+TEST_F(GpuRuntime, OpsRunOnWrappedForeignAndLegacyStreams) {
+  const int64_t rows = 3, cols = 4099;
+  std::vector<float> x = random_f32(rows * cols, kt::test_seed() + 31), out(rows * cols);
+  kt::Buffer b = kt::make_buffer(dev(), x.size() * 4);
+  kaio_tensor t = kaio_tensor_2d(b.get(), KAIO_DTYPE_F32, rows, cols);
+  kaio_stream *foreign = nullptr, *legacy = nullptr;
+  KT_OK(kaio_stream_wrap(&foreign, dev(), kaio_stream_native(stream())));
+  KT_OK(kaio_stream_wrap(&legacy, dev(), nullptr));
+  kt::Stream gf(foreign), gl(legacy);
+  for (kaio_stream *s : {foreign, legacy}) {
+    KT_OK(kaio_buffer_write_async(b.get(), s, 0, x.data(), x.size() * 4));
+    KT_OK(kaio_softmax(s, &t, &t));
+    KT_OK(kaio_buffer_read_async(b.get(), s, 0, out.data(), out.size() * 4));
+    KT_OK(kaio_stream_synchronize(s));
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0;
+      for (int64_t c = 0; c < cols; ++c) sum += out[r * cols + c];
+      EXPECT_NEAR(sum, 1.0, 1e-4);
+    }
+  }
 }
 
 // Opens every visible device and runs ops on each from its own thread at

@@ -16,7 +16,7 @@ struct World {
   kt::Stream s0, s1;
   kt::Buffer b0, b1, small0;
   kt::Event e0;
-  kt::Op silu, rms;
+  kt::Op silu, rms, mm;  // mm: f16 16x32 · 32x8 -> f32 16x8
   kt::Module module;
   kt::Kernel kernel;
 };
@@ -34,6 +34,38 @@ struct Case {
 
 kaio_tensor view(kaio_buffer *b, kaio_dtype dt, int64_t rows, int64_t cols) {
   return kaio_tensor_2d(b, dt, rows, cols);
+}
+
+kaio_tensor at(kaio_tensor t, uint64_t offset) {
+  t.offset_bytes = offset;
+  return t;
+}
+
+// The matmul op's operands, laid out in one 4 KiB buffer: A at 0, B at 1024,
+// C at 2048; each case breaks one thing.
+struct MatmulArgs {
+  kaio_tensor t[3];
+  explicit MatmulArgs(kaio_buffer *b)
+      : t{view(b, KAIO_DTYPE_F16, 16, 32), at(view(b, KAIO_DTYPE_F16, 32, 8), 1024),
+          at(view(b, KAIO_DTYPE_F32, 16, 8), 2048)} {}
+};
+
+kaio_matmul_desc mm_desc() {
+  kaio_matmul_desc d;
+  EXPECT_EQ(kaio_matmul_desc_init(&d, sizeof d), KAIO_OK);
+  d.m = 16;
+  d.n = 8;
+  d.k = 32;
+  return d;
+}
+
+kaio_status create_mm(World &w, void (*edit)(kaio_matmul_desc &)) {
+  kaio_matmul_desc d = mm_desc();
+  edit(d);
+  kaio_op *o = nullptr;
+  kaio_status s = kaio_op_create_matmul(&o, w.dev0.get(), &d);
+  kaio_op_destroy(o);
+  return s;
 }
 
 std::vector<Case> cases() {
@@ -174,6 +206,44 @@ std::vector<Case> cases() {
        [](World &w) { kaio_launch_config c = {{1, 1, 1}, {32, 1, 1}, 1u << 20, 0}; char a[16] = {0}; return kaio_kernel_launch(w.kernel.get(), w.s0.get(), &c, a, 16); }},
       {"kernel_get_attributes zero struct_size", KAIO_ERROR_BUFFER_TOO_SMALL, V{"kaio_kernel_get_attributes", "struct_size"},
        [](World &w) { kaio_kernel_attributes a{}; return kaio_kernel_get_attributes(w.kernel.get(), &a); }},
+      {"matmul f32 inputs", KAIO_ERROR_INVALID_DTYPE, V{"kaio_op_create_matmul", "in_dtype", "f32"},
+       [](World &w) { return create_mm(w, [](kaio_matmul_desc &d) { d.in_dtype = KAIO_DTYPE_F32; }); }},
+      {"matmul integer output", KAIO_ERROR_INVALID_DTYPE, V{"out_dtype", "i8"},
+       [](World &w) { return create_mm(w, [](kaio_matmul_desc &d) { d.out_dtype = KAIO_DTYPE_I8; }); }},
+      {"matmul unknown transpose", KAIO_ERROR_INVALID_ARGUMENT, V{"trans_a is 2"},
+       [](World &w) { return create_mm(w, [](kaio_matmul_desc &d) { d.trans_a = 2; }); }},
+      {"matmul unknown variant", KAIO_ERROR_INVALID_ARGUMENT, V{"variant is 9"},
+       [](World &w) { return create_mm(w, [](kaio_matmul_desc &d) { d.variant = 9; }); }},
+      {"matmul K not a multiple of 8", KAIO_ERROR_INVALID_DIMENSION, V{"K is 12", "multiple of 8", "16"},
+       [](World &w) { return create_mm(w, [](kaio_matmul_desc &d) { d.k = 12; }); }},
+      {"matmul zero M", KAIO_ERROR_INVALID_DIMENSION, V{"M, N, K are 0, 8, 32"},
+       [](World &w) { return create_mm(w, [](kaio_matmul_desc &d) { d.m = 0; }); }},
+      {"matmul M past the grid", KAIO_ERROR_INVALID_DIMENSION, V{"Split M"},
+       [](World &w) { return create_mm(w, [](kaio_matmul_desc &d) { d.m = int64_t{1} << 30; }); }},
+      {"matmul infinite alpha", KAIO_ERROR_INVALID_ARGUMENT, V{"alpha is inf"},
+       [](World &w) { return create_mm(w, [](kaio_matmul_desc &d) { d.alpha = INFINITY; }); }},
+      {"matmul null desc", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_op_create_matmul", "'desc'"},
+       [](World &w) { kaio_op *o; return kaio_op_create_matmul(&o, w.dev0.get(), nullptr); }},
+      {"matmul desc from an older header", KAIO_ERROR_BUFFER_TOO_SMALL, V{"struct_size is 8", "kaio_matmul_desc_init"},
+       [](World &w) { kaio_matmul_desc d = mm_desc(); d.struct_size = 8; kaio_op *o; return kaio_op_create_matmul(&o, w.dev0.get(), &d); }},
+      {"matmul A with the wrong shape", KAIO_ERROR_SHAPE_MISMATCH, V{"kaio_op_launch", "'A' is 32 x 16", "16 x 32"},
+       [](World &w) { MatmulArgs m(w.b0.get()); m.t[0].rows = 32; m.t[0].cols = 16; return kaio_op_launch(w.mm.get(), w.s0.get(), m.t, 3); }},
+      {"matmul B of another dtype", KAIO_ERROR_INVALID_DTYPE, V{"'B'", "bf16", "f16"},
+       [](World &w) { MatmulArgs m(w.b0.get()); m.t[1].dtype = KAIO_DTYPE_BF16; return kaio_op_launch(w.mm.get(), w.s0.get(), m.t, 3); }},
+      {"matmul C of another dtype", KAIO_ERROR_INVALID_DTYPE, V{"'C'", "f16", "f32"},
+       [](World &w) { MatmulArgs m(w.b0.get()); m.t[2].dtype = KAIO_DTYPE_F16; return kaio_op_launch(w.mm.get(), w.s0.get(), m.t, 3); }},
+      {"matmul A not 16-byte aligned", KAIO_ERROR_MISALIGNED, V{"'A'", "16-byte", "multiple of 8"},
+       [](World &w) { MatmulArgs m(w.b0.get()); m.t[0].offset_bytes = 8; return kaio_op_launch(w.mm.get(), w.s0.get(), m.t, 3); }},
+      {"matmul B stride not a multiple of 8", KAIO_ERROR_MISALIGNED, V{"'B'", "row_stride 12"},
+       [](World &w) { MatmulArgs m(w.b0.get()); m.t[1].row_stride = 12; return kaio_op_launch(w.mm.get(), w.s0.get(), m.t, 3); }},
+      {"matmul C overlaps A", KAIO_ERROR_INVALID_ARGUMENT, V{"'A'", "'C'", "overlap"},
+       [](World &w) { MatmulArgs m(w.b0.get()); m.t[2].offset_bytes = 512; return kaio_op_launch(w.mm.get(), w.s0.get(), m.t, 3); }},
+      {"matmul operand on another device", KAIO_ERROR_WRONG_DEVICE, V{"'B'", "device 1", "device 0"},
+       [](World &w) { MatmulArgs m(w.b0.get()); m.t[1].buffer = w.b1.get(); return kaio_op_launch(w.mm.get(), w.s0.get(), m.t, 3); }},
+      {"one-shot matmul null C", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_matmul_tc", "'C'"},
+       [](World &w) { MatmulArgs m(w.b0.get()); return kaio_matmul_tc(w.s0.get(), &m.t[0], &m.t[1], nullptr); }},
+      {"one-shot matmul K from A not a multiple of 8", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_matmul_tc_bf16", "K is 30"},
+       [](World &w) { MatmulArgs m(w.b0.get()); m.t[0].dtype = m.t[1].dtype = KAIO_DTYPE_BF16; m.t[0].cols = 30; return kaio_matmul_tc_bf16(w.s0.get(), &m.t[0], &m.t[1], &m.t[2]); }},
       {"probe null info", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_probe", "'info'"},
        [](World &) { return kaio_probe(nullptr); }},
       {"probe small struct", KAIO_ERROR_BUFFER_TOO_SMALL, V{"kaio_probe", "struct_size"},
@@ -202,6 +272,8 @@ class BadInput : public ::testing::TestWithParam<Case> {
     w.silu.reset(op);
     EXPECT_EQ(kaio_op_create_rmsnorm(&op, w.dev0.get(), KAIO_DTYPE_F32, 8, 16, 1e-5f), KAIO_OK);
     w.rms.reset(op);
+    EXPECT_EQ(kaio_op_create_matmul_tc(&op, w.dev0.get(), 16, 8, 32), KAIO_OK) << kaio_last_error();
+    w.mm.reset(op);
     kaio_module *m = nullptr;
     EXPECT_EQ(kaio_module_load_ptx(&m, w.dev0.get(), kGoodPtx), KAIO_OK) << kaio_last_error();
     w.module.reset(m);

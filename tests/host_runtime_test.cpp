@@ -197,6 +197,57 @@ TEST_F(FakeRuntime, RowOpsPickWarpOrBlockPerRow) {
   EXPECT_EQ(last_launch().name, "kaio_softmax_f32_block");
 }
 
+TEST_F(FakeRuntime, MatmulPicksItsKernelGridAndArguments) {
+  kt::Device d = kt::open_device(0);
+  kt::Stream s = kt::make_stream(d.get());
+  kt::Buffer a = kt::make_buffer(d.get(), 1 << 20), b = kt::make_buffer(d.get(), 1 << 20),
+             c = kt::make_buffer(d.get(), 1 << 20);
+  struct {
+    kaio_matmul_variant variant;
+    kaio_dtype in, out;
+    kaio_trans ta, tb;
+    const char *kernel;
+  } cases[] = {
+      {KAIO_MATMUL_SYNC, KAIO_DTYPE_F16, KAIO_DTYPE_F32, KAIO_TRANS_N, KAIO_TRANS_N, "kaio_matmul_sm80_sync_f16_nn"},
+      {KAIO_MATMUL_ASYNC, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16, KAIO_TRANS_N, KAIO_TRANS_T, "kaio_matmul_sm80_async_bf16_nt"},
+      {KAIO_MATMUL_AUTO, KAIO_DTYPE_F16, KAIO_DTYPE_F16, KAIO_TRANS_T, KAIO_TRANS_N, "kaio_matmul_sm80_async_f16_tn"},
+      {KAIO_MATMUL_SYNC, KAIO_DTYPE_BF16, KAIO_DTYPE_F32, KAIO_TRANS_T, KAIO_TRANS_T, "kaio_matmul_sm80_sync_bf16_tt"},
+  };
+  const int64_t m = 304, n = 129, k = 72;  // a T-layout A has row_stride M: a multiple of 8
+  for (const auto &cs : cases) {
+    kaio_matmul_desc desc;
+    KT_OK(kaio_matmul_desc_init(&desc, sizeof desc));
+    desc.variant = cs.variant;
+    desc.in_dtype = cs.in;
+    desc.out_dtype = cs.out;
+    desc.trans_a = cs.ta;
+    desc.trans_b = cs.tb;
+    desc.alpha = 2.0f;
+    desc.beta = 0.5f;
+    kaio_tensor ta = kaio_tensor_2d(a.get(), cs.in, cs.ta ? k : m, cs.ta ? m : k);
+    kaio_tensor tb = kaio_tensor_2d(b.get(), cs.in, cs.tb ? n : k, cs.tb ? k : n);
+    tb.row_stride = (cs.tb ? k : n) + 7;  // 136 / 79: only multiples of 8 pass
+    if (tb.row_stride % 8) tb.row_stride += 8 - tb.row_stride % 8;
+    kaio_tensor tc = kaio_tensor_2d(c.get(), cs.out, m, n);
+    tc.row_stride = n + 3;  // C takes any stride
+    KT_OK(kaio_matmul(s.get(), &ta, &tb, &tc, &desc));
+    Launch l = last_launch();
+    EXPECT_EQ(l.name, cs.kernel);
+    EXPECT_EQ(l.grid[0], 2u);  // ceil(129 / 128)
+    EXPECT_EQ(l.grid[1], 3u);  // ceil(304 / 128)
+    EXPECT_EQ(l.block[0], 256u);
+    EXPECT_EQ(launch_param<uint32_t>(3), static_cast<uint32_t>(m));
+    EXPECT_EQ(launch_param<uint32_t>(4), static_cast<uint32_t>(n));
+    EXPECT_EQ(launch_param<uint32_t>(5), static_cast<uint32_t>(k));
+    EXPECT_EQ(launch_param<uint64_t>(6), static_cast<uint64_t>(cs.ta ? m : k));
+    EXPECT_EQ(launch_param<uint64_t>(7), static_cast<uint64_t>(tb.row_stride));
+    EXPECT_EQ(launch_param<uint64_t>(8), static_cast<uint64_t>(n + 3));
+    EXPECT_FLOAT_EQ(launch_param<float>(9), 2.0f);
+    EXPECT_FLOAT_EQ(launch_param<float>(10), 0.5f);
+    EXPECT_EQ(launch_param<uint32_t>(11), static_cast<uint32_t>(cs.out));
+  }
+}
+
 TEST_F(FakeRuntime, UserKernelArgumentsArePackedAsGiven) {
   kt::Device d = kt::open_device(0);
   kt::Stream s = kt::make_stream(d.get());

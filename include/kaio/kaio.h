@@ -459,6 +459,92 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_softmax(kaio_stream *stream, const kaio
                                                   const kaio_tensor *out);
 
 /* ===========================================================================
+ * Tensor-core matmul
+ *
+ *   C = alpha · op(A) · op(B) + beta · C, accumulated in f32, row-major views.
+ *
+ * op(A) is M×K: A is an M×K view (KAIO_TRANS_N) or a K×M view (KAIO_TRANS_T).
+ * op(B) is K×N: B is a K×N view (KAIO_TRANS_N) or an N×K view (KAIO_TRANS_T,
+ * the layout of nn.Linear weights). A and B are both f16 or both bf16; C is
+ * f32, f16 or bf16, rounded once from f32. When beta is 0, C is not read (it
+ * may hold anything, NaN included). No transposed copies are ever made.
+ *
+ * Constraints, checked at creation and at every launch:
+ *   M, N >= 1 and K >= 8, each at most 2^31 - 1, K a multiple of 8, and
+ *   M at most 65535 · 128;
+ *   A and B start on 16-byte boundaries with row strides that are multiples
+ *   of 8 elements (KAIO_ERROR_MISALIGNED otherwise); C any row stride;
+ *   C must not overlap A or B.
+ * Variants: KAIO_MATMUL_AUTO (the default) picks the fastest kernel for the
+ * device and shape; KAIO_MATMUL_SYNC and KAIO_MATMUL_ASYNC force the sm_80
+ * mma.sync kernels without and with a multi-stage cp.async pipeline.
+ * ======================================================================== */
+typedef int32_t kaio_trans;
+enum { KAIO_TRANS_N = 0, KAIO_TRANS_T = 1 };
+
+typedef int32_t kaio_matmul_variant;
+enum { KAIO_MATMUL_AUTO = 0, KAIO_MATMUL_SYNC = 1, KAIO_MATMUL_ASYNC = 2 };
+
+typedef struct kaio_matmul_desc {
+    uint32_t struct_size;          /* sizeof(kaio_matmul_desc)                  */
+    kaio_dtype in_dtype;           /* A and B: KAIO_DTYPE_F16 or _BF16           */
+    kaio_dtype out_dtype;          /* C: KAIO_DTYPE_F32, _F16 or _BF16           */
+    kaio_trans trans_a;
+    kaio_trans trans_b;
+    kaio_matmul_variant variant;
+    int64_t m, n, k;               /* one-shot calls: 0 means "from the views" */
+    float alpha;
+    float beta;
+} kaio_matmul_desc;
+
+/* Sets the defaults: f16 in, f32 out, no transposes, AUTO, alpha 1, beta 0,
+ * m = n = k = 0. struct_size is sizeof(kaio_matmul_desc) as the caller knows
+ * it (bindings cannot use an initialiser macro). Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_desc_init(kaio_matmul_desc *desc,
+                                                          size_t struct_size);
+
+/* A prepared matmul.                    launch tensors: {A, B, C} */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_matmul(kaio_op **out, kaio_device *device,
+                                                           const kaio_matmul_desc *desc);
+
+/* One-shot matmul; shapes come from the views where desc's m, n, k are 0. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_matmul(kaio_stream *stream, const kaio_tensor *a,
+                                                 const kaio_tensor *b, const kaio_tensor *c,
+                                                 const kaio_matmul_desc *desc);
+
+/* KAIO's entry points: C (f32, M×N) = A (M×K) · B (K×N), alpha 1, beta 0.
+ * _tc and _tc_bf16 use KAIO_MATMUL_AUTO; the _async forms force the cp.async
+ * kernels. Each has a prepared-op form (launch tensors {A, B, C}). */
+KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_tc(kaio_stream *stream, const kaio_tensor *a,
+                                                    const kaio_tensor *b, const kaio_tensor *c);
+KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_tc_async(kaio_stream *stream,
+                                                          const kaio_tensor *a,
+                                                          const kaio_tensor *b,
+                                                          const kaio_tensor *c);
+KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_tc_bf16(kaio_stream *stream,
+                                                         const kaio_tensor *a,
+                                                         const kaio_tensor *b,
+                                                         const kaio_tensor *c);
+KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_tc_bf16_async(kaio_stream *stream,
+                                                               const kaio_tensor *a,
+                                                               const kaio_tensor *b,
+                                                               const kaio_tensor *c);
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_matmul_tc(kaio_op **out, kaio_device *device,
+                                                              int64_t m, int64_t n, int64_t k);
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_matmul_tc_async(kaio_op **out,
+                                                                    kaio_device *device,
+                                                                    int64_t m, int64_t n,
+                                                                    int64_t k);
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_matmul_tc_bf16(kaio_op **out,
+                                                                   kaio_device *device,
+                                                                   int64_t m, int64_t n,
+                                                                   int64_t k);
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_matmul_tc_bf16_async(kaio_op **out,
+                                                                         kaio_device *device,
+                                                                         int64_t m, int64_t n,
+                                                                         int64_t k);
+
+/* ===========================================================================
  * User kernels: your own PTX, launched through the same handles
  * ======================================================================== */
 typedef struct kaio_module kaio_module;

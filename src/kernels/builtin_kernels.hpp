@@ -4,12 +4,16 @@
 
 #include <cstddef>
 
+#include "driver/cuda_abi.hpp"
+
 namespace kaio {
 
-enum class ModuleId : int { elementwise, rows, count };
+enum class ModuleId : int { elementwise, rows, matmul_sm80_sync, matmul_sm80_async, count };
 
 // X(id, module, entry name). Per-dtype variants are consecutive in the order
-// f32, f16, bf16 so callers index them with dtype_variant().
+// f32, f16, bf16 so callers index them with float_variant(); matmul kernels
+// are ordered variant (sync, async), input dtype (f16, bf16), then the
+// transposes of A and B (nn, nt, tn, tt).
 // clang-format off
 #define KAIO_BUILTIN_KERNELS(X)                                                   \
   X(silu_gate_f32, elementwise, "kaio_silu_gate_f32")                             \
@@ -32,7 +36,23 @@ enum class ModuleId : int { elementwise, rows, count };
   X(softmax_bf16_warp, rows, "kaio_softmax_bf16_warp")                            \
   X(softmax_f32_block, rows, "kaio_softmax_f32_block")                            \
   X(softmax_f16_block, rows, "kaio_softmax_f16_block")                            \
-  X(softmax_bf16_block, rows, "kaio_softmax_bf16_block")
+  X(softmax_bf16_block, rows, "kaio_softmax_bf16_block")                          \
+  X(matmul_sm80_sync_f16_nn, matmul_sm80_sync, "kaio_matmul_sm80_sync_f16_nn") \
+  X(matmul_sm80_sync_f16_nt, matmul_sm80_sync, "kaio_matmul_sm80_sync_f16_nt") \
+  X(matmul_sm80_sync_f16_tn, matmul_sm80_sync, "kaio_matmul_sm80_sync_f16_tn") \
+  X(matmul_sm80_sync_f16_tt, matmul_sm80_sync, "kaio_matmul_sm80_sync_f16_tt") \
+  X(matmul_sm80_sync_bf16_nn, matmul_sm80_sync, "kaio_matmul_sm80_sync_bf16_nn") \
+  X(matmul_sm80_sync_bf16_nt, matmul_sm80_sync, "kaio_matmul_sm80_sync_bf16_nt") \
+  X(matmul_sm80_sync_bf16_tn, matmul_sm80_sync, "kaio_matmul_sm80_sync_bf16_tn") \
+  X(matmul_sm80_sync_bf16_tt, matmul_sm80_sync, "kaio_matmul_sm80_sync_bf16_tt") \
+  X(matmul_sm80_async_f16_nn, matmul_sm80_async, "kaio_matmul_sm80_async_f16_nn") \
+  X(matmul_sm80_async_f16_nt, matmul_sm80_async, "kaio_matmul_sm80_async_f16_nt") \
+  X(matmul_sm80_async_f16_tn, matmul_sm80_async, "kaio_matmul_sm80_async_f16_tn") \
+  X(matmul_sm80_async_f16_tt, matmul_sm80_async, "kaio_matmul_sm80_async_f16_tt") \
+  X(matmul_sm80_async_bf16_nn, matmul_sm80_async, "kaio_matmul_sm80_async_bf16_nn") \
+  X(matmul_sm80_async_bf16_nt, matmul_sm80_async, "kaio_matmul_sm80_async_bf16_nt") \
+  X(matmul_sm80_async_bf16_tn, matmul_sm80_async, "kaio_matmul_sm80_async_bf16_tn") \
+  X(matmul_sm80_async_bf16_tt, matmul_sm80_async, "kaio_matmul_sm80_async_bf16_tt")
 // clang-format on
 
 enum class KernelId : int {
@@ -45,6 +65,13 @@ enum class KernelId : int {
 struct BuiltinKernel {
   ModuleId module;
   const char *name;
+};
+
+// A resolved kernel and the dynamic shared memory it launches with, read
+// from the `// kaio-shared-bytes: <entry> <bytes>` line its PTX carries.
+struct BuiltinFunction {
+  cu::CUfunction function = nullptr;
+  unsigned shared_bytes = 0;
 };
 
 const BuiltinKernel &builtin_kernel(KernelId id);

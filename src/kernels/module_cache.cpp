@@ -1,6 +1,8 @@
 #include "kernels/module_cache.hpp"
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/error.hpp"
 #include "kernels/embedded_ptx.hpp"
@@ -14,26 +16,47 @@ ModuleCache::~ModuleCache() {
     if (m) device_->api->cuModuleUnload(m);
 }
 
-kaio_status ModuleCache::function(const char *caller, KernelId id, cu::CUfunction *out) {
-  auto &slot = functions_[static_cast<size_t>(id)];
+namespace {
+
+constexpr unsigned kDefaultSharedLimit = 48 * 1024;
+
+// The generators write `// kaio-shared-bytes: <entry> <bytes>` before each
+// entry that launches with dynamic shared memory: the PTX is the one place
+// that knows its tile sizes.
+unsigned declared_shared_bytes(const char *ptx, const char *entry) {
+  static constexpr char kTag[] = "// kaio-shared-bytes: ";
+  const size_t name_len = std::strlen(entry);
+  for (const char *p = std::strstr(ptx, kTag); p; p = std::strstr(p + 1, kTag)) {
+    const char *name = p + sizeof kTag - 1;
+    if (std::strncmp(name, entry, name_len) == 0 && name[name_len] == ' ')
+      return static_cast<unsigned>(std::strtoul(name + name_len + 1, nullptr, 10));
+  }
+  return 0;
+}
+
+}  // namespace
+
+kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFunction *out) {
+  const size_t index = static_cast<size_t>(id);
+  auto &slot = functions_[index];
   if (cu::CUfunction f = slot.load(std::memory_order_acquire)) {
-    *out = f;
+    *out = {f, shared_bytes_[index]};
     return KAIO_OK;
   }
   std::lock_guard<std::mutex> lock(mutex_);
   if (cu::CUfunction f = slot.load(std::memory_order_relaxed)) {
-    *out = f;
+    *out = {f, shared_bytes_[index]};
     return KAIO_OK;
   }
   const BuiltinKernel &k = builtin_kernel(id);
   ContextScope scope(device_);
   KAIO_TRY(scope.status(caller));
   cu::CUmodule &module = modules_[static_cast<size_t>(k.module)];
+  const char *ptx = embedded_ptx(module_name(k.module));
+  if (!ptx)
+    return fail(KAIO_ERROR_INTERNAL, "%s: built-in module '%s' is missing from this build.",
+                caller, module_name(k.module));
   if (!module) {
-    const char *ptx = embedded_ptx(module_name(k.module));
-    if (!ptx)
-      return fail(KAIO_ERROR_INTERNAL, "%s: built-in module '%s' is missing from this build.",
-                  caller, module_name(k.module));
     char what[96];
     std::snprintf(what, sizeof what, "built-in module '%s'", module_name(k.module));
     KAIO_TRY(jit_load(caller, device_, ptx, what, &module));
@@ -41,8 +64,20 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, cu::CUfunctio
   cu::CUfunction f = nullptr;
   if (cu::CUresult r = device_->api->cuModuleGetFunction(&f, module, k.name))
     return fail_driver(r, caller, k.name);
+  const unsigned shared = declared_shared_bytes(ptx, k.name);
+  if (shared > static_cast<unsigned>(device_->info.max_shared_per_block))
+    return fail(KAIO_ERROR_UNSUPPORTED_ARCH,
+                "%s: kernel %s needs %u bytes of shared memory per block but device %d allows "
+                "%d.",
+                caller, k.name, shared, device_->ordinal, device_->info.max_shared_per_block);
+  if (shared > kDefaultSharedLimit) {
+    if (cu::CUresult r = device_->api->cuFuncSetAttribute(
+            f, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared)))
+      return fail_driver(r, caller, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+  }
+  shared_bytes_[index] = shared;
   slot.store(f, std::memory_order_release);
-  *out = f;
+  *out = {f, shared};
   return KAIO_OK;
 }
 

@@ -23,14 +23,17 @@ class ModuleCache {
   ModuleCache &operator=(const ModuleCache &) = delete;
 
   // Thread-safe. Loads the kernel's module if needed (pushing the device's
-  // context itself), then returns the cached function.
-  kaio_status function(const char *caller, KernelId id, cu::CUfunction *out);
+  // context itself), then returns the cached function. A kernel that needs
+  // more than the default 48 KiB of dynamic shared memory gets its limit
+  // raised here, once, so launches need no attribute calls.
+  kaio_status function(const char *caller, KernelId id, BuiltinFunction *out);
 
  private:
   const kaio_device *device_;
   std::mutex mutex_;
   std::array<cu::CUmodule, static_cast<size_t>(ModuleId::count)> modules_{};
   std::array<std::atomic<cu::CUfunction>, static_cast<size_t>(KernelId::count)> functions_{};
+  std::array<unsigned, static_cast<size_t>(KernelId::count)> shared_bytes_{};
 };
 
 }  // namespace kaio

@@ -35,7 +35,10 @@ kaio_status plan_elementwise(const char *caller, kaio_device *device, OpPlan *pl
                 "%s: %" PRId64 " x %" PRId64 " elements overflow 64 bits.", caller, plan->rows,
                 plan->cols);
   KernelId id = with_dtype_offset(first_kernel(*plan), float_variant(plan->dtype));
-  KAIO_TRY(device->modules->function(caller, id, &plan->function));
+  BuiltinFunction fn;
+  KAIO_TRY(device->modules->function(caller, id, &fn));
+  plan->function = fn.function;
+  plan->shared_bytes = fn.shared_bytes;
   const int64_t per_vector = 16 / static_cast<int64_t>(kaio_dtype_size(plan->dtype));
   const int64_t per_block = per_vector * kVectorsPerThread * kBlock;
   int64_t wanted = n / per_block + (n % per_block != 0);

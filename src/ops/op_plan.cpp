@@ -13,7 +13,8 @@ namespace {
 size_t tensor_count(OpKind kind) {
   switch (kind) {
     case OpKind::silu_gate:
-    case OpKind::rmsnorm: return 3;
+    case OpKind::rmsnorm:
+    case OpKind::matmul: return 3;
     case OpKind::gelu:
     case OpKind::softmax: return 2;
   }
@@ -26,6 +27,7 @@ const char *tensor_order(OpKind kind) {
     case OpKind::gelu: return "{x, out}";
     case OpKind::rmsnorm: return "{x, weight, out}";
     case OpKind::softmax: return "{x, out}";
+    case OpKind::matmul: return "{A, B, C}";
   }
   return "";
 }
@@ -42,6 +44,7 @@ int float_variant(kaio_dtype dtype) {
 }
 
 kaio_status plan_op(const char *caller, kaio_device *device, OpPlan *plan) {
+  if (plan->kind == OpKind::matmul) return plan_matmul(caller, device, plan);
   if (float_variant(plan->dtype) < 0)
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: argument 'dtype' is %s (%d); this op takes KAIO_DTYPE_F32, KAIO_DTYPE_F16 "
@@ -75,6 +78,7 @@ kaio_status run_op(const char *caller, const kaio_device *device, const OpPlan &
                 expected, tensor_order(plan.kind));
   if (plan.kind == OpKind::silu_gate || plan.kind == OpKind::gelu)
     return run_elementwise(caller, device, plan, stream, tensors);
+  if (plan.kind == OpKind::matmul) return run_matmul(caller, device, plan, stream, tensors);
   return run_rows(caller, device, plan, stream, tensors);
 }
 
@@ -82,8 +86,9 @@ kaio_status launch_builtin(const char *caller, const kaio_device *device, const 
                            kaio_stream *stream, void **params) {
   ContextScope scope(device);
   KAIO_TRY(scope.status(caller));
-  cu::CUresult r = device->api->cuLaunchKernel(plan.function, plan.grid, 1, 1, plan.block, 1, 1,
-                                               0, stream->native, params, nullptr);
+  cu::CUresult r =
+      device->api->cuLaunchKernel(plan.function, plan.grid, plan.grid_y, 1, plan.block, 1, 1,
+                                  plan.shared_bytes, stream->native, params, nullptr);
   if (r) return fail_driver(r, caller, "cuLaunchKernel");
   return KAIO_OK;
 }

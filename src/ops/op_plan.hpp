@@ -11,18 +11,32 @@
 
 namespace kaio {
 
-enum class OpKind { silu_gate, gelu, rmsnorm, softmax };
+enum class OpKind { silu_gate, gelu, rmsnorm, softmax, matmul };
+
+// What a matmul adds to a plan; see kaio_matmul_desc.
+struct MatmulParams {
+  kaio_dtype out_dtype = KAIO_DTYPE_F32;
+  kaio_trans trans_a = KAIO_TRANS_N;
+  kaio_trans trans_b = KAIO_TRANS_N;
+  kaio_matmul_variant variant = KAIO_MATMUL_AUTO;
+  int64_t k = 0;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+};
 
 struct OpPlan {
   OpKind kind = OpKind::silu_gate;
-  kaio_dtype dtype = KAIO_DTYPE_INVALID;
-  int64_t rows = 0;
+  kaio_dtype dtype = KAIO_DTYPE_INVALID;  // of the inputs
+  int64_t rows = 0;                       // of the output
   int64_t cols = 0;
   float eps = 0.0f;
   kaio_gelu_mode gelu_mode = 0;
+  MatmulParams matmul;
   cu::CUfunction function = nullptr;
   unsigned grid = 0;
+  unsigned grid_y = 1;
   unsigned block = 0;
+  unsigned shared_bytes = 0;
 };
 
 // Checks dims, dtype, options and the device's architecture, then resolves
@@ -36,15 +50,19 @@ kaio_status run_op(const char *caller, const kaio_device *device, const OpPlan &
 // Family-specific halves, called by plan_op and run_op.
 kaio_status plan_elementwise(const char *caller, kaio_device *device, OpPlan *plan);
 kaio_status plan_rows(const char *caller, kaio_device *device, OpPlan *plan);
+kaio_status plan_matmul(const char *caller, kaio_device *device, OpPlan *plan);
 kaio_status run_elementwise(const char *caller, const kaio_device *device, const OpPlan &plan,
                             kaio_stream *stream, const kaio_tensor *tensors);
 kaio_status run_rows(const char *caller, const kaio_device *device, const OpPlan &plan,
                      kaio_stream *stream, const kaio_tensor *tensors);
+kaio_status run_matmul(const char *caller, const kaio_device *device, const OpPlan &plan,
+                       kaio_stream *stream, const kaio_tensor *tensors);
 
 // Index of the f32/f16/bf16 kernel variant.
 int float_variant(kaio_dtype dtype);
 
-// Enqueues a built-in kernel with a 1-D grid under the device's context.
+// Enqueues a built-in kernel with the plan's grid, block and shared memory
+// under the device's context.
 kaio_status launch_builtin(const char *caller, const kaio_device *device, const OpPlan &plan,
                            kaio_stream *stream, void **params);
 

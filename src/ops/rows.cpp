@@ -39,7 +39,10 @@ kaio_status plan_rows(const char *caller, kaio_device *device, OpPlan *plan) {
                 "%s: argument 'eps' is %g; it must be finite and >= 0 (1e-5 or 1e-6 are usual).",
                 caller, static_cast<double>(plan->eps));
   KernelId id = with_dtype_offset(first_kernel(*plan), float_variant(plan->dtype));
-  KAIO_TRY(device->modules->function(caller, id, &plan->function));
+  BuiltinFunction fn;
+  KAIO_TRY(device->modules->function(caller, id, &fn));
+  plan->function = fn.function;
+  plan->shared_bytes = fn.shared_bytes;
   plan->block = kBlock;
   plan->grid = static_cast<unsigned>(warp_per_row(*plan)
                                          ? (plan->rows + kRowsPerWarpBlock - 1) / kRowsPerWarpBlock

@@ -1,0 +1,173 @@
+// Matmul entry points: the general descriptor form and KAIO's named forms.
+#include <kaio/kaio.h>
+
+#include <cstring>
+#include <memory>
+
+#include "core/error.hpp"
+#include "core/firewall.hpp"
+#include "ops/op_plan.hpp"
+#include "runtime/stream.hpp"
+#include "runtime/tensor_view.hpp"
+
+using kaio::fail;
+using kaio::OpKind;
+using kaio::OpPlan;
+
+namespace {
+
+kaio_matmul_desc default_desc() {
+  kaio_matmul_desc d;
+  std::memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.in_dtype = KAIO_DTYPE_F16;
+  d.out_dtype = KAIO_DTYPE_F32;
+  d.trans_a = KAIO_TRANS_N;
+  d.trans_b = KAIO_TRANS_N;
+  d.variant = KAIO_MATMUL_AUTO;
+  d.alpha = 1.0f;
+  d.beta = 0.0f;
+  return d;
+}
+
+// Reads a caller's descriptor of any later, larger version: fields this
+// version does not know are ignored.
+kaio_status read_desc(const char *fn, const kaio_matmul_desc *in, kaio_matmul_desc *out) {
+  if (!in) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'desc' is NULL.", fn);
+  if (in->struct_size < sizeof(kaio_matmul_desc))
+    return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
+                "%s: desc->struct_size is %u but must be at least %zu; initialise the desc with "
+                "kaio_matmul_desc_init.",
+                fn, in->struct_size, sizeof(kaio_matmul_desc));
+  std::memcpy(out, in, sizeof *out);
+  return KAIO_OK;
+}
+
+OpPlan plan_from(const kaio_matmul_desc &d) {
+  OpPlan p;
+  p.kind = OpKind::matmul;
+  p.dtype = d.in_dtype;
+  p.rows = d.m;
+  p.cols = d.n;
+  p.matmul.out_dtype = d.out_dtype;
+  p.matmul.trans_a = d.trans_a;
+  p.matmul.trans_b = d.trans_b;
+  p.matmul.variant = d.variant;
+  p.matmul.k = d.k;
+  p.matmul.alpha = d.alpha;
+  p.matmul.beta = d.beta;
+  return p;
+}
+
+kaio_status create(const char *fn, kaio_op **out, kaio_device *device,
+                   const kaio_matmul_desc &desc) {
+  if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
+  *out = nullptr;
+  if (!kaio::is_live(device))
+    return fail(KAIO_ERROR_INVALID_HANDLE,
+                "%s: argument 'device' is %s; open one with kaio_device_open.", fn,
+                device ? "not a live kaio_device" : "NULL");
+  auto op = std::make_unique<kaio_op>();
+  op->plan = plan_from(desc);
+  KAIO_TRY(kaio::plan_op(fn, device, &op->plan));
+  op->device = device;
+  kaio::device_retain(device);
+  *out = op.release();
+  return KAIO_OK;
+}
+
+// One-shot: M, N, K left at 0 in the desc come from the views' shapes.
+kaio_status one_shot(const char *fn, kaio_stream *stream, const kaio_tensor *a,
+                     const kaio_tensor *b, const kaio_tensor *c, kaio_matmul_desc desc) {
+  KAIO_TRY(kaio::check_stream(fn, stream));
+  const struct {
+    const char *name;
+    const kaio_tensor *view;
+  } args[] = {{"A", a}, {"B", b}, {"C", c}};
+  for (const auto &arg : args)
+    if (!arg.view)
+      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
+                  fn, arg.name);
+  if (desc.m == 0) desc.m = c->rows;
+  if (desc.n == 0) desc.n = c->cols;
+  if (desc.k == 0) desc.k = desc.trans_a == KAIO_TRANS_T ? a->rows : a->cols;
+  OpPlan plan = plan_from(desc);
+  KAIO_TRY(kaio::plan_op(fn, stream->device, &plan));
+  const kaio_tensor tensors[] = {*a, *b, *c};
+  return kaio::run_op(fn, stream->device, plan, stream, tensors, 3);
+}
+
+kaio_matmul_desc named_desc(kaio_dtype in, kaio_matmul_variant variant) {
+  kaio_matmul_desc d = default_desc();
+  d.in_dtype = in;
+  d.variant = variant;
+  return d;
+}
+
+kaio_status create_named(const char *fn, kaio_op **out, kaio_device *device, kaio_dtype in,
+                         kaio_matmul_variant variant, int64_t m, int64_t n, int64_t k) {
+  kaio_matmul_desc d = named_desc(in, variant);
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  return create(fn, out, device, d);
+}
+
+}  // namespace
+
+extern "C" {
+
+KAIO_API kaio_status kaio_matmul_desc_init(kaio_matmul_desc *desc, size_t struct_size) {
+  constexpr const char *fn = "kaio_matmul_desc_init";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    if (!desc) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'desc' is NULL.", fn);
+    if (struct_size < sizeof(kaio_matmul_desc))
+      return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
+                  "%s: argument 'struct_size' is %zu but must be at least %zu.", fn, struct_size,
+                  sizeof(kaio_matmul_desc));
+    std::memset(desc, 0, struct_size);
+    *desc = default_desc();
+    desc->struct_size = static_cast<uint32_t>(struct_size);
+    return KAIO_OK;
+  });
+}
+
+KAIO_API kaio_status kaio_op_create_matmul(kaio_op **out, kaio_device *device,
+                                           const kaio_matmul_desc *desc) {
+  constexpr const char *fn = "kaio_op_create_matmul";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    kaio_matmul_desc d;
+    KAIO_TRY(read_desc(fn, desc, &d));
+    return create(fn, out, device, d);
+  });
+}
+
+KAIO_API kaio_status kaio_matmul(kaio_stream *stream, const kaio_tensor *a, const kaio_tensor *b,
+                                 const kaio_tensor *c, const kaio_matmul_desc *desc) {
+  constexpr const char *fn = "kaio_matmul";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    kaio_matmul_desc d;
+    KAIO_TRY(read_desc(fn, desc, &d));
+    return one_shot(fn, stream, a, b, c, d);
+  });
+}
+
+#define KAIO_NAMED_MATMUL(name, in, variant)                                                    \
+  KAIO_API kaio_status kaio_##name(kaio_stream *stream, const kaio_tensor *a,                   \
+                                   const kaio_tensor *b, const kaio_tensor *c) {                \
+    constexpr const char *fn = "kaio_" #name;                                                   \
+    return kaio::firewall(fn, [&] { return one_shot(fn, stream, a, b, c, named_desc(in, variant)); }); \
+  }                                                                                             \
+  KAIO_API kaio_status kaio_op_create_##name(kaio_op **out, kaio_device *device, int64_t m,     \
+                                             int64_t n, int64_t k) {                            \
+    constexpr const char *fn = "kaio_op_create_" #name;                                         \
+    return kaio::firewall(fn, [&] { return create_named(fn, out, device, in, variant, m, n, k); }); \
+  }
+
+KAIO_NAMED_MATMUL(matmul_tc, KAIO_DTYPE_F16, KAIO_MATMUL_AUTO)
+KAIO_NAMED_MATMUL(matmul_tc_async, KAIO_DTYPE_F16, KAIO_MATMUL_ASYNC)
+KAIO_NAMED_MATMUL(matmul_tc_bf16, KAIO_DTYPE_BF16, KAIO_MATMUL_AUTO)
+KAIO_NAMED_MATMUL(matmul_tc_bf16_async, KAIO_DTYPE_BF16, KAIO_MATMUL_ASYNC)
+#undef KAIO_NAMED_MATMUL
+
+}  // extern "C"

@@ -1,0 +1,129 @@
+// Tensor-core matmul: C = alpha·op(A)·op(B) + beta·C on the sm_80 mma.sync
+// kernels (ptx/gen_matmul_sm80.py), f32 accumulation, any M and N.
+#include <cinttypes>
+#include <climits>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "kernels/module_cache.hpp"
+#include "ops/op_plan.hpp"
+#include "runtime/tensor_view.hpp"
+
+namespace kaio {
+namespace {
+
+// The sm_80 kernels' CTA tile and block; the grid covers C with these.
+constexpr int64_t kTileM = 128;
+constexpr int64_t kTileN = 128;
+constexpr unsigned kBlock = 256;
+constexpr int64_t kMaxGridY = 65535;
+// 16-byte cp.async / vector loads of 2-byte elements along K (or M, N).
+constexpr int64_t kChunkElems = 8;
+
+bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
+bool is_float(kaio_dtype d) { return d == KAIO_DTYPE_F32 || is_half(d); }
+
+KernelId kernel_for(const OpPlan &plan) {
+  const MatmulParams &p = plan.matmul;
+  int index = (p.variant == KAIO_MATMUL_ASYNC ? 8 : 0) + (plan.dtype == KAIO_DTYPE_BF16 ? 4 : 0) +
+              p.trans_a * 2 + p.trans_b;
+  return with_dtype_offset(KernelId::matmul_sm80_sync_f16_nn, index);
+}
+
+kaio_status check_operand(const char *caller, const char *arg, const kaio_tensor *t,
+                          const kaio_device *device, kaio_dtype dtype, int64_t rows, int64_t cols,
+                          CheckedView *out) {
+  KAIO_TRY(check_view(caller, arg, t, device, out));
+  KAIO_TRY(check_dtype(caller, arg, *out, dtype));
+  KAIO_TRY(check_shape(caller, arg, *out, rows, cols));
+  if (out->address % 16 != 0 || out->row_stride % kChunkElems != 0)
+    return fail(KAIO_ERROR_MISALIGNED,
+                "%s: argument '%s' starts at byte offset %" PRIu64 " of a 256-byte-aligned "
+                "allocation with row_stride %" PRId64 "; the tensor-core kernels need a 16-byte "
+                "aligned start and a row_stride that is a multiple of 8 elements. Pad the rows "
+                "or copy into an aligned buffer.",
+                caller, arg, static_cast<uint64_t>(out->address % 256), out->row_stride);
+  return KAIO_OK;
+}
+
+}  // namespace
+
+kaio_status plan_matmul(const char *caller, kaio_device *device, OpPlan *plan) {
+  MatmulParams &p = plan->matmul;
+  if (!is_half(plan->dtype))
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: in_dtype is %s (%d); tensor-core matmul takes KAIO_DTYPE_F16 or "
+                "KAIO_DTYPE_BF16 inputs.",
+                caller, kaio_dtype_name(plan->dtype), plan->dtype);
+  if (!is_float(p.out_dtype))
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: out_dtype is %s (%d); use KAIO_DTYPE_F32, KAIO_DTYPE_F16 or KAIO_DTYPE_BF16.",
+                caller, kaio_dtype_name(p.out_dtype), p.out_dtype);
+  if ((p.trans_a != KAIO_TRANS_N && p.trans_a != KAIO_TRANS_T) ||
+      (p.trans_b != KAIO_TRANS_N && p.trans_b != KAIO_TRANS_T))
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: trans_a is %d and trans_b is %d; each must be KAIO_TRANS_N (0) or "
+                "KAIO_TRANS_T (1).",
+                caller, p.trans_a, p.trans_b);
+  if (p.variant < KAIO_MATMUL_AUTO || p.variant > KAIO_MATMUL_ASYNC)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: variant is %d; use KAIO_MATMUL_AUTO, KAIO_MATMUL_SYNC or KAIO_MATMUL_ASYNC.",
+                caller, p.variant);
+  const int64_t m = plan->rows, n = plan->cols, k = p.k;
+  if (m < 1 || n < 1 || k < 1 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: M, N, K are %" PRId64 ", %" PRId64 ", %" PRId64
+                "; each must be between 1 and %d.",
+                caller, m, n, k, INT32_MAX);
+  if (k % kChunkElems != 0)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: K is %" PRId64 " but must be a multiple of 8; pad A's and B's K dimension "
+                "with zeros to %" PRId64 ".",
+                caller, k, (k + kChunkElems - 1) / kChunkElems * kChunkElems);
+  if ((m + kTileM - 1) / kTileM > kMaxGridY)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: M is %" PRId64 "; at most %" PRId64 " rows per call. Split M.", caller, m,
+                kMaxGridY * kTileM);
+  if (!std::isfinite(p.alpha) || !std::isfinite(p.beta))
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: alpha is %g and beta is %g; both must be finite.",
+                caller, static_cast<double>(p.alpha), static_cast<double>(p.beta));
+  KAIO_TRY(require_arch(caller, device, 8, 0, "tensor-core matmul (mma.sync m16n8k16)"));
+  // The Hopper (wgmma + TMA) path is not built yet: AUTO means the cp.async
+  // pipeline everywhere.
+  if (p.variant == KAIO_MATMUL_AUTO) p.variant = KAIO_MATMUL_ASYNC;
+  BuiltinFunction fn;
+  KAIO_TRY(device->modules->function(caller, kernel_for(*plan), &fn));
+  plan->function = fn.function;
+  plan->shared_bytes = fn.shared_bytes;
+  plan->block = kBlock;
+  plan->grid = static_cast<unsigned>((n + kTileN - 1) / kTileN);
+  plan->grid_y = static_cast<unsigned>((m + kTileM - 1) / kTileM);
+  return KAIO_OK;
+}
+
+kaio_status run_matmul(const char *caller, const kaio_device *device, const OpPlan &plan,
+                       kaio_stream *stream, const kaio_tensor *tensors) {
+  const MatmulParams &p = plan.matmul;
+  const int64_t m = plan.rows, n = plan.cols, k = p.k;
+  CheckedView a, b, c;
+  KAIO_TRY(check_operand(caller, "A", &tensors[0], device, plan.dtype,
+                         p.trans_a == KAIO_TRANS_T ? k : m, p.trans_a == KAIO_TRANS_T ? m : k, &a));
+  KAIO_TRY(check_operand(caller, "B", &tensors[1], device, plan.dtype,
+                         p.trans_b == KAIO_TRANS_T ? n : k, p.trans_b == KAIO_TRANS_T ? k : n, &b));
+  KAIO_TRY(check_view(caller, "C", &tensors[2], device, &c));
+  KAIO_TRY(check_dtype(caller, "C", c, p.out_dtype));
+  KAIO_TRY(check_shape(caller, "C", c, m, n));
+  KAIO_TRY(check_no_partial_overlap(caller, "A", a, "C", c, false));
+  KAIO_TRY(check_no_partial_overlap(caller, "B", b, "C", c, false));
+
+  unsigned long long pa = a.address, pb = b.address, pc = c.address;
+  unsigned um = static_cast<unsigned>(m), un = static_cast<unsigned>(n),
+           uk = static_cast<unsigned>(k);
+  unsigned long long lda = a.row_stride, ldb = b.row_stride, ldc = c.row_stride;
+  float alpha = p.alpha, beta = p.beta;
+  unsigned out_dtype = static_cast<unsigned>(p.out_dtype);
+  void *params[] = {&pa, &pb, &pc, &um, &un, &uk, &lda, &ldb, &ldc, &alpha, &beta, &out_dtype};
+  return launch_builtin(caller, device, plan, stream, params);
+}
+
+}  // namespace kaio

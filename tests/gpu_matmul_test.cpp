@@ -1,0 +1,228 @@
+// Tensor-core matmul against an f64 CPU reference from the same rounded
+// inputs: every variant, input dtype, transpose pair, output dtype and
+// alpha/beta case, and the size sweep M, N in {1, 7, 127, 128, 129, 1000,
+// 4097}, K in {8, 24, 1000, 4096}.
+//
+// Tolerance: relative Frobenius error ||out - ref|| / ||ref|| over the rows
+// checked, at most 1e-4 for f32 output (f32 accumulation over K <= 4096 of
+// exact products stays near 1e-6), and one output rounding plus that for
+// f16 (2^-11 + 1e-4) and bf16 (2^-8 + 1e-4) outputs. NaN or Inf anywhere in
+// the output fails: C is NaN-poisoned before every beta = 0 run.
+// Large shapes check every column of a sample of rows (first, last, the
+// tile edges 127/128/129 and a few random ones) to keep the reference cheap.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "support/kaio_test.hpp"
+
+namespace {
+
+struct Case {
+  kaio_matmul_variant variant = KAIO_MATMUL_AUTO;
+  kaio_dtype in = KAIO_DTYPE_F16, out = KAIO_DTYPE_F32;
+  kaio_trans ta = KAIO_TRANS_N, tb = KAIO_TRANS_T;
+  int64_t m = 1, n = 1, k = 8;
+  float alpha = 1.0f, beta = 0.0f;
+  int64_t pad = 0;  // extra elements per row of A, B and C (keeps multiples of 8)
+  bool prepared = false;
+};
+
+std::string describe(const Case &c) {
+  const char *v[] = {"auto", "sync", "async"};
+  return std::string(v[c.variant]) + " " + kaio_dtype_name(c.in) + "->" + kaio_dtype_name(c.out) +
+         " " + (c.ta ? "T" : "N") + (c.tb ? "T" : "N") + " " + std::to_string(c.m) + "x" +
+         std::to_string(c.n) + "x" + std::to_string(c.k) + " alpha " + std::to_string(c.alpha) +
+         " beta " + std::to_string(c.beta) + " pad " + std::to_string(c.pad) +
+         (c.prepared ? " prepared" : " one-shot");
+}
+
+double out_tolerance(kaio_dtype out) {
+  return 1e-4 + (out == KAIO_DTYPE_F16 ? std::ldexp(1.0, -11)
+                 : out == KAIO_DTYPE_BF16 ? std::ldexp(1.0, -8) : 0.0);
+}
+
+class GpuMatmul : public kt::GpuTest {
+ protected:
+  void check(const Case &cs) {
+    SCOPED_TRACE(describe(cs));
+    const size_t ies = 2, oes = kaio_dtype_size(cs.out);
+    const int64_t a_rows = cs.ta ? cs.k : cs.m, a_cols = cs.ta ? cs.m : cs.k;
+    const int64_t b_rows = cs.tb ? cs.n : cs.k, b_cols = cs.tb ? cs.k : cs.n;
+    const int64_t lda = a_cols + cs.pad, ldb = b_cols + cs.pad, ldc = cs.n + cs.pad;
+    const size_t a_elems = (a_rows - 1) * lda + a_cols, b_elems = (b_rows - 1) * ldb + b_cols;
+    const size_t c_elems = (cs.m - 1) * ldc + cs.n;
+    uint64_t seed = kt::test_seed() ^ (cs.m * 131 + cs.n * 7 + cs.k * 3 + cs.ta * 2 + cs.tb);
+    kt::HostTensor a = kt::random_tensor(cs.in, a_elems, -1, 1, seed);
+    kt::HostTensor b = kt::random_tensor(cs.in, b_elems, -1, 1, seed + 1);
+    kt::HostTensor c0 = kt::random_tensor(cs.out, c_elems, -1, 1, seed + 2);
+    kt::Buffer ba = kt::make_buffer(dev(), a_elems * ies), bb = kt::make_buffer(dev(), b_elems * ies);
+    kt::Buffer bc = kt::make_buffer(dev(), c_elems * oes);
+    KT_OK(kaio_buffer_write(ba.get(), 0, a.bytes.data(), a.bytes.size()));
+    KT_OK(kaio_buffer_write(bb.get(), 0, b.bytes.data(), b.bytes.size()));
+    if (cs.beta == 0.0f)
+      KT_OK(kaio_buffer_memset(bc.get(), stream(), 0, 0xFF, c_elems * oes));  // NaN
+    else
+      KT_OK(kaio_buffer_write(bc.get(), 0, c0.bytes.data(), c0.bytes.size()));
+
+    kaio_tensor ta = kaio_tensor_2d(ba.get(), cs.in, a_rows, a_cols);
+    ta.row_stride = lda;
+    kaio_tensor tb = kaio_tensor_2d(bb.get(), cs.in, b_rows, b_cols);
+    tb.row_stride = ldb;
+    kaio_tensor tc = kaio_tensor_2d(bc.get(), cs.out, cs.m, cs.n);
+    tc.row_stride = ldc;
+    kaio_matmul_desc d;
+    KT_OK(kaio_matmul_desc_init(&d, sizeof d));
+    d.in_dtype = cs.in;
+    d.out_dtype = cs.out;
+    d.trans_a = cs.ta;
+    d.trans_b = cs.tb;
+    d.variant = cs.variant;
+    d.alpha = cs.alpha;
+    d.beta = cs.beta;
+    if (cs.prepared) {
+      d.m = cs.m;
+      d.n = cs.n;
+      d.k = cs.k;
+      kaio_op *op = nullptr;
+      KT_OK(kaio_op_create_matmul(&op, dev(), &d));
+      kt::Op guard(op);
+      kaio_tensor t[] = {ta, tb, tc};
+      KT_OK(kaio_op_launch(op, stream(), t, 3));
+    } else {
+      KT_OK(kaio_matmul(stream(), &ta, &tb, &tc, &d));
+    }
+    KT_OK(kaio_stream_synchronize(stream()));
+    std::vector<uint8_t> ob(c_elems * oes);
+    KT_OK(kaio_buffer_read(bc.get(), 0, ob.data(), ob.size()));
+    std::vector<double> out = kt::decode(cs.out, ob);
+
+    std::set<int64_t> rows;
+    if (cs.m * cs.n * cs.k <= (int64_t{1} << 27)) {
+      for (int64_t r = 0; r < cs.m; ++r) rows.insert(r);
+    } else {
+      std::mt19937_64 rng(seed);
+      for (int64_t r : {int64_t{0}, cs.m - 1, int64_t{127}, int64_t{128}, int64_t{129}})
+        if (r < cs.m) rows.insert(r);
+      for (int i = 0; i < 6; ++i) rows.insert(static_cast<int64_t>(rng() % cs.m));
+    }
+    double err2 = 0, ref2 = 0;
+    int64_t non_finite = 0;
+    std::vector<double> arow(cs.k);
+    for (int64_t r : rows) {
+      for (int64_t kk = 0; kk < cs.k; ++kk)
+        arow[kk] = cs.ta ? a.values[kk * lda + r] : a.values[r * lda + kk];
+      for (int64_t col = 0; col < cs.n; ++col) {
+        double acc = 0;
+        for (int64_t kk = 0; kk < cs.k; ++kk)
+          acc += arow[kk] * (cs.tb ? b.values[col * ldb + kk] : b.values[kk * ldb + col]);
+        double want = cs.alpha * acc + (cs.beta != 0.0f ? cs.beta * c0.values[r * ldc + col] : 0.0);
+        double got = out[r * ldc + col];
+        if (!std::isfinite(got)) ++non_finite;
+        err2 += (got - want) * (got - want);
+        ref2 += want * want;
+      }
+    }
+    EXPECT_EQ(non_finite, 0) << "output elements left unwritten or overflowed";
+    double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
+    EXPECT_LE(rel, out_tolerance(cs.out)) << "relative Frobenius error over " << rows.size() << " rows";
+    if (cs.pad > 0 && cs.beta == 0.0f) {
+      // Row padding of C is not part of the view and must keep its poison.
+      for (int64_t r = 0; r + 1 < cs.m; ++r)
+        for (int64_t col = cs.n; col < ldc; ++col)
+          ASSERT_TRUE(std::isnan(out[r * ldc + col])) << "padding written at " << r << "," << col;
+    }
+  }
+};
+
+TEST_F(GpuMatmul, EveryVariantDtypeLayoutAndOutput) {
+  int n = 0;
+  for (kaio_matmul_variant v : {KAIO_MATMUL_SYNC, KAIO_MATMUL_ASYNC, KAIO_MATMUL_AUTO})
+    for (kaio_dtype in : {KAIO_DTYPE_F16, KAIO_DTYPE_BF16})
+      for (kaio_trans ta : {KAIO_TRANS_N, KAIO_TRANS_T})
+        for (kaio_trans tb : {KAIO_TRANS_N, KAIO_TRANS_T})
+          for (kaio_dtype out : {KAIO_DTYPE_F32, KAIO_DTYPE_F16, KAIO_DTYPE_BF16}) {
+            Case c;
+            c.variant = v;
+            c.in = in;
+            c.out = out;
+            c.ta = ta;
+            c.tb = tb;
+            c.m = 129;
+            c.n = 127;
+            c.k = 264;
+            c.alpha = (n % 2) ? 1.5f : 1.0f;
+            c.beta = (n % 3 == 0) ? 0.5f : 0.0f;
+            c.pad = (n % 4 == 1) ? 8 : 0;
+            c.prepared = (n++ % 2) == 0;
+            check(c);
+          }
+}
+
+TEST_F(GpuMatmul, SizeSweepEdgeTilesAndK) {
+  const int64_t mn[] = {1, 7, 127, 128, 129, 1000, 4097};
+  const int64_t ks[] = {8, 24, 1000, 4096};
+  int n = 0;
+  for (int64_t m : mn)
+    for (int64_t nn : mn)
+      for (int64_t k : ks) {
+        // Every (M, N) pair at K = 24, and the other K values on a diagonal
+        // band, keeps the sweep to a few seconds of CPU reference.
+        if (k != 24 && (m != nn && !(m == 1 || nn == 1))) continue;
+        Case c;
+        c.m = m;
+        c.n = nn;
+        c.k = k;
+        c.ta = (n % 4) / 2 ? KAIO_TRANS_T : KAIO_TRANS_N;
+        c.tb = (n % 2) ? KAIO_TRANS_N : KAIO_TRANS_T;
+        c.in = (n % 3 == 0) ? KAIO_DTYPE_BF16 : KAIO_DTYPE_F16;
+        c.variant = (n % 5 == 0) ? KAIO_MATMUL_SYNC : KAIO_MATMUL_AUTO;
+        c.beta = (n % 7 == 0) ? -0.25f : 0.0f;
+        c.prepared = (n++ % 2) == 1;
+        check(c);
+      }
+}
+
+TEST_F(GpuMatmul, KaioNamedEntryPoints) {
+  const int64_t m = 200, n = 72, k = 40;
+  for (int which = 0; which < 4; ++which) {
+    kaio_dtype in = which < 2 ? KAIO_DTYPE_F16 : KAIO_DTYPE_BF16;
+    kt::HostTensor a = kt::random_tensor(in, m * k, -2, 2, kt::test_seed() + which);
+    kt::HostTensor b = kt::random_tensor(in, k * n, -2, 2, kt::test_seed() + 10 + which);
+    kt::Buffer ba = kt::make_buffer(dev(), m * k * 2), bb = kt::make_buffer(dev(), k * n * 2),
+               bc = kt::make_buffer(dev(), m * n * 4), bd = kt::make_buffer(dev(), m * n * 4);
+    KT_OK(kaio_buffer_write(ba.get(), 0, a.bytes.data(), a.bytes.size()));
+    KT_OK(kaio_buffer_write(bb.get(), 0, b.bytes.data(), b.bytes.size()));
+    kaio_tensor ta = kaio_tensor_2d(ba.get(), in, m, k), tb = kaio_tensor_2d(bb.get(), in, k, n);
+    kaio_tensor tc = kaio_tensor_2d(bc.get(), KAIO_DTYPE_F32, m, n);
+    kaio_tensor td = kaio_tensor_2d(bd.get(), KAIO_DTYPE_F32, m, n);
+    kaio_op *op = nullptr;
+    switch (which) {
+      case 0: KT_OK(kaio_matmul_tc(stream(), &ta, &tb, &tc)); KT_OK(kaio_op_create_matmul_tc(&op, dev(), m, n, k)); break;
+      case 1: KT_OK(kaio_matmul_tc_async(stream(), &ta, &tb, &tc)); KT_OK(kaio_op_create_matmul_tc_async(&op, dev(), m, n, k)); break;
+      case 2: KT_OK(kaio_matmul_tc_bf16(stream(), &ta, &tb, &tc)); KT_OK(kaio_op_create_matmul_tc_bf16(&op, dev(), m, n, k)); break;
+      case 3: KT_OK(kaio_matmul_tc_bf16_async(stream(), &ta, &tb, &tc)); KT_OK(kaio_op_create_matmul_tc_bf16_async(&op, dev(), m, n, k)); break;
+    }
+    kt::Op guard(op);
+    kaio_tensor t[] = {ta, tb, td};
+    KT_OK(kaio_op_launch(op, stream(), t, 3));
+    KT_OK(kaio_stream_synchronize(stream()));
+    std::vector<float> c(m * n), d(m * n);
+    KT_OK(kaio_buffer_read(bc.get(), 0, c.data(), c.size() * 4));
+    KT_OK(kaio_buffer_read(bd.get(), 0, d.data(), d.size() * 4));
+    EXPECT_EQ(std::memcmp(c.data(), d.data(), c.size() * 4), 0) << "one-shot and op differ";
+    double err2 = 0, ref2 = 0;
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t col = 0; col < n; ++col) {
+        double acc = 0;
+        for (int64_t kk = 0; kk < k; ++kk) acc += a.values[r * k + kk] * b.values[kk * n + col];
+        err2 += (c[r * n + col] - acc) * (c[r * n + col] - acc);
+        ref2 += acc * acc;
+      }
+    EXPECT_LE(std::sqrt(err2 / ref2), 1e-4) << "entry point " << which;
+  }
+}
+
+}  // namespace

@@ -226,3 +226,89 @@ TEST_F(GpuMatmul, KaioNamedEntryPoints) {
 }
 
 }  // namespace
+
+namespace {
+
+// dA = dC·Bᵀ + beta·dA and dB = Aᵀ·dC + beta·dB against f64, with a random
+// upstream gradient (never all ones), f16 and f32 dC, and accumulation.
+TEST_F(GpuMatmul, BackwardMatchesReference) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  int idx = 0;
+  for (Shape s : {Shape{8, 8, 8}, Shape{136, 264, 72}, Shape{1000, 512, 384}})
+    for (kaio_dtype grad : {KAIO_DTYPE_F16, KAIO_DTYPE_F32})
+      for (float beta : {0.0f, 1.0f}) {
+        SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k << " dC "
+                                          << kaio_dtype_name(grad) << " beta " << beta);
+        const kaio_dtype in = (idx++ % 2) ? KAIO_DTYPE_BF16 : KAIO_DTYPE_F16;
+        uint64_t seed = kt::test_seed() + idx * 101;
+        kt::HostTensor a = kt::random_tensor(in, s.m * s.k, -1, 1, seed);
+        kt::HostTensor b = kt::random_tensor(in, s.k * s.n, -1, 1, seed + 1);
+        kt::HostTensor g = kt::random_tensor(grad, s.m * s.n, -1, 1, seed + 2);
+        kt::HostTensor da0 = kt::random_tensor(KAIO_DTYPE_F32, s.m * s.k, -1, 1, seed + 3);
+        kt::HostTensor db0 = kt::random_tensor(KAIO_DTYPE_F32, s.k * s.n, -1, 1, seed + 4);
+        kt::Buffer ba = kt::make_buffer(dev(), a.bytes.size()), bb = kt::make_buffer(dev(), b.bytes.size()),
+                   bg = kt::make_buffer(dev(), g.bytes.size()), bda = kt::make_buffer(dev(), da0.bytes.size()),
+                   bdb = kt::make_buffer(dev(), db0.bytes.size());
+        KT_OK(kaio_buffer_write(ba.get(), 0, a.bytes.data(), a.bytes.size()));
+        KT_OK(kaio_buffer_write(bb.get(), 0, b.bytes.data(), b.bytes.size()));
+        KT_OK(kaio_buffer_write(bg.get(), 0, g.bytes.data(), g.bytes.size()));
+        if (beta != 0.0f) {
+          KT_OK(kaio_buffer_write(bda.get(), 0, da0.bytes.data(), da0.bytes.size()));
+          KT_OK(kaio_buffer_write(bdb.get(), 0, db0.bytes.data(), db0.bytes.size()));
+        } else {
+          KT_OK(kaio_buffer_memset(bda.get(), stream(), 0, 0xFF, da0.bytes.size()));
+          KT_OK(kaio_buffer_memset(bdb.get(), stream(), 0, 0xFF, db0.bytes.size()));
+        }
+        kaio_matmul_backward_desc d;
+        KT_OK(kaio_matmul_backward_desc_init(&d, sizeof d));
+        d.in_dtype = in;
+        d.grad_dtype = grad;
+        d.m = s.m;
+        d.n = s.n;
+        d.k = s.k;
+        d.beta = beta;
+        kaio_op *op = nullptr;
+        KT_OK(kaio_op_create_matmul_backward(&op, dev(), &d));
+        kt::Op guard(op);
+        kaio_tensor t[] = {kaio_tensor_2d(bg.get(), grad, s.m, s.n),
+                           kaio_tensor_2d(ba.get(), in, s.m, s.k),
+                           kaio_tensor_2d(bb.get(), in, s.k, s.n),
+                           kaio_tensor_2d(bda.get(), KAIO_DTYPE_F32, s.m, s.k),
+                           kaio_tensor_2d(bdb.get(), KAIO_DTYPE_F32, s.k, s.n)};
+        KT_OK(kaio_op_launch(op, stream(), t, 5));
+        KT_OK(kaio_stream_synchronize(stream()));
+        std::vector<float> da(s.m * s.k), db(s.k * s.n);
+        KT_OK(kaio_buffer_read(bda.get(), 0, da.data(), da.size() * 4));
+        KT_OK(kaio_buffer_read(bdb.get(), 0, db.data(), db.size() * 4));
+        // An f32 dC is rounded to the input dtype first: so is the reference.
+        std::vector<double> gv = g.values;
+        if (grad == KAIO_DTYPE_F32)
+          for (double &v : gv)
+            v = in == KAIO_DTYPE_F16 ? kt::f16_to_f32(kt::f32_to_f16(static_cast<float>(v)))
+                                     : kt::bf16_to_f32(kt::f32_to_bf16(static_cast<float>(v)));
+        double e2 = 0, r2 = 0;
+        for (int64_t i = 0; i < s.m; ++i)
+          for (int64_t j = 0; j < s.k; ++j) {
+            double acc = 0;
+            for (int64_t c = 0; c < s.n; ++c) acc += gv[i * s.n + c] * b.values[j * s.n + c];
+            double want = acc + beta * da0.values[i * s.k + j];
+            e2 += (da[i * s.k + j] - want) * (da[i * s.k + j] - want);
+            r2 += want * want;
+          }
+        EXPECT_LE(std::sqrt(e2 / r2), 1e-4) << "dA";
+        e2 = r2 = 0;
+        for (int64_t j = 0; j < s.k; ++j)
+          for (int64_t c = 0; c < s.n; ++c) {
+            double acc = 0;
+            for (int64_t i = 0; i < s.m; ++i) acc += a.values[i * s.k + j] * gv[i * s.n + c];
+            double want = acc + beta * db0.values[j * s.n + c];
+            e2 += (db[j * s.n + c] - want) * (db[j * s.n + c] - want);
+            r2 += want * want;
+          }
+        EXPECT_LE(std::sqrt(e2 / r2), 1e-4) << "dB";
+      }
+}
+
+}  // namespace

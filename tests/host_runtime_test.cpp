@@ -248,6 +248,54 @@ TEST_F(FakeRuntime, MatmulPicksItsKernelGridAndArguments) {
   }
 }
 
+TEST_F(FakeRuntime, MatmulBackwardRunsTwoTransposedProductsAndRoundsF32Grads) {
+  kt::Device d = kt::open_device(0);
+  kt::Stream s = kt::make_stream(d.get());
+  const int64_t m = 24, n = 40, k = 16;
+  kt::Buffer dc = kt::make_buffer(d.get(), m * n * 4), a = kt::make_buffer(d.get(), m * k * 2),
+             b = kt::make_buffer(d.get(), k * n * 2), da = kt::make_buffer(d.get(), m * k * 4),
+             db = kt::make_buffer(d.get(), k * n * 4);
+  kaio_matmul_backward_desc desc;
+  KT_OK(kaio_matmul_backward_desc_init(&desc, sizeof desc));
+  desc.grad_dtype = KAIO_DTYPE_F32;
+  desc.m = m;
+  desc.n = n;
+  desc.k = k;
+  desc.beta = 1.0f;
+  kaio_op *op = nullptr;
+  KT_OK(kaio_op_create_matmul_backward(&op, d.get(), &desc));
+  kt::Op guard(op);
+  kaio_tensor t[] = {kaio_tensor_2d(dc.get(), KAIO_DTYPE_F32, m, n),
+                     kaio_tensor_2d(a.get(), KAIO_DTYPE_F16, m, k),
+                     kaio_tensor_2d(b.get(), KAIO_DTYPE_F16, k, n),
+                     kaio_tensor_2d(da.get(), KAIO_DTYPE_F32, m, k),
+                     kaio_tensor_2d(db.get(), KAIO_DTYPE_F32, k, n)};
+  unsigned long long before = kt::fake().launch_count();
+  KT_OK(kaio_op_launch(op, s.get(), t, 5));
+  EXPECT_EQ(kt::fake().launch_count(), before + 3);  // round dC, dA, dB
+  Launch l = last_launch();
+  EXPECT_EQ(l.name, "kaio_matmul_sm80_async_f16_tn");  // dB = A^T · dC
+  EXPECT_EQ(launch_param<uint32_t>(3), static_cast<uint32_t>(k));
+  EXPECT_EQ(launch_param<uint32_t>(4), static_cast<uint32_t>(n));
+  EXPECT_EQ(launch_param<uint32_t>(5), static_cast<uint32_t>(m));
+  EXPECT_EQ(launch_param<uint64_t>(0), kaio_buffer_device_ptr(a.get()));
+  EXPECT_FLOAT_EQ(launch_param<float>(10), 1.0f);
+
+  t[4].buffer = nullptr;  // dA only
+  before = kt::fake().launch_count();
+  KT_OK(kaio_op_launch(op, s.get(), t, 5));
+  EXPECT_EQ(kt::fake().launch_count(), before + 2);
+  EXPECT_EQ(last_launch().name, "kaio_matmul_sm80_async_f16_nt");  // dA = dC · B^T
+
+  t[0].dtype = KAIO_DTYPE_F16;  // the op was made for an f32 dC
+  EXPECT_EQ(kaio_op_launch(op, s.get(), t, 5), KAIO_ERROR_INVALID_DTYPE);
+  t[0].dtype = KAIO_DTYPE_F32;  // the one-shot form never allocates a workspace
+  EXPECT_EQ(kaio_matmul_tc_backward(s.get(), &t[0], &t[1], &t[2], &t[3], &t[4]),
+            KAIO_ERROR_UNSUPPORTED);
+  EXPECT_NE(std::string(kaio_last_error()).find("kaio_op_create_matmul_backward"),
+            std::string::npos);
+}
+
 TEST_F(FakeRuntime, UserKernelArgumentsArePackedAsGiven) {
   kt::Device d = kt::open_device(0);
   kt::Stream s = kt::make_stream(d.get());

@@ -544,6 +544,49 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_matmul_tc_bf16_async(kaio_op 
                                                                          int64_t m, int64_t n,
                                                                          int64_t k);
 
+/* Matmul backward for C = A · B (A M×K, B K×N, no transposes):
+ *     dA = dC · Bᵀ + beta · dA        (M×K)
+ *     dB = Aᵀ · dC + beta · dB        (K×N)
+ * Both products run on the transposed-operand kernels, reading A, B and dC
+ * where they lie: no transposed copies. beta != 0 accumulates gradients.
+ * A and B are in_dtype (f16 or bf16). dC is in_dtype, or f32: an f32 dC is
+ * first rounded to in_dtype (round to nearest even, the tensor cores take
+ * 16-bit operands) into a workspace the op owns. dA and dB are out_dtype
+ * (f32 by default). A view whose buffer is NULL skips that gradient.
+ * The matmul constraints apply to both products: M, N and K are multiples
+ * of 8 (each is the reduction dimension of one product or a row stride).
+ *                                    launch tensors: {dC, A, B, dA, dB} */
+typedef struct kaio_matmul_backward_desc {
+    uint32_t struct_size;          /* sizeof(kaio_matmul_backward_desc)        */
+    kaio_dtype in_dtype;           /* A, B: KAIO_DTYPE_F16 or _BF16             */
+    kaio_dtype grad_dtype;         /* dC: in_dtype or KAIO_DTYPE_F32            */
+    kaio_dtype out_dtype;          /* dA, dB: KAIO_DTYPE_F32, _F16 or _BF16     */
+    kaio_matmul_variant variant;
+    uint32_t reserved;             /* must be 0                                */
+    int64_t m, n, k;
+    float beta;
+    uint32_t reserved2;            /* must be 0                                */
+} kaio_matmul_backward_desc;
+
+/* Defaults: f16 in, f16 dC, f32 out, AUTO, beta 0, m = n = k = 0. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_backward_desc_init(
+    kaio_matmul_backward_desc *desc, size_t struct_size);
+
+/* Allocates the f32-dC workspace (M×N in_dtype) when grad_dtype is f32.
+ * Ownership: caller owns *out; retains device. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_matmul_backward(
+    kaio_op **out, kaio_device *device, const kaio_matmul_backward_desc *desc);
+
+/* KAIO's name, one-shot: f16 A, B and dC; dA, dB f32 (either skipped with a
+ * NULL-buffer view); beta 0. An f32 dC needs the op handle, which owns the
+ * workspace: this call never allocates. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_tc_backward(kaio_stream *stream,
+                                                             const kaio_tensor *dc,
+                                                             const kaio_tensor *a,
+                                                             const kaio_tensor *b,
+                                                             const kaio_tensor *da,
+                                                             const kaio_tensor *db);
+
 /* ===========================================================================
  * User kernels: your own PTX, launched through the same handles
  * ======================================================================== */

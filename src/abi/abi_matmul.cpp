@@ -113,9 +113,104 @@ kaio_status create_named(const char *fn, kaio_op **out, kaio_device *device, kai
   return create(fn, out, device, d);
 }
 
+kaio_matmul_backward_desc default_backward_desc() {
+  kaio_matmul_backward_desc d;
+  std::memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.in_dtype = KAIO_DTYPE_F16;
+  d.grad_dtype = KAIO_DTYPE_F16;
+  d.out_dtype = KAIO_DTYPE_F32;
+  d.variant = KAIO_MATMUL_AUTO;
+  return d;
+}
+
+kaio_status create_backward(const char *fn, kaio_op **out, kaio_device *device,
+                            const kaio_matmul_backward_desc &desc) {
+  if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
+  *out = nullptr;
+  if (!kaio::is_live(device))
+    return fail(KAIO_ERROR_INVALID_HANDLE,
+                "%s: argument 'device' is %s; open one with kaio_device_open.", fn,
+                device ? "not a live kaio_device" : "NULL");
+  if (desc.reserved != 0 || desc.reserved2 != 0)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: desc->reserved fields must be 0.", fn);
+  auto op = std::make_unique<kaio_op>();
+  op->backward = std::make_unique<kaio::BackwardPlan>(kaio::make_backward_plan(desc));
+  KAIO_TRY(kaio::plan_matmul_backward(fn, device, op->backward.get()));
+  op->device = device;
+  kaio::device_retain(device);
+  *out = op.release();
+  return KAIO_OK;
+}
+
 }  // namespace
 
 extern "C" {
+
+KAIO_API kaio_status kaio_matmul_backward_desc_init(kaio_matmul_backward_desc *desc,
+                                                    size_t struct_size) {
+  constexpr const char *fn = "kaio_matmul_backward_desc_init";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    if (!desc) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'desc' is NULL.", fn);
+    if (struct_size < sizeof(kaio_matmul_backward_desc))
+      return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
+                  "%s: argument 'struct_size' is %zu but must be at least %zu.", fn, struct_size,
+                  sizeof(kaio_matmul_backward_desc));
+    std::memset(desc, 0, struct_size);
+    *desc = default_backward_desc();
+    desc->struct_size = static_cast<uint32_t>(struct_size);
+    return KAIO_OK;
+  });
+}
+
+KAIO_API kaio_status kaio_op_create_matmul_backward(kaio_op **out, kaio_device *device,
+                                                    const kaio_matmul_backward_desc *desc) {
+  constexpr const char *fn = "kaio_op_create_matmul_backward";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    if (!desc) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'desc' is NULL.", fn);
+    if (desc->struct_size < sizeof(kaio_matmul_backward_desc))
+      return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
+                  "%s: desc->struct_size is %u but must be at least %zu; initialise the desc "
+                  "with kaio_matmul_backward_desc_init.",
+                  fn, desc->struct_size, sizeof(kaio_matmul_backward_desc));
+    kaio_matmul_backward_desc d;
+    std::memcpy(&d, desc, sizeof d);
+    return create_backward(fn, out, device, d);
+  });
+}
+
+KAIO_API kaio_status kaio_matmul_tc_backward(kaio_stream *stream, const kaio_tensor *dc,
+                                             const kaio_tensor *a, const kaio_tensor *b,
+                                             const kaio_tensor *da, const kaio_tensor *db) {
+  constexpr const char *fn = "kaio_matmul_tc_backward";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    KAIO_TRY(kaio::check_stream(fn, stream));
+    const struct {
+      const char *name;
+      const kaio_tensor *view;
+    } args[] = {{"dC", dc}, {"A", a}, {"B", b}, {"dA", da}, {"dB", db}};
+    for (const auto &arg : args)
+      if (!arg.view)
+        return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                    "%s: argument '%s' is NULL; pass a kaio_tensor (a NULL buffer skips a "
+                    "gradient).",
+                    fn, arg.name);
+    if (dc->dtype == KAIO_DTYPE_F32)
+      return fail(KAIO_ERROR_UNSUPPORTED,
+                  "%s: argument 'dC' is f32; this call never allocates, so create the op with "
+                  "kaio_op_create_matmul_backward (grad_dtype KAIO_DTYPE_F32), which owns the "
+                  "rounding workspace.",
+                  fn);
+    kaio_matmul_backward_desc d = default_backward_desc();
+    d.m = a->rows;
+    d.k = a->cols;
+    d.n = b->cols;
+    kaio::BackwardPlan plan = kaio::make_backward_plan(d);
+    KAIO_TRY(kaio::plan_matmul_backward(fn, stream->device, &plan));
+    const kaio_tensor t[] = {*dc, *a, *b, *da, *db};
+    return kaio::run_matmul_backward(fn, stream->device, plan, stream, t, 5);
+  });
+}
 
 KAIO_API kaio_status kaio_matmul_desc_init(kaio_matmul_desc *desc, size_t struct_size) {
   constexpr const char *fn = "kaio_matmul_desc_init";

@@ -114,6 +114,8 @@ KAIO_API kaio_status kaio_op_launch(const kaio_op *op, kaio_stream *stream,
       return fail(KAIO_ERROR_INVALID_HANDLE,
                   "%s: argument 'op' is %s; create one with a kaio_op_create_* function.", fn,
                   op ? "not a live kaio_op" : "NULL");
+    if (op->backward)
+      return kaio::run_matmul_backward(fn, op->device, *op->backward, stream, tensors, count);
     return kaio::run_op(fn, op->device, op->plan, stream, tensors, count);
   });
 }

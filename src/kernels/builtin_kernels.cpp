@@ -18,6 +18,7 @@ const char *module_name(ModuleId id) {
   switch (id) {
     case ModuleId::elementwise: return "elementwise";
     case ModuleId::rows: return "rows";
+    case ModuleId::convert: return "convert";
     case ModuleId::matmul_sm80_sync: return "matmul_sm80_sync";
     case ModuleId::matmul_sm80_async: return "matmul_sm80_async";
     default: return "unknown";

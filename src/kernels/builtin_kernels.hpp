@@ -8,7 +8,7 @@
 
 namespace kaio {
 
-enum class ModuleId : int { elementwise, rows, matmul_sm80_sync, matmul_sm80_async, count };
+enum class ModuleId : int { elementwise, rows, convert, matmul_sm80_sync, matmul_sm80_async, count };
 
 // X(id, module, entry name). Per-dtype variants are consecutive in the order
 // f32, f16, bf16 so callers index them with float_variant(); matmul kernels
@@ -37,6 +37,8 @@ enum class ModuleId : int { elementwise, rows, matmul_sm80_sync, matmul_sm80_asy
   X(softmax_f32_block, rows, "kaio_softmax_f32_block")                            \
   X(softmax_f16_block, rows, "kaio_softmax_f16_block")                            \
   X(softmax_bf16_block, rows, "kaio_softmax_bf16_block")                          \
+  X(convert_f32_f16, convert, "kaio_convert_f32_f16")                             \
+  X(convert_f32_bf16, convert, "kaio_convert_f32_bf16")                           \
   X(matmul_sm80_sync_f16_nn, matmul_sm80_sync, "kaio_matmul_sm80_sync_f16_nn") \
   X(matmul_sm80_sync_f16_nt, matmul_sm80_sync, "kaio_matmul_sm80_sync_f16_nt") \
   X(matmul_sm80_sync_f16_tn, matmul_sm80_sync, "kaio_matmul_sm80_sync_f16_tn") \

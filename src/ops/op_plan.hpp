@@ -5,6 +5,8 @@
 
 #include <kaio/kaio.h>
 
+#include <memory>
+
 #include "driver/cuda_abi.hpp"
 #include "runtime/device.hpp"
 #include "runtime/handle.hpp"
@@ -68,9 +70,34 @@ kaio_status launch_builtin(const char *caller, const kaio_device *device, const 
 
 }  // namespace kaio
 
+namespace kaio {
+
+// Matmul backward: two products on the transposed-operand kernels, plus a
+// rounding pass when dC is f32 (into a workspace the op owns).
+struct BackwardPlan {
+  int64_t m = 0, n = 0, k = 0;
+  kaio_dtype in_dtype = KAIO_DTYPE_INVALID;
+  kaio_dtype grad_dtype = KAIO_DTYPE_INVALID;
+  kaio_dtype out_dtype = KAIO_DTYPE_INVALID;
+  OpPlan da;       // dA = dC · Bᵀ
+  OpPlan db;       // dB = Aᵀ · dC
+  OpPlan convert;  // f32 dC -> in_dtype, when grad_dtype is f32
+  kaio_buffer *workspace = nullptr;
+};
+
+BackwardPlan make_backward_plan(const kaio_matmul_backward_desc &desc);
+kaio_status plan_matmul_backward(const char *caller, kaio_device *device, BackwardPlan *plan);
+kaio_status run_matmul_backward(const char *caller, const kaio_device *device,
+                                const BackwardPlan &plan, kaio_stream *stream,
+                                const kaio_tensor *tensors, size_t count);
+
+}  // namespace kaio
+
 struct kaio_op {
   static constexpr kaio::HandleTag kTag = kaio::HandleTag::op;
   kaio::HandleTag tag = kTag;
   kaio_device *device = nullptr;
   kaio::OpPlan plan;
+  std::unique_ptr<kaio::BackwardPlan> backward;  // set for matmul backward only
+  ~kaio_op();
 };

@@ -1,0 +1,123 @@
+// Matmul backward for C = A·B: dA = dC·Bᵀ and dB = Aᵀ·dC, each one call of
+// the forward kernels with a transposed operand, so nothing is copied. An
+// f32 dC is rounded to the 16-bit input type first, into the op's workspace.
+#include <algorithm>
+#include <cinttypes>
+
+#include "core/error.hpp"
+#include "kernels/module_cache.hpp"
+#include "ops/op_plan.hpp"
+#include "runtime/buffer.hpp"
+#include "runtime/context_scope.hpp"
+#include "runtime/stream.hpp"
+#include "runtime/tensor_view.hpp"
+
+namespace kaio {
+namespace {
+
+constexpr unsigned kConvertBlock = 256;
+constexpr int64_t kConvertPerThread = 8;
+
+OpPlan product(const BackwardPlan &p, int64_t m, int64_t n, int64_t k, kaio_trans ta,
+               kaio_trans tb, kaio_matmul_variant variant, float beta) {
+  OpPlan q;
+  q.kind = OpKind::matmul;
+  q.dtype = p.in_dtype;
+  q.rows = m;
+  q.cols = n;
+  q.matmul.out_dtype = p.out_dtype;
+  q.matmul.trans_a = ta;
+  q.matmul.trans_b = tb;
+  q.matmul.variant = variant;
+  q.matmul.k = k;
+  q.matmul.beta = beta;
+  return q;
+}
+
+bool skipped(const kaio_tensor &t) { return t.buffer == nullptr; }
+
+}  // namespace
+
+kaio_status plan_matmul_backward(const char *caller, kaio_device *device, BackwardPlan *plan) {
+  if (plan->grad_dtype != plan->in_dtype && plan->grad_dtype != KAIO_DTYPE_F32)
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: grad_dtype is %s but must be in_dtype (%s) or KAIO_DTYPE_F32.", caller,
+                kaio_dtype_name(plan->grad_dtype), kaio_dtype_name(plan->in_dtype));
+  // dA's product reduces over N and dB's over M: both must meet the K rules.
+  KAIO_TRY(plan_matmul(caller, device, &plan->da));
+  KAIO_TRY(plan_matmul(caller, device, &plan->db));
+  if (plan->grad_dtype != KAIO_DTYPE_F32) return KAIO_OK;
+
+  KernelId id = plan->in_dtype == KAIO_DTYPE_BF16 ? KernelId::convert_f32_bf16
+                                                  : KernelId::convert_f32_f16;
+  BuiltinFunction fn;
+  KAIO_TRY(device->modules->function(caller, id, &fn));
+  OpPlan &c = plan->convert;
+  c.function = fn.function;
+  c.block = kConvertBlock;
+  const int64_t elems = plan->m * plan->n;
+  const int64_t per_block = kConvertBlock * kConvertPerThread;
+  c.grid = static_cast<unsigned>(std::min<int64_t>((elems + per_block - 1) / per_block, INT32_MAX));
+  return kaio_buffer_create(&plan->workspace, device, static_cast<uint64_t>(elems) * 2);
+}
+
+kaio_status run_matmul_backward(const char *caller, const kaio_device *device,
+                                const BackwardPlan &plan, kaio_stream *stream,
+                                const kaio_tensor *tensors, size_t count) {
+  KAIO_TRY(check_stream(caller, stream));
+  if (stream->device != device)
+    return fail(KAIO_ERROR_WRONG_DEVICE,
+                "%s: the op belongs to device %d but 'stream' is on device %d.", caller,
+                device->ordinal, stream->device->ordinal);
+  if (!tensors || count != 5)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: argument 'count' is %zu but matmul backward takes 5 tensors: {dC, A, B, dA, "
+                "dB}.",
+                caller, tensors ? count : 0);
+  const kaio_tensor &dc = tensors[0], &a = tensors[1], &b = tensors[2], &da = tensors[3],
+                    &db = tensors[4];
+  if (skipped(da) && skipped(db)) return KAIO_OK;  // nothing asked for
+
+  kaio_tensor dc16 = dc;
+  if (plan.grad_dtype == KAIO_DTYPE_F32) {
+    CheckedView g;
+    KAIO_TRY(check_view(caller, "dC", &dc, device, &g));
+    KAIO_TRY(check_dtype(caller, "dC", g, KAIO_DTYPE_F32));
+    KAIO_TRY(check_shape(caller, "dC", g, plan.m, plan.n));
+    KAIO_TRY(check_contiguous(caller, "dC", g));
+    unsigned long long src = g.address, dst = plan.workspace->ptr;
+    unsigned long long n = static_cast<unsigned long long>(plan.m * plan.n);
+    void *params[] = {&src, &dst, &n};
+    KAIO_TRY(launch_builtin(caller, device, plan.convert, stream, params));
+    dc16 = kaio_tensor_2d(plan.workspace, plan.in_dtype, plan.m, plan.n);
+  }
+  // Argument names in messages follow the product they feed.
+  if (!skipped(da)) {
+    const kaio_tensor t[] = {dc16, b, da};
+    KAIO_TRY(run_matmul(caller, device, plan.da, stream, t));
+  }
+  if (!skipped(db)) {
+    const kaio_tensor t[] = {a, dc16, db};
+    KAIO_TRY(run_matmul(caller, device, plan.db, stream, t));
+  }
+  return KAIO_OK;
+}
+
+BackwardPlan make_backward_plan(const kaio_matmul_backward_desc &d) {
+  BackwardPlan p;
+  p.m = d.m;
+  p.n = d.n;
+  p.k = d.k;
+  p.in_dtype = d.in_dtype;
+  p.grad_dtype = d.grad_dtype;
+  p.out_dtype = d.out_dtype;
+  p.da = product(p, d.m, d.k, d.n, KAIO_TRANS_N, KAIO_TRANS_T, d.variant, d.beta);
+  p.db = product(p, d.k, d.n, d.m, KAIO_TRANS_T, KAIO_TRANS_N, d.variant, d.beta);
+  return p;
+}
+
+}  // namespace kaio
+
+kaio_op::~kaio_op() {
+  if (backward) kaio_buffer_destroy(backward->workspace);
+}

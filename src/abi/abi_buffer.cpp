@@ -8,6 +8,7 @@
 #include "core/firewall.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/context_scope.hpp"
+#include "runtime/handle_check.hpp"
 #include "runtime/tensor_view.hpp"
 
 using kaio::fail;
@@ -15,13 +16,6 @@ using kaio::fail_driver;
 namespace cu = kaio::cu;
 
 namespace {
-
-kaio_status check_buffer(const char *fn, const char *arg, const kaio_buffer *buffer) {
-  if (kaio::is_live(buffer)) return KAIO_OK;
-  return fail(KAIO_ERROR_INVALID_HANDLE,
-              "%s: argument '%s' is %s; create one with kaio_buffer_create or kaio_buffer_wrap.",
-              fn, arg, buffer ? "not a live kaio_buffer" : "NULL");
-}
 
 kaio_status check_host(const char *fn, const char *arg, const void *host, uint64_t size) {
   if (host || size == 0) return KAIO_OK;
@@ -92,9 +86,7 @@ KAIO_API kaio_status kaio_buffer_create(kaio_buffer **out, kaio_device *device,
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    if (!kaio::is_live(device))
-      return fail(KAIO_ERROR_INVALID_HANDLE, "%s: argument 'device' is %s.", fn,
-                  device ? "not a live kaio_device" : "NULL");
+    KAIO_TRY(kaio::check_handle(fn, "device", device));
     if (size_bytes == 0)
       return fail(KAIO_ERROR_INVALID_DIMENSION,
                   "%s: argument 'size_bytes' is 0; allocate at least 1 byte.", fn);
@@ -123,9 +115,7 @@ KAIO_API kaio_status kaio_buffer_wrap(kaio_buffer **out, kaio_device *device, ui
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    if (!kaio::is_live(device))
-      return fail(KAIO_ERROR_INVALID_HANDLE, "%s: argument 'device' is %s.", fn,
-                  device ? "not a live kaio_device" : "NULL");
+    KAIO_TRY(kaio::check_handle(fn, "device", device));
     if (device_ptr == 0)
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'device_ptr' is 0.", fn);
     if (size_bytes == 0)
@@ -155,7 +145,7 @@ KAIO_API kaio_status kaio_buffer_write(kaio_buffer *buffer, uint64_t offset, con
                                        uint64_t size) {
   constexpr const char *fn = "kaio_buffer_write";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(check_buffer(fn, "buffer", buffer));
+    KAIO_TRY(kaio::check_handle(fn, "buffer", buffer));
     KAIO_TRY(check_host(fn, "src", src, size));
     KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
     if (size == 0) return KAIO_OK;
@@ -171,7 +161,7 @@ KAIO_API kaio_status kaio_buffer_read(const kaio_buffer *buffer, uint64_t offset
                                       uint64_t size) {
   constexpr const char *fn = "kaio_buffer_read";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(check_buffer(fn, "buffer", buffer));
+    KAIO_TRY(kaio::check_handle(fn, "buffer", buffer));
     KAIO_TRY(check_host(fn, "dst", dst, size));
     KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
     if (size == 0) return KAIO_OK;
@@ -187,7 +177,7 @@ KAIO_API kaio_status kaio_buffer_write_async(kaio_buffer *buffer, kaio_stream *s
                                              uint64_t offset, const void *src, uint64_t size) {
   constexpr const char *fn = "kaio_buffer_write_async";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(check_buffer(fn, "buffer", buffer));
+    KAIO_TRY(kaio::check_handle(fn, "buffer", buffer));
     KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
     KAIO_TRY(check_host(fn, "src", src, size));
     KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
@@ -205,7 +195,7 @@ KAIO_API kaio_status kaio_buffer_read_async(const kaio_buffer *buffer, kaio_stre
                                             uint64_t offset, void *dst, uint64_t size) {
   constexpr const char *fn = "kaio_buffer_read_async";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(check_buffer(fn, "buffer", buffer));
+    KAIO_TRY(kaio::check_handle(fn, "buffer", buffer));
     KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
     KAIO_TRY(check_host(fn, "dst", dst, size));
     KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
@@ -223,7 +213,7 @@ KAIO_API kaio_status kaio_buffer_memset(kaio_buffer *buffer, kaio_stream *stream
                                         uint64_t offset, uint8_t value, uint64_t size) {
   constexpr const char *fn = "kaio_buffer_memset";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(check_buffer(fn, "buffer", buffer));
+    KAIO_TRY(kaio::check_handle(fn, "buffer", buffer));
     KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
     KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
     if (size == 0) return KAIO_OK;
@@ -241,8 +231,8 @@ KAIO_API kaio_status kaio_buffer_copy(kaio_buffer *dst, uint64_t dst_offset,
                                       kaio_stream *stream) {
   constexpr const char *fn = "kaio_buffer_copy";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(check_buffer(fn, "dst", dst));
-    KAIO_TRY(check_buffer(fn, "src", src));
+    KAIO_TRY(kaio::check_handle(fn, "dst", dst));
+    KAIO_TRY(kaio::check_handle(fn, "src", src));
     KAIO_TRY(check_stream_device(fn, stream, dst, "dst"));
     KAIO_TRY(check_stream_device(fn, stream, src, "src"));
     KAIO_TRY(kaio::check_range(fn, "dst", dst, dst_offset, size));

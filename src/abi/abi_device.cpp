@@ -7,6 +7,7 @@
 #include "core/firewall.hpp"
 #include "driver/driver_loader.hpp"
 #include "runtime/device.hpp"
+#include "runtime/handle_check.hpp"
 
 using kaio::fail;
 
@@ -46,9 +47,7 @@ KAIO_API void kaio_device_destroy(kaio_device *device) {
 KAIO_API kaio_status kaio_device_get_info(const kaio_device *device, kaio_device_info *info) {
   constexpr const char *fn = "kaio_device_get_info";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    if (!kaio::is_live(device))
-      return fail(KAIO_ERROR_INVALID_HANDLE, "%s: argument 'device' is %s; open one with "
-                  "kaio_device_open.", fn, device ? "not a live kaio_device" : "NULL");
+    KAIO_TRY(kaio::check_handle(fn, "device", device));
     if (!info) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'info' is NULL.", fn);
     if (info->struct_size < sizeof(kaio_device_info))
       return fail(KAIO_ERROR_BUFFER_TOO_SMALL,

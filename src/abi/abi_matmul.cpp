@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/firewall.hpp"
 #include "ops/op_plan.hpp"
+#include "runtime/handle_check.hpp"
 #include "runtime/stream.hpp"
 #include "runtime/tensor_view.hpp"
 
@@ -63,10 +64,7 @@ kaio_status create(const char *fn, kaio_op **out, kaio_device *device,
                    const kaio_matmul_desc &desc) {
   if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
   *out = nullptr;
-  if (!kaio::is_live(device))
-    return fail(KAIO_ERROR_INVALID_HANDLE,
-                "%s: argument 'device' is %s; open one with kaio_device_open.", fn,
-                device ? "not a live kaio_device" : "NULL");
+  KAIO_TRY(kaio::check_handle(fn, "device", device));
   auto op = std::make_unique<kaio_op>();
   op->plan = plan_from(desc);
   KAIO_TRY(kaio::plan_op(fn, device, &op->plan));
@@ -128,10 +126,7 @@ kaio_status create_backward(const char *fn, kaio_op **out, kaio_device *device,
                             const kaio_matmul_backward_desc &desc) {
   if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
   *out = nullptr;
-  if (!kaio::is_live(device))
-    return fail(KAIO_ERROR_INVALID_HANDLE,
-                "%s: argument 'device' is %s; open one with kaio_device_open.", fn,
-                device ? "not a live kaio_device" : "NULL");
+  KAIO_TRY(kaio::check_handle(fn, "device", device));
   if (desc.reserved != 0 || desc.reserved2 != 0)
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: desc->reserved fields must be 0.", fn);
   auto op = std::make_unique<kaio_op>();

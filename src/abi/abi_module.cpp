@@ -11,6 +11,7 @@
 #include "kernels/jit.hpp"
 #include "kernels/user_module.hpp"
 #include "runtime/context_scope.hpp"
+#include "runtime/handle_check.hpp"
 #include "runtime/stream.hpp"
 #include "runtime/tensor_view.hpp"
 
@@ -33,13 +34,6 @@ int64_t packed_param_bytes(const kaio::driver::Api *api, cu::CUfunction f) {
     end = static_cast<int64_t>(offset + size);
   }
   return end;
-}
-
-kaio_status check_kernel(const char *fn, const kaio_kernel *kernel) {
-  if (kaio::is_live(kernel)) return KAIO_OK;
-  return fail(KAIO_ERROR_INVALID_HANDLE,
-              "%s: argument 'kernel' is %s; get one with kaio_module_get_kernel.", fn,
-              kernel ? "not a live kaio_kernel" : "NULL");
 }
 
 // Zero y and z dimensions mean 1, so a zero-initialised config needs only x.
@@ -95,9 +89,7 @@ KAIO_API kaio_status kaio_module_load_ptx(kaio_module **out, kaio_device *device
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    if (!kaio::is_live(device))
-      return fail(KAIO_ERROR_INVALID_HANDLE, "%s: argument 'device' is %s.", fn,
-                  device ? "not a live kaio_device" : "NULL");
+    KAIO_TRY(kaio::check_handle(fn, "device", device));
     if (!ptx || !*ptx)
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: argument 'ptx' is %s; pass NUL-terminated PTX text.", fn,
@@ -125,10 +117,7 @@ KAIO_API kaio_status kaio_module_get_kernel(kaio_kernel **out, kaio_module *modu
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    if (!kaio::is_live(module))
-      return fail(KAIO_ERROR_INVALID_HANDLE,
-                  "%s: argument 'module' is %s; load one with kaio_module_load_ptx.", fn,
-                  module ? "not a live kaio_module" : "NULL");
+    KAIO_TRY(kaio::check_handle(fn, "module", module));
     if (!name || !*name)
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'name' is %s.", fn,
                   name ? "empty" : "NULL");
@@ -167,7 +156,7 @@ KAIO_API kaio_status kaio_kernel_get_attributes(const kaio_kernel *kernel,
                                                 kaio_kernel_attributes *attrs) {
   constexpr const char *fn = "kaio_kernel_get_attributes";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(check_kernel(fn, kernel));
+    KAIO_TRY(kaio::check_handle(fn, "kernel", kernel));
     if (!attrs) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'attrs' is NULL.", fn);
     if (attrs->struct_size < sizeof(kaio_kernel_attributes))
       return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
@@ -203,7 +192,7 @@ KAIO_API kaio_status kaio_kernel_launch(const kaio_kernel *kernel, kaio_stream *
                                         size_t args_size) {
   constexpr const char *fn = "kaio_kernel_launch";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(check_kernel(fn, kernel));
+    KAIO_TRY(kaio::check_handle(fn, "kernel", kernel));
     KAIO_TRY(kaio::check_stream(fn, stream));
     kaio_device *device = kernel->module->device;
     if (stream->device != device)

@@ -7,6 +7,7 @@
 #include "core/firewall.hpp"
 #include "ops/op_plan.hpp"
 #include "runtime/buffer.hpp"
+#include "runtime/handle_check.hpp"
 #include "runtime/tensor_view.hpp"
 
 using kaio::fail;
@@ -18,10 +19,7 @@ namespace {
 kaio_status create_op(const char *fn, kaio_op **out, kaio_device *device, const OpPlan &plan) {
   if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
   *out = nullptr;
-  if (!kaio::is_live(device))
-    return fail(KAIO_ERROR_INVALID_HANDLE,
-                "%s: argument 'device' is %s; open one with kaio_device_open.", fn,
-                device ? "not a live kaio_device" : "NULL");
+  KAIO_TRY(kaio::check_handle(fn, "device", device));
   auto op = std::make_unique<kaio_op>();
   op->plan = plan;
   KAIO_TRY(kaio::plan_op(fn, device, &op->plan));
@@ -110,10 +108,7 @@ KAIO_API kaio_status kaio_op_launch(const kaio_op *op, kaio_stream *stream,
                                     const kaio_tensor *tensors, size_t count) {
   constexpr const char *fn = "kaio_op_launch";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    if (!kaio::is_live(op))
-      return fail(KAIO_ERROR_INVALID_HANDLE,
-                  "%s: argument 'op' is %s; create one with a kaio_op_create_* function.", fn,
-                  op ? "not a live kaio_op" : "NULL");
+    KAIO_TRY(kaio::check_handle(fn, "op", op));
     if (op->backward)
       return kaio::run_matmul_backward(fn, op->device, *op->backward, stream, tensors, count);
     return kaio::run_op(fn, op->device, op->plan, stream, tensors, count);

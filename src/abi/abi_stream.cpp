@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/firewall.hpp"
 #include "runtime/context_scope.hpp"
+#include "runtime/handle_check.hpp"
 #include "runtime/stream.hpp"
 #include "runtime/tensor_view.hpp"
 
@@ -14,20 +15,6 @@ using kaio::fail_driver;
 namespace cu = kaio::cu;
 
 namespace {
-
-kaio_status check_device(const char *fn, const kaio_device *device) {
-  if (kaio::is_live(device)) return KAIO_OK;
-  return fail(KAIO_ERROR_INVALID_HANDLE,
-              "%s: argument 'device' is %s; open one with kaio_device_open.", fn,
-              device ? "not a live kaio_device" : "NULL");
-}
-
-kaio_status check_event(const char *fn, const char *arg, const kaio_event *event) {
-  if (kaio::is_live(event)) return KAIO_OK;
-  return fail(KAIO_ERROR_INVALID_HANDLE,
-              "%s: argument '%s' is %s; create one with kaio_event_create.", fn, arg,
-              event ? "not a live kaio_event" : "NULL");
-}
 
 kaio_status same_device(const char *fn, const char *a, const kaio_device *da, const char *b,
                         const kaio_device *db) {
@@ -47,7 +34,7 @@ KAIO_API kaio_status kaio_stream_create(kaio_stream **out, kaio_device *device, 
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(check_device(fn, device));
+    KAIO_TRY(kaio::check_handle(fn, "device", device));
     if (flags & ~static_cast<uint32_t>(KAIO_STREAM_NON_BLOCKING))
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: argument 'flags' is 0x%x; use KAIO_STREAM_DEFAULT or "
@@ -72,7 +59,7 @@ KAIO_API kaio_status kaio_stream_wrap(kaio_stream **out, kaio_device *device, vo
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(check_device(fn, device));
+    KAIO_TRY(kaio::check_handle(fn, "device", device));
     auto native = static_cast<cu::CUstream>(cu_stream);
     bool special = native == nullptr || native == cu::CU_STREAM_LEGACY ||
                    native == cu::CU_STREAM_PER_THREAD;
@@ -114,7 +101,7 @@ KAIO_API kaio_status kaio_stream_wait_event(kaio_stream *stream, kaio_event *eve
   constexpr const char *fn = "kaio_stream_wait_event";
   return kaio::firewall(fn, [&]() -> kaio_status {
     KAIO_TRY(kaio::check_stream(fn, stream));
-    KAIO_TRY(check_event(fn, "event", event));
+    KAIO_TRY(kaio::check_handle(fn, "event", event));
     // Cross-device waits are legal in CUDA, so only the context push needs care:
     // the wait is issued in the stream's context.
     kaio::ContextScope scope(stream->device);
@@ -152,7 +139,7 @@ KAIO_API kaio_status kaio_event_create(kaio_event **out, kaio_device *device, ui
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(check_device(fn, device));
+    KAIO_TRY(kaio::check_handle(fn, "device", device));
     if (flags & ~static_cast<uint32_t>(KAIO_EVENT_DISABLE_TIMING))
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: argument 'flags' is 0x%x; use KAIO_EVENT_DEFAULT or "
@@ -174,7 +161,7 @@ KAIO_API kaio_status kaio_event_create(kaio_event **out, kaio_device *device, ui
 KAIO_API kaio_status kaio_event_record(kaio_event *event, kaio_stream *stream) {
   constexpr const char *fn = "kaio_event_record";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(check_event(fn, "event", event));
+    KAIO_TRY(kaio::check_handle(fn, "event", event));
     KAIO_TRY(kaio::check_stream(fn, stream));
     KAIO_TRY(same_device(fn, "event", event->device, "stream", stream->device));
     kaio::ContextScope scope(stream->device);
@@ -188,7 +175,7 @@ KAIO_API kaio_status kaio_event_record(kaio_event *event, kaio_stream *stream) {
 KAIO_API kaio_status kaio_event_synchronize(kaio_event *event) {
   constexpr const char *fn = "kaio_event_synchronize";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(check_event(fn, "event", event));
+    KAIO_TRY(kaio::check_handle(fn, "event", event));
     kaio::ContextScope scope(event->device);
     KAIO_TRY(scope.status(fn));
     if (cu::CUresult r = event->device->api->cuEventSynchronize(event->native))
@@ -202,8 +189,8 @@ KAIO_API kaio_status kaio_event_elapsed_ms(float *out_ms, kaio_event *start, kai
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out_ms) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out_ms' is NULL.", fn);
     *out_ms = 0.0f;
-    KAIO_TRY(check_event(fn, "start", start));
-    KAIO_TRY(check_event(fn, "end", end));
+    KAIO_TRY(kaio::check_handle(fn, "start", start));
+    KAIO_TRY(kaio::check_handle(fn, "end", end));
     KAIO_TRY(same_device(fn, "start", start->device, "end", end->device));
     kaio::ContextScope scope(start->device);
     KAIO_TRY(scope.status(fn));

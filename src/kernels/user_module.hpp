@@ -9,6 +9,8 @@
 
 struct kaio_module {
   static constexpr kaio::HandleTag kTag = kaio::HandleTag::module;
+  static constexpr const char *kName = "kaio_module";
+  static constexpr const char *kHowToMake = "load one with kaio_module_load_ptx";
   kaio::HandleTag tag = kTag;
   std::atomic<int64_t> refs{1};
   kaio_device *device = nullptr;
@@ -17,6 +19,8 @@ struct kaio_module {
 
 struct kaio_kernel {
   static constexpr kaio::HandleTag kTag = kaio::HandleTag::kernel;
+  static constexpr const char *kName = "kaio_kernel";
+  static constexpr const char *kHowToMake = "get one with kaio_module_get_kernel";
   kaio::HandleTag tag = kTag;
   kaio_module *module = nullptr;
   kaio::cu::CUfunction native = nullptr;

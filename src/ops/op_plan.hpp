@@ -95,6 +95,8 @@ kaio_status run_matmul_backward(const char *caller, const kaio_device *device,
 
 struct kaio_op {
   static constexpr kaio::HandleTag kTag = kaio::HandleTag::op;
+  static constexpr const char *kName = "kaio_op";
+  static constexpr const char *kHowToMake = "create one with a kaio_op_create_* function";
   kaio::HandleTag tag = kTag;
   kaio_device *device = nullptr;
   kaio::OpPlan plan;

@@ -6,6 +6,8 @@
 
 struct kaio_buffer {
   static constexpr kaio::HandleTag kTag = kaio::HandleTag::buffer;
+  static constexpr const char *kName = "kaio_buffer";
+  static constexpr const char *kHowToMake = "create one with kaio_buffer_create or kaio_buffer_wrap";
   kaio::HandleTag tag = kTag;
   kaio_device *device = nullptr;
   kaio::cu::CUdeviceptr ptr = 0;

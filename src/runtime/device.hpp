@@ -17,6 +17,8 @@ class ModuleCache;
 
 struct kaio_device {
   static constexpr kaio::HandleTag kTag = kaio::HandleTag::device;
+  static constexpr const char *kName = "kaio_device";
+  static constexpr const char *kHowToMake = "open one with kaio_device_open";
   kaio::HandleTag tag = kTag;
   std::atomic<int64_t> refs{1};
   const kaio::driver::Api *api = nullptr;

@@ -6,6 +6,8 @@
 
 struct kaio_stream {
   static constexpr kaio::HandleTag kTag = kaio::HandleTag::stream;
+  static constexpr const char *kName = "kaio_stream";
+  static constexpr const char *kHowToMake = "pass a stream from kaio_stream_create or kaio_stream_wrap";
   kaio::HandleTag tag = kTag;
   kaio_device *device = nullptr;
   kaio::cu::CUstream native = nullptr;
@@ -14,6 +16,8 @@ struct kaio_stream {
 
 struct kaio_event {
   static constexpr kaio::HandleTag kTag = kaio::HandleTag::event;
+  static constexpr const char *kName = "kaio_event";
+  static constexpr const char *kHowToMake = "create one with kaio_event_create";
   kaio::HandleTag tag = kTag;
   kaio_device *device = nullptr;
   kaio::cu::CUevent native = nullptr;

@@ -3,16 +3,12 @@
 #include <cinttypes>
 
 #include "core/error.hpp"
+#include "runtime/handle_check.hpp"
 
 namespace kaio {
 
 kaio_status check_stream(const char *caller, const kaio_stream *stream) {
-  if (!is_live(stream))
-    return fail(KAIO_ERROR_INVALID_HANDLE,
-                "%s: argument 'stream' is %s; pass a stream from kaio_stream_create or "
-                "kaio_stream_wrap.",
-                caller, stream ? "not a live kaio_stream" : "NULL");
-  return KAIO_OK;
+  return check_handle(caller, "stream", stream);
 }
 
 kaio_status check_view(const char *caller, const char *arg, const kaio_tensor *view,

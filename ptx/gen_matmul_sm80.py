@@ -47,10 +47,13 @@ Design (both variants)
   * Global -> shared: each thread moves two 16-byte chunks of A and two of B
     per K step (A/B tile = 512 chunks).  Out-of-range chunks are zero-filled.
     Along K a chunk is wholly in or out (K % 8 == 0); along M/N (the
-    contiguous dim of an MN-contiguous tile) a chunk may be partly valid: the
-    async variant gives cp.async src-size = 2 * (valid elements), the sync
-    variant loads it element by element in a CTA-uniform edge branch.  No
-    byte outside the valid elements of A and B is ever read.
+    contiguous dim of an MN-contiguous tile) a chunk may be partly valid: it
+    is then loaded element by element in a CTA-uniform edge branch (async
+    variant: and written with st.shared instead of cp.async, since a 16-byte
+    cp.async with a short src-size still counts as a 16-byte read for
+    compute-sanitizer).  Empty chunks are cp.async zero fills (src-size 0,
+    source clamped to the matrix start) or zeroed registers.  No byte outside
+    the valid elements of A and B is ever read.
   * Epilogue from registers: a CTA-uniform fast path (tile fully inside C,
     c and ldc allowing 2-element vectors) stores pairs of elements; the other
     CTAs store element by element with bounds predicates.
@@ -58,9 +61,24 @@ Design (both variants)
 sync variant: ld.global.v4 into registers -> st.shared; 2 shared stages
   (32 KiB static).  The next K tile is fetched into registers while the
   current one is multiplied, stored to the other stage, then one bar.sync.
+  The fetch sits in a basic block of its own (skipped after the last tile):
+  otherwise ptxas sinks the loads next to their stores, after the mma, and
+  exposes the global latency (measured: nt 190 -> 270 TFLOP/s).
 async variant: cp.async.cg 16-byte copies, 4-stage ring (64 KiB dynamic
   shared), cp.async.wait_group 2 + one bar.sync per K step; the copy for
   tile kt+3 is issued right after the barrier, before tile kt is multiplied.
+
+Both use 122-127 registers with no spills (ptxas 13, sm_80 and sm_90): two
+CTAs (16 warps) per SM.  H100, 4096^3, f16/bf16 in and out: async 350-400
+TFLOP/s, sync 240-330 (the 128 x 128 tile with 64 x 32 warp tiles is bound by
+shared-memory bandwidth: 6 ldmatrix.x4 per 16 mma).
+
+generate(opts) takes knobs that were measured and left off (DEFAULT_OPTS):
+  pipe     ldmatrix of the next tile's first k16 step before its mma (needs
+           140-158 registers: one CTA per SM; sync 2x slower, async +-4%)
+  group    CTA raster in groups of `group` tile rows for L2 reuse (+-1%)
+  stages   async ring depth (3 and 4 measured the same)
+  maxnreg  .maxnreg cap (128 with pipe spills)
 """
 
 import argparse
@@ -152,6 +170,8 @@ class Kernel:
         out.append(",\n".join("\t.param %s %s" % p for p in PARAMS))
         out.append(")")
         out.append(".maxntid %d, 1, 1" % BLOCK)
+        if getattr(self, "maxnreg", 0):
+            out.append(".maxnreg %d" % self.maxnreg)
         out.append("{")
         for kind, ptx_type in self.REG_TYPES:
             if self.count[kind]:
@@ -213,7 +233,6 @@ class Operand:
             # valid elements of this thread's chunk along M/N: clamp(extent - idx, 0, 8)
             rem = k.r("sub.s32", extent, idx)
             nval = k.r("min.s32", k.r("max.s32", rem, 0), 8)
-            self.nbytes = k.r("shl.b32", nval, 1)
             self.full = k.p("setp.eq.u32", nval, 8)
             self.kcur = krow
             srow = krow
@@ -242,14 +261,46 @@ class Operand:
         k.op("add.u32 %s, %s, %d" % (self.kcur, self.kcur, BK))
 
     # ---- global -> shared, async ------------------------------------------
-    def issue_async(self, dst):
-        """cp.async this thread's two chunks of the current K tile to shared dst (+4096)."""
+    def edge_words(self, s, ok):
+        """Chunk s of a partly valid M/N chunk, loaded element by element: 4 packed
+        words (zero past the valid elements or when `ok` is false)."""
         k = self.k
+        hs = k.regs("h", 8)
+        for e in range(8):
+            k.op("mov.b16 %s, 0" % hs[e])
+            pe = k.p("setp.gt.and.u32", self.nval_part, e, ok)
+            k.op("@%s ld.global.nc.b16 %s, [%s+%d]" % (pe, hs[e], self.ptr[s], 2 * e))
+        words = k.regs("r", 4)
+        for j in range(4):
+            k.op("mov.b32 %s, {%s, %s}" % (words[j], hs[2 * j], hs[2 * j + 1]))
+        return words
+
+    # ---- global -> shared, async ------------------------------------------
+    def issue_async(self, dst):
+        """cp.async this thread's two chunks of the current K tile to shared dst (+4096).
+        Every cp.async copies 16 valid bytes or is a zero fill (src-size 0, source
+        clamped to the matrix start).  A chunk that is only partly valid along M/N
+        is not given to cp.async at all (a 16-byte copy would reach past the
+        matrix): its thread loads the elements and stores them with st.shared,
+        which the barriers before the stage is read order like the copies."""
+        k = self.k
+        oks = []
         for s in range(2):
             ok = self.chunk_valid(s)
-            size = k.r("selp.b32", 16 if self.kmajor else self.nbytes, 0, ok)
-            src = k.rd("selp.b64", self.ptr[s], self.base, ok)   # never hand out an address past the matrix
-            k.op("cp.async.cg.shared.global [%s+%d], [%s], 16, %s" % (dst, s * 4096, src, size))
+            oks.append(ok)
+            full = ok if self.kmajor else k.p("and.pred", ok, self.full)
+            size = k.r("selp.b32", 16, 0, full)
+            src = k.rd("selp.b64", self.ptr[s], self.base, full)
+            guard = "" if self.kmajor else "@!%s " % self.part
+            k.op("%scp.async.cg.shared.global [%s+%d], [%s], 16, %s" % (guard, dst, s * 4096, src, size))
+        if not self.kmajor:
+            skip = k.label("no_edge_" + self.tag)
+            k.op("@!%s bra.uni %s" % (self.edge, skip))
+            k.note("partly valid chunks along M/N: element loads, st.shared")
+            for s in range(2):
+                words = self.edge_words(s, oks[s])
+                k.op("@%s st.shared.v4.b32 [%s+%d], {%s}" % (self.part, dst, s * 4096, ", ".join(words)))
+            k.place(skip)
         self.advance()
 
     # ---- global -> registers -> shared, sync ------------------------------
@@ -271,13 +322,9 @@ class Operand:
             k.op("@!%s bra.uni %s" % (self.edge, skip))
             k.note("partly valid chunks along M/N: element loads")
             for s in range(2):
-                hs = k.regs("h", 8)
-                for e in range(8):
-                    k.op("mov.b16 %s, 0" % hs[e])
-                    pe = k.p("setp.gt.and.u32", self.nval_part, e, oks[s])
-                    k.op("@%s ld.global.nc.b16 %s, [%s+%d]" % (pe, hs[e], self.ptr[s], 2 * e))
+                words = self.edge_words(s, oks[s])
                 for j in range(4):
-                    k.op("@%s mov.b32 %s, {%s, %s}" % (self.part, out[s][j], hs[2 * j], hs[2 * j + 1]))
+                    k.op("@%s mov.b32 %s, %s" % (self.part, out[s][j], words[j]))
             k.place(skip)
         self.advance()
         return out
@@ -331,13 +378,13 @@ class Operand:
                 self.lane_regs.append(k.r("add.u32", base, k.r("add.u32", rowoff, k.r("shl.b32", chunk, 4))))
             self.frag = lambda kk, i: (i, kk * 16 * 256)   # 16 k rows = 4096 bytes
 
-    def load_frags(self, addrs, kk):
+    def load_frags(self, addrs, kk, dst=None):
         k = self.k
         trans = "" if self.kmajor else ".trans"
         out = []
         for i in range(self.nld):
             ri, imm = self.frag(kk, i)
-            regs = k.regs("r", 4)
+            regs = dst[i] if dst else k.regs("r", 4)
             k.op("ldmatrix.sync.aligned.m8n8.x4%s.shared.b16 {%s}, [%s+%d]"
                  % (trans, ", ".join(regs), addrs[ri], imm))
             out.append(regs)
@@ -348,19 +395,25 @@ class Operand:
 # Kernel body
 # --------------------------------------------------------------------------
 
-def compute_tile(k, A, B, acc, stage, mma):
-    """ldmatrix + mma over the K tile in the stage at byte offset `stage`."""
-    addrs_a = [k.r("add.u32", r, stage) for r in A.lane_regs]
-    addrs_b = [k.r("add.u32", r, stage) for r in B.lane_regs]
-    for kk in range(BK // 16):
-        fa = A.load_frags(addrs_a, kk)
-        fb = B.load_frags(addrs_b, kk)
-        for mi in range(MT):
-            for nj in range(NT):
-                bregs = fb[nj // 2][2 * (nj % 2): 2 * (nj % 2) + 2]
-                d = acc[mi][nj]
-                k.op("%s {%s}, {%s}, {%s}, {%s}" % (mma, ", ".join(d), ", ".join(fa[mi]),
-                                                    ", ".join(bregs), ", ".join(d)))
+def stage_addrs(k, A, B, stage):
+    """ldmatrix lane addresses of both operands for the stage at byte offset `stage`."""
+    return ([k.r("add.u32", r, stage) for r in A.lane_regs],
+            [k.r("add.u32", r, stage) for r in B.lane_regs])
+
+
+def load_kstep(A, B, addrs, kk, dst=None):
+    return (A.load_frags(addrs[0], kk, dst[0] if dst else None),
+            B.load_frags(addrs[1], kk, dst[1] if dst else None))
+
+
+def mma_kstep(k, acc, frags, mma):
+    fa, fb = frags
+    for mi in range(MT):
+        for nj in range(NT):
+            bregs = fb[nj // 2][2 * (nj % 2): 2 * (nj % 2) + 2]
+            d = acc[mi][nj]
+            k.op("%s {%s}, {%s}, {%s}, {%s}" % (mma, ", ".join(d), ", ".join(fa[mi]),
+                                                ", ".join(bregs), ", ".join(d)))
 
 
 def epilogue(k, P, acc, tid, blk_m, blk_n, wm, wn):
@@ -465,9 +518,13 @@ def epilogue(k, P, acc, tid, blk_m, blk_n, wm, wn):
     k.op("ret")
 
 
-def matmul_kernel(variant, dt, la, lb):
+DEFAULT_OPTS = {"stages": ASYNC_STAGES, "pipe": False, "group": 0, "maxnreg": 0}
+
+
+def matmul_kernel(variant, dt, la, lb, opts=None):
+    o = dict(DEFAULT_OPTS, **(opts or {}))
     name = "kaio_matmul_sm80_%s_%s_%s%s" % (variant, dt, la, lb)
-    stages = ASYNC_STAGES if variant == "async" else SYNC_STAGES
+    stages = o["stages"] if variant == "async" else SYNC_STAGES
     smem_bytes = stages * STAGE_BYTES
     if variant == "async":
         shared_decl, dyn = None, smem_bytes
@@ -481,6 +538,7 @@ grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (
         "cp.async.cg 16-byte copies" if variant == "async" else "ld.global.v4 -> st.shared",
         stages, STAGE_BYTES, "dynamic" if dyn else "static")
     k = Kernel(name, doc, shared_decl, dyn)
+    k.maxnreg = o["maxnreg"]
     mma = "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32" % (dt, dt)
 
     P = {}
@@ -499,8 +557,21 @@ grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (
     warp = k.r("shr.u32", tid, 5)
     wm = k.r("shl.b32", k.r("shr.u32", warp, 2), 6)     # warp row offset in the CTA tile: 0, 64
     wn = k.r("shl.b32", k.r("and.b32", warp, 3), 5)     # warp col offset: 0, 32, 64, 96
-    blk_n = k.r("shl.b32", k.r("mov.u32", "%ctaid.x"), 7)
-    blk_m = k.r("shl.b32", k.r("mov.u32", "%ctaid.y"), 7)
+    cx, cy = k.r("mov.u32", "%ctaid.x"), k.r("mov.u32", "%ctaid.y")
+    if o["group"]:
+        g = o["group"]
+        k.note("CTA order: groups of %d tile rows, column by column inside a group (L2 reuse)" % g)
+        gx, gy = k.r("mov.u32", "%nctaid.x"), k.r("mov.u32", "%nctaid.y")
+        pid = k.r("mad.lo.u32", cy, gx, cx)
+        gsz = k.r("mul.lo.u32", gx, g)
+        grp = k.r("div.u32", pid, gsz)
+        first = k.r("mul.lo.u32", grp, g)
+        gm = k.r("min.u32", k.r("sub.u32", gy, first), g)
+        rem = k.r("sub.u32", pid, k.r("mul.lo.u32", grp, gsz))
+        cy = k.r("add.u32", first, k.r("rem.u32", rem, gm))
+        cx = k.r("div.u32", rem, gm)
+    blk_n = k.r("shl.b32", cx, 7)
+    blk_m = k.r("shl.b32", cy, 7)
     smem = k.r("mov.u32", SMEM_SYM if variant == "async" else SMEM_SYM + "_s")
 
     A = Operand(k, "A", la == "n", P["a"], P["lda"], P["m"], blk_m, tid, P["k"], 0)
@@ -520,8 +591,52 @@ grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (
     kt = k.r("mov.u32", 0)
     rs = k.r("mov.u32", 0)          # byte offset of the stage being multiplied
     loop = k.label("kloop")
+    ring = stages * STAGE_BYTES
 
-    if variant == "async":
+    def next_stage(reg):
+        if stages == 2:
+            k.op("xor.b32 %s, %s, %d" % (reg, reg, STAGE_BYTES))
+        else:
+            k.op("add.u32 %s, %s, %d" % (reg, reg, STAGE_BYTES))
+            k.op("@%s mov.u32 %s, 0" % (k.p("setp.eq.u32", reg, ring), reg))
+
+    def guarded_loads():
+        """Registers for K tile kt+1, in a block of their own (ptxas then keeps
+        the loads ahead of the mma instead of sinking them to their stores)."""
+        skip = k.label("no_next")
+        k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", k.r("add.u32", kt, 1), ktiles), skip))
+        ra, rb = A.load_regs(), B.load_regs()
+        k.place(skip)
+        return ra, rb
+
+    if variant == "async" and o["pipe"]:
+        k.note("prologue: K tiles 0..%d into stages 0..%d" % (stages - 1, stages - 1))
+        for s in range(stages):
+            A.issue_async(k.r("add.u32", st_a, s * STAGE_BYTES))
+            B.issue_async(k.r("add.u32", st_b, s * STAGE_BYTES))
+            k.op("cp.async.commit_group")
+        k.op("cp.async.wait_group %d" % (stages - 1))
+        k.op("bar.sync 0")
+        cur = ([k.regs("r", 4) for _ in range(A.nld)], [k.regs("r", 4) for _ in range(B.nld)])
+        load_kstep(A, B, stage_addrs(k, A, B, rs), 0, cur)
+        k.place(loop)
+        k.note("k16 step 1 of tile kt from shared, step 0 (loaded before) on the tensor cores")
+        nxt = load_kstep(A, B, stage_addrs(k, A, B, rs), 1)
+        mma_kstep(k, acc, cur, mma)
+        k.op("cp.async.wait_group %d" % (stages - 2))
+        k.op("bar.sync 0")
+        k.note("everyone is done with stage kt %% %d: refill it with tile kt+%d" % (stages, stages))
+        A.issue_async(k.r("add.u32", st_a, rs))
+        B.issue_async(k.r("add.u32", st_b, rs))
+        k.op("cp.async.commit_group")
+        next_stage(rs)
+        k.note("step 0 of tile kt+1 while step 1 of tile kt runs")
+        load_kstep(A, B, stage_addrs(k, A, B, rs), 0, cur)
+        mma_kstep(k, acc, nxt, mma)
+        k.op("add.u32 %s, %s, 1" % (kt, kt))
+        k.op("@%s bra %s" % (k.p("setp.lt.u32", kt, ktiles), loop))
+        k.op("cp.async.wait_group 0")
+    elif variant == "async":
         k.note("prologue: K tiles 0..%d into stages 0..%d" % (stages - 2, stages - 2))
         for s in range(stages - 1):
             A.issue_async(k.r("add.u32", st_a, s * STAGE_BYTES))
@@ -535,14 +650,35 @@ grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (
         A.issue_async(k.r("add.u32", st_a, ws))
         B.issue_async(k.r("add.u32", st_b, ws))
         k.op("cp.async.commit_group")
-        k.op("add.u32 %s, %s, %d" % (ws, ws, STAGE_BYTES))
-        k.op("@%s mov.u32 %s, 0" % (k.p("setp.eq.u32", ws, stages * STAGE_BYTES), ws))
-        compute_tile(k, A, B, acc, rs, mma)
-        k.op("add.u32 %s, %s, %d" % (rs, rs, STAGE_BYTES))
-        k.op("@%s mov.u32 %s, 0" % (k.p("setp.eq.u32", rs, stages * STAGE_BYTES), rs))
+        next_stage(ws)
+        addrs = stage_addrs(k, A, B, rs)
+        for kk in range(BK // 16):
+            mma_kstep(k, acc, load_kstep(A, B, addrs, kk), mma)
+        next_stage(rs)
         k.op("add.u32 %s, %s, 1" % (kt, kt))
         k.op("@%s bra %s" % (k.p("setp.lt.u32", kt, ktiles), loop))
         k.op("cp.async.wait_group 0")
+    elif o["pipe"]:
+        k.note("prologue: K tile 0 into stage 0")
+        ra, rb = A.load_regs(), B.load_regs()
+        A.store_regs(st_a, ra)
+        B.store_regs(st_b, rb)
+        k.op("bar.sync 0")
+        cur = ([k.regs("r", 4) for _ in range(A.nld)], [k.regs("r", 4) for _ in range(B.nld)])
+        load_kstep(A, B, stage_addrs(k, A, B, rs), 0, cur)
+        k.place(loop)
+        ra, rb = guarded_loads()
+        nxt = load_kstep(A, B, stage_addrs(k, A, B, rs), 1)
+        mma_kstep(k, acc, cur, mma)
+        next_stage(rs)
+        k.note("the other stage was last read before the previous barrier")
+        A.store_regs(k.r("add.u32", st_a, rs), ra)
+        B.store_regs(k.r("add.u32", st_b, rs), rb)
+        k.op("bar.sync 0")
+        load_kstep(A, B, stage_addrs(k, A, B, rs), 0, cur)
+        mma_kstep(k, acc, nxt, mma)
+        k.op("add.u32 %s, %s, 1" % (kt, kt))
+        k.op("@%s bra %s" % (k.p("setp.lt.u32", kt, ktiles), loop))
     else:
         k.note("prologue: K tile 0 into stage 0")
         ra, rb = A.load_regs(), B.load_regs()
@@ -550,10 +686,11 @@ grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (
         B.store_regs(st_b, rb)
         k.op("bar.sync 0")
         k.place(loop)
-        k.note("fetch tile kt+1 into registers (all zero past K)")
-        ra, rb = A.load_regs(), B.load_regs()
-        compute_tile(k, A, B, acc, rs, mma)
-        k.op("xor.b32 %s, %s, %d" % (rs, rs, STAGE_BYTES))
+        ra, rb = guarded_loads()
+        addrs = stage_addrs(k, A, B, rs)
+        for kk in range(BK // 16):
+            mma_kstep(k, acc, load_kstep(A, B, addrs, kk), mma)
+        next_stage(rs)
         k.note("the other stage was last read before the previous barrier")
         A.store_regs(k.r("add.u32", st_a, rs), ra)
         B.store_regs(k.r("add.u32", st_b, rs), rb)
@@ -567,7 +704,7 @@ grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (
 
 # --------------------------------------------------------------------------
 
-def generate():
+def generate(opts=None):
     files = {}
     for variant in ("sync", "async"):
         parts = [HEADER]
@@ -577,7 +714,7 @@ def generate():
         for dt in ("f16", "bf16"):
             for la in ("n", "t"):
                 for lb in ("n", "t"):
-                    parts.append("\n" + matmul_kernel(variant, dt, la, lb))
+                    parts.append("\n" + matmul_kernel(variant, dt, la, lb, opts))
         files["matmul_sm80_%s.ptx" % variant] = "".join(parts)
     return files
 

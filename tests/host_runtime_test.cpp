@@ -236,6 +236,8 @@ TEST_F(FakeRuntime, MatmulPicksItsKernelGridAndArguments) {
     EXPECT_EQ(l.grid[0], 2u);  // ceil(129 / 128)
     EXPECT_EQ(l.grid[1], 3u);  // ceil(304 / 128)
     EXPECT_EQ(l.block[0], 256u);
+    // As the PTX declares it: static shared for sync, 64 KiB dynamic for async.
+    EXPECT_EQ(l.shared, cs.variant == KAIO_MATMUL_SYNC ? 0u : 65536u);
     EXPECT_EQ(launch_param<uint32_t>(3), static_cast<uint32_t>(m));
     EXPECT_EQ(launch_param<uint32_t>(4), static_cast<uint32_t>(n));
     EXPECT_EQ(launch_param<uint32_t>(5), static_cast<uint32_t>(k));

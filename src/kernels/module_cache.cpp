@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "kernels/embedded_ptx.hpp"
 #include "kernels/jit.hpp"
+#include "kernels/ptx_annotations.hpp"
 #include "runtime/context_scope.hpp"
 
 namespace kaio {
@@ -19,20 +20,6 @@ ModuleCache::~ModuleCache() {
 namespace {
 
 constexpr unsigned kDefaultSharedLimit = 48 * 1024;
-
-// The generators write `// kaio-shared-bytes: <entry> <bytes>` before each
-// entry that launches with dynamic shared memory: the PTX is the one place
-// that knows its tile sizes.
-unsigned declared_shared_bytes(const char *ptx, const char *entry) {
-  static constexpr char kTag[] = "// kaio-shared-bytes: ";
-  const size_t name_len = std::strlen(entry);
-  for (const char *p = std::strstr(ptx, kTag); p; p = std::strstr(p + 1, kTag)) {
-    const char *name = p + sizeof kTag - 1;
-    if (std::strncmp(name, entry, name_len) == 0 && name[name_len] == ' ')
-      return static_cast<unsigned>(std::strtoul(name + name_len + 1, nullptr, 10));
-  }
-  return 0;
-}
 
 }  // namespace
 
@@ -64,7 +51,8 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
   cu::CUfunction f = nullptr;
   if (cu::CUresult r = device_->api->cuModuleGetFunction(&f, module, k.name))
     return fail_driver(r, caller, k.name);
-  const unsigned shared = declared_shared_bytes(ptx, k.name);
+  const unsigned shared = static_cast<unsigned>(
+      std::strtoul(ptx_annotation(ptx, "shared-bytes", k.name).c_str(), nullptr, 10));
   if (shared > static_cast<unsigned>(device_->info.max_shared_per_block))
     return fail(KAIO_ERROR_UNSUPPORTED_ARCH,
                 "%s: kernel %s needs %u bytes of shared memory per block but device %d allows "

@@ -1,0 +1,3 @@
+module kaio.dev/kaio
+
+go 1.19

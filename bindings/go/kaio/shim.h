@@ -1,0 +1,76 @@
+/* C shims for the cgo package: each calls one kaio function and, when it
+ * fails, copies the thread's last error in the same C call. A goroutine can
+ * move to another OS thread between two cgo calls, and kaio's last error is
+ * per OS thread, so reading it in a second cgo call could read another
+ * call's text (golang-fips/openssl#231). Included by every file of the
+ * package; everything is static inline. */
+#ifndef KAIO_GO_SHIM_H
+#define KAIO_GO_SHIM_H
+
+#include <stdlib.h>
+#include <kaio/kaio.h>
+
+#if KAIO_VERSION_MAJOR != 0 || KAIO_VERSION_MINOR != 1
+#error "kaio.dev/kaio is written against the libkaio 0.1 ABI"
+#endif
+
+/* The captured error: msg is malloc'ed (the Go side frees it), NULL on success. */
+typedef struct kg_err {
+    char *msg;
+    int32_t driver_code;
+} kg_err;
+
+static inline kaio_status kg_capture(kaio_status s, kg_err *e) {
+    if (s != KAIO_OK && e) {
+        size_t n = kaio_last_error_copy(NULL, 0);
+        e->msg = (char *)malloc(n + 1);
+        if (e->msg) kaio_last_error_copy(e->msg, n + 1);
+        e->driver_code = kaio_last_error_driver_code();
+    }
+    return s;
+}
+
+#define KG(call) return kg_capture((call), e)
+
+static inline uint32_t kg_compiled_version(void) { return KAIO_VERSION_NUMBER; }
+
+static inline kaio_status kg_probe(kaio_probe_info *i, kg_err *e) { KG(kaio_probe(i)); }
+static inline kaio_status kg_device_count(int32_t *n, kg_err *e) { KG(kaio_device_count(n)); }
+static inline kaio_status kg_device_open(kaio_device **o, int32_t ordinal, kg_err *e) { KG(kaio_device_open(o, ordinal)); }
+static inline kaio_status kg_device_get_info(const kaio_device *d, kaio_device_info *i, kg_err *e) { KG(kaio_device_get_info(d, i)); }
+
+static inline kaio_status kg_stream_create(kaio_stream **o, kaio_device *d, uint32_t flags, kg_err *e) { KG(kaio_stream_create(o, d, flags)); }
+static inline kaio_status kg_stream_wrap(kaio_stream **o, kaio_device *d, void *cu, kg_err *e) { KG(kaio_stream_wrap(o, d, cu)); }
+static inline kaio_status kg_stream_synchronize(kaio_stream *s, kg_err *e) { KG(kaio_stream_synchronize(s)); }
+static inline kaio_status kg_stream_wait_event(kaio_stream *s, kaio_event *ev, kg_err *e) { KG(kaio_stream_wait_event(s, ev)); }
+
+static inline kaio_status kg_event_create(kaio_event **o, kaio_device *d, uint32_t flags, kg_err *e) { KG(kaio_event_create(o, d, flags)); }
+static inline kaio_status kg_event_record(kaio_event *ev, kaio_stream *s, kg_err *e) { KG(kaio_event_record(ev, s)); }
+static inline kaio_status kg_event_synchronize(kaio_event *ev, kg_err *e) { KG(kaio_event_synchronize(ev)); }
+static inline kaio_status kg_event_elapsed_ms(float *ms, kaio_event *a, kaio_event *b, kg_err *e) { KG(kaio_event_elapsed_ms(ms, a, b)); }
+
+static inline kaio_status kg_buffer_create(kaio_buffer **o, kaio_device *d, uint64_t n, kg_err *e) { KG(kaio_buffer_create(o, d, n)); }
+static inline kaio_status kg_buffer_wrap(kaio_buffer **o, kaio_device *d, uint64_t p, uint64_t n, kg_err *e) { KG(kaio_buffer_wrap(o, d, p, n)); }
+static inline kaio_status kg_buffer_write(kaio_buffer *b, uint64_t off, const void *src, uint64_t n, kg_err *e) { KG(kaio_buffer_write(b, off, src, n)); }
+static inline kaio_status kg_buffer_read(const kaio_buffer *b, uint64_t off, void *dst, uint64_t n, kg_err *e) { KG(kaio_buffer_read(b, off, dst, n)); }
+static inline kaio_status kg_buffer_write_async(kaio_buffer *b, kaio_stream *s, uint64_t off, const void *src, uint64_t n, kg_err *e) { KG(kaio_buffer_write_async(b, s, off, src, n)); }
+static inline kaio_status kg_buffer_read_async(const kaio_buffer *b, kaio_stream *s, uint64_t off, void *dst, uint64_t n, kg_err *e) { KG(kaio_buffer_read_async(b, s, off, dst, n)); }
+static inline kaio_status kg_buffer_memset(kaio_buffer *b, kaio_stream *s, uint64_t off, uint8_t v, uint64_t n, kg_err *e) { KG(kaio_buffer_memset(b, s, off, v, n)); }
+static inline kaio_status kg_buffer_copy(kaio_buffer *d, uint64_t doff, const kaio_buffer *s, uint64_t soff, uint64_t n, kaio_stream *st, kg_err *e) { KG(kaio_buffer_copy(d, doff, s, soff, n, st)); }
+
+static inline kaio_status kg_op_create_silu_gate(kaio_op **o, kaio_device *d, kaio_dtype t, int64_t r, int64_t c, kg_err *e) { KG(kaio_op_create_silu_gate(o, d, t, r, c)); }
+static inline kaio_status kg_op_create_gelu(kaio_op **o, kaio_device *d, kaio_dtype t, int64_t r, int64_t c, kaio_gelu_mode m, kg_err *e) { KG(kaio_op_create_gelu(o, d, t, r, c, m)); }
+static inline kaio_status kg_op_create_rmsnorm(kaio_op **o, kaio_device *d, kaio_dtype t, int64_t r, int64_t c, float eps, kg_err *e) { KG(kaio_op_create_rmsnorm(o, d, t, r, c, eps)); }
+static inline kaio_status kg_op_create_softmax(kaio_op **o, kaio_device *d, kaio_dtype t, int64_t r, int64_t c, kg_err *e) { KG(kaio_op_create_softmax(o, d, t, r, c)); }
+static inline kaio_status kg_op_launch(const kaio_op *op, kaio_stream *s, const kaio_tensor *t, size_t n, kg_err *e) { KG(kaio_op_launch(op, s, t, n)); }
+static inline kaio_status kg_silu_gate(kaio_stream *s, const kaio_tensor *x, const kaio_tensor *g, const kaio_tensor *o, kg_err *e) { KG(kaio_silu_gate(s, x, g, o)); }
+static inline kaio_status kg_gelu(kaio_stream *s, const kaio_tensor *x, const kaio_tensor *o, kaio_gelu_mode m, kg_err *e) { KG(kaio_gelu(s, x, o, m)); }
+static inline kaio_status kg_rmsnorm(kaio_stream *s, const kaio_tensor *x, const kaio_tensor *w, const kaio_tensor *o, float eps, kg_err *e) { KG(kaio_rmsnorm(s, x, w, o, eps)); }
+static inline kaio_status kg_softmax(kaio_stream *s, const kaio_tensor *x, const kaio_tensor *o, kg_err *e) { KG(kaio_softmax(s, x, o)); }
+
+static inline kaio_status kg_module_load_ptx(kaio_module **o, kaio_device *d, const char *ptx, kg_err *e) { KG(kaio_module_load_ptx(o, d, ptx)); }
+static inline kaio_status kg_module_get_kernel(kaio_kernel **o, kaio_module *m, const char *name, kg_err *e) { KG(kaio_module_get_kernel(o, m, name)); }
+static inline kaio_status kg_kernel_get_attributes(const kaio_kernel *k, kaio_kernel_attributes *a, kg_err *e) { KG(kaio_kernel_get_attributes(k, a)); }
+static inline kaio_status kg_kernel_launch(const kaio_kernel *k, kaio_stream *s, const kaio_launch_config *c, const void *args, size_t n, kg_err *e) { KG(kaio_kernel_launch(k, s, c, args, n)); }
+
+#endif

@@ -1,0 +1,179 @@
+//! Checks the hand-written declarations against the real header: a C program
+//! built against kaio.h prints every constant, struct size and field offset,
+//! and each must equal the Rust value. Also calls into the linked library.
+//! Needs no driver. Skips the C side (saying why) without a C compiler or
+//! without include dirs from the build script.
+use std::ffi::CStr;
+use std::mem::MaybeUninit;
+use std::path::PathBuf;
+use std::process::Command;
+
+use kaio_sys::*;
+
+macro_rules! offset_of {
+    ($t:ty, $f:ident) => {{
+        let u = MaybeUninit::<$t>::uninit();
+        let base = u.as_ptr();
+        // SAFETY: addr_of! computes a field address without reading it.
+        (unsafe { std::ptr::addr_of!((*base).$f) } as usize) - (base as usize)
+    }};
+}
+
+/// (C expression, value the Rust side has for it)
+fn table() -> Vec<(String, i64)> {
+    let mut t: Vec<(String, i64)> = Vec::new();
+    macro_rules! consts {
+        ($($name:ident),* $(,)?) => {$( t.push((stringify!($name).to_string(), $name as i64)); )*};
+    }
+    consts!(
+        KAIO_OK,
+        KAIO_ERROR_INVALID_ARGUMENT,
+        KAIO_ERROR_INVALID_HANDLE,
+        KAIO_ERROR_INVALID_DTYPE,
+        KAIO_ERROR_SHAPE_MISMATCH,
+        KAIO_ERROR_OUT_OF_BOUNDS,
+        KAIO_ERROR_MISALIGNED,
+        KAIO_ERROR_WRONG_DEVICE,
+        KAIO_ERROR_BUFFER_TOO_SMALL,
+        KAIO_ERROR_INVALID_DIMENSION,
+        KAIO_ERROR_UNSUPPORTED,
+        KAIO_ERROR_DRIVER_NOT_FOUND,
+        KAIO_ERROR_DRIVER_TOO_OLD,
+        KAIO_ERROR_NO_DEVICE,
+        KAIO_ERROR_UNSUPPORTED_ARCH,
+        KAIO_ERROR_OUT_OF_HOST_MEMORY,
+        KAIO_ERROR_OUT_OF_DEVICE_MEMORY,
+        KAIO_ERROR_PTX_JIT_FAILED,
+        KAIO_ERROR_KERNEL_NOT_FOUND,
+        KAIO_ERROR_LAUNCH_FAILED,
+        KAIO_ERROR_DEVICE_FAULT,
+        KAIO_ERROR_DRIVER,
+        KAIO_ERROR_INTERNAL,
+        KAIO_DTYPE_INVALID,
+        KAIO_DTYPE_F32,
+        KAIO_DTYPE_F16,
+        KAIO_DTYPE_BF16,
+        KAIO_DTYPE_I8,
+        KAIO_DTYPE_U8,
+        KAIO_DTYPE_I32,
+        KAIO_DTYPE_U32,
+        KAIO_STREAM_DEFAULT,
+        KAIO_STREAM_NON_BLOCKING,
+        KAIO_EVENT_DEFAULT,
+        KAIO_EVENT_DISABLE_TIMING,
+        KAIO_GELU_ERF,
+        KAIO_GELU_TANH,
+        KAIO_VERSION_MAJOR,
+        KAIO_VERSION_MINOR,
+        KAIO_VERSION_PATCH,
+        KAIO_VERSION_NUMBER,
+    );
+    for s in &[-100, -104, -199, -200, -301, -401, -501, -900, -999, 0, 5] {
+        t.push((format!("KAIO_STATUS_CATEGORY({})", s), KAIO_STATUS_CATEGORY(*s) as i64));
+    }
+    macro_rules! layout {
+        ($ty:ident { $($f:ident),* }) => {
+            t.push((format!("sizeof({})", stringify!($ty)), std::mem::size_of::<$ty>() as i64));
+            t.push((format!("_Alignof({})", stringify!($ty)), std::mem::align_of::<$ty>() as i64));
+            $( t.push((format!("offsetof({}, {})", stringify!($ty), stringify!($f)), offset_of!($ty, $f) as i64)); )*
+        };
+    }
+    layout!(kaio_tensor { buffer, offset_bytes, dtype, reserved, rows, cols, row_stride });
+    layout!(kaio_launch_config { grid, block, shared_bytes, reserved });
+    layout!(kaio_probe_info { struct_size, driver_status, driver_version, device_count, message });
+    layout!(kaio_device_info {
+        struct_size, ordinal, cc_major, cc_minor, sm_count, max_shared_per_block, total_memory, l2_cache_bytes, name
+    });
+    layout!(kaio_kernel_attributes {
+        struct_size, registers, static_shared_bytes, local_bytes, const_bytes, max_threads_per_block, param_bytes
+    });
+    t.push(("sizeof(kaio_status)".into(), std::mem::size_of::<kaio_status>() as i64));
+    t.push(("sizeof(kaio_dtype)".into(), std::mem::size_of::<kaio_dtype>() as i64));
+    t.push(("sizeof(kaio_gelu_mode)".into(), std::mem::size_of::<kaio_gelu_mode>() as i64));
+    t
+}
+
+#[test]
+fn constants_and_layouts_match_the_c_header() {
+    let includes = env!("KAIO_SYS_INCLUDE_DIRS");
+    if includes.is_empty() {
+        println!("SKIPPED: the build script found no include dirs (set KAIO_INCLUDE_DIR with KAIO_LIB_DIR)");
+        return;
+    }
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let table = table();
+    let mut src = String::from("#include <stddef.h>\n#include <stdio.h>\n#include <kaio/kaio.h>\nint main(void) {\n");
+    for (i, (expr, _)) in table.iter().enumerate() {
+        src.push_str(&format!("    printf(\"%d %lld\\n\", {}, (long long)({}));\n", i, expr));
+    }
+    src.push_str("    return 0;\n}\n");
+
+    let dir = std::env::temp_dir().join(format!("kaio-sys-c-abi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let c_file = dir.join("abi.c");
+    let exe = dir.join("abi");
+    std::fs::write(&c_file, &src).unwrap();
+    let mut cmd = Command::new(&cc);
+    cmd.arg("-std=c11").arg("-Wall").arg("-Werror").arg(&c_file).arg("-o").arg(&exe);
+    for inc in std::env::split_paths(includes) {
+        cmd.arg(format!("-I{}", inc.display()));
+    }
+    let out = match cmd.output() {
+        Ok(o) => o,
+        Err(e) => {
+            println!("SKIPPED: cannot run the C compiler '{}': {}", cc, e);
+            return;
+        }
+    };
+    assert!(out.status.success(), "C compile failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let run = Command::new(&exe).output().unwrap();
+    assert!(run.status.success());
+    let text = String::from_utf8(run.stdout).unwrap();
+    let mut checked = 0;
+    for line in text.lines() {
+        let mut it = line.split(' ');
+        let i: usize = it.next().unwrap().parse().unwrap();
+        let c_value: i64 = it.next().unwrap().parse().unwrap();
+        let (expr, rust_value) = &table[i];
+        assert_eq!(*rust_value, c_value, "{}: Rust has {}, C has {}", expr, rust_value, c_value);
+        checked += 1;
+    }
+    assert_eq!(checked, table.len());
+    let _ = std::fs::remove_dir_all(PathBuf::from(&dir));
+    println!("{} constants, sizes and offsets match kaio.h", checked);
+}
+
+fn s(p: *const std::os::raw::c_char) -> String {
+    assert!(!p.is_null());
+    unsafe { CStr::from_ptr(p) }.to_str().unwrap().to_string()
+}
+
+#[test]
+fn linked_library_answers_without_a_driver() {
+    unsafe {
+        assert_eq!(kaio_version_number(), KAIO_VERSION_NUMBER, "library and header versions differ");
+        assert_eq!(s(kaio_version_string()), KAIO_VERSION_STRING);
+        assert_eq!(s(kaio_status_name(KAIO_ERROR_OUT_OF_BOUNDS)), "KAIO_ERROR_OUT_OF_BOUNDS");
+        assert_eq!(s(kaio_status_name(-12345)), "KAIO_UNKNOWN_STATUS");
+        assert_eq!(kaio_dtype_size(KAIO_DTYPE_BF16), 2);
+        assert_eq!(kaio_dtype_size(99), 0);
+        assert_eq!(s(kaio_dtype_name(KAIO_DTYPE_U32)), "u32");
+        // NULL handles: getters answer 0/NULL, destroys accept NULL.
+        assert_eq!(kaio_buffer_size(std::ptr::null()), 0);
+        kaio_buffer_destroy(std::ptr::null_mut());
+        kaio_device_destroy(std::ptr::null_mut());
+        // A failing call sets the thread's last error.
+        assert_eq!(kaio_probe(std::ptr::null_mut()), KAIO_ERROR_INVALID_ARGUMENT);
+        assert_eq!(kaio_last_error_status(), KAIO_ERROR_INVALID_ARGUMENT);
+        let n = kaio_last_error_copy(std::ptr::null_mut(), 0);
+        let mut buf = vec![0 as std::os::raw::c_char; n + 1];
+        assert_eq!(kaio_last_error_copy(buf.as_mut_ptr(), buf.len()), n);
+        let msg = s(buf.as_ptr());
+        assert!(msg.contains("kaio_probe") && msg.contains("'info'"), "{}", msg);
+        assert_eq!(s(kaio_last_error()), msg);
+        // Truncation keeps the NUL and reports the full length.
+        let mut small = [1 as std::os::raw::c_char; 5];
+        assert_eq!(kaio_last_error_copy(small.as_mut_ptr(), 5), n);
+        assert_eq!(small[4], 0);
+    }
+}

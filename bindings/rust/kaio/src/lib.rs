@@ -1,0 +1,36 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # Threads
+//!
+//! Every handle is `Send + Sync`, each `unsafe impl` citing the part of
+//! kaio.h's threading contract that allows it: devices are internally
+//! synchronised, objects made from a device may be used concurrently, and
+//! modules, kernels and ops are immutable. libkaio keeps its last error per OS
+//! thread; this crate copies it on the calling thread right after the failing
+//! call, so an [`Error`] always describes its own call.
+//!
+//! # Lifetimes
+//!
+//! Children keep their parents alive inside libkaio, so a `Buffer`, `Stream`,
+//! `Event`, `Module` or `Op` does not borrow its `Device` and everything may
+//! be dropped in any order. [`TensorView`] borrows its buffer.
+#![warn(missing_debug_implementations)]
+
+mod buffer;
+mod device;
+mod dtype;
+mod error;
+mod handle;
+mod module;
+mod ops;
+mod stream;
+
+pub use kaio_sys as sys;
+
+pub use buffer::{Buffer, TensorView};
+pub use device::{device_count, probe, Device, DeviceInfo, Probe};
+pub use dtype::{Bf16, Dtype, Element, F16};
+pub use error::{check_version, runtime_version, Error, Result, Status, Version, COMPILED_VERSION};
+pub use module::{Kernel, KernelArg, KernelArgs, KernelAttributes, LaunchConfig, Module};
+pub use ops::{gelu, rmsnorm, silu_gate, softmax, GeluMode, Op};
+pub use stream::{Event, Stream};

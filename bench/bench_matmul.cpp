@@ -17,9 +17,7 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cerrno>
-#include <charconv>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -38,13 +36,25 @@
 #include <utility>
 #include <vector>
 
+#include "support/command_line.hpp"
+#include "support/device.hpp"
+#include "support/errors.hpp"
+#include "support/handles.hpp"
+#include "support/host_data.hpp"
+#include "support/l2_rotation.hpp"
+#include "support/timing.hpp"
+
 namespace {
 
-constexpr int kWarmups = 5;
+using kaio_bench::Buffer;
+using kaio_bench::Device;
+using kaio_bench::KaioError;
+using kaio_bench::Op;
+using kaio_bench::SetLayout;
+using kaio_bench::Stream;
+using kaio_bench::Timer;
+
 constexpr int kDefaultIters = 30;
-// Sets start 256-byte aligned, as kaio_buffer_create's memory does; the
-// tensor-core kernels need 16-byte aligned operands.
-constexpr uint64_t kAlign = 256;
 // Relative Frobenius difference allowed between two f32 outputs of the same
 // product. Both sides accumulate exact products of 16-bit inputs in f32, so
 // they differ only by summation order: ~1e-6 in practice.
@@ -61,47 +71,17 @@ constexpr kaio_matmul_variant kVariantEnum[kVariants] = {KAIO_MATMUL_AUTO, KAIO_
 constexpr const char *kVariantName[kVariants] = {"auto", "sync", "async"};
 
 // ---------------------------------------------------------------------------
-// Errors and handles
-
-struct NoDevice : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-struct KaioError : std::runtime_error {
-  KaioError(const std::string &message, kaio_status s) : std::runtime_error(message), status(s) {}
-  kaio_status status;
-};
+// Errors
 
 struct CublasError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-void check(kaio_status status, const char *call) {
-  if (status == KAIO_OK) return;
-  // The name first: kaio_last_error()'s text lasts only until the next kaio call.
-  std::string message = std::string(call) + " failed: " + kaio_status_name(status) + ": ";
-  message += kaio_last_error();
-  throw KaioError(message, status);
-}
-#define CHECK(call) check((call), #call)
 
 // A device fault leaves the context unusable: every later call would fail
 // too, so the run stops there. Any other error fails only its case.
 void rethrow_if_fatal(const KaioError &e) {
   if (e.status == KAIO_ERROR_DEVICE_FAULT) throw e;
 }
-
-template <class T, void (*Destroy)(T *)>
-struct Destroyer {
-  void operator()(T *p) const { Destroy(p); }
-};
-using Device = std::unique_ptr<kaio_device, Destroyer<kaio_device, kaio_device_destroy>>;
-using Stream = std::unique_ptr<kaio_stream, Destroyer<kaio_stream, kaio_stream_destroy>>;
-using Event = std::unique_ptr<kaio_event, Destroyer<kaio_event, kaio_event_destroy>>;
-using Buffer = std::unique_ptr<kaio_buffer, Destroyer<kaio_buffer, kaio_buffer_destroy>>;
-using Op = std::unique_ptr<kaio_op, Destroyer<kaio_op, kaio_op_destroy>>;
-using Module = std::unique_ptr<kaio_module, Destroyer<kaio_module, kaio_module_destroy>>;
-using Kernel = std::unique_ptr<kaio_kernel, Destroyer<kaio_kernel, kaio_kernel_destroy>>;
 
 // ---------------------------------------------------------------------------
 // Command line
@@ -141,13 +121,6 @@ constexpr const char *kUsage =
     "Environment: KAIO_BENCH_CUBLAS=/path/to/libcublas.so.N is tried before the usual\n"
     "names and directories.\n";
 
-std::optional<int64_t> parse_positive(std::string_view text) {
-  int64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < 1) return std::nullopt;
-  return value;
-}
-
 std::vector<std::string_view> split(std::string_view text, char sep) {
   std::vector<std::string_view> parts;
   for (;;) {
@@ -168,7 +141,7 @@ std::optional<Shape> parse_shape(std::string_view text, std::string *why) {
   }
   int64_t v[3];
   for (int i = 0; i < 3; ++i) {
-    const std::optional<int64_t> n = parse_positive(parts[i]);
+    const std::optional<int64_t> n = kaio_bench::parse_positive(parts[i]);
     if (!n || *n > INT32_MAX) {
       *why = "M, N and K must be integers from 1 to 2^31 - 1";
       return std::nullopt;
@@ -255,7 +228,7 @@ std::optional<Options> parse_args(int argc, char **argv, bool *help) {
       o.layout = parse_layout(value);
       if (!o.layout) return bad("bad argument " + shown + ": use nn, nt, tn or tt");
     } else if (flag == "--iters") {
-      const std::optional<int64_t> n = parse_positive(value);
+      const std::optional<int64_t> n = kaio_bench::parse_positive(value);
       if (!n || *n > 100000) return bad("bad argument " + shown + ": use 1 to 100000");
       o.iters = static_cast<int>(*n);
     } else if (flag == "--json") {
@@ -345,59 +318,6 @@ double flops(const Case &c) {
   return 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
 }
 double tflops(const Case &c, double us) { return flops(c) / (us * 1e6); }
-
-// ---------------------------------------------------------------------------
-// Host data
-
-uint16_t to_f16(float f) {
-  uint32_t x = std::bit_cast<uint32_t>(f);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  x &= 0x7FFFFFFFu;
-  if (x >= 0x47800000u) return sign | 0x7C00u;             // |f| >= 65536: infinity (no NaNs here)
-  if (x < 0x38800000u) {                                   // below 2^-14: an f16 subnormal
-    float scaled = std::bit_cast<float>(x) * 16777216.0f;  // exact: units of 2^-24
-    return sign | static_cast<uint16_t>(std::nearbyint(scaled));
-  }
-  // Rebias the exponent and round the 13 dropped bits to nearest even; a carry
-  // out of the mantissa correctly bumps the exponent.
-  x += 0x0FFFu + ((x >> 13) & 1u);
-  return sign | static_cast<uint16_t>((x - 0x38000000u) >> 13);
-}
-
-uint16_t to_bf16(float f) {
-  uint32_t x = std::bit_cast<uint32_t>(f);
-  x += 0x7FFFu + ((x >> 16) & 1u);  // round to nearest even (no NaNs here)
-  return static_cast<uint16_t>(x >> 16);
-}
-
-double from_f16(uint16_t h) {
-  const int exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
-  double v = exponent == 0    ? std::ldexp(mantissa, -24)
-             : exponent == 31 ? std::numeric_limits<double>::infinity()
-                              : std::ldexp(1024 + mantissa, exponent - 25);
-  return (h & 0x8000u) ? -v : v;
-}
-
-double from_bf16(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
-
-// Values spread over [-1, 1] from an LCG: u never hits 0, 1/2 or 1, so no value
-// is zero, and the smallest magnitude (2^-24) is still nonzero in f16.
-std::vector<float> random_floats(uint64_t count, uint32_t seed) {
-  std::vector<float> v(count);
-  for (float &x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    const double u = ((seed >> 8) + 0.5) / 16777216.0;
-    x = static_cast<float>(-1.0 + 2.0 * u);
-  }
-  return v;
-}
-
-std::vector<uint16_t> to_half(const std::vector<float> &v, kaio_dtype dtype) {
-  std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i)
-    h[i] = dtype == KAIO_DTYPE_F16 ? to_f16(v[i]) : to_bf16(v[i]);
-  return h;
-}
 
 // ---------------------------------------------------------------------------
 // Checks
@@ -705,145 +625,37 @@ class Cublas {
 // ---------------------------------------------------------------------------
 // Device memory
 
-uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+// A, B and C of one case, layout operands 0, 1 and 2, in one buffer of sets
+// rotated to defeat L2 (see support/l2_rotation.hpp).
+struct Arena : SetLayout {
+  explicit Arena(SetLayout layout) : SetLayout(std::move(layout)) {}
 
-// A, B and C of one case in one buffer, repeated ("sets") so that the sets
-// together cover 2 × L2: launches rotate through them, and no launch finds
-// its operands left in L2 by the previous one.
-struct Arena {
   Buffer buffer;
   uint64_t base = 0;  // device address of byte 0
-  uint64_t off_a = 0, off_b = 0, off_c = 0, c_bytes = 0;
-  uint64_t set_stride = 0, sets = 1;
+  uint64_t c_bytes = 0;
 
-  uint64_t a(uint64_t set) const { return set * set_stride + off_a; }  // byte offsets
-  uint64_t b(uint64_t set) const { return set * set_stride + off_b; }
-  uint64_t c(uint64_t set) const { return set * set_stride + off_c; }
+  uint64_t a(uint64_t set) const { return offset(set, 0); }  // byte offsets
+  uint64_t b(uint64_t set) const { return offset(set, 1); }
+  uint64_t c(uint64_t set) const { return offset(set, 2); }
 };
 
-// Uploads A and B into set 0, then doubles the filled range with device
-// copies until every set holds the same data: log2(sets) copies.
+// Uploads A and B into set 0, then copies set 0 to every other set.
 Arena make_arena(kaio_device *device, kaio_stream *stream, const Case &c, const Geometry &g,
                  size_t in_size, const void *host_a, const void *host_b, uint64_t l2_bytes) {
-  Arena ar;
   const uint64_t a_bytes = g.a_elems() * in_size, b_bytes = g.b_elems() * in_size;
-  ar.c_bytes = static_cast<uint64_t>(c.m * g.ldc) * sizeof(float);
-  ar.off_b = align_up(a_bytes, kAlign);
-  ar.off_c = ar.off_b + align_up(b_bytes, kAlign);
-  ar.set_stride = ar.off_c + align_up(ar.c_bytes, kAlign);
-  if (ar.set_stride < 2 * l2_bytes) ar.sets = (2 * l2_bytes + ar.set_stride - 1) / ar.set_stride;
+  const uint64_t c_bytes = static_cast<uint64_t>(c.m * g.ldc) * sizeof(float);
+  Arena ar(kaio_bench::plan_sets({a_bytes, b_bytes, c_bytes}, l2_bytes));
+  ar.c_bytes = c_bytes;
   kaio_buffer *raw = nullptr;
   CHECK(kaio_buffer_create(&raw, device, ar.sets * ar.set_stride));
   ar.buffer.reset(raw);
   ar.base = kaio_buffer_device_ptr(raw);
   if (ar.base == 0) throw KaioError("kaio_buffer_device_ptr returned 0", KAIO_ERROR_INTERNAL);
-  CHECK(kaio_buffer_write(raw, ar.off_a, host_a, a_bytes));
-  CHECK(kaio_buffer_write(raw, ar.off_b, host_b, b_bytes));
-  for (uint64_t done = 1; done < ar.sets; done *= 2) {
-    const uint64_t n = std::min(done, ar.sets - done);
-    CHECK(kaio_buffer_copy(raw, done * ar.set_stride, raw, 0, n * ar.set_stride, stream));
-  }
-  CHECK(kaio_stream_synchronize(stream));
+  CHECK(kaio_buffer_write(raw, ar.a(0), host_a, a_bytes));
+  CHECK(kaio_buffer_write(raw, ar.b(0), host_b, b_bytes));
+  kaio_bench::replicate_first_set(raw, ar, stream);
   return ar;
 }
-
-// ---------------------------------------------------------------------------
-// Timing
-
-// A one-thread kernel that busy-waits on the GPU's global timer. Queued ahead
-// of the timed launches, it holds the stream while the host enqueues them, so
-// the start events fire back to back on the GPU instead of waiting on the
-// host: without it a small matmul's time would be its launch latency.
-constexpr const char *kSpinPtx = R"(
-.version 7.0
-.target sm_80
-.address_size 64
-.visible .entry spin(.param .u64 ns)
-{
-  .reg .pred %p;
-  .reg .u64 %ns, %t0, %t1;
-  ld.param.u64 %ns, [ns];
-  mov.u64 %t0, %globaltimer;
-WAIT:
-  mov.u64 %t1, %globaltimer;
-  sub.u64 %t1, %t1, %t0;
-  setp.lt.u64 %p, %t1, %ns;
-  @%p bra WAIT;
-  ret;
-}
-)";
-
-class Spinner {
- public:
-  explicit Spinner(kaio_device *device) {
-    kaio_module *m = nullptr;
-    CHECK(kaio_module_load_ptx(&m, device, kSpinPtx));
-    module_.reset(m);
-    kaio_kernel *k = nullptr;
-    CHECK(kaio_module_get_kernel(&k, m, "spin"));
-    kernel_.reset(k);
-  }
-
-  void enqueue(kaio_stream *stream, uint64_t ns) const {
-    kaio_launch_config config{};
-    config.grid[0] = config.grid[1] = config.grid[2] = 1;
-    config.block[0] = config.block[1] = config.block[2] = 1;
-    CHECK(kaio_kernel_launch(kernel_.get(), stream, &config, &ns, sizeof ns));
-  }
-
- private:
-  Module module_;
-  Kernel kernel_;
-};
-
-// One event pair per timed launch, all enqueued behind the spinner before any
-// is read, so each pair brackets GPU time only. Returns the median in us.
-class Timer {
- public:
-  Timer(kaio_device *device, kaio_stream *stream, int iters) : stream_(stream), spinner_(device) {
-    for (int i = 0; i < iters; ++i) {
-      starts_.push_back(make_event(device));
-      ends_.push_back(make_event(device));
-    }
-  }
-
-  // launch(set) enqueues one launch on the stream reading and writing set `set`.
-  double run(const std::function<void(uint64_t)> &launch, uint64_t sets) {
-    uint64_t set = 0;
-    auto next = [&] { set = (set + 1) % sets; };
-    for (int i = 0; i < kWarmups; ++i, next()) launch(set);
-    // Generous: enqueueing a launch and two records takes a few microseconds
-    // (a cuBLAS call somewhat more).
-    spinner_.enqueue(stream_, 1000000 + 100000 * starts_.size());
-    for (size_t i = 0; i < starts_.size(); ++i, next()) {
-      CHECK(kaio_event_record(starts_[i].get(), stream_));
-      launch(set);
-      CHECK(kaio_event_record(ends_[i].get(), stream_));
-    }
-    CHECK(kaio_stream_synchronize(stream_));
-
-    std::vector<double> ms;
-    for (size_t i = 0; i < starts_.size(); ++i) {
-      float t = 0;
-      CHECK(kaio_event_elapsed_ms(&t, starts_[i].get(), ends_[i].get()));
-      ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    const size_t n = ms.size();
-    const double median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
-    return median * 1e3;
-  }
-
- private:
-  static Event make_event(kaio_device *device) {
-    kaio_event *e = nullptr;
-    CHECK(kaio_event_create(&e, device, KAIO_EVENT_DEFAULT));
-    return Event(e);
-  }
-  kaio_stream *stream_;
-  Spinner spinner_;
-  std::vector<Event> starts_, ends_;
-};
 
 // ---------------------------------------------------------------------------
 // One case
@@ -884,8 +696,8 @@ class Bench {
     const Geometry g(c);
     // Host values in [-1, 1]; the 16-bit operands are them rounded to nearest
     // even, sgemm gets them as they are.
-    const std::vector<float> a32 = random_floats(g.a_elems(), 0x5EED0001u);
-    const std::vector<float> b32 = random_floats(g.b_elems(), 0x5EED0002u);
+    const std::vector<float> a32 = kaio_bench::random_floats(g.a_elems(), -1, 1, 0x5EED0001u);
+    const std::vector<float> b32 = kaio_bench::random_floats(g.b_elems(), -1, 1, 0x5EED0002u);
     try {
       run_half(c, g, dtype, a32, b32, &r);
     } catch (const KaioError &e) {
@@ -944,12 +756,13 @@ class Bench {
 
   void run_half(const Case &c, const Geometry &g, kaio_dtype dtype, const std::vector<float> &a32,
                 const std::vector<float> &b32, Result *r) {
-    const std::vector<uint16_t> a16 = to_half(a32, dtype), b16 = to_half(b32, dtype);
+    const std::vector<uint16_t> a16 = kaio_bench::to_half(a32, dtype),
+                                b16 = kaio_bench::to_half(b32, dtype);
     const Arena ar = make_arena(device_, stream_, c, g, 2, a16.data(), b16.data(), l2_);
     r->sets = ar.sets;
     const int type = dtype == KAIO_DTYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
     auto decode = [dtype](uint16_t h) {
-      return dtype == KAIO_DTYPE_F16 ? from_f16(h) : from_bf16(h);
+      return dtype == KAIO_DTYPE_F16 ? kaio_bench::from_f16(h) : kaio_bench::from_bf16(h);
     };
     const Samples samples = sample_reference(
         c, g, [&](uint64_t i) { return decode(a16[i]); },
@@ -1017,8 +830,8 @@ class Bench {
       Cell &cell = r->kaio[v];
       if (!opt_.timed[v] || !ops[v] || !cell.error.empty()) continue;
       try {
-        cell.us = timer_.run([&](uint64_t set) { launch_kaio(ops[v].get(), c, g, dtype, ar, set); },
-                             ar.sets);
+        cell.us = timer_.median_us(
+            [&](uint64_t set) { launch_kaio(ops[v].get(), c, g, dtype, ar, set); }, ar.sets);
       } catch (const KaioError &e) {
         rethrow_if_fatal(e);
         fail(&cell, r, std::string("kaio ") + kVariantName[v] + " timing: " + e.what());
@@ -1026,7 +839,7 @@ class Bench {
     }
     if (cublas_ && r->cublas.error.empty()) {
       try {
-        r->cublas.us = timer_.run(cublas_launch, ar.sets);
+        r->cublas.us = timer_.median_us(cublas_launch, ar.sets);
       } catch (const CublasError &e) {
         fail(&r->cublas, r, e.what());
       } catch (const KaioError &e) {
@@ -1070,7 +883,7 @@ class Bench {
       if (!(cell.sample_rel <= kSgemmTolerance))
         r->problems.push_back(
             mismatch("cuBLAS sgemm", "host f64 reference", cell.sample_rel, kSgemmTolerance));
-      cell.us = timer_.run(launch, ar.sets);
+      cell.us = timer_.median_us(launch, ar.sets);
     } catch (const CublasError &e) {
       fail(&cell, r, std::string("sgemm: ") + e.what());
     } catch (const KaioError &e) {
@@ -1223,7 +1036,7 @@ bool write_json(const std::string &path, const RunInfo &info, const std::vector<
          ", \"version\": " + std::to_string(info.cublas->version()) + "},\n";
   else
     s += "  \"cublas\": null,\n  \"cublas_error\": " + json_string(info.cublas_error) + ",\n";
-  s += "  \"warmups\": " + std::to_string(kWarmups) +
+  s += "  \"warmups\": " + std::to_string(kaio_bench::kWarmups) +
        ",\n  \"iters\": " + std::to_string(info.opt->iters) +
        ",\n  \"tolerance\": 1e-3,\n  \"complete\": " + (complete ? "true" : "false") +
        ",\n  \"results\": [";
@@ -1258,32 +1071,11 @@ bool write_json(const std::string &path, const RunInfo &info, const std::vector<
 
 // ---------------------------------------------------------------------------
 
-kaio_device_info open_device(Device *device) {
-  kaio_probe_info probe{};
-  probe.struct_size = sizeof probe;
-  CHECK(kaio_probe(&probe));
-  if (probe.driver_status != KAIO_OK || probe.device_count < 1)
-    throw NoDevice(probe.message[0] ? probe.message : "the driver reports 0 devices");
-
-  kaio_device *raw = nullptr;
-  CHECK(kaio_device_open(&raw, 0));
-  device->reset(raw);
-  kaio_device_info info{};
-  info.struct_size = sizeof info;
-  CHECK(kaio_device_get_info(raw, &info));
-  if (info.cc_major < 8)
-    throw NoDevice("tensor-core matmul needs compute capability 8.0+, device 0 (" +
-                   std::string(info.name) + ") has " + std::to_string(info.cc_major) + "." +
-                   std::to_string(info.cc_minor));
-  return info;
-}
-
 int run(const Options &opt) {
   Device device;
-  const kaio_device_info info = open_device(&device);
-  kaio_stream *raw_stream = nullptr;
-  CHECK(kaio_stream_create(&raw_stream, device.get(), KAIO_STREAM_NON_BLOCKING));
-  Stream stream(raw_stream);
+  const kaio_device_info info =
+      kaio_bench::open_device(&device, "tensor-core matmul needs compute capability 8.0+");
+  const Stream stream = kaio_bench::create_stream(device);
 
   RunInfo run_info{&info, nullptr, "", &opt};
   std::unique_ptr<Cublas> cublas = Cublas::open(stream.get(), &run_info.cublas_error);
@@ -1294,9 +1086,7 @@ int run(const Options &opt) {
     return 1;
   }
 
-  std::printf("bench_matmul: %s (cc %d.%d, %d SMs, L2 %.1f MiB), libkaio %s\n", info.name,
-              info.cc_major, info.cc_minor, info.sm_count,
-              static_cast<double>(info.l2_cache_bytes) / 1048576.0, kaio_version_string());
+  kaio_bench::print_banner("bench_matmul", info);
   if (cublas) {
     const int v = cublas->version();
     std::printf("cuBLAS %d.%d.%d from %s\n", v / 10000, v / 100 % 100, v % 100,
@@ -1317,7 +1107,7 @@ int run(const Options &opt) {
       "n = stored as op(X), t = stored transposed; sets: copies rotated to defeat L2. "
       "Check: rel. Frobenius\n"
       "difference of libkaio's output (each variant) from cuBLAS's, at most 1e-3.\n",
-      opt.iters, kWarmups);
+      opt.iters, kaio_bench::kWarmups);
   std::fflush(stdout);
 
   const std::vector<Case> cases = make_cases(opt);
@@ -1384,13 +1174,5 @@ int main(int argc, char **argv) {
   bool help = false;
   const std::optional<Options> opt = parse_args(argc, argv, &help);
   if (!opt) return help ? 0 : 1;
-  try {
-    return run(*opt);
-  } catch (const NoDevice &e) {
-    std::fprintf(stderr, "bench_matmul: no usable CUDA device: %s\n", e.what());
-    return 2;
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "bench_matmul: %s\n", e.what());
-    return 1;
-  }
+  return kaio_bench::exit_status_of("bench_matmul", [&] { return run(*opt); });
 }

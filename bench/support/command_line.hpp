@@ -1,0 +1,14 @@
+// Pieces of the benches' command-line parsing.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace kaio_bench {
+
+// The whole of `text` as an integer >= 1, or nothing: "12x", "" and "0" are
+// usage errors, not 12 or 0.
+std::optional<int64_t> parse_positive(std::string_view text);
+
+}  // namespace kaio_bench

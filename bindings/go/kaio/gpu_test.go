@@ -432,3 +432,215 @@ func TestGPUCopiesEventsAndForeignHandles(t *testing.T) {
 	ok(t, fs.Close())
 	ok(t, a.Synchronize()) // the wrapped CUstream still works
 }
+
+// ---- matmul: relative Frobenius error <= 1e-4 + half an ulp of the output
+// dtype, as tests/gpu_matmul_test.cpp; NaN anywhere fails.
+
+type mat struct {
+	buf        *kaio.Buffer
+	vals       []float64
+	dt         kaio.DType
+	rows, cols int64
+	ld         int64
+}
+
+func newMat(t *testing.T, d *kaio.Device, s *kaio.Stream, rng *rand.Rand, dt kaio.DType, rows, cols, ld int64, poison bool) *mat {
+	n := (rows-1)*ld + cols
+	m := &mat{dt: dt, rows: rows, cols: cols, ld: ld, buf: must(d.NewBuffer(uint64(n) * uint64(dt.Size()))).get(t)}
+	t.Cleanup(func() { m.buf.Close() })
+	if poison {
+		ok(t, m.buf.Memset(s, 0, 0xFF, m.buf.Size()))
+		return m
+	}
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = 2*rng.Float64() - 1
+	}
+	var b []byte
+	b, m.vals = encode(dt, v)
+	ok(t, m.buf.Write(0, b))
+	return m
+}
+
+func (m *mat) view() kaio.Tensor {
+	return kaio.View(m.buf, m.dt, m.rows, m.cols).WithRowStride(m.ld)
+}
+func (m *mat) at(r, c int64) float64 { return m.vals[r*m.ld+c] }
+func (m *mat) read(t *testing.T) []float64 {
+	b := make([]byte, m.buf.Size())
+	ok(t, m.buf.Read(0, b))
+	return decode(m.dt, b)
+}
+
+func frobenius(t *testing.T, what string, rows, cols int64, got []float64, ld int64, out kaio.DType, want func(r, c int64) float64) {
+	t.Helper()
+	var err2, ref2 float64
+	bad := 0
+	for r := int64(0); r < rows; r++ {
+		for c := int64(0); c < cols; c++ {
+			g, w := got[r*ld+c], want(r, c)
+			if math.IsNaN(g) || math.IsInf(g, 0) {
+				bad++
+			}
+			err2 += (g - w) * (g - w)
+			ref2 += w * w
+		}
+	}
+	tol := 1e-4
+	if out == kaio.DTypeF16 {
+		tol += math.Ldexp(1, -11)
+	} else if out == kaio.DTypeBF16 {
+		tol += math.Ldexp(1, -8)
+	}
+	rel := math.Sqrt(err2 / math.Max(ref2, 1e-300))
+	if bad > 0 || !(rel <= tol) {
+		t.Fatalf("%s: %d outputs not finite, relative Frobenius error %.3e (tolerance %.3e)", what, bad, rel, tol)
+	}
+}
+
+func up8(v int64) int64 { return (v + 7) / 8 * 8 }
+
+func TestGPUMatmul(t *testing.T) {
+	d := gpuDevice(t)
+	s := must(d.NewStream(kaio.StreamNonBlocking)).get(t)
+	defer s.Close()
+	rng := testRand(t)
+	run := func(desc kaio.MatmulDesc, m, n, k, pad int64, prepared bool) {
+		ar, ac, br, bc := m, k, k, n
+		if desc.TransA == kaio.TransT {
+			ar, ac = k, m
+		}
+		if desc.TransB == kaio.TransT {
+			br, bc = n, k
+		}
+		a := newMat(t, d, s, rng, desc.InDType, ar, ac, up8(ac)+pad, false)
+		b := newMat(t, d, s, rng, desc.InDType, br, bc, up8(bc)+pad, false)
+		c := newMat(t, d, s, rng, desc.OutDType, m, n, n+pad, desc.Beta == 0)
+		what := fmt.Sprintf("%+v %dx%dx%d pad %d prepared %v", desc, m, n, k, pad, prepared)
+		var err error
+		if prepared {
+			pd := desc
+			pd.M, pd.N, pd.K = m, n, k
+			op := must(d.NewMatmulOp(pd)).get(t)
+			err = op.Launch(s, a.view(), b.view(), c.view())
+			op.Close()
+		} else {
+			err = kaio.Matmul(s, a.view(), b.view(), c.view(), desc)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		ok(t, s.Synchronize())
+		opa := func(r, x int64) float64 {
+			if desc.TransA == kaio.TransT {
+				return a.at(x, r)
+			}
+			return a.at(r, x)
+		}
+		opb := func(x, col int64) float64 {
+			if desc.TransB == kaio.TransT {
+				return b.at(col, x)
+			}
+			return b.at(x, col)
+		}
+		frobenius(t, what, m, n, c.read(t), c.ld, desc.OutDType, func(r, col int64) float64 {
+			acc := 0.0
+			for x := int64(0); x < k; x++ {
+				acc += opa(r, x) * opb(x, col)
+			}
+			if desc.Beta != 0 {
+				return float64(desc.Alpha)*acc + float64(desc.Beta)*c.at(r, col)
+			}
+			return float64(desc.Alpha) * acc
+		})
+	}
+	for _, in := range []kaio.DType{kaio.DTypeF16, kaio.DTypeBF16} {
+		for _, tr := range [][2]kaio.Trans{{kaio.TransN, kaio.TransN}, {kaio.TransN, kaio.TransT}, {kaio.TransT, kaio.TransN}, {kaio.TransT, kaio.TransT}} {
+			for _, sh := range [][3]int64{{1, 1, 8}, {7, 13, 24}, {64, 72, 128}, {129, 127, 264}} {
+				desc := kaio.DefaultMatmulDesc()
+				desc.InDType, desc.TransA, desc.TransB = in, tr[0], tr[1]
+				run(desc, sh[0], sh[1], sh[2], 0, false)
+			}
+		}
+		for _, out := range []kaio.DType{kaio.DTypeF32, kaio.DTypeF16, kaio.DTypeBF16} {
+			for _, v := range []kaio.MatmulVariant{kaio.MatmulAuto, kaio.MatmulSync, kaio.MatmulAsync} {
+				desc := kaio.DefaultMatmulDesc()
+				desc.InDType, desc.OutDType, desc.Variant, desc.TransB, desc.Alpha, desc.Beta = in, out, v, kaio.TransT, 0.5, 2
+				run(desc, 33, 40, 64, 8, true)
+			}
+		}
+	}
+	// KAIO's fixed entry points.
+	for kind := kaio.MatmulTCF16; kind <= kaio.MatmulTCBF16Async; kind++ {
+		dt := kaio.DTypeF16
+		if kind >= kaio.MatmulTCBF16 {
+			dt = kaio.DTypeBF16
+		}
+		const m, n, k = 33, 40, 64
+		a := newMat(t, d, s, rng, dt, m, k, k, false)
+		b := newMat(t, d, s, rng, dt, k, n, n, false)
+		c := newMat(t, d, s, rng, kaio.DTypeF32, m, n, n, true)
+		ok(t, kaio.MatmulTC(s, kind, a.view(), b.view(), c.view()))
+		ok(t, s.Synchronize())
+		frobenius(t, fmt.Sprintf("MatmulTC %d", kind), m, n, c.read(t), n, kaio.DTypeF32, func(r, col int64) float64 {
+			acc := 0.0
+			for x := int64(0); x < k; x++ {
+				acc += a.at(r, x) * b.at(x, col)
+			}
+			return acc
+		})
+	}
+}
+
+func TestGPUMatmulBackward(t *testing.T) {
+	d := gpuDevice(t)
+	s := must(d.NewStream(kaio.StreamNonBlocking)).get(t)
+	defer s.Close()
+	rng := testRand(t)
+	const m, n, k = 24, 40, 72
+	for _, in := range []kaio.DType{kaio.DTypeF16, kaio.DTypeBF16} {
+		for _, grad := range []kaio.DType{in, kaio.DTypeF32} {
+			for _, beta := range []float32{0, 1} {
+				a := newMat(t, d, s, rng, in, m, k, k, false)
+				b := newMat(t, d, s, rng, in, k, n, n, false)
+				dc := newMat(t, d, s, rng, grad, m, n, n, false)
+				da := newMat(t, d, s, rng, kaio.DTypeF32, m, k, k, beta == 0)
+				db := newMat(t, d, s, rng, kaio.DTypeF32, k, n, n, beta == 0)
+				desc := kaio.DefaultMatmulBackwardDesc()
+				desc.InDType, desc.GradDType, desc.M, desc.N, desc.K, desc.Beta = in, grad, m, n, k, beta
+				op := must(d.NewMatmulBackwardOp(desc)).get(t)
+				ok(t, op.Launch(s, dc.view(), a.view(), b.view(), da.view(), db.view()))
+				ok(t, s.Synchronize())
+				op.Close()
+				g := func(r, c int64) float64 { // an f32 dC is rounded to in first
+					if grad == kaio.DTypeF32 {
+						_, v := encode(in, []float64{dc.at(r, c)})
+						return v[0]
+					}
+					return dc.at(r, c)
+				}
+				prior := func(x *mat, r, c int64) float64 {
+					if beta == 0 {
+						return 0
+					}
+					return float64(beta) * x.at(r, c)
+				}
+				what := fmt.Sprintf("%+v", desc)
+				frobenius(t, what+" dA", m, k, da.read(t), k, kaio.DTypeF32, func(r, x int64) float64 {
+					acc := prior(da, r, x)
+					for c := int64(0); c < n; c++ {
+						acc += g(r, c) * b.at(x, c)
+					}
+					return acc
+				})
+				frobenius(t, what+" dB", k, n, db.read(t), n, kaio.DTypeF32, func(x, c int64) float64 {
+					acc := prior(db, x, c)
+					for r := int64(0); r < m; r++ {
+						acc += a.at(r, x) * g(r, c)
+					}
+					return acc
+				})
+			}
+		}
+	}
+}

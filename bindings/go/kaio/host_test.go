@@ -654,3 +654,88 @@ func noDriverChild() int {
 	fmt.Println("nodriver child: ok")
 	return 0
 }
+
+func TestMatmulDefaultsAreLibkaios(t *testing.T) {
+	d := kaio.DefaultMatmulDesc()
+	if d.InDType != kaio.DTypeF16 || d.OutDType != kaio.DTypeF32 || d.TransA != kaio.TransN ||
+		d.TransB != kaio.TransN || d.Variant != kaio.MatmulAuto || d.Alpha != 1 || d.Beta != 0 || d.M != 0 {
+		t.Fatalf("%+v", d)
+	}
+	b := kaio.DefaultMatmulBackwardDesc()
+	if b.InDType != kaio.DTypeF16 || b.GradDType != kaio.DTypeF16 || b.OutDType != kaio.DTypeF32 || b.Beta != 0 {
+		t.Fatalf("%+v", b)
+	}
+}
+
+func TestMatmulOnTheFake(t *testing.T) {
+	h := needFake(t)
+	d0, _ := open2(t)
+	s := must(d0.NewStream(kaio.StreamNonBlocking)).get(t)
+	defer s.Close()
+	const m, n, k = 16, 8, 32
+	buf := func(dt kaio.DType, rows, cols int64) kaio.Tensor {
+		b := must(d0.NewBuffer(uint64(rows * cols * int64(dt.Size())))).get(t)
+		t.Cleanup(func() { b.Close() })
+		return kaio.View(b, dt, rows, cols)
+	}
+	a, bt, b := buf(kaio.DTypeF16, m, k), buf(kaio.DTypeF16, n, k), buf(kaio.DTypeF16, k, n)
+	a16, b16 := buf(kaio.DTypeBF16, m, k), buf(kaio.DTypeBF16, k, n)
+	c, ch := buf(kaio.DTypeF32, m, n), buf(kaio.DTypeF16, m, n)
+	desc := kaio.DefaultMatmulDesc()
+	desc.TransB, desc.M, desc.N, desc.K, desc.Alpha, desc.Beta = kaio.TransT, m, n, k, 0.5, 1
+	op := must(d0.NewMatmulOp(desc)).get(t)
+	defer op.Close()
+	c0 := h.LaunchCount()
+	ok(t, op.Launch(s, a, bt, c))
+	for _, v := range []kaio.MatmulVariant{kaio.MatmulAuto, kaio.MatmulSync, kaio.MatmulAsync} {
+		d := kaio.DefaultMatmulDesc()
+		d.TransB, d.OutDType, d.Variant = kaio.TransT, kaio.DTypeF16, v
+		ok(t, kaio.Matmul(s, a, bt, ch, d))
+	}
+	for kind := kaio.MatmulTCF16; kind <= kaio.MatmulTCBF16Async; kind++ {
+		x, y := a, b
+		if kind >= kaio.MatmulTCBF16 {
+			x, y = a16, b16
+		}
+		ok(t, kaio.MatmulTC(s, kind, x, y, c))
+		top := must(d0.NewMatmulTCOp(kind, m, n, k)).get(t)
+		ok(t, top.Launch(s, x, y, c))
+		ok(t, top.Close())
+	}
+	if h.LaunchCount() < c0+12 {
+		t.Fatalf("%d launches", h.LaunchCount()-c0)
+	}
+	dc, dc32 := buf(kaio.DTypeF16, m, n), buf(kaio.DTypeF32, m, n)
+	da, db := buf(kaio.DTypeF32, m, k), buf(kaio.DTypeF32, k, n)
+	c0 = h.LaunchCount()
+	ok(t, kaio.MatmulTCBackward(s, dc, a, b, da, db))
+	ok(t, kaio.MatmulTCBackward(s, dc, a, b, kaio.Tensor{}, db)) // dA skipped
+	if h.LaunchCount() != c0+3 {
+		t.Fatalf("backward: %d launches, want 2 + 1", h.LaunchCount()-c0)
+	}
+	bd := kaio.DefaultMatmulBackwardDesc()
+	bd.GradDType, bd.M, bd.N, bd.K, bd.Beta = kaio.DTypeF32, m, n, k, 1
+	bop := must(d0.NewMatmulBackwardOp(bd)).get(t)
+	defer bop.Close()
+	c0 = h.LaunchCount()
+	ok(t, bop.Launch(s, dc32, a, b, da, kaio.Tensor{}))
+	if h.LaunchCount() < c0+2 {
+		t.Fatal("f32 dC is rounded, then dA")
+	}
+	ok(t, s.Synchronize())
+
+	bad := desc
+	bad.K = 12
+	_, err := d0.NewMatmulOp(bad)
+	expectErr(t, err, kaio.StatusInvalidDimension, "K is 12", "multiple of 8")
+	bad = desc
+	bad.InDType = kaio.DTypeF32
+	_, err = d0.NewMatmulOp(bad)
+	expectErr(t, err, kaio.StatusInvalidDType, "in_dtype", "f32")
+	bad = desc
+	bad.TransA = 2
+	_, err = d0.NewMatmulOp(bad)
+	expectErr(t, err, kaio.StatusInvalidArgument, "trans_a is 2")
+	expectErr(t, op.Launch(s, kaio.View(a.Buffer, kaio.DTypeF16, k, m), bt, c), kaio.StatusShapeMismatch, "'A' is 32 x 16", "16 x 32")
+	expectErr(t, kaio.MatmulTCBackward(s, dc32, a, b, da, kaio.Tensor{}), kaio.StatusUnsupported, "'dC' is f32")
+}

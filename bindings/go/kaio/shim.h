@@ -68,6 +68,30 @@ static inline kaio_status kg_gelu(kaio_stream *s, const kaio_tensor *x, const ka
 static inline kaio_status kg_rmsnorm(kaio_stream *s, const kaio_tensor *x, const kaio_tensor *w, const kaio_tensor *o, float eps, kg_err *e) { KG(kaio_rmsnorm(s, x, w, o, eps)); }
 static inline kaio_status kg_softmax(kaio_stream *s, const kaio_tensor *x, const kaio_tensor *o, kg_err *e) { KG(kaio_softmax(s, x, o)); }
 
+static inline kaio_status kg_matmul_desc_init(kaio_matmul_desc *d, kg_err *e) { KG(kaio_matmul_desc_init(d, sizeof *d)); }
+static inline kaio_status kg_op_create_matmul(kaio_op **o, kaio_device *d, const kaio_matmul_desc *m, kg_err *e) { KG(kaio_op_create_matmul(o, d, m)); }
+static inline kaio_status kg_matmul(kaio_stream *s, const kaio_tensor *a, const kaio_tensor *b, const kaio_tensor *c, const kaio_matmul_desc *m, kg_err *e) { KG(kaio_matmul(s, a, b, c, m)); }
+/* kind: 0 _tc, 1 _tc_async, 2 _tc_bf16, 3 _tc_bf16_async (MatmulTCKind in Go). */
+static inline kaio_status kg_matmul_tc(int kind, kaio_stream *s, const kaio_tensor *a, const kaio_tensor *b, const kaio_tensor *c, kg_err *e) {
+    switch (kind) {
+    case 0: KG(kaio_matmul_tc(s, a, b, c));
+    case 1: KG(kaio_matmul_tc_async(s, a, b, c));
+    case 2: KG(kaio_matmul_tc_bf16(s, a, b, c));
+    default: KG(kaio_matmul_tc_bf16_async(s, a, b, c));
+    }
+}
+static inline kaio_status kg_op_create_matmul_tc(int kind, kaio_op **o, kaio_device *d, int64_t m, int64_t n, int64_t k, kg_err *e) {
+    switch (kind) {
+    case 0: KG(kaio_op_create_matmul_tc(o, d, m, n, k));
+    case 1: KG(kaio_op_create_matmul_tc_async(o, d, m, n, k));
+    case 2: KG(kaio_op_create_matmul_tc_bf16(o, d, m, n, k));
+    default: KG(kaio_op_create_matmul_tc_bf16_async(o, d, m, n, k));
+    }
+}
+static inline kaio_status kg_matmul_backward_desc_init(kaio_matmul_backward_desc *d, kg_err *e) { KG(kaio_matmul_backward_desc_init(d, sizeof *d)); }
+static inline kaio_status kg_op_create_matmul_backward(kaio_op **o, kaio_device *d, const kaio_matmul_backward_desc *m, kg_err *e) { KG(kaio_op_create_matmul_backward(o, d, m)); }
+static inline kaio_status kg_matmul_tc_backward(kaio_stream *s, const kaio_tensor *dc, const kaio_tensor *a, const kaio_tensor *b, const kaio_tensor *da, const kaio_tensor *db, kg_err *e) { KG(kaio_matmul_tc_backward(s, dc, a, b, da, db)); }
+
 static inline kaio_status kg_module_load_ptx(kaio_module **o, kaio_device *d, const char *ptx, kg_err *e) { KG(kaio_module_load_ptx(o, d, ptx)); }
 static inline kaio_status kg_module_get_kernel(kaio_kernel **o, kaio_module *m, const char *name, kg_err *e) { KG(kaio_module_get_kernel(o, m, name)); }
 static inline kaio_status kg_kernel_get_attributes(const kaio_kernel *k, kaio_kernel_attributes *a, kg_err *e) { KG(kaio_kernel_get_attributes(k, a)); }

@@ -94,6 +94,15 @@ pub type kaio_gelu_mode = i32;
 pub const KAIO_GELU_ERF: kaio_gelu_mode = 1;
 pub const KAIO_GELU_TANH: kaio_gelu_mode = 2;
 
+pub type kaio_trans = i32;
+pub const KAIO_TRANS_N: kaio_trans = 0;
+pub const KAIO_TRANS_T: kaio_trans = 1;
+
+pub type kaio_matmul_variant = i32;
+pub const KAIO_MATMUL_AUTO: kaio_matmul_variant = 0;
+pub const KAIO_MATMUL_SYNC: kaio_matmul_variant = 1;
+pub const KAIO_MATMUL_ASYNC: kaio_matmul_variant = 2;
+
 // ---------------------------------------------------------------------------
 // Opaque handles (the nomicon's zero-sized-type pattern)
 // ---------------------------------------------------------------------------
@@ -189,6 +198,42 @@ pub struct kaio_launch_config {
     pub reserved: u32,
 }
 
+/// Fill with `kaio_matmul_desc_init` before use.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct kaio_matmul_desc {
+    pub struct_size: u32,
+    pub in_dtype: kaio_dtype,
+    pub out_dtype: kaio_dtype,
+    pub trans_a: kaio_trans,
+    pub trans_b: kaio_trans,
+    pub variant: kaio_matmul_variant,
+    pub m: i64,
+    pub n: i64,
+    pub k: i64,
+    pub alpha: f32,
+    pub beta: f32,
+}
+
+/// Fill with `kaio_matmul_backward_desc_init` before use.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct kaio_matmul_backward_desc {
+    pub struct_size: u32,
+    pub in_dtype: kaio_dtype,
+    pub grad_dtype: kaio_dtype,
+    pub out_dtype: kaio_dtype,
+    pub variant: kaio_matmul_variant,
+    /// Must be 0.
+    pub reserved: u32,
+    pub m: i64,
+    pub n: i64,
+    pub k: i64,
+    pub beta: f32,
+    /// Must be 0.
+    pub reserved2: u32,
+}
+
 // Layout asserts: the sizes kaio.h's structs have on every 64-bit target
 // (tests/c_abi.rs checks these, and every field offset, against a C compiler).
 const _: () = assert!(std::mem::size_of::<kaio_tensor>() == 48);
@@ -198,6 +243,8 @@ const _: () = assert!(std::mem::size_of::<kaio_probe_info>() == 272);
 const _: () = assert!(std::mem::size_of::<kaio_device_info>() == 296);
 const _: () = assert!(std::mem::align_of::<kaio_device_info>() == 8);
 const _: () = assert!(std::mem::size_of::<kaio_kernel_attributes>() == 28);
+const _: () = assert!(std::mem::size_of::<kaio_matmul_desc>() == 56);
+const _: () = assert!(std::mem::size_of::<kaio_matmul_backward_desc>() == 56);
 const _: () = assert!(std::mem::size_of::<kaio_status>() == 4);
 const _: () = assert!(std::mem::size_of::<*mut kaio_buffer>() == 8);
 const _: () = assert!(KAIO_STATUS_CATEGORY(KAIO_ERROR_DEVICE_FAULT) == -500);
@@ -358,6 +405,60 @@ extern "C" {
         eps: f32,
     ) -> kaio_status;
     pub fn kaio_softmax(stream: *mut kaio_stream, x: *const kaio_tensor, out: *const kaio_tensor) -> kaio_status;
+
+    // Tensor-core matmul
+    pub fn kaio_matmul_desc_init(desc: *mut kaio_matmul_desc, struct_size: usize) -> kaio_status;
+    pub fn kaio_op_create_matmul(out: *mut *mut kaio_op, device: *mut kaio_device, desc: *const kaio_matmul_desc) -> kaio_status;
+    pub fn kaio_matmul(
+        stream: *mut kaio_stream,
+        a: *const kaio_tensor,
+        b: *const kaio_tensor,
+        c: *const kaio_tensor,
+        desc: *const kaio_matmul_desc,
+    ) -> kaio_status;
+    pub fn kaio_matmul_tc(stream: *mut kaio_stream, a: *const kaio_tensor, b: *const kaio_tensor, c: *const kaio_tensor) -> kaio_status;
+    pub fn kaio_matmul_tc_async(
+        stream: *mut kaio_stream,
+        a: *const kaio_tensor,
+        b: *const kaio_tensor,
+        c: *const kaio_tensor,
+    ) -> kaio_status;
+    pub fn kaio_matmul_tc_bf16(
+        stream: *mut kaio_stream,
+        a: *const kaio_tensor,
+        b: *const kaio_tensor,
+        c: *const kaio_tensor,
+    ) -> kaio_status;
+    pub fn kaio_matmul_tc_bf16_async(
+        stream: *mut kaio_stream,
+        a: *const kaio_tensor,
+        b: *const kaio_tensor,
+        c: *const kaio_tensor,
+    ) -> kaio_status;
+    pub fn kaio_op_create_matmul_tc(out: *mut *mut kaio_op, device: *mut kaio_device, m: i64, n: i64, k: i64) -> kaio_status;
+    pub fn kaio_op_create_matmul_tc_async(out: *mut *mut kaio_op, device: *mut kaio_device, m: i64, n: i64, k: i64) -> kaio_status;
+    pub fn kaio_op_create_matmul_tc_bf16(out: *mut *mut kaio_op, device: *mut kaio_device, m: i64, n: i64, k: i64) -> kaio_status;
+    pub fn kaio_op_create_matmul_tc_bf16_async(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        m: i64,
+        n: i64,
+        k: i64,
+    ) -> kaio_status;
+    pub fn kaio_matmul_backward_desc_init(desc: *mut kaio_matmul_backward_desc, struct_size: usize) -> kaio_status;
+    pub fn kaio_op_create_matmul_backward(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        desc: *const kaio_matmul_backward_desc,
+    ) -> kaio_status;
+    pub fn kaio_matmul_tc_backward(
+        stream: *mut kaio_stream,
+        dc: *const kaio_tensor,
+        a: *const kaio_tensor,
+        b: *const kaio_tensor,
+        da: *const kaio_tensor,
+        db: *const kaio_tensor,
+    ) -> kaio_status;
 
     // User kernels
     pub fn kaio_module_load_ptx(out: *mut *mut kaio_module, device: *mut kaio_device, ptx: *const c_char) -> kaio_status;

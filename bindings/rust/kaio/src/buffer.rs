@@ -269,6 +269,15 @@ impl<'a> TensorView<'a> {
         }
     }
 
+    /// A view with no buffer: what kaio takes for "skip this output" (the
+    /// dA or dB of a matmul backward). Any other use fails with INVALID_HANDLE.
+    pub fn none() -> TensorView<'static> {
+        TensorView {
+            raw: sys::kaio_tensor_2d(ptr::null_mut(), sys::KAIO_DTYPE_INVALID, 0, 0),
+            _buffer: PhantomData,
+        }
+    }
+
     /// Starts the view `elements` elements (of the view's dtype) into the buffer.
     pub fn with_offset(mut self, elements: usize) -> TensorView<'a> {
         let size = self.dtype_size() as u64;

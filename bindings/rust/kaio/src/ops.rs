@@ -7,8 +7,8 @@
 //! views. Everything is asynchronous: errors raised while the GPU runs appear
 //! at the next synchronising call.
 //!
-//! New op families (matmul, attention, quantized) add constructors here and a
-//! one-shot function each; `Op::launch` stays the single launch path.
+//! Each op family adds `Op` constructors and one-shot functions in its own
+//! module (matmul.rs); `Op::launch` stays the single launch path.
 use std::ptr;
 
 use kaio_sys as sys;
@@ -57,7 +57,8 @@ unsafe impl Send for Op {}
 unsafe impl Sync for Op {}
 
 impl Op {
-    fn made(p: *mut sys::kaio_op, kind: &'static str) -> Result<Op> {
+    /// Takes the out-handle of a successful `kaio_op_create_*` call.
+    pub(crate) fn from_created(p: *mut sys::kaio_op, kind: &'static str) -> Result<Op> {
         Ok(Op { raw: Owned::new(p, kind)?, kind })
     }
 
@@ -66,7 +67,7 @@ impl Op {
     pub fn silu_gate(device: &Device, dtype: Dtype, rows: usize, cols: usize) -> Result<Op> {
         let mut p = ptr::null_mut();
         check(unsafe { sys::kaio_op_create_silu_gate(&mut p, device.as_raw(), dtype.raw(), dim(rows), dim(cols)) })?;
-        Op::made(p, "silu_gate")
+        Op::from_created(p, "silu_gate")
     }
 
     /// GELU. Launch tensors: `[x, out]`, contiguous; in-place allowed.
@@ -75,7 +76,7 @@ impl Op {
         check(unsafe {
             sys::kaio_op_create_gelu(&mut p, device.as_raw(), dtype.raw(), dim(rows), dim(cols), mode.raw())
         })?;
-        Op::made(p, "gelu")
+        Op::from_created(p, "gelu")
     }
 
     /// `out[r,c] = x[r,c] / sqrt(mean_c x[r,:]² + eps) · weight[c]`; eps
@@ -84,7 +85,7 @@ impl Op {
     pub fn rmsnorm(device: &Device, dtype: Dtype, rows: usize, cols: usize, eps: f32) -> Result<Op> {
         let mut p = ptr::null_mut();
         check(unsafe { sys::kaio_op_create_rmsnorm(&mut p, device.as_raw(), dtype.raw(), dim(rows), dim(cols), eps) })?;
-        Op::made(p, "rmsnorm")
+        Op::from_created(p, "rmsnorm")
     }
 
     /// Numerically stable softmax along each row. Launch tensors: `[x, out]`;
@@ -92,7 +93,7 @@ impl Op {
     pub fn softmax(device: &Device, dtype: Dtype, rows: usize, cols: usize) -> Result<Op> {
         let mut p = ptr::null_mut();
         check(unsafe { sys::kaio_op_create_softmax(&mut p, device.as_raw(), dtype.raw(), dim(rows), dim(cols)) })?;
-        Op::made(p, "softmax")
+        Op::from_created(p, "softmax")
     }
 
     /// Enqueues the op on `stream` with `tensors` in the order its constructor

@@ -484,3 +484,212 @@ fn erf_reference_is_accurate() {
         assert!((got - want).abs() < 1e-14, "erf({}) = {}, want {}", x, got, want);
     }
 }
+
+// ---- matmul -----------------------------------------------------------------
+// Relative Frobenius error ||out - ref|| / ||ref|| <= 1e-4 + half an ulp of
+// the output dtype, as tests/gpu_matmul_test.cpp; NaN anywhere fails (C is
+// NaN-poisoned when beta is 0).
+
+use kaio::{MatmulBackwardDesc, MatmulDesc, MatmulTc, MatmulVariant, Trans};
+
+/// A rows x cols matrix with row stride `ld`, as `dt` on the device, and the
+/// exact values it holds (padding included).
+struct Mat {
+    buf: Buffer<u8>,
+    vals: Vec<f64>,
+    dt: Dtype,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+}
+
+impl Mat {
+    fn random(dev: &Device, rng: &mut Rng, dt: Dtype, rows: usize, cols: usize, ld: usize) -> Mat {
+        let n = (rows - 1) * ld + cols;
+        let (bytes, vals) = encode(dt, &(0..n).map(|_| rng.uniform(-1.0, 1.0)).collect::<Vec<_>>());
+        Mat { buf: Buffer::from_slice(dev, &bytes).unwrap(), vals, dt, rows, cols, ld }
+    }
+    fn poisoned(dev: &Device, s: &Stream, dt: Dtype, rows: usize, cols: usize, ld: usize) -> Mat {
+        let n = (rows - 1) * ld + cols;
+        let buf = Buffer::<u8>::alloc(dev, n * dt.size()).unwrap();
+        buf.memset(s, 0, buf.len(), 0xFF).unwrap();
+        Mat { buf, vals: vec![f64::NAN; n], dt, rows, cols, ld }
+    }
+    fn view(&self) -> TensorView<'_> {
+        view_of(&self.buf, self.dt, self.rows, self.cols, 0, self.ld)
+    }
+    fn at(&self, r: usize, c: usize) -> f64 {
+        self.vals[r * self.ld + c]
+    }
+    fn read(&self) -> Vec<f64> {
+        decode(self.dt, &self.buf.to_vec().unwrap())
+    }
+}
+
+fn up8(v: usize) -> usize {
+    (v + 7) / 8 * 8
+}
+
+/// Relative Frobenius error of `got` (laid out with `ld`) against `want(r, c)`.
+fn frobenius(what: &str, rows: usize, cols: usize, got: &[f64], ld: usize, out: Dtype, want: impl Fn(usize, usize) -> f64) {
+    let (mut err2, mut ref2, mut bad) = (0.0, 0.0, 0);
+    for r in 0..rows {
+        for c in 0..cols {
+            let g = got[r * ld + c];
+            let w = want(r, c);
+            if !g.is_finite() {
+                bad += 1;
+            }
+            err2 += (g - w) * (g - w);
+            ref2 += w * w;
+        }
+    }
+    let rel = (err2 / f64::max(ref2, 1e-300)).sqrt();
+    let tol = 1e-4 + half_ulp(out);
+    assert_eq!(bad, 0, "{}: {} outputs unwritten or not finite", what, bad);
+    assert!(rel <= tol, "{}: relative Frobenius error {:.3e} > {:.3e}", what, rel, tol);
+    println!("{}: ok, relative error {:.2e}", what, rel);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn matmul_case(dev: &Device, s: &Stream, rng: &mut Rng, d: MatmulDesc, m: usize, n: usize, k: usize, pad: usize, prepared: bool) {
+    let (ar, ac) = if d.trans_a == Trans::T { (k, m) } else { (m, k) };
+    let (br, bc) = if d.trans_b == Trans::T { (n, k) } else { (k, n) };
+    let a = Mat::random(dev, rng, d.in_dtype, ar, ac, up8(ac) + pad);
+    let b = Mat::random(dev, rng, d.in_dtype, br, bc, up8(bc) + pad);
+    let c = if d.beta == 0.0 {
+        Mat::poisoned(dev, s, d.out_dtype, m, n, n + pad)
+    } else {
+        Mat::random(dev, rng, d.out_dtype, m, n, n + pad)
+    };
+    let what = format!("matmul {:?} {}x{}x{} pad {} prepared {}", d, m, n, k, pad, prepared);
+    if prepared {
+        Op::matmul(dev, &MatmulDesc { m, n, k, ..d }).unwrap().launch(s, &[a.view(), b.view(), c.view()])
+    } else {
+        kaio::matmul(s, &a.view(), &b.view(), &c.view(), &d)
+    }
+    .unwrap_or_else(|e| panic!("{}: {}", what, e));
+    s.synchronize().unwrap();
+    let got = c.read();
+    let opa = |r: usize, x: usize| if d.trans_a == Trans::T { a.at(x, r) } else { a.at(r, x) };
+    let opb = |x: usize, col: usize| if d.trans_b == Trans::T { b.at(col, x) } else { b.at(x, col) };
+    frobenius(&what, m, n, &got, c.ld, d.out_dtype, |r, col| {
+        let acc: f64 = (0..k).map(|x| opa(r, x) * opb(x, col)).sum();
+        d.alpha as f64 * acc + if d.beta != 0.0 { d.beta as f64 * c.at(r, col) } else { 0.0 }
+    });
+    if pad > 0 && d.beta == 0.0 {
+        for r in 0..m - 1 {
+            for col in n..n + pad {
+                assert!(got[r * c.ld + col].is_nan(), "{}: C's row padding written at {},{}", what, r, col);
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_matmul() {
+    let dev = match gpu("gpu_matmul") {
+        Some(d) => d,
+        None => return,
+    };
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_matmul");
+    let shapes = [(1, 1, 8), (7, 13, 24), (64, 72, 128), (129, 127, 264)];
+    for &in_dtype in &[Dtype::F16, Dtype::Bf16] {
+        for &(ta, tb) in &[(Trans::N, Trans::N), (Trans::N, Trans::T), (Trans::T, Trans::N), (Trans::T, Trans::T)] {
+            for &(m, n, k) in &shapes {
+                let d = MatmulDesc { in_dtype, trans_a: ta, trans_b: tb, ..Default::default() };
+                matmul_case(&dev, &s, &mut rng, d, m, n, k, 0, false);
+            }
+        }
+        for &out_dtype in &[Dtype::F32, Dtype::F16, Dtype::Bf16] {
+            for &variant in &[MatmulVariant::Auto, MatmulVariant::Sync, MatmulVariant::Async] {
+                let d = MatmulDesc { in_dtype, out_dtype, variant, trans_b: Trans::T, alpha: 0.5, beta: 2.0, ..Default::default() };
+                matmul_case(&dev, &s, &mut rng, d, 33, 40, 64, 8, true);
+                let d = MatmulDesc { beta: 0.0, alpha: 1.0, ..d };
+                matmul_case(&dev, &s, &mut rng, d, 130, 65, 136, 8, false);
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_matmul_tc_entry_points() {
+    let dev = match gpu("gpu_matmul_tc_entry_points") {
+        Some(d) => d,
+        None => return,
+    };
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_matmul_tc_entry_points");
+    let (m, n, k) = (33, 40, 64);
+    for &kind in &[MatmulTc::F16, MatmulTc::F16Async, MatmulTc::Bf16, MatmulTc::Bf16Async] {
+        let dt = if kind == MatmulTc::F16 || kind == MatmulTc::F16Async { Dtype::F16 } else { Dtype::Bf16 };
+        let a = Mat::random(&dev, &mut rng, dt, m, k, k);
+        let b = Mat::random(&dev, &mut rng, dt, k, n, n);
+        for &prepared in &[false, true] {
+            let c = Mat::poisoned(&dev, &s, Dtype::F32, m, n, n);
+            if prepared {
+                Op::matmul_tc(&dev, kind, m, n, k).unwrap().launch(&s, &[a.view(), b.view(), c.view()]).unwrap();
+            } else {
+                kaio::matmul_tc(&s, kind, &a.view(), &b.view(), &c.view()).unwrap();
+            }
+            s.synchronize().unwrap();
+            let what = format!("{:?} prepared {}", kind, prepared);
+            frobenius(&what, m, n, &c.read(), n, Dtype::F32, |r, col| (0..k).map(|x| a.at(r, x) * b.at(x, col)).sum());
+        }
+    }
+}
+
+#[test]
+fn gpu_matmul_backward() {
+    let dev = match gpu("gpu_matmul_backward") {
+        Some(d) => d,
+        None => return,
+    };
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_matmul_backward");
+    let (m, n, k) = (24, 40, 72);
+    for &in_dtype in &[Dtype::F16, Dtype::Bf16] {
+        for &grad_dtype in &[in_dtype, Dtype::F32] {
+            for &(out_dtype, beta) in &[(Dtype::F32, 0.0f32), (Dtype::F32, 1.0), (in_dtype, 0.0)] {
+                let a = Mat::random(&dev, &mut rng, in_dtype, m, k, k);
+                let b = Mat::random(&dev, &mut rng, in_dtype, k, n, n);
+                let dc = Mat::random(&dev, &mut rng, grad_dtype, m, n, n);
+                let (da, db) = if beta == 0.0 {
+                    (Mat::poisoned(&dev, &s, out_dtype, m, k, k), Mat::poisoned(&dev, &s, out_dtype, k, n, n))
+                } else {
+                    (Mat::random(&dev, &mut rng, out_dtype, m, k, k), Mat::random(&dev, &mut rng, out_dtype, k, n, n))
+                };
+                let desc = MatmulBackwardDesc { in_dtype, grad_dtype, out_dtype, m, n, k, beta, ..Default::default() };
+                let op = Op::matmul_backward(&dev, &desc).unwrap();
+                op.launch(&s, &[dc.view(), a.view(), b.view(), da.view(), db.view()]).unwrap();
+                s.synchronize().unwrap();
+                // An f32 dC is rounded to in_dtype before the products.
+                let g = |r: usize, c: usize| {
+                    let v = dc.at(r, c);
+                    if grad_dtype == Dtype::F32 {
+                        encode(in_dtype, &[v]).1[0]
+                    } else {
+                        v
+                    }
+                };
+                let what = format!("backward {:?}", desc);
+                let prior = |x: &Mat, r: usize, c: usize| if beta != 0.0 { beta as f64 * x.at(r, c) } else { 0.0 };
+                frobenius(&format!("{} dA", what), m, k, &da.read(), k, out_dtype, |r, x| {
+                    (0..n).map(|c| g(r, c) * b.at(x, c)).sum::<f64>() + prior(&da, r, x)
+                });
+                frobenius(&format!("{} dB", what), k, n, &db.read(), n, out_dtype, |x, c| {
+                    (0..m).map(|r| a.at(r, x) * g(r, c)).sum::<f64>() + prior(&db, x, c)
+                });
+            }
+        }
+    }
+    // KAIO's one-shot form, dA skipped.
+    let a = Mat::random(&dev, &mut rng, Dtype::F16, m, k, k);
+    let b = Mat::random(&dev, &mut rng, Dtype::F16, k, n, n);
+    let dc = Mat::random(&dev, &mut rng, Dtype::F16, m, n, n);
+    let db = Mat::poisoned(&dev, &s, Dtype::F32, k, n, n);
+    kaio::matmul_tc_backward(&s, &dc.view(), &a.view(), &b.view(), None, Some(&db.view())).unwrap();
+    s.synchronize().unwrap();
+    frobenius("matmul_tc_backward dB", k, n, &db.read(), n, Dtype::F32, |x, c| (0..m).map(|r| a.at(r, x) * dc.at(r, c)).sum());
+}

@@ -508,3 +508,91 @@ fn objects_outlive_their_device_handle() {
     s.synchronize().unwrap();
     assert_eq!(b.to_vec().unwrap().len(), 4);
 }
+
+#[test]
+fn matmul_descs_default_to_libkaio_defaults() {
+    // Needs the library only.
+    let mut c = kaio::sys::kaio_matmul_desc::default();
+    assert_eq!(unsafe { kaio::sys::kaio_matmul_desc_init(&mut c, std::mem::size_of_val(&c)) }, 0);
+    assert_eq!(kaio::MatmulDesc::default().to_raw().unwrap(), c);
+    let mut b = kaio::sys::kaio_matmul_backward_desc::default();
+    assert_eq!(unsafe { kaio::sys::kaio_matmul_backward_desc_init(&mut b, std::mem::size_of_val(&b)) }, 0);
+    assert_eq!(kaio::MatmulBackwardDesc::default().to_raw().unwrap(), b);
+}
+
+#[test]
+fn matmul_launches_and_reports_errors_on_the_fake() {
+    use kaio::{MatmulBackwardDesc, MatmulDesc, MatmulTc, MatmulVariant, Trans};
+    let fake = fake_or_skip!("matmul_launches_and_reports_errors_on_the_fake");
+    let (d0, _d1) = devices();
+    let s = Stream::non_blocking(&d0).unwrap();
+    let (m, n, k) = (16, 8, 32);
+    let a = Buffer::<F16>::alloc(&d0, m * k).unwrap();
+    let bt = Buffer::<F16>::alloc(&d0, n * k).unwrap(); // B stored N x K (nn.Linear)
+    let b = Buffer::<F16>::alloc(&d0, k * n).unwrap();
+    let a16 = Buffer::<Bf16>::alloc(&d0, m * k).unwrap();
+    let b16 = Buffer::<Bf16>::alloc(&d0, k * n).unwrap();
+    let c = Buffer::<f32>::alloc(&d0, m * n).unwrap();
+    let ch = Buffer::<F16>::alloc(&d0, m * n).unwrap();
+    let desc = MatmulDesc { trans_b: Trans::T, m, n, k, alpha: 0.5, beta: 1.0, ..Default::default() };
+
+    let launched = |before: u64, what: &str| assert!(fake.launches() > before, "{} did not launch", what);
+    let fwd = Op::matmul(&d0, &desc).unwrap();
+    assert_eq!(fwd.kind(), "matmul");
+    let n0 = fake.launches();
+    fwd.launch(&s, &[a.view(m, k), bt.view(n, k), c.view(m, n)]).unwrap();
+    launched(n0, "prepared matmul");
+    for &variant in &[MatmulVariant::Auto, MatmulVariant::Sync, MatmulVariant::Async] {
+        let d = MatmulDesc { trans_b: Trans::T, out_dtype: Dtype::F16, variant, ..Default::default() };
+        let n0 = fake.launches();
+        kaio::matmul(&s, &a.view(m, k), &bt.view(n, k), &ch.view(m, n), &d).unwrap();
+        launched(n0, "one-shot matmul");
+    }
+    for &(kind, bf) in &[(MatmulTc::F16, false), (MatmulTc::F16Async, false), (MatmulTc::Bf16, true), (MatmulTc::Bf16Async, true)] {
+        let (av, bv) = if bf { (a16.view(m, k), b16.view(k, n)) } else { (a.view(m, k), b.view(k, n)) };
+        let n0 = fake.launches();
+        kaio::matmul_tc(&s, kind, &av, &bv, &c.view(m, n)).unwrap();
+        Op::matmul_tc(&d0, kind, m, n, k).unwrap().launch(&s, &[av, bv, c.view(m, n)]).unwrap();
+        assert!(fake.launches() >= n0 + 2, "{:?}", kind);
+    }
+
+    // Backward: dA = dC·Bᵀ (m×k), dB = Aᵀ·dC (k×n); either may be skipped.
+    let dc = Buffer::<F16>::alloc(&d0, m * n).unwrap();
+    let dc32 = Buffer::<f32>::alloc(&d0, m * n).unwrap();
+    let da = Buffer::<f32>::alloc(&d0, m * k).unwrap();
+    let db = Buffer::<f32>::alloc(&d0, k * n).unwrap();
+    let n0 = fake.launches();
+    kaio::matmul_tc_backward(&s, &dc.view(m, n), &a.view(m, k), &b.view(k, n), Some(&da.view(m, k)), Some(&db.view(k, n)))
+        .unwrap();
+    assert!(fake.launches() >= n0 + 2, "backward launches two products");
+    let n0 = fake.launches();
+    kaio::matmul_tc_backward(&s, &dc.view(m, n), &a.view(m, k), &b.view(k, n), None, Some(&db.view(k, n))).unwrap();
+    assert_eq!(fake.launches(), n0 + 1, "dA skipped");
+    let bw = MatmulBackwardDesc { grad_dtype: Dtype::F32, m, n, k, beta: 1.0, ..Default::default() };
+    let op = Op::matmul_backward(&d0, &bw).unwrap();
+    let n0 = fake.launches();
+    op.launch(&s, &[dc32.view(m, n), a.view(m, k), b.view(k, n), da.view(m, k), TensorView::none()]).unwrap();
+    assert!(fake.launches() >= n0 + 2, "f32 dC is rounded, then dA");
+    s.synchronize().unwrap();
+
+    // Errors, with libkaio's messages.
+    expect_err(Op::matmul(&d0, &MatmulDesc { k: 12, ..desc }), Status::INVALID_DIMENSION, &["K is 12", "multiple of 8"]);
+    expect_err(Op::matmul(&d0, &MatmulDesc { in_dtype: Dtype::F32, ..desc }), Status::INVALID_DTYPE, &["in_dtype", "f32"]);
+    expect_err(Op::matmul(&d0, &MatmulDesc { alpha: f32::INFINITY, ..desc }), Status::INVALID_ARGUMENT, &["alpha is inf"]);
+    // A transposed by mistake: K x M instead of M x K.
+    expect_err(
+        fwd.launch(&s, &[a.view(k, m), bt.view(n, k), c.view(m, n)]),
+        Status::SHAPE_MISMATCH,
+        &["kaio_op_launch", "'A' is 32 x 16", "16 x 32"],
+    );
+    expect_err(
+        kaio::matmul_tc_backward(&s, &dc32.view(m, n), &a.view(m, k), &b.view(k, n), Some(&da.view(m, k)), None),
+        Status::UNSUPPORTED,
+        &["kaio_matmul_tc_backward", "'dC' is f32", "kaio_op_create_matmul_backward"],
+    );
+    expect_err(
+        kaio::silu_gate(&s, &TensorView::none(), &TensorView::none(), &TensorView::none()),
+        Status::INVALID_HANDLE,
+        &["kaio_silu_gate", "'x'"],
+    );
+}

@@ -5,7 +5,7 @@
 use std::ffi::CString;
 use std::io::Write;
 use std::os::raw::{c_char, c_int, c_void};
-use std::sync::{Mutex, Once};
+use std::sync::{Mutex, MutexGuard, Once};
 
 extern "C" {
     fn dlopen(filename: *const c_char, flag: c_int) -> *mut c_void;
@@ -123,12 +123,33 @@ fn load() -> Result<Fake, String> {
     }
 }
 
-/// The fake driver, or why the host tests cannot run here.
-pub fn fake() -> Result<Fake, String> {
+/// Host tests run one at a time: the fake driver's launch record and live
+/// counts are process-wide, so a test reading them must not see another
+/// test's launches.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// The fake driver's hooks, holding the host tests' lock until dropped.
+pub struct FakeGuard {
+    fake: Fake,
+    _serial: MutexGuard<'static, ()>,
+}
+
+impl std::ops::Deref for FakeGuard {
+    type Target = Fake;
+    fn deref(&self) -> &Fake {
+        &self.fake
+    }
+}
+
+/// The fake driver (and the lock), or why the host tests cannot run here.
+pub fn fake() -> Result<FakeGuard, String> {
     INIT.call_once(|| {
         *FAKE.lock().unwrap() = Some(load());
     });
-    FAKE.lock().unwrap().clone().unwrap()
+    let fake = FAKE.lock().unwrap().clone().unwrap()?;
+    // A test that failed while holding the lock poisons it; the next may run.
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    Ok(FakeGuard { fake, _serial: serial })
 }
 
 /// `let fake = fake_or_skip!("name");` returns from the test, with a printed

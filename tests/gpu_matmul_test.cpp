@@ -188,6 +188,28 @@ TEST_F(GpuMatmul, SizeSweepEdgeTilesAndK) {
       }
 }
 
+// Decode shapes: AUTO with M <= 16 and nn.Linear weights (B transposed)
+// runs the GEMV kernels; every row bucket, odd N, every output dtype.
+TEST_F(GpuMatmul, DecodeShapesOnTheGemvPath) {
+  int idx = 0;
+  for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 16})
+    for (int64_t n : {1, 7, 127, 4096})
+      for (int64_t k : {8, 24, 4096}) {
+        Case c;
+        c.m = m;
+        c.n = n;
+        c.k = k;
+        c.ta = KAIO_TRANS_N;
+        c.tb = KAIO_TRANS_T;
+        c.in = (idx % 2) ? KAIO_DTYPE_BF16 : KAIO_DTYPE_F16;
+        c.out = (idx % 3 == 0) ? KAIO_DTYPE_F32 : (idx % 3 == 1) ? KAIO_DTYPE_F16 : KAIO_DTYPE_BF16;
+        c.alpha = 1.5f;
+        c.beta = (idx % 4 == 0) ? 0.5f : 0.0f;
+        c.prepared = (idx++ % 2) == 1;
+        check(c);
+      }
+}
+
 TEST_F(GpuMatmul, KaioNamedEntryPoints) {
   const int64_t m = 200, n = 72, k = 40;
   for (int which = 0; which < 4; ++which) {

@@ -250,6 +250,87 @@ TEST_F(FakeRuntime, MatmulPicksItsKernelGridAndArguments) {
   }
 }
 
+TEST_F(FakeRuntime, DecodeShapedMatmulUsesTheGemvKernels) {
+  kt::Device d = kt::open_device(0);
+  kt::Stream s = kt::make_stream(d.get());
+  kt::Buffer a = kt::make_buffer(d.get(), 1 << 16), b = kt::make_buffer(d.get(), 1 << 20),
+             c = kt::make_buffer(d.get(), 1 << 20);
+  struct {
+    int64_t m;
+    kaio_dtype in;
+    kaio_matmul_variant variant;
+    kaio_trans tb;
+    const char *kernel;
+  } cases[] = {
+      {1, KAIO_DTYPE_F16, KAIO_MATMUL_AUTO, KAIO_TRANS_T, "kaio_matmul_gemv_f16_m1"},
+      {5, KAIO_DTYPE_BF16, KAIO_MATMUL_AUTO, KAIO_TRANS_T, "kaio_matmul_gemv_bf16_m8"},
+      {16, KAIO_DTYPE_F16, KAIO_MATMUL_AUTO, KAIO_TRANS_T, "kaio_matmul_gemv_f16_m16"},
+      {17, KAIO_DTYPE_F16, KAIO_MATMUL_AUTO, KAIO_TRANS_T, "kaio_matmul_sm90_f16_nt"},  // cc 9.0
+      {3, KAIO_DTYPE_F16, KAIO_MATMUL_ASYNC, KAIO_TRANS_T, "kaio_matmul_sm80_async_f16_nt"},
+      {3, KAIO_DTYPE_F16, KAIO_MATMUL_AUTO, KAIO_TRANS_N, "kaio_matmul_sm80_async_f16_nn"},
+  };
+  const int64_t n = 1000, k = 64;
+  for (const auto &cs : cases) {
+    kaio_matmul_desc desc;
+    KT_OK(kaio_matmul_desc_init(&desc, sizeof desc));
+    desc.in_dtype = cs.in;
+    desc.variant = cs.variant;
+    desc.trans_b = cs.tb;
+    kaio_tensor ta = kaio_tensor_2d(a.get(), cs.in, cs.m, k);
+    kaio_tensor tb = cs.tb ? kaio_tensor_2d(b.get(), cs.in, n, k) : kaio_tensor_2d(b.get(), cs.in, k, n);
+    if (!cs.tb) tb.row_stride = 1000;
+    kaio_tensor tc = kaio_tensor_2d(c.get(), KAIO_DTYPE_F32, cs.m, n);
+    KT_OK(kaio_matmul(s.get(), &ta, &tb, &tc, &desc));
+    Launch l = last_launch();
+    EXPECT_EQ(l.name, cs.kernel) << "M = " << cs.m;
+    if (l.name.find("gemv") != std::string::npos) {
+      EXPECT_EQ(l.grid[1], 1u);  // columns spread along x, per the kernel's annotation
+      EXPECT_EQ(launch_param<uint32_t>(3), static_cast<uint32_t>(cs.m));
+    }
+  }
+}
+
+TEST_F(FakeRuntime, HopperMatmulPassesTensorMapsOfTheViews) {
+  kt::Device d = kt::open_device(0);  // the fake device is compute capability 9.0
+  kt::Stream s = kt::make_stream(d.get());
+  const int64_t m = 1000, n = 600, k = 72, lda = 80, ldb = 88;
+  kt::Buffer a = kt::make_buffer(d.get(), m * lda * 2), b = kt::make_buffer(d.get(), n * ldb * 2),
+             c = kt::make_buffer(d.get(), m * n * 2);
+  kaio_matmul_desc desc;
+  KT_OK(kaio_matmul_desc_init(&desc, sizeof desc));
+  desc.in_dtype = KAIO_DTYPE_BF16;
+  desc.out_dtype = KAIO_DTYPE_BF16;
+  desc.trans_b = KAIO_TRANS_T;
+  kaio_tensor ta = kaio_tensor_2d(a.get(), KAIO_DTYPE_BF16, m, k);
+  ta.row_stride = lda;
+  kaio_tensor tb = kaio_tensor_2d(b.get(), KAIO_DTYPE_BF16, n, k);
+  tb.row_stride = ldb;
+  kaio_tensor tc = kaio_tensor_2d(c.get(), KAIO_DTYPE_BF16, m, n);
+  KT_OK(kaio_matmul(s.get(), &ta, &tb, &tc, &desc));
+  Launch l = last_launch();
+  EXPECT_EQ(l.name, "kaio_matmul_sm90_bf16_nt");
+  EXPECT_EQ(l.grid[0], 4u);  // persistent: min(8 x 3 tiles, 4 SMs)
+  EXPECT_EQ(l.block[0], 384u);
+  EXPECT_EQ(l.shared, 197696u);
+  struct Record {
+    uint64_t address, dim0, dim1, stride, box, flags, rest[10];
+  };
+  Record ra = launch_param<Record>(0), rb = launch_param<Record>(1);
+  EXPECT_EQ(ra.address, kaio_buffer_device_ptr(a.get()));
+  EXPECT_EQ(ra.dim0, static_cast<uint64_t>(k));
+  EXPECT_EQ(ra.dim1, static_cast<uint64_t>(m));
+  EXPECT_EQ(ra.stride, static_cast<uint64_t>(lda * 2));
+  EXPECT_EQ(ra.box, 64u | (uint64_t{128} << 32));
+  EXPECT_EQ(ra.flags & 0xFF, 9u);         // BFLOAT16
+  EXPECT_EQ((ra.flags >> 8) & 0xFF, 3u);  // 128-byte swizzle
+  EXPECT_EQ(rb.dim1, static_cast<uint64_t>(n));
+  EXPECT_EQ(rb.stride, static_cast<uint64_t>(ldb * 2));
+  EXPECT_EQ(rb.box, 64u | (uint64_t{256} << 32));
+  EXPECT_EQ(launch_param<uint64_t>(2), kaio_buffer_device_ptr(c.get()));
+  EXPECT_EQ(launch_param<uint32_t>(5), static_cast<uint32_t>(k));
+  EXPECT_EQ(launch_param<uint32_t>(9), static_cast<uint32_t>(KAIO_DTYPE_BF16));
+}
+
 TEST_F(FakeRuntime, MatmulBackwardRunsTwoTransposedProductsAndRoundsF32Grads) {
   kt::Device d = kt::open_device(0);
   kt::Stream s = kt::make_stream(d.get());
@@ -287,7 +368,7 @@ TEST_F(FakeRuntime, MatmulBackwardRunsTwoTransposedProductsAndRoundsF32Grads) {
   before = kt::fake().launch_count();
   KT_OK(kaio_op_launch(op, s.get(), t, 5));
   EXPECT_EQ(kt::fake().launch_count(), before + 2);
-  EXPECT_EQ(last_launch().name, "kaio_matmul_sm80_async_f16_nt");  // dA = dC · B^T
+  EXPECT_EQ(last_launch().name, "kaio_matmul_sm90_f16_nt");  // dA = dC · B^T, Hopper path
 
   t[0].dtype = KAIO_DTYPE_F16;  // the op was made for an f32 dC
   EXPECT_EQ(kaio_op_launch(op, s.get(), t, 5), KAIO_ERROR_INVALID_DTYPE);

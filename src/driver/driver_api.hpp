@@ -72,7 +72,11 @@ using namespace kaio::cu;
     (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,   \
      unsigned shared_bytes, CUstream stream, void **params, void **extra))                         \
   X(cuFuncGetParamInfo, 12040, "cuFuncGetParamInfo", false, CUresult,                              \
-    (CUfunction f, size_t index, size_t *offset, size_t *size))
+    (CUfunction f, size_t index, size_t *offset, size_t *size))                                    \
+  X(cuTensorMapEncodeTiled, 12000, "cuTensorMapEncodeTiled", false, CUresult,                      \
+    (void *map, int dtype, unsigned rank, void *address, const unsigned long long *dims,           \
+     const unsigned long long *strides, const unsigned *box, const unsigned *element_strides,      \
+     int interleave, int swizzle, int l2_promotion, int oob_fill))
 // clang-format on
 
 struct Api {

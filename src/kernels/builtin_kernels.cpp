@@ -21,6 +21,8 @@ const char *module_name(ModuleId id) {
     case ModuleId::convert: return "convert";
     case ModuleId::matmul_sm80_sync: return "matmul_sm80_sync";
     case ModuleId::matmul_sm80_async: return "matmul_sm80_async";
+    case ModuleId::matmul_gemv: return "matmul_gemv";
+    case ModuleId::matmul_sm90: return "matmul_sm90";
     default: return "unknown";
   }
 }

@@ -8,7 +8,16 @@
 
 namespace kaio {
 
-enum class ModuleId : int { elementwise, rows, convert, matmul_sm80_sync, matmul_sm80_async, count };
+enum class ModuleId : int {
+  elementwise,
+  rows,
+  convert,
+  matmul_sm80_sync,
+  matmul_sm80_async,
+  matmul_gemv,
+  matmul_sm90,
+  count
+};
 
 // X(id, module, entry name). Per-dtype variants are consecutive in the order
 // f32, f16, bf16 so callers index them with float_variant(); matmul kernels
@@ -54,7 +63,19 @@ enum class ModuleId : int { elementwise, rows, convert, matmul_sm80_sync, matmul
   X(matmul_sm80_async_bf16_nn, matmul_sm80_async, "kaio_matmul_sm80_async_bf16_nn") \
   X(matmul_sm80_async_bf16_nt, matmul_sm80_async, "kaio_matmul_sm80_async_bf16_nt") \
   X(matmul_sm80_async_bf16_tn, matmul_sm80_async, "kaio_matmul_sm80_async_bf16_tn") \
-  X(matmul_sm80_async_bf16_tt, matmul_sm80_async, "kaio_matmul_sm80_async_bf16_tt")
+  X(matmul_sm80_async_bf16_tt, matmul_sm80_async, "kaio_matmul_sm80_async_bf16_tt") \
+  X(matmul_gemv_f16_m1, matmul_gemv, "kaio_matmul_gemv_f16_m1") \
+  X(matmul_gemv_f16_m2, matmul_gemv, "kaio_matmul_gemv_f16_m2") \
+  X(matmul_gemv_f16_m4, matmul_gemv, "kaio_matmul_gemv_f16_m4") \
+  X(matmul_gemv_f16_m8, matmul_gemv, "kaio_matmul_gemv_f16_m8") \
+  X(matmul_gemv_f16_m16, matmul_gemv, "kaio_matmul_gemv_f16_m16") \
+  X(matmul_gemv_bf16_m1, matmul_gemv, "kaio_matmul_gemv_bf16_m1") \
+  X(matmul_gemv_bf16_m2, matmul_gemv, "kaio_matmul_gemv_bf16_m2") \
+  X(matmul_gemv_bf16_m4, matmul_gemv, "kaio_matmul_gemv_bf16_m4") \
+  X(matmul_gemv_bf16_m8, matmul_gemv, "kaio_matmul_gemv_bf16_m8") \
+  X(matmul_gemv_bf16_m16, matmul_gemv, "kaio_matmul_gemv_bf16_m16") \
+  X(matmul_sm90_f16_nt, matmul_sm90, "kaio_matmul_sm90_f16_nt") \
+  X(matmul_sm90_bf16_nt, matmul_sm90, "kaio_matmul_sm90_bf16_nt")
 // clang-format on
 
 enum class KernelId : int {
@@ -69,11 +90,14 @@ struct BuiltinKernel {
   const char *name;
 };
 
-// A resolved kernel and the dynamic shared memory it launches with, read
-// from the `// kaio-shared-bytes: <entry> <bytes>` line its PTX carries.
+// A resolved kernel and what its PTX annotations say about launching it:
+// `// kaio-shared-bytes: <entry> <bytes>` and
+// `// kaio-launch: <entry> block=<threads> cols_per_block=<columns>`.
 struct BuiltinFunction {
   cu::CUfunction function = nullptr;
   unsigned shared_bytes = 0;
+  unsigned block = 0;           // 0 when not annotated
+  unsigned cols_per_block = 0;  // 0 when not annotated
 };
 
 const BuiltinKernel &builtin_kernel(KernelId id);

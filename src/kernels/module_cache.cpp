@@ -26,13 +26,13 @@ constexpr unsigned kDefaultSharedLimit = 48 * 1024;
 kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFunction *out) {
   const size_t index = static_cast<size_t>(id);
   auto &slot = functions_[index];
-  if (cu::CUfunction f = slot.load(std::memory_order_acquire)) {
-    *out = {f, shared_bytes_[index]};
+  if (slot.load(std::memory_order_acquire)) {
+    *out = resolved_[index];
     return KAIO_OK;
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  if (cu::CUfunction f = slot.load(std::memory_order_relaxed)) {
-    *out = {f, shared_bytes_[index]};
+  if (slot.load(std::memory_order_relaxed)) {
+    *out = resolved_[index];
     return KAIO_OK;
   }
   const BuiltinKernel &k = builtin_kernel(id);
@@ -63,9 +63,11 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
             f, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared)))
       return fail_driver(r, caller, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
   }
-  shared_bytes_[index] = shared;
-  slot.store(f, std::memory_order_release);
-  *out = {f, shared};
+  const std::string launch = ptx_annotation(ptx, "launch", k.name);
+  resolved_[index] = {f, shared, static_cast<unsigned>(annotation_value(launch, "block", 0)),
+                      static_cast<unsigned>(annotation_value(launch, "cols_per_block", 0))};
+  slot.store(f, std::memory_order_release);  // publishes resolved_[index]
+  *out = resolved_[index];
   return KAIO_OK;
 }
 

@@ -33,7 +33,7 @@ class ModuleCache {
   std::mutex mutex_;
   std::array<cu::CUmodule, static_cast<size_t>(ModuleId::count)> modules_{};
   std::array<std::atomic<cu::CUfunction>, static_cast<size_t>(KernelId::count)> functions_{};
-  std::array<unsigned, static_cast<size_t>(KernelId::count)> shared_bytes_{};
+  std::array<BuiltinFunction, static_cast<size_t>(KernelId::count)> resolved_{};
 };
 
 }  // namespace kaio

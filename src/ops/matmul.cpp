@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
+#include "ops/matmul_sm90.hpp"
 #include "ops/op_plan.hpp"
 #include "runtime/tensor_view.hpp"
 
@@ -22,6 +23,24 @@ constexpr int64_t kChunkElems = 8;
 
 bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
 bool is_float(kaio_dtype d) { return d == KAIO_DTYPE_F32 || is_half(d); }
+
+// Decode shapes (a few activation rows against nn.Linear weights) read the
+// weight once on the CUDA cores; a 128-row tile would leave most of the
+// tensor cores' work padding.
+constexpr int64_t kGemvMaxRows = 16;
+
+bool use_gemv(const OpPlan &plan) {
+  const MatmulParams &p = plan.matmul;
+  return p.variant == KAIO_MATMUL_AUTO && plan.rows <= kGemvMaxRows &&
+         p.trans_a == KAIO_TRANS_N && p.trans_b == KAIO_TRANS_T;
+}
+
+KernelId gemv_kernel_for(const OpPlan &plan) {
+  int bucket = 0;  // rows per kernel: 1, 2, 4, 8, 16
+  while ((int64_t{1} << bucket) < plan.rows) ++bucket;
+  return with_dtype_offset(KernelId::matmul_gemv_f16_m1,
+                           (plan.dtype == KAIO_DTYPE_BF16 ? 5 : 0) + bucket);
+}
 
 KernelId kernel_for(const OpPlan &plan) {
   const MatmulParams &p = plan.matmul;
@@ -88,8 +107,21 @@ kaio_status plan_matmul(const char *caller, kaio_device *device, OpPlan *plan) {
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: alpha is %g and beta is %g; both must be finite.",
                 caller, static_cast<double>(p.alpha), static_cast<double>(p.beta));
   KAIO_TRY(require_arch(caller, device, 8, 0, "tensor-core matmul (mma.sync m16n8k16)"));
-  // The Hopper (wgmma + TMA) path is not built yet: AUTO means the cp.async
-  // pipeline everywhere.
+  if (use_gemv(*plan)) {
+    BuiltinFunction fn;
+    KAIO_TRY(device->modules->function(caller, gemv_kernel_for(*plan), &fn));
+    if (fn.block == 0 || fn.cols_per_block == 0)
+      return fail(KAIO_ERROR_INTERNAL, "%s: the decode matmul kernel lacks its launch annotation.",
+                  caller);
+    plan->function = fn.function;
+    plan->shared_bytes = fn.shared_bytes;
+    plan->block = fn.block;
+    plan->grid = static_cast<unsigned>((n + fn.cols_per_block - 1) / fn.cols_per_block);
+    plan->grid_y = 1;
+    return KAIO_OK;
+  }
+  if (sm90_applies(device, *plan)) return plan_matmul_sm90(caller, device, plan);
+  // Elsewhere AUTO means the cp.async pipeline.
   if (p.variant == KAIO_MATMUL_AUTO) p.variant = KAIO_MATMUL_ASYNC;
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, kernel_for(*plan), &fn));
@@ -115,6 +147,7 @@ kaio_status run_matmul(const char *caller, const kaio_device *device, const OpPl
   KAIO_TRY(check_shape(caller, "C", c, m, n));
   KAIO_TRY(check_no_partial_overlap(caller, "A", a, "C", c, false));
   KAIO_TRY(check_no_partial_overlap(caller, "B", b, "C", c, false));
+  if (p.tma) return launch_matmul_sm90(caller, device, plan, stream, a, b, c);
 
   unsigned long long pa = a.address, pb = b.address, pc = c.address;
   unsigned um = static_cast<unsigned>(m), un = static_cast<unsigned>(n),

@@ -24,6 +24,11 @@ struct MatmulParams {
   int64_t k = 0;
   float alpha = 1.0f;
   float beta = 0.0f;
+  // Hopper path: A and B reach the kernel as TMA tensor maps with these
+  // boxes (inner, outer), encoded at every launch from the views.
+  bool tma = false;
+  unsigned box_a[2] = {0, 0};
+  unsigned box_b[2] = {0, 0};
 };
 
 struct OpPlan {

@@ -1,0 +1,634 @@
+#!/usr/bin/env python3
+"""Generate libkaio's sm_90a (Hopper) tensor-core matmul kernels: TMA + wgmma.
+
+    python3 ptx/gen_matmul_sm90.py          # write ptx/matmul_sm90.ptx
+    python3 ptx/gen_matmul_sm90.py --check  # exit 1 if the committed file differs from a fresh run
+
+Only the Python standard library is used and the output depends on nothing but
+this file, so --check is reproducible.
+
+Kernels: kaio_matmul_sm90_<in>_<la><lb>, in in {f16, bf16}, la, lb in {n, t};
+8 entries.  "nt" (A M x K row-major, B N x K row-major: the nn.Linear layout)
+is the primary one: both operands K-major, no transposes.
+
+    C[M x N] = alpha * op(A) * op(B) + beta * C        (f32 accumulation)
+
+  A, la = n: M x K row-major, (m, k) at a + (m*lda + k)*2
+  A, la = t: K x M row-major, op(A)(m, k) at a + (k*lda + m)*2
+  B, lb = n: K x N row-major, (k, n) at b + (k*ldb + n)*2
+  B, lb = t: N x K row-major (nn.Linear weight), op(B)(k, n) at b + (n*ldb + k)*2
+  C: M x N row-major, (m, n) at c + (m*ldc + n)*esize; out_dtype 1 = f32,
+     2 = f16, 3 = bf16 (kaio_dtype), rounded once with cvt.rn; any other value
+     writes nothing.  beta == 0: C is never read (it may hold NaN);
+     otherwise out = fma(beta, C_old, alpha*acc).
+
+  Params: (.param .align 64 .b8 tmap_a[128], .param .align 64 .b8 tmap_b[128],
+           u64 c, u32 m, u32 n, u32 k, u64 ldc, f32 alpha, f32 beta,
+           u32 out_dtype); ldc in elements.
+  Packed argument buffer (CU_LAUNCH_PARAM_BUFFER_POINTER, kaio_kernel_launch):
+  the .align 64 is honoured in absolute constant-bank terms, and on sm_90
+  (driver 580) the parameter block starts at c[0x0][0x210], which is 16 mod
+  64: the driver puts tmap_a at offset 48, so the offsets are 48, 176, 304,
+  312, 316, 320, 328, 336, 340, 344 (348 bytes), NOT those of a C struct
+  (0, 128, 256, ...).  Take them from cuFuncGetParamInfo (or launch with a
+  kernelParams array, which the driver places itself); seen on an H100:
+  param_bytes = 348, SASS reads c at c[0x0][0x340].
+  Host guarantees: M, N >= 1; K >= 8, K % 8 == 0; a, b 16-byte aligned and
+  lda, ldb multiples of 8 (TMA: global address 16-B aligned, strides multiples
+  of 16 bytes); c aligned to its element size, ldc >= N.
+
+Host contract, machine-readable, in comment lines before each .entry:
+
+  // kaio-tma: <entry> <param> rank=2 dims=<inner>,<outer> box=<inner>,<outer> swizzle=128 dtype=<f16|bf16>
+      cuTensorMapEncodeTiled for that .param: tensorRank 2, data type FLOAT16
+      (6) or BFLOAT16 (9), globalAddress = the operand's base pointer,
+      globalDim = {inner, outer} with the letters meaning the problem's M, N, K
+      (e.g. A with la = n is stored M x K: dims=K,M -> {K, M}), globalStrides
+      = {ld * 2} bytes (lda for tmap_a, ldb for tmap_b), boxDim = the two
+      numbers, elementStrides {1, 1}, CU_TENSOR_MAP_INTERLEAVE_NONE (0),
+      CU_TENSOR_MAP_SWIZZLE_128B (3), CU_TENSOR_MAP_L2_PROMOTION_L2_128B (2),
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE (0: out-of-bounds elements read as
+      zeros; the kernel relies on it for the M, N and K tails).  The 128-byte
+      map is copied into the argument buffer at the param's offset.
+  // kaio-launch: <entry> grid=min(ceil(M/128)*ceil(N/256),sm_count),1,1 block=384,1,1
+      Persistent: CTA i handles tiles i, i + gridDim.x, ...; ANY grid.x >= 1
+      is correct (grid.x = the tile count gives one tile per CTA).
+  // kaio-shared-bytes: <entry> <bytes>
+      Dynamic shared memory per CTA (> 48 KiB: the host raises
+      CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES; kaio_kernel_launch does).
+
+Design
+  * .version 8.0 (the lowest with wgmma, TMA, setmaxnreg, mbarrier expect_tx;
+    cvta.param needs 7.7), .target sm_90a (wgmma and setmaxnreg exist only
+    there).
+  * CTA tile 128 x 256, K step 64; 384 threads = 3 warpgroups.  Warpgroup 0
+    is the producer: setmaxnreg.dec to 40, one thread issues the TMA loads.
+    Warpgroups 1, 2 are consumers: setmaxnreg.inc to 232, each owns 64 rows x
+    256 columns (128 f32 accumulators per thread) and issues, per K step, 4 x
+    wgmma.mma_async.m64n256k16.f32.<in>.<in> with A and B from shared memory.
+    .maxntid 384 + .minnctapersm 1 caps the entry at 168 registers, so
+    setmaxnreg takes effect (40*128 + 232*256 = 168*384).
+  * Shared: a ring of 4 stages x 48 KiB (A 128 x 64 = 16 KiB, B 256 x 64 =
+    32 KiB), 128-byte swizzled (TMA SWIZZLE_128B = wgmma descriptor swizzle
+    mode 1), each box 1024-B aligned (the dynamic base is rounded up to 1024 B
+    at run time, hence +1 KiB), then 8 mbarriers: full[s] (count 1, the
+    producer's arrive.expect_tx of 48 KiB, completed by the TMA bytes) and
+    empty[s] (count 8: lane 0 of each consumer warp after the wgmma that read
+    the stage has completed).  Stage s = it % 4, parity = (it / 4) & 1 over a
+    running K-step counter `it` shared by all tiles of the CTA; the producer
+    waits empty with parity ^ 1 (a fresh barrier passes parity 1).
+  * Consumers keep one wgmma group in flight: commit, wait_group 1, then
+    release the previous stage; the first wgmma of a tile has scale-d = false
+    (no accumulator zeroing).
+  * K-major operand (A la = n, B lb = t): one box {64, rows}; rows are 128 B,
+    descriptor LBO 16 B (unused), SBO 1024 B (8 rows), +32 B per k16 step.
+    MN-major operand (A la = t, B lb = n): boxes {64, 64} (64 M/N x 64 K),
+    one per 64-wide M/N panel, 8 KiB apart; descriptor transpose bit 1,
+    LBO = 8 KiB (panel stride), SBO = 1024 B (8 K rows), +2 KiB per k16 step.
+  * Persistent tile loop, tiles in groups of 16 tile rows (M) walked column by
+    column inside a group, for L2 reuse; the producer runs ahead into the
+    next tile while the consumers run the epilogue.
+  * Epilogue straight from the accumulators: alpha/beta, cvt.rn, 2-element
+    stores when the tile is whole along N and C/ldc allow it (one copy per out
+    dtype, beta == 0 without any C load), else one shared element-store path
+    under row/column predicates.  Registers written only under a predicate
+    are zeroed first: otherwise ptxas keeps them live from the kernel entry
+    and spills (5.5 KB of stack before that change).
+  * TMA boxes start on a 16-byte boundary along their inner dimension (an
+    unaligned start is CUDA_ERROR_ILLEGAL_INSTRUCTION); a box never lies
+    wholly outside the matrix.
+
+ptxas 13.0 -arch=sm_90a: every entry 168 registers at entry (setmaxnreg
+40 / 232), 0 bytes stack, 0 spills; SASS (bf16_nt): 4 HGMMA.64x256x16.F32.BF16
+per K step, 2 UTMALDG.2D, USETMAXREG.DEALLOC / TRY_ALLOC.
+
+Measured on an H100 80GB HBM3 (driver 580.159.04), through kaio_module_load_ptx
++ kaio_kernel_launch (.sm90_scratch harness, not in the tree):
+  * nt, f16 and bf16: 96 / 96 cases pass against an f64 reference on sampled
+    rows (M, N in {1, 7, 127..4097}, K in {8, 24, 1000, 4096}, out f32 / f16 /
+    bf16, beta 0 (NaN-poisoned C) and 0.5, alpha 1 and 0.75, padded lda / ldc,
+    grids min(tiles, 132), tiles and 3 CTAs): rel. Frobenius error <= 4.9e-6
+    (f32 out), 2.7e-4 (f16), 1.8e-3 (bf16); pads and guard rows untouched.
+    4096^3 and 8192^3 f16 -> f32 equal cuBLAS's output bit for bit.
+  * Median of 30 (5 warm-up), TFLOP/s, cuBLAS GemmEx f16 -> f32 beside it:
+      4096^3: f16 in f32 out 717 (cuBLAS 742), bf16 in f32 out 740; 16-bit
+              out 640-690 (the 4-byte stores fill half sectors).
+      8192^3: 656-755 (cuBLAS 765); noisy from run to run (clocks).
+    The same kernel with one tile per CTA (grid = tiles) is 2-3 % slower at
+    4096^3; 128 x 128 tiles (m64n128, 6 stages) reach only 580.
+  * nn / tn / tt (MN-major operands, transpose bits): NOT verified on a GPU.
+    The first build raised CUDA_ERROR_ILLEGAL_INSTRUCTION at M = N = 7: its
+    wholly-out-of-range panels were clamped to M-1 / N-1, an unaligned TMA
+    start; the clamp now rounds down to a multiple of 8 (the nt entries are
+    unchanged by that fix).  The MN-major descriptor (LBO = panel stride
+    8 KiB, SBO = 1 KiB) follows CUTLASS's canonical MN-major SW128 layout and
+    has not been checked against results.
+"""
+
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HEADER = (
+    "// Generated by ptx/gen_matmul_sm90.py -- do not edit; edit the generator and re-run it.\n"
+    "// Check with: python3 ptx/gen_matmul_sm90.py --check\n"
+    "\n"
+    ".version 8.0\n"
+    ".target sm_90a\n"
+    ".address_size 64\n"
+)
+OUTPUT = "matmul_sm90.ptx"
+SMEM_SYM = "kaio_mm90_smem"
+BK = 64                     # K step: one 128-byte swizzle row of 16-bit elements
+PANEL = 64                  # elements per 128-byte row
+
+DEFAULT_CFG = {
+    "bn": 256,              # CTA tile N = wgmma N
+    "consumers": 2,         # consumer warpgroups, 64 rows each: BM = 64 * consumers
+    "stages": 4,
+    "group": 16,            # tile rows per raster group
+    "prod_regs": 40,
+    "cons_regs": 232,
+    "mn_lbo": 8192,         # MN-major descriptor: LBO = panel stride (bytes); see docstring
+    "mn_sbo": 1024,
+    "suffix": "",
+}
+
+PARAMS = [(".param .align 64 .b8", "tmap_a[128]"), (".param .align 64 .b8", "tmap_b[128]"),
+          (".param .u64", "c"), (".param .u32", "m"), (".param .u32", "n"), (".param .u32", "k"),
+          (".param .u64", "ldc"), (".param .f32", "alpha"), (".param .f32", "beta"),
+          (".param .u32", "out_dtype")]
+
+
+# --------------------------------------------------------------------------
+# Kernel builder: virtual registers, labels, text.
+# --------------------------------------------------------------------------
+
+class Kernel:
+    REG_TYPES = (("p", ".pred"), ("h", ".b16"), ("r", ".b32"), ("f", ".f32"), ("rd", ".b64"))
+
+    def __init__(self, name):
+        self.name = name
+        self.lines = []
+        self.count = {kind: 0 for kind, _ in self.REG_TYPES}
+        self.nlabels = 0
+
+    def reg(self, kind):
+        n = self.count[kind]
+        self.count[kind] += 1
+        return "%%%s%d" % (kind, n)
+
+    def regs(self, kind, n):
+        return [self.reg(kind) for _ in range(n)]
+
+    def op(self, text):
+        self.lines.append("\t" + text + ";")
+
+    def note(self, text):
+        self.lines.append("\t// " + text)
+
+    def label(self, hint):
+        self.nlabels += 1
+        return "L_%s_%d" % (hint, self.nlabels)
+
+    def place(self, label):
+        self.lines.append(label + ":")
+
+    def _dst(self, kind, opcode, srcs):
+        d = self.reg(kind)
+        self.op("%s %s, %s" % (opcode, d, ", ".join(str(s) for s in srcs)))
+        return d
+
+    def r(self, opcode, *srcs):
+        return self._dst("r", opcode, srcs)
+
+    def rd(self, opcode, *srcs):
+        return self._dst("rd", opcode, srcs)
+
+    def f(self, opcode, *srcs):
+        return self._dst("f", opcode, srcs)
+
+    def p(self, opcode, *srcs):
+        return self._dst("p", opcode, srcs)
+
+    def wait(self, bar, parity, hint):
+        """Spin on mbarrier.try_wait.parity until phase `parity` of bar has completed."""
+        top = self.label(hint)
+        p = self.reg("p")
+        self.place(top)
+        self.op("mbarrier.try_wait.parity.shared::cta.b64 %s, [%s], %s" % (p, bar, parity))
+        self.op("@!%s bra %s" % (p, top))
+
+    def body(self):
+        out = [".maxntid 384, 1, 1", ".minnctapersm 1", "{"]
+        for kind, ptx_type in self.REG_TYPES:
+            if self.count[kind]:
+                out.append("\t.reg %s %%%s<%d>;" % (ptx_type, kind, self.count[kind]))
+        out.append("")
+        out.extend(self.lines)
+        out.append("}")
+        return out
+
+
+def wide(k, r32):
+    return k.rd("cvt.u64.u32", r32)
+
+
+# --------------------------------------------------------------------------
+# Operands: TMA boxes and wgmma descriptors
+# --------------------------------------------------------------------------
+
+class Operand:
+    """One input operand's stage tile.  rows = BM (A) or BN (B); kmajor: the
+    global matrix is K-contiguous (A la = n, B lb = t)."""
+
+    def __init__(self, tag, kmajor, rows, cfg):
+        self.tag, self.kmajor, self.rows = tag, kmajor, rows
+        self.bytes = rows * BK * 2
+        if kmajor:
+            self.box = (BK, rows)                   # {K, rows}: rows x 128 B
+            self.dims = ("K", "M" if tag == "A" else "N")
+            self.boxes = [(0, 0)]                   # (smem byte offset, row offset)
+            self.slice = 64 * 128                   # next 64 rows (A per consumer)
+            self.kstep = 32                         # k16 = 32 bytes inside the 128-B row
+            self.lbo, self.sbo, self.trans = 16, 1024, 0
+        else:
+            self.box = (PANEL, BK)                  # {M/N, K}: 64 K rows x 128 B
+            self.dims = ("M" if tag == "A" else "N", "K")
+            self.boxes = [(p * PANEL * BK * 2, p * PANEL) for p in range(rows // PANEL)]
+            self.slice = PANEL * BK * 2             # 64 rows of M = one panel
+            self.kstep = 16 * 128                   # 16 K rows
+            self.lbo, self.sbo, self.trans = cfg["mn_lbo"], cfg["mn_sbo"], 1
+
+    def desc_hi(self):
+        # bits 32-45: SBO >> 4; bits 62-63: swizzle 1 = 128 B
+        return (self.sbo >> 4) | (1 << 30)
+
+    def desc_lo_const(self):
+        return (self.lbo >> 4) << 16
+
+    def tma_line(self, entry, param, dt):
+        return "// kaio-tma: %s %s rank=2 dims=%s,%s box=%d,%d swizzle=128 dtype=%s" % (
+            entry, param, self.dims[0], self.dims[1], self.box[0], self.box[1], dt)
+
+
+def tile_coords(k, t, tiles_m, tiles_n, cfg, bm, bn):
+    """Tile t -> (m0, n0): groups of `group` tile rows, column-major inside a group."""
+    g = cfg["group"]
+    gsz = k.r("mul.lo.u32", tiles_n, g)
+    grp = k.r("div.u32", t, gsz)
+    first = k.r("mul.lo.u32", grp, g)
+    gm = k.r("min.u32", k.r("sub.u32", tiles_m, first), g)
+    rem = k.r("sub.u32", t, k.r("mul.lo.u32", grp, gsz))
+    mb = k.r("add.u32", first, k.r("rem.u32", rem, gm))
+    nb = k.r("div.u32", rem, gm)
+    return k.r("mul.lo.u32", mb, bm), k.r("mul.lo.u32", nb, bn)
+
+
+def advance_ring(k, s, ph, stages):
+    k.op("add.u32 %s, %s, 1" % (s, s))
+    wrap = k.p("setp.eq.u32", s, stages)
+    k.op("@%s mov.u32 %s, 0" % (wrap, s))
+    k.op("@%s xor.b32 %s, %s, 1" % (wrap, ph, ph))
+
+
+# --------------------------------------------------------------------------
+# Epilogue
+# --------------------------------------------------------------------------
+
+def load_pair(k, name, pred, ptr, off):
+    """Two adjacent C elements as f32 (under pred)."""
+    # every register defined on all paths: a register written only under a
+    # predicate is live from the kernel entry on (ptxas then spills)
+    o = k.regs("f", 2)
+    for x in o:
+        k.op("mov.f32 %s, 0f00000000" % x)
+    if name == "f32":
+        k.op("@%s ld.global.v2.f32 {%s, %s}, [%s+%d]" % (pred, o[0], o[1], ptr, off))
+        return o
+    w = k.r("mov.b32", 0)
+    k.op("@%s ld.global.b32 %s, [%s+%d]" % (pred, w, ptr, off))
+    if name == "f16":
+        hs = k.regs("h", 2)
+        k.op("mov.b32 {%s, %s}, %s" % (hs[0], hs[1], w))
+        for e in range(2):
+            k.op("cvt.f32.f16 %s, %s" % (o[e], hs[e]))
+    else:
+        k.op("shl.b32 %s, %s, 16" % (o[0], w))
+        k.op("and.b32 %s, %s, 0xFFFF0000" % (o[1], w))
+    return o
+
+
+def epilogue(k, P, acc, m0, n0, cw, warp, lane, bn, done):
+    """acc[4j + v]: row 16w + g + 8(v >> 1), col 8j + 2t + (v & 1) of this
+    consumer's 64 x bn block (w = warp in the warpgroup, g = lane/4, t = lane%4).
+    One fast path per output dtype (whole tile along N, C and ldc aligned to
+    element pairs: 2-element stores), one shared slow path (element stores
+    under row/column predicates, dtype picked per element)."""
+    nj = bn // 8
+    g = k.r("shr.u32", lane, 2)
+    t2 = k.r("shl.b32", k.r("and.b32", lane, 3), 1)
+    row0 = k.r("add.u32", m0, k.r("add.u32", k.r("shl.b32", cw, 6),
+                                   k.r("add.u32", k.r("shl.b32", warp, 4), g)))
+    col0 = k.r("add.u32", n0, t2)
+    pbeta = k.p("setp.ne.f32", P["beta"], "0f00000000")
+    row_ok = [k.p("setp.lt.u32", row0, P["m"]),
+              k.p("setp.lt.u32", k.r("add.u32", row0, 8), P["m"])]
+    whole_n = k.p("setp.le.u32", k.r("add.u32", n0, bn), P["n"])
+    elem0 = k.rd("add.u64", k.rd("mul.lo.u64", wide(k, row0), P["ldc"]), wide(k, col0))
+    k.note("out_dtype outside 1..3: write nothing")
+    k.op("@%s bra.uni %s" % (k.p("setp.gt.u32", k.r("sub.u32", P["out_dtype"], 1), 2), done))
+    is32 = k.p("setp.eq.u32", P["out_dtype"], 1)
+    sh = k.r("selp.b32", 2, 1, is32)                     # log2(element size)
+    pc = k.rd("add.u64", P["c"], k.rd("shl.b64", elem0, sh))
+    prow = [pc, k.rd("add.u64", pc, k.rd("shl.b64", P["ldc"], k.r("add.u32", sh, 3)))]   # + 8 rows
+    esz = k.r("shl.b32", 1, sh)
+    aligned = k.p("setp.eq.u64",
+                  k.rd("and.b64", k.rd("or.b64", P["c"], k.rd("shl.b64", P["ldc"], sh)),
+                       k.rd("cvt.u64.u32", k.r("sub.u32", k.r("shl.b32", esz, 1), 1))), 0)
+    slow = k.label("slow")
+    k.op("@!%s bra.uni %s" % (k.p("and.pred", whole_n, aligned), slow))
+
+    for code, name, esize in ((1, "f32", 4), (2, "f16", 2), (3, "bf16", 2)):
+        nxt = k.label("not_" + name)
+        if code != 3:
+            k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", P["out_dtype"], code), nxt))
+        k.note("out dtype %s, whole along N and aligned: 2-element stores, rows predicated" % name)
+        for with_beta in (False, True):
+            if with_beta:
+                k.place(fbeta)
+                k.note("beta != 0: out = fma(beta, C, alpha*acc)")
+            else:
+                fbeta = k.label("fast_beta_" + name)
+                k.op("@%s bra.uni %s" % (pbeta, fbeta))
+            for h in range(2):
+                for j in range(nj):
+                    v = [k.f("mul.rn.f32", P["alpha"], acc[4 * j + 2 * h + e]) for e in range(2)]
+                    off = 8 * j * esize
+                    if with_beta:
+                        o = load_pair(k, name, row_ok[h], prow[h], off)
+                        for e in range(2):
+                            k.op("@%s fma.rn.f32 %s, %s, %s, %s" % (row_ok[h], v[e], P["beta"], o[e], v[e]))
+                    if name == "f32":
+                        k.op("@%s st.global.v2.f32 [%s+%d], {%s, %s}" % (row_ok[h], prow[h], off, v[0], v[1]))
+                    else:
+                        w = k.r("cvt.rn.%sx2.f32" % name, v[1], v[0])   # first source -> upper half
+                        k.op("@%s st.global.b32 [%s+%d], %s" % (row_ok[h], prow[h], off, w))
+            k.op("bra.uni %s" % done)
+        if code != 3:
+            k.place(nxt)
+
+    k.place(slow)
+    k.note("edge along N or unaligned C: element stores under row/column predicates, any dtype")
+    is16 = k.p("setp.eq.u32", P["out_dtype"], 2)
+    step8 = k.rd("cvt.u64.u32", k.r("shl.b32", esz, 3))   # 8 columns in bytes
+    for h in range(2):
+        ptr = k.rd("mov.b64", prow[h])
+        ok32 = k.p("and.pred", row_ok[h], is32)
+        ok16 = k.p("and.pred", row_ok[h], k.p("not.pred", is32))
+        for j in range(nj):
+            if j:
+                k.op("add.u64 %s, %s, %s" % (ptr, ptr, step8))
+            for e in range(2):
+                addr = ptr if e == 0 else k.rd("add.u64", ptr, k.rd("cvt.u64.u32", esz))
+                col_in = k.p("setp.lt.u32", k.r("add.u32", col0, 8 * j + e), P["n"])
+                p32 = k.p("and.pred", ok32, col_in)
+                p16 = k.p("and.pred", ok16, col_in)
+                v = k.f("mul.rn.f32", P["alpha"], acc[4 * j + 2 * h + e])
+                # beta: raw bits of the old value (zero when not read, so every register
+                # is defined on all paths)
+                raw = k.r("mov.b32", 0)
+                k.op("@%s ld.global.b32 %s, [%s]" % (k.p("and.pred", p32, pbeta), raw, addr))
+                k.op("@%s ld.global.u16 %s, [%s]" % (k.p("and.pred", p16, pbeta), raw, addr))
+                hraw = k.reg("h")
+                k.op("cvt.u16.u32 %s, %s" % (hraw, raw))
+                old = k.f("selp.f32", raw, k.f("shl.b32", raw, 16), is32)
+                k.op("@%s cvt.f32.f16 %s, %s" % (is16, old, hraw))
+                k.op("@%s fma.rn.f32 %s, %s, %s, %s" % (pbeta, v, P["beta"], old, v))
+                k.op("@%s st.global.f32 [%s], %s" % (p32, addr, v))
+                h16 = k.reg("h")
+                k.op("cvt.rn.bf16.f32 %s, %s" % (h16, v))
+                k.op("@%s cvt.rn.f16.f32 %s, %s" % (is16, h16, v))
+                k.op("@%s st.global.b16 [%s], %s" % (p16, addr, h16))
+    k.op("bra.uni %s" % done)
+
+
+# --------------------------------------------------------------------------
+# Kernel
+# --------------------------------------------------------------------------
+
+def layout(cfg):
+    bn, ncons, stages = cfg["bn"], cfg["consumers"], cfg["stages"]
+    bm = 64 * ncons
+    stage_bytes = (bm + bn) * BK * 2
+    bar_off = stages * stage_bytes
+    shared = bar_off + 2 * stages * 8 + 1024      # + run-time 1024-B alignment slack
+    return bm, stage_bytes, bar_off, shared
+
+
+def matmul_kernel(dt, la, lb, cfg):
+    bn, ncons, stages = cfg["bn"], cfg["consumers"], cfg["stages"]
+    bm, stage_bytes, bar_off, shared = layout(cfg)
+    name = "kaio_matmul_sm90_%s_%s%s%s" % (dt, la, lb, cfg["suffix"])
+    A = Operand("A", la == "n", bm, cfg)
+    B = Operand("B", lb == "t", bn, cfg)
+    assert bn % 64 == 0 and 8 <= bn <= 256 and A.bytes % 1024 == 0
+    nthreads = 128 * (1 + ncons)
+    assert nthreads == 384, "the .maxntid / setmaxnreg budget below assumes 3 warpgroups"
+    assert 128 * cfg["prod_regs"] + 128 * ncons * cfg["cons_regs"] <= 65536
+    k = Kernel(name)
+    wgmma = "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s" % (bn, dt, dt)
+
+    P = {}
+    P["c"] = k.rd("cvta.to.global.u64", k.rd("ld.param.u64", "[c]"))
+    for pname in ("m", "n", "k", "out_dtype"):
+        P[pname] = k.r("ld.param.u32", "[%s]" % pname)
+    P["ldc"] = k.rd("ld.param.u64", "[ldc]")
+    for pname in ("alpha", "beta"):
+        P[pname] = k.f("ld.param.f32", "[%s]" % pname)
+
+    tid = k.r("mov.u32", "%tid.x")
+    wg = k.r("shr.u32", tid, 7)
+    raw = k.r("mov.u32", SMEM_SYM)
+    base = k.r("and.b32", k.r("add.u32", raw, 1023), "0xFFFFFC00")
+    bars = k.r("add.u32", base, bar_off)            # full[s] at bars + 8s, empty[s] at + 8(stages + s)
+    tiles_m = k.r("shr.u32", k.r("add.u32", P["m"], bm - 1), (bm).bit_length() - 1) \
+        if bm & (bm - 1) == 0 else k.r("div.u32", k.r("add.u32", P["m"], bm - 1), bm)
+    tiles_n = k.r("shr.u32", k.r("add.u32", P["n"], bn - 1), (bn).bit_length() - 1) \
+        if bn & (bn - 1) == 0 else k.r("div.u32", k.r("add.u32", P["n"], bn - 1), bn)
+    ntiles = k.r("mul.lo.u32", tiles_m, tiles_n)
+    ktiles = k.r("shr.u32", k.r("add.u32", P["k"], BK - 1), 6)
+    cta = k.r("mov.u32", "%ctaid.x")
+    nctas = k.r("mov.u32", "%nctaid.x")
+
+    k.note("thread 0: init the full/empty barriers")
+    skip_init = k.label("no_init")
+    k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), skip_init))
+    for s in range(stages):
+        k.op("mbarrier.init.shared::cta.b64 [%s+%d], 1" % (bars, 8 * s))
+        k.op("mbarrier.init.shared::cta.b64 [%s+%d], %d" % (bars, 8 * (stages + s), 4 * ncons))
+    k.op("fence.mbarrier_init.release.cluster")
+    k.op("fence.proxy.async.shared::cta")
+    k.place(skip_init)
+    k.op("bar.sync 0")
+    consumer = k.label("consumer")
+    exit_ = k.label("exit")
+    k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", wg, 0), consumer))
+
+    # ---------------- producer warpgroup ----------------
+    k.note("producer warpgroup: give registers back, one thread issues every TMA load")
+    k.op("setmaxnreg.dec.sync.aligned.u32 %d" % cfg["prod_regs"])
+    k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), exit_))
+    tmaps = []
+    for pname in ("tmap_a", "tmap_b"):
+        tm = k.rd("cvta.param.u64", k.rd("mov.b64", pname))
+        k.op("prefetch.tensormap [%s]" % tm)
+        tmaps.append(tm)
+    s = k.r("mov.u32", 0)
+    ph = k.r("mov.u32", 0)
+    t = k.r("mov.u32", cta)
+    ptile = k.label("p_tile")
+    k.place(ptile)
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", t, ntiles), exit_))
+    m0, n0 = tile_coords(k, t, tiles_m, tiles_n, cfg, bm, bn)
+    kc = k.r("mov.u32", 0)
+    kt = k.r("mov.u32", 0)
+    pk = k.label("p_k")
+    k.place(pk)
+    k.wait(k.r("mad.lo.u32", s, 8, k.r("add.u32", bars, 8 * stages)), k.r("xor.b32", ph, 1), "p_empty")
+    full = k.r("mad.lo.u32", s, 8, bars)
+    k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %d" % (full, stage_bytes))
+    stage = k.r("mad.lo.u32", s, stage_bytes, base)
+    last = {"A": k.r("sub.u32", P["m"], 1), "B": k.r("sub.u32", P["n"], 1)}
+    for op, tm, blk, off0 in ((A, tmaps[0], m0, 0), (B, tmaps[1], n0, A.bytes)):
+        for soff, roff in op.boxes:
+            # a panel wholly past M/N only feeds output rows/columns that are never
+            # stored: start it inside the matrix so that no box is entirely out of
+            # bounds, at a multiple of 8 elements (a TMA box must start on a 16-byte
+            # boundary along the inner dimension: an unaligned start is an illegal
+            # instruction, seen on the H100)
+            rc = blk if roff == 0 else k.r("min.u32", k.r("add.u32", blk, roff),
+                                           k.r("and.b32", last[op.tag], "0xFFFFFFF8"))
+            coords = (kc, rc) if op.kmajor else (rc, kc)
+            k.op("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%s+%d], [%s, {%s, %s}], [%s]" % (stage, off0 + soff, tm, coords[0], coords[1], full))
+    advance_ring(k, s, ph, stages)
+    k.op("add.u32 %s, %s, %d" % (kc, kc, BK))
+    k.op("add.u32 %s, %s, 1" % (kt, kt))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", kt, ktiles), pk))
+    k.op("add.u32 %s, %s, %s" % (t, t, nctas))
+    k.op("bra %s" % ptile)
+
+    # ---------------- consumer warpgroups ----------------
+    k.place(consumer)
+    k.note("consumer warpgroups: 64 rows each, wgmma from shared memory")
+    k.op("setmaxnreg.inc.sync.aligned.u32 %d" % cfg["cons_regs"])
+    cw = k.r("sub.u32", wg, 1)
+    warp = k.r("and.b32", k.r("shr.u32", tid, 5), 3)
+    lane = k.r("and.b32", tid, 31)
+    lane0 = k.p("setp.eq.u32", lane, 0)
+    a_slice = k.r("mul.lo.u32", cw, A.slice)
+    acc = k.regs("f", bn // 2)
+    s = k.r("mov.u32", 0)
+    ph = k.r("mov.u32", 0)
+    prev = k.r("mov.u32", 0)
+    t = k.r("mov.u32", cta)
+    ctile = k.label("c_tile")
+    k.place(ctile)
+    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", t, ntiles), exit_))
+    m0, n0 = tile_coords(k, t, tiles_m, tiles_n, cfg, bm, bn)
+    kt = k.r("mov.u32", 0)
+    ck = k.label("c_k")
+    k.place(ck)
+    k.wait(k.r("mad.lo.u32", s, 8, bars), ph, "c_full")
+    stage = k.r("mad.lo.u32", s, stage_bytes, base)
+    descs = []
+    hi = []
+    for op, addr in ((A, k.r("add.u32", stage, a_slice)), (B, k.r("add.u32", stage, A.bytes))):
+        lo = k.r("or.b32", k.r("shr.u32", addr, 4), op.desc_lo_const())
+        d = k.reg("rd")
+        k.op("mov.b64 %s, {%s, %s}" % (d, lo, k.r("mov.b32", op.desc_hi())))
+        descs.append(d)
+    accum = k.p("setp.ne.u32", kt, 0)
+    k.op("wgmma.fence.sync.aligned")
+    for kk in range(BK // 16):
+        da = descs[0] if kk == 0 else k.rd("add.s64", descs[0], kk * A.kstep >> 4)
+        db = descs[1] if kk == 0 else k.rd("add.s64", descs[1], kk * B.kstep >> 4)
+        k.op("%s {%s}, %s, %s, %s, 1, 1, %d, %d" % (
+            wgmma, ", ".join(acc), da, db, accum if kk == 0 else "1", A.trans, B.trans))
+    k.op("wgmma.commit_group.sync.aligned")
+    k.op("wgmma.wait_group.sync.aligned 1")
+    k.note("the group before this one is done: its stage goes back to the producer")
+    rel = k.p("and.pred", lane0, accum)
+    k.op("@%s mbarrier.arrive.shared::cta.b64 _, [%s]" % (
+        rel, k.r("mad.lo.u32", prev, 8, k.r("add.u32", bars, 8 * stages))))
+    k.op("mov.u32 %s, %s" % (prev, s))
+    advance_ring(k, s, ph, stages)
+    k.op("add.u32 %s, %s, 1" % (kt, kt))
+    k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", kt, ktiles), ck))
+    k.op("wgmma.wait_group.sync.aligned 0")
+    k.op("@%s mbarrier.arrive.shared::cta.b64 _, [%s]" % (
+        lane0, k.r("mad.lo.u32", prev, 8, k.r("add.u32", bars, 8 * stages))))
+    done = k.label("stored")
+    epilogue(k, P, acc, m0, n0, cw, warp, lane, bn, done)
+    k.place(done)
+    k.op("add.u32 %s, %s, %s" % (t, t, nctas))
+    k.op("bra.uni %s" % ctile)
+    k.place(exit_)
+    k.op("ret")
+
+    doc = [
+        "%s: C = alpha * op(A) * op(B) + beta * C, A %s (%s), B %s (%s), %s inputs, f32 accumulation."
+        % (name, la, "K x M" if la == "t" else "M x K", lb, "N x K" if lb == "t" else "K x N", dt),
+        "CTA tile %d x %d x %d, %d stages, 1 TMA producer + %d wgmma consumer warpgroups." % (
+            bm, bn, BK, stages, ncons),
+    ]
+    out = ["// " + line for line in doc]
+    out.append(A.tma_line(name, "tmap_a", dt))
+    out.append(B.tma_line(name, "tmap_b", dt))
+    out.append("// kaio-launch: %s grid=min(ceil(M/%d)*ceil(N/%d),sm_count),1,1 block=%d,1,1"
+               % (name, bm, bn, nthreads))
+    out.append("// kaio-shared-bytes: %s %d" % (name, shared))
+    out.append(".visible .entry %s(" % name)
+    out.append(",\n".join("\t%s %s" % p for p in PARAMS))
+    out.append(")")
+    out.extend(k.body())
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------
+
+def generate(cfg=None, layouts=("nt", "nn", "tn", "tt"), dtypes=("f16", "bf16")):
+    cfg = dict(DEFAULT_CFG, **(cfg or {}))
+    parts = [HEADER, "\n// dynamic shared memory of every kernel below\n"
+             ".extern .shared .align 1024 .b8 %s[];\n" % SMEM_SYM]
+    for dt in dtypes:
+        for lay in layouts:
+            parts.append("\n" + matmul_kernel(dt, lay[0], lay[1], cfg))
+    return "".join(parts)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--check", action="store_true", help="fail if the committed file is stale")
+    args = ap.parse_args()
+    text = generate()
+    path = os.path.join(HERE, OUTPUT)
+    if args.check:
+        try:
+            with open(path, encoding="utf-8", newline="") as fh:
+                same = fh.read() == text
+        except OSError:
+            same = False
+        if not same:
+            print("stale: %s (run python3 ptx/gen_matmul_sm90.py)" % os.path.relpath(path), file=sys.stderr)
+            return 1
+        return 0
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        fh.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+#include "ops/matmul_sm90.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "core/error.hpp"
+#include "kernels/embedded_ptx.hpp"
+#include "kernels/module_cache.hpp"
+#include "kernels/ptx_annotations.hpp"
+#include "runtime/context_scope.hpp"
+#include "runtime/stream.hpp"
+
+namespace kaio {
+namespace {
+
+constexpr int64_t kTileM = 128;
+constexpr int64_t kTileN = 256;
+
+// CUtensorMap: 128 opaque bytes, 64-byte aligned.
+struct alignas(64) TensorMap {
+  unsigned long long opaque[16];
+};
+
+// cuTensorMapEncodeTiled enums (values fixed by the driver ABI).
+constexpr int kTmaFloat16 = 6, kTmaBfloat16 = 9;
+constexpr int kInterleaveNone = 0, kSwizzle128 = 3, kL2Promote128 = 2, kOobZeroFill = 0;
+
+KernelId kernel_for(const OpPlan &plan) {
+  return plan.dtype == KAIO_DTYPE_BF16 ? KernelId::matmul_sm90_bf16_nt
+                                       : KernelId::matmul_sm90_f16_nt;
+}
+
+// "box=64,128" in the kernel's `// kaio-tma:` line for `param`.
+bool read_box(const BuiltinKernel &k, const char *param, unsigned box[2]) {
+  const char *ptx = embedded_ptx(module_name(k.module));
+  if (!ptx) return false;
+  const std::string line = ptx_annotation(ptx, "tma", (std::string(k.name) + " " + param).c_str());
+  const size_t at = line.find("box=");
+  if (at == std::string::npos) return false;
+  char *end = nullptr;
+  box[0] = static_cast<unsigned>(std::strtoul(line.c_str() + at + 4, &end, 10));
+  if (!end || *end != ',') return false;
+  box[1] = static_cast<unsigned>(std::strtoul(end + 1, nullptr, 10));
+  return box[0] > 0 && box[1] > 0;
+}
+
+// A row-major operand rows × cols with K contiguous, as a 2-D tensor map.
+kaio_status encode(const char *caller, const kaio_device *device, const CheckedView &v,
+                   kaio_dtype dtype, const unsigned box[2], TensorMap *out) {
+  unsigned long long dims[2] = {static_cast<unsigned long long>(v.cols),
+                                static_cast<unsigned long long>(v.rows)};
+  unsigned long long strides[1] = {static_cast<unsigned long long>(v.row_stride) * 2};
+  unsigned element_strides[2] = {1, 1};
+  cu::CUresult r = device->api->cuTensorMapEncodeTiled(
+      out, dtype == KAIO_DTYPE_BF16 ? kTmaBfloat16 : kTmaFloat16, 2,
+      reinterpret_cast<void *>(v.address), dims, strides, box, element_strides, kInterleaveNone,
+      kSwizzle128, kL2Promote128, kOobZeroFill);
+  if (r) return fail_driver(r, caller, "cuTensorMapEncodeTiled");
+  return KAIO_OK;
+}
+
+}  // namespace
+
+bool sm90_applies(const kaio_device *device, const OpPlan &plan) {
+  const MatmulParams &p = plan.matmul;
+  // sm_90a code runs on compute capability 9.0 exactly. Only the nt layout
+  // (both operands K-contiguous, the nn.Linear case) is verified so far.
+  return p.variant == KAIO_MATMUL_AUTO && device->info.cc_major == 9 &&
+         device->info.cc_minor == 0 && device->api->cuTensorMapEncodeTiled != nullptr &&
+         p.trans_a == KAIO_TRANS_N && p.trans_b == KAIO_TRANS_T;
+}
+
+kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *plan) {
+  BuiltinFunction fn;
+  const KernelId id = kernel_for(*plan);
+  KAIO_TRY(device->modules->function(caller, id, &fn));
+  MatmulParams &p = plan->matmul;
+  if (fn.block == 0 || !read_box(builtin_kernel(id), "tmap_a", p.box_a) ||
+      !read_box(builtin_kernel(id), "tmap_b", p.box_b))
+    return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper matmul kernel lacks its annotations.",
+                caller);
+  p.tma = true;
+  plan->function = fn.function;
+  plan->shared_bytes = fn.shared_bytes;
+  plan->block = fn.block;
+  // Persistent: at most one CTA per SM, each walking tiles.
+  const int64_t tiles =
+      ((plan->rows + kTileM - 1) / kTileM) * ((plan->cols + kTileN - 1) / kTileN);
+  plan->grid = static_cast<unsigned>(std::min<int64_t>(tiles, device->info.sm_count));
+  plan->grid_y = 1;
+  return KAIO_OK;
+}
+
+kaio_status launch_matmul_sm90(const char *caller, const kaio_device *device, const OpPlan &plan,
+                               kaio_stream *stream, const CheckedView &a, const CheckedView &b,
+                               const CheckedView &c) {
+  const MatmulParams &p = plan.matmul;
+  TensorMap map_a, map_b;
+  {
+    ContextScope scope(device);
+    KAIO_TRY(scope.status(caller));
+    KAIO_TRY(encode(caller, device, a, plan.dtype, p.box_a, &map_a));
+    KAIO_TRY(encode(caller, device, b, plan.dtype, p.box_b, &map_b));
+  }
+  unsigned long long pc = c.address, ldc = c.row_stride;
+  unsigned m = static_cast<unsigned>(plan.rows), n = static_cast<unsigned>(plan.cols),
+           k = static_cast<unsigned>(p.k);
+  float alpha = p.alpha, beta = p.beta;
+  unsigned out_dtype = static_cast<unsigned>(p.out_dtype);
+  void *params[] = {&map_a, &map_b, &pc, &m, &n, &k, &ldc, &alpha, &beta, &out_dtype};
+  return launch_builtin(caller, device, plan, stream, params);
+}
+
+}  // namespace kaio

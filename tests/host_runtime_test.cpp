@@ -210,7 +210,7 @@ TEST_F(FakeRuntime, MatmulPicksItsKernelGridAndArguments) {
   } cases[] = {
       {KAIO_MATMUL_SYNC, KAIO_DTYPE_F16, KAIO_DTYPE_F32, KAIO_TRANS_N, KAIO_TRANS_N, "kaio_matmul_sm80_sync_f16_nn"},
       {KAIO_MATMUL_ASYNC, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16, KAIO_TRANS_N, KAIO_TRANS_T, "kaio_matmul_sm80_async_bf16_nt"},
-      {KAIO_MATMUL_AUTO, KAIO_DTYPE_F16, KAIO_DTYPE_F16, KAIO_TRANS_T, KAIO_TRANS_N, "kaio_matmul_sm80_async_f16_tn"},
+      {KAIO_MATMUL_ASYNC, KAIO_DTYPE_F16, KAIO_DTYPE_F16, KAIO_TRANS_T, KAIO_TRANS_N, "kaio_matmul_sm80_async_f16_tn"},
       {KAIO_MATMUL_SYNC, KAIO_DTYPE_BF16, KAIO_DTYPE_F32, KAIO_TRANS_T, KAIO_TRANS_T, "kaio_matmul_sm80_sync_bf16_tt"},
   };
   const int64_t m = 304, n = 129, k = 72;  // a T-layout A has row_stride M: a multiple of 8
@@ -267,7 +267,7 @@ TEST_F(FakeRuntime, DecodeShapedMatmulUsesTheGemvKernels) {
       {16, KAIO_DTYPE_F16, KAIO_MATMUL_AUTO, KAIO_TRANS_T, "kaio_matmul_gemv_f16_m16"},
       {17, KAIO_DTYPE_F16, KAIO_MATMUL_AUTO, KAIO_TRANS_T, "kaio_matmul_sm90_f16_nt"},  // cc 9.0
       {3, KAIO_DTYPE_F16, KAIO_MATMUL_ASYNC, KAIO_TRANS_T, "kaio_matmul_sm80_async_f16_nt"},
-      {3, KAIO_DTYPE_F16, KAIO_MATMUL_AUTO, KAIO_TRANS_N, "kaio_matmul_sm80_async_f16_nn"},
+      {3, KAIO_DTYPE_F16, KAIO_MATMUL_AUTO, KAIO_TRANS_N, "kaio_matmul_sm90_f16_nn"},  // cc 9.0
   };
   const int64_t n = 1000, k = 64;
   for (const auto &cs : cases) {
@@ -341,6 +341,7 @@ TEST_F(FakeRuntime, MatmulBackwardRunsTwoTransposedProductsAndRoundsF32Grads) {
   kaio_matmul_backward_desc desc;
   KT_OK(kaio_matmul_backward_desc_init(&desc, sizeof desc));
   desc.grad_dtype = KAIO_DTYPE_F32;
+  desc.variant = KAIO_MATMUL_ASYNC;  // the sm_80 kernels' argument layout is checked below
   desc.m = m;
   desc.n = n;
   desc.k = k;
@@ -368,7 +369,7 @@ TEST_F(FakeRuntime, MatmulBackwardRunsTwoTransposedProductsAndRoundsF32Grads) {
   before = kt::fake().launch_count();
   KT_OK(kaio_op_launch(op, s.get(), t, 5));
   EXPECT_EQ(kt::fake().launch_count(), before + 2);
-  EXPECT_EQ(last_launch().name, "kaio_matmul_sm90_f16_nt");  // dA = dC · B^T, Hopper path
+  EXPECT_EQ(last_launch().name, "kaio_matmul_sm80_async_f16_nt");  // dA = dC · B^T
 
   t[0].dtype = KAIO_DTYPE_F16;  // the op was made for an f32 dC
   EXPECT_EQ(kaio_op_launch(op, s.get(), t, 5), KAIO_ERROR_INVALID_DTYPE);

@@ -74,8 +74,14 @@ enum class ModuleId : int {
   X(matmul_gemv_bf16_m4, matmul_gemv, "kaio_matmul_gemv_bf16_m4") \
   X(matmul_gemv_bf16_m8, matmul_gemv, "kaio_matmul_gemv_bf16_m8") \
   X(matmul_gemv_bf16_m16, matmul_gemv, "kaio_matmul_gemv_bf16_m16") \
+  X(matmul_sm90_f16_nn, matmul_sm90, "kaio_matmul_sm90_f16_nn") \
   X(matmul_sm90_f16_nt, matmul_sm90, "kaio_matmul_sm90_f16_nt") \
-  X(matmul_sm90_bf16_nt, matmul_sm90, "kaio_matmul_sm90_bf16_nt")
+  X(matmul_sm90_f16_tn, matmul_sm90, "kaio_matmul_sm90_f16_tn") \
+  X(matmul_sm90_f16_tt, matmul_sm90, "kaio_matmul_sm90_f16_tt") \
+  X(matmul_sm90_bf16_nn, matmul_sm90, "kaio_matmul_sm90_bf16_nn") \
+  X(matmul_sm90_bf16_nt, matmul_sm90, "kaio_matmul_sm90_bf16_nt") \
+  X(matmul_sm90_bf16_tn, matmul_sm90, "kaio_matmul_sm90_bf16_tn") \
+  X(matmul_sm90_bf16_tt, matmul_sm90, "kaio_matmul_sm90_bf16_tt")
 // clang-format on
 
 enum class KernelId : int {

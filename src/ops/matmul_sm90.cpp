@@ -27,8 +27,9 @@ constexpr int kTmaFloat16 = 6, kTmaBfloat16 = 9;
 constexpr int kInterleaveNone = 0, kSwizzle128 = 3, kL2Promote128 = 2, kOobZeroFill = 0;
 
 KernelId kernel_for(const OpPlan &plan) {
-  return plan.dtype == KAIO_DTYPE_BF16 ? KernelId::matmul_sm90_bf16_nt
-                                       : KernelId::matmul_sm90_f16_nt;
+  const MatmulParams &p = plan.matmul;
+  return with_dtype_offset(KernelId::matmul_sm90_f16_nn,
+                           (plan.dtype == KAIO_DTYPE_BF16 ? 4 : 0) + p.trans_a * 2 + p.trans_b);
 }
 
 // "box=64,128" in the kernel's `// kaio-tma:` line for `param`.
@@ -45,7 +46,8 @@ bool read_box(const BuiltinKernel &k, const char *param, unsigned box[2]) {
   return box[0] > 0 && box[1] > 0;
 }
 
-// A row-major operand rows × cols with K contiguous, as a 2-D tensor map.
+// A row-major view as a 2-D tensor map: dim 0 is the view's columns (the
+// contiguous one, K or M/N depending on the layout), dim 1 its rows.
 kaio_status encode(const char *caller, const kaio_device *device, const CheckedView &v,
                    kaio_dtype dtype, const unsigned box[2], TensorMap *out) {
   unsigned long long dims[2] = {static_cast<unsigned long long>(v.cols),
@@ -64,11 +66,9 @@ kaio_status encode(const char *caller, const kaio_device *device, const CheckedV
 
 bool sm90_applies(const kaio_device *device, const OpPlan &plan) {
   const MatmulParams &p = plan.matmul;
-  // sm_90a code runs on compute capability 9.0 exactly. Only the nt layout
-  // (both operands K-contiguous, the nn.Linear case) is verified so far.
+  // sm_90a code runs on compute capability 9.0 exactly.
   return p.variant == KAIO_MATMUL_AUTO && device->info.cc_major == 9 &&
-         device->info.cc_minor == 0 && device->api->cuTensorMapEncodeTiled != nullptr &&
-         p.trans_a == KAIO_TRANS_N && p.trans_b == KAIO_TRANS_T;
+         device->info.cc_minor == 0 && device->api->cuTensorMapEncodeTiled != nullptr;
 }
 
 kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *plan) {

@@ -476,8 +476,10 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_softmax(kaio_stream *stream, const kaio
  *   of 8 elements (KAIO_ERROR_MISALIGNED otherwise); C any row stride;
  *   C must not overlap A or B.
  * Variants: KAIO_MATMUL_AUTO (the default) picks the fastest kernel for the
- * device and shape; KAIO_MATMUL_SYNC and KAIO_MATMUL_ASYNC force the sm_80
- * mma.sync kernels without and with a multi-stage cp.async pipeline.
+ * device and shape: wgmma + TMA kernels on compute capability 9.0, GEMV
+ * kernels for M <= 16 with B transposed, else the sm_80 cp.async kernels.
+ * KAIO_MATMUL_SYNC and KAIO_MATMUL_ASYNC force the sm_80 mma.sync kernels
+ * without and with a multi-stage cp.async pipeline.
  * ======================================================================== */
 typedef int32_t kaio_trans;
 enum { KAIO_TRANS_N = 0, KAIO_TRANS_T = 1 };

@@ -136,6 +136,12 @@ TEST_F(FakeRuntime, EventsTimeAndOrder) {
   float ms = -1;
   KT_OK(kaio_event_elapsed_ms(&ms, a, b));
   EXPECT_GE(ms, 0.0f);
+  kaio_event *untimed = nullptr;
+  KT_OK(kaio_event_create(&untimed, d.get(), KAIO_EVENT_DISABLE_TIMING));
+  kt::Event eu(untimed);
+  KT_OK(kaio_event_record(untimed, s.get()));
+  EXPECT_EQ(kaio_event_elapsed_ms(&ms, a, untimed), KAIO_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kaio_last_error()).find("'end'"), std::string::npos) << kaio_last_error();
 }
 
 TEST_F(FakeRuntime, ElementwiseLaunchPassesViewsAndCount) {

@@ -152,7 +152,7 @@ KAIO_API kaio_status kaio_last_error_status(void);
 
 /* Copies the last error message into buf (cap bytes, always NUL-terminated
  * when cap > 0) and returns its full length without the NUL, so a caller can
- * size a second call. For bindings (Go, Rust) whose next call may run on
+ * size a second call (buf NULL with cap 0 only measures). For bindings (Go, Rust) whose next call may run on
  * another thread: capture right after the failing call. */
 KAIO_API size_t kaio_last_error_copy(char *buf, size_t cap);
 
@@ -297,7 +297,8 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_event_create(kaio_event **out, kaio_dev
 KAIO_API KAIO_NODISCARD kaio_status kaio_event_record(kaio_event *event, kaio_stream *stream);
 /* Blocks until the work captured by the last record has finished. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_event_synchronize(kaio_event *event);
-/* Milliseconds between two completed records (both timing-enabled). */
+/* Milliseconds between two completed records. Events created with
+ * KAIO_EVENT_DISABLE_TIMING give KAIO_ERROR_INVALID_ARGUMENT. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_event_elapsed_ms(float *out_ms, kaio_event *start,
                                                            kaio_event *end);
 /* Accepts NULL. */
@@ -409,8 +410,9 @@ static inline kaio_tensor kaio_tensor_2d(kaio_buffer *buffer, kaio_dtype dtype, 
  * Element-wise ops (silu_gate, gelu) need contiguous views (row_stride ==
  * cols). Row ops (rmsnorm, softmax) honour any row_stride. Inputs and outputs
  * share one dtype (f32, f16 or bf16); math is f32, rounded once on output.
- * Inputs and outputs must not partly overlap (the same view in and out is
- * fine for element-wise ops). Built-in ops need compute capability 8.0+.
+ * Inputs and outputs must not partly overlap; the very same view as input
+ * and output (in place) is fine for every op here (for RMSNorm that is x and
+ * out; the weight must not overlap out). Built-in ops need compute capability 8.0+.
  * ======================================================================== */
 typedef struct kaio_op kaio_op;
 

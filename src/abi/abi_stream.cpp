@@ -152,6 +152,7 @@ KAIO_API kaio_status kaio_event_create(kaio_event **out, kaio_device *device, ui
     if (cu::CUresult r = device->api->cuEventCreate(&e->native, cu_flags))
       return fail_driver(r, fn, "cuEventCreate");
     e->device = device;
+    e->timing = !(flags & KAIO_EVENT_DISABLE_TIMING);
     kaio::device_retain(device);
     *out = e.release();
     return KAIO_OK;
@@ -192,6 +193,11 @@ KAIO_API kaio_status kaio_event_elapsed_ms(float *out_ms, kaio_event *start, kai
     KAIO_TRY(kaio::check_handle(fn, "start", start));
     KAIO_TRY(kaio::check_handle(fn, "end", end));
     KAIO_TRY(same_device(fn, "start", start->device, "end", end->device));
+    if (!start->timing || !end->timing)
+      return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                  "%s: argument '%s' was created with KAIO_EVENT_DISABLE_TIMING; time with events "
+                  "created with KAIO_EVENT_DEFAULT.",
+                  fn, start->timing ? "end" : "start");
     kaio::ContextScope scope(start->device);
     KAIO_TRY(scope.status(fn));
     if (cu::CUresult r = start->device->api->cuEventElapsedTime(out_ms, start->native, end->native))

@@ -21,4 +21,5 @@ struct kaio_event {
   kaio::HandleTag tag = kTag;
   kaio_device *device = nullptr;
   kaio::cu::CUevent native = nullptr;
+  bool timing = true;
 };

@@ -477,7 +477,7 @@ func TestStreamsAndEvents(t *testing.T) {
 	untimed := must(d0.NewEvent(false)).get(t)
 	ok(t, untimed.Record(a))
 	_, err := kaio.ElapsedMs(start, untimed)
-	expectErr(t, err, kaio.StatusDriver, "kaio_event_elapsed_ms")
+	expectErr(t, err, kaio.StatusInvalidArgument, "kaio_event_elapsed_ms", "'end'", "KAIO_EVENT_DISABLE_TIMING")
 	for _, c := range []interface{ Close() error }{a, b, legacy, start, end, untimed} {
 		ok(t, c.Close())
 	}

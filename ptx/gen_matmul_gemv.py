@@ -58,6 +58,11 @@ Design
     valid elements are read; the extra results land in outputs nobody
     writes).  Along K a 16-byte chunk is wholly valid or not (K % 8 == 0);
     invalid chunks of the tail step are zero in both A and B.
+  * Software pipeline (pipe): two register sets; the loads of a warp's next
+    K step are issued, in a basic block of their own, before the current
+    step's mma.  Without it ptxas sinks most loads next to their mma and a
+    warp has one step (or less) in flight; measured on an H100 it is worth
+    15-30% (M = 1, 11008 x 4096: 50.3 -> 35.0 us).
   * Epilogue: every warp puts its partial sums in shared memory
     ([warp][row][col], f32), one bar.sync, then thread o adds the WK
     partials of output (o / X, o % X) in warp order and applies alpha,
@@ -70,7 +75,22 @@ Design
   before the shared-memory step.
 
 Per-MT configuration (CONFIGS): engine, NT (n8 tiles per CTA), U (16-byte
-loads of each B row per lane per step), WK (warps per CTA).
+loads of each B row per lane per step), WK (warps per CTA), pipe.  Measured
+and left off (H100, f16, 4 LLM shapes, M = 1..16): no pipeline with
+U in {2, 4, 8}, NT in {1, 2, 4} or WK in {4, 8, 16} (all 10-40% slower than
+the pipelined kernels); pipe with U = 2 (3-10% slower); engine fma for MT <= 4
+(about mma's speed without the pipeline); B loaded with ld.global.cs or .nc
+instead of .cg (no difference).  MT = 16 with NT = 2, U = 4 (pipe) was up to 5%
+faster at three of the four shapes in one run (45.8 vs 48.4 us at 14336 x
+4096) but has only been through the simulator and a check against cuBLAS,
+not the full GPU test matrix: a candidate, not the default.
+
+H100 (run of 2026-11-22, f16, median of 40 single-launch event timings,
+4+ weight copies rotated past L2), M = 1 / 16, us and % of cuBLAS GemmEx:
+  4096 x 4096   16.6 / 17.2   (129% / 125%: cuBLAS 21.4 / 21.4 that run)
+  11008 x 4096  35.1 / 37.8   (106% / 101%), 2572 GB/s of weights at M = 1
+  4096 x 11008  37.7 / 40.5   ( 98% /  94%)
+  14336 x 4096  44.5 / 48.2   (100% /  94%), 2641 GB/s at M = 1
 """
 
 import argparse
@@ -98,11 +118,11 @@ DTYPES = ("f16", "bf16")
 # Per MT: engine, n8 tiles per CTA (cols_per_block = 8*nt), 16-byte loads per
 # B row per lane per K step (u), warps per CTA (wk, all splitting K).
 CONFIGS = {
-    1: {"engine": "mma", "nt": 2, "u": 4, "wk": 8},
-    2: {"engine": "mma", "nt": 2, "u": 4, "wk": 8},
-    4: {"engine": "mma", "nt": 2, "u": 4, "wk": 8},
-    8: {"engine": "mma", "nt": 2, "u": 4, "wk": 8},
-    16: {"engine": "mma", "nt": 4, "u": 2, "wk": 8},
+    1: {"engine": "mma", "nt": 2, "u": 4, "wk": 8, "pipe": True},
+    2: {"engine": "mma", "nt": 2, "u": 4, "wk": 8, "pipe": True},
+    4: {"engine": "mma", "nt": 2, "u": 4, "wk": 8, "pipe": True},
+    8: {"engine": "mma", "nt": 2, "u": 4, "wk": 8, "pipe": True},
+    16: {"engine": "mma", "nt": 4, "u": 2, "wk": 8, "pipe": True},
 }
 # Cache operators: B is streamed (L2 only), A is re-read by every CTA.
 DEFAULT_OPTS = {"b_ld": "ld.global.cg", "a_ld": "ld.global.nc"}

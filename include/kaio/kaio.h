@@ -327,9 +327,10 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_buffer_wrap(kaio_buffer **out, kaio_dev
 KAIO_API void kaio_buffer_destroy(kaio_buffer *buffer);
 
 /* Blocking copies between host memory and [offset, offset + size) of buffer.
- * They wait for the copy, and (as the driver does) for prior work on the
- * legacy stream, but NOT for work on KAIO_STREAM_NON_BLOCKING or foreign
- * streams: synchronise such a stream first, or use the _async forms on it. */
+ * They return once the bytes have landed, and (as the driver does) order
+ * after prior work on the legacy stream, but NOT after work on
+ * KAIO_STREAM_NON_BLOCKING or foreign streams: synchronise such a stream
+ * first, or use the _async forms on it. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_buffer_write(kaio_buffer *buffer, uint64_t offset,
                                                        const void *src, uint64_t size);
 KAIO_API KAIO_NODISCARD kaio_status kaio_buffer_read(const kaio_buffer *buffer, uint64_t offset,

@@ -151,8 +151,15 @@ KAIO_API kaio_status kaio_buffer_write(kaio_buffer *buffer, uint64_t offset, con
     if (size == 0) return KAIO_OK;
     kaio::ContextScope scope(buffer->device);
     KAIO_TRY(scope.status(fn));
-    if (cu::CUresult r = buffer->device->api->cuMemcpyHtoD(buffer->ptr + offset, src, size))
-      return fail_driver(r, fn, "cuMemcpyHtoD");
+    // cuMemcpyHtoD from pageable memory may return once the data is staged,
+    // before it lands; a kernel on a non-blocking stream could then read the
+    // old bytes. Copying on the legacy stream and waiting for it makes the
+    // write complete when this call returns, as documented.
+    const kaio::driver::Api *api = buffer->device->api;
+    if (cu::CUresult r = api->cuMemcpyHtoDAsync(buffer->ptr + offset, src, size, nullptr))
+      return fail_driver(r, fn, "cuMemcpyHtoDAsync");
+    if (cu::CUresult r = api->cuStreamSynchronize(nullptr))
+      return fail_driver(r, fn, "cuStreamSynchronize");
     return KAIO_OK;
   });
 }

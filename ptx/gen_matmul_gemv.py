@@ -97,6 +97,8 @@ import argparse
 import os
 import sys
 
+from ptx_emitter import PtxEmitter
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_NAME = "matmul_gemv.ptx"
 HEADER = (
@@ -132,53 +134,11 @@ DEFAULT_OPTS = {"b_ld": "ld.global.cg", "a_ld": "ld.global.nc"}
 # Kernel builder: virtual registers, labels, text.
 # --------------------------------------------------------------------------
 
-class Kernel:
-    REG_TYPES = (("p", ".pred"), ("h", ".b16"), ("r", ".b32"), ("f", ".f32"), ("rd", ".b64"))
-
+class Kernel(PtxEmitter):
     def __init__(self, name, doc, block, cols, shared_decl):
         self.name, self.doc, self.block, self.cols = name, doc, block, cols
         self.shared_decl = shared_decl
-        self.lines = []
-        self.count = {kind: 0 for kind, _ in self.REG_TYPES}
-        self.nlabels = 0
-
-    def reg(self, kind):
-        n = self.count[kind]
-        self.count[kind] += 1
-        return "%%%s%d" % (kind, n)
-
-    def regs(self, kind, n):
-        return [self.reg(kind) for _ in range(n)]
-
-    def op(self, text):
-        self.lines.append("\t" + text + ";")
-
-    def note(self, text):
-        self.lines.append("\t// " + text)
-
-    def label(self, hint):
-        self.nlabels += 1
-        return "L_%s_%d" % (hint, self.nlabels)
-
-    def place(self, label):
-        self.lines.append(label + ":")
-
-    def _dst(self, kind, opcode, srcs):
-        d = self.reg(kind)
-        self.op("%s %s, %s" % (opcode, d, ", ".join(str(s) for s in srcs)))
-        return d
-
-    def r(self, opcode, *srcs):
-        return self._dst("r", opcode, srcs)
-
-    def rd(self, opcode, *srcs):
-        return self._dst("rd", opcode, srcs)
-
-    def f(self, opcode, *srcs):
-        return self._dst("f", opcode, srcs)
-
-    def p(self, opcode, *srcs):
-        return self._dst("p", opcode, srcs)
+        super().__init__()
 
     def text(self):
         out = ["// " + line if line else "//" for line in self.doc.strip("\n").split("\n")]

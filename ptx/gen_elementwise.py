@@ -23,7 +23,7 @@ import os
 import struct
 import sys
 
-from ptx_emitter import PtxEmitter
+from ptx_emitter import PtxEmitter, write_or_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEADER = (
@@ -763,23 +763,7 @@ def main():
         for name, table in zip(("ERF_P", "ERF_Q"), refit_erf_tables()):
             print(name, "=", [float.hex(c) for c in table])
         return 0
-    stale = []
-    for fname, text in generate().items():
-        path = os.path.join(HERE, fname)
-        if args.check:
-            try:
-                with open(path, encoding="utf-8", newline="") as fh:
-                    same = fh.read() == text
-            except OSError:
-                same = False
-            if not same:
-                stale.append(path)
-        else:
-            with open(path, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(text)
-    for path in stale:
-        print("stale: %s (run python3 ptx/gen_elementwise.py)" % os.path.relpath(path), file=sys.stderr)
-    return 1 if stale else 0
+    return write_or_check(HERE, generate(), args.check, "gen_elementwise.py")
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ import argparse
 import os
 import sys
 
-from ptx_emitter import PtxEmitter
+from ptx_emitter import PtxEmitter, write_or_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEADER = (
@@ -683,23 +683,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="fail if the committed files are stale")
     args = ap.parse_args()
-    stale = []
-    for fname, text in generate().items():
-        path = os.path.join(HERE, fname)
-        if args.check:
-            try:
-                with open(path, encoding="utf-8", newline="") as fh:
-                    same = fh.read() == text
-            except OSError:
-                same = False
-            if not same:
-                stale.append(path)
-        else:
-            with open(path, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(text)
-    for path in stale:
-        print("stale: %s (run python3 ptx/gen_matmul_sm80.py)" % os.path.relpath(path), file=sys.stderr)
-    return 1 if stale else 0
+    return write_or_check(HERE, generate(), args.check, "gen_matmul_sm80.py")
 
 
 if __name__ == "__main__":

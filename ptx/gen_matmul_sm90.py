@@ -129,7 +129,7 @@ import argparse
 import os
 import sys
 
-from ptx_emitter import PtxEmitter
+from ptx_emitter import PtxEmitter, write_or_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEADER = (
@@ -573,21 +573,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="fail if the committed file is stale")
     args = ap.parse_args()
-    text = generate()
-    path = os.path.join(HERE, OUTPUT)
-    if args.check:
-        try:
-            with open(path, encoding="utf-8", newline="") as fh:
-                same = fh.read() == text
-        except OSError:
-            same = False
-        if not same:
-            print("stale: %s (run python3 ptx/gen_matmul_sm90.py)" % os.path.relpath(path), file=sys.stderr)
-            return 1
-        return 0
-    with open(path, "w", encoding="utf-8", newline="\n") as fh:
-        fh.write(text)
-    return 0
+    return write_or_check(HERE, {OUTPUT: generate()}, args.check, "gen_matmul_sm90.py")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,9 @@
 type, labels, and one-line helpers that allocate a destination register.
 Each generator subclasses it with its own entry header and text()."""
 
+import os
+import sys
+
 
 class PtxEmitter:
     REG_TYPES = (("p", ".pred"), ("h", ".b16"), ("r", ".b32"), ("f", ".f32"), ("rd", ".b64"))
@@ -48,3 +51,25 @@ class PtxEmitter:
 
     def p(self, opcode, *srcs):
         return self._dst("p", opcode, srcs)
+
+
+def write_or_check(here, files, check, script):
+    """Writes each generated file beside the generator, or with check only
+    compares it with the committed one; returns the process exit status."""
+    stale = []
+    for fname, text in files.items():
+        path = os.path.join(here, fname)
+        if check:
+            try:
+                with open(path, encoding="utf-8", newline="") as fh:
+                    same = fh.read() == text
+            except OSError:
+                same = False
+            if not same:
+                stale.append(path)
+        else:
+            with open(path, "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(text)
+    for path in stale:
+        print("stale: %s (run python3 ptx/%s)" % (os.path.relpath(path), script), file=sys.stderr)
+    return 1 if stale else 0

@@ -97,7 +97,7 @@ import argparse
 import os
 import sys
 
-from ptx_emitter import PtxEmitter, write_or_check
+from ptx_emitter import PtxEmitter, load_params, write_or_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_NAME = "matmul_gemv.ptx"
@@ -291,16 +291,7 @@ grid (ceil(N/%d), 1, 1), block (%d, 1, 1).""" % (
         red_bytes, X, threads)
     k = Kernel(name, doc, threads, X, ".shared .align 16 .b8 %s[%d]" % (sym, red_bytes))
 
-    P = {}
-    for ptx_type, pname in PARAMS:
-        if ptx_type == ".u64":
-            P[pname] = k.rd("ld.param.u64", "[%s]" % pname)
-        elif ptx_type == ".u32":
-            P[pname] = k.r("ld.param.u32", "[%s]" % pname)
-        else:
-            P[pname] = k.f("ld.param.f32", "[%s]" % pname)
-    for pname in ("a", "b", "c"):
-        P[pname] = k.rd("cvta.to.global.u64", P[pname])
+    P = load_params(k, PARAMS, ("a", "b", "c"))
 
     tid = k.r("mov.u32", "%tid.x")
     lane = k.r("and.b32", tid, 31)

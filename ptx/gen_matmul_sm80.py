@@ -85,7 +85,7 @@ import argparse
 import os
 import sys
 
-from ptx_emitter import PtxEmitter, write_or_check
+from ptx_emitter import PtxEmitter, load_params, write_or_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEADER = (
@@ -501,16 +501,7 @@ grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (
     k.maxnreg = o["maxnreg"]
     mma = "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32" % (dt, dt)
 
-    P = {}
-    for ptx_type, pname in PARAMS:
-        if ptx_type == ".u64":
-            P[pname] = k.rd("ld.param.u64", "[%s]" % pname)
-        elif ptx_type == ".u32":
-            P[pname] = k.r("ld.param.u32", "[%s]" % pname)
-        else:
-            P[pname] = k.f("ld.param.f32", "[%s]" % pname)
-    for pname in ("a", "b", "c"):
-        P[pname] = k.rd("cvta.to.global.u64", P[pname])
+    P = load_params(k, PARAMS, ("a", "b", "c"))
 
     tid = k.r("mov.u32", "%tid.x")
     lane = k.r("and.b32", tid, 31)

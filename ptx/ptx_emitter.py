@@ -73,3 +73,17 @@ def write_or_check(here, files, check, script):
     for path in stale:
         print("stale: %s (run python3 ptx/%s)" % (os.path.relpath(path), script), file=sys.stderr)
     return 1 if stale else 0
+
+
+def load_params(k, params, pointers):
+    """Loads every (type, name) scalar parameter into a register, and turns
+    the named pointer parameters into global addresses; returns name -> reg."""
+    loaders = {".u64": (k.rd, "ld.param.u64"), ".u32": (k.r, "ld.param.u32"),
+               ".f32": (k.f, "ld.param.f32")}
+    regs = {}
+    for ptx_type, pname in params:
+        emit, opcode = loaders[ptx_type]
+        regs[pname] = emit(opcode, "[%s]" % pname)
+    for pname in pointers:
+        regs[pname] = k.rd("cvta.to.global.u64", regs[pname])
+    return regs

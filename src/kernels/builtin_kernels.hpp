@@ -97,13 +97,17 @@ struct BuiltinKernel {
 };
 
 // A resolved kernel and what its PTX annotations say about launching it:
-// `// kaio-shared-bytes: <entry> <bytes>` and
-// `// kaio-launch: <entry> block=<threads> cols_per_block=<columns>`.
+// `// kaio-shared-bytes: <entry> <bytes>`,
+// `// kaio-launch: <entry> block=<threads> cols_per_block=<columns>` and
+// `// kaio-tma: <entry> tmap_a|tmap_b ... box=<inner>,<outer> ...`. Read once,
+// when the kernel is resolved, so launches never parse PTX.
 struct BuiltinFunction {
   cu::CUfunction function = nullptr;
   unsigned shared_bytes = 0;
   unsigned block = 0;           // 0 when not annotated
   unsigned cols_per_block = 0;  // 0 when not annotated
+  unsigned box_a[2] = {0, 0};   // TMA boxes; 0 when not annotated
+  unsigned box_b[2] = {0, 0};
 };
 
 const BuiltinKernel &builtin_kernel(KernelId id);

@@ -64,8 +64,14 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
       return fail_driver(r, caller, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
   }
   const std::string launch = ptx_annotation(ptx, "launch", k.name);
-  resolved_[index] = {f, shared, static_cast<unsigned>(annotation_value(launch, "block", 0)),
-                      static_cast<unsigned>(annotation_value(launch, "cols_per_block", 0))};
+  BuiltinFunction &r = resolved_[index];
+  r.function = f;
+  r.shared_bytes = shared;
+  r.block = static_cast<unsigned>(annotation_value(launch, "block", 0));
+  r.cols_per_block = static_cast<unsigned>(annotation_value(launch, "cols_per_block", 0));
+  const std::string entry = k.name;
+  annotation_pair(ptx_annotation(ptx, "tma", (entry + " tmap_a").c_str()), "box", r.box_a);
+  annotation_pair(ptx_annotation(ptx, "tma", (entry + " tmap_b").c_str()), "box", r.box_b);
   slot.store(f, std::memory_order_release);  // publishes resolved_[index]
   *out = resolved_[index];
   return KAIO_OK;

@@ -27,4 +27,15 @@ int64_t annotation_value(const std::string &annotation, const char *key, int64_t
   return fallback;
 }
 
+bool annotation_pair(const std::string &annotation, const char *key, unsigned out[2]) {
+  const std::string needle = std::string(key) + "=";
+  const size_t at = annotation.find(needle);
+  if (at == std::string::npos || (at > 0 && annotation[at - 1] != ' ')) return false;
+  char *end = nullptr;
+  out[0] = static_cast<unsigned>(std::strtoul(annotation.c_str() + at + needle.size(), &end, 10));
+  if (!end || *end != ',') return false;
+  out[1] = static_cast<unsigned>(std::strtoul(end + 1, nullptr, 10));
+  return out[0] > 0 && out[1] > 0;
+}
+
 }  // namespace kaio

@@ -17,4 +17,7 @@ std::string ptx_annotation(const char *ptx, const char *tag, const char *entry);
 // The integer value of `key=<value>` in an annotation, or fallback.
 int64_t annotation_value(const std::string &annotation, const char *key, int64_t fallback);
 
+// The pair `key=<first>,<second>` in an annotation; false if absent.
+bool annotation_pair(const std::string &annotation, const char *key, unsigned out[2]);
+
 }  // namespace kaio

@@ -1,13 +1,9 @@
 #include "ops/matmul_sm90.hpp"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 
 #include "core/error.hpp"
-#include "kernels/embedded_ptx.hpp"
 #include "kernels/module_cache.hpp"
-#include "kernels/ptx_annotations.hpp"
 #include "runtime/context_scope.hpp"
 #include "runtime/stream.hpp"
 
@@ -30,20 +26,6 @@ KernelId kernel_for(const OpPlan &plan) {
   const MatmulParams &p = plan.matmul;
   return with_dtype_offset(KernelId::matmul_sm90_f16_nn,
                            (plan.dtype == KAIO_DTYPE_BF16 ? 4 : 0) + p.trans_a * 2 + p.trans_b);
-}
-
-// "box=64,128" in the kernel's `// kaio-tma:` line for `param`.
-bool read_box(const BuiltinKernel &k, const char *param, unsigned box[2]) {
-  const char *ptx = embedded_ptx(module_name(k.module));
-  if (!ptx) return false;
-  const std::string line = ptx_annotation(ptx, "tma", (std::string(k.name) + " " + param).c_str());
-  const size_t at = line.find("box=");
-  if (at == std::string::npos) return false;
-  char *end = nullptr;
-  box[0] = static_cast<unsigned>(std::strtoul(line.c_str() + at + 4, &end, 10));
-  if (!end || *end != ',') return false;
-  box[1] = static_cast<unsigned>(std::strtoul(end + 1, nullptr, 10));
-  return box[0] > 0 && box[1] > 0;
 }
 
 // A row-major view as a 2-D tensor map: dim 0 is the view's columns (the
@@ -76,10 +58,13 @@ kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *pl
   const KernelId id = kernel_for(*plan);
   KAIO_TRY(device->modules->function(caller, id, &fn));
   MatmulParams &p = plan->matmul;
-  if (fn.block == 0 || !read_box(builtin_kernel(id), "tmap_a", p.box_a) ||
-      !read_box(builtin_kernel(id), "tmap_b", p.box_b))
+  if (fn.block == 0 || fn.box_a[0] == 0 || fn.box_b[0] == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper matmul kernel lacks its annotations.",
                 caller);
+  for (int i = 0; i < 2; ++i) {
+    p.box_a[i] = fn.box_a[i];
+    p.box_b[i] = fn.box_b[i];
+  }
   p.tma = true;
   plan->function = fn.function;
   plan->shared_bytes = fn.shared_bytes;

@@ -7,8 +7,9 @@
 Only the Python standard library is used and the output depends on nothing but
 this file, so --check is reproducible.
 
-Kernels: kaio_matmul_sm90_<in>_<la><lb>, in in {f16, bf16}, la, lb in {n, t};
-8 entries.  "nt" (A M x K row-major, B N x K row-major: the nn.Linear layout)
+Kernels: kaio_matmul_sm90_<in>_<la><lb>[_n128], in in {f16, bf16}, la, lb in
+{n, t}; 16 entries: CTA tiles 128 x 256, and 128 x 128 (_n128, 6 stages) for
+shapes with too few tiles to fill the SMs.  "nt" (A M x K row-major, B N x K row-major: the nn.Linear layout)
 is the primary one: both operands K-major, no transposes.
 
     C[M x N] = alpha * op(A) * op(B) + beta * C        (f32 accumulation)
@@ -24,15 +25,23 @@ is the primary one: both operands K-major, no transposes.
 
   Params: (.param .align 64 .b8 tmap_a[128], .param .align 64 .b8 tmap_b[128],
            u64 c, u32 m, u32 n, u32 k, u64 ldc, f32 alpha, f32 beta,
-           u32 out_dtype); ldc in elements.
+           u32 out_dtype, u32 kper, u64 split_elems); ldc in elements.
+  Split-K: kper = K steps (of 64) per split, split_elems = elements between
+  the splits' outputs.  Work item t = s * tiles + tile computes split s of
+  that tile over K steps [s*kper, min(s*kper + kper, ceil(K/64))) and stores
+  it at c + s * split_elems * 4 bytes.  kper >= ceil(K/64) (one split) is the
+  plain product; with more than one split the host passes out_dtype 1 (f32),
+  alpha 1, beta 0 and a workspace for c, and sums the splits in a second
+  kernel (kaio_splitk_reduce in convert.ptx) in split order: deterministic.
   Packed argument buffer (CU_LAUNCH_PARAM_BUFFER_POINTER, kaio_kernel_launch):
   the .align 64 is honoured in absolute constant-bank terms, and on sm_90
   (driver 580) the parameter block starts at c[0x0][0x210], which is 16 mod
   64: the driver puts tmap_a at offset 48, so the offsets are 48, 176, 304,
-  312, 316, 320, 328, 336, 340, 344 (348 bytes), NOT those of a C struct
-  (0, 128, 256, ...).  Take them from cuFuncGetParamInfo (or launch with a
+  312, 316, 320, 328, 336, 340, 344, 348, 352 (360 bytes), NOT those of a
+  C struct (0, 128, 256, ...).  Take them from cuFuncGetParamInfo (or launch with a
   kernelParams array, which the driver places itself); seen on an H100:
-  param_bytes = 348, SASS reads c at c[0x0][0x340].
+  param_bytes = 348 before kper and split_elems were added; SASS reads c
+  at c[0x0][0x340].
   Host guarantees: M, N >= 1; K >= 8, K % 8 == 0; a, b 16-byte aligned and
   lda, ldb multiples of 8 (TMA: global address 16-B aligned, strides multiples
   of 16 bytes); c aligned to its element size, ldc >= N.
@@ -160,7 +169,7 @@ DEFAULT_CFG = {
 PARAMS = [(".param .align 64 .b8", "tmap_a[128]"), (".param .align 64 .b8", "tmap_b[128]"),
           (".param .u64", "c"), (".param .u32", "m"), (".param .u32", "n"), (".param .u32", "k"),
           (".param .u64", "ldc"), (".param .f32", "alpha"), (".param .f32", "beta"),
-          (".param .u32", "out_dtype")]
+          (".param .u32", "out_dtype"), (".param .u32", "kper"), (".param .u64", "split_elems")]
 
 
 # --------------------------------------------------------------------------
@@ -244,6 +253,16 @@ def tile_coords(k, t, tiles_m, tiles_n, cfg, bm, bn):
     mb = k.r("add.u32", first, k.r("rem.u32", rem, gm))
     nb = k.r("div.u32", rem, gm)
     return k.r("mul.lo.u32", mb, bm), k.r("mul.lo.u32", nb, bn)
+
+
+def work_item(k, t, ntiles, tiles_m, tiles_n, ktiles, kper, cfg, bm, bn):
+    """Work item t -> (m0, n0, first K step, K steps) of split t / ntiles."""
+    split = k.r("div.u32", t, ntiles)
+    tile = k.r("sub.u32", t, k.r("mul.lo.u32", split, ntiles))
+    m0, n0 = tile_coords(k, tile, tiles_m, tiles_n, cfg, bm, bn)
+    kbeg = k.r("mul.lo.u32", split, kper)
+    kcnt = k.r("min.u32", k.r("sub.u32", ktiles, kbeg), kper)
+    return m0, n0, kbeg, kcnt
 
 
 def advance_ring(k, s, ph, stages):
@@ -402,9 +421,10 @@ def matmul_kernel(dt, la, lb, cfg):
 
     P = {}
     P["c"] = k.rd("cvta.to.global.u64", k.rd("ld.param.u64", "[c]"))
-    for pname in ("m", "n", "k", "out_dtype"):
+    for pname in ("m", "n", "k", "out_dtype", "kper"):
         P[pname] = k.r("ld.param.u32", "[%s]" % pname)
     P["ldc"] = k.rd("ld.param.u64", "[ldc]")
+    P["split_elems"] = k.rd("ld.param.u64", "[split_elems]")
     for pname in ("alpha", "beta"):
         P[pname] = k.f("ld.param.f32", "[%s]" % pname)
 
@@ -419,6 +439,10 @@ def matmul_kernel(dt, la, lb, cfg):
         if bn & (bn - 1) == 0 else k.r("div.u32", k.r("add.u32", P["n"], bn - 1), bn)
     ntiles = k.r("mul.lo.u32", tiles_m, tiles_n)
     ktiles = k.r("shr.u32", k.r("add.u32", P["k"], BK - 1), 6)
+    k.note("split-K: work item t = split * ntiles + tile; split s covers K steps [s*kper, s*kper + kper)")
+    kper = k.r("min.u32", k.r("max.u32", P["kper"], 1), ktiles)
+    nsplit = k.r("div.u32", k.r("add.u32", ktiles, k.r("sub.u32", kper, 1)), kper)
+    nwork = k.r("mul.lo.u32", ntiles, nsplit)
     cta = k.r("mov.u32", "%ctaid.x")
     nctas = k.r("mov.u32", "%nctaid.x")
 
@@ -450,9 +474,9 @@ def matmul_kernel(dt, la, lb, cfg):
     t = k.r("mov.u32", cta)
     ptile = k.label("p_tile")
     k.place(ptile)
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", t, ntiles), exit_))
-    m0, n0 = tile_coords(k, t, tiles_m, tiles_n, cfg, bm, bn)
-    kc = k.r("mov.u32", 0)
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", t, nwork), exit_))
+    m0, n0, kbeg, kcnt = work_item(k, t, ntiles, tiles_m, tiles_n, ktiles, kper, cfg, bm, bn)
+    kc = k.r("shl.b32", kbeg, 6)
     kt = k.r("mov.u32", 0)
     pk = k.label("p_k")
     k.place(pk)
@@ -476,7 +500,7 @@ def matmul_kernel(dt, la, lb, cfg):
     advance_ring(k, s, ph, stages)
     k.op("add.u32 %s, %s, %d" % (kc, kc, BK))
     k.op("add.u32 %s, %s, 1" % (kt, kt))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", kt, ktiles), pk))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", kt, kcnt), pk))
     k.op("add.u32 %s, %s, %s" % (t, t, nctas))
     k.op("bra %s" % ptile)
 
@@ -496,8 +520,8 @@ def matmul_kernel(dt, la, lb, cfg):
     t = k.r("mov.u32", cta)
     ctile = k.label("c_tile")
     k.place(ctile)
-    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", t, ntiles), exit_))
-    m0, n0 = tile_coords(k, t, tiles_m, tiles_n, cfg, bm, bn)
+    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", t, nwork), exit_))
+    m0, n0, kbeg, kcnt = work_item(k, t, ntiles, tiles_m, tiles_n, ktiles, kper, cfg, bm, bn)
     kt = k.r("mov.u32", 0)
     ck = k.label("c_k")
     k.place(ck)
@@ -526,12 +550,15 @@ def matmul_kernel(dt, la, lb, cfg):
     k.op("mov.u32 %s, %s" % (prev, s))
     advance_ring(k, s, ph, stages)
     k.op("add.u32 %s, %s, 1" % (kt, kt))
-    k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", kt, ktiles), ck))
+    k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", kt, kcnt), ck))
     k.op("wgmma.wait_group.sync.aligned 0")
     k.op("@%s mbarrier.arrive.shared::cta.b64 _, [%s]" % (
         lane0, k.r("mad.lo.u32", prev, 8, k.r("add.u32", bars, 8 * stages))))
     done = k.label("stored")
-    epilogue(k, P, acc, m0, n0, cw, warp, lane, bn, done)
+    k.note("split s > 0 stores its f32 partial sum at c + s * split_elems (the host's workspace)")
+    split = k.r("div.u32", t, ntiles)
+    Pt = dict(P, c=k.rd("add.u64", P["c"], k.rd("shl.b64", k.rd("mul.lo.u64", wide(k, split), P["split_elems"]), 2)))
+    epilogue(k, Pt, acc, m0, n0, cw, warp, lane, bn, done)
     k.place(done)
     k.op("add.u32 %s, %s, %s" % (t, t, nctas))
     k.op("bra.uni %s" % ctile)
@@ -559,13 +586,20 @@ def matmul_kernel(dt, la, lb, cfg):
 
 # --------------------------------------------------------------------------
 
-def generate(cfg=None, layouts=("nt", "nn", "tn", "tt"), dtypes=("f16", "bf16")):
-    cfg = dict(DEFAULT_CFG, **(cfg or {}))
+# Half-width tiles for few-tile shapes (M = 128 prefill chunks): twice the
+# CTAs per split, so split-K needs half the splits and half the partials'
+# round trip through DRAM.
+NARROW_CFG = {"bn": 128, "stages": 6, "suffix": "_n128"}
+
+
+def generate(cfgs=(None, NARROW_CFG), layouts=("nt", "nn", "tn", "tt"), dtypes=("f16", "bf16")):
     parts = [HEADER, "\n// dynamic shared memory of every kernel below\n"
              ".extern .shared .align 1024 .b8 %s[];\n" % SMEM_SYM]
-    for dt in dtypes:
-        for lay in layouts:
-            parts.append("\n" + matmul_kernel(dt, lay[0], lay[1], cfg))
+    for extra in cfgs:
+        cfg = dict(DEFAULT_CFG, **(extra or {}))
+        for dt in dtypes:
+            for lay in layouts:
+                parts.append("\n" + matmul_kernel(dt, lay[0], lay[1], cfg))
     return "".join(parts)
 
 

@@ -210,6 +210,77 @@ TEST_F(GpuMatmul, DecodeShapesOnTheGemvPath) {
       }
 }
 
+// Few output tiles with a long K: prepared ops on the Hopper path split K
+// over the idle SMs and sum the splits in a second kernel (one-shot calls
+// never split, having no workspace). Every layout and output dtype, beta 0
+// (NaN-poisoned C) and not, K not a multiple of the 64-wide K step.
+TEST_F(GpuMatmul, SplitKShapesInPreparedOps) {
+  struct Shape {
+    int64_t m, n, k;
+  } shapes[] = {{17, 300, 4096}, {128, 256, 4104}, {129, 1000, 1000}, {200, 7, 8192},
+                {64, 513, 2048}, {128, 4096, 4096}};
+  int idx = 0;
+  for (const Shape &sh : shapes)
+    for (int lay = 0; lay < 4; ++lay) {
+      Case c;
+      c.m = sh.m;
+      c.n = sh.n;
+      c.k = sh.k;
+      c.ta = (lay & 2) ? KAIO_TRANS_T : KAIO_TRANS_N;
+      c.tb = (lay & 1) ? KAIO_TRANS_T : KAIO_TRANS_N;
+      c.in = (idx % 2) ? KAIO_DTYPE_BF16 : KAIO_DTYPE_F16;
+      c.out = (idx % 3 == 0) ? KAIO_DTYPE_F32 : (idx % 3 == 1) ? KAIO_DTYPE_F16 : KAIO_DTYPE_BF16;
+      c.alpha = (idx % 2) ? 0.75f : 1.0f;
+      c.beta = (idx % 4 == 1) ? -0.25f : 0.0f;
+      c.pad = (idx % 5 == 2) ? 8 : 0;
+      c.prepared = true;
+      ++idx;
+      check(c);
+    }
+}
+
+// The splits are summed in a fixed order: the same inputs give the same bits.
+TEST_F(GpuMatmul, SplitKIsDeterministic) {
+  const int64_t m = 128, n = 512, k = 8192;
+  kt::HostTensor a = kt::random_tensor(KAIO_DTYPE_F16, m * k, -1, 1, kt::test_seed() + 71);
+  kt::HostTensor b = kt::random_tensor(KAIO_DTYPE_F16, n * k, -1, 1, kt::test_seed() + 72);
+  kt::Buffer ba = kt::make_buffer(dev(), m * k * 2), bb = kt::make_buffer(dev(), n * k * 2),
+             bc = kt::make_buffer(dev(), m * n * 4);
+  KT_OK(kaio_buffer_write(ba.get(), 0, a.bytes.data(), a.bytes.size()));
+  KT_OK(kaio_buffer_write(bb.get(), 0, b.bytes.data(), b.bytes.size()));
+  kaio_matmul_desc d;
+  KT_OK(kaio_matmul_desc_init(&d, sizeof d));
+  d.trans_b = KAIO_TRANS_T;
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  kaio_op *raw = nullptr;
+  KT_OK(kaio_op_create_matmul(&raw, dev(), &d));
+  kt::Op op(raw);
+  kaio_tensor t[] = {kaio_tensor_2d(ba.get(), KAIO_DTYPE_F16, m, k),
+                     kaio_tensor_2d(bb.get(), KAIO_DTYPE_F16, n, k),
+                     kaio_tensor_2d(bc.get(), KAIO_DTYPE_F32, m, n)};
+  std::vector<float> first(m * n), again(m * n);
+  for (int run = 0; run < 5; ++run) {
+    KT_OK(kaio_buffer_memset(bc.get(), stream(), 0, 0xFF, m * n * 4));
+    KT_OK(kaio_op_launch(op.get(), stream(), t, 3));
+    KT_OK(kaio_stream_synchronize(stream()));
+    KT_OK(kaio_buffer_read(bc.get(), 0, (run ? again : first).data(), m * n * 4));
+    if (run) {
+      ASSERT_EQ(std::memcmp(first.data(), again.data(), m * n * 4), 0) << "run " << run;
+    }
+  }
+  double err2 = 0, ref2 = 0;
+  for (int64_t r : {int64_t{0}, int64_t{77}, m - 1})
+    for (int64_t col = 0; col < n; ++col) {
+      double acc = 0;
+      for (int64_t kk = 0; kk < k; ++kk) acc += a.values[r * k + kk] * b.values[col * k + kk];
+      err2 += (first[r * n + col] - acc) * (first[r * n + col] - acc);
+      ref2 += acc * acc;
+    }
+  EXPECT_LE(std::sqrt(err2 / ref2), 1e-4);
+}
+
 TEST_F(GpuMatmul, KaioNamedEntryPoints) {
   const int64_t m = 200, n = 72, k = 40;
   for (int which = 0; which < 4; ++which) {

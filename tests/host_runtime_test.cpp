@@ -337,6 +337,58 @@ TEST_F(FakeRuntime, HopperMatmulPassesTensorMapsOfTheViews) {
   EXPECT_EQ(launch_param<uint32_t>(9), static_cast<uint32_t>(KAIO_DTYPE_BF16));
 }
 
+// Few tiles and a long K: a prepared Hopper matmul splits K over the idle SMs
+// (the fake device has 4), then sums the splits in a second kernel. One-shot
+// calls own no workspace and never split; they take the narrow tiles instead.
+TEST_F(FakeRuntime, HopperMatmulSplitsLongKOverIdleSmsInPreparedOps) {
+  kt::Device d = kt::open_device(0);
+  kt::Stream s = kt::make_stream(d.get());
+  const int64_t m = 128, n = 256, k = 4096;
+  kt::Buffer a = kt::make_buffer(d.get(), m * k * 2), b = kt::make_buffer(d.get(), n * k * 2),
+             c = kt::make_buffer(d.get(), m * n * 2);
+  kaio_matmul_desc desc;
+  KT_OK(kaio_matmul_desc_init(&desc, sizeof desc));
+  desc.out_dtype = KAIO_DTYPE_F16;
+  desc.trans_b = KAIO_TRANS_T;
+  desc.alpha = 0.5f;
+  desc.beta = 2.0f;
+  desc.m = m;
+  desc.n = n;
+  desc.k = k;
+  kaio_tensor t[] = {kaio_tensor_2d(a.get(), KAIO_DTYPE_F16, m, k),
+                     kaio_tensor_2d(b.get(), KAIO_DTYPE_F16, n, k),
+                     kaio_tensor_2d(c.get(), KAIO_DTYPE_F16, m, n)};
+
+  KT_OK(kaio_matmul(s.get(), &t[0], &t[1], &t[2], &desc));
+  Launch one = last_launch();
+  EXPECT_EQ(one.name, "kaio_matmul_sm90_f16_nt_n128") << "two 128-wide tiles beat one 256-wide";
+  EXPECT_EQ(one.grid[0], 2u);
+  EXPECT_EQ(launch_param<uint32_t>(10), 64u) << "one split: every K step";
+  EXPECT_EQ(launch_param<uint64_t>(2), kaio_buffer_device_ptr(c.get()));
+
+  kaio_op *raw = nullptr;
+  KT_OK(kaio_op_create_matmul(&raw, d.get(), &desc));
+  kt::Op op(raw);
+  const unsigned long long before = kt::fake().launch_count();
+  KT_OK(kaio_op_launch(op.get(), s.get(), t, 3));
+  EXPECT_EQ(kt::fake().launch_count() - before, 2u);
+  Launch l = last_launch();
+  EXPECT_EQ(l.name, "kaio_splitk_reduce");
+  EXPECT_EQ(l.grid[0], 1u);
+  EXPECT_EQ(l.grid[1], static_cast<unsigned>(m));
+  EXPECT_EQ(l.block[0], 256u);
+  EXPECT_NE(launch_param<uint64_t>(0), kaio_buffer_device_ptr(c.get())) << "partials go to a workspace";
+  EXPECT_EQ(launch_param<uint64_t>(1), kaio_buffer_device_ptr(c.get()));
+  EXPECT_EQ(launch_param<uint32_t>(2), static_cast<uint32_t>(m));
+  EXPECT_EQ(launch_param<uint32_t>(3), static_cast<uint32_t>(n));
+  EXPECT_EQ(launch_param<uint64_t>(4), static_cast<uint64_t>(n));
+  EXPECT_EQ(launch_param<uint32_t>(5), 4u) << "4 SMs, one tile: 4 splits of 16 K steps";
+  EXPECT_EQ(launch_param<uint64_t>(6), static_cast<uint64_t>(m * n));
+  EXPECT_EQ(launch_param<float>(7), 0.5f);
+  EXPECT_EQ(launch_param<float>(8), 2.0f);
+  EXPECT_EQ(launch_param<uint32_t>(9), static_cast<uint32_t>(KAIO_DTYPE_F16));
+}
+
 TEST_F(FakeRuntime, MatmulBackwardRunsTwoTransposedProductsAndRoundsF32Grads) {
   kt::Device d = kt::open_device(0);
   kt::Stream s = kt::make_stream(d.get());

@@ -483,6 +483,16 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_softmax(kaio_stream *stream, const kaio
  * kernels for M <= 16 with B transposed, else the sm_80 cp.async kernels.
  * KAIO_MATMUL_SYNC and KAIO_MATMUL_ASYNC force the sm_80 mma.sync kernels
  * without and with a multi-stage cp.async pipeline.
+ *
+ * Split K: where the output has too few tiles to fill the GPU and K is long
+ * (e.g. M = 128 prefill chunks), a prepared AUTO op on compute capability
+ * 9.0 may cut K into slices computed by separate CTAs. The op then owns an
+ * f32 workspace (slices × M × N × 4 bytes, allocated at creation) and each
+ * launch enqueues a second kernel that sums the slices in a fixed order: the
+ * result is the same bits on every run, though it may differ in the last
+ * bits from the one-shot call, which never splits (it owns no workspace).
+ * Such an op must not run on two streams at once: order its launches, or
+ * create one op per stream.
  * ======================================================================== */
 typedef int32_t kaio_trans;
 enum { KAIO_TRANS_N = 0, KAIO_TRANS_T = 1 };

@@ -67,6 +67,7 @@ kaio_status create(const char *fn, kaio_op **out, kaio_device *device,
   KAIO_TRY(kaio::check_handle(fn, "device", device));
   auto op = std::make_unique<kaio_op>();
   op->plan = plan_from(desc);
+  op->plan.prepared = true;
   KAIO_TRY(kaio::plan_op(fn, device, &op->plan));
   op->device = device;
   kaio::device_retain(device);

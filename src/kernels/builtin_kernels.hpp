@@ -48,6 +48,7 @@ enum class ModuleId : int {
   X(softmax_bf16_block, rows, "kaio_softmax_bf16_block")                          \
   X(convert_f32_f16, convert, "kaio_convert_f32_f16")                             \
   X(convert_f32_bf16, convert, "kaio_convert_f32_bf16")                           \
+  X(splitk_reduce, convert, "kaio_splitk_reduce")                                 \
   X(matmul_sm80_sync_f16_nn, matmul_sm80_sync, "kaio_matmul_sm80_sync_f16_nn") \
   X(matmul_sm80_sync_f16_nt, matmul_sm80_sync, "kaio_matmul_sm80_sync_f16_nt") \
   X(matmul_sm80_sync_f16_tn, matmul_sm80_sync, "kaio_matmul_sm80_sync_f16_tn") \
@@ -81,7 +82,15 @@ enum class ModuleId : int {
   X(matmul_sm90_bf16_nn, matmul_sm90, "kaio_matmul_sm90_bf16_nn") \
   X(matmul_sm90_bf16_nt, matmul_sm90, "kaio_matmul_sm90_bf16_nt") \
   X(matmul_sm90_bf16_tn, matmul_sm90, "kaio_matmul_sm90_bf16_tn") \
-  X(matmul_sm90_bf16_tt, matmul_sm90, "kaio_matmul_sm90_bf16_tt")
+  X(matmul_sm90_bf16_tt, matmul_sm90, "kaio_matmul_sm90_bf16_tt") \
+  X(matmul_sm90_n128_f16_nn, matmul_sm90, "kaio_matmul_sm90_f16_nn_n128") \
+  X(matmul_sm90_n128_f16_nt, matmul_sm90, "kaio_matmul_sm90_f16_nt_n128") \
+  X(matmul_sm90_n128_f16_tn, matmul_sm90, "kaio_matmul_sm90_f16_tn_n128") \
+  X(matmul_sm90_n128_f16_tt, matmul_sm90, "kaio_matmul_sm90_f16_tt_n128") \
+  X(matmul_sm90_n128_bf16_nn, matmul_sm90, "kaio_matmul_sm90_bf16_nn_n128") \
+  X(matmul_sm90_n128_bf16_nt, matmul_sm90, "kaio_matmul_sm90_bf16_nt_n128") \
+  X(matmul_sm90_n128_bf16_tn, matmul_sm90, "kaio_matmul_sm90_bf16_tn_n128") \
+  X(matmul_sm90_n128_bf16_tt, matmul_sm90, "kaio_matmul_sm90_bf16_tt_n128")
 // clang-format on
 
 enum class KernelId : int {

@@ -120,4 +120,5 @@ BackwardPlan make_backward_plan(const kaio_matmul_backward_desc &d) {
 
 kaio_op::~kaio_op() {
   if (backward) kaio_buffer_destroy(backward->workspace);
+  kaio_buffer_destroy(plan.workspace);
 }

@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
+#include "runtime/buffer.hpp"
 #include "runtime/context_scope.hpp"
 #include "runtime/stream.hpp"
 
@@ -11,7 +12,75 @@ namespace kaio {
 namespace {
 
 constexpr int64_t kTileM = 128;
-constexpr int64_t kTileN = 256;
+constexpr int64_t kStepK = 64;
+constexpr unsigned kReduceBlock = 256;
+
+// The two kernel families: 128 x 256 tiles, and 128 x 128 (_n128) for
+// shapes whose wide tiles leave SMs idle. kRate is one CTA's tensor-core
+// rate: 720 TFLOP/s over 132 SMs at 4096^3 for the wide tile, about 80% of
+// that per CTA for the narrow one (580 TFLOP/s at 4096^3).
+struct TileFamily {
+  int64_t tile_n;
+  double rate;
+  KernelId first;  // f16 nn; the others follow as in kernel_for
+};
+constexpr TileFamily kWide = {256, 5.5e12, KernelId::matmul_sm90_f16_nn};
+constexpr TileFamily kNarrow = {128, 4.4e12, KernelId::matmul_sm90_n128_f16_nn};
+
+// A cost model in seconds. The main kernel is bound either by its CTAs'
+// tensor cores or by reading A and B (and writing split-K partials) from
+// DRAM; every split beyond the first then costs the reduction, which reads
+// the partials back and writes C, plus its launch. Measured on the H100 with
+// M = 128 (ncu): splits of 7 cost more in the partials' round trip than the
+// SMs they filled saved; at N = 11008 and 14336 any split lost.
+constexpr double kDramBandwidth = 2.8e12;
+constexpr double kReduceLaunch = 1.5e-6;
+// Leave the default (wide tiles, one split) only for a predicted gain of at
+// least 10%: the model is coarse.
+constexpr double kMinGain = 0.9;
+// Each split keeps at least this many K steps, so its pipeline fills.
+constexpr int64_t kMinStepsPerSplit = 4;
+
+struct Choice {
+  const TileFamily *family = &kWide;
+  int64_t splits = 1;
+};
+
+int64_t tiles_of(int64_t m, int64_t n, const TileFamily &f) {
+  return ((m + kTileM - 1) / kTileM) * ((n + f.tile_n - 1) / f.tile_n);
+}
+
+double modelled_seconds(int64_t m, int64_t n, int64_t k, const TileFamily &f, int64_t splits,
+                        int64_t sms) {
+  const double flops = 2.0 * m * n * k;
+  const double operands = 2.0 * (m + n) * k, partials = splits > 1 ? 4.0 * splits * m * n : 0.0;
+  const int64_t ctas = std::min(tiles_of(m, n, f) * splits, sms);
+  double t = std::max(flops / (static_cast<double>(ctas) * f.rate),
+                      (operands + partials) / kDramBandwidth);
+  if (splits > 1) t += (partials + 4.0 * m * n) / kDramBandwidth + kReduceLaunch;
+  return t;
+}
+
+// The family and split count the model likes best, keeping every work item
+// in one wave. Splits need a workspace, so only op handles (may_split) get them.
+Choice choose(int64_t m, int64_t n, int64_t k, int64_t sms, bool may_split) {
+  const int64_t ksteps = (k + kStepK - 1) / kStepK;
+  Choice best;
+  double best_t = modelled_seconds(m, n, k, kWide, 1, sms) * kMinGain;
+  for (const TileFamily *f : {&kWide, &kNarrow}) {
+    const int64_t tiles = tiles_of(m, n, *f);
+    // The reduction's grid.y is a row, so at most 65535 rows split.
+    const int64_t max_splits = may_split && m <= 65535 ? ksteps / kMinStepsPerSplit : 1;
+    for (int64_t s = 1; s == 1 || (tiles * s <= sms && s <= max_splits); ++s) {
+      const double t = modelled_seconds(m, n, k, *f, s, sms);
+      if (t < best_t) {
+        best = {f, s};
+        best_t = t;
+      }
+    }
+  }
+  return best;
+}
 
 // CUtensorMap: 128 opaque bytes, 64-byte aligned.
 struct alignas(64) TensorMap {
@@ -22,9 +91,9 @@ struct alignas(64) TensorMap {
 constexpr int kTmaFloat16 = 6, kTmaBfloat16 = 9;
 constexpr int kInterleaveNone = 0, kSwizzle128 = 3, kL2Promote128 = 2, kOobZeroFill = 0;
 
-KernelId kernel_for(const OpPlan &plan) {
+KernelId kernel_for(const OpPlan &plan, const TileFamily &family) {
   const MatmulParams &p = plan.matmul;
-  return with_dtype_offset(KernelId::matmul_sm90_f16_nn,
+  return with_dtype_offset(family.first,
                            (plan.dtype == KAIO_DTYPE_BF16 ? 4 : 0) + p.trans_a * 2 + p.trans_b);
 }
 
@@ -54,10 +123,12 @@ bool sm90_applies(const kaio_device *device, const OpPlan &plan) {
 }
 
 kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *plan) {
-  BuiltinFunction fn;
-  const KernelId id = kernel_for(*plan);
-  KAIO_TRY(device->modules->function(caller, id, &fn));
   MatmulParams &p = plan->matmul;
+  const int64_t m = plan->rows, n = plan->cols, sms = device->info.sm_count;
+  const int64_t ksteps = (p.k + kStepK - 1) / kStepK;
+  const Choice choice = choose(m, n, p.k, sms, plan->prepared);
+  BuiltinFunction fn;
+  KAIO_TRY(device->modules->function(caller, kernel_for(*plan, *choice.family), &fn));
   if (fn.block == 0 || fn.box_a[0] == 0 || fn.box_b[0] == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper matmul kernel lacks its annotations.",
                 caller);
@@ -69,10 +140,19 @@ kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *pl
   plan->function = fn.function;
   plan->shared_bytes = fn.shared_bytes;
   plan->block = fn.block;
-  // Persistent: at most one CTA per SM, each walking tiles.
-  const int64_t tiles =
-      ((plan->rows + kTileM - 1) / kTileM) * ((plan->cols + kTileN - 1) / kTileN);
-  plan->grid = static_cast<unsigned>(std::min<int64_t>(tiles, device->info.sm_count));
+  const int64_t per = (ksteps + choice.splits - 1) / choice.splits;
+  p.k_steps_per_split = static_cast<unsigned>(per);
+  p.splits = static_cast<unsigned>((ksteps + per - 1) / per);
+  if (p.splits > 1) {
+    BuiltinFunction reduce;
+    KAIO_TRY(device->modules->function(caller, KernelId::splitk_reduce, &reduce));
+    p.reduce = reduce.function;
+    KAIO_TRY(kaio_buffer_create(&plan->workspace, device,
+                                static_cast<uint64_t>(p.splits) * m * n * sizeof(float)));
+  }
+  // Persistent: at most one CTA per SM, each walking work items.
+  plan->grid = static_cast<unsigned>(
+      std::min<int64_t>(tiles_of(m, n, *choice.family) * p.splits, sms));
   plan->grid_y = 1;
   return KAIO_OK;
 }
@@ -92,8 +172,29 @@ kaio_status launch_matmul_sm90(const char *caller, const kaio_device *device, co
   unsigned m = static_cast<unsigned>(plan.rows), n = static_cast<unsigned>(plan.cols),
            k = static_cast<unsigned>(p.k);
   float alpha = p.alpha, beta = p.beta;
-  unsigned out_dtype = static_cast<unsigned>(p.out_dtype);
-  void *params[] = {&map_a, &map_b, &pc, &m, &n, &k, &ldc, &alpha, &beta, &out_dtype};
+  unsigned out_dtype = static_cast<unsigned>(p.out_dtype), kper = p.k_steps_per_split;
+  unsigned long long split_elems = 0;
+  if (p.splits > 1) {
+    // The splits write f32 partial products, M x N each, into the workspace.
+    unsigned long long ws = plan.workspace->ptr, ws_ld = n;
+    float one = 1.0f, zero = 0.0f;
+    unsigned f32 = KAIO_DTYPE_F32, splits = p.splits;
+    split_elems = static_cast<unsigned long long>(m) * n;
+    void *params[] = {&map_a, &map_b, &ws, &m, &n, &k, &ws_ld, &one, &zero, &f32, &kper,
+                      &split_elems};
+    KAIO_TRY(launch_builtin(caller, device, plan, stream, params));
+    OpPlan reduce = plan;
+    reduce.function = p.reduce;
+    reduce.grid = (n + kReduceBlock - 1) / kReduceBlock;
+    reduce.grid_y = m;
+    reduce.block = kReduceBlock;
+    reduce.shared_bytes = 0;
+    void *reduce_params[] = {&ws, &pc, &m, &n, &ldc, &splits, &split_elems, &alpha, &beta,
+                             &out_dtype};
+    return launch_builtin(caller, device, reduce, stream, reduce_params);
+  }
+  void *params[] = {&map_a, &map_b, &pc, &m, &n, &k, &ldc, &alpha, &beta, &out_dtype, &kper,
+                    &split_elems};
   return launch_builtin(caller, device, plan, stream, params);
 }
 

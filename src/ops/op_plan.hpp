@@ -29,6 +29,12 @@ struct MatmulParams {
   bool tma = false;
   unsigned box_a[2] = {0, 0};
   unsigned box_b[2] = {0, 0};
+  // Split-K (Hopper path, op handles only): K cut into `splits` slices of
+  // `k_steps_per_split` steps of 64, partial products in the op's workspace,
+  // summed in split order by `reduce`.
+  unsigned splits = 1;
+  unsigned k_steps_per_split = 0;
+  cu::CUfunction reduce = nullptr;
 };
 
 struct OpPlan {
@@ -44,6 +50,10 @@ struct OpPlan {
   unsigned grid_y = 1;
   unsigned block = 0;
   unsigned shared_bytes = 0;
+  // Set by kaio_op_create_*: the plan may own a workspace, freed with the op.
+  // One-shot plans never allocate.
+  bool prepared = false;
+  kaio_buffer *workspace = nullptr;
 };
 
 // Checks dims, dtype, options and the device's architecture, then resolves

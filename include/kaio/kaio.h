@@ -403,7 +403,10 @@ static inline kaio_tensor kaio_tensor_2d(kaio_buffer *buffer, kaio_dtype dtype, 
  * An op handle is one op kind with its dtype, shapes and options, validated
  * once. Its kernels are loaded and its launch configuration chosen at
  * creation, so kaio_op_launch only checks the views and enqueues. An op runs
- * on any stream of its device, from any thread.
+ * on any stream of its device, from any thread. An op that owns a workspace
+ * (its creator says so: split-K matmul, matmul backward with an f32 dC) must
+ * not run on two streams at the same time; order such launches with events,
+ * or create one op per stream.
  *
  * Each op also has a one-shot call that validates and launches in one go; the
  * first call on a device loads the kernels, later calls reuse them.

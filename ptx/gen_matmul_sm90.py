@@ -9,7 +9,16 @@ this file, so --check is reproducible.
 
 Kernels: kaio_matmul_sm90_<in>_<la><lb>[_n128], in in {f16, bf16}, la, lb in
 {n, t}; 16 entries: CTA tiles 128 x 256, and 128 x 128 (_n128, 6 stages) for
-shapes with too few tiles to fill the SMs.  "nt" (A M x K row-major, B N x K row-major: the nn.Linear layout)
+shapes with too few tiles to fill the SMs.  Plus kaio_matmul_sm90_s8_nt[_n128]
+(W8A8): A M x K and B N x K int8, both K-major (int8 wgmma has no transpose),
+m64nNk32 s32 accumulation (exact), K step 128; TMA maps of dtype UINT8 (0);
+two more params, row_scale and col_scale (f32 vectors of M and N, 0 = none):
+out = alpha * f32(acc) * row_scale[m] * col_scale[n] (+ beta * C), rounded
+once per mul.  The host keeps lda, ldb multiples of 16 and never splits K
+(f32 partials would lose the exact sum).  Measured through a driver-API
+harness on the H100: exact against the integer reference (K <= 1008),
+4096^3 1335 TOPS (wide tile; cuBLASLt int8 1271 in h100-baselines.md),
+constant inputs, so only a first figure.  "nt" (A M x K row-major, B N x K row-major: the nn.Linear layout)
 is the primary one: both operands K-major, no transposes.
 
     C[M x N] = alpha * op(A) * op(B) + beta * C        (f32 accumulation)
@@ -170,6 +179,8 @@ PARAMS = [(".param .align 64 .b8", "tmap_a[128]"), (".param .align 64 .b8", "tma
           (".param .u64", "c"), (".param .u32", "m"), (".param .u32", "n"), (".param .u32", "k"),
           (".param .u64", "ldc"), (".param .f32", "alpha"), (".param .f32", "beta"),
           (".param .u32", "out_dtype"), (".param .u32", "kper"), (".param .u64", "split_elems")]
+# int8 kernels: optional per-row (A) and per-column (B) f32 scales; 0 = none.
+INT8_PARAMS = PARAMS + [(".param .u64", "row_scale"), (".param .u64", "col_scale")]
 
 
 # --------------------------------------------------------------------------
@@ -212,11 +223,11 @@ class Operand:
     """One input operand's stage tile.  rows = BM (A) or BN (B); kmajor: the
     global matrix is K-contiguous (A la = n, B lb = t)."""
 
-    def __init__(self, tag, kmajor, rows, cfg):
+    def __init__(self, tag, kmajor, rows, cfg, bk=BK):
         self.tag, self.kmajor, self.rows = tag, kmajor, rows
-        self.bytes = rows * BK * 2
+        self.bytes = rows * BK * 2                  # 128 B per row: bk elements of K
         if kmajor:
-            self.box = (BK, rows)                   # {K, rows}: rows x 128 B
+            self.box = (bk, rows)                   # {K, rows}: rows x 128 B
             self.dims = ("K", "M" if tag == "A" else "N")
             self.boxes = [(0, 0)]                   # (smem byte offset, row offset)
             self.slice = 64 * 128                   # next 64 rows (A per consumer)
@@ -299,7 +310,48 @@ def load_pair(k, name, pred, ptr, off):
     return o
 
 
-def epilogue(k, P, acc, m0, n0, cw, warp, lane, bn, done):
+class IntScale:
+    """int8 output value of accumulator i: the s32 sum as f32 (exact below
+    2^24), times row_scale[row] and col_scale[col] where those pointers are
+    not 0, times alpha.  Built per element inside the epilogue, so no more
+    than one converted value and one column predicate are live at a time
+    (converting all 128 up front spilled)."""
+
+    def __init__(self, k, P, acc, m0, n0, cw, warp, lane):
+        self.k, self.P, self.acc = k, P, acc
+        g = k.r("shr.u32", lane, 2)
+        row0 = k.r("add.u32", m0, k.r("add.u32", k.r("shl.b32", cw, 6),
+                                       k.r("add.u32", k.r("shl.b32", warp, 4), g)))
+        self.col0 = k.r("add.u32", n0, k.r("shl.b32", k.r("and.b32", lane, 3), 1))
+        prs = k.p("setp.ne.u64", P["row_scale"], 0)
+        self.pcs = k.p("setp.ne.u64", P["col_scale"], 0)
+        rs = k.rd("cvta.to.global.u64", P["row_scale"])
+        self.cs = k.rd("add.u64", k.rd("cvta.to.global.u64", P["col_scale"]),
+                       k.rd("mul.wide.u32", self.col0, 4))
+        self.rsc = []
+        for h in range(2):
+            row = k.r("add.u32", row0, 8 * h)
+            v = k.f("mul.rn.f32", P["alpha"], "0f3F800000")
+            ok = k.p("and.pred", prs, k.p("setp.lt.u32", row, P["m"]))
+            r = k.f("mov.f32", "0f3F800000")
+            k.op("@%s ld.global.f32 %s, [%s]" % (ok, r, k.rd("add.u64", rs, k.rd("mul.wide.u32", row, 4))))
+            self.rsc.append(k.f("mul.rn.f32", v, r))    # alpha * row scale
+
+    def __call__(self, j, h, e):
+        k = self.k
+        c = k.f("mov.f32", "0f3F800000")
+        ok = k.p("and.pred", self.pcs, k.p("setp.lt.u32", k.r("add.u32", self.col0, 8 * j + e), self.P["n"]))
+        k.op("@%s ld.global.f32 %s, [%s+%d]" % (ok, c, self.cs, 4 * (8 * j + e)))
+        f = k.f("cvt.rn.f32.s32", self.acc[4 * j + 2 * h + e])
+        return k.f("mul.rn.f32", k.f("mul.rn.f32", f, self.rsc[h]), c)
+
+
+def float_value(k, P, acc):
+    """f32 output value of accumulator (j, h, e): alpha * acc."""
+    return lambda j, h, e: k.f("mul.rn.f32", P["alpha"], acc[4 * j + 2 * h + e])
+
+
+def epilogue(k, P, value, m0, n0, cw, warp, lane, bn, done):
     """acc[4j + v]: row 16w + g + 8(v >> 1), col 8j + 2t + (v & 1) of this
     consumer's 64 x bn block (w = warp in the warpgroup, g = lane/4, t = lane%4).
     One fast path per output dtype (whole tile along N, C and ldc aligned to
@@ -343,7 +395,7 @@ def epilogue(k, P, acc, m0, n0, cw, warp, lane, bn, done):
                 k.op("@%s bra.uni %s" % (pbeta, fbeta))
             for h in range(2):
                 for j in range(nj):
-                    v = [k.f("mul.rn.f32", P["alpha"], acc[4 * j + 2 * h + e]) for e in range(2)]
+                    v = [value(j, h, e) for e in range(2)]
                     off = 8 * j * esize
                     if with_beta:
                         o = load_pair(k, name, row_ok[h], prow[h], off)
@@ -374,7 +426,7 @@ def epilogue(k, P, acc, m0, n0, cw, warp, lane, bn, done):
                 col_in = k.p("setp.lt.u32", k.r("add.u32", col0, 8 * j + e), P["n"])
                 p32 = k.p("and.pred", ok32, col_in)
                 p16 = k.p("and.pred", ok16, col_in)
-                v = k.f("mul.rn.f32", P["alpha"], acc[4 * j + 2 * h + e])
+                v = value(j, h, e)
                 # beta: raw bits of the old value (zero when not read, so every register
                 # is defined on all paths)
                 raw = k.r("mov.b32", 0)
@@ -410,14 +462,21 @@ def matmul_kernel(dt, la, lb, cfg):
     bn, ncons, stages = cfg["bn"], cfg["consumers"], cfg["stages"]
     bm, stage_bytes, bar_off, shared = layout(cfg)
     name = "kaio_matmul_sm90_%s_%s%s%s" % (dt, la, lb, cfg["suffix"])
-    A = Operand("A", la == "n", bm, cfg)
-    B = Operand("B", lb == "t", bn, cfg)
+    int8 = dt == "s8"
+    # K per 128-byte swizzle row: 64 16-bit or 128 8-bit elements
+    bk, lg_bk = (128, 7) if int8 else (BK, 6)
+    assert not int8 or (la, lb) == ("n", "t"), "int8 wgmma takes K-major operands only"
+    A = Operand("A", la == "n", bm, cfg, bk)
+    B = Operand("B", lb == "t", bn, cfg, bk)
     assert bn % 64 == 0 and 8 <= bn <= 256 and A.bytes % 1024 == 0
     nthreads = 128 * (1 + ncons)
     assert nthreads == 384, "the .maxntid / setmaxnreg budget below assumes 3 warpgroups"
     assert 128 * cfg["prod_regs"] + 128 * ncons * cfg["cons_regs"] <= 65536
     k = Kernel(name)
-    wgmma = "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s" % (bn, dt, dt)
+    if int8:
+        wgmma = "wgmma.mma_async.sync.aligned.m64n%dk32.s32.s8.s8" % bn
+    else:
+        wgmma = "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s" % (bn, dt, dt)
 
     P = {}
     P["c"] = k.rd("cvta.to.global.u64", k.rd("ld.param.u64", "[c]"))
@@ -425,6 +484,9 @@ def matmul_kernel(dt, la, lb, cfg):
         P[pname] = k.r("ld.param.u32", "[%s]" % pname)
     P["ldc"] = k.rd("ld.param.u64", "[ldc]")
     P["split_elems"] = k.rd("ld.param.u64", "[split_elems]")
+    if int8:
+        for pname in ("row_scale", "col_scale"):
+            P[pname] = k.rd("ld.param.u64", "[%s]" % pname)
     for pname in ("alpha", "beta"):
         P[pname] = k.f("ld.param.f32", "[%s]" % pname)
 
@@ -438,7 +500,7 @@ def matmul_kernel(dt, la, lb, cfg):
     tiles_n = k.r("shr.u32", k.r("add.u32", P["n"], bn - 1), (bn).bit_length() - 1) \
         if bn & (bn - 1) == 0 else k.r("div.u32", k.r("add.u32", P["n"], bn - 1), bn)
     ntiles = k.r("mul.lo.u32", tiles_m, tiles_n)
-    ktiles = k.r("shr.u32", k.r("add.u32", P["k"], BK - 1), 6)
+    ktiles = k.r("shr.u32", k.r("add.u32", P["k"], bk - 1), lg_bk)
     k.note("split-K: work item t = split * ntiles + tile; split s covers K steps [s*kper, s*kper + kper)")
     kper = k.r("min.u32", k.r("max.u32", P["kper"], 1), ktiles)
     nsplit = k.r("div.u32", k.r("add.u32", ktiles, k.r("sub.u32", kper, 1)), kper)
@@ -476,7 +538,7 @@ def matmul_kernel(dt, la, lb, cfg):
     k.place(ptile)
     k.op("@%s bra %s" % (k.p("setp.ge.u32", t, nwork), exit_))
     m0, n0, kbeg, kcnt = work_item(k, t, ntiles, tiles_m, tiles_n, ktiles, kper, cfg, bm, bn)
-    kc = k.r("shl.b32", kbeg, 6)
+    kc = k.r("shl.b32", kbeg, lg_bk)
     kt = k.r("mov.u32", 0)
     pk = k.label("p_k")
     k.place(pk)
@@ -498,7 +560,7 @@ def matmul_kernel(dt, la, lb, cfg):
             k.op("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                  " [%s+%d], [%s, {%s, %s}], [%s]" % (stage, off0 + soff, tm, coords[0], coords[1], full))
     advance_ring(k, s, ph, stages)
-    k.op("add.u32 %s, %s, %d" % (kc, kc, BK))
+    k.op("add.u32 %s, %s, %d" % (kc, kc, bk))
     k.op("add.u32 %s, %s, 1" % (kt, kt))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", kt, kcnt), pk))
     k.op("add.u32 %s, %s, %s" % (t, t, nctas))
@@ -513,7 +575,7 @@ def matmul_kernel(dt, la, lb, cfg):
     lane = k.r("and.b32", tid, 31)
     lane0 = k.p("setp.eq.u32", lane, 0)
     a_slice = k.r("mul.lo.u32", cw, A.slice)
-    acc = k.regs("f", bn // 2)
+    acc = k.regs("r" if int8 else "f", bn // 2)
     s = k.r("mov.u32", 0)
     ph = k.r("mov.u32", 0)
     prev = k.r("mov.u32", 0)
@@ -539,8 +601,12 @@ def matmul_kernel(dt, la, lb, cfg):
     for kk in range(BK // 16):
         da = descs[0] if kk == 0 else k.rd("add.s64", descs[0], kk * A.kstep >> 4)
         db = descs[1] if kk == 0 else k.rd("add.s64", descs[1], kk * B.kstep >> 4)
-        k.op("%s {%s}, %s, %s, %s, 1, 1, %d, %d" % (
-            wgmma, ", ".join(acc), da, db, accum if kk == 0 else "1", A.trans, B.trans))
+        scale_d = accum if kk == 0 else "1"
+        if int8:   # integer wgmma: no operand scaling or transposes
+            k.op("%s {%s}, %s, %s, %s" % (wgmma, ", ".join(acc), da, db, scale_d))
+        else:
+            k.op("%s {%s}, %s, %s, %s, 1, 1, %d, %d" % (
+                wgmma, ", ".join(acc), da, db, scale_d, A.trans, B.trans))
     k.op("wgmma.commit_group.sync.aligned")
     k.op("wgmma.wait_group.sync.aligned 1")
     k.note("the group before this one is done: its stage goes back to the producer")
@@ -558,7 +624,8 @@ def matmul_kernel(dt, la, lb, cfg):
     k.note("split s > 0 stores its f32 partial sum at c + s * split_elems (the host's workspace)")
     split = k.r("div.u32", t, ntiles)
     Pt = dict(P, c=k.rd("add.u64", P["c"], k.rd("shl.b64", k.rd("mul.lo.u64", wide(k, split), P["split_elems"]), 2)))
-    epilogue(k, Pt, acc, m0, n0, cw, warp, lane, bn, done)
+    value = IntScale(k, P, acc, m0, n0, cw, warp, lane) if int8 else float_value(k, P, acc)
+    epilogue(k, Pt, value, m0, n0, cw, warp, lane, bn, done)
     k.place(done)
     k.op("add.u32 %s, %s, %s" % (t, t, nctas))
     k.op("bra.uni %s" % ctile)
@@ -569,7 +636,7 @@ def matmul_kernel(dt, la, lb, cfg):
         "%s: C = alpha * op(A) * op(B) + beta * C, A %s (%s), B %s (%s), %s inputs, f32 accumulation."
         % (name, la, "K x M" if la == "t" else "M x K", lb, "N x K" if lb == "t" else "K x N", dt),
         "CTA tile %d x %d x %d, %d stages, 1 TMA producer + %d wgmma consumer warpgroups." % (
-            bm, bn, BK, stages, ncons),
+            bm, bn, bk, stages, ncons),
     ]
     out = ["// " + line for line in doc]
     out.append(A.tma_line(name, "tmap_a", dt))
@@ -578,7 +645,7 @@ def matmul_kernel(dt, la, lb, cfg):
                % (name, bm, bn, nthreads))
     out.append("// kaio-shared-bytes: %s %d" % (name, shared))
     out.append(".visible .entry %s(" % name)
-    out.append(",\n".join("\t%s %s" % p for p in PARAMS))
+    out.append(",\n".join("\t%s %s" % p for p in (INT8_PARAMS if int8 else PARAMS)))
     out.append(")")
     out.extend(k.body())
     return "\n".join(out) + "\n"
@@ -600,6 +667,8 @@ def generate(cfgs=(None, NARROW_CFG), layouts=("nt", "nn", "tn", "tt"), dtypes=(
         for dt in dtypes:
             for lay in layouts:
                 parts.append("\n" + matmul_kernel(dt, lay[0], lay[1], cfg))
+        # int8 (W8A8): A M x K and B N x K, both K-major, as wgmma requires
+        parts.append("\n" + matmul_kernel("s8", "n", "t", cfg))
     return "".join(parts)
 
 

@@ -8,6 +8,7 @@
 #include "kernels/embedded_ptx.hpp"
 #include "kernels/jit.hpp"
 #include "kernels/ptx_annotations.hpp"
+#include "kernels/ptx_entry.hpp"
 #include "runtime/context_scope.hpp"
 
 namespace kaio {
@@ -38,16 +39,19 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
   const BuiltinKernel &k = builtin_kernel(id);
   ContextScope scope(device_);
   KAIO_TRY(scope.status(caller));
-  cu::CUmodule &module = modules_[static_cast<size_t>(k.module)];
+  cu::CUmodule &module = modules_[index];
   const char *ptx = embedded_ptx(module_name(k.module));
   if (!ptx)
     return fail(KAIO_ERROR_INTERNAL, "%s: built-in module '%s' is missing from this build.",
                 caller, module_name(k.module));
-  if (!module) {
-    char what[96];
-    std::snprintf(what, sizeof what, "built-in module '%s'", module_name(k.module));
-    KAIO_TRY(jit_load(caller, device_, ptx, what, &module));
-  }
+  const std::string single = ptx_single_entry(ptx, k.name);
+  if (single.empty())
+    return fail(KAIO_ERROR_INTERNAL, "%s: built-in module '%s' has no entry %s.", caller,
+                module_name(k.module), k.name);
+  char what[160];
+  std::snprintf(what, sizeof what, "built-in kernel %s (module '%s')", k.name,
+                module_name(k.module));
+  KAIO_TRY(jit_load(caller, device_, single.c_str(), what, &module));
   cu::CUfunction f = nullptr;
   if (cu::CUresult r = device_->api->cuModuleGetFunction(&f, module, k.name))
     return fail_driver(r, caller, k.name);

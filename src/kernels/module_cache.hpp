@@ -1,6 +1,7 @@
-// Built-in modules of one device: each is JIT-loaded once, on first use, and
-// stays loaded while the device lives; resolved kernels are cached so a
-// steady-state launch makes no driver call but the launch itself.
+// Built-in kernels of one device: each is JIT-loaded once, on first use, as a
+// module of its own carved from its PTX file, and stays loaded while the
+// device lives; resolved kernels are cached so a steady-state launch makes no
+// driver call but the launch itself.
 #pragma once
 
 #include <kaio/kaio.h>
@@ -22,7 +23,7 @@ class ModuleCache {
   ModuleCache(const ModuleCache &) = delete;
   ModuleCache &operator=(const ModuleCache &) = delete;
 
-  // Thread-safe. Loads the kernel's module if needed (pushing the device's
+  // Thread-safe. Loads the kernel if needed (pushing the device's
   // context itself), then returns the cached function. A kernel that needs
   // more than the default 48 KiB of dynamic shared memory gets its limit
   // raised here, once, so launches need no attribute calls.
@@ -31,7 +32,8 @@ class ModuleCache {
  private:
   const kaio_device *device_;
   std::mutex mutex_;
-  std::array<cu::CUmodule, static_cast<size_t>(ModuleId::count)> modules_{};
+  // One JIT-compiled module per kernel (see ptx_entry.hpp).
+  std::array<cu::CUmodule, static_cast<size_t>(KernelId::count)> modules_{};
   std::array<std::atomic<cu::CUfunction>, static_cast<size_t>(KernelId::count)> functions_{};
   std::array<BuiltinFunction, static_cast<size_t>(KernelId::count)> resolved_{};
 };

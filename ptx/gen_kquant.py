@@ -897,7 +897,8 @@ MV_PARAMS = [(".u64", "a"), (".u64", "w"), (".u64", "c"), (".u32", "m"), (".u32"
 def matvec(k, p, fmt, mt):
     _, bb, _ = FORMATS[fmt]
     ue, upb = UNIT[fmt], UNITS_PER_BLOCK[fmt]
-    k.maxnreg = 192   # ptxas otherwise caps some variants at 128 and spills
+    # ptxas picks 128 for some variants and spills; M = 1 fits 128 (2 CTAs per SM)
+    k.maxnreg = 128 if mt == 1 else 192
     tid = k.r("mov.u32", "%tid.x")
     lane = k.r("and.b32", tid, "31")
     nrow = k.r("mad.lo.u32", k.r("mov.u32", "%ctaid.x"), "8", k.r("shr.u32", tid, "5"))

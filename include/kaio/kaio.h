@@ -662,6 +662,99 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_kernel_launch(const kaio_kernel *kernel
                                                         const kaio_launch_config *config,
                                                         const void *args, size_t args_size);
 
+/* ===========================================================================
+ * GGUF k-quants: Q8_0, Q4_K, Q5_K and Q6_K
+ *
+ * A quantized matrix is its GGUF block bytes, row-major: each row of `cols`
+ * values is cols / block_elems blocks laid end to end (block_q8_0: 34 bytes
+ * per 32 values; block_q4_K: 144, block_q5_K: 176, block_q6_K: 210 bytes per
+ * 256). Ops take it as a KAIO_DTYPE_U8 view of rows x
+ * kaio_quant_row_bytes(format, cols) bytes; its start and row_stride must
+ * be multiples of 16 bytes (Q4_K, Q5_K) or 2 bytes (Q8_0, Q6_K).
+ * Float views (x, y, A) must start on 16-byte boundaries with row strides
+ * of a multiple of 16 bytes. All errors are reported at creation and launch
+ * (KAIO_ERROR_INVALID_ARGUMENT for an unknown format or mode,
+ * KAIO_ERROR_INVALID_DIMENSION when cols or K is not a multiple of the
+ * block, KAIO_ERROR_INVALID_DTYPE, KAIO_ERROR_SHAPE_MISMATCH,
+ * KAIO_ERROR_MISALIGNED). Compute capability 8.0+.
+ * ======================================================================== */
+typedef int32_t kaio_quant_format;
+enum { KAIO_QUANT_Q8_0 = 1, KAIO_QUANT_Q4_K = 2, KAIO_QUANT_Q5_K = 3, KAIO_QUANT_Q6_K = 4 };
+
+/* Which reference quantize reproduces byte for byte:
+ * GGML   ggml's quantize_row_*_ref (what llama.cpp's llama-quantize writes
+ *        without an importance matrix);
+ * CANDLE candle's QTensor::quantize (an older port; differs from GGML on
+ *        Q4_K, Q5_K and Q6_K, including its quirks: a constant 32-value
+ *        sub-block of Q4_K/Q5_K quantizes to 0, an all-zero Q6_K superblock
+ *        stores d = -0.0). For Q8_0 both are the same. */
+typedef int32_t kaio_quant_mode;
+enum { KAIO_QUANT_MODE_GGML = 0, KAIO_QUANT_MODE_CANDLE = 1 };
+
+/* Values per block (32 or 256) and bytes per block, or 0 for an unknown
+ * format; bytes of one quantized row of `cols` values, or 0 when the format
+ * is unknown or cols is not a positive multiple of the block. Any thread. */
+KAIO_API int64_t kaio_quant_block_elems(kaio_quant_format format);
+KAIO_API int64_t kaio_quant_block_bytes(kaio_quant_format format);
+KAIO_API int64_t kaio_quant_row_bytes(kaio_quant_format format, int64_t cols);
+
+/* Quantize x (in_dtype f32, f16 or bf16; rows x cols, cols a multiple of
+ * the block) into q (U8, rows x kaio_quant_row_bytes(format, cols)). f16 and
+ * bf16 inputs are widened to f32 exactly, so the bytes are those the
+ * reference gives for the widened values. q must not overlap x. Every byte
+ * of q is written. NaN or infinite inputs give unspecified bytes.
+ * Ownership: caller owns *out; retains device.  launch tensors: {x, q} */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_quantize(kaio_op **out, kaio_device *device,
+                                                             kaio_quant_format format,
+                                                             kaio_quant_mode mode,
+                                                             kaio_dtype in_dtype, int64_t rows,
+                                                             int64_t cols);
+/* One-shot quantize: shapes and in_dtype come from x. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_quantize(kaio_stream *stream, const kaio_tensor *x,
+                                                   const kaio_tensor *q,
+                                                   kaio_quant_format format,
+                                                   kaio_quant_mode mode);
+
+/* Dequantize q (U8, rows x kaio_quant_row_bytes(format, cols)) into y
+ * (out_dtype f32, f16 or bf16; rows x cols). f32 values equal ggml's
+ * dequantize_row_* bit for bit; f16/bf16 are those values rounded to nearest
+ * even. y must not overlap q.
+ * Ownership: caller owns *out; retains device.  launch tensors: {q, y} */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_dequantize(kaio_op **out, kaio_device *device,
+                                                               kaio_quant_format format,
+                                                               kaio_dtype out_dtype,
+                                                               int64_t rows, int64_t cols);
+/* One-shot dequantize: shapes and out_dtype come from y. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_dequantize(kaio_stream *stream, const kaio_tensor *q,
+                                                     const kaio_tensor *y,
+                                                     kaio_quant_format format);
+
+/* Dequant-matmul: C[M, N] = A[M, K] · dequant(W)ᵀ, W the N x K quantized
+ * weight (U8, N x kaio_quant_row_bytes(format, K), the layout of a GGUF
+ * nn.Linear weight). A is f32, f16 or bf16; C is f32 or f16; f32
+ * accumulation (not bit-exact with any reference; error about that of an
+ * f32 dot product of length K).
+ * M <= 8: bandwidth-bound kernels read W once and never dequantize it to
+ * memory. M > 8: the op dequantizes W into an N x K f16 workspace (bf16 when
+ * A is bf16) that it owns, rounds an f32 A to f16 into a second M x K
+ * workspace (A must then be contiguous), and runs the tensor-core matmul
+ * (kaio_matmul's kernels): the products then see f16/bf16-rounded operands.
+ * C must not overlap A or W.
+ * Ownership: caller owns *out; retains device; allocates the workspaces
+ * for M > 8 at creation.            launch tensors: {A, W, C} */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_quant_matmul(kaio_op **out, kaio_device *device,
+                                                                 kaio_quant_format format,
+                                                                 kaio_dtype a_dtype,
+                                                                 kaio_dtype out_dtype, int64_t m,
+                                                                 int64_t n, int64_t k);
+/* One-shot dequant-matmul for M <= 8 (shapes and dtypes from the views);
+ * it never allocates, so M > 8 returns KAIO_ERROR_UNSUPPORTED: create the
+ * op, which owns the workspaces. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_quant_matmul(kaio_stream *stream, const kaio_tensor *a,
+                                                       const kaio_tensor *w,
+                                                       const kaio_tensor *c,
+                                                       kaio_quant_format format);
+
 KAIO_END_DECLS
 
 #endif /* KAIO_H */

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
+#include "ops/kquant_plan.hpp"
 #include "ops/op_plan.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/handle_check.hpp"
@@ -111,6 +112,7 @@ KAIO_API kaio_status kaio_op_launch(const kaio_op *op, kaio_stream *stream,
     KAIO_TRY(kaio::check_handle(fn, "op", op));
     if (op->backward)
       return kaio::run_matmul_backward(fn, op->device, *op->backward, stream, tensors, count);
+    if (op->kquant) return kaio::run_kquant(fn, op->device, *op->kquant, stream, tensors, count);
     return kaio::run_op(fn, op->device, op->plan, stream, tensors, count);
   });
 }

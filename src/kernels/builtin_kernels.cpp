@@ -23,6 +23,8 @@ const char *module_name(ModuleId id) {
     case ModuleId::matmul_sm80_async: return "matmul_sm80_async";
     case ModuleId::matmul_gemv: return "matmul_gemv";
     case ModuleId::matmul_sm90: return "matmul_sm90";
+    case ModuleId::kquant_quantize: return "kquant_quantize";
+    case ModuleId::kquant_dequant: return "kquant_dequant";
     default: return "unknown";
   }
 }

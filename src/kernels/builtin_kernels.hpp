@@ -16,13 +16,16 @@ enum class ModuleId : int {
   matmul_sm80_async,
   matmul_gemv,
   matmul_sm90,
+  kquant_quantize,
+  kquant_dequant,
   count
 };
 
 // X(id, module, entry name). Per-dtype variants are consecutive in the order
 // f32, f16, bf16 so callers index them with float_variant(); matmul kernels
 // are ordered variant (sync, async), input dtype (f16, bf16), then the
-// transposes of A and B (nn, nt, tn, tt).
+// transposes of A and B (nn, nt, tn, tt). k-quant kernels are ordered by
+// format (q8_0, q4_k, q5_k, q6_k), then mode (ggml, candle) or M bucket.
 // clang-format off
 #define KAIO_BUILTIN_KERNELS(X)                                                   \
   X(silu_gate_f32, elementwise, "kaio_silu_gate_f32")                             \
@@ -90,7 +93,35 @@ enum class ModuleId : int {
   X(matmul_sm90_n128_bf16_nn, matmul_sm90, "kaio_matmul_sm90_bf16_nn_n128") \
   X(matmul_sm90_n128_bf16_nt, matmul_sm90, "kaio_matmul_sm90_bf16_nt_n128") \
   X(matmul_sm90_n128_bf16_tn, matmul_sm90, "kaio_matmul_sm90_bf16_tn_n128") \
-  X(matmul_sm90_n128_bf16_tt, matmul_sm90, "kaio_matmul_sm90_bf16_tt_n128")
+  X(matmul_sm90_n128_bf16_tt, matmul_sm90, "kaio_matmul_sm90_bf16_tt_n128") \
+  X(kq_quantize_q8_0_ggml, kquant_quantize, "kaio_kq_quantize_q8_0_ggml") \
+  X(kq_quantize_q8_0_candle, kquant_quantize, "kaio_kq_quantize_q8_0_candle") \
+  X(kq_quantize_q4_k_ggml, kquant_quantize, "kaio_kq_quantize_q4_k_ggml") \
+  X(kq_quantize_q4_k_candle, kquant_quantize, "kaio_kq_quantize_q4_k_candle") \
+  X(kq_quantize_q5_k_ggml, kquant_quantize, "kaio_kq_quantize_q5_k_ggml") \
+  X(kq_quantize_q5_k_candle, kquant_quantize, "kaio_kq_quantize_q5_k_candle") \
+  X(kq_quantize_q6_k_ggml, kquant_quantize, "kaio_kq_quantize_q6_k_ggml") \
+  X(kq_quantize_q6_k_candle, kquant_quantize, "kaio_kq_quantize_q6_k_candle") \
+  X(kq_dequantize_q8_0, kquant_dequant, "kaio_kq_dequantize_q8_0") \
+  X(kq_dequantize_q4_k, kquant_dequant, "kaio_kq_dequantize_q4_k") \
+  X(kq_dequantize_q5_k, kquant_dequant, "kaio_kq_dequantize_q5_k") \
+  X(kq_dequantize_q6_k, kquant_dequant, "kaio_kq_dequantize_q6_k") \
+  X(kq_matvec_q8_0_m1, kquant_dequant, "kaio_kq_matvec_q8_0_m1") \
+  X(kq_matvec_q8_0_m2, kquant_dequant, "kaio_kq_matvec_q8_0_m2") \
+  X(kq_matvec_q8_0_m4, kquant_dequant, "kaio_kq_matvec_q8_0_m4") \
+  X(kq_matvec_q8_0_m8, kquant_dequant, "kaio_kq_matvec_q8_0_m8") \
+  X(kq_matvec_q4_k_m1, kquant_dequant, "kaio_kq_matvec_q4_k_m1") \
+  X(kq_matvec_q4_k_m2, kquant_dequant, "kaio_kq_matvec_q4_k_m2") \
+  X(kq_matvec_q4_k_m4, kquant_dequant, "kaio_kq_matvec_q4_k_m4") \
+  X(kq_matvec_q4_k_m8, kquant_dequant, "kaio_kq_matvec_q4_k_m8") \
+  X(kq_matvec_q5_k_m1, kquant_dequant, "kaio_kq_matvec_q5_k_m1") \
+  X(kq_matvec_q5_k_m2, kquant_dequant, "kaio_kq_matvec_q5_k_m2") \
+  X(kq_matvec_q5_k_m4, kquant_dequant, "kaio_kq_matvec_q5_k_m4") \
+  X(kq_matvec_q5_k_m8, kquant_dequant, "kaio_kq_matvec_q5_k_m8") \
+  X(kq_matvec_q6_k_m1, kquant_dequant, "kaio_kq_matvec_q6_k_m1") \
+  X(kq_matvec_q6_k_m2, kquant_dequant, "kaio_kq_matvec_q6_k_m2") \
+  X(kq_matvec_q6_k_m4, kquant_dequant, "kaio_kq_matvec_q6_k_m4") \
+  X(kq_matvec_q6_k_m8, kquant_dequant, "kaio_kq_matvec_q6_k_m8")
 // clang-format on
 
 enum class KernelId : int {

@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
+#include "ops/kquant_plan.hpp"
 #include "ops/op_plan.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/context_scope.hpp"
@@ -117,6 +118,8 @@ BackwardPlan make_backward_plan(const kaio_matmul_backward_desc &d) {
 }
 
 }  // namespace kaio
+
+kaio_op::kaio_op() = default;
 
 kaio_op::~kaio_op() {
   if (backward) kaio_buffer_destroy(backward->workspace);

@@ -60,22 +60,29 @@ kaio_status plan_op(const char *caller, kaio_device *device, OpPlan *plan) {
   return plan_rows(caller, device, plan);
 }
 
-kaio_status run_op(const char *caller, const kaio_device *device, const OpPlan &plan,
-                   kaio_stream *stream, const kaio_tensor *tensors, size_t count) {
+kaio_status check_launch(const char *caller, const kaio_device *device, kaio_stream *stream,
+                         const kaio_tensor *tensors, size_t count, size_t expected,
+                         const char *order) {
   KAIO_TRY(check_stream(caller, stream));
   if (stream->device != device)
     return fail(KAIO_ERROR_WRONG_DEVICE,
                 "%s: the op belongs to device %d but 'stream' is on device %d; create the op on "
                 "the stream's device.",
                 caller, device->ordinal, stream->device->ordinal);
-  size_t expected = tensor_count(plan.kind);
   if (!tensors)
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'tensors' is NULL; pass %s.", caller,
-                tensor_order(plan.kind));
+                order);
   if (count != expected)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: argument 'count' is %zu but this op takes %zu tensors: %s.", caller, count,
-                expected, tensor_order(plan.kind));
+                expected, order);
+  return KAIO_OK;
+}
+
+kaio_status run_op(const char *caller, const kaio_device *device, const OpPlan &plan,
+                   kaio_stream *stream, const kaio_tensor *tensors, size_t count) {
+  KAIO_TRY(check_launch(caller, device, stream, tensors, count, tensor_count(plan.kind),
+                        tensor_order(plan.kind)));
   if (plan.kind == OpKind::silu_gate || plan.kind == OpKind::gelu)
     return run_elementwise(caller, device, plan, stream, tensors);
   if (plan.kind == OpKind::matmul) return run_matmul(caller, device, plan, stream, tensors);

@@ -64,6 +64,13 @@ kaio_status plan_op(const char *caller, kaio_device *device, OpPlan *plan);
 kaio_status run_op(const char *caller, const kaio_device *device, const OpPlan &plan,
                    kaio_stream *stream, const kaio_tensor *tensors, size_t count);
 
+// The checks every launch makes before looking at the views: the stream is
+// valid and on the op's device, and `count` tensors (`order` names them)
+// were passed.
+kaio_status check_launch(const char *caller, const kaio_device *device, kaio_stream *stream,
+                         const kaio_tensor *tensors, size_t count, size_t expected,
+                         const char *order);
+
 // Family-specific halves, called by plan_op and run_op.
 kaio_status plan_elementwise(const char *caller, kaio_device *device, OpPlan *plan);
 kaio_status plan_rows(const char *caller, kaio_device *device, OpPlan *plan);
@@ -86,6 +93,8 @@ kaio_status launch_builtin(const char *caller, const kaio_device *device, const 
 }  // namespace kaio
 
 namespace kaio {
+
+struct KquantPlan;  // ops/kquant_plan.hpp
 
 // Matmul backward: two products on the transposed-operand kernels, plus a
 // rounding pass when dC is f32 (into a workspace the op owns).
@@ -116,5 +125,7 @@ struct kaio_op {
   kaio_device *device = nullptr;
   kaio::OpPlan plan;
   std::unique_ptr<kaio::BackwardPlan> backward;  // set for matmul backward only
+  std::unique_ptr<kaio::KquantPlan> kquant;       // set for the k-quant ops only
+  kaio_op();  // out of line: KquantPlan is incomplete here
   ~kaio_op();
 };

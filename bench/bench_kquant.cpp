@@ -1,0 +1,198 @@
+// bench_kquant: libkaio's GGUF k-quant kernels on a 4096 x 14336 matrix.
+//  * quantize (f32 and bf16 in, every format, GGML and CANDLE modes): GB/s of
+//    bytes read + written, against the copy bandwidth measured here
+//    (kaio_buffer_copy, read + write) and against the project's
+//    single-threaded C++ reference (tests/support/kquant_ref) timed on this
+//    machine's CPU;
+//  * dequant-matvec at M = 1 (f16 activations, f32 out), W N x K for
+//    (N, K) = (14336, 4096) and (4096, 14336): weight bytes per second,
+//    against the copy bandwidth and cuBLAS GemmEx f16 (A 1 x K, B the f16
+//    weights N x K transposed, f32 out) on the same logical shape.
+// Timing: median of --iters launches after warm-ups, one event pair each
+// (support/timing.hpp); operands rotated through copies covering 2 x L2
+// (support/l2_rotation.hpp). Correctness is the GPU tests' job.
+// Exit status: 0 success, 1 failure, 2 no usable GPU.
+#include <kaio/kaio.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "support/command_line.hpp"
+#include "support/cublas.hpp"
+#include "support/device.hpp"
+#include "support/errors.hpp"
+#include "support/handles.hpp"
+#include "support/host_data.hpp"
+#include "support/l2_rotation.hpp"
+#include "support/timing.hpp"
+#include "support/kquant_ref.hpp"
+
+namespace {
+
+using kaio_bench::Buffer;
+using kaio_bench::Op;
+using kaio_bench::Timer;
+
+constexpr int64_t kRows = 4096, kCols = 14336;
+constexpr kaio_quant_format kFormats[] = {KAIO_QUANT_Q8_0, KAIO_QUANT_Q4_K, KAIO_QUANT_Q5_K,
+                                          KAIO_QUANT_Q6_K};
+const char *kFormatNames[] = {"Q8_0", "Q4_K", "Q5_K", "Q6_K"};
+
+Buffer make_buffer(kaio_device *d, uint64_t bytes) {
+  kaio_buffer *b = nullptr;
+  CHECK(kaio_buffer_create(&b, d, bytes));
+  return Buffer(b);
+}
+
+// Single-thread CPU reference: ns per value, from enough rows for ~0.3 s.
+double cpu_ns_per_value(kaio_quant_format f, kaio_quant_mode mode, const std::vector<float> &x) {
+  const auto fmt = static_cast<kqref::Format>(f - 1);
+  const auto m = mode == KAIO_QUANT_MODE_GGML ? kqref::Mode::ggml : kqref::Mode::candle;
+  std::vector<uint8_t> out(static_cast<size_t>(kaio_quant_row_bytes(f, kCols)));
+  int64_t rows = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  while (elapsed < 0.3 && rows < kRows) {
+    kqref::quantize_row(fmt, m, &x[static_cast<size_t>(rows * kCols)], kCols, out.data());
+    ++rows;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return elapsed * 1e9 / static_cast<double>(rows * kCols);
+}
+
+int run(int iters) {
+  kaio_bench::Device device;
+  const kaio_device_info info =
+      kaio_bench::open_device(&device, "the k-quant kernels need compute capability 8.0+");
+  const kaio_bench::Stream stream = kaio_bench::create_stream(device);
+  kaio_bench::print_banner("bench_kquant", info);
+  Timer timer(device.get(), stream.get(), iters);
+
+  // Copy bandwidth: one 1 GiB device-to-device copy, read + written.
+  const uint64_t copy_bytes = uint64_t{1} << 30;
+  Buffer src = make_buffer(device.get(), copy_bytes), dst = make_buffer(device.get(), copy_bytes);
+  CHECK(kaio_buffer_memset(src.get(), stream.get(), 0, 1, copy_bytes));
+  const double copy_us = timer.median_us(
+      [&](uint64_t) { CHECK(kaio_buffer_copy(dst.get(), 0, src.get(), 0, copy_bytes, stream.get())); }, 1);
+  const double copy_gbs = 2.0 * static_cast<double>(copy_bytes) / copy_us / 1e3;
+  std::printf("copy: %.1f GB/s (kaio_buffer_copy of 1 GiB, bytes read + written)\n\n", copy_gbs);
+  src.reset();
+  dst.reset();
+
+  // ---- quantize ----
+  std::printf("== quantize %lld x %lld ==\n", static_cast<long long>(kRows), static_cast<long long>(kCols));
+  std::printf("format mode   in   | GPU us    GB/s  %%copy | CPU 1-thread ns/value  est. s | speedup\n");
+  const std::vector<float> xf = kaio_bench::random_floats(static_cast<uint64_t>(kRows * kCols), -1.0f, 1.0f, 7);
+  for (kaio_dtype in : {KAIO_DTYPE_F32, KAIO_DTYPE_BF16}) {
+    const uint64_t x_bytes = static_cast<uint64_t>(kRows * kCols) * kaio_dtype_size(in);
+    Buffer x = make_buffer(device.get(), x_bytes);
+    if (in == KAIO_DTYPE_F32) {
+      CHECK(kaio_buffer_write(x.get(), 0, xf.data(), x_bytes));
+    } else {
+      const std::vector<uint16_t> h = kaio_bench::to_half(xf, KAIO_DTYPE_BF16);
+      CHECK(kaio_buffer_write(x.get(), 0, h.data(), x_bytes));
+    }
+    for (int fi = 0; fi < 4; ++fi) {
+      const kaio_quant_format f = kFormats[fi];
+      const int64_t row_bytes = kaio_quant_row_bytes(f, kCols);
+      Buffer q = make_buffer(device.get(), static_cast<uint64_t>(kRows * row_bytes));
+      for (kaio_quant_mode mode : {KAIO_QUANT_MODE_GGML, KAIO_QUANT_MODE_CANDLE}) {
+        if (f == KAIO_QUANT_Q8_0 && mode == KAIO_QUANT_MODE_CANDLE) continue;  // same kernel math
+        kaio_op *raw = nullptr;
+        CHECK(kaio_op_create_quantize(&raw, device.get(), f, mode, in, kRows, kCols));
+        Op op(raw);
+        const kaio_tensor t[] = {kaio_tensor_2d(x.get(), in, kRows, kCols),
+                                 kaio_tensor_2d(q.get(), KAIO_DTYPE_U8, kRows, row_bytes)};
+        const double us = timer.median_us([&](uint64_t) { CHECK(kaio_op_launch(op.get(), stream.get(), t, 2)); }, 1);
+        const double bytes = static_cast<double>(x_bytes) + static_cast<double>(kRows * row_bytes);
+        const double gbs = bytes / us / 1e3;
+        const double ns = cpu_ns_per_value(f, mode, xf);  // f32 values; bf16 costs the same
+        const double cpu_s = ns * 1e-9 * static_cast<double>(kRows * kCols);
+        std::printf("%-6s %-6s %-4s | %7.1f %7.1f %5.1f%% | %21.1f %7.1f | %7.0fx\n", kFormatNames[fi],
+                    mode == KAIO_QUANT_MODE_GGML ? "GGML" : "CANDLE", kaio_dtype_name(in), us, gbs,
+                    100.0 * gbs / copy_gbs, ns, cpu_s, cpu_s * 1e6 / us);
+        std::fflush(stdout);
+      }
+    }
+  }
+
+  // ---- dequant-matvec, M = 1 ----
+  std::string why;
+  const std::unique_ptr<kaio_bench::Cublas> cublas = kaio_bench::Cublas::open(stream.get(), &why);
+  if (!cublas) std::printf("\ncuBLAS not available: %s\n", why.c_str());
+  std::printf("\n== dequant-matvec M = 1: A f16 1 x K, W N x K quantized, C f32 ==\n");
+  std::printf("format     N x K        | kaio us  weight GB/s  %%copy | cuBLAS f16 us  speedup\n");
+  struct Shape { int64_t n, k; };
+  for (const Shape s : {Shape{14336, 4096}, Shape{4096, 14336}}) {
+    double cublas_us = -1;
+    if (cublas) {
+      const uint64_t wb = static_cast<uint64_t>(s.n * s.k) * 2;
+      const kaio_bench::SetLayout lay = kaio_bench::plan_sets({static_cast<uint64_t>(s.k) * 2, wb, static_cast<uint64_t>(s.n) * 4}, info.l2_cache_bytes);
+      Buffer arena = make_buffer(device.get(), lay.set_stride * lay.sets);
+      CHECK(kaio_buffer_memset(arena.get(), stream.get(), 0, 0x11, lay.set_stride * lay.sets));
+      const uint64_t base = kaio_buffer_device_ptr(arena.get());
+      cublas_us = timer.median_us([&](uint64_t set) {
+        cublas->gemm_ex(false, true, 1, s.n, s.k, kaio_bench::CUDA_R_16F, base + lay.offset(set, 0), s.k,
+                        base + lay.offset(set, 1), s.k, base + lay.offset(set, 2), s.n);
+      }, lay.sets);
+    }
+    for (int fi = 0; fi < 4; ++fi) {
+      const kaio_quant_format f = kFormats[fi];
+      const int64_t row_bytes = kaio_quant_row_bytes(f, s.k);
+      const uint64_t wb = static_cast<uint64_t>(s.n * row_bytes);
+      const kaio_bench::SetLayout lay = kaio_bench::plan_sets({static_cast<uint64_t>(s.k) * 2, wb, static_cast<uint64_t>(s.n) * 4}, info.l2_cache_bytes);
+      Buffer arena = make_buffer(device.get(), lay.set_stride * lay.sets);
+      // Valid blocks: quantize random weights on the GPU into set 0.
+      {
+        const std::vector<float> w = kaio_bench::random_floats(static_cast<uint64_t>(s.n * s.k), -1.0f, 1.0f, 11);
+        Buffer wf = make_buffer(device.get(), w.size() * 4);
+        CHECK(kaio_buffer_write(wf.get(), 0, w.data(), w.size() * 4));
+        kaio_tensor wt = kaio_tensor_2d(wf.get(), KAIO_DTYPE_F32, s.n, s.k);
+        kaio_tensor qt = kaio_tensor_2d(arena.get(), KAIO_DTYPE_U8, s.n, row_bytes);
+        qt.offset_bytes = lay.offsets[1];
+        CHECK(kaio_quantize(stream.get(), &wt, &qt, f, KAIO_QUANT_MODE_GGML));
+        const std::vector<uint16_t> a = kaio_bench::to_half(kaio_bench::random_floats(static_cast<uint64_t>(s.k), -1.0f, 1.0f, 13), KAIO_DTYPE_F16);
+        CHECK(kaio_stream_synchronize(stream.get()));
+        CHECK(kaio_buffer_write(arena.get(), lay.offsets[0], a.data(), a.size() * 2));
+        kaio_bench::replicate_first_set(arena.get(), lay, stream.get());
+      }
+      kaio_op *raw = nullptr;
+      CHECK(kaio_op_create_quant_matmul(&raw, device.get(), f, KAIO_DTYPE_F16, KAIO_DTYPE_F32, 1, s.n, s.k));
+      Op op(raw);
+      const double us = timer.median_us([&](uint64_t set) {
+        kaio_tensor t[] = {kaio_tensor_2d(arena.get(), KAIO_DTYPE_F16, 1, s.k),
+                           kaio_tensor_2d(arena.get(), KAIO_DTYPE_U8, s.n, row_bytes),
+                           kaio_tensor_2d(arena.get(), KAIO_DTYPE_F32, 1, s.n)};
+        for (int i = 0; i < 3; ++i) t[i].offset_bytes = lay.offset(set, static_cast<size_t>(i));
+        CHECK(kaio_op_launch(op.get(), stream.get(), t, 3));
+      }, lay.sets);
+      const double gbs = static_cast<double>(wb) / us / 1e3;
+      std::printf("%-6s %6lld x %6lld | %7.1f %12.1f %5.1f%% | %13.1f %7.2fx\n", kFormatNames[fi],
+                  static_cast<long long>(s.n), static_cast<long long>(s.k), us, gbs, 100.0 * gbs / copy_gbs,
+                  cublas_us, cublas_us > 0 ? cublas_us / us : 0.0);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  int iters = 20;
+  if (argc == 3 && std::strcmp(argv[1], "--iters") == 0) {
+    auto v = kaio_bench::parse_positive(argv[2]);
+    if (!v) {
+      std::fprintf(stderr, "usage: bench_kquant [--iters N]\n");
+      return 1;
+    }
+    iters = static_cast<int>(*v);
+  } else if (argc != 1) {
+    std::fprintf(stderr, "usage: bench_kquant [--iters N]\n");
+    return 1;
+  }
+  return kaio_bench::exit_status_of("bench_kquant", [&] { return run(iters); });
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One GPU session for the k-quant work, run on the device machine from the
+# repository root with the release build carried in build-gpu/ (or the
+# folder given as $1): the GPU tests, bench_kquant, then compute-sanitizer
+# memcheck on the tests with the odd shapes (last, so a time limit costs
+# only it).
+set -uo pipefail
+out="${OUT:-/tmp/kaio-out}"
+b="${1:-build-gpu}"
+mkdir -p "$out"
+t=$b/tests/kaio_tests
+nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
+$t --gtest_filter='*Kquant*' > "$out/gpu-tests.log" 2>&1; echo "gpu tests exit $?"
+grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests from .* ran|^\[       OK|^\[  FAILED' "$out/gpu-tests.log" | head -30
+grep -B2 -A12 'Failure' "$out/gpu-tests.log" | head -150
+$b/bench/bench_kquant > "$out/bench_kquant.log" 2>&1; echo "bench exit $?"
+cat "$out/bench_kquant.log"
+timeout 100 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 $t \
+  --gtest_filter='GpuKquant.QuantizeOddShapesAndPaddedStrides:GpuKquant.DequantizeMatchesTheReference:GpuKquant.QuantMatmulMatchesTheF64Reference' \
+  > "$out/memcheck.log" 2>&1
+echo "memcheck exit $?"; grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/memcheck.log" | tail -3

@@ -1,0 +1,328 @@
+// GGUF k-quant ops: quantize (bit-exact with ggml's or candle's reference),
+// dequantize, and dequant-matmul (matvec kernels for M <= 8; for larger M a
+// dequantized f16/bf16 workspace feeds the tensor-core matmul).
+#include <cinttypes>
+#include <climits>
+
+#include "core/error.hpp"
+#include "kernels/module_cache.hpp"
+#include "ops/kquant_plan.hpp"
+#include "runtime/buffer.hpp"
+#include "runtime/stream.hpp"
+#include "runtime/tensor_view.hpp"
+
+namespace kaio {
+namespace {
+
+constexpr unsigned kBlock = 256;
+constexpr int64_t kMatvecMaxRows = 8;
+constexpr int64_t kRowsPerMatvecBlock = 8;  // one warp per weight row
+constexpr unsigned kConvertPerThread = 8;   // the convert kernels' elements per thread
+
+bool known_format(kaio_quant_format f) { return f >= KAIO_QUANT_Q8_0 && f <= KAIO_QUANT_Q6_K; }
+int format_index(kaio_quant_format f) { return f - KAIO_QUANT_Q8_0; }
+bool is_float(kaio_dtype d) {
+  return d == KAIO_DTYPE_F32 || d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16;
+}
+
+const char *format_name(kaio_quant_format f) {
+  static const char *names[] = {"KAIO_QUANT_Q8_0", "KAIO_QUANT_Q4_K", "KAIO_QUANT_Q5_K",
+                                "KAIO_QUANT_Q6_K"};
+  return known_format(f) ? names[format_index(f)] : "unknown";
+}
+
+// Threads per block: Q8_0 one per block, Q6_K one per 16-value sub-block,
+// Q4_K/Q5_K one per 32-value sub-block.
+int64_t quantize_groups(kaio_quant_format f) {
+  return f == KAIO_QUANT_Q8_0 ? 1 : f == KAIO_QUANT_Q6_K ? 16 : 8;
+}
+
+// Alignment the kernels' loads and stores need of the block bytes.
+uint64_t quant_alignment(kaio_quant_format f) {
+  return f == KAIO_QUANT_Q4_K || f == KAIO_QUANT_Q5_K ? 16 : 2;
+}
+
+kaio_status resolve(const char *caller, kaio_device *device, KernelId id, OpPlan *out) {
+  BuiltinFunction fn;
+  KAIO_TRY(device->modules->function(caller, id, &fn));
+  out->function = fn.function;
+  out->shared_bytes = fn.shared_bytes;
+  out->block = kBlock;
+  return KAIO_OK;
+}
+
+unsigned blocks_for(int64_t threads) {
+  return static_cast<unsigned>((threads + kBlock - 1) / kBlock);
+}
+
+kaio_status check_values(const char *caller, const char *what, kaio_quant_format format,
+                         int64_t rows, int64_t cols) {
+  const int64_t be = kquant_block_elems(format);
+  if (rows < 1 || cols < 1 || rows > INT32_MAX || cols > INT32_MAX)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: %s is %" PRId64 " x %" PRId64 "; both must be between 1 and %d.", caller,
+                what, rows, cols, INT32_MAX);
+  if (cols % be != 0)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: the row length is %" PRId64 " but %s quantizes whole blocks of %" PRId64
+                " values; pad the rows to %" PRId64 ".",
+                caller, cols, format_name(format), be, (cols + be - 1) / be * be);
+  // Every kernel indexes blocks (or 32-value chunks) of all rows with 32 bits.
+  if (rows * (cols / 32) > INT32_MAX)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: %s has %" PRId64 " values; at most %" PRId64 " per call. Split the rows.",
+                caller, what, rows * cols, static_cast<int64_t>(INT32_MAX) * 32);
+  return KAIO_OK;
+}
+
+// A float view the kernels read or write with 16-byte vectors.
+kaio_status check_float_view(const char *caller, const char *arg, const kaio_tensor *t,
+                             const kaio_device *device, kaio_dtype dtype, int64_t rows,
+                             int64_t cols, CheckedView *out) {
+  KAIO_TRY(check_view(caller, arg, t, device, out));
+  KAIO_TRY(check_dtype(caller, arg, *out, dtype));
+  KAIO_TRY(check_shape(caller, arg, *out, rows, cols));
+  const uint64_t stride_bytes = static_cast<uint64_t>(out->row_stride) * kaio_dtype_size(dtype);
+  if (out->address % 16 != 0 || (rows > 1 && stride_bytes % 16 != 0))
+    return fail(KAIO_ERROR_MISALIGNED,
+                "%s: argument '%s' starts at byte %" PRIu64 " of a 256-byte-aligned allocation "
+                "with a row stride of %" PRIu64 " bytes; the k-quant kernels need both to be "
+                "multiples of 16 bytes. Pad the rows or copy into an aligned buffer.",
+                caller, arg, static_cast<uint64_t>(out->address % 256), stride_bytes);
+  return KAIO_OK;
+}
+
+kaio_status check_quant_view(const char *caller, const char *arg, const kaio_tensor *t,
+                             const kaio_device *device, kaio_quant_format format, int64_t rows,
+                             int64_t cols, CheckedView *out) {
+  KAIO_TRY(check_view(caller, arg, t, device, out));
+  if (out->dtype != KAIO_DTYPE_U8)
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: argument '%s' is %s; quantized blocks are passed as a KAIO_DTYPE_U8 view of "
+                "their bytes.",
+                caller, arg, kaio_dtype_name(out->dtype));
+  const int64_t bytes = cols / kquant_block_elems(format) * kquant_block_bytes(format);
+  if (out->rows != rows || out->cols != bytes)
+    return fail(KAIO_ERROR_SHAPE_MISMATCH,
+                "%s: argument '%s' is %" PRId64 " x %" PRId64 " bytes but %" PRId64
+                " rows of %" PRId64 " %s values take %" PRId64 " x %" PRId64
+                " bytes (kaio_quant_row_bytes).",
+                caller, arg, out->rows, out->cols, rows, cols, format_name(format), rows, bytes);
+  const uint64_t align = quant_alignment(format);
+  if (out->address % align != 0 || (rows > 1 && static_cast<uint64_t>(out->row_stride) % align))
+    return fail(KAIO_ERROR_MISALIGNED,
+                "%s: argument '%s' starts at byte %" PRIu64 " of a 256-byte-aligned allocation "
+                "with a row stride of %" PRId64 " bytes; %s blocks need both to be multiples of "
+                "%" PRIu64 " bytes.",
+                caller, arg, static_cast<uint64_t>(out->address % 256), out->row_stride,
+                format_name(format), align);
+  return KAIO_OK;
+}
+
+kaio_status plan_quantize(const char *caller, kaio_device *device, KquantPlan *p) {
+  if (p->mode != KAIO_QUANT_MODE_GGML && p->mode != KAIO_QUANT_MODE_CANDLE)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: argument 'mode' is %d; use KAIO_QUANT_MODE_GGML (0) or "
+                "KAIO_QUANT_MODE_CANDLE (1).",
+                caller, p->mode);
+  if (!is_float(p->dtype))
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: in_dtype is %s (%d); quantize takes KAIO_DTYPE_F32, KAIO_DTYPE_F16 or "
+                "KAIO_DTYPE_BF16 values.",
+                caller, kaio_dtype_name(p->dtype), p->dtype);
+  KAIO_TRY(check_values(caller, "x", p->format, p->rows, p->cols));
+  KernelId id = with_dtype_offset(KernelId::kq_quantize_q8_0_ggml,
+                                  format_index(p->format) * 2 + p->mode);
+  KAIO_TRY(resolve(caller, device, id, &p->launch));
+  const int64_t blocks = p->rows * (p->cols / kquant_block_elems(p->format));
+  p->launch.grid = blocks_for(blocks * quantize_groups(p->format));
+  return KAIO_OK;
+}
+
+kaio_status plan_dequantize(const char *caller, kaio_device *device, KquantPlan *p,
+                            OpPlan *out) {
+  KAIO_TRY(check_values(caller, "y", p->format, p->rows, p->cols));
+  KernelId id = with_dtype_offset(KernelId::kq_dequantize_q8_0, format_index(p->format));
+  KAIO_TRY(resolve(caller, device, id, out));
+  out->grid = blocks_for(p->rows * (p->cols / 32));
+  return KAIO_OK;
+}
+
+kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *p) {
+  if (!is_float(p->dtype))
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: a_dtype is %s (%d); activations are KAIO_DTYPE_F32, KAIO_DTYPE_F16 or "
+                "KAIO_DTYPE_BF16.",
+                caller, kaio_dtype_name(p->dtype), p->dtype);
+  if (p->out_dtype != KAIO_DTYPE_F32 && p->out_dtype != KAIO_DTYPE_F16)
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: out_dtype is %s (%d); dequant-matmul writes KAIO_DTYPE_F32 or "
+                "KAIO_DTYPE_F16.",
+                caller, kaio_dtype_name(p->out_dtype), p->out_dtype);
+  if (p->rows < 1 || p->rows > INT32_MAX)
+    return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: M is %" PRId64 "; it must be between 1 and %d.",
+                caller, p->rows, INT32_MAX);
+  KAIO_TRY(check_values(caller, "W (N x K)", p->format, p->cols, p->k));
+  if (p->rows <= kMatvecMaxRows) {
+    int bucket = 0;  // M per kernel: 1, 2, 4, 8
+    while ((int64_t{1} << bucket) < p->rows) ++bucket;
+    KernelId id = with_dtype_offset(KernelId::kq_matvec_q8_0_m1, format_index(p->format) * 4 + bucket);
+    KAIO_TRY(resolve(caller, device, id, &p->launch));
+    p->launch.grid = static_cast<unsigned>((p->cols + kRowsPerMatvecBlock - 1) / kRowsPerMatvecBlock);
+    return KAIO_OK;
+  }
+  // Tensor-core path: dequantize W into the workspace, then C = A · W16ᵀ.
+  p->tensor_core = true;
+  const kaio_dtype ws = p->dtype == KAIO_DTYPE_BF16 ? KAIO_DTYPE_BF16 : KAIO_DTYPE_F16;
+  KquantPlan dq;
+  dq.format = p->format;
+  dq.rows = p->cols;
+  dq.cols = p->k;
+  KAIO_TRY(plan_dequantize(caller, device, &dq, &p->launch));
+  p->matmul.kind = OpKind::matmul;
+  p->matmul.dtype = ws;
+  p->matmul.rows = p->rows;
+  p->matmul.cols = p->cols;
+  p->matmul.matmul.out_dtype = p->out_dtype;
+  p->matmul.matmul.trans_a = KAIO_TRANS_N;
+  p->matmul.matmul.trans_b = KAIO_TRANS_T;
+  p->matmul.matmul.k = p->k;
+  KAIO_TRY(plan_op(caller, device, &p->matmul));
+  if (p->dtype == KAIO_DTYPE_F32) {
+    KAIO_TRY(resolve(caller, device, KernelId::convert_f32_f16, &p->convert_a));
+    p->convert_a.grid = blocks_for((p->rows * p->k + kConvertPerThread - 1) / kConvertPerThread);
+    KAIO_TRY(kaio_buffer_create(&p->a16, device, static_cast<uint64_t>(p->rows * p->k) * 2));
+  }
+  return kaio_buffer_create(&p->w16, device, static_cast<uint64_t>(p->cols * p->k) * 2);
+}
+
+kaio_status launch_quantize(const char *caller, const kaio_device *device, const KquantPlan &p,
+                            kaio_stream *stream, const kaio_tensor *t) {
+  CheckedView x, q;
+  KAIO_TRY(check_float_view(caller, "x", &t[0], device, p.dtype, p.rows, p.cols, &x));
+  KAIO_TRY(check_quant_view(caller, "q", &t[1], device, p.format, p.rows, p.cols, &q));
+  KAIO_TRY(check_no_partial_overlap(caller, "x", x, "q", q, false));
+  unsigned long long xa = x.address, qa = q.address;
+  unsigned per_row = static_cast<unsigned>(p.cols / kquant_block_elems(p.format));
+  unsigned blocks = static_cast<unsigned>(p.rows) * per_row;
+  unsigned long long xs = static_cast<unsigned long long>(x.row_stride);
+  unsigned long long qs = static_cast<unsigned long long>(q.row_stride);
+  unsigned dtype = static_cast<unsigned>(p.dtype);
+  void *params[] = {&xa, &qa, &blocks, &per_row, &xs, &qs, &dtype};
+  return launch_builtin(caller, device, p.launch, stream, params);
+}
+
+// Dequantizes the checked quantized view q into y (address, row stride in
+// elements, dtype).
+kaio_status launch_dequantize(const char *caller, const kaio_device *device, const OpPlan &plan,
+                              kaio_stream *stream, const CheckedView &q, int64_t rows,
+                              int64_t cols, unsigned long long y, unsigned long long y_stride,
+                              kaio_dtype dtype) {
+  unsigned long long qa = q.address, qs = static_cast<unsigned long long>(q.row_stride);
+  unsigned per_row = static_cast<unsigned>(cols / 32);
+  unsigned chunks = static_cast<unsigned>(rows) * per_row;
+  unsigned dt = static_cast<unsigned>(dtype);
+  void *params[] = {&qa, &y, &chunks, &per_row, &qs, &y_stride, &dt};
+  return launch_builtin(caller, device, plan, stream, params);
+}
+
+kaio_status launch_matmul_kq(const char *caller, const kaio_device *device, const KquantPlan &p,
+                             kaio_stream *stream, const kaio_tensor *t) {
+  const int64_t m = p.rows, n = p.cols, k = p.k;
+  CheckedView a, w, c;
+  KAIO_TRY(check_float_view(caller, "A", &t[0], device, p.dtype, m, k, &a));
+  KAIO_TRY(check_quant_view(caller, "W", &t[1], device, p.format, n, k, &w));
+  KAIO_TRY(check_view(caller, "C", &t[2], device, &c));
+  KAIO_TRY(check_dtype(caller, "C", c, p.out_dtype));
+  KAIO_TRY(check_shape(caller, "C", c, m, n));
+  KAIO_TRY(check_no_partial_overlap(caller, "A", a, "C", c, false));
+  KAIO_TRY(check_no_partial_overlap(caller, "W", w, "C", c, false));
+  if (!p.tensor_core) {
+    unsigned long long aa = a.address, wa = w.address, ca = c.address;
+    unsigned um = static_cast<unsigned>(m), un = static_cast<unsigned>(n);
+    unsigned units = static_cast<unsigned>(
+        k / (p.format == KAIO_QUANT_Q6_K ? 128 : p.format == KAIO_QUANT_Q8_0 ? 32 : 64));
+    unsigned long long lda = a.row_stride, ws = w.row_stride, ldc = c.row_stride;
+    unsigned adt = static_cast<unsigned>(p.dtype), odt = static_cast<unsigned>(p.out_dtype);
+    void *params[] = {&aa, &wa, &ca, &um, &un, &units, &lda, &ws, &ldc, &adt, &odt};
+    return launch_builtin(caller, device, p.launch, stream, params);
+  }
+  KAIO_TRY(launch_dequantize(caller, device, p.launch, stream, w, n, k, p.w16->ptr,
+                             static_cast<unsigned long long>(k), p.matmul.dtype));
+  kaio_tensor a16 = t[0];
+  if (p.dtype == KAIO_DTYPE_F32) {
+    KAIO_TRY(check_contiguous(caller, "A", a));
+    unsigned long long src = a.address, dst = p.a16->ptr;
+    unsigned long long count = static_cast<unsigned long long>(m * k);
+    void *params[] = {&src, &dst, &count};
+    KAIO_TRY(launch_builtin(caller, device, p.convert_a, stream, params));
+    a16 = kaio_tensor_2d(p.a16, KAIO_DTYPE_F16, m, k);
+  }
+  const kaio_tensor mm[] = {a16, kaio_tensor_2d(p.w16, p.matmul.dtype, n, k), t[2]};
+  return run_op(caller, device, p.matmul, stream, mm, 3);
+}
+
+}  // namespace
+
+int64_t kquant_block_elems(kaio_quant_format format) {
+  if (!known_format(format)) return 0;
+  return format == KAIO_QUANT_Q8_0 ? 32 : 256;
+}
+
+int64_t kquant_block_bytes(kaio_quant_format format) {
+  static const int64_t bytes[] = {34, 144, 176, 210};
+  return known_format(format) ? bytes[format_index(format)] : 0;
+}
+
+KquantPlan::~KquantPlan() {
+  kaio_buffer_destroy(w16);
+  kaio_buffer_destroy(a16);
+}
+
+kaio_status plan_kquant(const char *caller, kaio_device *device, KquantPlan *plan) {
+  if (!known_format(plan->format))
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: argument 'format' is %d; use KAIO_QUANT_Q8_0 (1), KAIO_QUANT_Q4_K (2), "
+                "KAIO_QUANT_Q5_K (3) or KAIO_QUANT_Q6_K (4).",
+                caller, plan->format);
+  KAIO_TRY(require_arch(caller, device, 8, 0, "k-quant kernels (PTX sm_80)"));
+  switch (plan->kind) {
+    case KquantPlan::Kind::quantize: return plan_quantize(caller, device, plan);
+    case KquantPlan::Kind::dequantize:
+      if (!is_float(plan->dtype))
+        return fail(KAIO_ERROR_INVALID_DTYPE,
+                    "%s: out_dtype is %s (%d); dequantize writes KAIO_DTYPE_F32, KAIO_DTYPE_F16 "
+                    "or KAIO_DTYPE_BF16.",
+                    caller, kaio_dtype_name(plan->dtype), plan->dtype);
+      return plan_dequantize(caller, device, plan, &plan->launch);
+    case KquantPlan::Kind::matmul: return plan_matmul_kq(caller, device, plan);
+  }
+  return fail(KAIO_ERROR_INTERNAL, "%s: unknown k-quant op kind.", caller);
+}
+
+kaio_status run_kquant(const char *caller, const kaio_device *device, const KquantPlan &plan,
+                       kaio_stream *stream, const kaio_tensor *tensors, size_t count) {
+  const size_t expected = plan.kind == KquantPlan::Kind::matmul ? 3 : 2;
+  const char *order = plan.kind == KquantPlan::Kind::quantize     ? "{x, q}"
+                      : plan.kind == KquantPlan::Kind::dequantize ? "{q, y}"
+                                                                  : "{A, W, C}";
+  KAIO_TRY(check_launch(caller, device, stream, tensors, count, expected, order));
+  switch (plan.kind) {
+    case KquantPlan::Kind::quantize: return launch_quantize(caller, device, plan, stream, tensors);
+    case KquantPlan::Kind::dequantize: {
+      CheckedView q, y;
+      KAIO_TRY(check_quant_view(caller, "q", &tensors[0], device, plan.format, plan.rows,
+                                plan.cols, &q));
+      KAIO_TRY(check_float_view(caller, "y", &tensors[1], device, plan.dtype, plan.rows,
+                                plan.cols, &y));
+      KAIO_TRY(check_no_partial_overlap(caller, "q", q, "y", y, false));
+      return launch_dequantize(caller, device, plan.launch, stream, q, plan.rows, plan.cols,
+                               y.address, static_cast<unsigned long long>(y.row_stride),
+                               plan.dtype);
+    }
+    case KquantPlan::Kind::matmul: return launch_matmul_kq(caller, device, plan, stream, tensors);
+  }
+  return fail(KAIO_ERROR_INTERNAL, "%s: unknown k-quant op kind.", caller);
+}
+
+}  // namespace kaio

@@ -1,0 +1,213 @@
+// k-quant kernels on the GPU against the C++ reference (tests/support/
+// kquant_ref, itself checked byte for byte against ggml's library):
+//  * quantize: every format x mode x input dtype x input distribution,
+//    0 differing blocks; odd row counts, padded strides, outputs poisoned;
+//  * dequantize: f32 bit-identical to the reference, f16/bf16 its RNE rounding;
+//  * dequant-matmul: against an f64 product of the reference's dequantized
+//    weights and the same rounded activations. Tolerance (relative Frobenius
+//    error): matvec (M <= 8) f32 accumulation over K <= 1024: 1e-5, plus one
+//    f16 output rounding (2^-11) for f16 C; tensor-core path (M > 8): the
+//    weights (and f32 A) are rounded to f16/bf16 first, so 2^-9 (f16) or
+//    2^-6 (bf16) on top.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "support/kaio_test.hpp"
+#include "support/kquant_inputs.hpp"
+#include "support/kquant_ref.hpp"
+
+namespace {
+
+using kqref::Dist;
+using kqref::Format;
+using kqref::Mode;
+
+constexpr Format kFormats[] = {Format::q8_0, Format::q4_k, Format::q5_k, Format::q6_k};
+constexpr kaio_dtype kFloatTypes[] = {KAIO_DTYPE_F32, KAIO_DTYPE_F16, KAIO_DTYPE_BF16};
+
+kaio_quant_format api_format(Format f) { return static_cast<kaio_quant_format>(static_cast<int>(f) + 1); }
+
+// Rounds values to dtype; returns the storage bytes and the rounded values.
+std::vector<uint8_t> to_dtype(kaio_dtype dt, std::vector<float> *values) {
+  std::vector<uint8_t> bytes(values->size() * kaio_dtype_size(dt));
+  for (size_t i = 0; i < values->size(); ++i) {
+    float v = (*values)[i];
+    if (dt == KAIO_DTYPE_F32) {
+      std::memcpy(&bytes[4 * i], &v, 4);
+      continue;
+    }
+    uint16_t h = dt == KAIO_DTYPE_F16 ? kt::f32_to_f16(v) : kt::f32_to_bf16(v);
+    (*values)[i] = dt == KAIO_DTYPE_F16 ? kt::f16_to_f32(h) : kt::bf16_to_f32(h);
+    std::memcpy(&bytes[2 * i], &h, 2);
+  }
+  return bytes;
+}
+
+class GpuKquant : public kt::GpuTest {
+ protected:
+  kt::Buffer upload(const void *data, size_t bytes) {
+    kt::Buffer b = kt::make_buffer(dev(), bytes);
+    EXPECT_EQ(kaio_buffer_write(b.get(), 0, data, bytes), KAIO_OK);
+    return b;
+  }
+  std::vector<uint8_t> download(kaio_buffer *b, size_t bytes) {
+    std::vector<uint8_t> out(bytes);
+    EXPECT_EQ(kaio_stream_synchronize(stream()), KAIO_OK) << kaio_last_error();
+    EXPECT_EQ(kaio_buffer_read(b, 0, out.data(), bytes), KAIO_OK);
+    return out;
+  }
+
+  // Quantizes rows x cols of `dist` on the GPU (x and q rows padded by the
+  // given elements / bytes) and returns the number of blocks that differ
+  // from the reference.
+  int64_t quantize_mismatches(Format f, Mode mode, kaio_dtype dt, Dist dist, int64_t rows,
+                              int64_t cols, int64_t x_pad, int64_t q_pad, bool prepared) {
+    const int64_t be = kqref::block_elems(f), bb = kqref::block_bytes(f);
+    const int64_t row_bytes = cols / be * bb, ldx = cols + x_pad, ldq = row_bytes + q_pad;
+    std::vector<float> x = kqref::make_inputs(dist, rows * ldx, kt::test_seed() + rows);
+    std::vector<uint8_t> xb = to_dtype(dt, &x);
+    kt::Buffer xbuf = upload(xb.data(), xb.size());
+    kt::Buffer qbuf = kt::make_buffer(dev(), static_cast<uint64_t>(rows * ldq));
+    EXPECT_EQ(kaio_buffer_memset(qbuf.get(), stream(), 0, 0xA5, rows * ldq), KAIO_OK);
+    kaio_tensor xt = kaio_tensor_2d(xbuf.get(), dt, rows, cols);
+    xt.row_stride = ldx;
+    kaio_tensor qt = kaio_tensor_2d(qbuf.get(), KAIO_DTYPE_U8, rows, row_bytes);
+    qt.row_stride = ldq;
+    kaio_quant_mode m = mode == Mode::ggml ? KAIO_QUANT_MODE_GGML : KAIO_QUANT_MODE_CANDLE;
+    if (prepared) {
+      kaio_op *op = nullptr;
+      EXPECT_EQ(kaio_op_create_quantize(&op, dev(), api_format(f), m, dt, rows, cols), KAIO_OK)
+          << kaio_last_error();
+      kt::Op owned(op);
+      const kaio_tensor t[] = {xt, qt};
+      EXPECT_EQ(kaio_op_launch(op, stream(), t, 2), KAIO_OK) << kaio_last_error();
+    } else {
+      EXPECT_EQ(kaio_quantize(stream(), &xt, &qt, api_format(f), m), KAIO_OK) << kaio_last_error();
+    }
+    std::vector<uint8_t> got = download(qbuf.get(), static_cast<size_t>(rows * ldq));
+    std::vector<uint8_t> want(static_cast<size_t>(row_bytes));
+    int64_t bad = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      kqref::quantize_row(f, mode, &x[static_cast<size_t>(r * ldx)], cols, want.data());
+      for (int64_t b = 0; b < row_bytes / bb; ++b)
+        if (std::memcmp(&got[static_cast<size_t>(r * ldq + b * bb)], &want[static_cast<size_t>(b * bb)],
+                        static_cast<size_t>(bb)) != 0)
+          ++bad;
+      for (int64_t p = row_bytes; p < ldq; ++p)  // padding untouched
+        if (got[static_cast<size_t>(r * ldq + p)] != 0xA5) ++bad;
+    }
+    return bad;
+  }
+};
+
+TEST_F(GpuKquant, QuantizeIsByteIdenticalToTheReferenceOnEveryDistribution) {
+  for (Format f : kFormats)
+    for (Mode mode : {Mode::ggml, Mode::candle})
+      for (kaio_dtype dt : kFloatTypes)
+        for (int di = 0; di < static_cast<int>(Dist::count); ++di) {
+          const Dist dist = static_cast<Dist>(di);
+          SCOPED_TRACE(std::string(kqref::format_name(f)) + " " + kqref::mode_name(mode) + " " +
+                       kaio_dtype_name(dt) + " " + kqref::dist_name(dist));
+          EXPECT_EQ(quantize_mismatches(f, mode, dt, dist, 37, 2048, 0, 0, di % 2 == 1), 0);
+        }
+}
+
+TEST_F(GpuKquant, QuantizeOddShapesAndPaddedStrides) {
+  for (Format f : kFormats)
+    for (Mode mode : {Mode::ggml, Mode::candle})
+      for (int64_t rows : {1, 3, 129}) {
+        SCOPED_TRACE(std::string(kqref::format_name(f)) + " " + kqref::mode_name(mode) +
+                     " rows " + std::to_string(rows));
+        const int64_t cols = f == Format::q8_0 ? 32 * 7 : 256 * 3;
+        EXPECT_EQ(quantize_mismatches(f, mode, KAIO_DTYPE_F32, Dist::uniform, rows, cols, 0, 0, false), 0);
+        EXPECT_EQ(quantize_mismatches(f, mode, KAIO_DTYPE_BF16, Dist::outliers, rows, cols, 8, 16, true), 0);
+      }
+}
+
+TEST_F(GpuKquant, DequantizeMatchesTheReference) {
+  for (Format f : kFormats)
+    for (kaio_dtype dt : kFloatTypes) {
+      SCOPED_TRACE(std::string(kqref::format_name(f)) + " -> " + kaio_dtype_name(dt));
+      const int64_t rows = 13, cols = 256 * 5, be = kqref::block_elems(f);
+      const int64_t row_bytes = cols / be * kqref::block_bytes(f);
+      std::vector<float> x = kqref::make_inputs(Dist::outliers, rows * cols, kt::test_seed());
+      std::vector<uint8_t> q(static_cast<size_t>(rows * row_bytes));
+      std::vector<float> want(x.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        kqref::quantize_row(f, Mode::ggml, &x[static_cast<size_t>(r * cols)], cols, &q[static_cast<size_t>(r * row_bytes)]);
+        kqref::dequantize_row(f, &q[static_cast<size_t>(r * row_bytes)], cols, &want[static_cast<size_t>(r * cols)]);
+      }
+      kt::Buffer qbuf = upload(q.data(), q.size());
+      const size_t ybytes = x.size() * kaio_dtype_size(dt);
+      kt::Buffer ybuf = kt::make_buffer(dev(), ybytes);
+      ASSERT_EQ(kaio_buffer_memset(ybuf.get(), stream(), 0, 0xFF, ybytes), KAIO_OK);  // NaN poison
+      kaio_tensor qt = kaio_tensor_2d(qbuf.get(), KAIO_DTYPE_U8, rows, row_bytes);
+      kaio_tensor yt = kaio_tensor_2d(ybuf.get(), dt, rows, cols);
+      KT_OK(kaio_dequantize(stream(), &qt, &yt, api_format(f)));
+      std::vector<uint8_t> got = download(ybuf.get(), ybytes);
+      std::vector<float> want_rounded = want;
+      std::vector<uint8_t> want_bytes = to_dtype(dt, &want_rounded);
+      EXPECT_EQ(std::memcmp(got.data(), want_bytes.data(), ybytes), 0);
+    }
+}
+
+// C = A · dequant(W)ᵀ against an f64 reference; see the file comment for
+// the tolerances.
+TEST_F(GpuKquant, QuantMatmulMatchesTheF64Reference) {
+  struct Shape { int64_t m, n, k; };
+  const Shape shapes[] = {{1, 1, 256}, {1, 67, 1024}, {3, 130, 512}, {5, 8, 256},
+                          {8, 31, 768}, {9, 40, 256}, {33, 129, 512}};
+  for (Format f : kFormats)
+    for (kaio_dtype adt : kFloatTypes)
+      for (kaio_dtype odt : {KAIO_DTYPE_F32, KAIO_DTYPE_F16})
+        for (const Shape &s : shapes) {
+          SCOPED_TRACE(std::string(kqref::format_name(f)) + " A " + kaio_dtype_name(adt) +
+                       " C " + kaio_dtype_name(odt) + " " + std::to_string(s.m) + "x" +
+                       std::to_string(s.n) + "x" + std::to_string(s.k));
+          const int64_t be = kqref::block_elems(f), row_bytes = s.k / be * kqref::block_bytes(f);
+          std::vector<float> wv = kqref::make_inputs(Dist::uniform, s.n * s.k, kt::test_seed() + 5);
+          std::vector<uint8_t> wq(static_cast<size_t>(s.n * row_bytes));
+          std::vector<float> wd(wv.size());
+          for (int64_t r = 0; r < s.n; ++r) {
+            kqref::quantize_row(f, Mode::ggml, &wv[static_cast<size_t>(r * s.k)], s.k, &wq[static_cast<size_t>(r * row_bytes)]);
+            kqref::dequantize_row(f, &wq[static_cast<size_t>(r * row_bytes)], s.k, &wd[static_cast<size_t>(r * s.k)]);
+          }
+          std::vector<float> av = kqref::make_inputs(Dist::uniform, s.m * s.k, kt::test_seed() + 9);
+          std::vector<uint8_t> ab = to_dtype(adt, &av);
+          kt::Buffer abuf = upload(ab.data(), ab.size()), wbuf = upload(wq.data(), wq.size());
+          const size_t cbytes = static_cast<size_t>(s.m * s.n) * kaio_dtype_size(odt);
+          kt::Buffer cbuf = kt::make_buffer(dev(), cbytes);
+          ASSERT_EQ(kaio_buffer_memset(cbuf.get(), stream(), 0, 0xFF, cbytes), KAIO_OK);
+          kaio_tensor t[] = {kaio_tensor_2d(abuf.get(), adt, s.m, s.k),
+                             kaio_tensor_2d(wbuf.get(), KAIO_DTYPE_U8, s.n, row_bytes),
+                             kaio_tensor_2d(cbuf.get(), odt, s.m, s.n)};
+          if (s.m <= 8) {
+            KT_OK(kaio_quant_matmul(stream(), &t[0], &t[1], &t[2], api_format(f)));
+          } else {
+            kaio_op *op = nullptr;
+            KT_OK(kaio_op_create_quant_matmul(&op, dev(), api_format(f), adt, odt, s.m, s.n, s.k));
+            kt::Op owned(op);
+            KT_OK(kaio_op_launch(op, stream(), t, 3));
+          }
+          std::vector<double> got = kt::decode(odt, download(cbuf.get(), cbytes));
+          double err = 0, norm = 0;
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < s.n; ++j) {
+              double ref = 0;
+              for (int64_t kk = 0; kk < s.k; ++kk)
+                ref += static_cast<double>(av[static_cast<size_t>(i * s.k + kk)]) *
+                       wd[static_cast<size_t>(j * s.k + kk)];
+              double g = got[static_cast<size_t>(i * s.n + j)];
+              ASSERT_TRUE(std::isfinite(g)) << "C[" << i << "," << j << "] not written";
+              err += (g - ref) * (g - ref);
+              norm += ref * ref;
+            }
+          double tol = 1e-5 + (odt == KAIO_DTYPE_F16 ? std::ldexp(1.0, -11) : 0.0);
+          if (s.m > 8) tol += adt == KAIO_DTYPE_BF16 ? std::ldexp(1.0, -6) : std::ldexp(1.0, -9);
+          EXPECT_LE(std::sqrt(err / norm), tol);
+        }
+}
+
+}  // namespace

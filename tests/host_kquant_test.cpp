@@ -1,0 +1,196 @@
+// The k-quant ABI on the fake driver: block sizes, the kernel and grid each
+// op launches, and every bad input's status and message (naming the
+// function, the argument and the value) with no launch.
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "support/kaio_test.hpp"
+
+namespace {
+
+class FakeKquant : public ::testing::Test {
+ public:  // the bad-input table's lambdas use the fixture's objects
+  void SetUp() override {
+    if (!kt::on_fake_driver())
+      GTEST_SKIP() << "needs the fake driver: run through `meson test` (suite host), which sets "
+                      "LIBKAIO_CUDA_DRIVER";
+    dev_ = kt::open_device(0);
+    ASSERT_TRUE(dev_);
+    stream_ = kt::make_stream(dev_.get());
+    buf_ = kt::make_buffer(dev_.get(), 1 << 20);
+  }
+  std::string last_kernel() {
+    char name[128] = {0};
+    unsigned grid[3], block[3], shared;
+    EXPECT_EQ(kt::fake().last_launch(name, sizeof name, grid, block, &shared), 0);
+    grid_ = grid[0];
+    return name;
+  }
+  kaio_tensor at(kaio_dtype dt, int64_t rows, int64_t cols, uint64_t offset) {
+    kaio_tensor t = kaio_tensor_2d(buf_.get(), dt, rows, cols);
+    t.offset_bytes = offset;
+    return t;
+  }
+  kt::Device dev_;
+  kt::Stream stream_;
+  kt::Buffer buf_;
+  unsigned grid_ = 0;
+};
+
+TEST(KquantAbi, BlockSizesAndRowBytes) {
+  EXPECT_EQ(kaio_quant_block_elems(KAIO_QUANT_Q8_0), 32);
+  EXPECT_EQ(kaio_quant_block_bytes(KAIO_QUANT_Q8_0), 34);
+  EXPECT_EQ(kaio_quant_block_bytes(KAIO_QUANT_Q4_K), 144);
+  EXPECT_EQ(kaio_quant_block_bytes(KAIO_QUANT_Q5_K), 176);
+  EXPECT_EQ(kaio_quant_block_bytes(KAIO_QUANT_Q6_K), 210);
+  EXPECT_EQ(kaio_quant_block_elems(KAIO_QUANT_Q6_K), 256);
+  EXPECT_EQ(kaio_quant_row_bytes(KAIO_QUANT_Q6_K, 4096), 16 * 210);
+  EXPECT_EQ(kaio_quant_row_bytes(KAIO_QUANT_Q4_K, 100), 0);
+  EXPECT_EQ(kaio_quant_block_elems(0), 0);
+  EXPECT_EQ(kaio_quant_row_bytes(9, 256), 0);
+}
+
+TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
+  // 3 rows of 512 f32 values at 0; their Q6_K bytes at 8192.
+  kaio_tensor x = at(KAIO_DTYPE_F32, 3, 512, 0), q = at(KAIO_DTYPE_U8, 3, 420, 8192);
+  KT_OK(kaio_quantize(stream_.get(), &x, &q, KAIO_QUANT_Q6_K, KAIO_QUANT_MODE_CANDLE));
+  EXPECT_EQ(last_kernel(), "kaio_kq_quantize_q6_k_candle");
+  EXPECT_EQ(grid_, 1u);  // 6 superblocks x 16 threads
+  kaio_tensor x16 = at(KAIO_DTYPE_BF16, 3, 512, 0), q4 = at(KAIO_DTYPE_U8, 3, 288, 8192);
+  KT_OK(kaio_quantize(stream_.get(), &x16, &q4, KAIO_QUANT_Q4_K, KAIO_QUANT_MODE_GGML));
+  EXPECT_EQ(last_kernel(), "kaio_kq_quantize_q4_k_ggml");
+  KT_OK(kaio_dequantize(stream_.get(), &q, &x, KAIO_QUANT_Q6_K));
+  EXPECT_EQ(last_kernel(), "kaio_kq_dequantize_q6_k");
+  // matvec: A 3 x 512 f16, W 40 x 512 Q8_0, C 3 x 40 f32
+  kaio_tensor a = at(KAIO_DTYPE_F16, 3, 512, 0), w = at(KAIO_DTYPE_U8, 40, 544, 16384),
+              c = at(KAIO_DTYPE_F32, 3, 40, 65536);
+  KT_OK(kaio_quant_matmul(stream_.get(), &a, &w, &c, KAIO_QUANT_Q8_0));
+  EXPECT_EQ(last_kernel(), "kaio_kq_matvec_q8_0_m4");
+  EXPECT_EQ(grid_, 5u);  // 8 weight rows per block
+  // M > 8: dequantize into the op's workspace, then the tensor-core matmul
+  kaio_op *op = nullptr;
+  KT_OK(kaio_op_create_quant_matmul(&op, dev_.get(), KAIO_QUANT_Q8_0, KAIO_DTYPE_F16,
+                                    KAIO_DTYPE_F32, 16, 40, 512));
+  kt::Op owned(op);
+  kaio_tensor t[] = {at(KAIO_DTYPE_F16, 16, 512, 0), w, at(KAIO_DTYPE_F32, 16, 40, 65536)};
+  const unsigned long long before = kt::fake().launch_count();
+  KT_OK(kaio_op_launch(op, stream_.get(), t, 3));
+  EXPECT_EQ(kt::fake().launch_count() - before, 2u);
+  EXPECT_NE(last_kernel().find("matmul"), std::string::npos);
+}
+
+struct BadCase {
+  const char *name;
+  kaio_status expected;
+  std::vector<const char *> parts;
+  std::function<kaio_status(FakeKquant &)> call;
+};
+
+class FakeKquantBad : public FakeKquant, public ::testing::WithParamInterface<BadCase> {};
+
+// One-shot quantize of a 1 x 256 view at x_off with its blocks at q_off.
+kaio_status quantize_at(FakeKquant &k, kaio_quant_format f, kaio_dtype q_dtype, int64_t q_cols,
+                        uint64_t x_off, uint64_t q_off) {
+  kaio_tensor x = k.at(KAIO_DTYPE_F32, 1, 256, x_off), q = k.at(q_dtype, 1, q_cols, q_off);
+  return kaio_quantize(k.stream_.get(), &x, &q, f, 0);
+}
+
+kaio_status create_mm(FakeKquant &k, kaio_quant_format f, kaio_dtype out, int64_t kdim) {
+  kaio_op *op = nullptr;
+  kaio_status s = kaio_op_create_quant_matmul(&op, k.dev_.get(), f, KAIO_DTYPE_F16, out, 1, 8, kdim);
+  kaio_op_destroy(op);
+  return s;
+}
+
+kaio_status create_q(kaio_device *d, kaio_quant_format f, kaio_quant_mode m, kaio_dtype dt,
+                     int64_t rows, int64_t cols) {
+  kaio_op *op = nullptr;
+  kaio_status s = kaio_op_create_quantize(&op, d, f, m, dt, rows, cols);
+  kaio_op_destroy(op);
+  return s;
+}
+
+std::vector<BadCase> bad_cases() {
+  using V = std::vector<const char *>;
+  return {
+      {"unknown format", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_op_create_quantize", "'format'", "7"},
+       [](FakeKquant &k) { return create_q(k.dev_.get(), 7, 0, KAIO_DTYPE_F32, 1, 256); }},
+      {"unknown mode", KAIO_ERROR_INVALID_ARGUMENT, V{"'mode'", "5"},
+       [](FakeKquant &k) { return create_q(k.dev_.get(), KAIO_QUANT_Q6_K, 5, KAIO_DTYPE_F32, 1, 256); }},
+      {"int input", KAIO_ERROR_INVALID_DTYPE, V{"in_dtype", "i32"},
+       [](FakeKquant &k) { return create_q(k.dev_.get(), KAIO_QUANT_Q6_K, 0, KAIO_DTYPE_I32, 1, 256); }},
+      {"cols not a block multiple", KAIO_ERROR_INVALID_DIMENSION, V{"100", "KAIO_QUANT_Q4_K", "256"},
+       [](FakeKquant &k) { return create_q(k.dev_.get(), KAIO_QUANT_Q4_K, 0, KAIO_DTYPE_F32, 1, 100); }},
+      {"zero rows", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_op_create_quantize", "0 x 256"},
+       [](FakeKquant &k) { return create_q(k.dev_.get(), KAIO_QUANT_Q8_0, 0, KAIO_DTYPE_F32, 0, 256); }},
+      {"q not u8", KAIO_ERROR_INVALID_DTYPE, V{"kaio_quantize", "'q'", "U8"},
+       [](FakeKquant &k) { return quantize_at(k, KAIO_QUANT_Q6_K, KAIO_DTYPE_I8, 210, 0, 4096); }},
+      {"q wrong width", KAIO_ERROR_SHAPE_MISMATCH, V{"'q'", "1 x 200", "210"},
+       [](FakeKquant &k) { return quantize_at(k, KAIO_QUANT_Q6_K, KAIO_DTYPE_U8, 200, 0, 4096); }},
+      {"q odd offset", KAIO_ERROR_MISALIGNED, V{"'q'", "byte 1 of", "2 bytes"},
+       [](FakeKquant &k) { return quantize_at(k, KAIO_QUANT_Q6_K, KAIO_DTYPE_U8, 210, 0, 4097); }},
+      {"q4_k q not 16-aligned", KAIO_ERROR_MISALIGNED, V{"'q'", "16 bytes"},
+       [](FakeKquant &k) { return quantize_at(k, KAIO_QUANT_Q4_K, KAIO_DTYPE_U8, 144, 0, 4104); }},
+      {"x misaligned", KAIO_ERROR_MISALIGNED, V{"'x'", "16 bytes"},
+       [](FakeKquant &k) { return quantize_at(k, KAIO_QUANT_Q6_K, KAIO_DTYPE_U8, 210, 4, 4096); }},
+      {"q overlaps x", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_quantize"},
+       [](FakeKquant &k) { return quantize_at(k, KAIO_QUANT_Q6_K, KAIO_DTYPE_U8, 210, 0, 512); }},
+      {"null x", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_quantize", "'x'"},
+       [](FakeKquant &k) {
+         kaio_tensor q = k.at(KAIO_DTYPE_U8, 1, 210, 4096);
+         return kaio_quantize(k.stream_.get(), nullptr, &q, KAIO_QUANT_Q6_K, 0);
+       }},
+      {"dequantize to i8", KAIO_ERROR_INVALID_DTYPE, V{"kaio_dequantize", "out_dtype"},
+       [](FakeKquant &k) {
+         kaio_tensor q = k.at(KAIO_DTYPE_U8, 1, 210, 4096), y = k.at(KAIO_DTYPE_I8, 1, 256, 0);
+         return kaio_dequantize(k.stream_.get(), &q, &y, KAIO_QUANT_Q6_K);
+       }},
+      {"matmul bf16 output", KAIO_ERROR_INVALID_DTYPE, V{"kaio_op_create_quant_matmul", "out_dtype", "bf16"},
+       [](FakeKquant &k) { return create_mm(k, KAIO_QUANT_Q8_0, KAIO_DTYPE_BF16, 256); }},
+      {"matmul K not a block multiple", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_op_create_quant_matmul", "200"},
+       [](FakeKquant &k) { return create_mm(k, KAIO_QUANT_Q6_K, KAIO_DTYPE_F32, 200); }},
+      {"one-shot matmul M > 8", KAIO_ERROR_UNSUPPORTED, V{"kaio_quant_matmul", "kaio_op_create_quant_matmul"},
+       [](FakeKquant &k) {
+         kaio_tensor a = k.at(KAIO_DTYPE_F16, 9, 256, 0), w = k.at(KAIO_DTYPE_U8, 8, 210, 8192),
+                     c = k.at(KAIO_DTYPE_F32, 9, 8, 16384);
+         return kaio_quant_matmul(k.stream_.get(), &a, &w, &c, KAIO_QUANT_Q6_K);
+       }},
+      {"matmul W wrong rows", KAIO_ERROR_SHAPE_MISMATCH, V{"kaio_quant_matmul", "'W'"},
+       [](FakeKquant &k) {
+         kaio_tensor a = k.at(KAIO_DTYPE_F16, 2, 256, 0), w = k.at(KAIO_DTYPE_U8, 7, 210, 8192),
+                     c = k.at(KAIO_DTYPE_F32, 2, 8, 16384);
+         return kaio_quant_matmul(k.stream_.get(), &a, &w, &c, KAIO_QUANT_Q6_K);
+       }},
+      {"launch with wrong count", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_op_launch", "'count'", "{x, q}"},
+       [](FakeKquant &k) {
+         kaio_op *op = nullptr;
+         kaio_status s = kaio_op_create_quantize(&op, k.dev_.get(), KAIO_QUANT_Q8_0, 0, KAIO_DTYPE_F32, 1, 256);
+         if (s != KAIO_OK) return s;
+         kaio_tensor t[] = {k.at(KAIO_DTYPE_F32, 1, 256, 0)};
+         s = kaio_op_launch(op, k.stream_.get(), t, 1);
+         kaio_op_destroy(op);
+         return s;
+       }},
+  };
+}
+
+TEST_P(FakeKquantBad, ReturnsItsStatusAndNamesTheArgument) {
+  const BadCase &c = GetParam();
+  const unsigned long long before = kt::fake().launch_count();
+  EXPECT_EQ(c.call(*this), c.expected) << kaio_last_error();
+  const std::string msg = kaio_last_error();
+  for (const char *part : c.parts) EXPECT_NE(msg.find(part), std::string::npos) << part << " in: " << msg;
+  EXPECT_EQ(kt::fake().launch_count(), before);
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, FakeKquantBad, ::testing::ValuesIn(bad_cases()),
+                         [](const ::testing::TestParamInfo<BadCase> &i) {
+                           std::string n = i.param.name;
+                           for (char &ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+}  // namespace

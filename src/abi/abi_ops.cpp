@@ -111,6 +111,7 @@ KAIO_API kaio_status kaio_op_launch(const kaio_op *op, kaio_stream *stream,
     KAIO_TRY(kaio::check_handle(fn, "op", op));
     if (op->backward)
       return kaio::run_matmul_backward(fn, op->device, *op->backward, stream, tensors, count);
+    if (op->quant) return kaio::run_quant(fn, op->device, *op->quant, stream, tensors, count);
     return kaio::run_op(fn, op->device, op->plan, stream, tensors, count);
   });
 }

@@ -23,6 +23,8 @@ const char *module_name(ModuleId id) {
     case ModuleId::matmul_sm80_async: return "matmul_sm80_async";
     case ModuleId::matmul_gemv: return "matmul_gemv";
     case ModuleId::matmul_sm90: return "matmul_sm90";
+    case ModuleId::quant_int8: return "quant_int8";
+    case ModuleId::quant_int4: return "quant_int4";
     default: return "unknown";
   }
 }

@@ -16,6 +16,8 @@ enum class ModuleId : int {
   matmul_sm80_async,
   matmul_gemv,
   matmul_sm90,
+  quant_int8,
+  quant_int4,
   count
 };
 
@@ -81,7 +83,15 @@ enum class ModuleId : int {
   X(matmul_sm90_bf16_nn, matmul_sm90, "kaio_matmul_sm90_bf16_nn") \
   X(matmul_sm90_bf16_nt, matmul_sm90, "kaio_matmul_sm90_bf16_nt") \
   X(matmul_sm90_bf16_tn, matmul_sm90, "kaio_matmul_sm90_bf16_tn") \
-  X(matmul_sm90_bf16_tt, matmul_sm90, "kaio_matmul_sm90_bf16_tt")
+  X(matmul_sm90_bf16_tt, matmul_sm90, "kaio_matmul_sm90_bf16_tt") \
+  X(matmul_int8_sm80_async, quant_int8, "kaio_matmul_int8_sm80_async") \
+  X(int4_gemv_f16_m8, quant_int4, "kaio_int4_gemv_f16_m8") \
+  X(int4_gemv_f16_m16, quant_int4, "kaio_int4_gemv_f16_m16") \
+  X(int4_gemv_bf16_m8, quant_int4, "kaio_int4_gemv_bf16_m8") \
+  X(int4_gemv_bf16_m16, quant_int4, "kaio_int4_gemv_bf16_m16") \
+  X(int4_dequant_f16, quant_int4, "kaio_int4_dequant_f16") \
+  X(int4_dequant_bf16, quant_int4, "kaio_int4_dequant_bf16") \
+  X(int4_transpose_u32, quant_int4, "kaio_int4_transpose_u32")
 // clang-format on
 
 enum class KernelId : int {

@@ -42,6 +42,7 @@ struct OpPlan {
   cu::CUfunction function = nullptr;
   unsigned grid = 0;
   unsigned grid_y = 1;
+  unsigned grid_z = 1;
   unsigned block = 0;
   unsigned shared_bytes = 0;
 };
@@ -64,6 +65,10 @@ kaio_status run_rows(const char *caller, const kaio_device *device, const OpPlan
                      kaio_stream *stream, const kaio_tensor *tensors);
 kaio_status run_matmul(const char *caller, const kaio_device *device, const OpPlan &plan,
                        kaio_stream *stream, const kaio_tensor *tensors);
+
+// The stream handle, and that it belongs to the op's device.
+kaio_status check_op_stream(const char *caller, const kaio_device *device,
+                            const kaio_stream *stream);
 
 // Index of the f32/f16/bf16 kernel variant.
 int float_variant(kaio_dtype dtype);
@@ -98,6 +103,18 @@ kaio_status run_matmul_backward(const char *caller, const kaio_device *device,
 
 }  // namespace kaio
 
+namespace kaio {
+
+// Quantized ops (ops/quant.hpp): their plan, owned by the op handle.
+struct QuantPlan;
+struct QuantPlanDeleter {
+  void operator()(QuantPlan *plan) const;
+};
+kaio_status run_quant(const char *caller, const kaio_device *device, const QuantPlan &plan,
+                      kaio_stream *stream, const kaio_tensor *tensors, size_t count);
+
+}  // namespace kaio
+
 struct kaio_op {
   static constexpr kaio::HandleTag kTag = kaio::HandleTag::op;
   static constexpr const char *kName = "kaio_op";
@@ -106,5 +123,6 @@ struct kaio_op {
   kaio_device *device = nullptr;
   kaio::OpPlan plan;
   std::unique_ptr<kaio::BackwardPlan> backward;  // set for matmul backward only
+  std::unique_ptr<kaio::QuantPlan, kaio::QuantPlanDeleter> quant;  // quantized ops only
   ~kaio_op();
 };

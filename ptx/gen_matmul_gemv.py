@@ -141,22 +141,10 @@ class Kernel(PtxEmitter):
         super().__init__()
 
     def text(self):
-        out = ["// " + line if line else "//" for line in self.doc.strip("\n").split("\n")]
-        out.append("// kaio-shared-bytes: %s 0" % self.name)
-        out.append("// kaio-launch: %s block=%d cols_per_block=%d" % (self.name, self.block, self.cols))
-        out.append(".visible .entry %s(" % self.name)
-        out.append(",\n".join("\t.param %s %s" % p for p in PARAMS))
-        out.append(")")
-        out.append(".maxntid %d, 1, 1" % self.block)
-        out.append("{")
-        for kind, ptx_type in self.REG_TYPES:
-            if self.count[kind]:
-                out.append("\t.reg %s %%%s<%d>;" % (ptx_type, kind, self.count[kind]))
-        out.append("\t" + self.shared_decl + ";")
-        out.append("")
-        out.extend(self.lines)
-        out.append("}")
-        return "\n".join(out) + "\n"
+        ann = ["// kaio-shared-bytes: %s 0" % self.name,
+               "// kaio-launch: %s block=%d cols_per_block=%d" % (self.name, self.block, self.cols)]
+        return self.entry_text(self.name, self.doc, ann, PARAMS,
+                               [".maxntid %d, 1, 1" % self.block], self.shared_decl)
 
 
 def wide(k, r32):

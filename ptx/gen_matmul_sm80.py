@@ -118,30 +118,19 @@ PARAMS = [(".u64", "a"), (".u64", "b"), (".u64", "c"), (".u32", "m"), (".u32", "
 # --------------------------------------------------------------------------
 
 class Kernel(PtxEmitter):
-    def __init__(self, name, doc, shared_decl, shared_bytes):
+    def __init__(self, name, doc, shared_decl, shared_bytes, params=PARAMS):
         self.name, self.doc = name, doc
         self.shared_decl, self.shared_bytes = shared_decl, shared_bytes
+        self.params = params
         super().__init__()
 
     def text(self):
-        out = ["// " + line if line else "//" for line in self.doc.strip("\n").split("\n")]
-        out.append("// kaio-shared-bytes: %s %d" % (self.name, self.shared_bytes))
-        out.append(".visible .entry %s(" % self.name)
-        out.append(",\n".join("\t.param %s %s" % p for p in PARAMS))
-        out.append(")")
-        out.append(".maxntid %d, 1, 1" % BLOCK)
+        directives = [".maxntid %d, 1, 1" % BLOCK]
         if getattr(self, "maxnreg", 0):
-            out.append(".maxnreg %d" % self.maxnreg)
-        out.append("{")
-        for kind, ptx_type in self.REG_TYPES:
-            if self.count[kind]:
-                out.append("\t.reg %s %%%s<%d>;" % (ptx_type, kind, self.count[kind]))
-        if self.shared_decl:
-            out.append("\t" + self.shared_decl + ";")
-        out.append("")
-        out.extend(self.lines)
-        out.append("}")
-        return "\n".join(out) + "\n"
+            directives.append(".maxnreg %d" % self.maxnreg)
+        return self.entry_text(self.name, self.doc,
+                               ["// kaio-shared-bytes: %s %d" % (self.name, self.shared_bytes)],
+                               self.params, directives, self.shared_decl)
 
 
 def wide(k, r32):
@@ -478,67 +467,10 @@ def epilogue(k, P, acc, tid, blk_m, blk_n, wm, wn):
     k.op("ret")
 
 
-DEFAULT_OPTS = {"stages": ASYNC_STAGES, "pipe": False, "group": 0, "maxnreg": 0}
-
-
-def matmul_kernel(variant, dt, la, lb, opts=None):
-    o = dict(DEFAULT_OPTS, **(opts or {}))
-    name = "kaio_matmul_sm80_%s_%s_%s%s" % (variant, dt, la, lb)
-    stages = o["stages"] if variant == "async" else SYNC_STAGES
-    smem_bytes = stages * STAGE_BYTES
-    if variant == "async":
-        shared_decl, dyn = None, smem_bytes
-    else:
-        shared_decl, dyn = ".shared .align 128 .b8 %s_s[%d]" % (SMEM_SYM, smem_bytes), 0
-    doc = """
-%s: C = alpha * op(A) * op(B) + beta * C, A %s (%s), B %s (%s), %s inputs, f32 accumulation.
-%s; %d shared stages of %d bytes (%s).
-grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (
-        name, la, "K x M" if la == "t" else "M x K", lb, "N x K" if lb == "t" else "K x N", dt,
-        "cp.async.cg 16-byte copies" if variant == "async" else "ld.global.v4 -> st.shared",
-        stages, STAGE_BYTES, "dynamic" if dyn else "static")
-    k = Kernel(name, doc, shared_decl, dyn)
-    k.maxnreg = o["maxnreg"]
-    mma = "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32" % (dt, dt)
-
-    P = load_params(k, PARAMS, ("a", "b", "c"))
-
-    tid = k.r("mov.u32", "%tid.x")
-    lane = k.r("and.b32", tid, 31)
-    warp = k.r("shr.u32", tid, 5)
-    wm = k.r("shl.b32", k.r("shr.u32", warp, 2), 6)     # warp row offset in the CTA tile: 0, 64
-    wn = k.r("shl.b32", k.r("and.b32", warp, 3), 5)     # warp col offset: 0, 32, 64, 96
-    cx, cy = k.r("mov.u32", "%ctaid.x"), k.r("mov.u32", "%ctaid.y")
-    if o["group"]:
-        g = o["group"]
-        k.note("CTA order: groups of %d tile rows, column by column inside a group (L2 reuse)" % g)
-        gx, gy = k.r("mov.u32", "%nctaid.x"), k.r("mov.u32", "%nctaid.y")
-        pid = k.r("mad.lo.u32", cy, gx, cx)
-        gsz = k.r("mul.lo.u32", gx, g)
-        grp = k.r("div.u32", pid, gsz)
-        first = k.r("mul.lo.u32", grp, g)
-        gm = k.r("min.u32", k.r("sub.u32", gy, first), g)
-        rem = k.r("sub.u32", pid, k.r("mul.lo.u32", grp, gsz))
-        cy = k.r("add.u32", first, k.r("rem.u32", rem, gm))
-        cx = k.r("div.u32", rem, gm)
-    blk_n = k.r("shl.b32", cx, 7)
-    blk_m = k.r("shl.b32", cy, 7)
-    smem = k.r("mov.u32", SMEM_SYM if variant == "async" else SMEM_SYM + "_s")
-
-    A = Operand(k, "A", la == "n", P["a"], P["lda"], P["m"], blk_m, tid, P["k"], 0)
-    B = Operand(k, "B", lb == "t", P["b"], P["ldb"], P["n"], blk_n, tid, P["k"], TILE_BYTES)
-    A.frag_setup(lane, wm, smem)
-    B.frag_setup(lane, wn, smem)
-    st_a = k.r("add.u32", smem, A.st_off)
-    st_b = k.r("add.u32", smem, k.r("add.u32", B.st_off, TILE_BYTES))
-
-    acc = [[k.regs("f", 4) for _ in range(NT)] for _ in range(MT)]
-    for row in acc:
-        for quad in row:
-            for reg in quad:
-                k.op("mov.f32 %s, 0f00000000" % reg)
-
-    ktiles = k.r("shr.u32", k.r("add.u32", P["k"], BK - 1), 5)
+def main_loop(k, variant, stages, o, A, B, st_a, st_b, acc, mma, kdim):
+    """The K loop of every variant: global -> shared staging and the mma steps;
+    kdim is K in 16-bit elements."""
+    ktiles = k.r("shr.u32", k.r("add.u32", kdim, BK - 1), 5)
     kt = k.r("mov.u32", 0)
     rs = k.r("mov.u32", 0)          # byte offset of the stage being multiplied
     loop = k.label("kloop")
@@ -649,6 +581,69 @@ grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (
         k.op("add.u32 %s, %s, 1" % (kt, kt))
         k.op("@%s bra %s" % (k.p("setp.lt.u32", kt, ktiles), loop))
 
+
+
+DEFAULT_OPTS = {"stages": ASYNC_STAGES, "pipe": False, "group": 0, "maxnreg": 0}
+
+
+def matmul_kernel(variant, dt, la, lb, opts=None):
+    o = dict(DEFAULT_OPTS, **(opts or {}))
+    name = "kaio_matmul_sm80_%s_%s_%s%s" % (variant, dt, la, lb)
+    stages = o["stages"] if variant == "async" else SYNC_STAGES
+    smem_bytes = stages * STAGE_BYTES
+    if variant == "async":
+        shared_decl, dyn = None, smem_bytes
+    else:
+        shared_decl, dyn = ".shared .align 128 .b8 %s_s[%d]" % (SMEM_SYM, smem_bytes), 0
+    doc = """
+%s: C = alpha * op(A) * op(B) + beta * C, A %s (%s), B %s (%s), %s inputs, f32 accumulation.
+%s; %d shared stages of %d bytes (%s).
+grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (
+        name, la, "K x M" if la == "t" else "M x K", lb, "N x K" if lb == "t" else "K x N", dt,
+        "cp.async.cg 16-byte copies" if variant == "async" else "ld.global.v4 -> st.shared",
+        stages, STAGE_BYTES, "dynamic" if dyn else "static")
+    k = Kernel(name, doc, shared_decl, dyn)
+    k.maxnreg = o["maxnreg"]
+    mma = "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32" % (dt, dt)
+
+    P = load_params(k, PARAMS, ("a", "b", "c"))
+
+    tid = k.r("mov.u32", "%tid.x")
+    lane = k.r("and.b32", tid, 31)
+    warp = k.r("shr.u32", tid, 5)
+    wm = k.r("shl.b32", k.r("shr.u32", warp, 2), 6)     # warp row offset in the CTA tile: 0, 64
+    wn = k.r("shl.b32", k.r("and.b32", warp, 3), 5)     # warp col offset: 0, 32, 64, 96
+    cx, cy = k.r("mov.u32", "%ctaid.x"), k.r("mov.u32", "%ctaid.y")
+    if o["group"]:
+        g = o["group"]
+        k.note("CTA order: groups of %d tile rows, column by column inside a group (L2 reuse)" % g)
+        gx, gy = k.r("mov.u32", "%nctaid.x"), k.r("mov.u32", "%nctaid.y")
+        pid = k.r("mad.lo.u32", cy, gx, cx)
+        gsz = k.r("mul.lo.u32", gx, g)
+        grp = k.r("div.u32", pid, gsz)
+        first = k.r("mul.lo.u32", grp, g)
+        gm = k.r("min.u32", k.r("sub.u32", gy, first), g)
+        rem = k.r("sub.u32", pid, k.r("mul.lo.u32", grp, gsz))
+        cy = k.r("add.u32", first, k.r("rem.u32", rem, gm))
+        cx = k.r("div.u32", rem, gm)
+    blk_n = k.r("shl.b32", cx, 7)
+    blk_m = k.r("shl.b32", cy, 7)
+    smem = k.r("mov.u32", SMEM_SYM if variant == "async" else SMEM_SYM + "_s")
+
+    A = Operand(k, "A", la == "n", P["a"], P["lda"], P["m"], blk_m, tid, P["k"], 0)
+    B = Operand(k, "B", lb == "t", P["b"], P["ldb"], P["n"], blk_n, tid, P["k"], TILE_BYTES)
+    A.frag_setup(lane, wm, smem)
+    B.frag_setup(lane, wn, smem)
+    st_a = k.r("add.u32", smem, A.st_off)
+    st_b = k.r("add.u32", smem, k.r("add.u32", B.st_off, TILE_BYTES))
+
+    acc = [[k.regs("f", 4) for _ in range(NT)] for _ in range(MT)]
+    for row in acc:
+        for quad in row:
+            for reg in quad:
+                k.op("mov.f32 %s, 0f00000000" % reg)
+
+    main_loop(k, variant, stages, o, A, B, st_a, st_b, acc, mma, P["k"])
     epilogue(k, P, acc, tid, blk_m, blk_n, wm, wn)
     return k.text()
 

@@ -2,6 +2,7 @@
 type, labels, and one-line helpers that allocate a destination register.
 Each generator subclasses it with its own entry header and text()."""
 
+import argparse
 import os
 import sys
 
@@ -52,6 +53,26 @@ class PtxEmitter:
     def p(self, opcode, *srcs):
         return self._dst("p", opcode, srcs)
 
+    def entry_text(self, name, doc, annotations, params, directives, shared_decl=None):
+        """The .entry: doc comment, annotation lines, parameters, directives
+        (".maxntid ..."), register declarations, shared declaration, body."""
+        out = ["// " + line if line else "//" for line in doc.strip("\n").split("\n")]
+        out += annotations
+        out.append(".visible .entry %s(" % name)
+        out.append(",\n".join("\t.param %s %s" % p for p in params))
+        out.append(")")
+        out += directives
+        out.append("{")
+        for kind, ptx_type in self.REG_TYPES:
+            if self.count[kind]:
+                out.append("\t.reg %s %%%s<%d>;" % (ptx_type, kind, self.count[kind]))
+        if shared_decl:
+            out.append("\t" + shared_decl + ";")
+        out.append("")
+        out.extend(self.lines)
+        out.append("}")
+        return "\n".join(out) + "\n"
+
 
 def write_or_check(here, files, check, script):
     """Writes each generated file beside the generator, or with check only
@@ -87,3 +108,11 @@ def load_params(k, params, pointers):
     for pname in pointers:
         regs[pname] = k.rd("cvta.to.global.u64", regs[pname])
     return regs
+
+
+def main_for(doc, generate, here, script):
+    """A generator's command line: write its files, or with --check compare them."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--check", action="store_true", help="fail if the committed files are stale")
+    args = ap.parse_args()
+    return write_or_check(here, generate(), args.check, script)

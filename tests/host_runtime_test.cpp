@@ -18,18 +18,8 @@ class FakeRuntime : public ::testing::Test {
   }
 };
 
-struct Launch {
-  std::string name;
-  unsigned grid[3] = {0, 0, 0}, block[3] = {0, 0, 0}, shared = 0;
-};
-
-Launch last_launch() {
-  Launch l;
-  char name[128] = {0};
-  EXPECT_EQ(kt::fake().last_launch(name, sizeof name, l.grid, l.block, &l.shared), 0);
-  l.name = name;
-  return l;
-}
+using kt::Launch;
+using kt::last_launch;
 
 template <class T>
 T launch_param(size_t index) {

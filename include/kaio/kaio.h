@@ -755,6 +755,145 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_quant_matmul(kaio_stream *stream, const
                                                        const kaio_tensor *c,
                                                        kaio_quant_format format);
 
+/* ===========================================================================
+ * Quantized matmul: INT8 W8A8, INT4 W4A16 (GPTQ layout), fused QKV
+ *
+ * Tensors whose buffer is NULL are "absent" (optional scale vectors, qzeros).
+ * Op handles are created once (checks, kernel load, workspace) and launched
+ * with kaio_op_launch; one-shot calls never allocate. All calls are
+ * stream-ordered and asynchronous. Compute capability 8.0+.
+ * ======================================================================== */
+
+/* INT8 W8A8:
+ *     acc(m, n) = sum_k A(m, k) · B(n, k)          exact, int32
+ *     C(m, n)   = ((acc · alpha) · sa[m]) · sb[n]  each product rounded in f32,
+ *                                                   then once to C's dtype
+ * A: i8 M×K. B: i8 N×K (the native layout: nn.Linear weights, cuBLASLt "TN";
+ * a K×N int8 B is not accepted: transpose it once when loading weights).
+ * sa: f32 1×M (per row of A) and sb: f32 1×N (per column of B), each
+ * optional (absent = 1); a scalar scale is alpha. C: f32, f16, bf16, or i32
+ * (the exact integer sums: then alpha must be 1 and sa, sb absent).
+ * Constraints: M, N >= 1, M <= 65535·128; K >= 16, a multiple of 16 and
+ * < 131072 (no int32 overflow); A and B start on 16-byte boundaries with row
+ * strides that are multiples of 16; C must not overlap the inputs.
+ *                               launch tensors: {A, B, sa, sb, C} */
+typedef struct kaio_matmul_int8_desc {
+    uint32_t struct_size;          /* sizeof(kaio_matmul_int8_desc)             */
+    kaio_dtype out_dtype;          /* KAIO_DTYPE_F32 (default), _F16, _BF16, _I32 */
+    int64_t m, n, k;               /* one-shot calls: 0 means "from the views"   */
+    float alpha;                   /* default 1                                  */
+    uint32_t reserved;             /* must be 0                                  */
+} kaio_matmul_int8_desc;
+
+/* Defaults: f32 out, alpha 1, m = n = k = 0. Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_int8_desc_init(kaio_matmul_int8_desc *desc,
+                                                               size_t struct_size);
+/* Ownership: caller owns *out; retains device. Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_matmul_int8(kaio_op **out,
+                                                                kaio_device *device,
+                                                                const kaio_matmul_int8_desc *desc);
+/* One-shot; sa and sb may be NULL (absent). Borrowed views. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_int8(kaio_stream *stream, const kaio_tensor *a,
+                                                      const kaio_tensor *b,
+                                                      const kaio_tensor *sa,
+                                                      const kaio_tensor *sb,
+                                                      const kaio_tensor *c,
+                                                      const kaio_matmul_int8_desc *desc);
+
+/* INT4 W4A16, weights in GPTQ's checkpoint layout for a logical K×N W:
+ *   qweight: u32 (or i32) K/8 × N: W(k, n) is the 4-bit field k % 8 (bits
+ *            4·(k%8) .. +3) of word (k/8, n);
+ *   qzeros:  u32 (or i32) K/g × N/8: the zero point of (k/g, n) is field
+ *            n % 8 of word (k/g, n/8); absent: every zero point is 8;
+ *   scales:  K/g × N, in A's dtype (f16, or bf16 with bf16 activations).
+ *   W(k, n) = (q - (z + zeros_offset)) · s, rounded once to A's dtype, and
+ *   C = A · W accumulated in f32. zeros_offset 1 reads AutoGPTQ's v1
+ *   checkpoints, whose qzeros hold z - 1.
+ * KAIO_INT4_SIGNED: the fields are signed (-8..7), no zero point, no qzeros
+ * (KAIO's contract); kaio_int4_repack_kaio turns KAIO's column-major storage
+ * into the K/8 × N arrangement taken here.
+ * Constraints: M, N, K >= 1; K a multiple of 32 and at most 524280 (op
+ * handles with M > 16) or 2^31 - 1; N a multiple of 8; group_size g a power
+ * of two >= 32 dividing K, or g = K; A 16-byte aligned with a row stride
+ * that is a multiple of 8; qweight 16-byte aligned, row stride a multiple of
+ * 4; scales 8-byte aligned, row stride a multiple of 4.
+ * Kernels: M <= 16 (and one-shot calls) run the decode kernel, which reads
+ * each weight byte once per 16 rows of A with 16-byte loads and dequantizes
+ * in registers for mma.sync. Op handles with M > 16 own a K×N workspace in
+ * A's dtype: each launch dequantizes into it and runs the tensor-core
+ * matmul (two launches).
+ *                     launch tensors: {A, qweight, qzeros, scales, C} */
+typedef int32_t kaio_int4_format;
+enum { KAIO_INT4_GPTQ = 0, KAIO_INT4_SIGNED = 1 };
+
+typedef struct kaio_matmul_int4_desc {
+    uint32_t struct_size;          /* sizeof(kaio_matmul_int4_desc)             */
+    kaio_dtype in_dtype;           /* A and scales: KAIO_DTYPE_F16 (default), _BF16 */
+    kaio_dtype out_dtype;          /* C: KAIO_DTYPE_F32 (default), _F16, _BF16  */
+    kaio_int4_format format;       /* KAIO_INT4_GPTQ (default) or _SIGNED       */
+    int64_t m, n, k;               /* one-shot calls: 0 means "from the views"   */
+    int64_t group_size;            /* 0 (default) means 128                      */
+    uint32_t zeros_offset;         /* 0 (default) or 1                           */
+    uint32_t reserved;             /* must be 0                                  */
+} kaio_matmul_int4_desc;
+
+/* Defaults: f16 in, f32 out, GPTQ, group 128, zeros_offset 0. Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_int4_desc_init(kaio_matmul_int4_desc *desc,
+                                                               size_t struct_size);
+/* Ownership: caller owns *out (and through it the workspace of M > 16);
+ * retains device. Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_matmul_int4(kaio_op **out,
+                                                                kaio_device *device,
+                                                                const kaio_matmul_int4_desc *desc);
+/* One-shot (decode kernel for any M); qzeros may be NULL. Borrowed views. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_int4(kaio_stream *stream, const kaio_tensor *a,
+                                                      const kaio_tensor *qweight,
+                                                      const kaio_tensor *qzeros,
+                                                      const kaio_tensor *scales,
+                                                      const kaio_tensor *c,
+                                                      const kaio_matmul_int4_desc *desc);
+
+/* KAIO's signed-nibble storage (u32 N × K/8: the words of column n back to
+ * back) -> the K/8 × N arrangement of KAIO_INT4_SIGNED (a transpose; the
+ * nibbles are unchanged). Stream-ordered; src and dst must not overlap. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_int4_repack_kaio(kaio_stream *stream,
+                                                           const kaio_tensor *src,
+                                                           const kaio_tensor *dst);
+
+/* Fused QKV projection, INT4 GPTQ weights, one launch:
+ *     out_q = x · W_q,  out_k = x · W_k,  out_v = x · W_v
+ * x: M×K in in_dtype; each W_p as for matmul_int4 with its own N (n_q, n_k,
+ * n_v may differ: grouped-query attention); outputs out_dtype (default f16).
+ * Constraints as matmul_int4; the three outputs must not overlap anything.
+ * Every M runs the decode kernel (one launch); it reads the weights once per
+ * 16 rows of x, so it is meant for decode (M <= 16).
+ *   launch tensors: {x, qweight_q, qzeros_q, scales_q, qweight_k, qzeros_k,
+ *                    scales_k, qweight_v, qzeros_v, scales_v,
+ *                    out_q, out_k, out_v} */
+typedef struct kaio_qkv_int4_desc {
+    uint32_t struct_size;          /* sizeof(kaio_qkv_int4_desc)                */
+    kaio_dtype in_dtype;           /* x and scales: KAIO_DTYPE_F16 (default), _BF16 */
+    kaio_dtype out_dtype;          /* outputs: KAIO_DTYPE_F16 (default), _BF16, _F32 */
+    kaio_int4_format format;       /* KAIO_INT4_GPTQ (default) or _SIGNED       */
+    int64_t m, k;
+    int64_t n_q, n_k, n_v;
+    int64_t group_size;            /* 0 (default) means 128                      */
+    uint32_t zeros_offset;         /* 0 (default) or 1                           */
+    uint32_t reserved;             /* must be 0                                  */
+} kaio_qkv_int4_desc;
+
+KAIO_API KAIO_NODISCARD kaio_status kaio_qkv_int4_desc_init(kaio_qkv_int4_desc *desc,
+                                                            size_t struct_size);
+/* Ownership: caller owns *out; retains device. Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_qkv_project_int4(
+    kaio_op **out, kaio_device *device, const kaio_qkv_int4_desc *desc);
+/* One-shot: tensors as the op's launch list (13 views; qzeros may have NULL
+ * buffers); m, k, n_* of 0 come from the views. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_qkv_project_int4(kaio_stream *stream,
+                                                           const kaio_tensor *tensors,
+                                                           size_t count,
+                                                           const kaio_qkv_int4_desc *desc);
+
 KAIO_END_DECLS
 
 #endif /* KAIO_H */

@@ -113,6 +113,7 @@ KAIO_API kaio_status kaio_op_launch(const kaio_op *op, kaio_stream *stream,
     if (op->backward)
       return kaio::run_matmul_backward(fn, op->device, *op->backward, stream, tensors, count);
     if (op->kquant) return kaio::run_kquant(fn, op->device, *op->kquant, stream, tensors, count);
+    if (op->quant) return kaio::run_quant(fn, op->device, *op->quant, stream, tensors, count);
     return kaio::run_op(fn, op->device, op->plan, stream, tensors, count);
   });
 }

@@ -18,6 +18,8 @@ enum class ModuleId : int {
   matmul_sm90,
   kquant_quantize,
   kquant_dequant,
+  quant_int8,
+  quant_int4,
   count
 };
 
@@ -121,7 +123,15 @@ enum class ModuleId : int {
   X(kq_matvec_q6_k_m1, kquant_dequant, "kaio_kq_matvec_q6_k_m1") \
   X(kq_matvec_q6_k_m2, kquant_dequant, "kaio_kq_matvec_q6_k_m2") \
   X(kq_matvec_q6_k_m4, kquant_dequant, "kaio_kq_matvec_q6_k_m4") \
-  X(kq_matvec_q6_k_m8, kquant_dequant, "kaio_kq_matvec_q6_k_m8")
+  X(kq_matvec_q6_k_m8, kquant_dequant, "kaio_kq_matvec_q6_k_m8") \
+  X(matmul_int8_sm80_async, quant_int8, "kaio_matmul_int8_sm80_async") \
+  X(int4_gemv_f16_m8, quant_int4, "kaio_int4_gemv_f16_m8") \
+  X(int4_gemv_f16_m16, quant_int4, "kaio_int4_gemv_f16_m16") \
+  X(int4_gemv_bf16_m8, quant_int4, "kaio_int4_gemv_bf16_m8") \
+  X(int4_gemv_bf16_m16, quant_int4, "kaio_int4_gemv_bf16_m16") \
+  X(int4_dequant_f16, quant_int4, "kaio_int4_dequant_f16") \
+  X(int4_dequant_bf16, quant_int4, "kaio_int4_dequant_bf16") \
+  X(int4_transpose_u32, quant_int4, "kaio_int4_transpose_u32")
 // clang-format on
 
 enum class KernelId : int {

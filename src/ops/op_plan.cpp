@@ -60,15 +60,21 @@ kaio_status plan_op(const char *caller, kaio_device *device, OpPlan *plan) {
   return plan_rows(caller, device, plan);
 }
 
-kaio_status check_launch(const char *caller, const kaio_device *device, kaio_stream *stream,
-                         const kaio_tensor *tensors, size_t count, size_t expected,
-                         const char *order) {
+kaio_status check_op_stream(const char *caller, const kaio_device *device,
+                            const kaio_stream *stream) {
   KAIO_TRY(check_stream(caller, stream));
   if (stream->device != device)
     return fail(KAIO_ERROR_WRONG_DEVICE,
                 "%s: the op belongs to device %d but 'stream' is on device %d; create the op on "
                 "the stream's device.",
                 caller, device->ordinal, stream->device->ordinal);
+  return KAIO_OK;
+}
+
+kaio_status check_launch(const char *caller, const kaio_device *device, kaio_stream *stream,
+                         const kaio_tensor *tensors, size_t count, size_t expected,
+                         const char *order) {
+  KAIO_TRY(check_op_stream(caller, device, stream));
   if (!tensors)
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'tensors' is NULL; pass %s.", caller,
                 order);
@@ -94,7 +100,7 @@ kaio_status launch_builtin(const char *caller, const kaio_device *device, const 
   ContextScope scope(device);
   KAIO_TRY(scope.status(caller));
   cu::CUresult r =
-      device->api->cuLaunchKernel(plan.function, plan.grid, plan.grid_y, 1, plan.block, 1, 1,
+      device->api->cuLaunchKernel(plan.function, plan.grid, plan.grid_y, plan.grid_z, plan.block, 1, 1,
                                   plan.shared_bytes, stream->native, params, nullptr);
   if (r) return fail_driver(r, caller, "cuLaunchKernel");
   return KAIO_OK;

@@ -48,6 +48,7 @@ struct OpPlan {
   cu::CUfunction function = nullptr;
   unsigned grid = 0;
   unsigned grid_y = 1;
+  unsigned grid_z = 1;
   unsigned block = 0;
   unsigned shared_bytes = 0;
   // Set by kaio_op_create_*: the plan may own a workspace, freed with the op.
@@ -81,6 +82,10 @@ kaio_status run_rows(const char *caller, const kaio_device *device, const OpPlan
                      kaio_stream *stream, const kaio_tensor *tensors);
 kaio_status run_matmul(const char *caller, const kaio_device *device, const OpPlan &plan,
                        kaio_stream *stream, const kaio_tensor *tensors);
+
+// The stream handle, and that it belongs to the op's device.
+kaio_status check_op_stream(const char *caller, const kaio_device *device,
+                            const kaio_stream *stream);
 
 // Index of the f32/f16/bf16 kernel variant.
 int float_variant(kaio_dtype dtype);
@@ -117,6 +122,18 @@ kaio_status run_matmul_backward(const char *caller, const kaio_device *device,
 
 }  // namespace kaio
 
+namespace kaio {
+
+// Quantized ops (ops/quant.hpp): their plan, owned by the op handle.
+struct QuantPlan;
+struct QuantPlanDeleter {
+  void operator()(QuantPlan *plan) const;
+};
+kaio_status run_quant(const char *caller, const kaio_device *device, const QuantPlan &plan,
+                      kaio_stream *stream, const kaio_tensor *tensors, size_t count);
+
+}  // namespace kaio
+
 struct kaio_op {
   static constexpr kaio::HandleTag kTag = kaio::HandleTag::op;
   static constexpr const char *kName = "kaio_op";
@@ -126,6 +143,7 @@ struct kaio_op {
   kaio::OpPlan plan;
   std::unique_ptr<kaio::BackwardPlan> backward;  // set for matmul backward only
   std::unique_ptr<kaio::KquantPlan> kquant;       // set for the k-quant ops only
+  std::unique_ptr<kaio::QuantPlan, kaio::QuantPlanDeleter> quant;  // quantized ops only
   kaio_op();  // out of line: KquantPlan is incomplete here
   ~kaio_op();
 };

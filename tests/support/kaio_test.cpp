@@ -52,6 +52,23 @@ const FakeHooks &fake() {
 
 bool on_fake_driver() { return fake().launch_count != nullptr; }
 
+Launch last_launch() {
+  Launch l;
+  char name[128] = {0};
+  EXPECT_EQ(fake().last_launch(name, sizeof name, l.grid, l.block, &l.shared), 0);
+  l.name = name;
+  return l;
+}
+
+void expect_rejected(kaio_status got, kaio_status expected, const std::vector<const char *> &parts,
+                     unsigned long long launches) {
+  std::string msg = kaio_last_error();
+  EXPECT_EQ(got, expected) << "got " << kaio_status_name(got) << ": " << msg;
+  for (const char *part : parts)
+    EXPECT_NE(msg.find(part), std::string::npos) << "message lacks \"" << part << "\": " << msg;
+  EXPECT_EQ(fake().launch_count(), launches) << "a rejected call launched a kernel";
+}
+
 std::string gpu_unavailable_reason() {
   if (on_fake_driver()) return "running on the fake test driver (LIBKAIO_CUDA_DRIVER is set)";
   kaio_probe_info info{};

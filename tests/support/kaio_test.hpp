@@ -52,6 +52,18 @@ struct FakeHooks {
 const FakeHooks &fake();
 bool on_fake_driver();
 
+// The fake driver's last launch: kernel name, grid, block, shared bytes.
+struct Launch {
+  std::string name;
+  unsigned grid[3] = {0, 0, 0}, block[3] = {0, 0, 0}, shared = 0;
+};
+Launch last_launch();
+
+// A bad-input case's verdict: `got` is `expected`, the last error message
+// holds every one of `parts`, and no kernel was launched since `launches`.
+void expect_rejected(kaio_status got, kaio_status expected, const std::vector<const char *> &parts,
+                     unsigned long long launches);
+
 // Describes why GPU tests cannot run here, or "" if a real device is usable.
 std::string gpu_unavailable_reason();
 

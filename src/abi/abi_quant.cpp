@@ -1,0 +1,284 @@
+// Quantized matmul entry points: INT8 W8A8, INT4 W4A16 (GPTQ), fused QKV.
+#include <kaio/kaio.h>
+
+#include <cstring>
+#include <memory>
+
+#include "core/error.hpp"
+#include "core/firewall.hpp"
+#include "ops/quant.hpp"
+#include "runtime/handle_check.hpp"
+#include "runtime/stream.hpp"
+
+using kaio::fail;
+using kaio::QuantKind;
+using kaio::QuantPlan;
+
+namespace {
+
+constexpr int64_t kDefaultGroup = 128;
+
+// Copies the caller's desc (any later, larger version: unknown fields are
+// ignored) after checking struct_size and the reserved field.
+template <typename Desc>
+kaio_status read_desc(const char *fn, const char *init, const Desc *in, Desc *out) {
+  if (!in) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'desc' is NULL.", fn);
+  if (in->struct_size < sizeof(Desc))
+    return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
+                "%s: desc->struct_size is %u but must be at least %zu; initialise the desc with "
+                "%s.",
+                fn, in->struct_size, sizeof(Desc), init);
+  std::memcpy(out, in, sizeof *out);
+  if (out->reserved != 0)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: desc->reserved is %u but must be 0.", fn,
+                out->reserved);
+  return KAIO_OK;
+}
+
+template <typename Desc>
+kaio_status init_desc(const char *fn, Desc *desc, size_t struct_size, const Desc &defaults) {
+  if (!desc) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'desc' is NULL.", fn);
+  if (struct_size < sizeof(Desc))
+    return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
+                "%s: argument 'struct_size' is %zu but must be at least %zu.", fn, struct_size,
+                sizeof(Desc));
+  std::memset(desc, 0, struct_size);
+  *desc = defaults;
+  desc->struct_size = static_cast<uint32_t>(struct_size);
+  return KAIO_OK;
+}
+
+kaio_matmul_int8_desc int8_defaults() {
+  kaio_matmul_int8_desc d;
+  std::memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.out_dtype = KAIO_DTYPE_F32;
+  d.alpha = 1.0f;
+  return d;
+}
+
+kaio_matmul_int4_desc int4_defaults() {
+  kaio_matmul_int4_desc d;
+  std::memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.in_dtype = KAIO_DTYPE_F16;
+  d.out_dtype = KAIO_DTYPE_F32;
+  d.format = KAIO_INT4_GPTQ;
+  d.group_size = kDefaultGroup;
+  return d;
+}
+
+kaio_qkv_int4_desc qkv_defaults() {
+  kaio_qkv_int4_desc d;
+  std::memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.in_dtype = KAIO_DTYPE_F16;
+  d.out_dtype = KAIO_DTYPE_F16;
+  d.format = KAIO_INT4_GPTQ;
+  d.group_size = kDefaultGroup;
+  return d;
+}
+
+QuantPlan int8_plan(const kaio_matmul_int8_desc &d) {
+  QuantPlan p;
+  p.kind = QuantKind::int8;
+  p.out_dtype = d.out_dtype;
+  p.m = d.m;
+  p.n[0] = d.n;
+  p.k = d.k;
+  p.alpha = d.alpha;
+  return p;
+}
+
+QuantPlan int4_plan(const kaio_matmul_int4_desc &d) {
+  QuantPlan p;
+  p.kind = QuantKind::int4;
+  p.in_dtype = d.in_dtype;
+  p.out_dtype = d.out_dtype;
+  p.format = d.format;
+  p.m = d.m;
+  p.n[0] = d.n;
+  p.k = d.k;
+  p.group = d.group_size ? d.group_size : kDefaultGroup;
+  p.zeros_offset = d.zeros_offset;
+  return p;
+}
+
+QuantPlan qkv_plan(const kaio_qkv_int4_desc &d) {
+  QuantPlan p;
+  p.kind = QuantKind::qkv_int4;
+  p.nproj = 3;
+  p.in_dtype = d.in_dtype;
+  p.out_dtype = d.out_dtype;
+  p.format = d.format;
+  p.m = d.m;
+  p.k = d.k;
+  p.n[0] = d.n_q;
+  p.n[1] = d.n_k;
+  p.n[2] = d.n_v;
+  p.group = d.group_size ? d.group_size : kDefaultGroup;
+  p.zeros_offset = d.zeros_offset;
+  return p;
+}
+
+kaio_status plan(const char *fn, kaio_device *device, QuantPlan *p, bool handle) {
+  if (p->kind == QuantKind::int8) return kaio::plan_int8(fn, device, p);
+  return kaio::plan_int4(fn, device, p, handle);
+}
+
+kaio_status create(const char *fn, kaio_op **out, kaio_device *device, QuantPlan p) {
+  if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
+  *out = nullptr;
+  KAIO_TRY(kaio::check_handle(fn, "device", device));
+  auto op = std::make_unique<kaio_op>();
+  op->quant.reset(new QuantPlan(p));
+  KAIO_TRY(plan(fn, device, op->quant.get(), true));
+  op->device = device;
+  kaio::device_retain(device);
+  *out = op.release();
+  return KAIO_OK;
+}
+
+kaio_status one_shot(const char *fn, kaio_stream *stream, QuantPlan p, const kaio_tensor *t,
+                     size_t count) {
+  KAIO_TRY(plan(fn, stream->device, &p, false));
+  return kaio::run_quant(fn, stream->device, p, stream, t, count);
+}
+
+// The views of a one-shot call; an optional NULL pointer becomes an absent view.
+kaio_status gather(const char *fn, std::initializer_list<std::pair<const char *, const kaio_tensor *>> in,
+                   std::initializer_list<const char *> optional, kaio_tensor *out) {
+  size_t i = 0;
+  for (const auto &[name, view] : in) {
+    bool opt = false;
+    for (const char *o : optional) opt = opt || std::strcmp(o, name) == 0;
+    if (!view && !opt)
+      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
+                  fn, name);
+    if (view) {
+      out[i] = *view;
+    } else {
+      std::memset(&out[i], 0, sizeof out[i]);
+    }
+    ++i;
+  }
+  return KAIO_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+KAIO_API kaio_status kaio_matmul_int8_desc_init(kaio_matmul_int8_desc *desc, size_t struct_size) {
+  constexpr const char *fn = "kaio_matmul_int8_desc_init";
+  return kaio::firewall(fn, [&] { return init_desc(fn, desc, struct_size, int8_defaults()); });
+}
+
+KAIO_API kaio_status kaio_op_create_matmul_int8(kaio_op **out, kaio_device *device,
+                                                const kaio_matmul_int8_desc *desc) {
+  constexpr const char *fn = "kaio_op_create_matmul_int8";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    kaio_matmul_int8_desc d;
+    KAIO_TRY(read_desc(fn, "kaio_matmul_int8_desc_init", desc, &d));
+    return create(fn, out, device, int8_plan(d));
+  });
+}
+
+KAIO_API kaio_status kaio_matmul_int8(kaio_stream *stream, const kaio_tensor *a,
+                                      const kaio_tensor *b, const kaio_tensor *sa,
+                                      const kaio_tensor *sb, const kaio_tensor *c,
+                                      const kaio_matmul_int8_desc *desc) {
+  constexpr const char *fn = "kaio_matmul_int8";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    kaio_matmul_int8_desc d;
+    KAIO_TRY(read_desc(fn, "kaio_matmul_int8_desc_init", desc, &d));
+    KAIO_TRY(kaio::check_stream(fn, stream));
+    kaio_tensor t[kaio::kInt8Tensors];
+    KAIO_TRY(gather(fn, {{"A", a}, {"B", b}, {"sa", sa}, {"sb", sb}, {"C", c}}, {"sa", "sb"}, t));
+    if (d.m == 0) d.m = c->rows;
+    if (d.n == 0) d.n = c->cols;
+    if (d.k == 0) d.k = a->cols;
+    return one_shot(fn, stream, int8_plan(d), t, kaio::kInt8Tensors);
+  });
+}
+
+KAIO_API kaio_status kaio_matmul_int4_desc_init(kaio_matmul_int4_desc *desc, size_t struct_size) {
+  constexpr const char *fn = "kaio_matmul_int4_desc_init";
+  return kaio::firewall(fn, [&] { return init_desc(fn, desc, struct_size, int4_defaults()); });
+}
+
+KAIO_API kaio_status kaio_op_create_matmul_int4(kaio_op **out, kaio_device *device,
+                                                const kaio_matmul_int4_desc *desc) {
+  constexpr const char *fn = "kaio_op_create_matmul_int4";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    kaio_matmul_int4_desc d;
+    KAIO_TRY(read_desc(fn, "kaio_matmul_int4_desc_init", desc, &d));
+    return create(fn, out, device, int4_plan(d));
+  });
+}
+
+KAIO_API kaio_status kaio_matmul_int4(kaio_stream *stream, const kaio_tensor *a,
+                                      const kaio_tensor *qweight, const kaio_tensor *qzeros,
+                                      const kaio_tensor *scales, const kaio_tensor *c,
+                                      const kaio_matmul_int4_desc *desc) {
+  constexpr const char *fn = "kaio_matmul_int4";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    kaio_matmul_int4_desc d;
+    KAIO_TRY(read_desc(fn, "kaio_matmul_int4_desc_init", desc, &d));
+    KAIO_TRY(kaio::check_stream(fn, stream));
+    kaio_tensor t[kaio::kInt4Tensors];
+    KAIO_TRY(gather(fn,
+                    {{"A", a}, {"qweight", qweight}, {"qzeros", qzeros}, {"scales", scales},
+                     {"C", c}},
+                    {"qzeros"}, t));
+    if (d.m == 0) d.m = c->rows;
+    if (d.n == 0) d.n = c->cols;
+    if (d.k == 0) d.k = a->cols;
+    return one_shot(fn, stream, int4_plan(d), t, kaio::kInt4Tensors);
+  });
+}
+
+KAIO_API kaio_status kaio_int4_repack_kaio(kaio_stream *stream, const kaio_tensor *src,
+                                           const kaio_tensor *dst) {
+  constexpr const char *fn = "kaio_int4_repack_kaio";
+  return kaio::firewall(fn, [&] { return kaio::repack_kaio_int4(fn, stream, src, dst); });
+}
+
+KAIO_API kaio_status kaio_qkv_int4_desc_init(kaio_qkv_int4_desc *desc, size_t struct_size) {
+  constexpr const char *fn = "kaio_qkv_int4_desc_init";
+  return kaio::firewall(fn, [&] { return init_desc(fn, desc, struct_size, qkv_defaults()); });
+}
+
+KAIO_API kaio_status kaio_op_create_qkv_project_int4(kaio_op **out, kaio_device *device,
+                                                     const kaio_qkv_int4_desc *desc) {
+  constexpr const char *fn = "kaio_op_create_qkv_project_int4";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    kaio_qkv_int4_desc d;
+    KAIO_TRY(read_desc(fn, "kaio_qkv_int4_desc_init", desc, &d));
+    return create(fn, out, device, qkv_plan(d));
+  });
+}
+
+KAIO_API kaio_status kaio_qkv_project_int4(kaio_stream *stream, const kaio_tensor *tensors,
+                                           size_t count, const kaio_qkv_int4_desc *desc) {
+  constexpr const char *fn = "kaio_qkv_project_int4";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    kaio_qkv_int4_desc d;
+    KAIO_TRY(read_desc(fn, "kaio_qkv_int4_desc_init", desc, &d));
+    KAIO_TRY(kaio::check_stream(fn, stream));
+    if (!tensors || count != kaio::kQkvTensors)
+      return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                  "%s: argument 'count' is %zu but the fused QKV projection takes 13 tensors: "
+                  "{x, qweight_q, qzeros_q, scales_q, qweight_k, qzeros_k, scales_k, qweight_v, "
+                  "qzeros_v, scales_v, out_q, out_k, out_v}.",
+                  fn, tensors ? count : 0);
+    if (d.m == 0) d.m = tensors[0].rows;
+    if (d.k == 0) d.k = tensors[0].cols;
+    if (d.n_q == 0) d.n_q = tensors[10].cols;
+    if (d.n_k == 0) d.n_k = tensors[11].cols;
+    if (d.n_v == 0) d.n_v = tensors[12].cols;
+    return one_shot(fn, stream, qkv_plan(d), tensors, count);
+  });
+}
+
+}  // extern "C"

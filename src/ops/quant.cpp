@@ -1,0 +1,53 @@
+// What the quantized ops share: the plan's lifetime, launch dispatch and
+// the alignment check of their 16-byte vector loads.
+#include "ops/quant.hpp"
+
+#include <cinttypes>
+
+#include "core/error.hpp"
+#include "runtime/stream.hpp"
+
+namespace kaio {
+
+QuantPlan::~QuantPlan() { kaio_buffer_destroy(workspace); }
+
+void QuantPlanDeleter::operator()(QuantPlan *plan) const { delete plan; }
+
+kaio_status check_aligned_view(const char *caller, const char *arg, const kaio_tensor *t,
+                               const kaio_device *device, unsigned align, int64_t stride_elems,
+                               const char *why, CheckedView *out) {
+  KAIO_TRY(check_view(caller, arg, t, device, out));
+  if (out->address % align != 0 || out->row_stride % stride_elems != 0)
+    return fail(KAIO_ERROR_MISALIGNED,
+                "%s: argument '%s' starts at byte offset %" PRIu64 " of a 256-byte-aligned "
+                "allocation with row_stride %" PRId64 "; %s needs a %u-byte aligned start and a "
+                "row_stride that is a multiple of %" PRId64 " elements. Pad the rows or copy "
+                "into an aligned buffer.",
+                caller, arg, static_cast<uint64_t>(out->address % 256), out->row_stride, why,
+                align, stride_elems);
+  return KAIO_OK;
+}
+
+kaio_status run_quant(const char *caller, const kaio_device *device, const QuantPlan &plan,
+                      kaio_stream *stream, const kaio_tensor *tensors, size_t count) {
+  KAIO_TRY(check_op_stream(caller, device, stream));
+  const size_t expected = plan.kind == QuantKind::int8   ? kInt8Tensors
+                          : plan.kind == QuantKind::int4 ? kInt4Tensors
+                                                         : kQkvTensors;
+  const char *order = plan.kind == QuantKind::int8   ? "{A, B, sa, sb, C}"
+                      : plan.kind == QuantKind::int4 ? "{A, qweight, qzeros, scales, C}"
+                                                     : "{x, qweight_q, qzeros_q, scales_q, "
+                                                       "qweight_k, qzeros_k, scales_k, qweight_v, "
+                                                       "qzeros_v, scales_v, out_q, out_k, out_v}";
+  if (!tensors)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'tensors' is NULL; pass %s.", caller,
+                order);
+  if (count != expected)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: argument 'count' is %zu but this op takes %zu tensors: %s.", caller, count,
+                expected, order);
+  if (plan.kind == QuantKind::int8) return run_int8(caller, device, plan, stream, tensors);
+  return run_int4(caller, device, plan, stream, tensors);
+}
+
+}  // namespace kaio

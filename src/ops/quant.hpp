@@ -1,0 +1,62 @@
+// Quantized matmul plans: INT8 W8A8 (quant_int8.cpp), INT4 W4A16 in the
+// GPTQ layout and the fused INT4 QKV projection (quant_int4.cpp). A plan is
+// what an op handle stores; one-shot calls build one on the stack.
+#pragma once
+
+#include <kaio/kaio.h>
+
+#include "ops/op_plan.hpp"
+#include "runtime/tensor_view.hpp"
+
+namespace kaio {
+
+enum class QuantKind { int8, int4, qkv_int4 };
+
+struct QuantPlan {
+  QuantKind kind = QuantKind::int8;
+  kaio_dtype in_dtype = KAIO_DTYPE_INVALID;   // int4: activations and scales
+  kaio_dtype out_dtype = KAIO_DTYPE_INVALID;
+  int64_t m = 0, k = 0;
+  int64_t n[3] = {0, 0, 0};                   // one per projection
+  int nproj = 1;
+  float alpha = 1.0f;                         // int8
+  int64_t group = 0;                          // int4
+  kaio_int4_format format = KAIO_INT4_GPTQ;
+  uint32_t zeros_offset = 0;
+  OpPlan kernel;                              // the int8 kernel or the int4 decode kernel
+  // int4 prefill (op handles, M > 16): dequantize into workspace, then matmul.
+  bool prefill = false;
+  OpPlan dequant;
+  OpPlan matmul;
+  kaio_buffer *workspace = nullptr;           // owned
+  ~QuantPlan();
+};
+
+kaio_status plan_int8(const char *caller, kaio_device *device, QuantPlan *plan);
+kaio_status run_int8(const char *caller, const kaio_device *device, const QuantPlan &plan,
+                     kaio_stream *stream, const kaio_tensor *tensors);
+
+// allow_prefill: the caller (an op handle) lets the plan own a workspace.
+kaio_status plan_int4(const char *caller, kaio_device *device, QuantPlan *plan,
+                      bool allow_prefill);
+kaio_status run_int4(const char *caller, const kaio_device *device, const QuantPlan &plan,
+                     kaio_stream *stream, const kaio_tensor *tensors);
+
+kaio_status repack_kaio_int4(const char *caller, kaio_stream *stream, const kaio_tensor *src,
+                             const kaio_tensor *dst);
+
+// Tensor counts of the launch lists.
+constexpr size_t kInt8Tensors = 5;   // {A, B, sa, sb, C}
+constexpr size_t kInt4Tensors = 5;   // {A, qweight, qzeros, scales, C}
+constexpr size_t kQkvTensors = 13;   // {x, (qweight, qzeros, scales) x 3, out x 3}
+
+// A view with a NULL buffer: an absent optional input.
+inline bool absent(const kaio_tensor &t) { return t.buffer == nullptr; }
+
+// check_view plus: the start on an `align`-byte boundary and the row stride
+// a multiple of `stride_elems` (KAIO_ERROR_MISALIGNED otherwise).
+kaio_status check_aligned_view(const char *caller, const char *arg, const kaio_tensor *t,
+                               const kaio_device *device, unsigned align, int64_t stride_elems,
+                               const char *why, CheckedView *out);
+
+}  // namespace kaio

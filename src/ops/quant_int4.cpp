@@ -1,0 +1,322 @@
+// INT4 W4A16 matmul and the fused QKV projection on GPTQ-packed weights
+// (ptx/gen_quant_int4.py). Decode shapes run the dequantize-in-registers
+// kernel, one launch for up to three weight sets; op handles with M > 16
+// dequantize into a workspace they own and run the tensor-core matmul.
+#include <cinttypes>
+#include <climits>
+
+#include "core/error.hpp"
+#include "kernels/module_cache.hpp"
+#include "ops/quant.hpp"
+#include "runtime/stream.hpp"
+
+namespace kaio {
+namespace {
+
+constexpr int64_t kDecodeMaxRows = 16;
+constexpr int64_t kKStep = 32;           // the decode kernel's K step
+constexpr int64_t kMaxGridYZ = 65535;
+constexpr uint32_t kSignedMask = 0x88888888u;  // signed nibble s -> unsigned s + 8
+constexpr unsigned kGroupIsK = 31;             // shift that keeps every step in group 0
+const char *const kProj[3] = {"q", "k", "v"};
+
+bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
+bool is_packed(kaio_dtype d) { return d == KAIO_DTYPE_U32 || d == KAIO_DTYPE_I32; }
+
+unsigned group_shift(const QuantPlan &p) {
+  if (p.group == p.k) return kGroupIsK;
+  unsigned s = 0;
+  while ((kKStep << s) < p.group) ++s;
+  return s;
+}
+
+bool power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+KernelId gemv_kernel(const QuantPlan &p) {
+  const int bf = p.in_dtype == KAIO_DTYPE_BF16 ? 2 : 0;
+  return with_dtype_offset(KernelId::int4_gemv_f16_m8, bf + (p.m <= 8 ? 0 : 1));
+}
+
+// One weight set's views, checked: qweight, optional qzeros, scales.
+struct Weights {
+  CheckedView qw, qz, sc;
+  bool has_zeros = false;
+};
+
+std::string arg_name(const QuantPlan &p, const char *base, int proj) {
+  return p.kind == QuantKind::qkv_int4 ? std::string(base) + "_" + kProj[proj] : base;
+}
+
+kaio_status check_packed_shape(const char *caller, const std::string &arg, const CheckedView &v,
+                               int64_t rows, int64_t cols, const char *rule) {
+  if (v.rows == rows && v.cols == cols) return KAIO_OK;
+  return fail(KAIO_ERROR_SHAPE_MISMATCH,
+              "%s: argument '%s' is %" PRId64 " x %" PRId64 " but must be %s = %" PRId64
+              " x %" PRId64 ".",
+              caller, arg.c_str(), v.rows, v.cols, rule, rows, cols);
+}
+
+kaio_status check_weights(const char *caller, const kaio_device *device, const QuantPlan &p,
+                          int proj, const kaio_tensor *t, Weights *w) {
+  const int64_t k = p.k, n = p.n[proj], groups = p.k / p.group;
+  const std::string qw = arg_name(p, "qweight", proj), qz = arg_name(p, "qzeros", proj),
+                    sc = arg_name(p, "scales", proj);
+  KAIO_TRY(check_view(caller, qw.c_str(), &t[0], device, &w->qw));
+  if (!is_packed(w->qw.dtype))
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: argument '%s' has dtype %s but must be u32 or i32 (8 packed 4-bit values "
+                "per word).",
+                caller, qw.c_str(), kaio_dtype_name(w->qw.dtype));
+  KAIO_TRY(check_packed_shape(caller, qw, w->qw, k / 8, n,
+                              "K/8 x N (GPTQ packs 8 values of a column per word along K)"));
+  KAIO_TRY(check_aligned_view(caller, qw.c_str(), &t[0], device, 16, 4,
+                              "the int4 kernel (16-byte loads of 4 words)", &w->qw));
+  w->has_zeros = !absent(t[1]);
+  if (w->has_zeros) {
+    if (p.format == KAIO_INT4_SIGNED)
+      return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                  "%s: argument '%s' is given but the format is KAIO_INT4_SIGNED, whose values "
+                  "have no zero point; pass a view with a NULL buffer, or use KAIO_INT4_GPTQ.",
+                  caller, qz.c_str());
+    KAIO_TRY(check_view(caller, qz.c_str(), &t[1], device, &w->qz));
+    if (!is_packed(w->qz.dtype))
+      return fail(KAIO_ERROR_INVALID_DTYPE,
+                  "%s: argument '%s' has dtype %s but must be u32 or i32 (8 packed 4-bit zero "
+                  "points per word).",
+                  caller, qz.c_str(), kaio_dtype_name(w->qz.dtype));
+    KAIO_TRY(check_packed_shape(caller, qz, w->qz, groups, n / 8,
+                                "K/group_size x N/8 (8 zero points per word along N)"));
+  }
+  KAIO_TRY(check_view(caller, sc.c_str(), &t[2], device, &w->sc));
+  KAIO_TRY(check_dtype(caller, sc.c_str(), w->sc, p.in_dtype));
+  KAIO_TRY(check_packed_shape(caller, sc, w->sc, groups, n, "K/group_size x N"));
+  KAIO_TRY(check_aligned_view(caller, sc.c_str(), &t[2], device, 8, 4,
+                              "the int4 kernel (8-byte loads of 4 scales)", &w->sc));
+  return KAIO_OK;
+}
+
+kaio_status check_output(const char *caller, const kaio_device *device, const QuantPlan &p,
+                         int proj, const kaio_tensor &t, CheckedView *out) {
+  const std::string name =
+      p.kind == QuantKind::qkv_int4 ? std::string("out_") + kProj[proj] : std::string("C");
+  KAIO_TRY(check_view(caller, name.c_str(), &t, device, out));
+  KAIO_TRY(check_dtype(caller, name.c_str(), *out, p.out_dtype));
+  return check_shape(caller, name.c_str(), *out, p.m, p.n[proj]);
+}
+
+kaio_status plan_prefill(const char *caller, kaio_device *device, QuantPlan *p) {
+  if (p->k / 8 > kMaxGridYZ)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: K is %" PRId64 "; the prefill path dequantizes at most %" PRId64
+                " rows of K. Split K.",
+                caller, p->k, kMaxGridYZ * 8);
+  BuiltinFunction fn;
+  KernelId id = p->in_dtype == KAIO_DTYPE_BF16 ? KernelId::int4_dequant_bf16
+                                               : KernelId::int4_dequant_f16;
+  KAIO_TRY(device->modules->function(caller, id, &fn));
+  if (fn.block == 0 || fn.cols_per_block == 0)
+    return fail(KAIO_ERROR_INTERNAL, "%s: the int4 dequantize kernel lacks its annotation.",
+                caller);
+  OpPlan &d = p->dequant;
+  d.function = fn.function;
+  d.block = fn.block;
+  d.grid = static_cast<unsigned>((p->n[0] + fn.cols_per_block - 1) / fn.cols_per_block);
+  d.grid_y = static_cast<unsigned>(p->k / 8);
+  OpPlan &mm = p->matmul;
+  mm.kind = OpKind::matmul;
+  mm.dtype = p->in_dtype;
+  mm.rows = p->m;
+  mm.cols = p->n[0];
+  mm.matmul.out_dtype = p->out_dtype;
+  mm.matmul.k = p->k;
+  KAIO_TRY(plan_matmul(caller, device, &mm));
+  KAIO_TRY(kaio_buffer_create(&p->workspace, device,
+                              static_cast<uint64_t>(p->k) * static_cast<uint64_t>(p->n[0]) * 2));
+  p->prefill = true;
+  return KAIO_OK;
+}
+
+}  // namespace
+
+kaio_status plan_int4(const char *caller, kaio_device *device, QuantPlan *p, bool allow_prefill) {
+  if (!is_half(p->in_dtype))
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: in_dtype is %s (%d); int4 matmul takes KAIO_DTYPE_F16 or KAIO_DTYPE_BF16 "
+                "activations (the scales have the same dtype).",
+                caller, kaio_dtype_name(p->in_dtype), p->in_dtype);
+  if (!is_half(p->out_dtype) && p->out_dtype != KAIO_DTYPE_F32)
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: out_dtype is %s (%d); use KAIO_DTYPE_F32, KAIO_DTYPE_F16 or KAIO_DTYPE_BF16.",
+                caller, kaio_dtype_name(p->out_dtype), p->out_dtype);
+  if (p->format != KAIO_INT4_GPTQ && p->format != KAIO_INT4_SIGNED)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: format is %d; use KAIO_INT4_GPTQ (0) or KAIO_INT4_SIGNED (1).", caller,
+                p->format);
+  if (p->zeros_offset > 1 || (p->format == KAIO_INT4_SIGNED && p->zeros_offset != 0))
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: zeros_offset is %u; use 0, or 1 for AutoGPTQ v1 qzeros (GPTQ format "
+                "only).",
+                caller, p->zeros_offset);
+  if (p->m < 1 || p->k < 1 || p->m > INT32_MAX || p->k > INT32_MAX)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: M and K are %" PRId64 " and %" PRId64 "; each must be between 1 and %d.",
+                caller, p->m, p->k, INT32_MAX);
+  for (int i = 0; i < p->nproj; ++i) {
+    const int64_t n = p->n[i];
+    if (n < 1 || n > INT32_MAX || n % 8 != 0)
+      return fail(KAIO_ERROR_INVALID_DIMENSION,
+                  "%s: N%s%s is %" PRId64 "; it must be a positive multiple of 8 (qzeros pack 8 "
+                  "columns per word).",
+                  caller, p->nproj > 1 ? "_" : "", p->nproj > 1 ? kProj[i] : "", n);
+  }
+  if (p->k % kKStep != 0)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: K is %" PRId64 " but must be a multiple of 32 (the int4 kernels take K in "
+                "steps of 4 packed words); pad K with zero weights to %" PRId64 ".",
+                caller, p->k, (p->k + kKStep - 1) / kKStep * kKStep);
+  if (p->group != p->k && (!power_of_two(p->group) || p->group < kKStep || p->k % p->group != 0))
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: group_size is %" PRId64 " with K %" PRId64 "; it must be a power of two "
+                ">= 32 that divides K (32, 64, 128, ...), or K itself (one group per column).",
+                caller, p->group, p->k);
+  if ((p->m + kDecodeMaxRows - 1) / kDecodeMaxRows > kMaxGridYZ)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: M is %" PRId64 "; at most %" PRId64 " rows per call. Split M.", caller, p->m,
+                kMaxGridYZ * kDecodeMaxRows);
+  KAIO_TRY(require_arch(caller, device, 8, 0, "int4 matmul (mma.sync m16n8k16)"));
+  if (allow_prefill && p->kind == QuantKind::int4 && p->m > kDecodeMaxRows)
+    return plan_prefill(caller, device, p);
+  BuiltinFunction fn;
+  KAIO_TRY(device->modules->function(caller, gemv_kernel(*p), &fn));
+  if (fn.block == 0 || fn.cols_per_block == 0)
+    return fail(KAIO_ERROR_INTERNAL, "%s: the int4 decode kernel lacks its annotation.", caller);
+  int64_t nmax = 0;
+  for (int i = 0; i < p->nproj; ++i) nmax = p->n[i] > nmax ? p->n[i] : nmax;
+  const int64_t rows_per_block = p->m <= 8 ? 8 : kDecodeMaxRows;
+  OpPlan &kp = p->kernel;
+  kp.function = fn.function;
+  kp.shared_bytes = fn.shared_bytes;
+  kp.block = fn.block;
+  kp.grid = static_cast<unsigned>((nmax + fn.cols_per_block - 1) / fn.cols_per_block);
+  kp.grid_y = static_cast<unsigned>(p->nproj);
+  kp.grid_z = static_cast<unsigned>((p->m + rows_per_block - 1) / rows_per_block);
+  return KAIO_OK;
+}
+
+kaio_status run_int4(const char *caller, const kaio_device *device, const QuantPlan &p,
+                     kaio_stream *stream, const kaio_tensor *t) {
+  const char *xname = p.kind == QuantKind::qkv_int4 ? "x" : "A";
+  CheckedView x;
+  KAIO_TRY(check_aligned_view(caller, xname, &t[0], device, 16, 8,
+                              "the int4 kernel (16-byte loads of activations)", &x));
+  KAIO_TRY(check_dtype(caller, xname, x, p.in_dtype));
+  KAIO_TRY(check_shape(caller, xname, x, p.m, p.k));
+  Weights w[3];
+  CheckedView out[3];
+  for (int i = 0; i < p.nproj; ++i) {
+    KAIO_TRY(check_weights(caller, device, p, i, &t[1 + 3 * i], &w[i]));
+    KAIO_TRY(check_output(caller, device, p, i, t[1 + 3 * p.nproj + i], &out[i]));
+  }
+  for (int i = 0; i < p.nproj; ++i) {
+    const std::string o = p.kind == QuantKind::qkv_int4 ? std::string("out_") + kProj[i] : "C";
+    KAIO_TRY(check_no_partial_overlap(caller, xname, x, o.c_str(), out[i], false));
+    for (int j = 0; j < p.nproj; ++j) {
+      KAIO_TRY(check_no_partial_overlap(caller, arg_name(p, "qweight", j).c_str(), w[j].qw,
+                                        o.c_str(), out[i], false));
+      KAIO_TRY(check_no_partial_overlap(caller, arg_name(p, "scales", j).c_str(), w[j].sc,
+                                        o.c_str(), out[i], false));
+      if (w[j].has_zeros)
+        KAIO_TRY(check_no_partial_overlap(caller, arg_name(p, "qzeros", j).c_str(), w[j].qz,
+                                          o.c_str(), out[i], false));
+      if (j < i) {
+        const std::string oj = std::string("out_") + kProj[j];
+        KAIO_TRY(check_no_partial_overlap(caller, oj.c_str(), out[j], o.c_str(), out[i], false));
+      }
+    }
+  }
+  unsigned xmask = p.format == KAIO_INT4_SIGNED ? kSignedMask : 0u, zoff = p.zeros_offset;
+  unsigned long long qw[3], ldqw[3], qz[3], ldqz[3], sc[3], ldsc[3], po[3], ldo[3];
+  unsigned un[3];
+  for (int i = 0; i < 3; ++i) {
+    const int s = i < p.nproj ? i : 0;  // unused projections repeat the first
+    qw[i] = w[s].qw.address;
+    ldqw[i] = w[s].qw.row_stride;
+    qz[i] = w[s].has_zeros ? w[s].qz.address : 0;
+    ldqz[i] = w[s].has_zeros ? w[s].qz.row_stride : 0;
+    sc[i] = w[s].sc.address;
+    ldsc[i] = w[s].sc.row_stride;
+    po[i] = out[s].address;
+    ldo[i] = out[s].row_stride;
+    un[i] = static_cast<unsigned>(p.n[s]);
+  }
+  if (p.prefill) {
+    kaio_tensor ws = kaio_tensor_2d(p.workspace, p.in_dtype, p.k, p.n[0]);
+    unsigned long long pw = p.workspace->ptr, ldw = static_cast<unsigned long long>(p.n[0]);
+    unsigned group = static_cast<unsigned>(p.group);
+    void *dq[] = {&qw[0], &ldqw[0], &qz[0], &ldqz[0], &sc[0], &ldsc[0], &pw, &ldw,
+                  &un[0], &group, &xmask, &zoff};
+    KAIO_TRY(launch_builtin(caller, device, p.dequant, stream, dq));
+    const kaio_tensor mm[] = {t[0], ws, t[4]};
+    return run_matmul(caller, device, p.matmul, stream, mm);
+  }
+  unsigned long long px = x.address, ldx = x.row_stride;
+  unsigned um = static_cast<unsigned>(p.m), uk = static_cast<unsigned>(p.k);
+  unsigned gshift = group_shift(p), out_dtype = static_cast<unsigned>(p.out_dtype);
+  void *params[8 + 9 * 3] = {&px, &ldx, &um, &uk, &gshift, &xmask, &zoff, &out_dtype};
+  for (int i = 0; i < 3; ++i) {
+    void **q = params + 8 + 9 * i;
+    q[0] = &qw[i];
+    q[1] = &ldqw[i];
+    q[2] = &qz[i];
+    q[3] = &ldqz[i];
+    q[4] = &sc[i];
+    q[5] = &ldsc[i];
+    q[6] = &po[i];
+    q[7] = &ldo[i];
+    q[8] = &un[i];
+  }
+  return launch_builtin(caller, device, p.kernel, stream, params);
+}
+
+kaio_status repack_kaio_int4(const char *caller, kaio_stream *stream, const kaio_tensor *src,
+                             const kaio_tensor *dst) {
+  KAIO_TRY(check_stream(caller, stream));
+  if (!src || !dst)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
+                caller, src ? "dst" : "src");
+  const kaio_device *device = stream->device;
+  CheckedView s, d;
+  KAIO_TRY(check_view(caller, "src", src, device, &s));
+  KAIO_TRY(check_view(caller, "dst", dst, device, &d));
+  for (const auto &[name, v] : {std::pair<const char *, const CheckedView *>{"src", &s},
+                                {"dst", &d}})
+    if (!is_packed(v->dtype))
+      return fail(KAIO_ERROR_INVALID_DTYPE,
+                  "%s: argument '%s' has dtype %s but must be u32 or i32 (packed words).",
+                  caller, name, kaio_dtype_name(v->dtype));
+  if (d.rows != s.cols || d.cols != s.rows)
+    return fail(KAIO_ERROR_SHAPE_MISMATCH,
+                "%s: argument 'dst' is %" PRId64 " x %" PRId64 " but must be K/8 x N = %" PRId64
+                " x %" PRId64 " for a 'src' of N x K/8 = %" PRId64 " x %" PRId64 ".",
+                caller, d.rows, d.cols, s.cols, s.rows, s.rows, s.cols);
+  if (s.cols > kMaxGridYZ || s.rows > INT32_MAX)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: 'src' is %" PRId64 " x %" PRId64 "; at most %" PRId64 " words per column "
+                "(K <= %" PRId64 "). Split K.",
+                caller, s.rows, s.cols, kMaxGridYZ, kMaxGridYZ * 8);
+  KAIO_TRY(check_no_partial_overlap(caller, "src", s, "dst", d, false));
+  KAIO_TRY(require_arch(caller, stream->device, 8, 0, "int4 repack"));
+  BuiltinFunction fn;
+  KAIO_TRY(stream->device->modules->function(caller, KernelId::int4_transpose_u32, &fn));
+  OpPlan plan;
+  plan.function = fn.function;
+  plan.block = fn.block;
+  plan.grid = static_cast<unsigned>((s.rows + fn.cols_per_block - 1) / fn.cols_per_block);
+  plan.grid_y = static_cast<unsigned>(s.cols);
+  unsigned long long ps = s.address, lds = s.row_stride, pd = d.address, ldd = d.row_stride;
+  unsigned rows = static_cast<unsigned>(s.rows);
+  void *params[] = {&ps, &lds, &pd, &ldd, &rows};
+  return launch_builtin(caller, device, plan, stream, params);
+}
+
+}  // namespace kaio

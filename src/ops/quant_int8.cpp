@@ -1,0 +1,129 @@
+// INT8 W8A8 matmul on the mma.sync m16n8k32 s8 kernel (ptx/gen_quant_int8.py):
+// exact int32 sums, then alpha and the optional row / column scales.
+#include <cinttypes>
+#include <climits>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "kernels/module_cache.hpp"
+#include "ops/quant.hpp"
+
+namespace kaio {
+namespace {
+
+constexpr int64_t kTile = 128;
+constexpr unsigned kBlock = 256;
+constexpr int64_t kMaxGridY = 65535;
+constexpr int64_t kKAlign = 16;           // 16-byte cp.async chunks of s8 along K
+constexpr int64_t kMaxK = 131071;         // K * 128 * 128 stays below 2^31
+
+bool int8_out(kaio_dtype d) {
+  return d == KAIO_DTYPE_F32 || d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16 ||
+         d == KAIO_DTYPE_I32;
+}
+
+// An optional f32 scale vector: absent, or a 1 x len view.
+kaio_status check_scale_vector(const char *caller, const char *arg, const kaio_tensor &t,
+                               const kaio_device *device, int64_t len, const char *what,
+                               unsigned long long *address) {
+  *address = 0;
+  if (absent(t)) return KAIO_OK;
+  CheckedView v;
+  KAIO_TRY(check_view(caller, arg, &t, device, &v));
+  KAIO_TRY(check_dtype(caller, arg, v, KAIO_DTYPE_F32));
+  if (v.rows != 1 || v.cols != len)
+    return fail(KAIO_ERROR_SHAPE_MISMATCH,
+                "%s: argument '%s' is %" PRId64 " x %" PRId64 " but must be 1 x %" PRId64
+                " (one f32 per %s), or a view with a NULL buffer for no scale.",
+                caller, arg, v.rows, v.cols, len, what);
+  *address = v.address;
+  return KAIO_OK;
+}
+
+}  // namespace
+
+kaio_status plan_int8(const char *caller, kaio_device *device, QuantPlan *plan) {
+  if (!int8_out(plan->out_dtype))
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: out_dtype is %s (%d); use KAIO_DTYPE_F32, KAIO_DTYPE_F16, KAIO_DTYPE_BF16 "
+                "or KAIO_DTYPE_I32.",
+                caller, kaio_dtype_name(plan->out_dtype), plan->out_dtype);
+  const int64_t m = plan->m, n = plan->n[0], k = plan->k;
+  if (m < 1 || n < 1 || k < 1 || m > INT32_MAX || n > INT32_MAX)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: M, N, K are %" PRId64 ", %" PRId64 ", %" PRId64
+                "; each must be between 1 and %d.",
+                caller, m, n, k, INT32_MAX);
+  if (k % kKAlign != 0 || k > kMaxK)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: K is %" PRId64 " but must be a multiple of 16 and at most %" PRId64
+                " (int32 sums of K products of 8-bit values); pad K with zeros to a multiple "
+                "of 16, or split K.",
+                caller, k, kMaxK);
+  if ((m + kTile - 1) / kTile > kMaxGridY)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: M is %" PRId64 "; at most %" PRId64 " rows per call. Split M.", caller, m,
+                kMaxGridY * kTile);
+  if (!std::isfinite(plan->alpha))
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: alpha is %g; it must be finite.", caller,
+                static_cast<double>(plan->alpha));
+  if (plan->out_dtype == KAIO_DTYPE_I32 && plan->alpha != 1.0f)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: alpha is %g but an i32 output holds the exact integer sums; use alpha 1 "
+                "(and no scale vectors) or a float output dtype.",
+                caller, static_cast<double>(plan->alpha));
+  KAIO_TRY(require_arch(caller, device, 8, 0, "int8 matmul (mma.sync m16n8k32 s8)"));
+  BuiltinFunction fn;
+  KAIO_TRY(device->modules->function(caller, KernelId::matmul_int8_sm80_async, &fn));
+  OpPlan &kp = plan->kernel;
+  kp.function = fn.function;
+  kp.shared_bytes = fn.shared_bytes;
+  kp.block = kBlock;
+  kp.grid = static_cast<unsigned>((n + kTile - 1) / kTile);
+  kp.grid_y = static_cast<unsigned>((m + kTile - 1) / kTile);
+  return KAIO_OK;
+}
+
+kaio_status run_int8(const char *caller, const kaio_device *device, const QuantPlan &plan,
+                     kaio_stream *stream, const kaio_tensor *t) {
+  const int64_t m = plan.m, n = plan.n[0], k = plan.k;
+  const char *why = "the int8 kernel (16-byte cp.async of s8)";
+  CheckedView a, b, c;
+  KAIO_TRY(check_aligned_view(caller, "A", &t[0], device, 16, kKAlign, why, &a));
+  KAIO_TRY(check_dtype(caller, "A", a, KAIO_DTYPE_I8));
+  KAIO_TRY(check_shape(caller, "A", a, m, k));
+  KAIO_TRY(check_view(caller, "B", &t[1], device, &b));
+  KAIO_TRY(check_dtype(caller, "B", b, KAIO_DTYPE_I8));
+  if (b.rows != n || b.cols != k)
+    return fail(KAIO_ERROR_SHAPE_MISMATCH,
+                "%s: argument 'B' is %" PRId64 " x %" PRId64 " but must be N x K = %" PRId64
+                " x %" PRId64 " (int8 weights are taken transposed, as nn.Linear stores them); "
+                "transpose a K x N weight once when loading it.",
+                caller, b.rows, b.cols, n, k);
+  KAIO_TRY(check_aligned_view(caller, "B", &t[1], device, 16, kKAlign, why, &b));
+  unsigned long long psa = 0, psb = 0;
+  KAIO_TRY(check_scale_vector(caller, "sa", t[2], device, m, "row of A", &psa));
+  KAIO_TRY(check_scale_vector(caller, "sb", t[3], device, n, "column of B", &psb));
+  if (plan.out_dtype == KAIO_DTYPE_I32 && (psa || psb))
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: C is i32 (the exact integer sums) but a scale vector was given; pass "
+                "views with NULL buffers for sa and sb, or use a float C.",
+                caller);
+  KAIO_TRY(check_view(caller, "C", &t[4], device, &c));
+  KAIO_TRY(check_dtype(caller, "C", c, plan.out_dtype));
+  KAIO_TRY(check_shape(caller, "C", c, m, n));
+  KAIO_TRY(check_no_partial_overlap(caller, "A", a, "C", c, false));
+  KAIO_TRY(check_no_partial_overlap(caller, "B", b, "C", c, false));
+
+  unsigned long long pa = a.address, pb = b.address, pc = c.address;
+  unsigned um = static_cast<unsigned>(m), un = static_cast<unsigned>(n),
+           uk = static_cast<unsigned>(k);
+  unsigned long long lda = a.row_stride, ldb = b.row_stride, ldc = c.row_stride;
+  float alpha = plan.alpha;
+  unsigned out_dtype = static_cast<unsigned>(plan.out_dtype);
+  void *params[] = {&pa, &pb, &pc, &um, &un, &uk, &lda, &ldb, &ldc, &alpha, &psa, &psb,
+                    &out_dtype};
+  return launch_builtin(caller, device, plan.kernel, stream, params);
+}
+
+}  // namespace kaio

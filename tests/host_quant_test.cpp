@@ -1,0 +1,334 @@
+// Quantized matmul on the fake driver: which kernel each shape launches and
+// with what grid, and a table of bad inputs (packing, shapes, dtypes,
+// alignment), each with its exact status, a message naming the function and
+// the argument, and no launch. Runs on every machine.
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "support/kaio_test.hpp"
+
+namespace {
+
+using kt::Launch;
+using kt::last_launch;
+
+class FakeQuant : public ::testing::Test {
+ public:
+  // Views at 64 KiB-spaced offsets of one buffer.
+  kaio_tensor at(int slot, kaio_dtype dt, int64_t rows, int64_t cols) {
+    kaio_tensor t = kaio_tensor_2d(buf_.get(), dt, rows, cols);
+    t.offset_bytes = static_cast<uint64_t>(slot) << 16;
+    return t;
+  }
+  kaio_stream *s() { return stream_.get(); }
+  kaio_device *d() { return dev_.get(); }
+
+ protected:
+  void SetUp() override {
+    if (!kt::on_fake_driver())
+      GTEST_SKIP() << "needs the fake driver: run through `meson test` (suite host), which sets "
+                      "LIBKAIO_CUDA_DRIVER";
+    dev_ = kt::open_device(0);
+    stream_ = kt::make_stream(dev_.get());
+    buf_ = kt::make_buffer(dev_.get(), 1 << 22);
+  }
+  kt::Device dev_;
+  kt::Stream stream_;
+  kt::Buffer buf_;
+};
+
+TEST_F(FakeQuant, Int8UsesTheS8KernelOverTilesOf128) {
+  kaio_matmul_int8_desc d;
+  KT_OK(kaio_matmul_int8_desc_init(&d, sizeof d));
+  const int64_t m = 130, n = 200, k = 64;
+  kaio_tensor a = at(0, KAIO_DTYPE_I8, m, k), b = at(1, KAIO_DTYPE_I8, n, k),
+              c = at(2, KAIO_DTYPE_F32, m, n);
+  KT_OK(kaio_matmul_int8(stream_.get(), &a, &b, nullptr, nullptr, &c, &d));
+  Launch l = last_launch();
+  EXPECT_EQ(l.name, "kaio_matmul_int8_sm80_async");
+  EXPECT_EQ(l.grid[0], 2u);
+  EXPECT_EQ(l.grid[1], 2u);
+  EXPECT_EQ(l.block[0], 256u);
+  EXPECT_EQ(l.shared, 65536u);
+}
+
+TEST_F(FakeQuant, Int4DecodeKernelByRowsAndFusedQkvIsOneLaunch) {
+  const int64_t k = 256, n = 96;
+  struct {
+    int64_t m;
+    kaio_dtype in;
+    const char *kernel;
+    unsigned grid_z;
+  } cases[] = {{1, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m8", 1},
+               {8, KAIO_DTYPE_BF16, "kaio_int4_gemv_bf16_m8", 1},
+               {9, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16", 1},
+               {40, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16", 3}};  // one-shot: any M
+  for (const auto &cs : cases) {
+    kaio_matmul_int4_desc d;
+    KT_OK(kaio_matmul_int4_desc_init(&d, sizeof d));
+    d.in_dtype = cs.in;
+    kaio_tensor a = at(0, cs.in, cs.m, k), qw = at(1, KAIO_DTYPE_U32, k / 8, n),
+                qz = at(2, KAIO_DTYPE_U32, k / 128, n / 8), sc = at(3, cs.in, k / 128, n),
+                c = at(4, KAIO_DTYPE_F32, cs.m, n);
+    KT_OK(kaio_matmul_int4(stream_.get(), &a, &qw, &qz, &sc, &c, &d));
+    Launch l = last_launch();
+    EXPECT_EQ(l.name, cs.kernel) << "M = " << cs.m;
+    EXPECT_EQ(l.grid[0], 3u);  // 32 columns per CTA
+    EXPECT_EQ(l.grid[1], 1u);
+    EXPECT_EQ(l.grid[2], cs.grid_z);
+  }
+  kaio_qkv_int4_desc q;
+  KT_OK(kaio_qkv_int4_desc_init(&q, sizeof q));
+  const int64_t nq = 128, nkv = 32;
+  kaio_tensor t[13] = {at(0, KAIO_DTYPE_F16, 2, k),
+                       at(1, KAIO_DTYPE_U32, k / 8, nq), {}, at(2, KAIO_DTYPE_F16, k / 128, nq),
+                       at(3, KAIO_DTYPE_I32, k / 8, nkv), {}, at(4, KAIO_DTYPE_F16, k / 128, nkv),
+                       at(5, KAIO_DTYPE_U32, k / 8, nkv), {}, at(6, KAIO_DTYPE_F16, k / 128, nkv),
+                       at(7, KAIO_DTYPE_F16, 2, nq), at(8, KAIO_DTYPE_F16, 2, nkv),
+                       at(9, KAIO_DTYPE_F16, 2, nkv)};
+  unsigned long long before = kt::fake().launch_count();
+  KT_OK(kaio_qkv_project_int4(stream_.get(), t, 13, &q));
+  EXPECT_EQ(kt::fake().launch_count(), before + 1) << "fused QKV must be one launch";
+  Launch l = last_launch();
+  EXPECT_EQ(l.name, "kaio_int4_gemv_f16_m8");
+  EXPECT_EQ(l.grid[0], 4u);  // the widest projection
+  EXPECT_EQ(l.grid[1], 3u);
+}
+
+TEST_F(FakeQuant, Int4OpHandleAtPrefillDequantizesThenRunsTheMatmul) {
+  const int64_t m = 64, k = 256, n = 96;
+  kaio_matmul_int4_desc d;
+  KT_OK(kaio_matmul_int4_desc_init(&d, sizeof d));
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  d.group_size = 64;
+  unsigned long long allocs = kt::fake().live_allocations();
+  kaio_op *op = nullptr;
+  KT_OK(kaio_op_create_matmul_int4(&op, dev_.get(), &d));
+  kt::Op guard(op);
+  EXPECT_EQ(kt::fake().live_allocations(), allocs + 1) << "the op owns its workspace";
+  kaio_tensor t[5] = {at(0, KAIO_DTYPE_F16, m, k), at(1, KAIO_DTYPE_U32, k / 8, n), {},
+                      at(2, KAIO_DTYPE_F16, k / 64, n), at(3, KAIO_DTYPE_F32, m, n)};
+  unsigned long long before = kt::fake().launch_count();
+  KT_OK(kaio_op_launch(op, stream_.get(), t, 5));
+  EXPECT_EQ(kt::fake().launch_count(), before + 2);
+  EXPECT_NE(last_launch().name.find("kaio_matmul_"), std::string::npos);
+  guard.reset();
+  EXPECT_EQ(kt::fake().live_allocations(), allocs);
+}
+
+TEST_F(FakeQuant, RepackTransposesKaioStorage) {
+  kaio_tensor src = at(0, KAIO_DTYPE_U32, 300, 16), dst = at(1, KAIO_DTYPE_U32, 16, 300);
+  KT_OK(kaio_int4_repack_kaio(stream_.get(), &src, &dst));
+  Launch l = last_launch();
+  EXPECT_EQ(l.name, "kaio_int4_transpose_u32");
+  EXPECT_EQ(l.grid[0], 2u);
+  EXPECT_EQ(l.grid[1], 16u);
+}
+
+// ---------------------------------------------------------------------------
+// Bad inputs
+
+struct Case {
+  const char *name;
+  kaio_status expected;
+  std::vector<const char *> message_parts;
+  std::function<kaio_status(FakeQuant &)> call;
+};
+
+// A good int4 call (M 2, K 256, N 64, group 128, with qzeros) with one edit.
+struct Int4Call {
+  kaio_matmul_int4_desc d;
+  kaio_tensor a, qw, qz, sc, c;
+  explicit Int4Call(FakeQuant &f, int64_t k = 256, int64_t n = 64) {
+    EXPECT_EQ(kaio_matmul_int4_desc_init(&d, sizeof d), KAIO_OK);
+    a = f.at(0, KAIO_DTYPE_F16, 2, k);
+    qw = f.at(1, KAIO_DTYPE_U32, k / 8, n);
+    qz = f.at(2, KAIO_DTYPE_U32, k / 128, n / 8);
+    sc = f.at(3, KAIO_DTYPE_F16, k / 128, n);
+    c = f.at(4, KAIO_DTYPE_F32, 2, n);
+  }
+  kaio_status run(FakeQuant &f) { return kaio_matmul_int4(f.s(), &a, &qw, &qz, &sc, &c, &d); }
+};
+
+kaio_status int4_with(FakeQuant &f, const std::function<void(Int4Call &)> &edit) {
+  Int4Call call(f);
+  edit(call);
+  return call.run(f);
+}
+
+kaio_status int8_with(FakeQuant &f, const std::function<void(kaio_matmul_int8_desc &,
+                                                             kaio_tensor *)> &edit) {
+  auto &q = f;
+  kaio_matmul_int8_desc d;
+  EXPECT_EQ(kaio_matmul_int8_desc_init(&d, sizeof d), KAIO_OK);
+  kaio_tensor t[5] = {q.at(0, KAIO_DTYPE_I8, 4, 64), q.at(1, KAIO_DTYPE_I8, 32, 64),
+                      {}, {}, q.at(2, KAIO_DTYPE_F32, 4, 32)};
+  edit(d, t);
+  return kaio_matmul_int8(q.s(), &t[0], &t[1], t[2].buffer ? &t[2] : nullptr,
+                          t[3].buffer ? &t[3] : nullptr, &t[4], &d);
+}
+
+std::vector<Case> cases() {
+  using V = std::vector<const char *>;
+  return {
+      {"int4 group not dividing K", KAIO_ERROR_INVALID_ARGUMENT,
+       V{"kaio_matmul_int4", "group_size", "96", "divides K"},
+       [](FakeQuant &f) { return int4_with(f, [](Int4Call &c) { c.d.group_size = 96; }); }},
+      {"int4 group larger than K", KAIO_ERROR_INVALID_ARGUMENT, V{"group_size", "512"},
+       [](FakeQuant &f) { return int4_with(f, [](Int4Call &c) { c.d.group_size = 512; }); }},
+      {"int4 group 16", KAIO_ERROR_INVALID_ARGUMENT, V{"group_size", "16"},
+       [](FakeQuant &f) { return int4_with(f, [](Int4Call &c) { c.d.group_size = 16; }); }},
+      {"int4 K not a multiple of 32", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_matmul_int4", "K is 40", "32"},
+       [](FakeQuant &f) {
+         Int4Call c(f, 40, 64);
+         c.d.group_size = 40;
+         return c.run(f);
+       }},
+      {"int4 N not a multiple of 8", KAIO_ERROR_INVALID_DIMENSION, V{"N", "60", "multiple of 8"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.d.n = 60; }); }},
+      {"int4 qweight not K/8 rows", KAIO_ERROR_SHAPE_MISMATCH, V{"kaio_matmul_int4", "'qweight'", "256 x 64", "K/8 x N", "32 x 64"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.qw.rows = 256; }); }},
+      {"int4 qweight f16", KAIO_ERROR_INVALID_DTYPE, V{"'qweight'", "f16", "u32 or i32"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.qw.dtype = KAIO_DTYPE_F16; }); }},
+      {"int4 qzeros not N/8 columns", KAIO_ERROR_SHAPE_MISMATCH, V{"'qzeros'", "2 x 64", "K/group_size x N/8", "2 x 8"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.qz.cols = 64; }); }},
+      {"int4 qzeros f32", KAIO_ERROR_INVALID_DTYPE, V{"'qzeros'", "f32"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.qz.dtype = KAIO_DTYPE_F32; }); }},
+      {"int4 scales wrong groups", KAIO_ERROR_SHAPE_MISMATCH, V{"'scales'", "4 x 64", "K/group_size x N", "2 x 64"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.sc.rows = 4; }); }},
+      {"int4 scales f32", KAIO_ERROR_INVALID_DTYPE, V{"'scales'", "f32", "f16"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.sc.dtype = KAIO_DTYPE_F32; }); }},
+      {"int4 activations i8", KAIO_ERROR_INVALID_DTYPE, V{"kaio_matmul_int4", "in_dtype", "i8"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.d.in_dtype = KAIO_DTYPE_I8; }); }},
+      {"int4 output i32", KAIO_ERROR_INVALID_DTYPE, V{"out_dtype", "i32"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.d.out_dtype = KAIO_DTYPE_I32; }); }},
+      {"int4 signed format with qzeros", KAIO_ERROR_INVALID_ARGUMENT, V{"'qzeros'", "KAIO_INT4_SIGNED"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.d.format = KAIO_INT4_SIGNED; }); }},
+      {"int4 zeros_offset 2", KAIO_ERROR_INVALID_ARGUMENT, V{"zeros_offset", "2"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.d.zeros_offset = 2; }); }},
+      {"int4 unknown format", KAIO_ERROR_INVALID_ARGUMENT, V{"format", "7"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.d.format = 7; }); }},
+      {"int4 misaligned activations", KAIO_ERROR_MISALIGNED, V{"'A'", "16-byte"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.a.offset_bytes += 8; }); }},
+      {"int4 qweight row stride not a multiple of 4", KAIO_ERROR_MISALIGNED, V{"'qweight'", "row_stride 66"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.qw.row_stride = 66; }); }},
+      {"int4 output of the wrong shape", KAIO_ERROR_SHAPE_MISMATCH, V{"'C'", "2 x 64"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.c.rows = 3; c.d.m = 2; }); }},
+      {"int4 output over the weights", KAIO_ERROR_INVALID_ARGUMENT, V{"'qweight'", "'C'"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.c.offset_bytes = c.qw.offset_bytes + 4; }); }},
+      {"int4 null scales", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_matmul_int4", "'scales'"},
+       [](FakeQuant &f) {
+         Int4Call c(f);
+         return kaio_matmul_int4(f.s(), &c.a, &c.qw, &c.qz, nullptr, &c.c, &c.d);
+       }},
+      {"int4 desc reserved set", KAIO_ERROR_INVALID_ARGUMENT, V{"reserved"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.d.reserved = 1; }); }},
+      {"int4 desc too small", KAIO_ERROR_BUFFER_TOO_SMALL, V{"struct_size", "kaio_matmul_int4_desc_init"},
+       [](FakeQuant &f) { return int4_with(f, [&](Int4Call &c) { c.d.struct_size = 8; }); }},
+      {"qkv wrong count", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_qkv_project_int4", "'count'", "13"},
+       [](FakeQuant &f) {
+         kaio_qkv_int4_desc d;
+         EXPECT_EQ(kaio_qkv_int4_desc_init(&d, sizeof d), KAIO_OK);
+         kaio_tensor t[5] = {};
+         return kaio_qkv_project_int4(f.s(), t, 5, &d);
+       }},
+      {"qkv bad v scales", KAIO_ERROR_SHAPE_MISMATCH, V{"'scales_v'"},
+       [](FakeQuant &f) {
+         auto &q = f;
+         kaio_qkv_int4_desc d;
+         EXPECT_EQ(kaio_qkv_int4_desc_init(&d, sizeof d), KAIO_OK);
+         kaio_tensor t[13] = {q.at(0, KAIO_DTYPE_F16, 1, 256),
+                              q.at(1, KAIO_DTYPE_U32, 32, 64), {}, q.at(2, KAIO_DTYPE_F16, 2, 64),
+                              q.at(3, KAIO_DTYPE_U32, 32, 64), {}, q.at(4, KAIO_DTYPE_F16, 2, 64),
+                              q.at(5, KAIO_DTYPE_U32, 32, 64), {}, q.at(6, KAIO_DTYPE_F16, 3, 64),
+                              q.at(7, KAIO_DTYPE_F16, 1, 64), q.at(8, KAIO_DTYPE_F16, 1, 64),
+                              q.at(9, KAIO_DTYPE_F16, 1, 64)};
+         return kaio_qkv_project_int4(q.s(), t, 13, &d);
+       }},
+      {"repack wrong dst shape", KAIO_ERROR_SHAPE_MISMATCH, V{"kaio_int4_repack_kaio", "'dst'", "K/8 x N"},
+       [](FakeQuant &f) {
+         auto &q = f;
+         kaio_tensor s = q.at(0, KAIO_DTYPE_U32, 64, 32), d = q.at(1, KAIO_DTYPE_U32, 64, 32);
+         return kaio_int4_repack_kaio(q.s(), &s, &d);
+       }},
+      {"int8 K not a multiple of 16", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_matmul_int8", "K is 40", "16"},
+       [](FakeQuant &f) {
+         return int8_with(f, [](kaio_matmul_int8_desc &, kaio_tensor *t) { t[0].cols = 40; t[1].cols = 40; });
+       }},
+      {"int8 B given K x N", KAIO_ERROR_SHAPE_MISMATCH, V{"'B'", "64 x 32", "N x K", "transpose"},
+       [](FakeQuant &f) {
+         return int8_with(f, [](kaio_matmul_int8_desc &, kaio_tensor *t) { t[1].rows = 64; t[1].cols = 32; });
+       }},
+      {"int8 A f16", KAIO_ERROR_INVALID_DTYPE, V{"'A'", "f16", "i8"},
+       [](FakeQuant &f) {
+         return int8_with(f, [](kaio_matmul_int8_desc &, kaio_tensor *t) { t[0].dtype = KAIO_DTYPE_F16; });
+       }},
+      {"int8 row scale of the wrong length", KAIO_ERROR_SHAPE_MISMATCH, V{"'sa'", "1 x 4"},
+       [&](FakeQuant &f) {
+         return int8_with(f, [&](kaio_matmul_int8_desc &, kaio_tensor *t) {
+           t[2] = f.at(3, KAIO_DTYPE_F32, 1, 5);
+         });
+       }},
+      {"int8 i32 output with a scale", KAIO_ERROR_INVALID_ARGUMENT, V{"i32", "sa and sb"},
+       [&](FakeQuant &f) {
+         return int8_with(f, [&](kaio_matmul_int8_desc &d, kaio_tensor *t) {
+           d.out_dtype = KAIO_DTYPE_I32;
+           t[4].dtype = KAIO_DTYPE_I32;
+           t[3] = f.at(3, KAIO_DTYPE_F32, 1, 32);
+         });
+       }},
+      {"int8 i32 output with alpha", KAIO_ERROR_INVALID_ARGUMENT, V{"alpha", "i32"},
+       [](FakeQuant &f) {
+         return int8_with(f, [](kaio_matmul_int8_desc &d, kaio_tensor *t) {
+           d.out_dtype = KAIO_DTYPE_I32;
+           d.alpha = 0.5f;
+           t[4].dtype = KAIO_DTYPE_I32;
+         });
+       }},
+      {"int8 misaligned B stride", KAIO_ERROR_MISALIGNED, V{"'B'", "row_stride 72"},
+       [](FakeQuant &f) {
+         return int8_with(f, [](kaio_matmul_int8_desc &, kaio_tensor *t) { t[1].row_stride = 72; });
+       }},
+      {"int8 output u8", KAIO_ERROR_INVALID_DTYPE, V{"out_dtype", "u8"},
+       [](FakeQuant &f) {
+         return int8_with(f, [](kaio_matmul_int8_desc &d, kaio_tensor *) { d.out_dtype = KAIO_DTYPE_U8; });
+       }},
+      {"int8 op launch with 3 tensors", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_op_launch", "'count'", "{A, B, sa, sb, C}"},
+       [](FakeQuant &f) {
+         auto &q = f;
+         kaio_matmul_int8_desc d;
+         EXPECT_EQ(kaio_matmul_int8_desc_init(&d, sizeof d), KAIO_OK);
+         d.m = 4;
+         d.n = 32;
+         d.k = 64;
+         kaio_op *op = nullptr;
+         EXPECT_EQ(kaio_op_create_matmul_int8(&op, q.d(), &d), KAIO_OK);
+         kt::Op guard(op);
+         kaio_tensor t[3] = {};
+         return kaio_op_launch(op, q.s(), t, 3);
+       }},
+  };
+}
+
+class QuantBadInputTest : public FakeQuant, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(QuantBadInputTest, ReturnsItsStatusAndNamesTheArgument) {
+  const Case &c = GetParam();
+  unsigned long long launches = kt::fake().launch_count();
+  kt::expect_rejected(c.call(*this), c.expected, c.message_parts, launches);
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case> &info) {
+  std::string n = info.param.name;
+  for (char &ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, QuantBadInputTest, ::testing::ValuesIn(cases()), case_name);
+
+}  // namespace

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
+#include "ops/attention.hpp"
 #include "ops/op_plan.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/handle_check.hpp"
@@ -109,6 +110,7 @@ KAIO_API kaio_status kaio_op_launch(const kaio_op *op, kaio_stream *stream,
   constexpr const char *fn = "kaio_op_launch";
   return kaio::firewall(fn, [&]() -> kaio_status {
     KAIO_TRY(kaio::check_handle(fn, "op", op));
+    if (op->attention) return kaio::run_attention(fn, op->device, *op->attention, stream, tensors, count);
     if (op->backward)
       return kaio::run_matmul_backward(fn, op->device, *op->backward, stream, tensors, count);
     return kaio::run_op(fn, op->device, op->plan, stream, tensors, count);

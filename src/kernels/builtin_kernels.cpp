@@ -23,6 +23,8 @@ const char *module_name(ModuleId id) {
     case ModuleId::matmul_sm80_async: return "matmul_sm80_async";
     case ModuleId::matmul_gemv: return "matmul_gemv";
     case ModuleId::matmul_sm90: return "matmul_sm90";
+    case ModuleId::attention_fwd_sm80: return "attention_fwd_sm80";
+    case ModuleId::attention_bwd_sm80: return "attention_bwd_sm80";
     default: return "unknown";
   }
 }

@@ -16,13 +16,16 @@ enum class ModuleId : int {
   matmul_sm80_async,
   matmul_gemv,
   matmul_sm90,
+  attention_fwd_sm80,
+  attention_bwd_sm80,
   count
 };
 
 // X(id, module, entry name). Per-dtype variants are consecutive in the order
 // f32, f16, bf16 so callers index them with float_variant(); matmul kernels
 // are ordered variant (sync, async), input dtype (f16, bf16), then the
-// transposes of A and B (nn, nt, tn, tt).
+// transposes of A and B (nn, nt, tn, tt). Attention kernels: dtype (f16,
+// bf16), then head dim (32, 64, 96, 128[, 256]).
 // clang-format off
 #define KAIO_BUILTIN_KERNELS(X)                                                   \
   X(silu_gate_f32, elementwise, "kaio_silu_gate_f32")                             \
@@ -81,7 +84,35 @@ enum class ModuleId : int {
   X(matmul_sm90_bf16_nn, matmul_sm90, "kaio_matmul_sm90_bf16_nn") \
   X(matmul_sm90_bf16_nt, matmul_sm90, "kaio_matmul_sm90_bf16_nt") \
   X(matmul_sm90_bf16_tn, matmul_sm90, "kaio_matmul_sm90_bf16_tn") \
-  X(matmul_sm90_bf16_tt, matmul_sm90, "kaio_matmul_sm90_bf16_tt")
+  X(matmul_sm90_bf16_tt, matmul_sm90, "kaio_matmul_sm90_bf16_tt") \
+  X(attn_fwd_f16_d32, attention_fwd_sm80, "kaio_attn_fwd_f16_d32") \
+  X(attn_fwd_f16_d64, attention_fwd_sm80, "kaio_attn_fwd_f16_d64") \
+  X(attn_fwd_f16_d96, attention_fwd_sm80, "kaio_attn_fwd_f16_d96") \
+  X(attn_fwd_f16_d128, attention_fwd_sm80, "kaio_attn_fwd_f16_d128") \
+  X(attn_fwd_f16_d256, attention_fwd_sm80, "kaio_attn_fwd_f16_d256") \
+  X(attn_fwd_bf16_d32, attention_fwd_sm80, "kaio_attn_fwd_bf16_d32") \
+  X(attn_fwd_bf16_d64, attention_fwd_sm80, "kaio_attn_fwd_bf16_d64") \
+  X(attn_fwd_bf16_d96, attention_fwd_sm80, "kaio_attn_fwd_bf16_d96") \
+  X(attn_fwd_bf16_d128, attention_fwd_sm80, "kaio_attn_fwd_bf16_d128") \
+  X(attn_fwd_bf16_d256, attention_fwd_sm80, "kaio_attn_fwd_bf16_d256") \
+  X(attn_bwd_pre_f16, attention_bwd_sm80, "kaio_attn_bwd_pre_f16") \
+  X(attn_bwd_pre_bf16, attention_bwd_sm80, "kaio_attn_bwd_pre_bf16") \
+  X(attn_bwd_dq_f16_d32, attention_bwd_sm80, "kaio_attn_bwd_dq_f16_d32") \
+  X(attn_bwd_dq_f16_d64, attention_bwd_sm80, "kaio_attn_bwd_dq_f16_d64") \
+  X(attn_bwd_dq_f16_d96, attention_bwd_sm80, "kaio_attn_bwd_dq_f16_d96") \
+  X(attn_bwd_dq_f16_d128, attention_bwd_sm80, "kaio_attn_bwd_dq_f16_d128") \
+  X(attn_bwd_dq_bf16_d32, attention_bwd_sm80, "kaio_attn_bwd_dq_bf16_d32") \
+  X(attn_bwd_dq_bf16_d64, attention_bwd_sm80, "kaio_attn_bwd_dq_bf16_d64") \
+  X(attn_bwd_dq_bf16_d96, attention_bwd_sm80, "kaio_attn_bwd_dq_bf16_d96") \
+  X(attn_bwd_dq_bf16_d128, attention_bwd_sm80, "kaio_attn_bwd_dq_bf16_d128") \
+  X(attn_bwd_dkdv_f16_d32, attention_bwd_sm80, "kaio_attn_bwd_dkdv_f16_d32") \
+  X(attn_bwd_dkdv_f16_d64, attention_bwd_sm80, "kaio_attn_bwd_dkdv_f16_d64") \
+  X(attn_bwd_dkdv_f16_d96, attention_bwd_sm80, "kaio_attn_bwd_dkdv_f16_d96") \
+  X(attn_bwd_dkdv_f16_d128, attention_bwd_sm80, "kaio_attn_bwd_dkdv_f16_d128") \
+  X(attn_bwd_dkdv_bf16_d32, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d32") \
+  X(attn_bwd_dkdv_bf16_d64, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d64") \
+  X(attn_bwd_dkdv_bf16_d96, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d96") \
+  X(attn_bwd_dkdv_bf16_d128, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d128")
 // clang-format on
 
 enum class KernelId : int {

@@ -98,6 +98,14 @@ kaio_status run_matmul_backward(const char *caller, const kaio_device *device,
 
 }  // namespace kaio
 
+namespace kaio {
+// Attention forward/backward (ops/attention.hpp); the deleter lives there.
+struct AttentionPlan;
+struct AttentionPlanDeleter {
+  void operator()(AttentionPlan *plan) const;
+};
+}  // namespace kaio
+
 struct kaio_op {
   static constexpr kaio::HandleTag kTag = kaio::HandleTag::op;
   static constexpr const char *kName = "kaio_op";
@@ -106,5 +114,6 @@ struct kaio_op {
   kaio_device *device = nullptr;
   kaio::OpPlan plan;
   std::unique_ptr<kaio::BackwardPlan> backward;  // set for matmul backward only
+  std::unique_ptr<kaio::AttentionPlan, kaio::AttentionPlanDeleter> attention;  // attention only
   ~kaio_op();
 };

@@ -354,6 +354,33 @@ TEST_F(GpuAttention, TopLeftCausalHeadRatiosF32OutputsAndPaddedStrides) {
   check(s, true);
 }
 
+// A few odd shapes covering every code path, small enough for
+// compute-sanitizer memcheck and racecheck (bench/run_attention_on_gpu.sh).
+TEST_F(GpuAttention, SanitizerSmall) {
+  Shape a;
+  a.sq = 70;
+  a.sk = 130;
+  a.mask = KAIO_ATTENTION_CAUSAL;
+  check(a, true);
+  Shape b;
+  b.dt = KAIO_DTYPE_BF16;
+  b.d = 128;
+  b.sq = b.sk = 65;
+  b.out = KAIO_DTYPE_F32;
+  check(b, true);
+  Shape c;
+  c.d = 96;
+  c.sq = 100;
+  c.sk = 17;
+  c.mask = KAIO_ATTENTION_CAUSAL;
+  check(c, true);
+  Shape e;
+  e.d = 256;
+  e.sq = 33;
+  e.sk = 47;
+  check(e, false);
+}
+
 TEST_F(GpuAttention, BackwardIsBitwiseDeterministic) {
   Shape s;
   s.sq = s.sk = 300;

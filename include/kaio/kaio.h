@@ -894,6 +894,128 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_qkv_project_int4(kaio_stream *stream,
                                                            size_t count,
                                                            const kaio_qkv_int4_desc *desc);
 
+/* ===========================================================================
+ * Attention: FlashAttention forward and backward (tensor cores)
+ *
+ *   O = softmax(scale · Q Kᵀ + mask) · V,   LSE = logsumexp(scale · Q Kᵀ + mask)
+ *
+ * computed tile by tile (FlashAttention-2 on mma.sync m16n8k16), so no
+ * Sq × Sk matrix is ever stored, forward or backward. Accumulation, softmax
+ * and LSE are f32.
+ *
+ * Layout. Q is [B, Sq, Hq, D]; K and V are [B, Sk, Hkv, D] (BSHD, the layout
+ * of FlashAttention and of a projection output viewed as (B, S, H, D)).
+ * kaio_tensor is rank 2, so each is passed as the rank-2 view [B·S, H·D]:
+ * row b·S + s holds position s of batch b, head h in columns h·D .. h·D+D-1.
+ * row_stride may exceed H·D, e.g. Q, K and V as three views (with offsets)
+ * of one fused QKV projection output. O, dO and dQ are views like Q; dK and
+ * dV like K. The LSE is an f32 view [B·Hq, Sq] (row b·Hq + h), natural log.
+ * Heads. Hq must be a multiple of Hkv (MHA, GQA, MQA): query head h reads
+ * KV head h / (Hq / Hkv). In the backward, dK and dV of a KV head are the
+ * sums over the Hq / Hkv query heads that share it.
+ * Masks. KAIO_ATTENTION_CAUSAL is bottom-right aligned (FlashAttention >= 2.1):
+ * query i sees key j iff j <= i + (Sk − Sq). KAIO_ATTENTION_CAUSAL_TOP_LEFT:
+ * j <= i (PyTorch SDPA's is_causal, and KAIO's convention). Both are the
+ * usual lower triangle when Sq == Sk. A query row that sees no key (bottom-
+ * right with Sq > Sk: rows i < Sq − Sk) gets O = 0 and LSE = −inf, and
+ * contributes nothing to the gradients.
+ * Constraints, checked at creation and at every launch:
+ *   dtype f16 or bf16; head_dim D in {32, 64, 96, 128, 256} forward and
+ *   {32, 64, 96, 128} backward; B, Sq, Sk, Hq, Hkv >= 1 and each at most
+ *   2^31 − 1; B·Hq at most 65535 and B·Hq·Sq at most 2^31 − 1;
+ *   softmax_scale finite and > 0, or 0 for
+ *   1/√D. Every view (LSE excepted) starts on a 16-byte boundary and has a
+ *   row_stride that is a multiple of 8 elements (KAIO_ERROR_MISALIGNED
+ *   otherwise). Outputs must not overlap any input or each other.
+ * Precision. Q, K, V (and dO) are used as given; P = softmax is rounded to
+ * the input dtype before P·V (as in FlashAttention); exponentials use
+ * ex2.approx. Expect O within about 1e-2 (bf16) / 2e-3 (f16) of an f64
+ * reference for unit-scale inputs (tests/gpu_attention_test.cpp states the
+ * exact tolerances).
+ * Variants. KAIO_ATTENTION_AUTO currently selects the sm_80 mma.sync kernels
+ * on every device (sm_80 and newer, H100 included); a wgmma + TMA sm_90a path
+ * does not exist yet. KAIO_ATTENTION_SM80 forces them.
+ * ======================================================================== */
+typedef int32_t kaio_attention_mask;
+enum {
+    KAIO_ATTENTION_MASK_NONE = 0,
+    KAIO_ATTENTION_CAUSAL = 1,           /* bottom-right aligned: j <= i + Sk − Sq */
+    KAIO_ATTENTION_CAUSAL_TOP_LEFT = 2   /* j <= i                               */
+};
+
+typedef int32_t kaio_attention_variant;
+enum { KAIO_ATTENTION_AUTO = 0, KAIO_ATTENTION_SM80 = 1 };
+
+typedef struct kaio_attention_desc {
+    uint32_t struct_size;          /* sizeof(kaio_attention_desc)                 */
+    kaio_dtype dtype;              /* Q, K, V, dO: KAIO_DTYPE_F16 or _BF16         */
+    kaio_dtype out_dtype;          /* forward: O; backward: dQ, dK, dV. F32, F16 or
+                                      BF16; 0 means dtype                          */
+    kaio_dtype o_dtype;            /* backward only: the dtype of O as passed in
+                                      (dtype or F32); 0 means dtype                */
+    kaio_attention_mask mask;
+    kaio_attention_variant variant;
+    int32_t deterministic;         /* backward: accepted for API stability; the
+                                      backward is always deterministic (no atomics:
+                                      dQ and dK/dV come from separate kernels, each
+                                      output element written once)               */
+    uint32_t reserved;             /* must be 0                                   */
+    int64_t batch;                 /* B                                           */
+    int64_t seq_q, seq_k;          /* Sq, Sk                                      */
+    int64_t heads_q, heads_kv;     /* Hq, Hkv                                     */
+    int64_t head_dim;              /* D                                           */
+    float softmax_scale;           /* 0 means 1/√D                                */
+    uint32_t reserved2;            /* must be 0                                   */
+} kaio_attention_desc;
+
+/* Defaults: f16, out_dtype and o_dtype 0 (= dtype), no mask, AUTO,
+ * deterministic 1, all shape fields 0 (must be set), scale 0 (= 1/√D).
+ * Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_desc_init(kaio_attention_desc *desc,
+                                                             size_t struct_size);
+
+/* A prepared attention forward.    launch tensors: {Q, K, V, O, LSE}
+ * LSE may be a view with a NULL buffer: then it is not written.
+ * Ownership: caller owns *out; retains device. Thread-safe to launch from
+ * several threads. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_attention(kaio_op **out, kaio_device *device,
+                                                              const kaio_attention_desc *desc);
+
+/* One-shot forward: desc gives the shape, exactly as for the op (the views
+ * cannot tell B from S or H from D). lse may be NULL or have a NULL buffer. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention(kaio_stream *stream, const kaio_tensor *q,
+                                                    const kaio_tensor *k, const kaio_tensor *v,
+                                                    const kaio_tensor *o, const kaio_tensor *lse,
+                                                    const kaio_attention_desc *desc);
+
+/* A prepared attention backward.
+ *                     launch tensors: {dO, Q, K, V, O, LSE, dQ, dK, dV}
+ * dO is dtype; O is o_dtype; LSE is the forward's (f32 [B·Hq, Sq]); dQ, dK
+ * and dV are out_dtype and fully overwritten (no accumulation). Runs three
+ * kernels on the stream: Dv = rowsum(dO ∘ O) into the op's workspace, dQ
+ * over query tiles, then dK and dV over key tiles. Deterministic: the same
+ * inputs give bit-identical gradients on every run.
+ * Ownership: caller owns *out; retains device; the op owns a B·Hq·Sq f32
+ * workspace, so launches of one op must not run concurrently on different
+ * streams (launches on one stream are ordered). */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_attention_backward(
+    kaio_op **out, kaio_device *device, const kaio_attention_desc *desc);
+
+/* KAIO's rank-2 single-head tensor-core attention (one batch, one head):
+ * q [Sq, D] f16, k [Sk, D] f16, v [Sk, Dv] f16 -> out [Sq, Dv] f32, scale
+ * 1/√D. No seq_k cap. Dv must equal D and D be one of the forward's head
+ * dims (KAIO_ERROR_UNSUPPORTED otherwise). _causal masks top-left aligned
+ * as KAIO does (query i sees keys j <= i). Same view rules as above. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_tc(kaio_stream *stream, const kaio_tensor *q,
+                                                       const kaio_tensor *k,
+                                                       const kaio_tensor *v,
+                                                       const kaio_tensor *out);
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_tc_causal(kaio_stream *stream,
+                                                              const kaio_tensor *q,
+                                                              const kaio_tensor *k,
+                                                              const kaio_tensor *v,
+                                                              const kaio_tensor *out);
+
 KAIO_END_DECLS
 
 #endif /* KAIO_H */

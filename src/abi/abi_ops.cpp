@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/firewall.hpp"
 #include "ops/kquant_plan.hpp"
+#include "ops/attention.hpp"
 #include "ops/op_plan.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/handle_check.hpp"
@@ -110,6 +111,7 @@ KAIO_API kaio_status kaio_op_launch(const kaio_op *op, kaio_stream *stream,
   constexpr const char *fn = "kaio_op_launch";
   return kaio::firewall(fn, [&]() -> kaio_status {
     KAIO_TRY(kaio::check_handle(fn, "op", op));
+    if (op->attention) return kaio::run_attention(fn, op->device, *op->attention, stream, tensors, count);
     if (op->backward)
       return kaio::run_matmul_backward(fn, op->device, *op->backward, stream, tensors, count);
     if (op->kquant) return kaio::run_kquant(fn, op->device, *op->kquant, stream, tensors, count);

@@ -27,6 +27,8 @@ const char *module_name(ModuleId id) {
     case ModuleId::kquant_dequant: return "kquant_dequant";
     case ModuleId::quant_int8: return "quant_int8";
     case ModuleId::quant_int4: return "quant_int4";
+    case ModuleId::attention_fwd_sm80: return "attention_fwd_sm80";
+    case ModuleId::attention_bwd_sm80: return "attention_bwd_sm80";
     default: return "unknown";
   }
 }

@@ -20,6 +20,8 @@ enum class ModuleId : int {
   kquant_dequant,
   quant_int8,
   quant_int4,
+  attention_fwd_sm80,
+  attention_bwd_sm80,
   count
 };
 
@@ -28,6 +30,8 @@ enum class ModuleId : int {
 // are ordered variant (sync, async), input dtype (f16, bf16), then the
 // transposes of A and B (nn, nt, tn, tt). k-quant kernels are ordered by
 // format (q8_0, q4_k, q5_k, q6_k), then mode (ggml, candle) or M bucket.
+// transposes of A and B (nn, nt, tn, tt). Attention kernels: dtype (f16,
+// bf16), then head dim (32, 64, 96, 128[, 256]).
 // clang-format off
 #define KAIO_BUILTIN_KERNELS(X)                                                   \
   X(silu_gate_f32, elementwise, "kaio_silu_gate_f32")                             \
@@ -131,7 +135,35 @@ enum class ModuleId : int {
   X(int4_gemv_bf16_m16, quant_int4, "kaio_int4_gemv_bf16_m16") \
   X(int4_dequant_f16, quant_int4, "kaio_int4_dequant_f16") \
   X(int4_dequant_bf16, quant_int4, "kaio_int4_dequant_bf16") \
-  X(int4_transpose_u32, quant_int4, "kaio_int4_transpose_u32")
+  X(int4_transpose_u32, quant_int4, "kaio_int4_transpose_u32") \
+  X(attn_fwd_f16_d32, attention_fwd_sm80, "kaio_attn_fwd_f16_d32") \
+  X(attn_fwd_f16_d64, attention_fwd_sm80, "kaio_attn_fwd_f16_d64") \
+  X(attn_fwd_f16_d96, attention_fwd_sm80, "kaio_attn_fwd_f16_d96") \
+  X(attn_fwd_f16_d128, attention_fwd_sm80, "kaio_attn_fwd_f16_d128") \
+  X(attn_fwd_f16_d256, attention_fwd_sm80, "kaio_attn_fwd_f16_d256") \
+  X(attn_fwd_bf16_d32, attention_fwd_sm80, "kaio_attn_fwd_bf16_d32") \
+  X(attn_fwd_bf16_d64, attention_fwd_sm80, "kaio_attn_fwd_bf16_d64") \
+  X(attn_fwd_bf16_d96, attention_fwd_sm80, "kaio_attn_fwd_bf16_d96") \
+  X(attn_fwd_bf16_d128, attention_fwd_sm80, "kaio_attn_fwd_bf16_d128") \
+  X(attn_fwd_bf16_d256, attention_fwd_sm80, "kaio_attn_fwd_bf16_d256") \
+  X(attn_bwd_pre_f16, attention_bwd_sm80, "kaio_attn_bwd_pre_f16") \
+  X(attn_bwd_pre_bf16, attention_bwd_sm80, "kaio_attn_bwd_pre_bf16") \
+  X(attn_bwd_dq_f16_d32, attention_bwd_sm80, "kaio_attn_bwd_dq_f16_d32") \
+  X(attn_bwd_dq_f16_d64, attention_bwd_sm80, "kaio_attn_bwd_dq_f16_d64") \
+  X(attn_bwd_dq_f16_d96, attention_bwd_sm80, "kaio_attn_bwd_dq_f16_d96") \
+  X(attn_bwd_dq_f16_d128, attention_bwd_sm80, "kaio_attn_bwd_dq_f16_d128") \
+  X(attn_bwd_dq_bf16_d32, attention_bwd_sm80, "kaio_attn_bwd_dq_bf16_d32") \
+  X(attn_bwd_dq_bf16_d64, attention_bwd_sm80, "kaio_attn_bwd_dq_bf16_d64") \
+  X(attn_bwd_dq_bf16_d96, attention_bwd_sm80, "kaio_attn_bwd_dq_bf16_d96") \
+  X(attn_bwd_dq_bf16_d128, attention_bwd_sm80, "kaio_attn_bwd_dq_bf16_d128") \
+  X(attn_bwd_dkdv_f16_d32, attention_bwd_sm80, "kaio_attn_bwd_dkdv_f16_d32") \
+  X(attn_bwd_dkdv_f16_d64, attention_bwd_sm80, "kaio_attn_bwd_dkdv_f16_d64") \
+  X(attn_bwd_dkdv_f16_d96, attention_bwd_sm80, "kaio_attn_bwd_dkdv_f16_d96") \
+  X(attn_bwd_dkdv_f16_d128, attention_bwd_sm80, "kaio_attn_bwd_dkdv_f16_d128") \
+  X(attn_bwd_dkdv_bf16_d32, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d32") \
+  X(attn_bwd_dkdv_bf16_d64, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d64") \
+  X(attn_bwd_dkdv_bf16_d96, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d96") \
+  X(attn_bwd_dkdv_bf16_d128, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d128")
 // clang-format on
 
 enum class KernelId : int {

@@ -132,6 +132,11 @@ struct QuantPlanDeleter {
 kaio_status run_quant(const char *caller, const kaio_device *device, const QuantPlan &plan,
                       kaio_stream *stream, const kaio_tensor *tensors, size_t count);
 
+// Attention forward/backward (ops/attention.hpp); the deleter lives there.
+struct AttentionPlan;
+struct AttentionPlanDeleter {
+  void operator()(AttentionPlan *plan) const;
+};
 }  // namespace kaio
 
 struct kaio_op {
@@ -144,6 +149,7 @@ struct kaio_op {
   std::unique_ptr<kaio::BackwardPlan> backward;  // set for matmul backward only
   std::unique_ptr<kaio::KquantPlan> kquant;       // set for the k-quant ops only
   std::unique_ptr<kaio::QuantPlan, kaio::QuantPlanDeleter> quant;  // quantized ops only
+  std::unique_ptr<kaio::AttentionPlan, kaio::AttentionPlanDeleter> attention;  // attention only
   kaio_op();  // out of line: KquantPlan is incomplete here
   ~kaio_op();
 };

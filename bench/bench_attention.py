@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""libkaio FlashAttention against PyTorch SDPA (FLASH_ATTENTION = FlashAttention-2,
+and CUDNN_ATTENTION) on the same tensors, in the same process, on the same stream.
+
+    python3 bench/bench_attention.py --lib build-gpu/src/libkaio.so [--iters 20] [--json out.json]
+
+libkaio is loaded with ctypes; PyTorch's tensors are wrapped with
+kaio_buffer_wrap and its current stream with kaio_stream_wrap, so both sides
+read the very same memory. Timing: CUDA events around each call, warm-up
+first, median of --iters runs (>= 20). TFLOP/s counts the forward as
+4*B*Hq*Sq*Sk*D (halved when causal) and the backward as 2.5x that, the
+convention of FlashAttention's benchmarks and of shared/reference/h100-baselines.md.
+Inputs: f16 (or --dtype bf16), N(0, 1), BSHD contiguous; SDPA gets the
+(B, H, S, D) transposes of the same tensors.  Causal is bottom-right in
+libkaio and top-left in SDPA: identical here since Sq == Sk.
+"""
+
+import argparse
+import ctypes as C
+import json
+import math
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+SHAPES = [  # (B, Hq, Hkv, S, D)
+    (4, 32, 32, 1024, 64),
+    (4, 32, 32, 1024, 128),
+    (2, 32, 32, 4096, 128),
+    (1, 16, 16, 16384, 128),
+    (2, 32, 8, 4096, 128),   # GQA 32:8
+]
+
+KAIO_DTYPE = {torch.float16: 2, torch.bfloat16: 3, torch.float32: 1}
+
+
+class Tensor(C.Structure):
+    _fields_ = [("buffer", C.c_void_p), ("offset_bytes", C.c_uint64), ("dtype", C.c_int32),
+                ("reserved", C.c_uint32), ("rows", C.c_int64), ("cols", C.c_int64),
+                ("row_stride", C.c_int64)]
+
+
+class Desc(C.Structure):
+    _fields_ = [("struct_size", C.c_uint32), ("dtype", C.c_int32), ("out_dtype", C.c_int32),
+                ("o_dtype", C.c_int32), ("mask", C.c_int32), ("variant", C.c_int32),
+                ("deterministic", C.c_int32), ("reserved", C.c_uint32), ("batch", C.c_int64),
+                ("seq_q", C.c_int64), ("seq_k", C.c_int64), ("heads_q", C.c_int64),
+                ("heads_kv", C.c_int64), ("head_dim", C.c_int64), ("softmax_scale", C.c_float),
+                ("reserved2", C.c_uint32)]
+
+
+class Kaio:
+    def __init__(self, path):
+        self.lib = C.CDLL(path)
+        self.lib.kaio_last_error.restype = C.c_char_p
+        self.dev = C.c_void_p()
+        self.check(self.lib.kaio_device_open(C.byref(self.dev), 0), "kaio_device_open")
+        self.stream = C.c_void_p()
+        self.check(self.lib.kaio_stream_wrap(C.byref(self.stream), self.dev,
+                                             C.c_void_p(torch.cuda.current_stream().cuda_stream)),
+                   "kaio_stream_wrap")
+        self.buffers = []
+
+    def check(self, status, what):
+        if status != 0:
+            raise RuntimeError("%s failed (%d): %s" % (what, status, self.lib.kaio_last_error().decode()))
+
+    def view(self, t, rows, cols):
+        """A rank-2 view [rows, cols] of a contiguous torch tensor (None: skipped)."""
+        v = Tensor()
+        if t is None:
+            return v
+        b = C.c_void_p()
+        self.check(self.lib.kaio_buffer_wrap(C.byref(b), self.dev, C.c_uint64(t.data_ptr()),
+                                             C.c_uint64(t.numel() * t.element_size())), "kaio_buffer_wrap")
+        self.buffers.append(b)
+        v.buffer, v.dtype, v.rows, v.cols, v.row_stride = b.value, KAIO_DTYPE[t.dtype], rows, cols, cols
+        return v
+
+    def desc(self, dtype, b, hq, hkv, s, d, causal):
+        x = Desc()
+        self.check(self.lib.kaio_attention_desc_init(C.byref(x), C.sizeof(Desc)), "desc_init")
+        x.dtype = KAIO_DTYPE[dtype]
+        x.mask = 1 if causal else 0
+        x.batch, x.seq_q, x.seq_k, x.heads_q, x.heads_kv, x.head_dim = b, s, s, hq, hkv, d
+        return x
+
+    def op(self, desc, backward):
+        o = C.c_void_p()
+        fn = self.lib.kaio_op_create_attention_backward if backward else self.lib.kaio_op_create_attention
+        self.check(fn(C.byref(o), self.dev, C.byref(desc)), "kaio_op_create_attention")
+        return o
+
+    def launch(self, op, views):
+        arr = (Tensor * len(views))(*views)
+        self.check(self.lib.kaio_op_launch(op, self.stream, arr, C.c_size_t(len(views))), "kaio_op_launch")
+
+    def release(self):
+        for b in self.buffers:
+            self.lib.kaio_buffer_destroy(b)
+        self.buffers = []
+
+
+def time_ms(fn, iters, warmup=3):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def sdpa_runner(backend, q, k, v, do, causal, gqa):
+    """(forward, backward) closures for one SDPA backend, or None if it refuses."""
+    qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_(True) for x in (q, k, v))
+    dot = do.transpose(1, 2)
+    kw = {"is_causal": causal}
+    if gqa:
+        kw["enable_gqa"] = True
+
+    def fwd():
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(qt, kt, vt, **kw)
+
+    try:
+        out = fwd()
+        torch.autograd.grad(out, (qt, kt, vt), dot, retain_graph=True)
+    except Exception as e:  # noqa: BLE001 - a backend that cannot run this shape is reported
+        return None, str(e).split("\n")[0][:120]
+
+    def bwd():
+        torch.autograd.grad(out, (qt, kt, vt), dot, retain_graph=True)
+
+    def fwd_only():
+        with torch.no_grad():
+            with sdpa_kernel(backend):
+                F.scaled_dot_product_attention(qt, kt, vt, **kw)
+
+    return (fwd_only, bwd, out.transpose(1, 2)), None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--dtype", default="f16", choices=["f16", "bf16"])
+    ap.add_argument("--json")
+    ap.add_argument("--quick", action="store_true", help="first two shapes only")
+    args = ap.parse_args()
+    iters = max(args.iters, 20)
+    dtype = torch.float16 if args.dtype == "f16" else torch.bfloat16
+    torch.manual_seed(0)
+    kaio = Kaio(args.lib)
+    print("device: %s, torch %s, dtype %s, median of %d" % (torch.cuda.get_device_name(), torch.__version__,
+                                                             args.dtype, iters))
+    hdr = "%-26s %-6s | %8s %8s %8s | %8s %8s %8s | %6s %6s %6s %6s | %s" % (
+        "B Hq:Hkv S D", "causal", "kaio f", "FA2 f", "cuDNN f", "kaio b", "FA2 b", "cuDNN b",
+        "f/FA2", "f/cuD", "b/FA2", "b/cuD", "max|dO|")
+    print(hdr)
+    rows = []
+    shapes = SHAPES[:2] if args.quick else SHAPES
+    for (b, hq, hkv, s, d) in shapes:
+        for causal in (False, True):
+            q = torch.randn(b, s, hq, d, device="cuda", dtype=dtype)
+            k = torch.randn(b, s, hkv, d, device="cuda", dtype=dtype)
+            v = torch.randn(b, s, hkv, d, device="cuda", dtype=dtype)
+            do = torch.randn(b, s, hq, d, device="cuda", dtype=dtype)
+            o = torch.empty_like(q)
+            lse = torch.empty(b * hq, s, device="cuda", dtype=torch.float32)
+            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+            vq, vk, vv = kaio.view(q, b * s, hq * d), kaio.view(k, b * s, hkv * d), kaio.view(v, b * s, hkv * d)
+            vo, vl, vdo = kaio.view(o, b * s, hq * d), kaio.view(lse, b * hq, s), kaio.view(do, b * s, hq * d)
+            vdq, vdk, vdv = kaio.view(dq, b * s, hq * d), kaio.view(dk, b * s, hkv * d), kaio.view(dv, b * s, hkv * d)
+            desc = kaio.desc(dtype, b, hq, hkv, s, d, causal)
+            fop, bop = kaio.op(desc, False), kaio.op(desc, True)
+            flops = 4.0 * b * hq * s * s * d * (0.5 if causal else 1.0)
+            res = {"B": b, "Hq": hq, "Hkv": hkv, "S": s, "D": d, "causal": causal}
+            res["kaio_fwd_ms"] = time_ms(lambda: kaio.launch(fop, [vq, vk, vv, vo, vl]), iters)
+            res["kaio_bwd_ms"] = time_ms(lambda: kaio.launch(bop, [vdo, vq, vk, vv, vo, vl, vdq, vdk, vdv]), iters)
+            for name, backend in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                run, why = sdpa_runner(backend, q, k, v, do, causal, hkv != hq)
+                if run is None:
+                    res[name + "_error"] = why
+                    continue
+                fwd, bwd, ref = run
+                res[name + "_fwd_ms"] = time_ms(fwd, iters)
+                res[name + "_bwd_ms"] = time_ms(bwd, iters)
+                if name == "fa2" or "max_abs_diff_o" not in res:
+                    res["max_abs_diff_o"] = (o.float() - ref.float()).abs().max().item()
+            for key in ("kaio", "fa2", "cudnn"):
+                if key + "_fwd_ms" in res:
+                    res[key + "_fwd_tflops"] = flops / res[key + "_fwd_ms"] / 1e9
+                    res[key + "_bwd_tflops"] = 2.5 * flops / res[key + "_bwd_ms"] / 1e9
+            rows.append(res)
+
+            def tf(key):
+                return "%8.1f" % res[key] if key in res else "%8s" % "n/a"
+
+            def ratio(a, bkey):
+                return "%6.2f" % (res[a] / res[bkey]) if a in res and bkey in res else "%6s" % "n/a"
+
+            print("%-26s %-6s | %s %s %s | %s %s %s | %s %s %s %s | %.3g" % (
+                "%d %d:%d %d %d" % (b, hq, hkv, s, d), "yes" if causal else "no",
+                tf("kaio_fwd_tflops"), tf("fa2_fwd_tflops"), tf("cudnn_fwd_tflops"),
+                tf("kaio_bwd_tflops"), tf("fa2_bwd_tflops"), tf("cudnn_bwd_tflops"),
+                ratio("kaio_fwd_tflops", "fa2_fwd_tflops"), ratio("kaio_fwd_tflops", "cudnn_fwd_tflops"),
+                ratio("kaio_bwd_tflops", "fa2_bwd_tflops"), ratio("kaio_bwd_tflops", "cudnn_bwd_tflops"),
+                res.get("max_abs_diff_o", float("nan"))), flush=True)
+            for key in ("fa2_error", "cudnn_error"):
+                if key in res:
+                    print("    %s: %s" % (key, res[key]))
+            kaio.lib.kaio_op_destroy(fop)
+            kaio.lib.kaio_op_destroy(bop)
+            torch.cuda.synchronize()
+            kaio.release()
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

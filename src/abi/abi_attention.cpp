@@ -1,0 +1,166 @@
+// Attention entry points: the descriptor form (forward, backward) and KAIO's
+// rank-2 single-head tensor-core forms.
+#include <kaio/kaio.h>
+
+#include <cstring>
+#include <memory>
+
+#include "core/error.hpp"
+#include "core/firewall.hpp"
+#include "ops/attention.hpp"
+#include "runtime/handle_check.hpp"
+#include "runtime/stream.hpp"
+#include "runtime/tensor_view.hpp"
+
+using kaio::fail;
+
+namespace {
+
+kaio_attention_desc default_desc() {
+  kaio_attention_desc d;
+  std::memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.dtype = KAIO_DTYPE_F16;
+  d.mask = KAIO_ATTENTION_MASK_NONE;
+  d.variant = KAIO_ATTENTION_AUTO;
+  d.deterministic = 1;
+  return d;
+}
+
+// Reads a caller's descriptor of this or a later, larger version.
+kaio_status read_desc(const char *fn, const kaio_attention_desc *in, kaio_attention_desc *out) {
+  if (!in) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'desc' is NULL.", fn);
+  if (in->struct_size < sizeof(kaio_attention_desc))
+    return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
+                "%s: desc->struct_size is %u but must be at least %zu; initialise the desc with "
+                "kaio_attention_desc_init.",
+                fn, in->struct_size, sizeof(kaio_attention_desc));
+  std::memcpy(out, in, sizeof *out);
+  return KAIO_OK;
+}
+
+kaio_status create(const char *fn, kaio_op **out, kaio_device *device,
+                   const kaio_attention_desc *desc, bool backward) {
+  if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
+  *out = nullptr;
+  KAIO_TRY(kaio::check_handle(fn, "device", device));
+  kaio_attention_desc d;
+  KAIO_TRY(read_desc(fn, desc, &d));
+  auto op = std::make_unique<kaio_op>();
+  op->attention.reset(new kaio::AttentionPlan);
+  KAIO_TRY(kaio::plan_attention(fn, device, d, backward, op->attention.get()));
+  op->device = device;
+  kaio::device_retain(device);
+  *out = op.release();
+  return KAIO_OK;
+}
+
+kaio_status one_shot(const char *fn, kaio_stream *stream, const kaio_tensor *q,
+                     const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *o,
+                     const kaio_tensor *lse, const kaio_attention_desc &desc) {
+  KAIO_TRY(kaio::check_stream(fn, stream));
+  const struct {
+    const char *name;
+    const kaio_tensor *view;
+  } args[] = {{"q", q}, {"k", k}, {"v", v}, {"out", o}};
+  for (const auto &arg : args)
+    if (!arg.view)
+      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
+                  fn, arg.name);
+  kaio::AttentionPlan plan;
+  KAIO_TRY(kaio::plan_attention(fn, stream->device, desc, false, &plan));
+  kaio_tensor no_lse;
+  std::memset(&no_lse, 0, sizeof no_lse);
+  const kaio_tensor t[] = {*q, *k, *v, *o, lse ? *lse : no_lse};
+  return kaio::run_attention(fn, stream->device, plan, stream, t, 5);
+}
+
+// KAIO's rank-2 op: one batch, one head, f16 in, f32 out, top-left causal.
+kaio_status single_head(const char *fn, kaio_stream *stream, const kaio_tensor *q,
+                        const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *out,
+                        bool causal) {
+  const struct {
+    const char *name;
+    const kaio_tensor *view;
+  } args[] = {{"q", q}, {"k", k}, {"v", v}, {"out", out}};
+  for (const auto &arg : args)
+    if (!arg.view)
+      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
+                  fn, arg.name);
+  if (v->cols != q->cols || k->cols != q->cols)
+    return fail(KAIO_ERROR_UNSUPPORTED,
+                "%s: q has %lld columns, k %lld and v %lld; this implementation needs k and v "
+                "to have q's head dim (Dv == D). Pad v with zero columns to D.",
+                fn, static_cast<long long>(q->cols), static_cast<long long>(k->cols),
+                static_cast<long long>(v->cols));
+  kaio_attention_desc d = default_desc();
+  d.dtype = KAIO_DTYPE_F16;
+  d.out_dtype = KAIO_DTYPE_F32;
+  d.mask = causal ? KAIO_ATTENTION_CAUSAL_TOP_LEFT : KAIO_ATTENTION_MASK_NONE;
+  d.batch = 1;
+  d.heads_q = 1;
+  d.heads_kv = 1;
+  d.seq_q = q->rows;
+  d.seq_k = k->rows;
+  d.head_dim = q->cols;
+  return one_shot(fn, stream, q, k, v, out, nullptr, d);
+}
+
+}  // namespace
+
+extern "C" {
+
+KAIO_API kaio_status kaio_attention_desc_init(kaio_attention_desc *desc, size_t struct_size) {
+  constexpr const char *fn = "kaio_attention_desc_init";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    if (!desc) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'desc' is NULL.", fn);
+    if (struct_size < sizeof(kaio_attention_desc))
+      return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
+                  "%s: argument 'struct_size' is %zu but must be at least %zu.", fn, struct_size,
+                  sizeof(kaio_attention_desc));
+    std::memset(desc, 0, struct_size);
+    *desc = default_desc();
+    desc->struct_size = static_cast<uint32_t>(struct_size);
+    return KAIO_OK;
+  });
+}
+
+KAIO_API kaio_status kaio_op_create_attention(kaio_op **out, kaio_device *device,
+                                              const kaio_attention_desc *desc) {
+  constexpr const char *fn = "kaio_op_create_attention";
+  return kaio::firewall(fn, [&] { return create(fn, out, device, desc, false); });
+}
+
+KAIO_API kaio_status kaio_op_create_attention_backward(kaio_op **out, kaio_device *device,
+                                                       const kaio_attention_desc *desc) {
+  constexpr const char *fn = "kaio_op_create_attention_backward";
+  return kaio::firewall(fn, [&] { return create(fn, out, device, desc, true); });
+}
+
+KAIO_API kaio_status kaio_attention(kaio_stream *stream, const kaio_tensor *q,
+                                    const kaio_tensor *k, const kaio_tensor *v,
+                                    const kaio_tensor *o, const kaio_tensor *lse,
+                                    const kaio_attention_desc *desc) {
+  constexpr const char *fn = "kaio_attention";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    kaio_attention_desc d;
+    KAIO_TRY(read_desc(fn, desc, &d));
+    return one_shot(fn, stream, q, k, v, o, lse, d);
+  });
+}
+
+KAIO_API kaio_status kaio_attention_tc(kaio_stream *stream, const kaio_tensor *q,
+                                       const kaio_tensor *k, const kaio_tensor *v,
+                                       const kaio_tensor *out) {
+  constexpr const char *fn = "kaio_attention_tc";
+  return kaio::firewall(fn, [&] { return single_head(fn, stream, q, k, v, out, false); });
+}
+
+KAIO_API kaio_status kaio_attention_tc_causal(kaio_stream *stream, const kaio_tensor *q,
+                                              const kaio_tensor *k, const kaio_tensor *v,
+                                              const kaio_tensor *out) {
+  constexpr const char *fn = "kaio_attention_tc_causal";
+  return kaio::firewall(fn, [&] { return single_head(fn, stream, q, k, v, out, true); });
+}
+
+}  // extern "C"

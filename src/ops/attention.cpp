@@ -1,0 +1,313 @@
+// FlashAttention forward and backward: descriptor checks, kernel choice and
+// launches. The kernels' contract is in ptx/gen_attention_sm80.py.
+#include "ops/attention.hpp"
+
+#include <cinttypes>
+#include <climits>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "kernels/module_cache.hpp"
+#include "runtime/buffer.hpp"
+#include "runtime/stream.hpp"
+#include "runtime/tensor_view.hpp"
+
+namespace kaio {
+namespace {
+
+constexpr int64_t kFwdDims[] = {32, 64, 96, 128, 256};
+constexpr int64_t kBwdDims[] = {32, 64, 96, 128};
+constexpr int64_t kMaxGridY = 65535;
+constexpr int64_t kPreRowsPerBlock = 4;
+
+int dim_index(const int64_t *dims, size_t n, int64_t d) {
+  for (size_t i = 0; i < n; ++i)
+    if (dims[i] == d) return static_cast<int>(i);
+  return -1;
+}
+
+bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
+bool is_float(kaio_dtype d) { return d == KAIO_DTYPE_F32 || is_half(d); }
+
+kaio_status resolve(const char *caller, kaio_device *device, KernelId id, OpPlan *out) {
+  BuiltinFunction fn;
+  KAIO_TRY(device->modules->function(caller, id, &fn));
+  if (fn.block == 0 || fn.cols_per_block == 0)
+    return fail(KAIO_ERROR_INTERNAL, "%s: attention kernel %s lacks its launch annotation.",
+                caller, builtin_kernel(id).name);
+  out->function = fn.function;
+  out->shared_bytes = fn.shared_bytes;
+  out->block = fn.block;
+  out->cols = static_cast<int64_t>(fn.cols_per_block);  // rows of a tile per CTA
+  return KAIO_OK;
+}
+
+unsigned blocks(int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); }
+
+kaio_status check_desc(const char *caller, const kaio_attention_desc &d, bool backward) {
+  if (!is_half(d.dtype))
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: desc->dtype is %s (%d); attention takes KAIO_DTYPE_F16 or KAIO_DTYPE_BF16.",
+                caller, kaio_dtype_name(d.dtype), d.dtype);
+  if (!is_float(d.out_dtype))
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: desc->out_dtype is %s (%d); use 0 (same as dtype), KAIO_DTYPE_F32, "
+                "KAIO_DTYPE_F16 or KAIO_DTYPE_BF16.",
+                caller, kaio_dtype_name(d.out_dtype), d.out_dtype);
+  if (backward && d.o_dtype != d.dtype && d.o_dtype != KAIO_DTYPE_F32)
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: desc->o_dtype is %s (%d); O must be dtype (%s) or KAIO_DTYPE_F32 (0 means "
+                "dtype).",
+                caller, kaio_dtype_name(d.o_dtype), d.o_dtype, kaio_dtype_name(d.dtype));
+  if (d.mask < KAIO_ATTENTION_MASK_NONE || d.mask > KAIO_ATTENTION_CAUSAL_TOP_LEFT)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: desc->mask is %d; use KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL or "
+                "KAIO_ATTENTION_CAUSAL_TOP_LEFT.",
+                caller, d.mask);
+  if (d.variant != KAIO_ATTENTION_AUTO && d.variant != KAIO_ATTENTION_SM80)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: desc->variant is %d; use KAIO_ATTENTION_AUTO or KAIO_ATTENTION_SM80.", caller,
+                d.variant);
+  if (d.reserved != 0 || d.reserved2 != 0)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: desc->reserved fields must be 0; initialise the desc with "
+                "kaio_attention_desc_init.",
+                caller);
+  const struct {
+    const char *name;
+    int64_t value;
+  } dims[] = {{"batch", d.batch},     {"seq_q", d.seq_q},       {"seq_k", d.seq_k},
+              {"heads_q", d.heads_q}, {"heads_kv", d.heads_kv}, {"head_dim", d.head_dim}};
+  for (const auto &dim : dims)
+    if (dim.value < 1 || dim.value > INT32_MAX)
+      return fail(KAIO_ERROR_INVALID_DIMENSION,
+                  "%s: desc->%s is %" PRId64 "; it must be between 1 and %d (set every shape "
+                  "field of the desc).",
+                  caller, dim.name, dim.value, INT32_MAX);
+  if (d.heads_q % d.heads_kv != 0)
+    return fail(KAIO_ERROR_SHAPE_MISMATCH,
+                "%s: desc->heads_q is %" PRId64 " and desc->heads_kv is %" PRId64
+                "; heads_q must be a multiple of heads_kv (each KV head serves heads_q / heads_kv "
+                "query heads).",
+                caller, d.heads_q, d.heads_kv);
+  const bool fwd_dim = dim_index(kFwdDims, 5, d.head_dim) >= 0;
+  const bool bwd_dim = dim_index(kBwdDims, 4, d.head_dim) >= 0;
+  if (!fwd_dim || (backward && !bwd_dim))
+    return fail(KAIO_ERROR_UNSUPPORTED,
+                "%s: desc->head_dim is %" PRId64 "; the %s kernels take %s. Pad the head "
+                "dimension with zeros to the next supported size.",
+                caller, d.head_dim, backward ? "backward" : "forward",
+                backward ? "32, 64, 96 or 128" : "32, 64, 96, 128 or 256");
+  if (d.batch * d.heads_q > kMaxGridY)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: batch * heads_q is %" PRId64 "; at most %" PRId64 " per call. Split the "
+                "batch.",
+                caller, d.batch * d.heads_q, kMaxGridY);
+  if (d.batch * d.heads_q * d.seq_q > INT32_MAX)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: batch * heads_q * seq_q is %" PRId64 "; at most %d per call. Split the "
+                "batch.",
+                caller, d.batch * d.heads_q * d.seq_q, INT32_MAX);
+  if (!(std::isfinite(d.softmax_scale) && d.softmax_scale > 0.0f))
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: desc->softmax_scale is %g; it must be finite and > 0 (0 in the desc means "
+                "1/sqrt(head_dim)).",
+                caller, static_cast<double>(d.softmax_scale));
+  return KAIO_OK;
+}
+
+// A BSHD tensor as its rank-2 view [B·S, H·D]; 16-byte start, 8-element stride.
+kaio_status check_bshd(const char *caller, const char *arg, const kaio_tensor &t,
+                       const kaio_device *device, kaio_dtype dtype, int64_t batch, int64_t seq,
+                       int64_t heads, int64_t dim, CheckedView *out) {
+  KAIO_TRY(check_view(caller, arg, &t, device, out));
+  KAIO_TRY(check_dtype(caller, arg, *out, dtype));
+  KAIO_TRY(check_shape(caller, arg, *out, batch * seq, heads * dim));
+  if (out->address % 16 != 0 || out->row_stride % 8 != 0)
+    return fail(KAIO_ERROR_MISALIGNED,
+                "%s: argument '%s' starts at byte offset %" PRIu64 " of a 256-byte-aligned "
+                "allocation with row_stride %" PRId64 "; attention needs a 16-byte aligned start "
+                "and a row_stride that is a multiple of 8 elements.",
+                caller, arg, static_cast<uint64_t>(out->address % 256), out->row_stride);
+  return KAIO_OK;
+}
+
+kaio_status check_lse(const char *caller, const kaio_tensor &t, const kaio_device *device,
+                      const kaio_attention_desc &d, CheckedView *out) {
+  KAIO_TRY(check_view(caller, "LSE", &t, device, out));
+  KAIO_TRY(check_dtype(caller, "LSE", *out, KAIO_DTYPE_F32));
+  return check_shape(caller, "LSE", *out, d.batch * d.heads_q, d.seq_q);
+}
+
+kaio_status check_disjoint(const char *caller, std::initializer_list<std::pair<const char *, const CheckedView *>> outs,
+                           std::initializer_list<std::pair<const char *, const CheckedView *>> all) {
+  for (const auto &[oname, o] : outs)
+    for (const auto &[name, v] : all)
+      if (o != v) KAIO_TRY(check_no_partial_overlap(caller, oname, *o, name, *v, false));
+  return KAIO_OK;
+}
+
+unsigned long long bstride(const CheckedView &v, int64_t seq) {
+  return static_cast<unsigned long long>(v.row_stride * seq);
+}
+
+}  // namespace
+
+AttentionPlan::~AttentionPlan() { kaio_buffer_destroy(workspace); }
+
+void AttentionPlanDeleter::operator()(AttentionPlan *plan) const { delete plan; }
+
+kaio_status plan_attention(const char *caller, kaio_device *device,
+                           const kaio_attention_desc &desc, bool backward, AttentionPlan *plan) {
+  kaio_attention_desc d = desc;
+  if (d.out_dtype == 0) d.out_dtype = d.dtype;
+  if (d.o_dtype == 0) d.o_dtype = d.dtype;
+  if (d.softmax_scale == 0.0f)
+    d.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
+  KAIO_TRY(check_desc(caller, d, backward));
+  KAIO_TRY(require_arch(caller, device, 8, 0, "attention (mma.sync m16n8k16, cp.async)"));
+  plan->backward = backward;
+  plan->desc = d;
+  plan->causal = d.mask != KAIO_ATTENTION_MASK_NONE;
+  plan->causal_off = d.mask == KAIO_ATTENTION_CAUSAL ? static_cast<int32_t>(d.seq_k - d.seq_q) : 0;
+  const int dt = d.dtype == KAIO_DTYPE_BF16 ? 1 : 0;
+  const unsigned bh = static_cast<unsigned>(d.batch * d.heads_q);
+  if (!backward) {
+    const int di = dim_index(kFwdDims, 5, d.head_dim);
+    KAIO_TRY(resolve(caller, device, with_dtype_offset(KernelId::attn_fwd_f16_d32, dt * 5 + di),
+                     &plan->fwd));
+    plan->fwd.grid = blocks(d.seq_q, plan->fwd.cols);
+    plan->fwd.grid_y = bh;
+    return KAIO_OK;
+  }
+  const int di = dim_index(kBwdDims, 4, d.head_dim);
+  KAIO_TRY(resolve(caller, device, with_dtype_offset(KernelId::attn_bwd_pre_f16, dt), &plan->pre));
+  KAIO_TRY(resolve(caller, device, with_dtype_offset(KernelId::attn_bwd_dq_f16_d32, dt * 4 + di),
+                   &plan->dq));
+  KAIO_TRY(resolve(caller, device,
+                   with_dtype_offset(KernelId::attn_bwd_dkdv_f16_d32, dt * 4 + di), &plan->dkdv));
+  const int64_t rows = d.batch * d.seq_q * d.heads_q;
+  plan->pre.grid = blocks(rows, kPreRowsPerBlock);
+  plan->dq.grid = blocks(d.seq_q, plan->dq.cols);
+  plan->dq.grid_y = bh;
+  plan->dkdv.grid = blocks(d.seq_k, plan->dkdv.cols);
+  plan->dkdv.grid_y = static_cast<unsigned>(d.batch * d.heads_kv);
+  return kaio_buffer_create(&plan->workspace, device, static_cast<uint64_t>(rows) * 4);
+}
+
+namespace {
+
+kaio_status run_forward(const char *caller, const kaio_device *device, const AttentionPlan &plan,
+                        kaio_stream *stream, const kaio_tensor *t) {
+  const kaio_attention_desc &d = plan.desc;
+  CheckedView q, k, v, o, lse;
+  KAIO_TRY(check_bshd(caller, "Q", t[0], device, d.dtype, d.batch, d.seq_q, d.heads_q, d.head_dim, &q));
+  KAIO_TRY(check_bshd(caller, "K", t[1], device, d.dtype, d.batch, d.seq_k, d.heads_kv, d.head_dim, &k));
+  KAIO_TRY(check_bshd(caller, "V", t[2], device, d.dtype, d.batch, d.seq_k, d.heads_kv, d.head_dim, &v));
+  KAIO_TRY(check_bshd(caller, "O", t[3], device, d.out_dtype, d.batch, d.seq_q, d.heads_q, d.head_dim, &o));
+  const bool has_lse = t[4].buffer != nullptr;
+  if (has_lse) {
+    KAIO_TRY(check_lse(caller, t[4], device, d, &lse));
+    KAIO_TRY(check_disjoint(caller, {{"O", &o}, {"LSE", &lse}},
+                            {{"Q", &q}, {"K", &k}, {"V", &v}, {"O", &o}, {"LSE", &lse}}));
+  } else {
+    KAIO_TRY(check_disjoint(caller, {{"O", &o}}, {{"Q", &q}, {"K", &k}, {"V", &v}}));
+  }
+  unsigned long long pq = q.address, pk = k.address, pv = v.address, po = o.address,
+                     pl = has_lse ? lse.address : 0;
+  unsigned sq = static_cast<unsigned>(d.seq_q), sk = static_cast<unsigned>(d.seq_k),
+           hq = static_cast<unsigned>(d.heads_q),
+           group = static_cast<unsigned>(d.heads_q / d.heads_kv);
+  unsigned long long q_bs = bstride(q, d.seq_q), q_ss = q.row_stride, k_bs = bstride(k, d.seq_k),
+                     k_ss = k.row_stride, v_bs = bstride(v, d.seq_k), v_ss = v.row_stride,
+                     o_bs = bstride(o, d.seq_q), o_ss = o.row_stride,
+                     lse_rs = has_lse ? lse.row_stride : 0;
+  float scale_log2 = static_cast<float>(d.softmax_scale * 1.4426950408889634);
+  unsigned causal = plan.causal, causal_off = static_cast<unsigned>(plan.causal_off),
+           out_dtype = static_cast<unsigned>(d.out_dtype);
+  void *params[] = {&pq,   &pk,   &pv,   &po,   &pl,   &sq,     &sk,         &hq,
+                    &group, &q_bs, &q_ss, &k_bs, &k_ss, &v_bs,  &v_ss,       &o_bs,
+                    &o_ss, &lse_rs, &scale_log2, &causal, &causal_off, &out_dtype};
+  return launch_builtin(caller, device, plan.fwd, stream, params);
+}
+
+kaio_status run_backward(const char *caller, const kaio_device *device, const AttentionPlan &plan,
+                         kaio_stream *stream, const kaio_tensor *t) {
+  const kaio_attention_desc &d = plan.desc;
+  CheckedView dout, q, k, v, o, lse, dq, dk, dv;
+  const int64_t B = d.batch, Sq = d.seq_q, Sk = d.seq_k, Hq = d.heads_q, Hkv = d.heads_kv,
+                D = d.head_dim;
+  KAIO_TRY(check_bshd(caller, "dO", t[0], device, d.dtype, B, Sq, Hq, D, &dout));
+  KAIO_TRY(check_bshd(caller, "Q", t[1], device, d.dtype, B, Sq, Hq, D, &q));
+  KAIO_TRY(check_bshd(caller, "K", t[2], device, d.dtype, B, Sk, Hkv, D, &k));
+  KAIO_TRY(check_bshd(caller, "V", t[3], device, d.dtype, B, Sk, Hkv, D, &v));
+  KAIO_TRY(check_bshd(caller, "O", t[4], device, d.o_dtype, B, Sq, Hq, D, &o));
+  KAIO_TRY(check_lse(caller, t[5], device, d, &lse));
+  KAIO_TRY(check_bshd(caller, "dQ", t[6], device, d.out_dtype, B, Sq, Hq, D, &dq));
+  KAIO_TRY(check_bshd(caller, "dK", t[7], device, d.out_dtype, B, Sk, Hkv, D, &dk));
+  KAIO_TRY(check_bshd(caller, "dV", t[8], device, d.out_dtype, B, Sk, Hkv, D, &dv));
+  KAIO_TRY(check_disjoint(caller, {{"dQ", &dq}, {"dK", &dk}, {"dV", &dv}},
+                          {{"dO", &dout}, {"Q", &q}, {"K", &k}, {"V", &v}, {"O", &o},
+                           {"LSE", &lse}, {"dQ", &dq}, {"dK", &dk}, {"dV", &dv}}));
+
+  unsigned long long p_do = dout.address, p_o = o.address, p_ws = plan.workspace->ptr;
+  unsigned rows = static_cast<unsigned>(B * Sq * Hq), sq = static_cast<unsigned>(Sq),
+           hq = static_cast<unsigned>(Hq), hd = static_cast<unsigned>(D),
+           o_f32 = d.o_dtype == KAIO_DTYPE_F32 ? 1u : 0u;
+  unsigned long long do_bs = bstride(dout, Sq), do_ss = dout.row_stride, o_bs = bstride(o, Sq),
+                     o_ss = o.row_stride;
+  void *pre[] = {&p_do, &p_o, &p_ws, &rows, &sq, &hq, &hd, &do_bs, &do_ss, &o_bs, &o_ss, &o_f32};
+  KAIO_TRY(launch_builtin(caller, device, plan.pre, stream, pre));
+
+  unsigned long long pq = q.address, pk = k.address, pv = v.address, pl = lse.address;
+  unsigned sk = static_cast<unsigned>(Sk), group = static_cast<unsigned>(Hq / Hkv);
+  unsigned long long q_bs = bstride(q, Sq), q_ss = q.row_stride, k_bs = bstride(k, Sk),
+                     k_ss = k.row_stride, v_bs = bstride(v, Sk), v_ss = v.row_stride,
+                     lse_rs = lse.row_stride;
+  float scale = d.softmax_scale;
+  float scale_log2 = static_cast<float>(d.softmax_scale * 1.4426950408889634);
+  unsigned causal = plan.causal, causal_off = static_cast<unsigned>(plan.causal_off),
+           out_dtype = static_cast<unsigned>(d.out_dtype);
+  // dQ: grad_a = dQ, grad_b unused.
+  unsigned long long ga = dq.address, gb = 0, ga_bs = bstride(dq, Sq), ga_ss = dq.row_stride,
+                     gb_bs = 0, gb_ss = 0;
+  void *params[] = {&pq,    &pk,    &pv,    &p_do,  &pl,     &p_ws,   &ga,         &gb,
+                    &sq,    &sk,    &hq,    &group, &q_bs,   &q_ss,   &k_bs,       &k_ss,
+                    &v_bs,  &v_ss,  &do_bs, &do_ss, &ga_bs,  &ga_ss,  &gb_bs,      &gb_ss,
+                    &lse_rs, &scale, &scale_log2, &causal, &causal_off, &out_dtype};
+  KAIO_TRY(launch_builtin(caller, device, plan.dq, stream, params));
+  // dK, dV: grad_a = dK, grad_b = dV (same parameter list).
+  ga = dk.address;
+  ga_bs = bstride(dk, Sk);
+  ga_ss = dk.row_stride;
+  gb = dv.address;
+  gb_bs = bstride(dv, Sk);
+  gb_ss = dv.row_stride;
+  return launch_builtin(caller, device, plan.dkdv, stream, params);
+}
+
+}  // namespace
+
+kaio_status run_attention(const char *caller, const kaio_device *device, const AttentionPlan &plan,
+                          kaio_stream *stream, const kaio_tensor *tensors, size_t count) {
+  KAIO_TRY(check_stream(caller, stream));
+  if (stream->device != device)
+    return fail(KAIO_ERROR_WRONG_DEVICE,
+                "%s: the op belongs to device %d but 'stream' is on device %d; create the op on "
+                "the stream's device.",
+                caller, device->ordinal, stream->device->ordinal);
+  const size_t expected = plan.backward ? 9 : 5;
+  const char *order =
+      plan.backward ? "{dO, Q, K, V, O, LSE, dQ, dK, dV}" : "{Q, K, V, O, LSE}";
+  if (!tensors)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'tensors' is NULL; pass %s.", caller,
+                order);
+  if (count != expected)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: argument 'count' is %zu but attention %s takes %zu tensors: %s.", caller,
+                count, plan.backward ? "backward" : "forward", expected, order);
+  return plan.backward ? run_backward(caller, device, plan, stream, tensors)
+                       : run_forward(caller, device, plan, stream, tensors);
+}
+
+}  // namespace kaio

@@ -1,0 +1,35 @@
+// FlashAttention forward and backward on the sm_80 mma.sync kernels
+// (ptx/gen_attention_sm80.py): planning (checks, kernel resolution, the
+// backward's workspace) and launching from rank-2 BSHD views.
+#pragma once
+
+#include <kaio/kaio.h>
+
+#include "ops/op_plan.hpp"
+
+namespace kaio {
+
+struct AttentionPlan {
+  bool backward = false;
+  kaio_attention_desc desc{};  // normalised: out_dtype, o_dtype and scale filled in
+  unsigned causal = 0;         // kernel flag
+  int32_t causal_off = 0;      // key j visible to query i iff j <= i + causal_off
+  OpPlan fwd;                  // forward kernel (or unused)
+  OpPlan pre;                  // backward: Dv = rowsum(dO ∘ O)
+  OpPlan dq;                   // backward: dQ over query tiles
+  OpPlan dkdv;                 // backward: dK, dV over key tiles
+  kaio_buffer *workspace = nullptr;  // backward: Dv, B·Hq·Sq f32
+  ~AttentionPlan();
+};
+
+// Checks the descriptor against the constraints in kaio.h, resolves the
+// kernels and, for the backward, allocates the workspace.
+kaio_status plan_attention(const char *caller, kaio_device *device,
+                           const kaio_attention_desc &desc, bool backward, AttentionPlan *plan);
+
+// Checks the views ({Q, K, V, O, LSE} or {dO, Q, K, V, O, LSE, dQ, dK, dV})
+// and the stream, then enqueues the kernels.
+kaio_status run_attention(const char *caller, const kaio_device *device, const AttentionPlan &plan,
+                          kaio_stream *stream, const kaio_tensor *tensors, size_t count);
+
+}  // namespace kaio

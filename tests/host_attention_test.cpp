@@ -1,0 +1,284 @@
+// Attention on the fake driver: kernel choice, grid and arguments of the
+// forward and the three backward kernels, and every rejected input with its
+// status, a message naming the function and the argument, and no launch.
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "support/kaio_test.hpp"
+
+namespace {
+
+class FakeAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kt::on_fake_driver())
+      GTEST_SKIP() << "needs the fake driver: run through `meson test` (suite host), which sets "
+                      "LIBKAIO_CUDA_DRIVER";
+    dev_ = kt::open_device(0);
+    stream_ = kt::make_stream(dev_.get());
+    buf_ = kt::make_buffer(dev_.get(), 8 << 20);
+  }
+
+  struct Launch {
+    std::string name;
+    unsigned grid[3] = {0, 0, 0}, block[3] = {0, 0, 0}, shared = 0;
+  };
+
+  static Launch last_launch() {
+    Launch l;
+    char name[128] = {0};
+    EXPECT_EQ(kt::fake().last_launch(name, sizeof name, l.grid, l.block, &l.shared), 0);
+    l.name = name;
+    return l;
+  }
+
+  template <class T>
+  static T param(size_t index) {
+    T v{};
+    EXPECT_EQ(kt::fake().last_launch_param(index, &v, sizeof v), 0);
+    return v;
+  }
+
+  // B 2, Sq 100, Sk 77, Hq 4, Hkv 2, D 64, laid out in one 8 MiB buffer:
+  // Q at 0, K 1 MiB, V 2 MiB, O 3 MiB, LSE 4 MiB, dO 5 MiB, dQ 6 MiB, dK 7 MiB,
+  // dV 7.5 MiB.
+  static constexpr int64_t B = 2, Sq = 100, Sk = 77, Hq = 4, Hkv = 2, D = 64;
+  kaio_tensor bshd(uint64_t offset, kaio_dtype dt, int64_t seq, int64_t heads) const {
+    kaio_tensor t = kaio_tensor_2d(buf_.get(), dt, B * seq, heads * D);
+    t.offset_bytes = offset;
+    return t;
+  }
+  kaio_attention_desc desc() const {
+    kaio_attention_desc d;
+    EXPECT_EQ(kaio_attention_desc_init(&d, sizeof d), KAIO_OK);
+    d.dtype = KAIO_DTYPE_BF16;
+    d.batch = B;
+    d.seq_q = Sq;
+    d.seq_k = Sk;
+    d.heads_q = Hq;
+    d.heads_kv = Hkv;
+    d.head_dim = D;
+    return d;
+  }
+  struct Fwd {
+    kaio_tensor t[5];
+  };
+  Fwd fwd(kaio_dtype dt = KAIO_DTYPE_BF16) const {
+    kaio_tensor lse = kaio_tensor_2d(buf_.get(), KAIO_DTYPE_F32, B * Hq, Sq);
+    lse.offset_bytes = 4 << 20;
+    return {{bshd(0, dt, Sq, Hq), bshd(1 << 20, dt, Sk, Hkv), bshd(2 << 20, dt, Sk, Hkv),
+             bshd(3 << 20, dt, Sq, Hq), lse}};
+  }
+  struct Bwd {
+    kaio_tensor t[9];
+  };
+  Bwd bwd() const {
+    Fwd f = fwd();
+    const kaio_dtype dt = KAIO_DTYPE_BF16;
+    return {{bshd(5 << 20, dt, Sq, Hq), f.t[0], f.t[1], f.t[2], f.t[3], f.t[4],
+             bshd(6 << 20, dt, Sq, Hq), bshd(7 << 20, dt, Sk, Hkv), bshd((15 << 20) / 2, dt, Sk, Hkv)}};
+  }
+
+  kt::Device dev_;
+  kt::Stream stream_;
+  kt::Buffer buf_;
+};
+
+TEST_F(FakeAttention, ForwardPicksKernelGridAndArguments) {
+  for (kaio_attention_mask mask : {KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL,
+                                   KAIO_ATTENTION_CAUSAL_TOP_LEFT}) {
+    kaio_attention_desc d = desc();
+    d.mask = mask;
+    Fwd f = fwd();
+    KT_OK(kaio_attention(stream_.get(), &f.t[0], &f.t[1], &f.t[2], &f.t[3], &f.t[4], &d));
+    Launch l = last_launch();
+    EXPECT_EQ(l.name, "kaio_attn_fwd_bf16_d64");
+    EXPECT_EQ(l.grid[0], 2u);        // ceil(100 / 64) query tiles
+    EXPECT_EQ(l.grid[1], 8u);        // B * Hq
+    EXPECT_EQ(l.block[0], 128u);
+    EXPECT_GT(l.shared, 0u);         // as the PTX annotation says
+    EXPECT_EQ(param<uint32_t>(5), 100u);
+    EXPECT_EQ(param<uint32_t>(6), 77u);
+    EXPECT_EQ(param<uint32_t>(7), 4u);
+    EXPECT_EQ(param<uint32_t>(8), 2u);                     // group = Hq / Hkv
+    EXPECT_EQ(param<uint64_t>(9), uint64_t{100 * 4 * 64});  // Q batch stride
+    EXPECT_EQ(param<uint64_t>(10), uint64_t{4 * 64});       // Q row stride
+    EXPECT_EQ(param<uint64_t>(11), uint64_t{77 * 2 * 64});  // K batch stride
+    EXPECT_FLOAT_EQ(param<float>(18), static_cast<float>(1.4426950408889634 / 8.0));
+    EXPECT_EQ(param<uint32_t>(19), mask == KAIO_ATTENTION_MASK_NONE ? 0u : 1u);
+    EXPECT_EQ(static_cast<int32_t>(param<uint32_t>(20)), mask == KAIO_ATTENTION_CAUSAL ? 77 - 100 : 0);
+    EXPECT_EQ(param<uint32_t>(21), static_cast<uint32_t>(KAIO_DTYPE_BF16));
+  }
+  // A NULL-buffer LSE is skipped: the kernel gets a null pointer.
+  kaio_attention_desc d = desc();
+  d.out_dtype = KAIO_DTYPE_F32;
+  d.softmax_scale = 0.5f;
+  Fwd f = fwd();
+  f.t[3].dtype = KAIO_DTYPE_F32;
+  kaio_tensor no_lse = f.t[4];
+  no_lse.buffer = nullptr;
+  kaio_op *op = nullptr;
+  KT_OK(kaio_op_create_attention(&op, dev_.get(), &d));
+  kt::Op guard(op);
+  f.t[4] = no_lse;
+  KT_OK(kaio_op_launch(op, stream_.get(), f.t, 5));
+  EXPECT_EQ(param<uint64_t>(4), 0u);
+  EXPECT_FLOAT_EQ(param<float>(18), static_cast<float>(0.5 * 1.4426950408889634));
+  EXPECT_EQ(param<uint32_t>(21), static_cast<uint32_t>(KAIO_DTYPE_F32));
+}
+
+TEST_F(FakeAttention, BackwardLaunchesPreprocessDqThenDkDv) {
+  kaio_attention_desc d = desc();
+  d.mask = KAIO_ATTENTION_CAUSAL;
+  kaio_op *op = nullptr;
+  KT_OK(kaio_op_create_attention_backward(&op, dev_.get(), &d));
+  kt::Op guard(op);
+  Bwd b = bwd();
+  const unsigned long long before = kt::fake().launch_count();
+  KT_OK(kaio_op_launch(op, stream_.get(), b.t, 9));
+  EXPECT_EQ(kt::fake().launch_count() - before, 3u);
+  Launch l = last_launch();
+  EXPECT_EQ(l.name, "kaio_attn_bwd_dkdv_bf16_d64");
+  EXPECT_EQ(l.grid[0], 2u);  // ceil(77 / 64) key tiles
+  EXPECT_EQ(l.grid[1], 4u);  // B * Hkv
+  EXPECT_EQ(l.block[0], 128u);
+  EXPECT_FLOAT_EQ(param<float>(25), 0.125f);  // scale 1/sqrt(64)
+  EXPECT_EQ(static_cast<int32_t>(param<uint32_t>(28)), 77 - 100);
+  // Head dim 256 has no backward kernel.
+  d.head_dim = 256;
+  kaio_op *bad = nullptr;
+  EXPECT_EQ(kaio_op_create_attention_backward(&bad, dev_.get(), &d), KAIO_ERROR_UNSUPPORTED);
+  EXPECT_EQ(bad, nullptr);
+  EXPECT_NE(std::string(kaio_last_error()).find("head_dim"), std::string::npos);
+}
+
+TEST_F(FakeAttention, KaioRank2OpsUseTheForwardKernelTopLeft) {
+  kaio_tensor q = kaio_tensor_2d(buf_.get(), KAIO_DTYPE_F16, 33, 128);
+  kaio_tensor k = kaio_tensor_2d(buf_.get(), KAIO_DTYPE_F16, 1000, 128);
+  k.offset_bytes = 1 << 20;
+  kaio_tensor v = k;
+  v.offset_bytes = 2 << 20;
+  kaio_tensor o = kaio_tensor_2d(buf_.get(), KAIO_DTYPE_F32, 33, 128);
+  o.offset_bytes = 3 << 20;
+  KT_OK(kaio_attention_tc_causal(stream_.get(), &q, &k, &v, &o));
+  Launch l = last_launch();
+  EXPECT_EQ(l.name, "kaio_attn_fwd_f16_d128");
+  EXPECT_EQ(l.grid[0], 1u);
+  EXPECT_EQ(l.grid[1], 1u);
+  EXPECT_EQ(param<uint32_t>(19), 1u);
+  EXPECT_EQ(param<uint32_t>(20), 0u);  // top-left
+  EXPECT_EQ(param<uint32_t>(21), static_cast<uint32_t>(KAIO_DTYPE_F32));
+  KT_OK(kaio_attention_tc(stream_.get(), &q, &k, &v, &o));
+  EXPECT_EQ(param<uint32_t>(19), 0u);
+}
+
+struct BadCase {
+  const char *name;
+  kaio_status expected;
+  std::vector<const char *> parts;
+  std::function<kaio_status(const kaio_attention_desc &, kaio_tensor *)> edit_and_call;
+};
+
+TEST_F(FakeAttention, RejectsBadInputsWithoutLaunching) {
+  kaio_stream *s = stream_.get();
+  kaio_device *dv = dev_.get();
+  auto fwd_call = [s](const kaio_attention_desc &d, kaio_tensor *t) {
+    return kaio_attention(s, &t[0], &t[1], &t[2], &t[3], &t[4], &d);
+  };
+  auto create = [dv](const kaio_attention_desc &d, bool backward) {
+    kaio_op *op = nullptr;
+    kaio_status st = backward ? kaio_op_create_attention_backward(&op, dv, &d)
+                              : kaio_op_create_attention(&op, dv, &d);
+    EXPECT_EQ(op, nullptr);
+    kaio_op_destroy(op);
+    return st;
+  };
+  using V = std::vector<const char *>;
+  std::vector<BadCase> cases = {
+      {"head ratio", KAIO_ERROR_SHAPE_MISMATCH, V{"kaio_attention", "heads_q", "heads_kv", "multiple"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { d.heads_kv = 3; return fwd_call(d, t); }},
+      {"head dim 80", KAIO_ERROR_UNSUPPORTED, V{"kaio_attention", "head_dim", "80"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { d.head_dim = 80; return fwd_call(d, t); }},
+      {"f32 inputs", KAIO_ERROR_INVALID_DTYPE, V{"kaio_attention", "dtype", "f32"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { d.dtype = KAIO_DTYPE_F32; return fwd_call(d, t); }},
+      {"i8 output", KAIO_ERROR_INVALID_DTYPE, V{"out_dtype", "i8"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { d.out_dtype = KAIO_DTYPE_I8; return fwd_call(d, t); }},
+      {"negative scale", KAIO_ERROR_INVALID_ARGUMENT, V{"softmax_scale", "-1"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { d.softmax_scale = -1.0f; return fwd_call(d, t); }},
+      {"NaN scale", KAIO_ERROR_INVALID_ARGUMENT, V{"softmax_scale", "nan"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { d.softmax_scale = std::nanf(""); return fwd_call(d, t); }},
+      {"unknown mask", KAIO_ERROR_INVALID_ARGUMENT, V{"mask", "7"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { d.mask = 7; return fwd_call(d, t); }},
+      {"zero seq_q", KAIO_ERROR_INVALID_DIMENSION, V{"seq_q", "0"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { d.seq_q = 0; return fwd_call(d, t); }},
+      {"grid y overflow", KAIO_ERROR_INVALID_DIMENSION, V{"batch * heads_q", "65536"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { d.batch = 16384; d.heads_q = 4; d.heads_kv = 1; return fwd_call(d, t); }},
+      {"reserved field", KAIO_ERROR_INVALID_ARGUMENT, V{"reserved"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { d.reserved = 1; return fwd_call(d, t); }},
+      {"small struct_size", KAIO_ERROR_BUFFER_TOO_SMALL, V{"struct_size", "kaio_attention_desc_init"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { d.struct_size = 8; return fwd_call(d, t); }},
+      {"Q rows", KAIO_ERROR_SHAPE_MISMATCH, V{"kaio_attention", "'Q'"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { t[0].rows -= 1; return fwd_call(d, t); }},
+      {"K cols (heads_kv)", KAIO_ERROR_SHAPE_MISMATCH, V{"'K'"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { t[1].cols = Hq * D; return fwd_call(d, t); }},
+      {"V dtype", KAIO_ERROR_INVALID_DTYPE, V{"'V'"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { t[2].dtype = KAIO_DTYPE_F16; return fwd_call(d, t); }},
+      {"Q misaligned", KAIO_ERROR_MISALIGNED, V{"'Q'", "16-byte"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { t[0].offset_bytes += 2; return fwd_call(d, t); }},
+      {"K stride", KAIO_ERROR_MISALIGNED, V{"'K'", "row_stride"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { t[1].row_stride = Hkv * D + 4; return fwd_call(d, t); }},
+      {"O overlaps Q", KAIO_ERROR_INVALID_ARGUMENT, V{"'O'", "'Q'", "overlap"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { t[3].offset_bytes = 0; return fwd_call(d, t); }},
+      {"LSE shape", KAIO_ERROR_SHAPE_MISMATCH, V{"'LSE'"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { t[4].cols = Sq + 1; return fwd_call(d, t); }},
+      {"LSE dtype", KAIO_ERROR_INVALID_DTYPE, V{"'LSE'"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { t[4].dtype = KAIO_DTYPE_F16; return fwd_call(d, t); }},
+      {"null desc", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_attention", "'desc'"},
+       [&](kaio_attention_desc, kaio_tensor *t) { return kaio_attention(s, &t[0], &t[1], &t[2], &t[3], &t[4], nullptr); }},
+      {"null q", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_attention", "'q'"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { return kaio_attention(s, nullptr, &t[1], &t[2], &t[3], &t[4], &d); }},
+      {"backward o_dtype", KAIO_ERROR_INVALID_DTYPE, V{"kaio_op_create_attention_backward", "o_dtype"},
+       [&](kaio_attention_desc d, kaio_tensor *) { d.o_dtype = KAIO_DTYPE_F16; return create(d, true); }},
+      {"backward head ratio", KAIO_ERROR_SHAPE_MISMATCH, V{"kaio_op_create_attention_backward", "heads_q"},
+       [&](kaio_attention_desc d, kaio_tensor *) { d.heads_q = 5; return create(d, true); }},
+      {"create unset shape", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_op_create_attention", "batch"},
+       [&](kaio_attention_desc d, kaio_tensor *) { d.batch = 0; return create(d, false); }},
+      {"attention_tc Dv != D", KAIO_ERROR_UNSUPPORTED, V{"kaio_attention_tc", "Dv"},
+       [&](kaio_attention_desc, kaio_tensor *t) {
+         kaio_tensor q = kaio_tensor_2d(t[0].buffer, KAIO_DTYPE_F16, 8, 64);
+         kaio_tensor v = q;
+         v.cols = 32;
+         kaio_tensor o = kaio_tensor_2d(t[0].buffer, KAIO_DTYPE_F32, 8, 32);
+         o.offset_bytes = 1 << 20;
+         return kaio_attention_tc(s, &q, &q, &v, &o);
+       }},
+  };
+  for (const auto &c : cases) {
+    SCOPED_TRACE(c.name);
+    Fwd f = fwd();
+    const unsigned long long before = kt::fake().launch_count();
+    kaio_status st = c.edit_and_call(desc(), f.t);
+    EXPECT_EQ(st, c.expected) << kaio_status_name(st) << ": " << kaio_last_error();
+    const std::string msg = kaio_last_error();
+    for (const char *part : c.parts) EXPECT_NE(msg.find(part), std::string::npos) << msg;
+    EXPECT_EQ(kt::fake().launch_count(), before);
+  }
+  // The backward op checks its nine views at launch.
+  kaio_attention_desc d = desc();
+  kaio_op *op = nullptr;
+  KT_OK(kaio_op_create_attention_backward(&op, dv, &d));
+  kt::Op guard(op);
+  Bwd b = bwd();
+  EXPECT_EQ(kaio_op_launch(op, s, b.t, 5), KAIO_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kaio_last_error()).find("{dO, Q, K, V, O, LSE, dQ, dK, dV}"), std::string::npos);
+  b.t[7] = b.t[1];  // dK onto Q
+  b.t[7].rows = B * Sk;
+  b.t[7].cols = Hkv * D;
+  EXPECT_EQ(kaio_op_launch(op, s, b.t, 9), KAIO_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kaio_last_error()).find("overlap"), std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,23 @@
+#include "support/lang_sources.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#ifndef KAIO_SOURCE_ROOT
+#error "KAIO_SOURCE_ROOT must name the source tree"
+#endif
+
+namespace kt {
+
+std::string lang_example(const std::string &name) {
+  const std::string path = std::string(KAIO_SOURCE_ROOT) + "/examples/lang/" + name + ".kaio";
+  std::ifstream f(path);
+  EXPECT_TRUE(f.good()) << "cannot read " << path;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace kt

@@ -293,19 +293,30 @@ TEST_F(FakeLang, RowKernelUsesAWarpPerShortRowAndABlockPerLongRow) {
   LangKernel k(create(kt::lang_example("rmsnorm")));
   ASSERT_TRUE(k);
   const double eps[] = {1e-5};
-  kaio_tensor t[3] = {view(0, KAIO_DTYPE_F16, 20, 1024), view(65536, KAIO_DTYPE_F16, 1, 1024),
-                      view(131072, KAIO_DTYPE_F16, 20, 1024)};
+  kaio_tensor t[3] = {view(0, KAIO_DTYPE_F16, 20, 1024), view(262144, KAIO_DTYPE_F16, 1, 1024),
+                      view(524288, KAIO_DTYPE_F16, 20, 1024)};
+  KT_OK(kaio_lang_kernel_launch(k.get(), stream.get(), t, 3, eps, 1));
+  EXPECT_EQ(last_name(), "kaio_lang_rmsnorm_warp_cached");  // aligned, fits 32 lanes x 32
+  EXPECT_EQ(last_grid, 3u);  // 8 rows a block
+  t[0].offset_bytes = 2;  // misaligned: element accesses, re-reading the row
   KT_OK(kaio_lang_kernel_launch(k.get(), stream.get(), t, 3, eps, 1));
   EXPECT_EQ(last_name(), "kaio_lang_rmsnorm_warp");
-  EXPECT_EQ(last_grid, 3u);  // 8 rows a block
+  t[0].offset_bytes = 0;
   float got = 0;
   EXPECT_EQ(kt::fake().last_launch_param(12, &got, sizeof got), 0);  // after 3 tensors x 4
   EXPECT_EQ(got, 1e-5f);
   t[0].cols = t[1].cols = t[2].cols = 1025;
   t[0].rows = t[2].rows = 7;
   KT_OK(kaio_lang_kernel_launch(k.get(), stream.get(), t, 3, eps, 1));
-  EXPECT_EQ(last_name(), "kaio_lang_rmsnorm_block");
+  EXPECT_EQ(last_name(), "kaio_lang_rmsnorm_block");  // 1025 is not a multiple of 8
   EXPECT_EQ(last_grid, 7u);
+  t[0].cols = t[1].cols = t[2].cols = 8192;
+  t[0].rows = t[2].rows = 2;
+  KT_OK(kaio_lang_kernel_launch(k.get(), stream.get(), t, 3, eps, 1));
+  EXPECT_EQ(last_name(), "kaio_lang_rmsnorm_block_cached");  // 256 lanes x 32 columns
+  t[0].cols = t[1].cols = t[2].cols = 8200;
+  KT_OK(kaio_lang_kernel_launch(k.get(), stream.get(), t, 3, eps, 1));
+  EXPECT_EQ(last_name(), "kaio_lang_rmsnorm_block");
   KT_OK(kaio_lang_kernel_check(k.get()));
 }
 

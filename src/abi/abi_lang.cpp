@@ -75,11 +75,14 @@ KAIO_API kaio_status kaio_lang_kernel_create(kaio_lang_kernel **out, kaio_device
     std::unique_ptr<kaio_lang_kernel, void (*)(kaio_lang_kernel *)> k(new kaio_lang_kernel,
                                                                         destroy_kernel);
     const std::string base = lang::entry_base(compiled->kernel);
-    const char *suffix[2][2] = {{"_scalar", "_vector"}, {"_warp", "_block"}};
+    const char *suffix[2][4] = {{"_scalar", "_vector", nullptr, nullptr},
+                                {"_warp", "_block", "_warp_cached", "_block_cached"}};
     kaio::ContextScope scope(device);
     KAIO_TRY(scope.status(fn));
-    for (int e = 0; e < 2; ++e) {
-      std::string name = base + suffix[compiled->kernel.row_kernel][e];
+    for (int e = 0; e < 4; ++e) {
+      const char *which = suffix[compiled->kernel.row_kernel][e];
+      if (!which) break;
+      std::string name = base + which;
       if (cu::CUresult r = device->api->cuModuleGetFunction(&k->entries[e], module, name.c_str()))
         return fail_driver(r, fn, "cuModuleGetFunction");
     }

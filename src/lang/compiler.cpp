@@ -21,7 +21,7 @@ bool check_source(std::string_view source, Kernel *out, Diagnostic *error) {
 bool compile(std::string_view source, Compiled *out, Diagnostic *error) {
   if (!check_source(source, &out->kernel, error)) return false;
   out->ptx = lower_to_ptx(out->kernel);
-  out->vector_width = out->kernel.row_kernel ? 1 : vector_width(out->kernel);
+  out->vector_width = vector_width(out->kernel);
   return true;
 }
 

@@ -14,7 +14,7 @@ namespace kaio::lang {
 struct Compiled {
   Kernel kernel;        // the checked tree (launch metadata, interpreter)
   std::string ptx;      // both entries of the kernel, see lower.hpp
-  int vector_width = 1; // map kernels: elements per vector-entry unit
+  int vector_width = 1; // elements per 16-byte access of the vector/_cached entries
 };
 
 // Returns true and fills *out, or false and fills *error with the first

@@ -177,7 +177,12 @@ class EntryWriter {
     b_.body += pre + loop;
   }
 
-  void row_entry(bool warp) {
+  // cached: the 16-byte path for rows of at most lanes * kRowSlotElems
+  // columns. Each lane loads its slots of every tensor read at (row, col)
+  // once, into registers, and every phase (reductions, then outputs) reuses
+  // them: x is read from memory once. Otherwise each phase loops over the
+  // row with element accesses, reading x again (mostly from L2).
+  void row_entry(bool warp, bool cached) {
     load_params();
     const int lanes = warp ? 32 : kBlockThreads;
     std::string tid = b_.op(b_.r(), "mov.u32", "%tid.x");
@@ -198,6 +203,7 @@ class EntryWriter {
     }
     x_.uniform_row = row;
     std::string row_base = b_.op(b_.r(), "mul.lo.u32", row + ", " + x_.out_cols);
+    if (cached) prefetch_slots(lane, lanes, row);
 
     int reduction_index = 0;
     for (const Stmt &s : k_.body) {
@@ -211,10 +217,16 @@ class EntryWriter {
       b_.ins(std::string(t == Type::f32 ? "mov.f32 " : "mov.b32 ") + acc + ", " + init);
       const std::string combine = std::string(is_max ? "max." : (t == Type::f32 ? "add.rn." : "add.")) +
                                   (t == Type::f32 ? "f32" : t == Type::u32 ? "u32" : "s32");
-      column_loop(lane, lanes, row, row_base, [&](ElemContext &elem) {
+      auto add = [&](ElemContext &elem) {
         Val v = x_.lower(arg, &elem, "");
         b_.ins(combine + " " + acc + ", " + acc + ", " + v.reg);
-      });
+      };
+      if (cached)
+        slot_region(row, row_base, [&](int, std::vector<ElemContext> &elems) {
+          for (ElemContext &e : elems) add(e);
+        });
+      else
+        column_loop(lane, lanes, row, row_base, add);
       for (int off = 16; off >= 1; off /= 2) {
         std::string other = t == Type::f32 ? b_.f() : b_.r();
         b_.ins("shfl.sync.bfly.b32 " + other + ", " + acc + ", " + std::to_string(off) + ", 31, -1");
@@ -241,19 +253,84 @@ class EntryWriter {
       x_.set_uniform_let(s.index, {acc, t});
       ++reduction_index;
     }
-    column_loop(lane, lanes, row, row_base, [&](ElemContext &elem) {
-      std::vector<Val> vals = element_outputs(elem);
-      for (size_t o = 0; o < vals.size(); ++o) {
-        int p = k_.outputs[o];
-        std::string addr = x_.element_address(p, elem.row, elem.col);
-        x_.store_element(k_.params[p].dtype, addr, vals[o], "");
-      }
-    });
+    if (cached) {
+      slot_region(row, row_base, [&](int s, std::vector<ElemContext> &elems) {
+        std::vector<std::vector<Val>> outs(k_.outputs.size());
+        for (ElemContext &e : elems) {
+          std::vector<Val> vals = element_outputs(e);
+          for (size_t o = 0; o < vals.size(); ++o) outs[o].push_back(vals[o]);
+        }
+        for (size_t o = 0; o < outs.size(); ++o) {
+          int p = k_.outputs[o];
+          store_words(k_.params[p].dtype, x_.element_address(p, row, slot_col0_[s]), outs[o], "");
+        }
+      });
+    } else {
+      column_loop(lane, lanes, row, row_base, [&](ElemContext &elem) {
+        std::vector<Val> vals = element_outputs(elem);
+        for (size_t o = 0; o < vals.size(); ++o) {
+          int p = k_.outputs[o];
+          std::string addr = x_.element_address(p, elem.row, elem.col);
+          x_.store_element(k_.params[p].dtype, addr, vals[o], "");
+        }
+      });
+    }
     b_.place(exit);
     b_.ins("ret");
   }
 
  private:
+  // Slot s of a lane covers columns [(s * lanes + lane) * V, ... + V).
+  void prefetch_slots(const std::string &lane, int lanes, const std::string &row) {
+    const int V = vector_width(k_);
+    const int K = std::max(1, kRowSlotElems / V);
+    words_.assign(k_.params.size(), {});
+    for (int s = 0; s < K; ++s) {
+      std::string unit = b_.op(b_.r(), "add.u32", lane + ", " + std::to_string(s * lanes));
+      slot_col0_.push_back(b_.op(b_.r(), "shl.b32", unit + ", " + std::to_string(log2i(V))));
+      slot_valid_.push_back(b_.op(b_.p(), "setp.lt.u32", slot_col0_.back() + ", " + x_.out_cols));
+    }
+    for (size_t p = 0; p < k_.params.size(); ++p) {
+      const Param &par = k_.params[p];
+      if (!par.tensor || !par.read_plain) continue;
+      for (int s = 0; s < K; ++s) {
+        std::string addr = x_.element_address(static_cast<int>(p), row, slot_col0_[s]);
+        words_[p].push_back(load_words(par.dtype, V, addr, slot_valid_[s]));
+      }
+    }
+  }
+
+  // Runs body(slot, elements) for each of this lane's slots that lies in the
+  // row; validity only falls with the slot index, so the first slot past
+  // the row's end skips the rest, and inside the region no guard is needed.
+  template <class SlotBody>
+  void slot_region(const std::string &row, const std::string &row_base, SlotBody body) {
+    const int V = vector_width(k_);
+    std::string pre, code;
+    x_.preamble = &pre;
+    b_.out = &code;
+    std::string end = b_.label("slots_end");
+    for (size_t s = 0; s < slot_col0_.size(); ++s) {
+      b_.ins("@!" + slot_valid_[s] + " bra " + end);
+      std::vector<ElemContext> elems(V);
+      for (int j = 0; j < V; ++j) {
+        ElemContext &e = elems[j];
+        e.row = row;
+        e.col = j == 0 ? slot_col0_[s] : b_.op(b_.r(), "add.u32", slot_col0_[s] + ", " + std::to_string(j));
+        e.i = b_.op(b_.r(), "add.u32", row_base + ", " + e.col);
+        for (size_t p = 0; p < k_.params.size(); ++p)
+          if (!words_[p].empty()) e.plain[static_cast<int>(p)] = extract(k_.params[p].dtype, words_[p][s], j);
+      }
+      body(static_cast<int>(s), elems);
+    }
+    b_.place(end);
+    b_.out = &b_.body;
+    b_.body += pre + code;
+  }
+
+  std::vector<std::string> slot_col0_, slot_valid_;
+  std::vector<std::vector<std::vector<std::string>>> words_;  // [param][slot] -> words
+
   template <class Body>
   void column_loop(const std::string &lane, int lanes, const std::string &row,
                    const std::string &row_base, Body body) {
@@ -368,11 +445,13 @@ std::string lower_to_ptx(const Kernel &k) {
       "'.\n.version 7.0\n.target sm_80\n.address_size 64\n\n";
   const std::string base = entry_base(k);
   if (k.row_kernel) {
-    EntryWriter w(k, base + "_warp");
-    w.row_entry(true);
-    EntryWriter b(k, base + "_block");
-    b.row_entry(false);
-    return out + w.text() + "\n" + b.text();
+    for (int e = 0; e < 4; ++e) {
+      const bool warp = e % 2 == 0, cached = e >= 2;
+      EntryWriter w(k, base + (warp ? "_warp" : "_block") + (cached ? "_cached" : ""));
+      w.row_entry(warp, cached);
+      out += (e ? "\n" : "") + w.text();
+    }
+    return out;
   }
   EntryWriter s(k, base + "_scalar");
   s.map_entry(false);

@@ -8,11 +8,14 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace kaio::lang {
 
 class PtxBuilder {
  public:
+  PtxBuilder() { body.reserve(1 << 16); }
+
   std::string body;
   std::string *out = &body;
 
@@ -34,8 +37,15 @@ class PtxBuilder {
     *out += ":\n";
   }
   // dst = fresh register; emits "<op> dst, <operands>" and returns dst.
-  std::string op(std::string dst, const std::string &opcode, const std::string &operands) {
-    ins(opcode + " " + dst + ", " + operands);
+  std::string op(std::string dst, std::string_view opcode, std::string_view operands) {
+    // appended piece by piece: this is the compiler's hottest path
+    *out += '\t';
+    *out += opcode;
+    *out += ' ';
+    *out += dst;
+    *out += ", ";
+    *out += operands;
+    *out += ";\n";
     return dst;
   }
 

@@ -19,8 +19,9 @@ struct kaio_lang_kernel {
   kaio_device *device = nullptr;
   std::string source;
   std::unique_ptr<kaio::lang::Compiled> compiled;
-  // map kernels: [0] scalar, [1] vector; row kernels: [0] warp, [1] block
-  kaio::cu::CUfunction entries[2] = {nullptr, nullptr};
+  // map kernels: [0] scalar, [1] vector; row kernels: [0] warp, [1] block,
+  // [2] warp_cached, [3] block_cached
+  kaio::cu::CUfunction entries[4] = {nullptr, nullptr, nullptr, nullptr};
   kaio::cu::CUdeviceptr error_flag = 0;  // 4 bytes, owned
 };
 

@@ -156,19 +156,21 @@ kaio_status lang_launch(const char *caller, const kaio_lang_kernel &kernel, kaio
     }
   }
 
+  const int width = kernel.compiled->vector_width;
+  bool vec = width > 1;
+  for (size_t p = 0; p < k.params.size() && vec; ++p) {
+    const Param &par = k.params[p];
+    if (par.tensor && (par.output || par.read_plain)) vec = vector_ok(views[p], width);
+  }
   unsigned grid = 1, entry = 0;
   if (k.row_kernel) {
     const bool warp = out.cols <= kWarpMaxCols;
-    entry = warp ? 0 : 1;
+    const int64_t lanes = warp ? 32 : lang::kBlockThreads;
+    const bool cached = vec && out.cols <= lanes * lang::kRowSlotElems;
+    entry = (warp ? 0 : 1) + (cached ? 2 : 0);
     grid = static_cast<unsigned>(warp ? (out.rows + lang::kWarpRowsPerBlock - 1) / lang::kWarpRowsPerBlock
                                       : out.rows);
   } else {
-    const int width = kernel.compiled->vector_width;
-    bool vec = width > 1;
-    for (size_t p = 0; p < k.params.size() && vec; ++p) {
-      const Param &par = k.params[p];
-      if (par.tensor && (par.output || par.read_plain)) vec = vector_ok(views[p], width);
-    }
     entry = vec ? 1 : 0;
     const int64_t units = out.rows * out.cols / (vec ? width : 1);
     const int64_t per_block = int64_t{lang::kBlockThreads} * 2;

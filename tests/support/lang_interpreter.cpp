@@ -56,6 +56,14 @@ uint16_t to_bf16(float f) {
   return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
 }
 
+// PTX min/max.f32: a NaN operand yields the other one, and -0 orders below +0.
+float fminmax(float a, float b, bool min) {
+  if (std::isnan(a)) return b;
+  if (std::isnan(b)) return a;
+  if (a == b) return (std::signbit(a) == min) ? a : b;
+  return (a < b) == min ? a : b;
+}
+
 float cast_to_f32(const V &a) {
   if (a.t == Type::i32) return static_cast<float>(s32(a.u));
   return static_cast<float>(a.u);
@@ -145,7 +153,7 @@ class Interp {
           start_element(c);
           V v = eval(arg);
           if (arg.type == Type::f32)
-            acc.f = s.reduction == Builtin::max_reduce ? std::fmax(acc.f, v.f) : acc.f + v.f;
+            acc.f = s.reduction == Builtin::max_reduce ? fminmax(acc.f, v.f, false) : acc.f + v.f;
           else if (s.reduction == Builtin::sum_reduce)
             acc.u += v.u;
           else if (arg.type == Type::i32)
@@ -377,7 +385,7 @@ class Interp {
       case Builtin::min:
       case Builtin::max: {
         const bool mn = e.builtin == Builtin::min;
-        if (e.type == Type::f32) return fv(mn ? std::fmin(a[0].f, a[1].f) : std::fmax(a[0].f, a[1].f));
+        if (e.type == Type::f32) return fv(fminmax(a[0].f, a[1].f, mn));
         bool less = e.type == Type::i32 ? s32(a[0].u) < s32(a[1].u) : a[0].u < a[1].u;
         return iv(e.type, (less == mn) ? a[0].u : a[1].u);
       }

@@ -6,7 +6,8 @@
 
 namespace kt {
 
-// Contents of examples/lang/<name>.kaio; fails the calling test if missing.
+// Contents of examples/lang/<name>.kaio (or of $KAIO_LANG_EXAMPLES/<name>.kaio);
+// fails the calling test if missing.
 std::string lang_example(const std::string &name);
 
 }  // namespace kt

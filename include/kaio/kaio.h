@@ -120,6 +120,8 @@ enum {
     /* -4xx: building or loading GPU code. */
     KAIO_ERROR_PTX_JIT_FAILED = -400,    /* the message holds the JIT log                */
     KAIO_ERROR_KERNEL_NOT_FOUND = -401,
+    KAIO_ERROR_KERNEL_SOURCE = -402,     /* kernel-language source rejected: the message
+                                            holds line:column, the reason and a caret excerpt */
 
     /* -5xx: running GPU code. */
     KAIO_ERROR_LAUNCH_FAILED = -500,
@@ -1015,6 +1017,92 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_attention_tc_causal(kaio_stream *stream
                                                               const kaio_tensor *k,
                                                               const kaio_tensor *v,
                                                               const kaio_tensor *out);
+
+/* ===========================================================================
+ * Kernel language: small typed kernels compiled to PTX by libkaio itself
+ *
+ * A kernel is a few lines of text (grammar and examples: README, "Kernel
+ * language"), for instance
+ *
+ *     kernel silu_gate(x: tensor<f16>, gate: tensor<f16>, out: tensor<f16>) {
+ *         out = x * sigmoid(x) * gate;
+ *     }
+ *
+ * libkaio parses, type-checks and lowers it to PTX (no CUDA toolkit, no
+ * NVRTC), then JIT-loads it through the device's module cache, keyed by the
+ * source text: the same source on the same device is loaded once.
+ *
+ * Parameters are rank-2 tensor views (tensor<f32|f16|bf16|i8|u8|i32|u32>) and
+ * scalars (f32, i32, u32). Tensors that the body assigns are outputs; the
+ * others are inputs. The grid comes from the first output's shape: a map
+ * kernel computes every (row, col) of it; a kernel with reductions
+ * (`let s = sum(...)` / `max(...)`) is a row kernel that reduces along each
+ * row and then computes the row's outputs.
+ *
+ * Safety: a tensor read at the element's own position (a bare name, `x`) is
+ * proved in bounds on the host (the view must have the output's shape); a
+ * read at computed indices (`w[col]`, `q[i / 4]`) is checked on the GPU. An
+ * index outside its view is not read (it yields 0) and raises the kernel's
+ * device-side error flag, which kaio_lang_kernel_check reports. Outputs are
+ * only ever written at their own elements. Needs compute capability 8.0+.
+ * ======================================================================== */
+typedef struct kaio_lang_kernel kaio_lang_kernel;
+
+/* Compiles `source` (NUL-terminated) and loads it on device. A rejected
+ * source returns KAIO_ERROR_KERNEL_SOURCE; the last error then reads
+ * "kaio_lang_kernel_create: <line>:<col>: <reason>" followed by the source
+ * line and a caret under the column. Compiling takes well under a
+ * millisecond; the first load of a source on a device adds the driver's JIT.
+ * Not a steady-state operation: create kernels before capturing graphs.
+ * Ownership: caller owns *out; retains device. Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_lang_kernel_create(kaio_lang_kernel **out,
+                                                             kaio_device *device,
+                                                             const char *source);
+
+/* Accepts NULL. Must not race with launches of the same handle. */
+KAIO_API void kaio_lang_kernel_destroy(kaio_lang_kernel *kernel);
+
+/* Compiles `source` to PTX without a device or driver, for inspection and
+ * offline checks (e.g. ptxas). Copies the PTX into buf (cap bytes, always
+ * NUL-terminated when cap > 0) and sets *out_length to its full length
+ * without the NUL (buf NULL with cap 0 only measures). Rejected source:
+ * KAIO_ERROR_KERNEL_SOURCE, as for kaio_lang_kernel_create. Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_lang_compile_ptx(const char *source, char *buf,
+                                                           size_t cap, size_t *out_length);
+
+/* The PTX a kernel was built from, copied as for kaio_lang_compile_ptx.
+ * Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_lang_kernel_ptx(const kaio_lang_kernel *kernel,
+                                                          char *buf, size_t cap,
+                                                          size_t *out_length);
+
+/* Enqueues the kernel on stream. `tensors` holds one view per tensor
+ * parameter and `scalars` one value per scalar parameter, each in
+ * declaration order (an i32 or u32 scalar must be an integer in its range).
+ * Checks counts (KAIO_ERROR_INVALID_ARGUMENT), each view against its buffer
+ * and device, dtypes against the declarations (KAIO_ERROR_INVALID_DTYPE),
+ * that all outputs and every tensor read at (row, col) have the first
+ * output's shape (KAIO_ERROR_SHAPE_MISMATCH), at most 2^31 - 1 output
+ * elements (KAIO_ERROR_INVALID_DIMENSION), and overlap: outputs must not
+ * overlap each other or any input, except that an input read only at
+ * (row, col) may be the very same view as an output (in place).
+ * No host synchronisation, allocation or module load: graph-capturable.
+ * Thread-safe; a kernel may be launched from several threads at once. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_lang_kernel_launch(const kaio_lang_kernel *kernel,
+                                                             kaio_stream *stream,
+                                                             const kaio_tensor *tensors,
+                                                             size_t tensor_count,
+                                                             const double *scalars,
+                                                             size_t scalar_count);
+
+/* Reports and clears the kernel's device-side error flag. Returns
+ * KAIO_ERROR_OUT_OF_BOUNDS when some launch since the last check indexed a
+ * tensor outside its view; the message names the first such read in source
+ * order (line:col, tensor, caret excerpt). The flag is read with a blocking
+ * copy that orders only after the legacy stream: synchronise the streams
+ * the kernel ran on first. Must not race with launches of the same kernel.
+ * Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_lang_kernel_check(const kaio_lang_kernel *kernel);
 
 KAIO_END_DECLS
 

@@ -16,6 +16,23 @@ namespace kaio {
 ModuleCache::~ModuleCache() {
   for (cu::CUmodule m : modules_)
     if (m) device_->api->cuModuleUnload(m);
+  for (auto &entry : source_modules_) device_->api->cuModuleUnload(entry.second);
+}
+
+kaio_status ModuleCache::source_module(const char *caller, const std::string &key,
+                                       const char *ptx, cu::CUmodule *out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = source_modules_.find(key); it != source_modules_.end()) {
+    *out = it->second;
+    return KAIO_OK;
+  }
+  ContextScope scope(device_);
+  KAIO_TRY(scope.status(caller));
+  cu::CUmodule module = nullptr;
+  KAIO_TRY(jit_load(caller, device_, ptx, "the kernel's generated PTX", &module));
+  source_modules_.emplace(key, module);
+  *out = module;
+  return KAIO_OK;
 }
 
 namespace {

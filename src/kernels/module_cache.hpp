@@ -9,6 +9,8 @@
 #include <array>
 #include <atomic>
 #include <mutex>
+#include <string>
+#include <unordered_map>
 
 #include "kernels/builtin_kernels.hpp"
 #include "runtime/device.hpp"
@@ -29,6 +31,12 @@ class ModuleCache {
   // raised here, once, so launches need no attribute calls.
   kaio_status function(const char *caller, KernelId id, BuiltinFunction *out);
 
+  // Thread-safe. JIT-loads `ptx` once per distinct `key` (the source it was
+  // compiled from, e.g. a kernel-language program) and keeps the module
+  // while the device lives; later calls with the same key return it.
+  kaio_status source_module(const char *caller, const std::string &key, const char *ptx,
+                            cu::CUmodule *out);
+
  private:
   const kaio_device *device_;
   std::mutex mutex_;
@@ -36,6 +44,7 @@ class ModuleCache {
   std::array<cu::CUmodule, static_cast<size_t>(KernelId::count)> modules_{};
   std::array<std::atomic<cu::CUfunction>, static_cast<size_t>(KernelId::count)> functions_{};
   std::array<BuiltinFunction, static_cast<size_t>(KernelId::count)> resolved_{};
+  std::unordered_map<std::string, cu::CUmodule> source_modules_;  // guarded by mutex_
 };
 
 }  // namespace kaio

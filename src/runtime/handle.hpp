@@ -16,6 +16,7 @@ enum class HandleTag : uint32_t {
   module = 0x4B4D4F44u,
   kernel = 0x4B4B524Eu,
   op = 0x4B4F5020u,
+  lang_kernel = 0x4B4C414Eu,  // "KLAN"
 };
 
 template <class T>

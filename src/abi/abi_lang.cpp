@@ -1,0 +1,167 @@
+// Kernel-language entry points: compile, load, inspect, launch, check.
+#include <kaio/kaio.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "core/error.hpp"
+#include "core/firewall.hpp"
+#include "kernels/module_cache.hpp"
+#include "lang/lower.hpp"
+#include "ops/lang_kernel.hpp"
+#include "runtime/context_scope.hpp"
+#include "runtime/handle_check.hpp"
+
+using kaio::fail;
+using kaio::fail_driver;
+namespace cu = kaio::cu;
+namespace lang = kaio::lang;
+
+namespace {
+
+kaio_status compile_or_fail(const char *fn, const char *source, lang::Compiled *out) {
+  if (!source)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: argument 'source' is NULL; pass NUL-terminated kernel-language text.", fn);
+  lang::Diagnostic d;
+  if (lang::compile(source, out, &d)) return KAIO_OK;
+  return fail(KAIO_ERROR_KERNEL_SOURCE, "%s: %s", fn, lang::format_diagnostic(source, d).c_str());
+}
+
+kaio_status copy_text(const char *fn, const std::string &text, char *buf, size_t cap,
+                      size_t *out_length) {
+  if (!out_length)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out_length' is NULL.", fn);
+  if (!buf && cap)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: argument 'buf' is NULL but cap is %zu; pass cap 0 to measure.", fn, cap);
+  *out_length = text.size();
+  if (cap) {
+    size_t n = std::min(cap - 1, text.size());
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
+  return KAIO_OK;
+}
+
+void destroy_kernel(kaio_lang_kernel *k) {
+  kaio_device *device = k->device;
+  if (device && k->error_flag) {
+    kaio::ContextScope scope(device);
+    if (scope.status("kaio_lang_kernel_destroy") == KAIO_OK) device->api->cuMemFree(k->error_flag);
+  }
+  k->tag = kaio::HandleTag::dead;
+  delete k;
+  if (device) kaio::device_release(device);
+}
+
+}  // namespace
+
+extern "C" {
+
+KAIO_API kaio_status kaio_lang_kernel_create(kaio_lang_kernel **out, kaio_device *device,
+                                             const char *source) {
+  constexpr const char *fn = "kaio_lang_kernel_create";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
+    *out = nullptr;
+    KAIO_TRY(kaio::check_handle(fn, "device", device));
+    auto compiled = std::make_unique<lang::Compiled>();
+    KAIO_TRY(compile_or_fail(fn, source, compiled.get()));
+    KAIO_TRY(kaio::require_arch(fn, device, 8, 0, "kernel-language kernels (PTX sm_80)"));
+    cu::CUmodule module = nullptr;
+    KAIO_TRY(device->modules->source_module(fn, source, compiled->ptx.c_str(), &module));
+    std::unique_ptr<kaio_lang_kernel, void (*)(kaio_lang_kernel *)> k(new kaio_lang_kernel,
+                                                                        destroy_kernel);
+    const std::string base = lang::entry_base(compiled->kernel);
+    const char *suffix[2][4] = {{"_scalar", "_vector", nullptr, nullptr},
+                                {"_warp", "_block", "_warp_cached", "_block_cached"}};
+    kaio::ContextScope scope(device);
+    KAIO_TRY(scope.status(fn));
+    for (int e = 0; e < 4; ++e) {
+      const char *which = suffix[compiled->kernel.row_kernel][e];
+      if (!which) break;
+      std::string name = base + which;
+      if (cu::CUresult r = device->api->cuModuleGetFunction(&k->entries[e], module, name.c_str()))
+        return fail_driver(r, fn, "cuModuleGetFunction");
+    }
+    if (cu::CUresult r = device->api->cuMemAlloc(&k->error_flag, 4))
+      return fail_driver(r, fn, "cuMemAlloc (the kernel's 4-byte error flag)");
+    k->device = device;
+    kaio::device_retain(device);
+    const uint32_t zero = 0;
+    if (cu::CUresult r = device->api->cuMemcpyHtoD(k->error_flag, &zero, 4))
+      return fail_driver(r, fn, "cuMemcpyHtoD (clearing the error flag)");
+    k->source = source;
+    k->compiled = std::move(compiled);
+    *out = k.release();
+    return KAIO_OK;
+  });
+}
+
+KAIO_API void kaio_lang_kernel_destroy(kaio_lang_kernel *kernel) {
+  kaio::firewall_void([&] {
+    if (kaio::is_live(kernel)) destroy_kernel(kernel);
+  });
+}
+
+KAIO_API kaio_status kaio_lang_compile_ptx(const char *source, char *buf, size_t cap,
+                                           size_t *out_length) {
+  constexpr const char *fn = "kaio_lang_compile_ptx";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    if (out_length) *out_length = 0;
+    lang::Compiled compiled;
+    KAIO_TRY(compile_or_fail(fn, source, &compiled));
+    return copy_text(fn, compiled.ptx, buf, cap, out_length);
+  });
+}
+
+KAIO_API kaio_status kaio_lang_kernel_ptx(const kaio_lang_kernel *kernel, char *buf, size_t cap,
+                                          size_t *out_length) {
+  constexpr const char *fn = "kaio_lang_kernel_ptx";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    KAIO_TRY(kaio::check_handle(fn, "kernel", kernel));
+    return copy_text(fn, kernel->compiled->ptx, buf, cap, out_length);
+  });
+}
+
+KAIO_API kaio_status kaio_lang_kernel_launch(const kaio_lang_kernel *kernel, kaio_stream *stream,
+                                             const kaio_tensor *tensors, size_t tensor_count,
+                                             const double *scalars, size_t scalar_count) {
+  constexpr const char *fn = "kaio_lang_kernel_launch";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    KAIO_TRY(kaio::check_handle(fn, "kernel", kernel));
+    return kaio::lang_launch(fn, *kernel, stream, tensors, tensor_count, scalars, scalar_count);
+  });
+}
+
+KAIO_API kaio_status kaio_lang_kernel_check(const kaio_lang_kernel *kernel) {
+  constexpr const char *fn = "kaio_lang_kernel_check";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    KAIO_TRY(kaio::check_handle(fn, "kernel", kernel));
+    kaio_device *device = kernel->device;
+    kaio::ContextScope scope(device);
+    KAIO_TRY(scope.status(fn));
+    uint32_t flag = 0;
+    if (cu::CUresult r = device->api->cuMemcpyDtoH(&flag, kernel->error_flag, 4))
+      return fail_driver(r, fn, "cuMemcpyDtoH (reading the error flag)");
+    if (flag == 0) return KAIO_OK;
+    const uint32_t zero = 0;
+    if (cu::CUresult r = device->api->cuMemcpyHtoD(kernel->error_flag, &zero, 4))
+      return fail_driver(r, fn, "cuMemcpyHtoD (clearing the error flag)");
+    const lang::Kernel &k = kernel->compiled->kernel;
+    const uint32_t site = lang::kSiteBase - flag;
+    if (flag > lang::kSiteBase || site >= k.sites.size())
+      return fail(KAIO_ERROR_INTERNAL, "%s: kernel '%s' left error flag 0x%x. Please report this.",
+                  fn, k.name.c_str(), flag);
+    const lang::AccessSite &s = k.sites[site];
+    lang::Diagnostic d{s.pos, "index out of range for tensor '" + k.params[s.param].name +
+                                  "'; the read was skipped and gave 0"};
+    return fail(KAIO_ERROR_OUT_OF_BOUNDS,
+                "%s: kernel '%s' read outside a view: %s\nFix the index or pass a larger view.", fn,
+                k.name.c_str(), lang::format_diagnostic(kernel->source, d).c_str());
+  });
+}
+
+}  // extern "C"

@@ -28,18 +28,8 @@ namespace {
 
 using kaio::lang::DType;
 
-kaio_dtype abi(DType d) {
-  switch (d) {
-    case DType::f32: return KAIO_DTYPE_F32;
-    case DType::f16: return KAIO_DTYPE_F16;
-    case DType::bf16: return KAIO_DTYPE_BF16;
-    case DType::i8: return KAIO_DTYPE_I8;
-    case DType::u8: return KAIO_DTYPE_U8;
-    case DType::i32: return KAIO_DTYPE_I32;
-    case DType::u32: return KAIO_DTYPE_U32;
-  }
-  return KAIO_DTYPE_INVALID;
-}
+// the language's element types carry the kaio_dtype values
+kaio_dtype abi(DType d) { return static_cast<kaio_dtype>(d); }
 
 struct Rng {
   uint64_t s;

@@ -13,8 +13,9 @@
 
 namespace kaio::lang {
 
-// Element types of tensor parameters (the kaio_dtype set).
-enum class DType { f32, f16, bf16, i8, u8, i32, u32 };
+// Element types of tensor parameters: the kaio_dtype set, with the same
+// values (KAIO_DTYPE_F32 = 1, ...), so a cast converts between them.
+enum class DType { f32 = 1, f16, bf16, i8, u8, i32, u32 };
 
 // Types of values. int_lit is an integer literal that has not met a typed
 // operand yet; it settles as i32 when nothing else decides.

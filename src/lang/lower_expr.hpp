@@ -44,6 +44,11 @@ class ExprLowerer {
   std::string out_rows, out_cols;         // %r
   std::string *preamble = nullptr;        // where uniform code goes
 
+  // Lowers e for the element `elem` (nullptr: a uniform expression, into
+  // the current stream). `guard` is the predicate under which e is
+  // evaluated ("" = always): bounds-checked reads only read, and only
+  // raise the error flag, where it holds, so an if's untaken side or the
+  // right side of a short-circuit never reports.
   Val lower(const Expr &e, ElemContext *elem, const std::string &guard);
   Val let_value(int let, ElemContext *elem);
   void set_uniform_let(int let, Val v) { uniform_lets_[let] = v; }
@@ -53,9 +58,9 @@ class ExprLowerer {
   // Plain load / store of one element of dtype d at `addr`, predicated on guard.
   Val load_element(DType d, const std::string &addr, const std::string &guard);
   void store_element(DType d, const std::string &addr, const Val &v, const std::string &guard);
-  // Converts a value to the bits stored for dtype d (f16/bf16 rounding); the
-  // result is a %r holding the element in its low bits, or the %f for f32.
+  // A fresh register of type t holding the immediate `imm`.
   std::string materialize(const std::string &imm, Type t);
+  // a && b as a predicate; an empty operand means "true".
   std::string and_pred(const std::string &a, const std::string &b);
 
  private:

@@ -23,18 +23,10 @@ using lang::Type;
 
 constexpr int64_t kWarpMaxCols = 1024;
 
-kaio_dtype abi_dtype(DType d) {
-  switch (d) {
-    case DType::f32: return KAIO_DTYPE_F32;
-    case DType::f16: return KAIO_DTYPE_F16;
-    case DType::bf16: return KAIO_DTYPE_BF16;
-    case DType::i8: return KAIO_DTYPE_I8;
-    case DType::u8: return KAIO_DTYPE_U8;
-    case DType::i32: return KAIO_DTYPE_I32;
-    case DType::u32: return KAIO_DTYPE_U32;
-  }
-  return KAIO_DTYPE_INVALID;
-}
+kaio_dtype abi_dtype(DType d) { return static_cast<kaio_dtype>(d); }
+static_assert(static_cast<int>(DType::f32) == KAIO_DTYPE_F32 &&
+              static_cast<int>(DType::bf16) == KAIO_DTYPE_BF16 &&
+              static_cast<int>(DType::u32) == KAIO_DTYPE_U32);
 
 struct TensorArgs {
   uint64_t ptr;

@@ -249,9 +249,11 @@ def store_f16_of(k, pred, addr, off, value):
 # ---------------------------------------------------------------- Q8_0 -----
 
 def quantize_q8_0(k, p):
-    active, _, xaddr, qaddr, _ = group_setup(k, p, 1, 32, 34, 32)
-    done = k.label("done")
-    k.op("@!%s bra %s" % (active, done))
+    """Thread per block; the CTA's 256 blocks are assembled in shared memory
+    and then written with consecutive 2-byte stores (34-byte blocks written
+    by one thread each would scatter every store over 32 sectors)."""
+    k.shared.append(".shared .align 4 .b8 kq_stage[%d]" % (BLOCK * 34))
+    _, _, xaddr, _, tid = group_setup(k, p, 1, 32, 34, 32)
     xs = load_values(k, xaddr, 32, p["in_dtype"])
     amax = k.var_f(ZERO)
     for v in xs:   # MAX(amax, |v|) = amax > |v| ? amax : |v|
@@ -260,10 +262,39 @@ def quantize_q8_0(k, p):
     d = k.div(amax, f32(127.0))
     nz = k.p("setp.neu.f32", d, ZERO)              # C truthiness: NaN counts as nonzero
     idv = k.f("selp.f32", k.div(ONE, d), ZERO, nz)
-    store_f16_of(k, active, qaddr, 0, d)
+    stage = k.r("mad.lo.u32", tid, "34", k.r("mov.u32", "kq_stage"))
+    dh = k.reg("h")
+    k.op("cvt.rn.f16.f32 %s, %s" % (dh, d))
+    k.op("st.shared.b16 [%s], %s" % (stage, dh))
     qs = [round_away(k, k.mul(v, idv)) for v in xs]
     for i in range(16):
-        store_u16(k, active, qaddr, 2 + 2 * i, qs[2 * i], qs[2 * i + 1])
+        w = k.r("or.b32", k.r("and.b32", qs[2 * i], "0xFF"), k.r("shl.b32", k.r("and.b32", qs[2 * i + 1], "0xFF"), "8"))
+        h = k.reg("h")
+        k.op("cvt.u16.u32 %s, %s" % (h, w))
+        k.op("st.shared.b16 [%s+%d], %s" % (stage, 2 + 2 * i, h))
+    k.op("bar.sync 0")
+    # copy out the CTA's valid blocks, 2 bytes per thread and step
+    g0 = k.r("mul.lo.u32", k.r("mov.u32", "%ctaid.x"), str(BLOCK))
+    nvalid = k.r("min.u32", k.r("sub.u32", p["blocks"], g0), str(BLOCK))
+    units = k.r("mul.lo.u32", nvalid, "17")
+    linear = k.p("setp.eq.u64", p["q_stride"], k.rd("mul.wide.u32", p["per_row"], "34"))
+    u = k.var_r(tid)
+    loop, done = k.label("copy"), k.label("copied")
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", u, units), done))
+    k.place(loop)
+    blk = k.r("div.u32", u, "17")
+    off = k.r("sub.u32", k.r("shl.b32", u, "1"), k.r("mul.lo.u32", blk, "34"))
+    g = k.r("add.u32", g0, blk)
+    row = k.r("div.u32", g, p["per_row"])
+    row = k.r("selp.u32", "0", row, linear)      # contiguous rows: one linear run
+    b = k.r("sub.u32", g, k.r("mul.lo.u32", row, p["per_row"]))
+    addr = k.rd("add.u64", p["q"], k.rd("mad.lo.u64", k.rd("cvt.u64.u32", row), p["q_stride"],
+                                         k.rd("mad.wide.u32", b, "34", k.rd("cvt.u64.u32", off))))
+    h = k.reg("h")
+    k.op("ld.shared.b16 %s, [%s]" % (h, k.r("mad.lo.u32", u, "2", k.r("mov.u32", "kq_stage"))))
+    k.op("st.global.b16 [%s], %s" % (addr, h))
+    k.op("add.u32 %s, %s, %d" % (u, u, BLOCK))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", u, units), loop))
     k.place(done)
     k.op("ret")
 
@@ -756,12 +787,18 @@ def decode_unit(k, fmt, blk, part):
     products as in the references."""
     cvt_u = lambda v: k.f("cvt.rn.f32.u32", v)
     cvt_s = lambda v: k.f("cvt.rn.f32.s32", v)
+
+    def small(u, bias):
+        """u - bias as f32 for an unsigned u < 2^23, exactly, without a
+        conversion instruction (those issue at a fraction of the ALU rate):
+        the bits 0x4B000000 | u are the float 2^23 + u."""
+        return k.sub(k.f("mov.b32", k.r("or.b32", u, "0x4B000000")), f32(8388608.0 + bias))
     if fmt == "q8_0":
         hb = Bytes(k, blk, 0, 34, False)
         d_h = k.reg("h")
         k.op("cvt.u16.u32 %s, %s" % (d_h, hb.words[0]))
         d = k.f("cvt.f32.f16", d_h)
-        qs = lambda: [cvt_s(k.r("cvt.s32.s8", hb.byte(2 + i))) for i in range(32)]
+        qs = lambda: [small(k.r("xor.b32", hb.byte(2 + i), "0x80"), 128) for i in range(32)]
         return [(d, None, qs, 0, 32)]
     if fmt in ("q4_k", "q5_k"):
         q5 = fmt == "q5_k"
@@ -786,7 +823,7 @@ def decode_unit(k, fmt, blk, part):
                     if q5:
                         hb = k.r("and.b32", k.r("shr.u32", qh.byte(i), shift), "1")
                         q = k.r("or.b32", q, k.r("shl.b32", hb, "4"))
-                    out.append(cvt_u(q))
+                    out.append(small(q, 0))
                 return out
             groups.append((k.mul(d, cvt_u(sc)), k.mul(dmin, cvt_u(m)), quants, 32 * half, 32))
         return groups
@@ -806,7 +843,7 @@ def decode_unit(k, fmt, blk, part):
             for l in range(16 * (g % 2), 16 * (g % 2) + 16):
                 low = ql.bits(l + 32 * (quarter & 1), 4 * (quarter >> 1), 4)
                 high = qh.bits(l, 2 * quarter, 2)
-                out.append(cvt_s(k.r("sub.s32", k.r("or.b32", low, k.r("shl.b32", high, "4")), "32")))
+                out.append(small(k.r("or.b32", low, k.r("shl.b32", high, "4")), 32))
             return out
         groups.append((k.mul(d, cvt_s(k.r("cvt.s32.s8", sc.byte(g)))), None, quants, 16 * g, 16))
     return groups
@@ -894,37 +931,20 @@ MV_PARAMS = [(".u64", "a"), (".u64", "w"), (".u64", "c"), (".u32", "m"), (".u32"
              (".u32", "a_dtype"), (".u32", "out_dtype")]
 
 
-def matvec(k, p, fmt, mt):
-    _, bb, _ = FORMATS[fmt]
-    ue, upb = UNIT[fmt], UNITS_PER_BLOCK[fmt]
-    # ptxas picks 128 for some variants and spills; M = 1 fits 128 (2 CTAs per SM)
-    k.maxnreg = 128 if mt == 1 else 192
-    tid = k.r("mov.u32", "%tid.x")
-    lane = k.r("and.b32", tid, "31")
-    nrow = k.r("mad.lo.u32", k.r("mov.u32", "%ctaid.x"), "8", k.r("shr.u32", tid, "5"))
-    done = k.label("done")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", nrow, p["n"]), done))
-    wrow = k.rd("add.u64", p["w"], k.rd("mul.lo.u64", k.rd("cvt.u64.u32", nrow), p["w_stride"]))
-    esize = k.rd("cvt.u64.u32", k.r("selp.u32", "4", "2", k.p("setp.eq.u32", p["a_dtype"], "1")))
-    arows = []
-    for m in range(mt):   # rows past M re-read row M-1; their sums are never stored
-        mr = k.r("min.u32", str(m), k.r("sub.u32", p["m"], "1")) if m else k.r("mov.u32", "0")
-        arows.append(k.rd("add.u64", p["a"], k.rd("mul.lo.u64", k.rd("mul.lo.u64", k.rd("cvt.u64.u32", mr), p["lda"]), esize)))
-    acc = [k.var_f(ZERO) for _ in range(mt)]
-    u = k.var_r(lane)
-    loop, end = k.label("unit"), k.label("units_done")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", u, p["units"]), end))
-    k.place(loop)
-    sb = k.r("div.u32", u, str(upb)) if upb > 1 else u
-    part = k.r("rem.u32", u, str(upb)) if upb > 1 else k.r("mov.u32", "0")
-    blk = k.rd("add.u64", wrow, k.rd("mul.wide.u32", sb, str(bb)))
-    groups = decode_unit(k, fmt, blk, part)
-    koff = k.rd("mul.lo.u64", k.rd("mul.wide.u32", u, str(ue)), esize)
+STAGE_LIMIT = 40 * 1024   # shared bytes for A staging (static shared memory stays < 48 KiB)
+
+
+def stage_bytes(fmt, mt):
+    return mt * 32 * (UNIT[fmt] + 4) * 4
+
+
+def dot_groups(k, groups, mt, acc, a_of):
+    """acc[m] += sum over the unit's groups of scale·(q·a) - min·(sum a);
+    a_of(m, first, count) gives the activations of a group as f32."""
     for scale, mn, qfun, first, count in groups:
         qs = qfun()
         for m in range(mt):
-            a = load_values(k, k.rd("add.u64", arows[m], k.rd("add.u64", koff, k.rd("mul.lo.u64", esize, str(first)))),
-                            count, p["a_dtype"])
+            a = a_of(m, first, count)
             dot = k.var_f(ZERO)
             for i, q in enumerate(qs):
                 k.op("fma.rn.f32 %s, %s, %s, %s" % (dot, q, a[i], dot))
@@ -934,14 +954,102 @@ def matvec(k, p, fmt, mt):
                 for v in a:
                     k.op("add.f32 %s, %s, %s" % (sa, sa, v))
                 k.op("fma.rn.f32 %s, %s, %s, %s" % (acc[m], k.f("neg.f32", mn), sa, acc[m]))
-    k.op("add.u32 %s, %s, 32" % (u, u))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", u, p["units"]), loop))
-    k.place(end)
+
+
+def matvec(k, p, fmt, mt):
+    """See the file header. When the activations of 32 units (all M rows)
+    fit in shared memory, the CTA's 8 warps, which walk the same units in
+    step, convert them to f32 there once per CTA instead of once per warp:
+    conversions issue at a fraction of the ALU rate and would otherwise cost
+    as much as the weights themselves."""
+    _, bb, _ = FORMATS[fmt]
+    ue, upb = UNIT[fmt], UNITS_PER_BLOCK[fmt]
+    staged = stage_bytes(fmt, mt) <= STAGE_LIMIT
+    # ptxas picks 128 for some variants and spills; M = 1 fits 128 (2 CTAs per SM)
+    k.maxnreg = 128 if mt == 1 and fmt != "q5_k" else 192
+    tid = k.r("mov.u32", "%tid.x")
+    lane = k.r("and.b32", tid, "31")
+    nrow = k.r("mad.lo.u32", k.r("mov.u32", "%ctaid.x"), "8", k.r("shr.u32", tid, "5"))
+    row_ok = k.p("setp.lt.u32", nrow, p["n"])
+    done = k.label("done")
+    if not staged:
+        k.op("@!%s bra %s" % (row_ok, done))
+    # rows past N (staged CTAs keep them for the barriers) read row N-1
+    wrow = k.rd("add.u64", p["w"], k.rd("mul.lo.u64", k.rd("cvt.u64.u32", k.r("min.u32", nrow, k.r("sub.u32", p["n"], "1"))),
+                                        p["w_stride"]))
+    esize = k.rd("cvt.u64.u32", k.r("selp.u32", "4", "2", k.p("setp.eq.u32", p["a_dtype"], "1")))
+    arows = []
+    for m in range(mt):   # rows past M re-read row M-1; their sums are never stored
+        mr = k.r("min.u32", str(m), k.r("sub.u32", p["m"], "1")) if m else k.r("mov.u32", "0")
+        arows.append(k.rd("add.u64", p["a"], k.rd("mul.lo.u64", k.rd("mul.lo.u64", k.rd("cvt.u64.u32", mr), p["lda"]), esize)))
+    acc = [k.var_f(ZERO) for _ in range(mt)]
+
+    def unit_blk(u):
+        sb = k.r("div.u32", u, str(upb)) if upb > 1 else u
+        part = k.r("rem.u32", u, str(upb)) if upb > 1 else k.r("mov.u32", "0")
+        return k.rd("add.u64", wrow, k.rd("mul.wide.u32", sb, str(bb))), part
+
+    if not staged:
+        u = k.var_r(lane)
+        loop, end = k.label("unit"), k.label("units_done")
+        k.op("@%s bra %s" % (k.p("setp.ge.u32", u, p["units"]), end))
+        k.place(loop)
+        blk, part = unit_blk(u)
+        koff = k.rd("mul.lo.u64", k.rd("mul.wide.u32", u, str(ue)), esize)
+        dot_groups(k, decode_unit(k, fmt, blk, part), mt, acc, lambda m, first, count: load_values(
+            k, k.rd("add.u64", arows[m], k.rd("add.u64", koff, k.rd("mul.lo.u64", esize, str(first)))),
+            count, p["a_dtype"]))
+        k.op("add.u32 %s, %s, 32" % (u, u))
+        k.op("@%s bra %s" % (k.p("setp.lt.u32", u, p["units"]), loop))
+        k.place(end)
+    else:
+        pitch = (ue + 4) * 4          # bytes per staged unit (16 bytes of padding: no bank conflicts)
+        k.shared.append(".shared .align 16 .f32 kq_a[%d]" % (mt * 32 * (ue + 4)))
+        base = k.r("mov.u32", "kq_a")
+        u0 = k.var_r("0")
+        loop, end = k.label("chunk"), k.label("chunks_done")
+        k.place(loop)
+        # stage: 8-value pieces of units u0 .. u0+31, for every row m
+        pieces = 32 * ue // 8
+        for rep in range((pieces + BLOCK - 1) // BLOCK):
+            gi = k.r("add.u32", tid, str(BLOCK * rep))
+            unit = k.r("add.u32", u0, k.r("shr.u32", gi, str((ue // 8).bit_length() - 1)))
+            ok = k.p("and.pred", k.p("setp.lt.u32", gi, str(pieces)), k.p("setp.lt.u32", unit, p["units"]))
+            skip = k.label("stage_skip")
+            k.op("@!%s bra %s" % (ok, skip))
+            kidx = k.rd("mad.wide.u32", u0, str(ue), k.rd("mul.wide.u32", gi, "8"))   # element index
+            local = k.r("and.b32", gi, str(ue // 8 - 1))
+            ulocal = k.r("shr.u32", gi, str((ue // 8).bit_length() - 1))
+            for m in range(mt):
+                vals = load_values(k, k.rd("mad.lo.u64", kidx, esize, arows[m]), 8, p["a_dtype"])
+                sa = k.r("add.u32", base, k.r("mad.lo.u32", k.r("add.u32", ulocal, str(32 * m)), str(pitch),
+                                                k.r("mul.lo.u32", local, "32")))
+                k.op("st.shared.v4.f32 [%s], {%s}" % (sa, ", ".join(vals[0:4])))
+                k.op("st.shared.v4.f32 [%s+16], {%s}" % (sa, ", ".join(vals[4:8])))
+            k.place(skip)
+        k.op("bar.sync 0")
+        u = k.r("add.u32", u0, lane)
+        skip = k.label("unit_skip")
+        k.op("@!%s bra %s" % (k.p("and.pred", row_ok, k.p("setp.lt.u32", u, p["units"])), skip))
+        blk, part = unit_blk(u)
+        mine = [k.r("add.u32", base, k.r("mul.lo.u32", k.r("add.u32", lane, str(32 * m)), str(pitch))) for m in range(mt)]
+
+        def a_smem(m, first, count):
+            regs = k.regs("f", count)
+            for c in range(count // 4):
+                k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(regs[4 * c:4 * c + 4]), mine[m], 4 * first + 16 * c))
+            return regs
+        dot_groups(k, decode_unit(k, fmt, blk, part), mt, acc, a_smem)
+        k.place(skip)
+        k.op("bar.sync 0")
+        k.op("add.u32 %s, %s, 32" % (u0, u0))
+        k.op("@%s bra %s" % (k.p("setp.lt.u32", u0, p["units"]), loop))
+        k.place(end)
     for m in range(mt):
         for sh in (16, 8, 4, 2, 1):
             o = k.f("shfl.sync.bfly.b32", acc[m], str(sh), "31", "0xFFFFFFFF")
             k.op("add.f32 %s, %s, %s" % (acc[m], acc[m], o))
-    lead = k.p("setp.eq.u32", lane, "0")
+    lead = k.p("and.pred", row_ok, k.p("setp.eq.u32", lane, "0"))
     is_f32 = k.p("setp.eq.u32", p["out_dtype"], "1")
     for m in range(mt):
         ok = k.p("and.pred", lead, k.p("setp.gt.u32", p["m"], str(m)))

@@ -152,9 +152,42 @@ def nearest(k, mode, v):
     return ggml_nearest(k, v) if mode == "ggml" else candle_round(k, v)
 
 
-def round_away(k, v):
-    """roundf (Q8_0 in both references)."""
-    return candle_round(k, v)
+# The searches round and clamp every value of every candidate: those run in
+# the float domain, with full-rate add/sub/min/max instead of conversions
+# (which issue at a fraction of that rate and would bound the kernels).
+MAGIC = f32(12582912.0)   # 1.5 * 2^23: adding it rounds to an integer
+
+
+def rne_f(k, v):
+    """ggml's nearest_int as a float: the very same v + 1.5*2^23 rounding,
+    exact for |v| < 2^22 (beyond, only the clamp that follows matters)."""
+    return k.sub(k.add(v, MAGIC), MAGIC)
+
+
+def away_f(k, v):
+    """candle's `v.round() as i32` as a float: half away from zero, NaN -> 0.
+    |v| is rounded to nearest even, and a tie that went down (r - |v| is
+    exactly -0.5, Sterbenz) goes up instead."""
+    a = k.f("abs.f32", v)
+    r = rne_f(k, a)
+    tie_down = k.p("setp.eq.f32", k.sub(r, a), f32(-0.5))
+    r = k.f("selp.f32", k.add(r, ONE), r, tie_down)
+    signed = k.f("copysign.f32", v, r)                 # r with the sign of v
+    return k.f("selp.f32", signed, ZERO, k.p("setp.num.f32", v, v))
+
+
+def round_f(k, mode, v):
+    return rne_f(k, v) if mode == "ggml" else away_f(k, v)
+
+
+def clamp_f(k, v, lo, hi):
+    return k.f("min.f32", k.f("max.f32", v, f32(float(lo))), f32(float(hi)))
+
+
+def int8_bits(k, q):
+    """The two's-complement byte of an integral float q in [-128, 127]:
+    q + 1.5*2^23 is exact and its low mantissa bits are q."""
+    return k.r("and.b32", k.r("mov.b32", k.add(q, MAGIC)), "0xFF")
 
 
 # ---------------------------------------------------------------- loads ----
@@ -266,7 +299,7 @@ def quantize_q8_0(k, p):
     dh = k.reg("h")
     k.op("cvt.rn.f16.f32 %s, %s" % (dh, d))
     k.op("st.shared.b16 [%s], %s" % (stage, dh))
-    qs = [round_away(k, k.mul(v, idv)) for v in xs]
+    qs = [int8_bits(k, away_f(k, k.mul(v, idv))) for v in xs]
     for i in range(16):
         w = k.r("or.b32", k.r("and.b32", qs[2 * i], "0xFF"), k.r("shl.b32", k.r("and.b32", qs[2 * i + 1], "0xFF"), "8"))
         h = k.reg("h")
@@ -301,14 +334,14 @@ def quantize_q8_0(k, p):
 
 # ---------------------------------------------------------------- Q6_K -----
 
-def qx_pass(k, mode, xs, w, wx, iscale, track=None):
+def qx_pass(k, mode, xs, w, wx, iscale):
     """One make_qx_quants pass at iscale: (sumlx, suml2) in element order,
-    and the clamped quants (signed, -32..31)."""
+    and the clamped quants (signed, -32..31, as floats)."""
     sumlx, suml2 = k.var_f(ZERO), k.var_f(ZERO)
     ls = []
     for i, v in enumerate(xs):
-        l = k.clamp(nearest(k, mode, k.mul(iscale, v)), -32, 31)
-        fl = k.cvt_f(l)
+        l = clamp_f(k, round_f(k, mode, k.mul(iscale, v)), -32, 31)
+        fl = l
         k.setf(sumlx, k.add(sumlx, k.mul(wx[i], fl)))
         k.setf(suml2, k.add(suml2, k.mul(k.mul(w[i], fl), fl)))
         ls.append(l)
@@ -365,10 +398,10 @@ def q6_search_candle(k, xs, lraw):
     k.op("@%s bra %s" % (zero, done))
     w = [k.mul(v, v) for v in xs]
     wx = [k.mul(w[i], v) for i, v in enumerate(xs)]
-    L = [k.reg("r") for _ in xs]    # signed quants
+    L = [k.reg("f") for _ in xs]    # signed quants, as floats
     sumlx, suml2, ls = qx_pass(k, "candle", xs, w, wx, k.div(f32(-32.0), mx))
     for i in range(16):
-        k.setr(L[i], ls[i])
+        k.setf(L[i], ls[i])
     k.setf(scale, k.div(sumlx, suml2))
     best = k.var_f(k.mul(scale, sumlx))
     # up to 3 re-scaling passes
@@ -379,13 +412,13 @@ def q6_search_candle(k, xs, lraw):
     slx, sl2, ls = qx_pass(k, "candle", xs, w, wx, isc)
     changed = k.var_r("0")
     for i in range(16):
-        k.op("or.b32 %s, %s, %s" % (changed, changed, k.r("selp.u32", "1", "0", k.p("setp.ne.s32", ls[i], L[i]))))
+        k.op("or.b32 %s, %s, %s" % (changed, changed, k.r("selp.u32", "1", "0", k.p("setp.neu.f32", ls[i], L[i]))))
     stop = k.p("setp.eq.u32", changed, "0")
     stop = k.p("or.pred", stop, k.p("setp.eq.f32", sl2, ZERO))
     stop = k.p("or.pred", stop, k.p("setp.le.f32", k.mul(slx, slx), k.mul(best, sl2)))
     k.op("@%s bra %s" % (stop, out))
     for i in range(16):
-        k.setr(L[i], ls[i])
+        k.setf(L[i], ls[i])
     k.setf(sumlx, slx)
     k.setf(suml2, sl2)
     k.setf(scale, k.div(sumlx, suml2))
@@ -400,19 +433,19 @@ def q6_search_candle(k, xs, lraw):
     n_changed = k.var_r("0")
     for i, v in enumerate(xs):
         nxt = k.label("cd_next")
-        fl = k.cvt_f(L[i])
+        fl = L[i]
         slx = k.var_f(k.sub(sumlx, k.mul(wx[i], fl)))
         k.op("@!%s bra %s" % (k.p("setp.gt.f32", slx, ZERO), nxt))
         sl2 = k.var_f(k.sub(suml2, k.mul(k.mul(w[i], fl), fl)))
-        new_l = k.clamp(candle_round(k, k.div(k.mul(v, sl2), slx)), -32, 31)
-        k.op("@%s bra %s" % (k.p("setp.eq.s32", new_l, L[i]), nxt))
-        fn = k.cvt_f(new_l)
+        new_l = clamp_f(k, away_f(k, k.div(k.mul(v, sl2), slx)), -32, 31)
+        k.op("@%s bra %s" % (k.p("setp.eq.f32", new_l, L[i]), nxt))
+        fn = new_l
         k.setf(slx, k.add(slx, k.mul(wx[i], fn)))
         k.setf(sl2, k.add(sl2, k.mul(k.mul(w[i], fn), fn)))
         ok = k.p("setp.gt.f32", sl2, ZERO)
         better = k.p("setp.gt.f32", k.mul(k.mul(slx, slx), suml2), k.mul(k.mul(sumlx, sumlx), sl2))
         k.op("@!%s bra %s" % (k.p("and.pred", ok, better), nxt))
-        k.setr(L[i], new_l)
+        k.setf(L[i], new_l)
         k.setf(sumlx, slx)
         k.setf(suml2, sl2)
         k.setf(scale, k.div(sumlx, suml2))
@@ -424,7 +457,7 @@ def q6_search_candle(k, xs, lraw):
     k.op("@%s bra %s" % (k.p("setp.lt.u32", it, "5"), cd_loop))
     k.place(cd_out)
     for i in range(16):
-        k.setr(lraw[i], k.r("add.s32", L[i], "32"))
+        k.setr(lraw[i], k.r("add.s32", k.r("cvt.rzi.s32.f32", L[i]), "32"))
     k.place(done)
     return scale
 
@@ -539,8 +572,8 @@ def qkx2_search(k, xs, nmax, rmin, nstep):
     k.setf(lsel_min, mn)
     best = k.var_f(ZERO)
     for i, v in enumerate(xs):
-        l = k.clamp(ggml_nearest(k, k.mul(iscale, k.sub(v, mn))), 0, nmax)
-        diff = k.sub(k.add(k.mul(scale, k.cvt_f(l)), mn), v)
+        l = clamp_f(k, rne_f(k, k.mul(iscale, k.sub(v, mn))), 0, nmax)
+        diff = k.sub(k.add(k.mul(scale, l), mn), v)
         k.setf(best, k.add(best, k.mul(w[i], k.mul(diff, diff))))
     is_ = k.var_r("0")
     loop, nxt = k.label("cand"), k.label("cand_next")
@@ -550,7 +583,7 @@ def qkx2_search(k, xs, nmax, rmin, nstep):
     s_l, s_l2, s_xl = k.var_f(ZERO), k.var_f(ZERO), k.var_f(ZERO)
     fls = []
     for i, v in enumerate(xs):
-        fl = k.cvt_f(k.clamp(ggml_nearest(k, k.mul(isc, k.sub(v, mn))), 0, nmax))
+        fl = clamp_f(k, rne_f(k, k.mul(isc, k.sub(v, mn))), 0, nmax)
         fls.append(fl)
         wl = k.mul(w[i], fl)
         k.setf(s_l, k.add(s_l, wl))
@@ -592,22 +625,23 @@ def qkx1_search(k, xs, nmax):
     k.setf(mn, ZERO, k.p("setp.gt.f32", mn, ZERO))
     fnmax = f32(float(nmax))
     iscale = k.var_f(k.div(fnmax, k.sub(mx, mn)))
-    L = [k.var_r("0") for _ in xs]
+    L = [k.var_f(ZERO) for _ in xs]   # quants as floats
     it = k.var_r("0")
     loop = k.label("qkx1_try")
     k.place(loop)
-    sumlx, suml2, changed = k.var_f(ZERO), k.var_r("0"), k.var_r("0")
+    # suml2 is an integer sum (at most 32 * 31^2) in the reference: exact in f32
+    sumlx, suml2, changed = k.var_f(ZERO), k.var_f(ZERO), k.var_r("0")
     for i, v in enumerate(xs):
         xm = k.sub(v, mn)
-        li = k.clamp(candle_round(k, k.mul(iscale, xm)), 0, nmax)
-        k.op("or.b32 %s, %s, %s" % (changed, changed, k.r("selp.u32", "1", "0", k.p("setp.ne.s32", li, L[i]))))
-        k.setr(L[i], li)
-        k.setf(sumlx, k.add(sumlx, k.mul(xm, k.cvt_f(li))))
-        k.op("mad.lo.s32 %s, %s, %s, %s" % (suml2, li, li, suml2))
-    k.setf(scale, k.div(sumlx, k.cvt_f(suml2)))
+        li = clamp_f(k, away_f(k, k.mul(iscale, xm)), 0, nmax)
+        k.op("or.b32 %s, %s, %s" % (changed, changed, k.r("selp.u32", "1", "0", k.p("setp.neu.f32", li, L[i]))))
+        k.setf(L[i], li)
+        k.setf(sumlx, k.add(sumlx, k.mul(xm, li)))
+        k.setf(suml2, k.add(suml2, k.mul(li, li)))
+    k.setf(scale, k.div(sumlx, suml2))
     total = k.var_f(f32(-0.0))
     for i, v in enumerate(xs):
-        k.setf(total, k.add(total, k.sub(v, k.mul(scale, k.cvt_f(L[i])))))
+        k.setf(total, k.add(total, k.sub(v, k.mul(scale, L[i]))))
     k.setf(mn, k.div(total, f32(32.0)))
     k.setf(mn, ZERO, k.p("setp.gt.f32", mn, ZERO))
     k.setf(iscale, k.div(ONE, scale))

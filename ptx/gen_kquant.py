@@ -15,15 +15,20 @@ Bit-exactness rules every quantize kernel follows (kquants.md §2.7):
   * sums run sequentially in element order (loops over elements are
     unrolled here, so each element's value lives in its own register);
   * argmax with the first index winning on ties, NaN never winning;
-  * ggml's nearest_int (round half to even) is cvt.rni.s32.f32; candle's
-    f32::round (half away from zero) + saturating `as i32` is built from
-    cvt.rzi (see candle_round).
+  * ggml's nearest_int (round half to even) is its own v + 1.5*2^23
+    rounding in the searches' hot loops (rne_f) and cvt.rni.s32.f32 in the
+    final passes; candle's f32::round (half away from zero) + saturating
+    `as i32` is built from the same rounding (away_f) or from cvt.rzi
+    (candle_round). The hot loops stay in the float domain because
+    conversion instructions issue at a fraction of the ALU rate.
 
 Quantize kernels: kaio_kq_quantize_<fmt>_<mode>, one thread per scale group
 (Q8_0: a 32-value block; Q6_K: a 16-value sub-block; Q4_K/Q5_K: a 32-value
 sub-block) running the reference's serial search; the threads of one
 superblock then meet in shared memory for the superblock scale and the
-packing. Block 256 threads; superblocks never straddle CTAs.
+packing (Q8_0: the CTA's blocks are assembled in shared memory and written
+with consecutive 2-byte stores). Block 256 threads; superblocks never
+straddle CTAs.
   Params: (u64 x, u64 q, u32 blocks, u32 blocks_per_row, u64 x_stride
   (elements), u64 q_stride (bytes), u32 in_dtype (1 f32, 2 f16, 3 bf16)).
   Grid: ceil(blocks * groups_per_block / 256).
@@ -44,9 +49,13 @@ i takes units i, i+32, ... of the row (a unit: Q8_0 one block, Q4_K/Q5_K 64
 values, Q6_K 128 values); per scale group the lane sums q·a and a, applies
 the group's scale (and min) once, and the warp sums the lanes with
 shuffles. The weights are read once, with the widest loads their alignment
-allows (Q4_K/Q5_K 16 bytes, Q8_0/Q6_K 2 bytes); A is small and re-read from
-L1/L2 by every warp. Not bit-exact with any reference (f32 accumulation in
-this order); tests use a tolerance.
+allows (Q4_K/Q5_K 16 bytes, Q8_0/Q6_K 2 bytes), and their quants become
+floats without conversion instructions (see small() in decode_unit). The
+8 warps of a CTA walk the same units in step, so where the activations of
+32 units for all MT rows fit in 40 KiB (all but Q4_K/Q5_K m8 and Q6_K m4,
+m8) they are converted to f32 into shared memory once per CTA; otherwise
+every warp reads and converts them from L1/L2. Not bit-exact with any
+reference (f32 accumulation in this order); tests use a tolerance.
   Params: (u64 a, u64 w, u64 c, u32 m, u32 n, u32 units_per_row, u64 lda
   (elements), u64 w_stride (bytes), u64 ldc (elements), u32 a_dtype,
   u32 out_dtype (1 f32, 2 f16)). a 16-byte aligned, lda * esize % 16 == 0.

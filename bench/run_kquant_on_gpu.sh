@@ -15,7 +15,10 @@ grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests from .* ran|^\[       OK|^\[  FAILE
 grep -B2 -A12 'Failure' "$out/gpu-tests.log" | head -150
 $b/bench/bench_kquant > "$out/bench_kquant.log" 2>&1; echo "bench exit $?"
 cat "$out/bench_kquant.log"
-timeout 100 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 $t \
+timeout 90 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 $t \
   --gtest_filter='GpuKquant.QuantizeOddShapesAndPaddedStrides:GpuKquant.DequantizeMatchesTheReference:GpuKquant.QuantMatmulMatchesTheF64Reference' \
   > "$out/memcheck.log" 2>&1
 echo "memcheck exit $?"; grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/memcheck.log" | tail -3
+timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 $t \
+  --gtest_filter='GpuKquant.QuantizeOddShapesAndPaddedStrides' > "$out/racecheck.log" 2>&1
+echo "racecheck exit $?"; grep -E 'RACECHECK SUMMARY|PASSED|FAILED' "$out/racecheck.log" | tail -3

@@ -15,15 +15,20 @@ Bit-exactness rules every quantize kernel follows (kquants.md §2.7):
   * sums run sequentially in element order (loops over elements are
     unrolled here, so each element's value lives in its own register);
   * argmax with the first index winning on ties, NaN never winning;
-  * ggml's nearest_int (round half to even) is cvt.rni.s32.f32; candle's
-    f32::round (half away from zero) + saturating `as i32` is built from
-    cvt.rzi (see candle_round).
+  * ggml's nearest_int (round half to even) is its own v + 1.5*2^23
+    rounding in the searches' hot loops (rne_f) and cvt.rni.s32.f32 in the
+    final passes; candle's f32::round (half away from zero) + saturating
+    `as i32` is built from the same rounding (away_f) or from cvt.rzi
+    (candle_round). The hot loops stay in the float domain because
+    conversion instructions issue at a fraction of the ALU rate.
 
 Quantize kernels: kaio_kq_quantize_<fmt>_<mode>, one thread per scale group
 (Q8_0: a 32-value block; Q6_K: a 16-value sub-block; Q4_K/Q5_K: a 32-value
 sub-block) running the reference's serial search; the threads of one
 superblock then meet in shared memory for the superblock scale and the
-packing. Block 256 threads; superblocks never straddle CTAs.
+packing (Q8_0: the CTA's blocks are assembled in shared memory and written
+with consecutive 2-byte stores). Block 256 threads; superblocks never
+straddle CTAs.
   Params: (u64 x, u64 q, u32 blocks, u32 blocks_per_row, u64 x_stride
   (elements), u64 q_stride (bytes), u32 in_dtype (1 f32, 2 f16, 3 bf16)).
   Grid: ceil(blocks * groups_per_block / 256).
@@ -44,9 +49,13 @@ i takes units i, i+32, ... of the row (a unit: Q8_0 one block, Q4_K/Q5_K 64
 values, Q6_K 128 values); per scale group the lane sums q·a and a, applies
 the group's scale (and min) once, and the warp sums the lanes with
 shuffles. The weights are read once, with the widest loads their alignment
-allows (Q4_K/Q5_K 16 bytes, Q8_0/Q6_K 2 bytes); A is small and re-read from
-L1/L2 by every warp. Not bit-exact with any reference (f32 accumulation in
-this order); tests use a tolerance.
+allows (Q4_K/Q5_K 16 bytes, Q8_0/Q6_K 2 bytes), and their quants become
+floats without conversion instructions (see small() in decode_unit). The
+8 warps of a CTA walk the same units in step, so where the activations of
+32 units for all MT rows fit in 40 KiB (all but Q4_K/Q5_K m8 and Q6_K m4,
+m8) they are converted to f32 into shared memory once per CTA; otherwise
+every warp reads and converts them from L1/L2. Not bit-exact with any
+reference (f32 accumulation in this order); tests use a tolerance.
   Params: (u64 a, u64 w, u64 c, u32 m, u32 n, u32 units_per_row, u64 lda
   (elements), u64 w_stride (bytes), u64 ldc (elements), u32 a_dtype,
   u32 out_dtype (1 f32, 2 f16)). a 16-byte aligned, lda * esize % 16 == 0.
@@ -152,9 +161,42 @@ def nearest(k, mode, v):
     return ggml_nearest(k, v) if mode == "ggml" else candle_round(k, v)
 
 
-def round_away(k, v):
-    """roundf (Q8_0 in both references)."""
-    return candle_round(k, v)
+# The searches round and clamp every value of every candidate: those run in
+# the float domain, with full-rate add/sub/min/max instead of conversions
+# (which issue at a fraction of that rate and would bound the kernels).
+MAGIC = f32(12582912.0)   # 1.5 * 2^23: adding it rounds to an integer
+
+
+def rne_f(k, v):
+    """ggml's nearest_int as a float: the very same v + 1.5*2^23 rounding,
+    exact for |v| < 2^22 (beyond, only the clamp that follows matters)."""
+    return k.sub(k.add(v, MAGIC), MAGIC)
+
+
+def away_f(k, v):
+    """candle's `v.round() as i32` as a float: half away from zero, NaN -> 0.
+    |v| is rounded to nearest even, and a tie that went down (r - |v| is
+    exactly -0.5, Sterbenz) goes up instead."""
+    a = k.f("abs.f32", v)
+    r = rne_f(k, a)
+    tie_down = k.p("setp.eq.f32", k.sub(r, a), f32(-0.5))
+    r = k.f("selp.f32", k.add(r, ONE), r, tie_down)
+    signed = k.f("copysign.f32", v, r)                 # r with the sign of v
+    return k.f("selp.f32", signed, ZERO, k.p("setp.num.f32", v, v))
+
+
+def round_f(k, mode, v):
+    return rne_f(k, v) if mode == "ggml" else away_f(k, v)
+
+
+def clamp_f(k, v, lo, hi):
+    return k.f("min.f32", k.f("max.f32", v, f32(float(lo))), f32(float(hi)))
+
+
+def int8_bits(k, q):
+    """The two's-complement byte of an integral float q in [-128, 127]:
+    q + 1.5*2^23 is exact and its low mantissa bits are q."""
+    return k.r("and.b32", k.r("mov.b32", k.add(q, MAGIC)), "0xFF")
 
 
 # ---------------------------------------------------------------- loads ----
@@ -249,9 +291,11 @@ def store_f16_of(k, pred, addr, off, value):
 # ---------------------------------------------------------------- Q8_0 -----
 
 def quantize_q8_0(k, p):
-    active, _, xaddr, qaddr, _ = group_setup(k, p, 1, 32, 34, 32)
-    done = k.label("done")
-    k.op("@!%s bra %s" % (active, done))
+    """Thread per block; the CTA's 256 blocks are assembled in shared memory
+    and then written with consecutive 2-byte stores (34-byte blocks written
+    by one thread each would scatter every store over 32 sectors)."""
+    k.shared.append(".shared .align 4 .b8 kq_stage[%d]" % (BLOCK * 34))
+    _, _, xaddr, _, tid = group_setup(k, p, 1, 32, 34, 32)
     xs = load_values(k, xaddr, 32, p["in_dtype"])
     amax = k.var_f(ZERO)
     for v in xs:   # MAX(amax, |v|) = amax > |v| ? amax : |v|
@@ -260,24 +304,53 @@ def quantize_q8_0(k, p):
     d = k.div(amax, f32(127.0))
     nz = k.p("setp.neu.f32", d, ZERO)              # C truthiness: NaN counts as nonzero
     idv = k.f("selp.f32", k.div(ONE, d), ZERO, nz)
-    store_f16_of(k, active, qaddr, 0, d)
-    qs = [round_away(k, k.mul(v, idv)) for v in xs]
+    stage = k.r("mad.lo.u32", tid, "34", k.r("mov.u32", "kq_stage"))
+    dh = k.reg("h")
+    k.op("cvt.rn.f16.f32 %s, %s" % (dh, d))
+    k.op("st.shared.b16 [%s], %s" % (stage, dh))
+    qs = [int8_bits(k, away_f(k, k.mul(v, idv))) for v in xs]
     for i in range(16):
-        store_u16(k, active, qaddr, 2 + 2 * i, qs[2 * i], qs[2 * i + 1])
+        w = k.r("or.b32", k.r("and.b32", qs[2 * i], "0xFF"), k.r("shl.b32", k.r("and.b32", qs[2 * i + 1], "0xFF"), "8"))
+        h = k.reg("h")
+        k.op("cvt.u16.u32 %s, %s" % (h, w))
+        k.op("st.shared.b16 [%s+%d], %s" % (stage, 2 + 2 * i, h))
+    k.op("bar.sync 0")
+    # copy out the CTA's valid blocks, 2 bytes per thread and step
+    g0 = k.r("mul.lo.u32", k.r("mov.u32", "%ctaid.x"), str(BLOCK))
+    nvalid = k.r("min.u32", k.r("sub.u32", p["blocks"], g0), str(BLOCK))
+    units = k.r("mul.lo.u32", nvalid, "17")
+    linear = k.p("setp.eq.u64", p["q_stride"], k.rd("mul.wide.u32", p["per_row"], "34"))
+    u = k.var_r(tid)
+    loop, done = k.label("copy"), k.label("copied")
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", u, units), done))
+    k.place(loop)
+    blk = k.r("div.u32", u, "17")
+    off = k.r("sub.u32", k.r("shl.b32", u, "1"), k.r("mul.lo.u32", blk, "34"))
+    g = k.r("add.u32", g0, blk)
+    row = k.r("div.u32", g, p["per_row"])
+    row = k.r("selp.u32", "0", row, linear)      # contiguous rows: one linear run
+    b = k.r("sub.u32", g, k.r("mul.lo.u32", row, p["per_row"]))
+    addr = k.rd("add.u64", p["q"], k.rd("mad.lo.u64", k.rd("cvt.u64.u32", row), p["q_stride"],
+                                         k.rd("mad.wide.u32", b, "34", k.rd("cvt.u64.u32", off))))
+    h = k.reg("h")
+    k.op("ld.shared.b16 %s, [%s]" % (h, k.r("mad.lo.u32", u, "2", k.r("mov.u32", "kq_stage"))))
+    k.op("st.global.b16 [%s], %s" % (addr, h))
+    k.op("add.u32 %s, %s, %d" % (u, u, BLOCK))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", u, units), loop))
     k.place(done)
     k.op("ret")
 
 
 # ---------------------------------------------------------------- Q6_K -----
 
-def qx_pass(k, mode, xs, w, wx, iscale, track=None):
+def qx_pass(k, mode, xs, w, wx, iscale):
     """One make_qx_quants pass at iscale: (sumlx, suml2) in element order,
-    and the clamped quants (signed, -32..31)."""
+    and the clamped quants (signed, -32..31, as floats)."""
     sumlx, suml2 = k.var_f(ZERO), k.var_f(ZERO)
     ls = []
     for i, v in enumerate(xs):
-        l = k.clamp(nearest(k, mode, k.mul(iscale, v)), -32, 31)
-        fl = k.cvt_f(l)
+        l = clamp_f(k, round_f(k, mode, k.mul(iscale, v)), -32, 31)
+        fl = l
         k.setf(sumlx, k.add(sumlx, k.mul(wx[i], fl)))
         k.setf(suml2, k.add(suml2, k.mul(k.mul(w[i], fl), fl)))
         ls.append(l)
@@ -334,10 +407,10 @@ def q6_search_candle(k, xs, lraw):
     k.op("@%s bra %s" % (zero, done))
     w = [k.mul(v, v) for v in xs]
     wx = [k.mul(w[i], v) for i, v in enumerate(xs)]
-    L = [k.reg("r") for _ in xs]    # signed quants
+    L = [k.reg("f") for _ in xs]    # signed quants, as floats
     sumlx, suml2, ls = qx_pass(k, "candle", xs, w, wx, k.div(f32(-32.0), mx))
     for i in range(16):
-        k.setr(L[i], ls[i])
+        k.setf(L[i], ls[i])
     k.setf(scale, k.div(sumlx, suml2))
     best = k.var_f(k.mul(scale, sumlx))
     # up to 3 re-scaling passes
@@ -348,13 +421,13 @@ def q6_search_candle(k, xs, lraw):
     slx, sl2, ls = qx_pass(k, "candle", xs, w, wx, isc)
     changed = k.var_r("0")
     for i in range(16):
-        k.op("or.b32 %s, %s, %s" % (changed, changed, k.r("selp.u32", "1", "0", k.p("setp.ne.s32", ls[i], L[i]))))
+        k.op("or.b32 %s, %s, %s" % (changed, changed, k.r("selp.u32", "1", "0", k.p("setp.neu.f32", ls[i], L[i]))))
     stop = k.p("setp.eq.u32", changed, "0")
     stop = k.p("or.pred", stop, k.p("setp.eq.f32", sl2, ZERO))
     stop = k.p("or.pred", stop, k.p("setp.le.f32", k.mul(slx, slx), k.mul(best, sl2)))
     k.op("@%s bra %s" % (stop, out))
     for i in range(16):
-        k.setr(L[i], ls[i])
+        k.setf(L[i], ls[i])
     k.setf(sumlx, slx)
     k.setf(suml2, sl2)
     k.setf(scale, k.div(sumlx, suml2))
@@ -369,19 +442,19 @@ def q6_search_candle(k, xs, lraw):
     n_changed = k.var_r("0")
     for i, v in enumerate(xs):
         nxt = k.label("cd_next")
-        fl = k.cvt_f(L[i])
+        fl = L[i]
         slx = k.var_f(k.sub(sumlx, k.mul(wx[i], fl)))
         k.op("@!%s bra %s" % (k.p("setp.gt.f32", slx, ZERO), nxt))
         sl2 = k.var_f(k.sub(suml2, k.mul(k.mul(w[i], fl), fl)))
-        new_l = k.clamp(candle_round(k, k.div(k.mul(v, sl2), slx)), -32, 31)
-        k.op("@%s bra %s" % (k.p("setp.eq.s32", new_l, L[i]), nxt))
-        fn = k.cvt_f(new_l)
+        new_l = clamp_f(k, away_f(k, k.div(k.mul(v, sl2), slx)), -32, 31)
+        k.op("@%s bra %s" % (k.p("setp.eq.f32", new_l, L[i]), nxt))
+        fn = new_l
         k.setf(slx, k.add(slx, k.mul(wx[i], fn)))
         k.setf(sl2, k.add(sl2, k.mul(k.mul(w[i], fn), fn)))
         ok = k.p("setp.gt.f32", sl2, ZERO)
         better = k.p("setp.gt.f32", k.mul(k.mul(slx, slx), suml2), k.mul(k.mul(sumlx, sumlx), sl2))
         k.op("@!%s bra %s" % (k.p("and.pred", ok, better), nxt))
-        k.setr(L[i], new_l)
+        k.setf(L[i], new_l)
         k.setf(sumlx, slx)
         k.setf(suml2, sl2)
         k.setf(scale, k.div(sumlx, suml2))
@@ -393,7 +466,7 @@ def q6_search_candle(k, xs, lraw):
     k.op("@%s bra %s" % (k.p("setp.lt.u32", it, "5"), cd_loop))
     k.place(cd_out)
     for i in range(16):
-        k.setr(lraw[i], k.r("add.s32", L[i], "32"))
+        k.setr(lraw[i], k.r("add.s32", k.r("cvt.rzi.s32.f32", L[i]), "32"))
     k.place(done)
     return scale
 
@@ -508,8 +581,8 @@ def qkx2_search(k, xs, nmax, rmin, nstep):
     k.setf(lsel_min, mn)
     best = k.var_f(ZERO)
     for i, v in enumerate(xs):
-        l = k.clamp(ggml_nearest(k, k.mul(iscale, k.sub(v, mn))), 0, nmax)
-        diff = k.sub(k.add(k.mul(scale, k.cvt_f(l)), mn), v)
+        l = clamp_f(k, rne_f(k, k.mul(iscale, k.sub(v, mn))), 0, nmax)
+        diff = k.sub(k.add(k.mul(scale, l), mn), v)
         k.setf(best, k.add(best, k.mul(w[i], k.mul(diff, diff))))
     is_ = k.var_r("0")
     loop, nxt = k.label("cand"), k.label("cand_next")
@@ -519,7 +592,7 @@ def qkx2_search(k, xs, nmax, rmin, nstep):
     s_l, s_l2, s_xl = k.var_f(ZERO), k.var_f(ZERO), k.var_f(ZERO)
     fls = []
     for i, v in enumerate(xs):
-        fl = k.cvt_f(k.clamp(ggml_nearest(k, k.mul(isc, k.sub(v, mn))), 0, nmax))
+        fl = clamp_f(k, rne_f(k, k.mul(isc, k.sub(v, mn))), 0, nmax)
         fls.append(fl)
         wl = k.mul(w[i], fl)
         k.setf(s_l, k.add(s_l, wl))
@@ -561,22 +634,23 @@ def qkx1_search(k, xs, nmax):
     k.setf(mn, ZERO, k.p("setp.gt.f32", mn, ZERO))
     fnmax = f32(float(nmax))
     iscale = k.var_f(k.div(fnmax, k.sub(mx, mn)))
-    L = [k.var_r("0") for _ in xs]
+    L = [k.var_f(ZERO) for _ in xs]   # quants as floats
     it = k.var_r("0")
     loop = k.label("qkx1_try")
     k.place(loop)
-    sumlx, suml2, changed = k.var_f(ZERO), k.var_r("0"), k.var_r("0")
+    # suml2 is an integer sum (at most 32 * 31^2) in the reference: exact in f32
+    sumlx, suml2, changed = k.var_f(ZERO), k.var_f(ZERO), k.var_r("0")
     for i, v in enumerate(xs):
         xm = k.sub(v, mn)
-        li = k.clamp(candle_round(k, k.mul(iscale, xm)), 0, nmax)
-        k.op("or.b32 %s, %s, %s" % (changed, changed, k.r("selp.u32", "1", "0", k.p("setp.ne.s32", li, L[i]))))
-        k.setr(L[i], li)
-        k.setf(sumlx, k.add(sumlx, k.mul(xm, k.cvt_f(li))))
-        k.op("mad.lo.s32 %s, %s, %s, %s" % (suml2, li, li, suml2))
-    k.setf(scale, k.div(sumlx, k.cvt_f(suml2)))
+        li = clamp_f(k, away_f(k, k.mul(iscale, xm)), 0, nmax)
+        k.op("or.b32 %s, %s, %s" % (changed, changed, k.r("selp.u32", "1", "0", k.p("setp.neu.f32", li, L[i]))))
+        k.setf(L[i], li)
+        k.setf(sumlx, k.add(sumlx, k.mul(xm, li)))
+        k.setf(suml2, k.add(suml2, k.mul(li, li)))
+    k.setf(scale, k.div(sumlx, suml2))
     total = k.var_f(f32(-0.0))
     for i, v in enumerate(xs):
-        k.setf(total, k.add(total, k.sub(v, k.mul(scale, k.cvt_f(L[i])))))
+        k.setf(total, k.add(total, k.sub(v, k.mul(scale, L[i]))))
     k.setf(mn, k.div(total, f32(32.0)))
     k.setf(mn, ZERO, k.p("setp.gt.f32", mn, ZERO))
     k.setf(iscale, k.div(ONE, scale))
@@ -756,12 +830,18 @@ def decode_unit(k, fmt, blk, part):
     products as in the references."""
     cvt_u = lambda v: k.f("cvt.rn.f32.u32", v)
     cvt_s = lambda v: k.f("cvt.rn.f32.s32", v)
+
+    def small(u, bias):
+        """u - bias as f32 for an unsigned u < 2^23, exactly, without a
+        conversion instruction (those issue at a fraction of the ALU rate):
+        the bits 0x4B000000 | u are the float 2^23 + u."""
+        return k.sub(k.f("mov.b32", k.r("or.b32", u, "0x4B000000")), f32(8388608.0 + bias))
     if fmt == "q8_0":
         hb = Bytes(k, blk, 0, 34, False)
         d_h = k.reg("h")
         k.op("cvt.u16.u32 %s, %s" % (d_h, hb.words[0]))
         d = k.f("cvt.f32.f16", d_h)
-        qs = lambda: [cvt_s(k.r("cvt.s32.s8", hb.byte(2 + i))) for i in range(32)]
+        qs = lambda: [small(k.r("xor.b32", hb.byte(2 + i), "0x80"), 128) for i in range(32)]
         return [(d, None, qs, 0, 32)]
     if fmt in ("q4_k", "q5_k"):
         q5 = fmt == "q5_k"
@@ -786,7 +866,7 @@ def decode_unit(k, fmt, blk, part):
                     if q5:
                         hb = k.r("and.b32", k.r("shr.u32", qh.byte(i), shift), "1")
                         q = k.r("or.b32", q, k.r("shl.b32", hb, "4"))
-                    out.append(cvt_u(q))
+                    out.append(small(q, 0))
                 return out
             groups.append((k.mul(d, cvt_u(sc)), k.mul(dmin, cvt_u(m)), quants, 32 * half, 32))
         return groups
@@ -806,7 +886,7 @@ def decode_unit(k, fmt, blk, part):
             for l in range(16 * (g % 2), 16 * (g % 2) + 16):
                 low = ql.bits(l + 32 * (quarter & 1), 4 * (quarter >> 1), 4)
                 high = qh.bits(l, 2 * quarter, 2)
-                out.append(cvt_s(k.r("sub.s32", k.r("or.b32", low, k.r("shl.b32", high, "4")), "32")))
+                out.append(small(k.r("or.b32", low, k.r("shl.b32", high, "4")), 32))
             return out
         groups.append((k.mul(d, cvt_s(k.r("cvt.s32.s8", sc.byte(g)))), None, quants, 16 * g, 16))
     return groups
@@ -894,37 +974,20 @@ MV_PARAMS = [(".u64", "a"), (".u64", "w"), (".u64", "c"), (".u32", "m"), (".u32"
              (".u32", "a_dtype"), (".u32", "out_dtype")]
 
 
-def matvec(k, p, fmt, mt):
-    _, bb, _ = FORMATS[fmt]
-    ue, upb = UNIT[fmt], UNITS_PER_BLOCK[fmt]
-    # ptxas picks 128 for some variants and spills; M = 1 fits 128 (2 CTAs per SM)
-    k.maxnreg = 128 if mt == 1 else 192
-    tid = k.r("mov.u32", "%tid.x")
-    lane = k.r("and.b32", tid, "31")
-    nrow = k.r("mad.lo.u32", k.r("mov.u32", "%ctaid.x"), "8", k.r("shr.u32", tid, "5"))
-    done = k.label("done")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", nrow, p["n"]), done))
-    wrow = k.rd("add.u64", p["w"], k.rd("mul.lo.u64", k.rd("cvt.u64.u32", nrow), p["w_stride"]))
-    esize = k.rd("cvt.u64.u32", k.r("selp.u32", "4", "2", k.p("setp.eq.u32", p["a_dtype"], "1")))
-    arows = []
-    for m in range(mt):   # rows past M re-read row M-1; their sums are never stored
-        mr = k.r("min.u32", str(m), k.r("sub.u32", p["m"], "1")) if m else k.r("mov.u32", "0")
-        arows.append(k.rd("add.u64", p["a"], k.rd("mul.lo.u64", k.rd("mul.lo.u64", k.rd("cvt.u64.u32", mr), p["lda"]), esize)))
-    acc = [k.var_f(ZERO) for _ in range(mt)]
-    u = k.var_r(lane)
-    loop, end = k.label("unit"), k.label("units_done")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", u, p["units"]), end))
-    k.place(loop)
-    sb = k.r("div.u32", u, str(upb)) if upb > 1 else u
-    part = k.r("rem.u32", u, str(upb)) if upb > 1 else k.r("mov.u32", "0")
-    blk = k.rd("add.u64", wrow, k.rd("mul.wide.u32", sb, str(bb)))
-    groups = decode_unit(k, fmt, blk, part)
-    koff = k.rd("mul.lo.u64", k.rd("mul.wide.u32", u, str(ue)), esize)
+STAGE_LIMIT = 40 * 1024   # shared bytes for A staging (static shared memory stays < 48 KiB)
+
+
+def stage_bytes(fmt, mt):
+    return mt * 32 * (UNIT[fmt] + 4) * 4
+
+
+def dot_groups(k, groups, mt, acc, a_of):
+    """acc[m] += sum over the unit's groups of scale·(q·a) - min·(sum a);
+    a_of(m, first, count) gives the activations of a group as f32."""
     for scale, mn, qfun, first, count in groups:
         qs = qfun()
         for m in range(mt):
-            a = load_values(k, k.rd("add.u64", arows[m], k.rd("add.u64", koff, k.rd("mul.lo.u64", esize, str(first)))),
-                            count, p["a_dtype"])
+            a = a_of(m, first, count)
             dot = k.var_f(ZERO)
             for i, q in enumerate(qs):
                 k.op("fma.rn.f32 %s, %s, %s, %s" % (dot, q, a[i], dot))
@@ -934,14 +997,102 @@ def matvec(k, p, fmt, mt):
                 for v in a:
                     k.op("add.f32 %s, %s, %s" % (sa, sa, v))
                 k.op("fma.rn.f32 %s, %s, %s, %s" % (acc[m], k.f("neg.f32", mn), sa, acc[m]))
-    k.op("add.u32 %s, %s, 32" % (u, u))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", u, p["units"]), loop))
-    k.place(end)
+
+
+def matvec(k, p, fmt, mt):
+    """See the file header. When the activations of 32 units (all M rows)
+    fit in shared memory, the CTA's 8 warps, which walk the same units in
+    step, convert them to f32 there once per CTA instead of once per warp:
+    conversions issue at a fraction of the ALU rate and would otherwise cost
+    as much as the weights themselves."""
+    _, bb, _ = FORMATS[fmt]
+    ue, upb = UNIT[fmt], UNITS_PER_BLOCK[fmt]
+    staged = stage_bytes(fmt, mt) <= STAGE_LIMIT
+    # ptxas picks 128 for some variants and spills; M = 1 fits 128 (2 CTAs per SM)
+    k.maxnreg = 128 if mt == 1 and fmt != "q5_k" else 192
+    tid = k.r("mov.u32", "%tid.x")
+    lane = k.r("and.b32", tid, "31")
+    nrow = k.r("mad.lo.u32", k.r("mov.u32", "%ctaid.x"), "8", k.r("shr.u32", tid, "5"))
+    row_ok = k.p("setp.lt.u32", nrow, p["n"])
+    done = k.label("done")
+    if not staged:
+        k.op("@!%s bra %s" % (row_ok, done))
+    # rows past N (staged CTAs keep them for the barriers) read row N-1
+    wrow = k.rd("add.u64", p["w"], k.rd("mul.lo.u64", k.rd("cvt.u64.u32", k.r("min.u32", nrow, k.r("sub.u32", p["n"], "1"))),
+                                        p["w_stride"]))
+    esize = k.rd("cvt.u64.u32", k.r("selp.u32", "4", "2", k.p("setp.eq.u32", p["a_dtype"], "1")))
+    arows = []
+    for m in range(mt):   # rows past M re-read row M-1; their sums are never stored
+        mr = k.r("min.u32", str(m), k.r("sub.u32", p["m"], "1")) if m else k.r("mov.u32", "0")
+        arows.append(k.rd("add.u64", p["a"], k.rd("mul.lo.u64", k.rd("mul.lo.u64", k.rd("cvt.u64.u32", mr), p["lda"]), esize)))
+    acc = [k.var_f(ZERO) for _ in range(mt)]
+
+    def unit_blk(u):
+        sb = k.r("div.u32", u, str(upb)) if upb > 1 else u
+        part = k.r("rem.u32", u, str(upb)) if upb > 1 else k.r("mov.u32", "0")
+        return k.rd("add.u64", wrow, k.rd("mul.wide.u32", sb, str(bb))), part
+
+    if not staged:
+        u = k.var_r(lane)
+        loop, end = k.label("unit"), k.label("units_done")
+        k.op("@%s bra %s" % (k.p("setp.ge.u32", u, p["units"]), end))
+        k.place(loop)
+        blk, part = unit_blk(u)
+        koff = k.rd("mul.lo.u64", k.rd("mul.wide.u32", u, str(ue)), esize)
+        dot_groups(k, decode_unit(k, fmt, blk, part), mt, acc, lambda m, first, count: load_values(
+            k, k.rd("add.u64", arows[m], k.rd("add.u64", koff, k.rd("mul.lo.u64", esize, str(first)))),
+            count, p["a_dtype"]))
+        k.op("add.u32 %s, %s, 32" % (u, u))
+        k.op("@%s bra %s" % (k.p("setp.lt.u32", u, p["units"]), loop))
+        k.place(end)
+    else:
+        pitch = (ue + 4) * 4          # bytes per staged unit (16 bytes of padding: no bank conflicts)
+        k.shared.append(".shared .align 16 .f32 kq_a[%d]" % (mt * 32 * (ue + 4)))
+        base = k.r("mov.u32", "kq_a")
+        u0 = k.var_r("0")
+        loop, end = k.label("chunk"), k.label("chunks_done")
+        k.place(loop)
+        # stage: 8-value pieces of units u0 .. u0+31, for every row m
+        pieces = 32 * ue // 8
+        for rep in range((pieces + BLOCK - 1) // BLOCK):
+            gi = k.r("add.u32", tid, str(BLOCK * rep))
+            unit = k.r("add.u32", u0, k.r("shr.u32", gi, str((ue // 8).bit_length() - 1)))
+            ok = k.p("and.pred", k.p("setp.lt.u32", gi, str(pieces)), k.p("setp.lt.u32", unit, p["units"]))
+            skip = k.label("stage_skip")
+            k.op("@!%s bra %s" % (ok, skip))
+            kidx = k.rd("mad.wide.u32", u0, str(ue), k.rd("mul.wide.u32", gi, "8"))   # element index
+            local = k.r("and.b32", gi, str(ue // 8 - 1))
+            ulocal = k.r("shr.u32", gi, str((ue // 8).bit_length() - 1))
+            for m in range(mt):
+                vals = load_values(k, k.rd("mad.lo.u64", kidx, esize, arows[m]), 8, p["a_dtype"])
+                sa = k.r("add.u32", base, k.r("mad.lo.u32", k.r("add.u32", ulocal, str(32 * m)), str(pitch),
+                                                k.r("mul.lo.u32", local, "32")))
+                k.op("st.shared.v4.f32 [%s], {%s}" % (sa, ", ".join(vals[0:4])))
+                k.op("st.shared.v4.f32 [%s+16], {%s}" % (sa, ", ".join(vals[4:8])))
+            k.place(skip)
+        k.op("bar.sync 0")
+        u = k.r("add.u32", u0, lane)
+        skip = k.label("unit_skip")
+        k.op("@!%s bra %s" % (k.p("and.pred", row_ok, k.p("setp.lt.u32", u, p["units"])), skip))
+        blk, part = unit_blk(u)
+        mine = [k.r("add.u32", base, k.r("mul.lo.u32", k.r("add.u32", lane, str(32 * m)), str(pitch))) for m in range(mt)]
+
+        def a_smem(m, first, count):
+            regs = k.regs("f", count)
+            for c in range(count // 4):
+                k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(regs[4 * c:4 * c + 4]), mine[m], 4 * first + 16 * c))
+            return regs
+        dot_groups(k, decode_unit(k, fmt, blk, part), mt, acc, a_smem)
+        k.place(skip)
+        k.op("bar.sync 0")
+        k.op("add.u32 %s, %s, 32" % (u0, u0))
+        k.op("@%s bra %s" % (k.p("setp.lt.u32", u0, p["units"]), loop))
+        k.place(end)
     for m in range(mt):
         for sh in (16, 8, 4, 2, 1):
             o = k.f("shfl.sync.bfly.b32", acc[m], str(sh), "31", "0xFFFFFFFF")
             k.op("add.f32 %s, %s, %s" % (acc[m], acc[m], o))
-    lead = k.p("setp.eq.u32", lane, "0")
+    lead = k.p("and.pred", row_ok, k.p("setp.eq.u32", lane, "0"))
     is_f32 = k.p("setp.eq.u32", p["out_dtype"], "1")
     for m in range(mt):
         ok = k.p("and.pred", lead, k.p("setp.gt.u32", p["m"], str(m)))

@@ -423,7 +423,14 @@ float candle_qkx1_quants(const float *x, int nmax, float *the_min) {
   return scale;
 }
 
-// Rust's f32::max: NaN loses to a number.
+// Rust's f32::max: NaN loses to a number. Ties (only +0 vs -0 can tie with
+// different bits) keep b here. Known open point: LLVM's x86 lowering of
+// maxnum may return a (the receiver) on ties, which would make candle's
+// `fold(0.0, |max, &val| val.max(max))` end on -0.0 when every sub-block's
+// min is clamped to 0 (its the_min is -0.0), i.e. store dmin 0x8000 where
+// this reference stores 0x0000; aarch64's fmaxnm returns +0. Only the sign
+// of a zero dmin can differ; the dequantized values are the same. Not
+// checked against candle itself (no candle build here).
 float rust_max(float a, float b) {
   if (std::isnan(a)) return b;
   if (std::isnan(b)) return a;

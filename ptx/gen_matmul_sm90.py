@@ -9,17 +9,20 @@ this file, so --check is reproducible.
 
 Kernels: kaio_matmul_sm90_<in>_<la><lb>[_n128], in in {f16, bf16}, la, lb in
 {n, t}; 16 entries: CTA tiles 128 x 256, and 128 x 128 (_n128, 6 stages) for
-shapes with too few tiles to fill the SMs.  Plus kaio_matmul_sm90_s8_nt[_n128]
-(W8A8): A M x K and B N x K int8, both K-major (int8 wgmma has no transpose),
-m64nNk32 s32 accumulation (exact), K step 128; TMA maps of dtype UINT8 (0);
-two more params, row_scale and col_scale (f32 vectors of M and N, 0 = none):
-out = alpha * f32(acc) * row_scale[m] * col_scale[n] (+ beta * C), rounded
-once per mul.  The host keeps lda, ldb multiples of 16 and never splits K
-(f32 partials would lose the exact sum).  Measured through a driver-API
-harness on the H100: exact against the integer reference (K <= 1008),
-4096^3 1335 TOPS (wide tile; cuBLASLt int8 1271 in h100-baselines.md),
-constant inputs, so only a first figure.  "nt" (A M x K row-major, B N x K row-major: the nn.Linear layout)
-is the primary one: both operands K-major, no transposes.
+shapes with too few tiles to fill the SMs.  "nt" (A M x K row-major, B N x K
+row-major: the nn.Linear layout) is the primary one: both operands K-major,
+no transposes.
+
+Plus kaio_matmul_sm90_s8_nt[_n128] (W8A8): A M x K and B N x K int8, both
+K-major (int8 wgmma has no transpose), m64nNk32 s32 accumulation (exact),
+K step 128; TMA maps of dtype UINT8 (0); two more params, row_scale and
+col_scale (f32 vectors of M and N, 0 = none):
+    out = ((f32(acc) * alpha) * row_scale[m]) * col_scale[n] (+ beta * C),
+each product rounded (the order of the sm_80 int8 kernel).  The host keeps
+lda, ldb multiples of 16 and never splits K (f32 partials would lose the
+exact sum).  Measured through a driver-API harness on the H100: exact
+against the integer reference (K <= 1008); 4096^3 at 1335 TOPS on constant
+inputs (wide tile; cuBLASLt int8 1271 in h100-baselines.md), a first figure.
 
     C[M x N] = alpha * op(A) * op(B) + beta * C        (f32 accumulation)
 
@@ -312,8 +315,8 @@ def load_pair(k, name, pred, ptr, off):
 
 class IntScale:
     """int8 output value of accumulator i: the s32 sum as f32 (exact below
-    2^24), times row_scale[row] and col_scale[col] where those pointers are
-    not 0, times alpha.  Built per element inside the epilogue, so no more
+    2^24), times alpha, then row_scale[row] and col_scale[col] where those
+    pointers are not 0.  Built per element inside the epilogue, so no more
     than one converted value and one column predicate are live at a time
     (converting all 128 up front spilled)."""
 
@@ -331,18 +334,20 @@ class IntScale:
         self.rsc = []
         for h in range(2):
             row = k.r("add.u32", row0, 8 * h)
-            v = k.f("mul.rn.f32", P["alpha"], "0f3F800000")
             ok = k.p("and.pred", prs, k.p("setp.lt.u32", row, P["m"]))
             r = k.f("mov.f32", "0f3F800000")
             k.op("@%s ld.global.f32 %s, [%s]" % (ok, r, k.rd("add.u64", rs, k.rd("mul.wide.u32", row, 4))))
-            self.rsc.append(k.f("mul.rn.f32", v, r))    # alpha * row scale
+            self.rsc.append(r)
 
     def __call__(self, j, h, e):
+        """((f32(acc) * alpha) * row_scale) * col_scale, each product rounded: the
+        same order as the sm_80 int8 kernel, so both give the same bits (a missing
+        scale multiplies by 1, exactly)."""
         k = self.k
         c = k.f("mov.f32", "0f3F800000")
         ok = k.p("and.pred", self.pcs, k.p("setp.lt.u32", k.r("add.u32", self.col0, 8 * j + e), self.P["n"]))
         k.op("@%s ld.global.f32 %s, [%s+%d]" % (ok, c, self.cs, 4 * (8 * j + e)))
-        f = k.f("cvt.rn.f32.s32", self.acc[4 * j + 2 * h + e])
+        f = k.f("mul.rn.f32", k.f("cvt.rn.f32.s32", self.acc[4 * j + 2 * h + e]), self.P["alpha"])
         return k.f("mul.rn.f32", k.f("mul.rn.f32", f, self.rsc[h]), c)
 
 

@@ -78,6 +78,12 @@ PER_PROJ = ((".u64", "qw"), (".u64", "ldqw"), (".u64", "qz"), (".u64", "ldqz"),
 GEMV_PARAMS = ([(".u64", "x"), (".u64", "ldx"), (".u32", "m"), (".u32", "k"), (".u32", "gshift"),
                 (".u32", "xmask"), (".u32", "zoff"), (".u32", "out_dtype")]
                + [(t, "%s_%s" % (nm, p)) for p in PROJ for t, nm in PER_PROJ])
+PER_PROJ8 = ((".u64", "w"), (".u64", "ldw"), (".u64", "sc"), (".u32", "scstep"),
+             (".u64", "out"), (".u64", "ldo"), (".u32", "n"))
+GEMV8_PARAMS = ([(".u64", "x"), (".u64", "ldx"), (".u32", "m"), (".u32", "k"), (".u32", "out_dtype")]
+                + [(t, "%s_%s" % (nm, p)) for p in PROJ for t, nm in PER_PROJ8])
+MAGIC8 = "0x64646464"        # 0x64 bytes: 1024.0 as the high byte of an f16
+NEG1152 = "0xE480E480"       # -(1024 + 128) in both halves
 DQ_PARAMS = [(".u64", "qw"), (".u64", "ldqw"), (".u64", "qz"), (".u64", "ldqz"), (".u64", "sc"),
              (".u64", "ldsc"), (".u64", "w"), (".u64", "ldw"), (".u32", "n"), (".u32", "group"),
              (".u32", "xmask"), (".u32", "zoff")]
@@ -138,31 +144,37 @@ def output_store(k, out_dtype, base, elem, v):
     k.place(done)
 
 
-def gemv_kernel(dt, mt):
-    name = "kaio_int4_gemv_%s_m%d" % (dt, mt)
+def gemv_kernel(dt, mt, wfmt="int4"):
+    """wfmt "int4": GPTQ-packed weights; "int8": s8 K x N weights (W8A16), f16
+    only, the per-tensor or per-column f32 scale applied to the f32 sums."""
+    i4 = wfmt == "int4"
+    name = ("kaio_int4_gemv_%s_m%d" if i4 else "kaio_int8w_gemv_%s_m%d") % (dt, mt)
     threads = 32 * WK
     red_bytes = WK * mt * X * 4
     sym = "kaio_int4_red"
     doc = """
-%s: out_p = x * dequant(W_p), x %s rows ctaid.z*%d .. +%d, f32 accumulation.
+%s: out_p = x * dequant(W_p) (%s weights), x %s rows ctaid.z*%d .. +%d, f32 accumulation.
 CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps per batch;
 %d bytes of static shared.  grid (ceil(max N_p/%d), projections, ceil(M/%d)), block (%d, 1, 1).""" % (
-        name, dt, mt, mt - 1, X, CW, WK, U, red_bytes, X, mt, threads)
+        name, "GPTQ int4" if i4 else "s8 K x N", dt, mt, mt - 1, X, CW, WK, U, red_bytes, X, mt,
+        threads)
     ann = ["// kaio-shared-bytes: %s 0" % name,
            "// kaio-launch: %s block=%d cols_per_block=%d" % (name, threads, X)]
-    k = Kernel(name, doc, GEMV_PARAMS, threads, ann,
-               ".shared .align 16 .b8 %s[%d]" % (sym, red_bytes))
-    ptrs = ["x"] + ["%s_%s" % (nm, p) for p in PROJ for nm in ("qw", "qz", "sc", "out")]
-    P = load_params(k, GEMV_PARAMS, ptrs)
-    for p in PROJ:
-        null_safe(k, P, "qz_" + p)
+    params, per_proj = (GEMV_PARAMS, PER_PROJ) if i4 else (GEMV8_PARAMS, PER_PROJ8)
+    k = Kernel(name, doc, params, threads, ann, ".shared .align 16 .b8 %s[%d]" % (sym, red_bytes))
+    pnames = ("qw", "qz", "sc", "out") if i4 else ("w", "sc", "out")
+    ptrs = ["x"] + ["%s_%s" % (nm, p) for p in PROJ for nm in pnames]
+    P = load_params(k, params, ptrs)
+    if i4:
+        for p in PROJ:
+            null_safe(k, P, "qz_" + p)
 
     k.note("projection ctaid.y: its pointers, strides and N")
     py = k.r("mov.u32", "%ctaid.y")
     is1, is2 = k.p("setp.eq.u32", py, 1), k.p("setp.eq.u32", py, 2)
     S = {}
-    for _, nm in PER_PROJ:
-        kind = "r" if nm == "n" else "rd"
+    for ptype, nm in per_proj:
+        kind = "r" if ptype == ".u32" else "rd"
         typ = "b32" if kind == "r" else "b64"
         v = k._dst(kind, "selp.%s" % typ, (P["%s_k" % nm], P["%s_q" % nm], is1))
         S[nm] = k._dst(kind, "selp.%s" % typ, (P["%s_v" % nm], v, is2))
@@ -175,26 +187,39 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
     warp = k.r("shr.u32", tid, 5)
     g = k.r("shr.u32", lane, 2)
     t = k.r("and.b32", lane, 3)
-    has_z = k.p("setp.ne.u64", S["qz"], 0)
-    zsh = k.r("shl.b32", k.r("and.b32", g, 1), 4)
+    if i4:
+        has_z = k.p("setp.ne.u64", S["qz"], 0)
+        zsh = k.r("shl.b32", k.r("and.b32", g, 1), 4)
     nsteps = k.r("shr.u32", P["k"], 5)
 
     k.note("per column group c: columns nb + 32c + 4g .. +3")
     ncol = [k.r("add.u32", nb, k.r("add.u32", k.r("shl.b32", g, 2), 32 * c)) for c in range(CW)]
     col_ok = [k.p("setp.lt.u32", n, S["n"]) for n in ncol]
-    ldqw4 = k.rd("shl.b64", S["ldqw"], 2)
     wptr = []
-    for c in range(CW):
-        row = wide(k, k.r("add.u32", t, k.r("shl.b32", warp, 2)))    # packed row 4*warp + t
-        elem = k.rd("add.u64", k.rd("mul.lo.u64", row, S["ldqw"]), wide(k, ncol[c]))
-        wptr.append(k.rd("add.u64", S["qw"], k.rd("shl.b64", elem, 2)))
-    ustride = k.rd("shl.b64", ldqw4, 2 + (WK.bit_length() - 1))     # WK steps of 4 packed rows
-    bstride = k.rd("shl.b64", ustride, U.bit_length() - 1)
-    sc_base = [k.rd("add.u64", S["sc"], k.rd("shl.b64", wide(k, n), 1)) for n in ncol]
-    qz_base = [k.rd("add.u64", S["qz"], k.rd("shl.b64", wide(k, k.r("shr.u32", n, 3)), 2))
-               for n in ncol]
-    ldsc2 = k.rd("shl.b64", S["ldsc"], 1)
-    ldqz4 = k.rd("shl.b64", S["ldqz"], 2)
+    if i4:
+        ldqw4 = k.rd("shl.b64", S["ldqw"], 2)
+        for c in range(CW):
+            row = wide(k, k.r("add.u32", t, k.r("shl.b32", warp, 2)))    # packed row 4*warp + t
+            elem = k.rd("add.u64", k.rd("mul.lo.u64", row, S["ldqw"]), wide(k, ncol[c]))
+            wptr.append(k.rd("add.u64", S["qw"], k.rd("shl.b64", elem, 2)))
+        ustride = k.rd("shl.b64", ldqw4, 2 + (WK.bit_length() - 1))     # WK steps of 4 packed rows
+        bstride = k.rd("shl.b64", ustride, U.bit_length() - 1)
+        sc_base = [k.rd("add.u64", S["sc"], k.rd("shl.b64", wide(k, n), 1)) for n in ncol]
+        qz_base = [k.rd("add.u64", S["qz"], k.rd("shl.b64", wide(k, k.r("shr.u32", n, 3)), 2))
+                   for n in ncol]
+        ldsc2 = k.rd("shl.b64", S["ldsc"], 1)
+        ldqz4 = k.rd("shl.b64", S["ldqz"], 2)
+    else:
+        k.note("s8 rows k = 32 s + 8t + j (j = 0..7), 4 columns (bytes) per b32 load")
+        for c in range(CW):
+            krow = wide(k, k.r("add.u32", k.r("shl.b32", warp, 5), k.r("shl.b32", t, 3)))
+            elem = k.rd("add.u64", k.rd("mul.lo.u64", krow, S["ldw"]), wide(k, ncol[c]))
+            wptr.append(k.rd("add.u64", S["w"], elem))
+        rowoff = [None] + [k.rd("mul.lo.u64", S["ldw"], j) for j in range(1, 8)]
+        ustride = k.rd("shl.b64", S["ldw"], 5 + (WK.bit_length() - 1))  # WK steps of 32 rows
+        bstride = k.rd("shl.b64", ustride, U.bit_length() - 1)
+        mag8 = k.r("mov.b32", MAGIC8)
+        neg1152 = k.r("mov.b32", NEG1152)
 
     rows = [k.r("add.u32", mb, g)] + ([k.r("add.u32", mb, k.r("add.u32", g, 8))] if mt == 16 else [])
     row_ok = [k.p("setp.lt.u32", r, P["m"]) for r in rows]
@@ -206,6 +231,9 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
 
     def load_batch(sb, dst):
         """Loads of the U steps sb + u*WK; registers are zero (zeros 8) where invalid."""
+        if dst is None and not i4:
+            dst = {"w": [[k.regs("r", 8) for _ in range(CW)] for _ in range(U)],
+                   "x": [[k.regs("r", 4) for _ in rows] for _ in range(U)]}
         if dst is None:
             dst = {"w": [[k.regs("r", 4) for _ in range(CW)] for _ in range(U)],
                    "s": [[k.regs("r", 2) for _ in range(CW)] for _ in range(U)],
@@ -214,9 +242,17 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
         for u in range(U):
             su = k.r("add.u32", sb, u * WK) if u else sb
             ok = k.p("setp.lt.u32", su, nsteps)
-            grp = wide(k, k.r("shr.u32", su, P["gshift"]))
+            if i4:
+                grp = wide(k, k.r("shr.u32", su, P["gshift"]))
             for c in range(CW):
                 okc = k.p("and.pred", ok, col_ok[c])
+                if not i4:
+                    base = k.rd("add.u64", wptr[c], k.rd("mul.lo.u64", ustride, u)) if u else wptr[c]
+                    for j, reg in enumerate(dst["w"][u][c]):
+                        k.op("mov.b32 %s, 0" % reg)
+                        addr = k.rd("add.u64", base, rowoff[j]) if j else base
+                        k.op("@%s ld.global.cg.b32 %s, [%s]" % (okc, reg, addr))
+                    continue
                 w, s, z = dst["w"][u][c], dst["s"][u][c], dst["z"][u][c]
                 for reg in w + s:
                     k.op("mov.b32 %s, 0" % reg)
@@ -262,6 +298,19 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
                 hi = pairs[1] if len(pairs) > 1 else (zero, zero)
                 afr.append((pairs[0][0], hi[0], pairs[0][1], hi[1]))
             for c in range(CW):
+                if not i4:
+                    for i in range(4):
+                        wv = []
+                        for j in range(4):
+                            w = st["w"][u][c]
+                            pair = k.r("prmt.b32", w[j], w[j + 4], hex(((4 + i) << 4) | i))
+                            h = k.r("xor.b32", k.r("prmt.b32", pair, mag8, "0x4140"), "0x00800080")
+                            wv.append(k.r("fma.rn.f16x2", h, cst[0], neg1152))
+                        d = ", ".join(acc[c][i])
+                        for h in range(2):
+                            k.op("%s {%s}, {%s}, {%s, %s}, {%s}" % (mma, d, ", ".join(afr[h]),
+                                                                     wv[2 * h], wv[2 * h + 1], d))
+                    continue
                 zw = k.r("shr.u32", st["z"][u][c], zsh)
                 for i in range(4):
                     z = k.r("add.u32", k.r("and.b32", k.r("shr.u32", zw, 4 * i) if i else zw, 15), P["zoff"])
@@ -328,6 +377,9 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
         for w in range(1, WK):
             part = k.f("ld.shared.f32", "[%s+%d]" % (addr, w * mt * X * 4))
             k.op("add.f32 %s, %s, %s" % (ssum, ssum, part))
+        if not i4:
+            sa = k.rd("add.u64", S["sc"], k.rd("mul.wide.u32", k.r("mul.lo.u32", col, S["scstep"]), 4))
+            ssum = k.f("mul.rn.f32", ssum, k.f("ld.global.nc.f32", "[%s]" % sa))
         elem = k.rd("add.u64", k.rd("mul.lo.u64", wide(k, row), S["ldo"]), wide(k, col))
         output_store(k, P["out_dtype"], S["out"], elem, ssum)
         k.place(nxt)
@@ -412,6 +464,8 @@ def generate():
     for dt in DTYPES:
         for mt in (8, 16):
             parts.append("\n" + gemv_kernel(dt, mt))
+    for mt in (8, 16):
+        parts.append("\n" + gemv_kernel("f16", mt, "int8"))
     for dt in DTYPES:
         parts.append("\n" + dequant_kernel(dt))
     parts.append("\n" + transpose_kernel())

@@ -472,4 +472,83 @@ TEST_F(GpuQuantInt4, FusedQkvMatchesThreeSeparateProducts) {
   }
 }
 
+// ---------------------------------------------------------------------------
+// QKV with int8 weights (W8A16): per-tensor and per-column scales.
+
+class GpuQuantQkv8 : public GpuQuant {
+ protected:
+  void check(int64_t m, int64_t k, const int64_t ns[3], kaio_dtype out, bool prepared,
+             int64_t pad) {
+    SCOPED_TRACE("M " + std::to_string(m) + " K " + std::to_string(k) + " out " +
+                 kaio_dtype_name(out) + (prepared ? " op" : " one-shot"));
+    std::mt19937_64 rng(kt::test_seed() ^ (m * 31 + k));
+    kt::HostTensor x = kt::random_tensor(KAIO_DTYPE_F16, m * (k + pad), -1, 1, rng());
+    kt::Buffer bx = upload(x.bytes);
+    std::vector<int8_t> w[3];
+    std::vector<float> sc[3];
+    kt::Buffer bw[3], bs[3], bo[3];
+    kaio_tensor t[10];
+    t[0] = view(bx.get(), KAIO_DTYPE_F16, m, k, k + pad);
+    const size_t oes = kaio_dtype_size(out);
+    for (int p = 0; p < 3; ++p) {
+      const int64_t ldw = ns[p] + pad;
+      w[p].resize(k * ldw);
+      for (auto &v : w[p]) v = static_cast<int8_t>(rng());
+      sc[p].resize(p == 0 ? 1 : ns[p]);  // q per tensor, k and v per column
+      std::uniform_real_distribution<float> sd(0.001f, 0.05f);
+      for (auto &v : sc[p]) v = sd(rng);
+      bw[p] = upload(as_bytes(w[p].data(), w[p].size()));
+      bs[p] = upload(as_bytes(sc[p].data(), sc[p].size() * 4));
+      bo[p] = poisoned(m * ns[p] * oes);
+      t[1 + 2 * p] = view(bw[p].get(), KAIO_DTYPE_I8, k, ns[p], ldw);
+      t[2 + 2 * p] = kaio_tensor_2d(bs[p].get(), KAIO_DTYPE_F32, 1, sc[p].size());
+      t[7 + p] = kaio_tensor_2d(bo[p].get(), out, m, ns[p]);
+    }
+    kaio_qkv_int8_desc d;
+    KT_OK(kaio_qkv_int8_desc_init(&d, sizeof d));
+    d.out_dtype = out;
+    if (prepared) {
+      d.m = m;
+      d.k = k;
+      d.n_q = ns[0];
+      d.n_k = ns[1];
+      d.n_v = ns[2];
+      kaio_op *op = nullptr;
+      KT_OK(kaio_op_create_qkv_project_int8(&op, dev(), &d));
+      kt::Op guard(op);
+      KT_OK(kaio_op_launch(op, stream(), t, 10));
+    } else {
+      KT_OK(kaio_qkv_project_int8(stream(), t, 10, &d));
+    }
+    for (int p = 0; p < 3; ++p) {
+      std::vector<double> got = kt::decode(out, download(bo[p].get(), m * ns[p] * oes));
+      const int64_t ldw = ns[p] + pad;
+      double err2 = 0, ref2 = 0;
+      int64_t non_finite = 0;
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t n = 0; n < ns[p]; ++n) {
+          double acc = 0;
+          for (int64_t kk = 0; kk < k; ++kk) acc += x.values[r * (k + pad) + kk] * w[p][kk * ldw + n];
+          const double want = acc * sc[p][p == 0 ? 0 : n];
+          if (!std::isfinite(got[r * ns[p] + n])) ++non_finite;
+          err2 += (got[r * ns[p] + n] - want) * (got[r * ns[p] + n] - want);
+          ref2 += want * want;
+        }
+      EXPECT_EQ(non_finite, 0) << "projection " << p;
+      const double tol = 2e-5 + (out == KAIO_DTYPE_F16 ? std::ldexp(1.0, -11)
+                                 : out == KAIO_DTYPE_BF16 ? std::ldexp(1.0, -8) : 0.0);
+      EXPECT_LE(std::sqrt(err2 / std::max(ref2, 1e-300)), tol) << "projection " << p;
+    }
+  }
+};
+
+TEST_F(GpuQuantQkv8, MatchesTheReferenceOverRowsScalesAndOutputs) {
+  const int64_t gqa[3] = {64, 36, 40}, big[3] = {4096, 1024, 1024};
+  check(1, 256, gqa, KAIO_DTYPE_F16, false, 0);
+  check(5, 512, gqa, KAIO_DTYPE_F32, true, 4);
+  check(16, 256, gqa, KAIO_DTYPE_BF16, false, 8);
+  check(20, 96, gqa, KAIO_DTYPE_F16, true, 0);
+  check(4, 4096, big, KAIO_DTYPE_F16, true, 0);
+}
+
 }  // namespace

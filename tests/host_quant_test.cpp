@@ -97,6 +97,25 @@ TEST_F(FakeQuant, Int4DecodeKernelByRowsAndFusedQkvIsOneLaunch) {
   EXPECT_EQ(l.grid[1], 3u);
 }
 
+TEST_F(FakeQuant, Int8QkvIsOneLaunchOverThreeWeightSets) {
+  kaio_qkv_int8_desc d;
+  KT_OK(kaio_qkv_int8_desc_init(&d, sizeof d));
+  kaio_tensor t[10] = {at(0, KAIO_DTYPE_F16, 12, 128),
+                       at(1, KAIO_DTYPE_I8, 128, 96), at(2, KAIO_DTYPE_F32, 1, 1),
+                       at(3, KAIO_DTYPE_I8, 128, 36), at(4, KAIO_DTYPE_F32, 1, 36),
+                       at(5, KAIO_DTYPE_I8, 128, 36), at(6, KAIO_DTYPE_F32, 1, 36),
+                       at(7, KAIO_DTYPE_F16, 12, 96), at(8, KAIO_DTYPE_F16, 12, 36),
+                       at(9, KAIO_DTYPE_F16, 12, 36)};
+  unsigned long long before = kt::fake().launch_count();
+  KT_OK(kaio_qkv_project_int8(stream_.get(), t, 10, &d));
+  EXPECT_EQ(kt::fake().launch_count(), before + 1);
+  Launch l = last_launch();
+  EXPECT_EQ(l.name, "kaio_int8w_gemv_f16_m16");
+  EXPECT_EQ(l.grid[0], 3u);
+  EXPECT_EQ(l.grid[1], 3u);
+  EXPECT_EQ(l.grid[2], 1u);
+}
+
 TEST_F(FakeQuant, Int4OpHandleAtPrefillDequantizesThenRunsTheMatmul) {
   const int64_t m = 64, k = 256, n = 96;
   kaio_matmul_int4_desc d;
@@ -170,6 +189,20 @@ kaio_status int8_with(FakeQuant &f, const std::function<void(kaio_matmul_int8_de
   edit(d, t);
   return kaio_matmul_int8(q.s(), &t[0], &t[1], t[2].buffer ? &t[2] : nullptr,
                           t[3].buffer ? &t[3] : nullptr, &t[4], &d);
+}
+
+// A good int8 QKV call (M 2, K 64, N 32 each) with one edit to its views.
+kaio_status qkv8_with(FakeQuant &f, const std::function<void(kaio_tensor *)> &edit) {
+  kaio_qkv_int8_desc d;
+  EXPECT_EQ(kaio_qkv_int8_desc_init(&d, sizeof d), KAIO_OK);
+  kaio_tensor t[10] = {f.at(0, KAIO_DTYPE_F16, 2, 64),
+                       f.at(1, KAIO_DTYPE_I8, 64, 32), f.at(2, KAIO_DTYPE_F32, 1, 1),
+                       f.at(3, KAIO_DTYPE_I8, 64, 32), f.at(4, KAIO_DTYPE_F32, 1, 32),
+                       f.at(5, KAIO_DTYPE_I8, 64, 32), f.at(6, KAIO_DTYPE_F32, 1, 1),
+                       f.at(7, KAIO_DTYPE_F16, 2, 32), f.at(8, KAIO_DTYPE_F16, 2, 32),
+                       f.at(9, KAIO_DTYPE_F16, 2, 32)};
+  edit(t);
+  return kaio_qkv_project_int8(f.s(), t, 10, &d);
 }
 
 std::vector<Case> cases() {
@@ -254,6 +287,20 @@ std::vector<Case> cases() {
          auto &q = f;
          kaio_tensor s = q.at(0, KAIO_DTYPE_U32, 64, 32), d = q.at(1, KAIO_DTYPE_U32, 64, 32);
          return kaio_int4_repack_kaio(q.s(), &s, &d);
+       }},
+      {"qkv int8 weights f16", KAIO_ERROR_INVALID_DTYPE, V{"kaio_qkv_project_int8", "'w_k'", "f16", "i8"},
+       [](FakeQuant &f) { return qkv8_with(f, [](kaio_tensor *t) { t[3].dtype = KAIO_DTYPE_F16; }); }},
+      {"qkv int8 scale of the wrong length", KAIO_ERROR_SHAPE_MISMATCH, V{"'scale_v'", "1 x 5", "1 x 1"},
+       [](FakeQuant &f) { return qkv8_with(f, [](kaio_tensor *t) { t[6].cols = 5; }); }},
+      {"qkv int8 K not a multiple of 32", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_op_create_qkv_project_int8", "K is 48"},
+       [](FakeQuant &f) {
+         kaio_qkv_int8_desc d;
+         EXPECT_EQ(kaio_qkv_int8_desc_init(&d, sizeof d), KAIO_OK);
+         d.m = 1;
+         d.k = 48;
+         d.n_q = d.n_k = d.n_v = 32;
+         kaio_op *op = nullptr;
+         return kaio_op_create_qkv_project_int8(&op, f.d(), &d);
        }},
       {"int8 K not a multiple of 16", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_matmul_int8", "K is 40", "16"},
        [](FakeQuant &f) {

@@ -788,6 +788,36 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_qkv_project_int4(kaio_stream *stream,
                                                            size_t count,
                                                            const kaio_qkv_int4_desc *desc);
 
+/* Fused QKV projection, int8 weights and f16 activations (W8A16), one launch:
+ *     out_p(m, n) = (sum_k x(m, k) · W_p(k, n)) · scale_p[n or 0]
+ * x: f16 M×K. W_p: i8 K×N_p row-major (KAIO's layout). scale_p: f32 1×1
+ * (per tensor) or 1×N_p (per column). The sum is accumulated in f32 from
+ * exact products, scaled in f32 and rounded once to out_dtype.
+ * Constraints: M, K >= 1, K a multiple of 32; each N_p a multiple of 4; x
+ * 16-byte aligned with a row stride that is a multiple of 8; each W_p 4-byte
+ * aligned with a row stride that is a multiple of 4. Meant for decode: the
+ * weights are read once per 16 rows of x.
+ *   launch tensors: {x, w_q, scale_q, w_k, scale_k, w_v, scale_v,
+ *                    out_q, out_k, out_v} */
+typedef struct kaio_qkv_int8_desc {
+    uint32_t struct_size;          /* sizeof(kaio_qkv_int8_desc)                */
+    kaio_dtype out_dtype;          /* KAIO_DTYPE_F16 (default), _BF16, _F32     */
+    int64_t m, k;
+    int64_t n_q, n_k, n_v;
+    uint32_t reserved;             /* must be 0                                  */
+} kaio_qkv_int8_desc;
+
+KAIO_API KAIO_NODISCARD kaio_status kaio_qkv_int8_desc_init(kaio_qkv_int8_desc *desc,
+                                                            size_t struct_size);
+/* Ownership: caller owns *out; retains device. Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_qkv_project_int8(
+    kaio_op **out, kaio_device *device, const kaio_qkv_int8_desc *desc);
+/* One-shot: the op's 10 launch views; m, k, n_* of 0 come from the views. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_qkv_project_int8(kaio_stream *stream,
+                                                           const kaio_tensor *tensors,
+                                                           size_t count,
+                                                           const kaio_qkv_int8_desc *desc);
+
 KAIO_END_DECLS
 
 #endif /* KAIO_H */

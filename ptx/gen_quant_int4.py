@@ -70,6 +70,7 @@ DTYPES = ("f16", "bf16")
 MAGIC = {"f16": "0x64006400", "bf16": "0x43004300"}   # 1024.0 / 128.0 in both halves
 ONE = {"f16": "0x3C003C00", "bf16": "0x3F803F80"}
 NEG0 = "0x80008000"
+CONTIG_U = 4                 # steps per batch of the contiguous-K (group >= 128) kernels
 CW, U, WK = 1, 2, 16         # column groups per warp, steps per batch, warps per CTA
 X = 32 * CW                  # columns per CTA
 PROJ = ("q", "k", "v")
@@ -144,11 +145,17 @@ def output_store(k, out_dtype, base, elem, v):
     k.place(done)
 
 
-def gemv_kernel(dt, mt, wfmt="int4"):
+def gemv_kernel(dt, mt, wfmt="int4", contig=False):
     """wfmt "int4": GPTQ-packed weights; "int8": s8 K x N weights (W8A16), f16
-    only, the per-tensor or per-column f32 scale applied to the f32 sums."""
+    only, the per-tensor or per-column f32 scale applied to the f32 sums.
+    contig (int4, groups of >= 128): each warp takes a contiguous range of K,
+    in batches of 4 consecutive steps that lie in one group, so scales and
+    zeros are loaded once per batch and more weight bytes fit in flight."""
     i4 = wfmt == "int4"
+    Ub = CONTIG_U if contig else U
     name = ("kaio_int4_gemv_%s_m%d" if i4 else "kaio_int8w_gemv_%s_m%d") % (dt, mt)
+    if contig:
+        name += "_g128"
     threads = 32 * WK
     red_bytes = WK * mt * X * 4
     sym = "kaio_int4_red"
@@ -156,8 +163,10 @@ def gemv_kernel(dt, mt, wfmt="int4"):
 %s: out_p = x * dequant(W_p) (%s weights), x %s rows ctaid.z*%d .. +%d, f32 accumulation.
 CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps per batch;
 %d bytes of static shared.  grid (ceil(max N_p/%d), projections, ceil(M/%d)), block (%d, 1, 1).""" % (
-        name, "GPTQ int4" if i4 else "s8 K x N", dt, mt, mt - 1, X, CW, WK, U, red_bytes, X, mt,
+        name, "GPTQ int4" if i4 else "s8 K x N", dt, mt, mt - 1, X, CW, WK, Ub, red_bytes, X, mt,
         threads)
+    if contig:
+        doc += "\nEach warp: a contiguous K range (batches of %d steps in one group >= 128)." % Ub
     ann = ["// kaio-shared-bytes: %s 0" % name,
            "// kaio-launch: %s block=%d cols_per_block=%d" % (name, threads, X)]
     params, per_proj = (GEMV_PARAMS, PER_PROJ) if i4 else (GEMV8_PARAMS, PER_PROJ8)
@@ -191,6 +200,12 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
         has_z = k.p("setp.ne.u64", S["qz"], 0)
         zsh = k.r("shl.b32", k.r("and.b32", g, 1), 4)
     nsteps = k.r("shr.u32", P["k"], 5)
+    if contig:
+        k.note("warp range [start, end) of K steps, a multiple of %d steps long" % Ub)
+        spw = k.r("and.b32", k.r("add.u32", k.r("shr.u32", k.r("add.u32", nsteps, WK - 1),
+                                               WK.bit_length() - 1), Ub - 1), -Ub)
+        start = k.r("mul.lo.u32", warp, spw)
+        end = k.r("min.u32", k.r("add.u32", start, spw), nsteps)
 
     k.note("per column group c: columns nb + 32c + 4g .. +3")
     ncol = [k.r("add.u32", nb, k.r("add.u32", k.r("shl.b32", g, 2), 32 * c)) for c in range(CW)]
@@ -198,12 +213,14 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
     wptr = []
     if i4:
         ldqw4 = k.rd("shl.b64", S["ldqw"], 2)
+        first = start if contig else warp
         for c in range(CW):
-            row = wide(k, k.r("add.u32", t, k.r("shl.b32", warp, 2)))    # packed row 4*warp + t
+            row = wide(k, k.r("add.u32", t, k.r("shl.b32", first, 2)))    # packed row 4*step + t
             elem = k.rd("add.u64", k.rd("mul.lo.u64", row, S["ldqw"]), wide(k, ncol[c]))
             wptr.append(k.rd("add.u64", S["qw"], k.rd("shl.b64", elem, 2)))
-        ustride = k.rd("shl.b64", ldqw4, 2 + (WK.bit_length() - 1))     # WK steps of 4 packed rows
-        bstride = k.rd("shl.b64", ustride, U.bit_length() - 1)
+        # the next step of this warp: WK steps on, or (contig) the next step
+        ustride = k.rd("shl.b64", ldqw4, 2 + (0 if contig else WK.bit_length() - 1))
+        bstride = k.rd("shl.b64", ustride, Ub.bit_length() - 1)
         sc_base = [k.rd("add.u64", S["sc"], k.rd("shl.b64", wide(k, n), 1)) for n in ncol]
         qz_base = [k.rd("add.u64", S["qz"], k.rd("shl.b64", wide(k, k.r("shr.u32", n, 3)), 2))
                    for n in ncol]
@@ -225,7 +242,7 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
     row_ok = [k.p("setp.lt.u32", r, P["m"]) for r in rows]
     xptr = []
     for r in rows:
-        kk = k.r("add.u32", k.r("shl.b32", warp, 5), k.r("shl.b32", t, 3))
+        kk = k.r("add.u32", k.r("shl.b32", start if contig else warp, 5), k.r("shl.b32", t, 3))
         elem = k.rd("add.u64", k.rd("mul.lo.u64", wide(k, r), P["ldx"]), wide(k, kk))
         xptr.append(k.rd("add.u64", P["x"], k.rd("shl.b64", elem, 1)))
 
@@ -235,10 +252,41 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
             dst = {"w": [[k.regs("r", 8) for _ in range(CW)] for _ in range(U)],
                    "x": [[k.regs("r", 4) for _ in rows] for _ in range(U)]}
         if dst is None:
-            dst = {"w": [[k.regs("r", 4) for _ in range(CW)] for _ in range(U)],
-                   "s": [[k.regs("r", 2) for _ in range(CW)] for _ in range(U)],
-                   "z": [[k.reg("r") for _ in range(CW)] for _ in range(U)],
-                   "x": [[k.regs("r", 4) for _ in rows] for _ in range(U)]}
+            ngrp = 1 if contig else Ub
+            dst = {"w": [[k.regs("r", 4) for _ in range(CW)] for _ in range(Ub)],
+                   "s": [[k.regs("r", 2) for _ in range(CW)] for _ in range(ngrp)],
+                   "z": [[k.reg("r") for _ in range(CW)] for _ in range(ngrp)],
+                   "x": [[k.regs("r", 4) for _ in rows] for _ in range(Ub)]}
+        if contig:
+            k.note("batch of steps sb .. sb+%d: one group, its scales and zeros" % (Ub - 1))
+            grp = wide(k, k.r("shr.u32", sb, P["gshift"]))
+            okb = k.p("setp.lt.u32", sb, end)
+            for c in range(CW):
+                okc = k.p("and.pred", okb, col_ok[c])
+                s, z = dst["s"][0][c], dst["z"][0][c]
+                for reg in s:
+                    k.op("mov.b32 %s, 0" % reg)
+                k.op("mov.b32 %s, 0x88888888" % z)
+                sa = k.rd("add.u64", sc_base[c], k.rd("mul.lo.u64", grp, ldsc2))
+                k.op("@%s ld.global.nc.v2.b32 {%s}, [%s]" % (okc, ", ".join(s), sa))
+                za = k.rd("add.u64", qz_base[c], k.rd("mul.lo.u64", grp, ldqz4))
+                k.op("@%s ld.global.nc.b32 %s, [%s]" % (k.p("and.pred", okc, has_z), z, za))
+            for u in range(Ub):
+                ok = k.p("setp.lt.u32", k.r("add.u32", sb, u) if u else sb, end)
+                for c in range(CW):
+                    okc = k.p("and.pred", ok, col_ok[c])
+                    w = dst["w"][u][c]
+                    for reg in w:
+                        k.op("mov.b32 %s, 0" % reg)
+                    wa = k.rd("add.u64", wptr[c], k.rd("mul.lo.u64", ustride, u)) if u else wptr[c]
+                    k.op("@%s ld.global.cg.v4.b32 {%s}, [%s]" % (okc, ", ".join(w), wa))
+                for i, r in enumerate(rows):
+                    xr = dst["x"][u][i]
+                    for reg in xr:
+                        k.op("mov.b32 %s, 0" % reg)
+                    okr = k.p("and.pred", ok, row_ok[i])
+                    k.op("@%s ld.global.nc.v4.b32 {%s}, [%s+%d]" % (okr, ", ".join(xr), xptr[i], u * 64))
+            return dst
         for u in range(U):
             su = k.r("add.u32", sb, u * WK) if u else sb
             ok = k.p("setp.lt.u32", su, nsteps)
@@ -276,7 +324,7 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
         for c in range(CW):
             k.op("add.u64 %s, %s, %s" % (wptr[c], wptr[c], bstride))
         for xp in xptr:
-            k.op("add.u64 %s, %s, %d" % (xp, xp, U * WK * 64))
+            k.op("add.u64 %s, %s, %d" % (xp, xp, Ub * 64 if contig else U * WK * 64))
 
     acc = [[k.regs("f", 4) for _ in range(4)] for _ in range(CW)]
     for a4 in acc:
@@ -288,7 +336,8 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
     mma = "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32" % (dt, dt)
 
     def compute(st):
-        for u in range(U):
+        for u in range(Ub):
+            gi = 0 if contig else u      # index of the scales and zeros
             afr = []
             for h in range(2):
                 pairs = []
@@ -311,11 +360,11 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
                             k.op("%s {%s}, {%s}, {%s, %s}, {%s}" % (mma, d, ", ".join(afr[h]),
                                                                      wv[2 * h], wv[2 * h + 1], d))
                     continue
-                zw = k.r("shr.u32", st["z"][u][c], zsh)
+                zw = k.r("shr.u32", st["z"][gi][c], zsh)
                 for i in range(4):
                     z = k.r("add.u32", k.r("and.b32", k.r("shr.u32", zw, 4 * i) if i else zw, 15), P["zoff"])
                     nbias = neg_bias(k, dt, k.r("mul.lo.u32", z, "0x00010001"))
-                    sreg = st["s"][u][c][i // 2]
+                    sreg = st["s"][gi][c][i // 2]
                     s2 = k.r("prmt.b32", sreg, sreg, "0x1010" if i % 2 == 0 else "0x3232")
                     word = k.r("xor.b32", st["w"][u][c][i], P["xmask"])
                     wv = []
@@ -328,16 +377,16 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
                         k.op("%s {%s}, {%s}, {%s, %s}, {%s}" % (mma, d, ", ".join(afr[h]),
                                                                  wv[2 * h], wv[2 * h + 1], d))
 
-    k.note("software pipeline over batches of %d steps (two register sets)" % U)
-    s = k.r("mov.u32", warp)
+    k.note("software pipeline over batches of %d steps (two register sets)" % Ub)
+    s = k.r("mov.u32", start if contig else warp)
     sets = [load_batch(s, None), None]
     advance()
     loop, done = k.label("kloop"), k.label("reduce")
     k.place(loop)
     for half in range(2):
         cur, nxt = half, 1 - half
-        k.op("add.u32 %s, %s, %d" % (s, s, U * WK))
-        more = k.p("setp.lt.u32", s, nsteps)
+        k.op("add.u32 %s, %s, %d" % (s, s, Ub if contig else U * WK))
+        more = k.p("setp.lt.u32", s, end if contig else nsteps)
         noload = k.label("noload")
         k.op("@!%s bra.uni %s" % (more, noload))
         sets[nxt] = load_batch(s, sets[nxt])
@@ -466,6 +515,9 @@ def generate():
             parts.append("\n" + gemv_kernel(dt, mt))
     for mt in (8, 16):
         parts.append("\n" + gemv_kernel("f16", mt, "int8"))
+    # M <= 8 only: with 16 rows the two register sets of 4 steps spill.
+    for dt in DTYPES:
+        parts.append("\n" + gemv_kernel(dt, 8, contig=True))
     for dt in DTYPES:
         parts.append("\n" + dequant_kernel(dt))
     parts.append("\n" + transpose_kernel())

@@ -337,6 +337,9 @@ TEST_F(GpuQuantInt4, DecodeRowsDtypesAndStrides) {
   check({7, 64, 256, 32, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16, true, 8});
   check({16, 4096, 4096, 128, true});
   check({40, 96, 256, 128, true});  // one-shot past 16 rows: the decode kernel, 3 row tiles
+  // contiguous-K kernel (M <= 8, groups >= 128): K not a multiple of 16 warps x 4 steps
+  check({2, 64, 3072, 128, true});
+  check({6, 40, 1248, 1248, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32});
 }
 
 TEST_F(GpuQuantInt4, OpHandlesAtPrefillDequantizeIntoTheirWorkspace) {
@@ -426,7 +429,9 @@ TEST_F(GpuQuantInt4, RepackedKaioWeightsMatchTheReference) {
 TEST_F(GpuQuantInt4, FusedQkvMatchesThreeSeparateProducts) {
   for (int64_t m : {1, 4, 16}) {
     for (bool prepared : {false, true}) {
-      Int4Case c{m, 0, 512, 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16};
+      // group 128 at M = 4: the contiguous-K kernel; 64: the interleaved one
+      Int4Case c{m, 0, 512, m == 4 ? 128 : 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16,
+                 KAIO_DTYPE_F16};
       SCOPED_TRACE(describe(c) + (prepared ? " prepared" : ""));
       const int64_t ns[3] = {128, 32, 40};
       HostWeights h[3];

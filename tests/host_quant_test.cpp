@@ -57,20 +57,24 @@ TEST_F(FakeQuant, Int8UsesTheS8KernelOverTilesOf128) {
 TEST_F(FakeQuant, Int4DecodeKernelByRowsAndFusedQkvIsOneLaunch) {
   const int64_t k = 256, n = 96;
   struct {
-    int64_t m;
+    int64_t m, group;
     kaio_dtype in;
     const char *kernel;
     unsigned grid_z;
-  } cases[] = {{1, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m8", 1},
-               {8, KAIO_DTYPE_BF16, "kaio_int4_gemv_bf16_m8", 1},
-               {9, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16", 1},
-               {40, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16", 3}};  // one-shot: any M
+  } cases[] = {{1, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m8_g128", 1},
+               {1, 64, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m8", 1},
+               {8, 256, KAIO_DTYPE_BF16, "kaio_int4_gemv_bf16_m8_g128", 1},
+               {8, 32, KAIO_DTYPE_BF16, "kaio_int4_gemv_bf16_m8", 1},
+               {9, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16", 1},
+               {40, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16", 3}};  // one-shot: any M
   for (const auto &cs : cases) {
     kaio_matmul_int4_desc d;
     KT_OK(kaio_matmul_int4_desc_init(&d, sizeof d));
     d.in_dtype = cs.in;
+    d.group_size = cs.group;
+    const int64_t groups = k / cs.group;
     kaio_tensor a = at(0, cs.in, cs.m, k), qw = at(1, KAIO_DTYPE_U32, k / 8, n),
-                qz = at(2, KAIO_DTYPE_U32, k / 128, n / 8), sc = at(3, cs.in, k / 128, n),
+                qz = at(2, KAIO_DTYPE_U32, groups, n / 8), sc = at(3, cs.in, groups, n),
                 c = at(4, KAIO_DTYPE_F32, cs.m, n);
     KT_OK(kaio_matmul_int4(stream_.get(), &a, &qw, &qz, &sc, &c, &d));
     Launch l = last_launch();
@@ -92,7 +96,7 @@ TEST_F(FakeQuant, Int4DecodeKernelByRowsAndFusedQkvIsOneLaunch) {
   KT_OK(kaio_qkv_project_int4(stream_.get(), t, 13, &q));
   EXPECT_EQ(kt::fake().launch_count(), before + 1) << "fused QKV must be one launch";
   Launch l = last_launch();
-  EXPECT_EQ(l.name, "kaio_int4_gemv_f16_m8");
+  EXPECT_EQ(l.name, "kaio_int4_gemv_f16_m8_g128");
   EXPECT_EQ(l.grid[0], 4u);  // the widest projection
   EXPECT_EQ(l.grid[1], 3u);
 }

@@ -93,7 +93,9 @@ enum class ModuleId : int {
   X(int4_dequant_bf16, quant_int4, "kaio_int4_dequant_bf16") \
   X(int4_transpose_u32, quant_int4, "kaio_int4_transpose_u32") \
   X(int8w_gemv_f16_m8, quant_int4, "kaio_int8w_gemv_f16_m8") \
-  X(int8w_gemv_f16_m16, quant_int4, "kaio_int8w_gemv_f16_m16")
+  X(int8w_gemv_f16_m16, quant_int4, "kaio_int8w_gemv_f16_m16") \
+  X(int4_gemv_f16_m8_g128, quant_int4, "kaio_int4_gemv_f16_m8_g128") \
+  X(int4_gemv_bf16_m8_g128, quant_int4, "kaio_int4_gemv_bf16_m8_g128")
 // clang-format on
 
 enum class KernelId : int {

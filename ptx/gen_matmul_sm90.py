@@ -387,10 +387,52 @@ def layout(cfg):
     return bm, stage_bytes, bar_off, shared
 
 
-def matmul_kernel(dt, la, lb, cfg):
+class FloatSpec:
+    """What differs between input types: the f16/bf16 kernels of this file.
+    gen_quant_int8.py passes its own (s8 pairs as 16-bit elements, s32
+    accumulators, its parameters and epilogue)."""
+    acc_kind = "f"
+    params = PARAMS
+
+    def __init__(self, dt):
+        self.dt, self.tma_dtype = dt, dt
+
+    def name(self, la, lb, cfg):
+        return "kaio_matmul_sm90_%s_%s%s%s" % (self.dt, la, lb, cfg["suffix"])
+
+    def wgmma(self, bn, acc, da, db, scale_d, A, B):
+        return "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %s, %s, %s, 1, 1, %d, %d" % (
+            bn, self.dt, self.dt, ", ".join(acc), da, db, scale_d, A.trans, B.trans)
+
+    @staticmethod
+    def output_params(k):
+        """c, m, n, k, out_dtype and ldc: the parameters every spec shares."""
+        P = {}
+        P["c"] = k.rd("cvta.to.global.u64", k.rd("ld.param.u64", "[c]"))
+        for pname in ("m", "n", "k", "out_dtype"):
+            P[pname] = k.r("ld.param.u32", "[%s]" % pname)
+        P["ldc"] = k.rd("ld.param.u64", "[ldc]")
+        return P
+
+    def load_params(self, k):
+        P = self.output_params(k)
+        for pname in ("alpha", "beta"):
+            P[pname] = k.f("ld.param.f32", "[%s]" % pname)
+        return P
+
+    def epilogue(self, k, P, acc, m0, n0, cw, warp, lane, bn, done):
+        epilogue(k, P, acc, m0, n0, cw, warp, lane, bn, done)
+
+    def doc(self, name, la, lb):
+        return "%s: C = alpha * op(A) * op(B) + beta * C, A %s (%s), B %s (%s), %s inputs, f32 accumulation." % (
+            name, la, "K x M" if la == "t" else "M x K", lb, "N x K" if lb == "t" else "K x N", self.dt)
+
+
+def matmul_kernel(dt, la, lb, cfg, spec=None):
+    spec = spec or FloatSpec(dt)
     bn, ncons, stages = cfg["bn"], cfg["consumers"], cfg["stages"]
     bm, stage_bytes, bar_off, shared = layout(cfg)
-    name = "kaio_matmul_sm90_%s_%s%s%s" % (dt, la, lb, cfg["suffix"])
+    name = spec.name(la, lb, cfg)
     A = Operand("A", la == "n", bm, cfg)
     B = Operand("B", lb == "t", bn, cfg)
     assert bn % 64 == 0 and 8 <= bn <= 256 and A.bytes % 1024 == 0
@@ -398,15 +440,7 @@ def matmul_kernel(dt, la, lb, cfg):
     assert nthreads == 384, "the .maxntid / setmaxnreg budget below assumes 3 warpgroups"
     assert 128 * cfg["prod_regs"] + 128 * ncons * cfg["cons_regs"] <= 65536
     k = Kernel(name)
-    wgmma = "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s" % (bn, dt, dt)
-
-    P = {}
-    P["c"] = k.rd("cvta.to.global.u64", k.rd("ld.param.u64", "[c]"))
-    for pname in ("m", "n", "k", "out_dtype"):
-        P[pname] = k.r("ld.param.u32", "[%s]" % pname)
-    P["ldc"] = k.rd("ld.param.u64", "[ldc]")
-    for pname in ("alpha", "beta"):
-        P[pname] = k.f("ld.param.f32", "[%s]" % pname)
+    P = spec.load_params(k)
 
     tid = k.r("mov.u32", "%tid.x")
     wg = k.r("shr.u32", tid, 7)
@@ -489,7 +523,7 @@ def matmul_kernel(dt, la, lb, cfg):
     lane = k.r("and.b32", tid, 31)
     lane0 = k.p("setp.eq.u32", lane, 0)
     a_slice = k.r("mul.lo.u32", cw, A.slice)
-    acc = k.regs("f", bn // 2)
+    acc = k.regs(spec.acc_kind, bn // 2)
     s = k.r("mov.u32", 0)
     ph = k.r("mov.u32", 0)
     prev = k.r("mov.u32", 0)
@@ -515,8 +549,7 @@ def matmul_kernel(dt, la, lb, cfg):
     for kk in range(BK // 16):
         da = descs[0] if kk == 0 else k.rd("add.s64", descs[0], kk * A.kstep >> 4)
         db = descs[1] if kk == 0 else k.rd("add.s64", descs[1], kk * B.kstep >> 4)
-        k.op("%s {%s}, %s, %s, %s, 1, 1, %d, %d" % (
-            wgmma, ", ".join(acc), da, db, accum if kk == 0 else "1", A.trans, B.trans))
+        k.op(spec.wgmma(bn, acc, da, db, accum if kk == 0 else "1", A, B))
     k.op("wgmma.commit_group.sync.aligned")
     k.op("wgmma.wait_group.sync.aligned 1")
     k.note("the group before this one is done: its stage goes back to the producer")
@@ -531,7 +564,7 @@ def matmul_kernel(dt, la, lb, cfg):
     k.op("@%s mbarrier.arrive.shared::cta.b64 _, [%s]" % (
         lane0, k.r("mad.lo.u32", prev, 8, k.r("add.u32", bars, 8 * stages))))
     done = k.label("stored")
-    epilogue(k, P, acc, m0, n0, cw, warp, lane, bn, done)
+    spec.epilogue(k, P, acc, m0, n0, cw, warp, lane, bn, done)
     k.place(done)
     k.op("add.u32 %s, %s, %s" % (t, t, nctas))
     k.op("bra.uni %s" % ctile)
@@ -539,19 +572,18 @@ def matmul_kernel(dt, la, lb, cfg):
     k.op("ret")
 
     doc = [
-        "%s: C = alpha * op(A) * op(B) + beta * C, A %s (%s), B %s (%s), %s inputs, f32 accumulation."
-        % (name, la, "K x M" if la == "t" else "M x K", lb, "N x K" if lb == "t" else "K x N", dt),
+        spec.doc(name, la, lb),
         "CTA tile %d x %d x %d, %d stages, 1 TMA producer + %d wgmma consumer warpgroups." % (
             bm, bn, BK, stages, ncons),
     ]
     out = ["// " + line for line in doc]
-    out.append(A.tma_line(name, "tmap_a", dt))
-    out.append(B.tma_line(name, "tmap_b", dt))
+    out.append(A.tma_line(name, "tmap_a", spec.tma_dtype))
+    out.append(B.tma_line(name, "tmap_b", spec.tma_dtype))
     out.append("// kaio-launch: %s grid=min(ceil(M/%d)*ceil(N/%d),sm_count),1,1 block=%d,1,1"
                % (name, bm, bn, nthreads))
     out.append("// kaio-shared-bytes: %s %d" % (name, shared))
     out.append(".visible .entry %s(" % name)
-    out.append(",\n".join("\t%s %s" % p for p in PARAMS))
+    out.append(",\n".join("\t%s %s" % p for p in spec.params))
     out.append(")")
     out.extend(k.body())
     return "\n".join(out) + "\n"

@@ -37,10 +37,12 @@ import os
 import sys
 
 import gen_matmul_sm80 as mm
+import gen_matmul_sm90 as hopper
 from ptx_emitter import load_params, main_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_NAME = "quant_int8.ptx"
+OUT_SM90 = "quant_int8_sm90.ptx"
 HEADER = mm.HEADER.replace("gen_matmul_sm80.py", "gen_quant_int8.py")
 
 PARAMS = [(".u64", "a"), (".u64", "b"), (".u64", "c"), (".u32", "m"), (".u32", "n"),
@@ -156,10 +158,121 @@ grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (name, stages, mm.ST
     return k.text()
 
 
+class S8Spec(hopper.FloatSpec):
+    """The Hopper kernel with s8 operands: the TMA maps see pairs of s8 as
+    16-bit elements (dims K/2, the same 128-byte swizzled rows), each k16
+    step of 32 bytes is one wgmma k32 s8, accumulators are s32."""
+    acc_kind = "r"
+    params = [(".param .align 64 .b8", "tmap_a[128]"), (".param .align 64 .b8", "tmap_b[128]"),
+              (".param .u64", "c"), (".param .u32", "m"), (".param .u32", "n"),
+              (".param .u32", "k"), (".param .u64", "ldc"), (".param .f32", "alpha"),
+              (".param .u64", "sa"), (".param .u64", "sb"), (".param .u32", "out_dtype")]
+
+    def __init__(self):
+        super().__init__("s8")
+        self.tma_dtype = "u16"
+
+    def name(self, la, lb, cfg):
+        return "kaio_matmul_int8_sm90"
+
+    def wgmma(self, bn, acc, da, db, scale_d, A, B):
+        return "wgmma.mma_async.sync.aligned.m64n%dk32.s32.s8.s8 {%s}, %s, %s, %s" % (
+            bn, ", ".join(acc), da, db, scale_d)
+
+    def load_params(self, k):
+        return self.output_params(k)
+
+    @staticmethod
+    def epilogue_params(k, P):
+        """alpha and the scale vectors, read in the epilogue: live across the
+        main loop they push the consumers past their registers."""
+        P["alpha"] = k.f("ld.param.f32", "[alpha]")
+        for pname in ("sa", "sb"):
+            raw = k.rd("ld.param.u64", "[%s]" % pname)
+            P[pname] = k.rd("selp.b64", k.rd("cvta.to.global.u64", raw), 0,
+                            k.p("setp.ne.u64", raw, 0))
+
+    def epilogue(self, k, P, acc, m0, n0, cw, warp, lane, bn, done):
+        """acc[4j + v] (s32): row 16w + g + 8(v >> 1), col 8j + 2t + (v & 1) of
+        this consumer's 64 x bn block; element stores under predicates."""
+        self.epilogue_params(k, P)
+        g = k.r("shr.u32", lane, 2)
+        t2 = k.r("shl.b32", k.r("and.b32", lane, 3), 1)
+        row0 = k.r("add.u32", m0, k.r("add.u32", k.r("shl.b32", cw, 6),
+                                       k.r("add.u32", k.r("shl.b32", warp, 4), g)))
+        col0 = k.r("add.u32", n0, t2)
+        rows = [row0, k.r("add.u32", row0, 8)]
+        row_ok = [k.p("setp.lt.u32", r, P["m"]) for r in rows]
+        has_sa = k.p("setp.ne.u64", P["sa"], 0)
+        has_sb = k.p("setp.ne.u64", P["sb"], 0)
+        rstart = [k.rd("mul.lo.u64", wide(k, r), P["ldc"]) for r in rows]
+        sa = []
+        for h in range(2):
+            v = k.reg("f")
+            k.op("mov.f32 %s, 0f3F800000" % v)
+            addr = k.rd("add.u64", P["sa"], k.rd("mul.wide.u32", rows[h], 4))
+            k.op("@%s ld.global.nc.f32 %s, [%s]" % (k.p("and.pred", row_ok[h], has_sa), v, addr))
+            sa.append(v)
+        # Two paths, i32 and float (the float dtype picked per store): one
+        # path per dtype keeps too many values live and spills.
+        is32 = k.p("setp.eq.u32", P["out_dtype"], 1)
+        is16 = k.p("setp.eq.u32", P["out_dtype"], 2)
+        isbf = k.p("setp.eq.u32", P["out_dtype"], 3)
+        p16 = k.p("or.pred", is16, isbf)
+        floats = k.label("float_out")
+        k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", P["out_dtype"], 6), floats))
+        for name in ("i32", "float"):
+            if name == "float":
+                k.place(floats)
+                k.op("@!%s bra.uni %s" % (k.p("or.pred", is32, p16), done))
+            k.note("out dtype %s" % name)
+            sh = 2 if name == "i32" else k.r("selp.b32", 2, 1, is32)
+            for j in range(bn // 8):
+                for e in range(2):
+                    col = k.r("add.u32", col0, 8 * j + e)
+                    cok = k.p("setp.lt.u32", col, P["n"])
+                    if name != "i32":
+                        sb = k.reg("f")
+                        k.op("mov.f32 %s, 0f3F800000" % sb)
+                        sba = k.rd("add.u64", P["sb"], k.rd("mul.wide.u32", col, 4))
+                        k.op("@%s ld.global.nc.f32 %s, [%s]" % (k.p("and.pred", cok, has_sb), sb, sba))
+                    for h in range(2):
+                        ok = k.p("and.pred", cok, row_ok[h])
+                        elem = k.rd("add.u64", rstart[h], wide(k, col))
+                        addr = k.rd("add.u64", P["c"], k.rd("shl.b64", elem, sh))
+                        a = acc[4 * j + 2 * h + e]
+                        if name == "i32":
+                            k.op("@%s st.global.s32 [%s], %s" % (ok, addr, a))
+                            continue
+                        v = k.f("mul.rn.f32", k.f("cvt.rn.f32.s32", a), P["alpha"])
+                        v = k.f("mul.rn.f32", k.f("mul.rn.f32", v, sa[h]), sb)
+                        k.op("@%s st.global.f32 [%s], %s" % (k.p("and.pred", ok, is32), addr, v))
+                        hv = k.reg("h")
+                        k.op("cvt.rn.bf16.f32 %s, %s" % (hv, v))
+                        k.op("@%s cvt.rn.f16.f32 %s, %s" % (is16, hv, v))
+                        k.op("@%s st.global.b16 [%s], %s" % (k.p("and.pred", ok, p16), addr, hv))
+            k.op("bra.uni %s" % done)
+
+    def doc(self, name, la, lb):
+        return ("%s: C = scale(A * B^T), A M x K s8, B N x K s8 (as 16-bit pairs: k = K/2), "
+                "exact s32 accumulation." % name)
+
+
+def wide(k, r32):
+    return k.rd("cvt.u64.u32", r32)
+
+
+def sm90_text():
+    header = hopper.HEADER.replace("gen_matmul_sm90.py", "gen_quant_int8.py")
+    return (header + "\n// dynamic shared memory of every kernel below\n"
+            ".extern .shared .align 1024 .b8 %s[];\n" % hopper.SMEM_SYM + "\n"
+            + hopper.matmul_kernel("s8", "n", "t", dict(hopper.DEFAULT_CFG), S8Spec()))
+
+
 def generate():
     text = (HEADER + "\n// dynamic shared memory of every kernel below\n"
             ".extern .shared .align 128 .b8 %s[];\n" % mm.SMEM_SYM + "\n" + int8_kernel())
-    return {OUT_NAME: text}
+    return {OUT_NAME: text, OUT_SM90: sm90_text()}
 
 
 def main():

@@ -67,6 +67,7 @@ struct Int8Case {
   float alpha = 1.0f;
   bool prepared = false;
   int64_t pad = 0;  // extra elements per row (multiples of 16 for A and B)
+  kaio_matmul_variant variant = KAIO_MATMUL_AUTO;  // ASYNC: the mma.sync kernel
 };
 
 class GpuQuantInt8 : public GpuQuant {
@@ -74,7 +75,8 @@ class GpuQuantInt8 : public GpuQuant {
   void check(const Int8Case &cs) {
     SCOPED_TRACE(std::to_string(cs.m) + "x" + std::to_string(cs.n) + "x" + std::to_string(cs.k) +
                  " out " + kaio_dtype_name(cs.out) + (cs.sa ? " sa" : "") + (cs.sb ? " sb" : "") +
-                 " alpha " + std::to_string(cs.alpha) + (cs.prepared ? " prepared" : " one-shot"));
+                 " alpha " + std::to_string(cs.alpha) + (cs.prepared ? " prepared" : " one-shot") +
+                 (cs.variant == KAIO_MATMUL_ASYNC ? " mma.sync" : " auto"));
     std::mt19937_64 rng(kt::test_seed() ^ (cs.m * 1009 + cs.n * 31 + cs.k));
     const int64_t lda = cs.k + cs.pad, ldb = cs.k + cs.pad, ldc = cs.n + cs.pad;
     std::vector<int8_t> a(cs.m * lda), b(cs.n * ldb);
@@ -98,6 +100,7 @@ class GpuQuantInt8 : public GpuQuant {
     KT_OK(kaio_matmul_int8_desc_init(&d, sizeof d));
     d.out_dtype = cs.out;
     d.alpha = cs.alpha;
+    d.variant = cs.variant;
     if (cs.prepared) {
       d.m = cs.m;
       d.n = cs.n;
@@ -145,22 +148,30 @@ class GpuQuantInt8 : public GpuQuant {
   }
 };
 
+// Both kernels: AUTO (wgmma + TMA on compute capability 9.0) and ASYNC (mma.sync).
 TEST_F(GpuQuantInt8, IntegerSumsAreExactOverShapes) {
-  for (Int8Case cs : {Int8Case{1, 1, 16}, Int8Case{7, 9, 48}, Int8Case{127, 129, 64},
-                      Int8Case{128, 128, 128}, Int8Case{129, 200, 272},
-                      Int8Case{257, 131, 1024}, Int8Case{300, 260, 2048}}) {
-    cs.out = KAIO_DTYPE_I32;
-    check(cs);
-  }
+  for (kaio_matmul_variant v : {KAIO_MATMUL_AUTO, KAIO_MATMUL_ASYNC})
+    for (Int8Case cs : {Int8Case{1, 1, 16}, Int8Case{7, 9, 48}, Int8Case{127, 129, 64},
+                        Int8Case{128, 128, 128}, Int8Case{129, 200, 272},
+                        Int8Case{257, 131, 1024}, Int8Case{300, 260, 2048},
+                        Int8Case{130, 520, 4096}}) {
+      cs.out = KAIO_DTYPE_I32;
+      cs.variant = v;
+      check(cs);
+    }
 }
 
 TEST_F(GpuQuantInt8, ScaledOutputsMatchTheDocumentedChainBitForBit) {
-  check({33, 70, 160, KAIO_DTYPE_F32, false, false, 0.0125f});
-  check({33, 70, 160, KAIO_DTYPE_F32, true, true, 1.0f, true, 16});
-  check({130, 250, 512, KAIO_DTYPE_F16, true, false, 0.5f});
-  check({65, 129, 96, KAIO_DTYPE_BF16, false, true, 2.0f, false, 32});
-  check({1, 8, 4096, KAIO_DTYPE_F32, true, true, 1.0f, true});
-  check({3, 17, 32, KAIO_DTYPE_I32, false, false, 1.0f, true, 16});
+  for (kaio_matmul_variant v : {KAIO_MATMUL_AUTO, KAIO_MATMUL_ASYNC})
+    for (Int8Case cs : {Int8Case{33, 70, 160, KAIO_DTYPE_F32, false, false, 0.0125f},
+                        Int8Case{33, 70, 160, KAIO_DTYPE_F32, true, true, 1.0f, true, 16},
+                        Int8Case{130, 250, 512, KAIO_DTYPE_F16, true, false, 0.5f},
+                        Int8Case{65, 129, 96, KAIO_DTYPE_BF16, false, true, 2.0f, false, 32},
+                        Int8Case{1, 8, 4096, KAIO_DTYPE_F32, true, true, 1.0f, true},
+                        Int8Case{3, 17, 32, KAIO_DTYPE_I32, false, false, 1.0f, true, 16}}) {
+      cs.variant = v;
+      check(cs);
+    }
 }
 
 // ---------------------------------------------------------------------------

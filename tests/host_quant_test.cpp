@@ -2,6 +2,7 @@
 // with what grid, and a table of bad inputs (packing, shapes, dtypes,
 // alignment), each with its exact status, a message naming the function and
 // the argument, and no launch. Runs on every machine.
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -39,16 +40,27 @@ class FakeQuant : public ::testing::Test {
   kt::Buffer buf_;
 };
 
-TEST_F(FakeQuant, Int8UsesTheS8KernelOverTilesOf128) {
+TEST_F(FakeQuant, Int8PicksWgmmaOnHopperAndMmaSyncWhenAsked) {
   kaio_matmul_int8_desc d;
   KT_OK(kaio_matmul_int8_desc_init(&d, sizeof d));
-  const int64_t m = 130, n = 200, k = 64;
+  EXPECT_EQ(d.variant, KAIO_MATMUL_AUTO);
+  const int64_t m = 130, n = 600, k = 64;
   kaio_tensor a = at(0, KAIO_DTYPE_I8, m, k), b = at(1, KAIO_DTYPE_I8, n, k),
               c = at(2, KAIO_DTYPE_F32, m, n);
   KT_OK(kaio_matmul_int8(stream_.get(), &a, &b, nullptr, nullptr, &c, &d));
-  Launch l = last_launch();
+  Launch l = last_launch();  // the fake device is compute capability 9.0
+  EXPECT_EQ(l.name, "kaio_matmul_int8_sm90");
+  kaio_device_info info{};
+  info.struct_size = sizeof info;
+  KT_OK(kaio_device_get_info(dev_.get(), &info));
+  // 2 x 3 tiles of 128 x 256; persistent: at most one CTA per SM
+  EXPECT_EQ(l.grid[0], std::min(6u, static_cast<unsigned>(info.sm_count)));
+  EXPECT_EQ(l.block[0], 384u);
+  d.variant = KAIO_MATMUL_ASYNC;
+  KT_OK(kaio_matmul_int8(stream_.get(), &a, &b, nullptr, nullptr, &c, &d));
+  l = last_launch();
   EXPECT_EQ(l.name, "kaio_matmul_int8_sm80_async");
-  EXPECT_EQ(l.grid[0], 2u);
+  EXPECT_EQ(l.grid[0], 5u);
   EXPECT_EQ(l.grid[1], 2u);
   EXPECT_EQ(l.block[0], 256u);
   EXPECT_EQ(l.shared, 65536u);
@@ -343,6 +355,10 @@ std::vector<Case> cases() {
       {"int8 misaligned B stride", KAIO_ERROR_MISALIGNED, V{"'B'", "row_stride 72"},
        [](FakeQuant &f) {
          return int8_with(f, [](kaio_matmul_int8_desc &, kaio_tensor *t) { t[1].row_stride = 72; });
+       }},
+      {"int8 variant sync", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_matmul_int8", "variant", "1"},
+       [](FakeQuant &f) {
+         return int8_with(f, [](kaio_matmul_int8_desc &d, kaio_tensor *) { d.variant = KAIO_MATMUL_SYNC; });
        }},
       {"int8 output u8", KAIO_ERROR_INVALID_DTYPE, V{"out_dtype", "u8"},
        [](FakeQuant &f) {

@@ -670,16 +670,19 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_kernel_launch(const kaio_kernel *kernel
  * Constraints: M, N >= 1, M <= 65535·128; K >= 16, a multiple of 16 and
  * < 131072 (no int32 overflow); A and B start on 16-byte boundaries with row
  * strides that are multiples of 16; C must not overlap the inputs.
+ * Variants: KAIO_MATMUL_AUTO (default) runs wgmma s8 + TMA on compute
+ * capability 9.0, else mma.sync m16n8k32 with a 4-stage cp.async ring;
+ * KAIO_MATMUL_ASYNC forces the latter.
  *                               launch tensors: {A, B, sa, sb, C} */
 typedef struct kaio_matmul_int8_desc {
     uint32_t struct_size;          /* sizeof(kaio_matmul_int8_desc)             */
     kaio_dtype out_dtype;          /* KAIO_DTYPE_F32 (default), _F16, _BF16, _I32 */
     int64_t m, n, k;               /* one-shot calls: 0 means "from the views"   */
     float alpha;                   /* default 1                                  */
-    uint32_t reserved;             /* must be 0                                  */
+    kaio_matmul_variant variant;   /* KAIO_MATMUL_AUTO (default) or _ASYNC       */
 } kaio_matmul_int8_desc;
 
-/* Defaults: f32 out, alpha 1, m = n = k = 0. Any thread. */
+/* Defaults: f32 out, alpha 1, AUTO, m = n = k = 0. Any thread. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_int8_desc_init(kaio_matmul_int8_desc *desc,
                                                                size_t struct_size);
 /* Ownership: caller owns *out; retains device. Any thread. */

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
@@ -29,9 +30,11 @@ kaio_status read_desc(const char *fn, const char *init, const Desc *in, Desc *ou
                 "%s.",
                 fn, in->struct_size, sizeof(Desc), init);
   std::memcpy(out, in, sizeof *out);
-  if (out->reserved != 0)
-    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: desc->reserved is %u but must be 0.", fn,
-                out->reserved);
+  if constexpr (!std::is_same_v<Desc, kaio_matmul_int8_desc>) {
+    if (out->reserved != 0)
+      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: desc->reserved is %u but must be 0.", fn,
+                  out->reserved);
+  }
   return KAIO_OK;
 }
 
@@ -109,6 +112,7 @@ QuantPlan int8_plan(const kaio_matmul_int8_desc &d) {
   p.n[0] = d.n;
   p.k = d.k;
   p.alpha = d.alpha;
+  p.variant = d.variant;
   return p;
 }
 

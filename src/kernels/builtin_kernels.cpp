@@ -25,6 +25,7 @@ const char *module_name(ModuleId id) {
     case ModuleId::matmul_sm90: return "matmul_sm90";
     case ModuleId::quant_int8: return "quant_int8";
     case ModuleId::quant_int4: return "quant_int4";
+    case ModuleId::quant_int8_sm90: return "quant_int8_sm90";
     default: return "unknown";
   }
 }

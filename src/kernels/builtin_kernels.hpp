@@ -18,6 +18,7 @@ enum class ModuleId : int {
   matmul_sm90,
   quant_int8,
   quant_int4,
+  quant_int8_sm90,
   count
 };
 
@@ -95,7 +96,8 @@ enum class ModuleId : int {
   X(int8w_gemv_f16_m8, quant_int4, "kaio_int8w_gemv_f16_m8") \
   X(int8w_gemv_f16_m16, quant_int4, "kaio_int8w_gemv_f16_m16") \
   X(int4_gemv_f16_m8_g128, quant_int4, "kaio_int4_gemv_f16_m8_g128") \
-  X(int4_gemv_bf16_m8_g128, quant_int4, "kaio_int4_gemv_bf16_m8_g128")
+  X(int4_gemv_bf16_m8_g128, quant_int4, "kaio_int4_gemv_bf16_m8_g128") \
+  X(matmul_int8_sm90, quant_int8_sm90, "kaio_matmul_int8_sm90")
 // clang-format on
 
 enum class KernelId : int {

@@ -20,6 +20,9 @@ struct QuantPlan {
   int64_t n[3] = {0, 0, 0};                   // one per projection
   int nproj = 1;
   float alpha = 1.0f;                         // int8
+  kaio_matmul_variant variant = KAIO_MATMUL_AUTO;
+  bool tma = false;                           // int8 on the Hopper (wgmma) kernel
+  unsigned box_a[2] = {0, 0}, box_b[2] = {0, 0};
   int64_t group = 0;                          // int4
   kaio_int4_format format = KAIO_INT4_GPTQ;
   uint32_t zeros_offset = 0;

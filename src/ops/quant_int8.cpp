@@ -1,5 +1,8 @@
-// INT8 W8A8 matmul on the mma.sync m16n8k32 s8 kernel (ptx/gen_quant_int8.py):
-// exact int32 sums, then alpha and the optional row / column scales.
+// INT8 W8A8 matmul (ptx/gen_quant_int8.py): exact int32 sums, then alpha and
+// the optional row / column scales. Compute capability 9.0 runs the wgmma s8
+// kernel fed by TMA; elsewhere (or with KAIO_MATMUL_ASYNC) the mma.sync
+// m16n8k32 kernel with a cp.async ring.
+#include <algorithm>
 #include <cinttypes>
 #include <climits>
 #include <cmath>
@@ -7,6 +10,7 @@
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/quant.hpp"
+#include "runtime/context_scope.hpp"
 
 namespace kaio {
 namespace {
@@ -16,6 +20,34 @@ constexpr unsigned kBlock = 256;
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kKAlign = 16;           // 16-byte cp.async chunks of s8 along K
 constexpr int64_t kMaxK = 131071;         // K * 128 * 128 stays below 2^31
+constexpr int64_t kHopperTileM = 128, kHopperTileN = 256;
+
+// CUtensorMap (128 opaque bytes, 64-byte aligned) and the cuTensorMapEncodeTiled
+// enums used (values fixed by the driver ABI). The Hopper kernel reads s8
+// pairs as 16-bit elements: the same bytes in the same 128-byte rows.
+struct alignas(64) TensorMap {
+  unsigned long long opaque[16];
+};
+constexpr int kTmaUint16 = 1;
+constexpr int kInterleaveNone = 0, kSwizzle128 = 3, kL2Promote128 = 2, kOobZeroFill = 0;
+
+kaio_status encode_pairs(const char *caller, const kaio_device *device, const CheckedView &v,
+                         const unsigned box[2], TensorMap *out) {
+  unsigned long long dims[2] = {static_cast<unsigned long long>(v.cols / 2),
+                                static_cast<unsigned long long>(v.rows)};
+  unsigned long long strides[1] = {static_cast<unsigned long long>(v.row_stride)};
+  unsigned element_strides[2] = {1, 1};
+  cu::CUresult r = device->api->cuTensorMapEncodeTiled(
+      out, kTmaUint16, 2, reinterpret_cast<void *>(v.address), dims, strides, box,
+      element_strides, kInterleaveNone, kSwizzle128, kL2Promote128, kOobZeroFill);
+  if (r) return fail_driver(r, caller, "cuTensorMapEncodeTiled");
+  return KAIO_OK;
+}
+
+bool hopper_applies(const kaio_device *device, const QuantPlan &p) {
+  return p.variant == KAIO_MATMUL_AUTO && device->info.cc_major == 9 &&
+         device->info.cc_minor == 0 && device->api->cuTensorMapEncodeTiled != nullptr;
+}
 
 bool int8_out(kaio_dtype d) {
   return d == KAIO_DTYPE_F32 || d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16 ||
@@ -72,8 +104,33 @@ kaio_status plan_int8(const char *caller, kaio_device *device, QuantPlan *plan) 
                 "%s: alpha is %g but an i32 output holds the exact integer sums; use alpha 1 "
                 "(and no scale vectors) or a float output dtype.",
                 caller, static_cast<double>(plan->alpha));
+  if (plan->variant != KAIO_MATMUL_AUTO && plan->variant != KAIO_MATMUL_ASYNC)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: variant is %d; int8 matmul takes KAIO_MATMUL_AUTO or KAIO_MATMUL_ASYNC (the "
+                "mma.sync kernel).",
+                caller, plan->variant);
   KAIO_TRY(require_arch(caller, device, 8, 0, "int8 matmul (mma.sync m16n8k32 s8)"));
   BuiltinFunction fn;
+  if (hopper_applies(device, *plan)) {
+    KAIO_TRY(device->modules->function(caller, KernelId::matmul_int8_sm90, &fn));
+    if (fn.block == 0 || fn.box_a[0] == 0 || fn.box_b[0] == 0)
+      return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper int8 kernel lacks its annotations.",
+                  caller);
+    for (int i = 0; i < 2; ++i) {
+      plan->box_a[i] = fn.box_a[i];
+      plan->box_b[i] = fn.box_b[i];
+    }
+    plan->tma = true;
+    OpPlan &kp = plan->kernel;
+    kp.function = fn.function;
+    kp.shared_bytes = fn.shared_bytes;
+    kp.block = fn.block;
+    // Persistent: at most one CTA per SM, each walking tiles.
+    const int64_t tiles = ((m + kHopperTileM - 1) / kHopperTileM) *
+                          ((n + kHopperTileN - 1) / kHopperTileN);
+    kp.grid = static_cast<unsigned>(std::min<int64_t>(tiles, device->info.sm_count));
+    return KAIO_OK;
+  }
   KAIO_TRY(device->modules->function(caller, KernelId::matmul_int8_sm80_async, &fn));
   OpPlan &kp = plan->kernel;
   kp.function = fn.function;
@@ -121,6 +178,19 @@ kaio_status run_int8(const char *caller, const kaio_device *device, const QuantP
   unsigned long long lda = a.row_stride, ldb = b.row_stride, ldc = c.row_stride;
   float alpha = plan.alpha;
   unsigned out_dtype = static_cast<unsigned>(plan.out_dtype);
+  if (plan.tma) {
+    TensorMap map_a, map_b;
+    {
+      ContextScope scope(device);
+      KAIO_TRY(scope.status(caller));
+      KAIO_TRY(encode_pairs(caller, device, a, plan.box_a, &map_a));
+      KAIO_TRY(encode_pairs(caller, device, b, plan.box_b, &map_b));
+    }
+    unsigned pairs = uk / 2;  // the kernel's K, in 16-bit pairs of s8
+    void *params[] = {&map_a, &map_b, &pc, &um, &un, &pairs, &ldc, &alpha, &psa, &psb,
+                      &out_dtype};
+    return launch_builtin(caller, device, plan.kernel, stream, params);
+  }
   void *params[] = {&pa, &pb, &pc, &um, &un, &uk, &lda, &ldb, &ldc, &alpha, &psa, &psb,
                     &out_dtype};
   return launch_builtin(caller, device, plan.kernel, stream, params);

@@ -436,50 +436,61 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
     return k.text()
 
 
+DQ_COLS = 8                  # columns per thread of the dequantize kernel
+
+
 def dequant_kernel(dt):
     name = "kaio_int4_dequant_%s" % dt
+    per_block = DQ_COLS * DQ_BLOCK
     doc = """
 %s: W (K x N row-major %s, ldw) = dequant(qweight, qzeros, scales).
-Thread: one packed row (ctaid.y) of two adjacent columns; 8 b32 stores of 2 values.
-grid (ceil(N / %d), K / 8, 1), block (%d, 1, 1).""" % (name, dt, 2 * DQ_BLOCK, DQ_BLOCK)
+Thread: one packed row (ctaid.y) of %d adjacent columns: two 16-byte loads of
+words, one zero word, 8 16-byte stores (a warp writes 512 contiguous bytes per row).
+Host guarantees: N %% 8 == 0, ldw %% 8 == 0, w 16-byte aligned (plus matmul_int4's).
+grid (ceil(N / %d), K / 8, 1), block (%d, 1, 1).""" % (name, dt, DQ_COLS, per_block, DQ_BLOCK)
     ann = ["// kaio-shared-bytes: %s 0" % name,
-           "// kaio-launch: %s block=%d cols_per_block=%d" % (name, DQ_BLOCK, 2 * DQ_BLOCK)]
+           "// kaio-launch: %s block=%d cols_per_block=%d" % (name, DQ_BLOCK, per_block)]
     k = Kernel(name, doc, DQ_PARAMS, DQ_BLOCK, ann)
     P = load_params(k, DQ_PARAMS, ("qw", "qz", "sc", "w"))
     null_safe(k, P, "qz")
     cst = constants(k, dt)
     tid = k.r("mov.u32", "%tid.x")
-    n = k.r("shl.b32", k.r("mad.lo.u32", k.r("mov.u32", "%ctaid.x"), DQ_BLOCK, tid), 1)
+    n = k.r("shl.b32", k.r("mad.lo.u32", k.r("mov.u32", "%ctaid.x"), DQ_BLOCK, tid), 3)
     k.op("@%s ret" % k.p("setp.ge.u32", n, P["n"]))
     kw = k.r("mov.u32", "%ctaid.y")
     grp = wide(k, k.r("div.u32", k.r("shl.b32", kw, 3), P["group"]))
     wn = wide(k, n)
     wa = k.rd("add.u64", P["qw"], k.rd("shl.b64", k.rd("add.u64", k.rd("mul.lo.u64", wide(k, kw), P["ldqw"]), wn), 2))
-    words = k.regs("r", 2)
-    k.op("ld.global.nc.v2.b32 {%s}, [%s]" % (", ".join(words), wa))
+    words = k.regs("r", 8)
+    k.op("ld.global.nc.v4.b32 {%s}, [%s]" % (", ".join(words[:4]), wa))
+    k.op("ld.global.nc.v4.b32 {%s}, [%s+16]" % (", ".join(words[4:]), wa))
     sa = k.rd("add.u64", P["sc"], k.rd("shl.b64", k.rd("add.u64", k.rd("mul.lo.u64", grp, P["ldsc"]), wn), 1))
-    s2 = k.r("ld.global.nc.b32", "[%s]" % sa)
+    sc = k.regs("r", 4)      # scale pairs of columns (0, 1), (2, 3), ...
+    k.op("ld.global.nc.v2.b32 {%s}, [%s]" % (", ".join(sc[:2]), sa))
+    k.op("ld.global.nc.v2.b32 {%s}, [%s+8]" % (", ".join(sc[2:]), sa))
     zw = k.r("mov.b32", "0x88888888")
     za = k.rd("add.u64", P["qz"], k.rd("shl.b64", k.rd("add.u64", k.rd("mul.lo.u64", grp, P["ldqz"]),
                                                          wide(k, k.r("shr.u32", n, 3))), 2))
     k.op("@%s ld.global.nc.b32 %s, [%s]" % (k.p("setp.ne.u64", P["qz"], 0), zw, za))
-    zs = k.r("shr.u32", zw, k.r("shl.b32", k.r("and.b32", n, 7), 2))
-    z0 = k.r("add.u32", k.r("and.b32", zs, 15), P["zoff"])
-    z1 = k.r("add.u32", k.r("and.b32", k.r("shr.u32", zs, 4), 15), P["zoff"])
-    nbias = neg_bias(k, dt, k.r("or.b32", z0, k.r("shl.b32", z1, 16)))
-    w0 = k.r("xor.b32", words[0], P["xmask"])
-    w1 = k.r("xor.b32", words[1], P["xmask"])
+    nbias = []
+    for p in range(4):
+        z0 = k.r("add.u32", k.r("and.b32", k.r("shr.u32", zw, 8 * p), 15), P["zoff"])
+        z1 = k.r("add.u32", k.r("and.b32", k.r("shr.u32", zw, 8 * p + 4), 15), P["zoff"])
+        nbias.append(neg_bias(k, dt, k.r("or.b32", z0, k.r("shl.b32", z1, 16))))
+    w = [k.r("xor.b32", x, P["xmask"]) for x in words]
     row = k.rd("mul.lo.u64", wide(k, k.r("shl.b32", kw, 3)), P["ldw"])
     out = k.rd("add.u64", P["w"], k.rd("shl.b64", k.rd("add.u64", row, wn), 1))
     rstride = k.rd("shl.b64", P["ldw"], 1)
     for j in range(8):
-        q0 = k.r("and.b32", k.r("shr.u32", w0, 4 * j), 15)
-        q1 = k.r("and.b32", k.r("shr.u32", w1, 4 * j), 15)
-        packed = k.r("or.b32", k.r("or.b32", q0, k.r("shl.b32", q1, 16)), MAGIC[dt])
-        v = dequant_pair(k, dt, cst, packed, nbias, s2)
+        vals = []
+        for p in range(4):
+            q0 = k.r("and.b32", k.r("shr.u32", w[2 * p], 4 * j), 15)
+            q1 = k.r("and.b32", k.r("shr.u32", w[2 * p + 1], 4 * j), 15)
+            packed = k.r("or.b32", k.r("or.b32", q0, k.r("shl.b32", q1, 16)), MAGIC[dt])
+            vals.append(dequant_pair(k, dt, cst, packed, nbias[p], sc[p]))
         if j:
             k.op("add.u64 %s, %s, %s" % (out, out, rstride))
-        k.op("st.global.b32 [%s], %s" % (out, v))
+        k.op("st.global.v4.b32 [%s], {%s}" % (out, ", ".join(vals)))
     k.op("ret")
     return k.text()
 

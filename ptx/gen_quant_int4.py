@@ -49,6 +49,12 @@ gemv design (decode: the weight bytes are the cost)
   ldsc % 4 == 0; out_dtype 1 = f32, 2 = f16, 3 = bf16.
   Launch: '// kaio-launch:' line (block, cols_per_block X): grid
   (ceil(max N_p / X), projections, ceil(M / MT)).
+
+Measured (H100, bench/bench_quant, group 128 with qzeros, 2026-11-22; see bench/RESULTS.md):
+  N = K = 8192: the contiguous-K m8 kernel 19.7 us (1770 GB/s of weights, 2.44x cuBLAS f16)
+  against 23.9 us for the interleaved kernel (its first version, now the m16 and small-group
+  path); N = K = 4096: 8.4 us.  The m16 contiguous-K kernel (two sets of 4 steps) spilled
+  under the 128-register cap of 512 threads and is not generated.
 """
 
 import os

@@ -149,7 +149,9 @@ TEST_F(FakeQuant, Int4OpHandleAtPrefillDequantizesThenRunsTheMatmul) {
                       at(2, KAIO_DTYPE_F16, k / 64, n), at(3, KAIO_DTYPE_F32, m, n)};
   unsigned long long before = kt::fake().launch_count();
   KT_OK(kaio_op_launch(op, stream_.get(), t, 5));
-  EXPECT_EQ(kt::fake().launch_count(), before + 2);
+  KT_OK(kaio_op_launch(op, stream_.get(), t, 5));
+  EXPECT_EQ(kt::fake().launch_count(), before + 4);
+  EXPECT_EQ(kt::fake().live_allocations(), allocs + 1) << "launches must not allocate";
   EXPECT_NE(last_launch().name.find("kaio_matmul_"), std::string::npos);
   guard.reset();
   EXPECT_EQ(kt::fake().live_allocations(), allocs);

@@ -49,6 +49,12 @@ gemv design (decode: the weight bytes are the cost)
   ldsc % 4 == 0; out_dtype 1 = f32, 2 = f16, 3 = bf16.
   Launch: '// kaio-launch:' line (block, cols_per_block X): grid
   (ceil(max N_p / X), projections, ceil(M / MT)).
+
+Measured (H100, bench/bench_quant, group 128 with qzeros, 2026-11-22; see bench/RESULTS.md):
+  N = K = 8192: the contiguous-K m8 kernel 19.7 us (1770 GB/s of weights, 2.44x cuBLAS f16)
+  against 23.9 us for the interleaved kernel (its first version, now the m16 and small-group
+  path); N = K = 4096: 8.4 us.  The m16 contiguous-K kernel (two sets of 4 steps) spilled
+  under the 128-register cap of 512 threads and is not generated.
 """
 
 import os
@@ -70,6 +76,7 @@ DTYPES = ("f16", "bf16")
 MAGIC = {"f16": "0x64006400", "bf16": "0x43004300"}   # 1024.0 / 128.0 in both halves
 ONE = {"f16": "0x3C003C00", "bf16": "0x3F803F80"}
 NEG0 = "0x80008000"
+CONTIG_U = 4                 # steps per batch of the contiguous-K (group >= 128) kernels
 CW, U, WK = 1, 2, 16         # column groups per warp, steps per batch, warps per CTA
 X = 32 * CW                  # columns per CTA
 PROJ = ("q", "k", "v")
@@ -78,6 +85,12 @@ PER_PROJ = ((".u64", "qw"), (".u64", "ldqw"), (".u64", "qz"), (".u64", "ldqz"),
 GEMV_PARAMS = ([(".u64", "x"), (".u64", "ldx"), (".u32", "m"), (".u32", "k"), (".u32", "gshift"),
                 (".u32", "xmask"), (".u32", "zoff"), (".u32", "out_dtype")]
                + [(t, "%s_%s" % (nm, p)) for p in PROJ for t, nm in PER_PROJ])
+PER_PROJ8 = ((".u64", "w"), (".u64", "ldw"), (".u64", "sc"), (".u32", "scstep"),
+             (".u64", "out"), (".u64", "ldo"), (".u32", "n"))
+GEMV8_PARAMS = ([(".u64", "x"), (".u64", "ldx"), (".u32", "m"), (".u32", "k"), (".u32", "out_dtype")]
+                + [(t, "%s_%s" % (nm, p)) for p in PROJ for t, nm in PER_PROJ8])
+MAGIC8 = "0x64646464"        # 0x64 bytes: 1024.0 as the high byte of an f16
+NEG1152 = "0xE480E480"       # -(1024 + 128) in both halves
 DQ_PARAMS = [(".u64", "qw"), (".u64", "ldqw"), (".u64", "qz"), (".u64", "ldqz"), (".u64", "sc"),
              (".u64", "ldsc"), (".u64", "w"), (".u64", "ldw"), (".u32", "n"), (".u32", "group"),
              (".u32", "xmask"), (".u32", "zoff")]
@@ -138,31 +151,45 @@ def output_store(k, out_dtype, base, elem, v):
     k.place(done)
 
 
-def gemv_kernel(dt, mt):
-    name = "kaio_int4_gemv_%s_m%d" % (dt, mt)
+def gemv_kernel(dt, mt, wfmt="int4", contig=False):
+    """wfmt "int4": GPTQ-packed weights; "int8": s8 K x N weights (W8A16), f16
+    only, the per-tensor or per-column f32 scale applied to the f32 sums.
+    contig (int4, groups of >= 128): each warp takes a contiguous range of K,
+    in batches of 4 consecutive steps that lie in one group, so scales and
+    zeros are loaded once per batch and more weight bytes fit in flight."""
+    i4 = wfmt == "int4"
+    Ub = CONTIG_U if contig else U
+    name = ("kaio_int4_gemv_%s_m%d" if i4 else "kaio_int8w_gemv_%s_m%d") % (dt, mt)
+    if contig:
+        name += "_g128"
     threads = 32 * WK
     red_bytes = WK * mt * X * 4
     sym = "kaio_int4_red"
     doc = """
-%s: out_p = x * dequant(W_p), x %s rows ctaid.z*%d .. +%d, f32 accumulation.
+%s: out_p = x * dequant(W_p) (%s weights), x %s rows ctaid.z*%d .. +%d, f32 accumulation.
 CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps per batch;
 %d bytes of static shared.  grid (ceil(max N_p/%d), projections, ceil(M/%d)), block (%d, 1, 1).""" % (
-        name, dt, mt, mt - 1, X, CW, WK, U, red_bytes, X, mt, threads)
+        name, "GPTQ int4" if i4 else "s8 K x N", dt, mt, mt - 1, X, CW, WK, Ub, red_bytes, X, mt,
+        threads)
+    if contig:
+        doc += "\nEach warp: a contiguous K range (batches of %d steps in one group >= 128)." % Ub
     ann = ["// kaio-shared-bytes: %s 0" % name,
            "// kaio-launch: %s block=%d cols_per_block=%d" % (name, threads, X)]
-    k = Kernel(name, doc, GEMV_PARAMS, threads, ann,
-               ".shared .align 16 .b8 %s[%d]" % (sym, red_bytes))
-    ptrs = ["x"] + ["%s_%s" % (nm, p) for p in PROJ for nm in ("qw", "qz", "sc", "out")]
-    P = load_params(k, GEMV_PARAMS, ptrs)
-    for p in PROJ:
-        null_safe(k, P, "qz_" + p)
+    params, per_proj = (GEMV_PARAMS, PER_PROJ) if i4 else (GEMV8_PARAMS, PER_PROJ8)
+    k = Kernel(name, doc, params, threads, ann, ".shared .align 16 .b8 %s[%d]" % (sym, red_bytes))
+    pnames = ("qw", "qz", "sc", "out") if i4 else ("w", "sc", "out")
+    ptrs = ["x"] + ["%s_%s" % (nm, p) for p in PROJ for nm in pnames]
+    P = load_params(k, params, ptrs)
+    if i4:
+        for p in PROJ:
+            null_safe(k, P, "qz_" + p)
 
     k.note("projection ctaid.y: its pointers, strides and N")
     py = k.r("mov.u32", "%ctaid.y")
     is1, is2 = k.p("setp.eq.u32", py, 1), k.p("setp.eq.u32", py, 2)
     S = {}
-    for _, nm in PER_PROJ:
-        kind = "r" if nm == "n" else "rd"
+    for ptype, nm in per_proj:
+        kind = "r" if ptype == ".u32" else "rd"
         typ = "b32" if kind == "r" else "b64"
         v = k._dst(kind, "selp.%s" % typ, (P["%s_k" % nm], P["%s_q" % nm], is1))
         S[nm] = k._dst(kind, "selp.%s" % typ, (P["%s_v" % nm], v, is2))
@@ -175,48 +202,111 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
     warp = k.r("shr.u32", tid, 5)
     g = k.r("shr.u32", lane, 2)
     t = k.r("and.b32", lane, 3)
-    has_z = k.p("setp.ne.u64", S["qz"], 0)
-    zsh = k.r("shl.b32", k.r("and.b32", g, 1), 4)
+    if i4:
+        has_z = k.p("setp.ne.u64", S["qz"], 0)
+        zsh = k.r("shl.b32", k.r("and.b32", g, 1), 4)
     nsteps = k.r("shr.u32", P["k"], 5)
+    if contig:
+        k.note("warp range [start, end) of K steps, a multiple of %d steps long" % Ub)
+        spw = k.r("and.b32", k.r("add.u32", k.r("shr.u32", k.r("add.u32", nsteps, WK - 1),
+                                               WK.bit_length() - 1), Ub - 1), -Ub)
+        start = k.r("mul.lo.u32", warp, spw)
+        end = k.r("min.u32", k.r("add.u32", start, spw), nsteps)
 
     k.note("per column group c: columns nb + 32c + 4g .. +3")
     ncol = [k.r("add.u32", nb, k.r("add.u32", k.r("shl.b32", g, 2), 32 * c)) for c in range(CW)]
     col_ok = [k.p("setp.lt.u32", n, S["n"]) for n in ncol]
-    ldqw4 = k.rd("shl.b64", S["ldqw"], 2)
     wptr = []
-    for c in range(CW):
-        row = wide(k, k.r("add.u32", t, k.r("shl.b32", warp, 2)))    # packed row 4*warp + t
-        elem = k.rd("add.u64", k.rd("mul.lo.u64", row, S["ldqw"]), wide(k, ncol[c]))
-        wptr.append(k.rd("add.u64", S["qw"], k.rd("shl.b64", elem, 2)))
-    ustride = k.rd("shl.b64", ldqw4, 2 + (WK.bit_length() - 1))     # WK steps of 4 packed rows
-    bstride = k.rd("shl.b64", ustride, U.bit_length() - 1)
-    sc_base = [k.rd("add.u64", S["sc"], k.rd("shl.b64", wide(k, n), 1)) for n in ncol]
-    qz_base = [k.rd("add.u64", S["qz"], k.rd("shl.b64", wide(k, k.r("shr.u32", n, 3)), 2))
-               for n in ncol]
-    ldsc2 = k.rd("shl.b64", S["ldsc"], 1)
-    ldqz4 = k.rd("shl.b64", S["ldqz"], 2)
+    if i4:
+        ldqw4 = k.rd("shl.b64", S["ldqw"], 2)
+        first = start if contig else warp
+        for c in range(CW):
+            row = wide(k, k.r("add.u32", t, k.r("shl.b32", first, 2)))    # packed row 4*step + t
+            elem = k.rd("add.u64", k.rd("mul.lo.u64", row, S["ldqw"]), wide(k, ncol[c]))
+            wptr.append(k.rd("add.u64", S["qw"], k.rd("shl.b64", elem, 2)))
+        # the next step of this warp: WK steps on, or (contig) the next step
+        ustride = k.rd("shl.b64", ldqw4, 2 + (0 if contig else WK.bit_length() - 1))
+        bstride = k.rd("shl.b64", ustride, Ub.bit_length() - 1)
+        sc_base = [k.rd("add.u64", S["sc"], k.rd("shl.b64", wide(k, n), 1)) for n in ncol]
+        qz_base = [k.rd("add.u64", S["qz"], k.rd("shl.b64", wide(k, k.r("shr.u32", n, 3)), 2))
+                   for n in ncol]
+        ldsc2 = k.rd("shl.b64", S["ldsc"], 1)
+        ldqz4 = k.rd("shl.b64", S["ldqz"], 2)
+    else:
+        k.note("s8 rows k = 32 s + 8t + j (j = 0..7), 4 columns (bytes) per b32 load")
+        for c in range(CW):
+            krow = wide(k, k.r("add.u32", k.r("shl.b32", warp, 5), k.r("shl.b32", t, 3)))
+            elem = k.rd("add.u64", k.rd("mul.lo.u64", krow, S["ldw"]), wide(k, ncol[c]))
+            wptr.append(k.rd("add.u64", S["w"], elem))
+        rowoff = [None] + [k.rd("mul.lo.u64", S["ldw"], j) for j in range(1, 8)]
+        ustride = k.rd("shl.b64", S["ldw"], 5 + (WK.bit_length() - 1))  # WK steps of 32 rows
+        bstride = k.rd("shl.b64", ustride, U.bit_length() - 1)
+        mag8 = k.r("mov.b32", MAGIC8)
+        neg1152 = k.r("mov.b32", NEG1152)
 
     rows = [k.r("add.u32", mb, g)] + ([k.r("add.u32", mb, k.r("add.u32", g, 8))] if mt == 16 else [])
     row_ok = [k.p("setp.lt.u32", r, P["m"]) for r in rows]
     xptr = []
     for r in rows:
-        kk = k.r("add.u32", k.r("shl.b32", warp, 5), k.r("shl.b32", t, 3))
+        kk = k.r("add.u32", k.r("shl.b32", start if contig else warp, 5), k.r("shl.b32", t, 3))
         elem = k.rd("add.u64", k.rd("mul.lo.u64", wide(k, r), P["ldx"]), wide(k, kk))
         xptr.append(k.rd("add.u64", P["x"], k.rd("shl.b64", elem, 1)))
 
     def load_batch(sb, dst):
         """Loads of the U steps sb + u*WK; registers are zero (zeros 8) where invalid."""
-        if dst is None:
-            dst = {"w": [[k.regs("r", 4) for _ in range(CW)] for _ in range(U)],
-                   "s": [[k.regs("r", 2) for _ in range(CW)] for _ in range(U)],
-                   "z": [[k.reg("r") for _ in range(CW)] for _ in range(U)],
+        if dst is None and not i4:
+            dst = {"w": [[k.regs("r", 8) for _ in range(CW)] for _ in range(U)],
                    "x": [[k.regs("r", 4) for _ in rows] for _ in range(U)]}
+        if dst is None:
+            ngrp = 1 if contig else Ub
+            dst = {"w": [[k.regs("r", 4) for _ in range(CW)] for _ in range(Ub)],
+                   "s": [[k.regs("r", 2) for _ in range(CW)] for _ in range(ngrp)],
+                   "z": [[k.reg("r") for _ in range(CW)] for _ in range(ngrp)],
+                   "x": [[k.regs("r", 4) for _ in rows] for _ in range(Ub)]}
+        if contig:
+            k.note("batch of steps sb .. sb+%d: one group, its scales and zeros" % (Ub - 1))
+            grp = wide(k, k.r("shr.u32", sb, P["gshift"]))
+            okb = k.p("setp.lt.u32", sb, end)
+            for c in range(CW):
+                okc = k.p("and.pred", okb, col_ok[c])
+                s, z = dst["s"][0][c], dst["z"][0][c]
+                for reg in s:
+                    k.op("mov.b32 %s, 0" % reg)
+                k.op("mov.b32 %s, 0x88888888" % z)
+                sa = k.rd("add.u64", sc_base[c], k.rd("mul.lo.u64", grp, ldsc2))
+                k.op("@%s ld.global.nc.v2.b32 {%s}, [%s]" % (okc, ", ".join(s), sa))
+                za = k.rd("add.u64", qz_base[c], k.rd("mul.lo.u64", grp, ldqz4))
+                k.op("@%s ld.global.nc.b32 %s, [%s]" % (k.p("and.pred", okc, has_z), z, za))
+            for u in range(Ub):
+                ok = k.p("setp.lt.u32", k.r("add.u32", sb, u) if u else sb, end)
+                for c in range(CW):
+                    okc = k.p("and.pred", ok, col_ok[c])
+                    w = dst["w"][u][c]
+                    for reg in w:
+                        k.op("mov.b32 %s, 0" % reg)
+                    wa = k.rd("add.u64", wptr[c], k.rd("mul.lo.u64", ustride, u)) if u else wptr[c]
+                    k.op("@%s ld.global.cg.v4.b32 {%s}, [%s]" % (okc, ", ".join(w), wa))
+                for i, r in enumerate(rows):
+                    xr = dst["x"][u][i]
+                    for reg in xr:
+                        k.op("mov.b32 %s, 0" % reg)
+                    okr = k.p("and.pred", ok, row_ok[i])
+                    k.op("@%s ld.global.nc.v4.b32 {%s}, [%s+%d]" % (okr, ", ".join(xr), xptr[i], u * 64))
+            return dst
         for u in range(U):
             su = k.r("add.u32", sb, u * WK) if u else sb
             ok = k.p("setp.lt.u32", su, nsteps)
-            grp = wide(k, k.r("shr.u32", su, P["gshift"]))
+            if i4:
+                grp = wide(k, k.r("shr.u32", su, P["gshift"]))
             for c in range(CW):
                 okc = k.p("and.pred", ok, col_ok[c])
+                if not i4:
+                    base = k.rd("add.u64", wptr[c], k.rd("mul.lo.u64", ustride, u)) if u else wptr[c]
+                    for j, reg in enumerate(dst["w"][u][c]):
+                        k.op("mov.b32 %s, 0" % reg)
+                        addr = k.rd("add.u64", base, rowoff[j]) if j else base
+                        k.op("@%s ld.global.cg.b32 %s, [%s]" % (okc, reg, addr))
+                    continue
                 w, s, z = dst["w"][u][c], dst["s"][u][c], dst["z"][u][c]
                 for reg in w + s:
                     k.op("mov.b32 %s, 0" % reg)
@@ -240,7 +330,7 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
         for c in range(CW):
             k.op("add.u64 %s, %s, %s" % (wptr[c], wptr[c], bstride))
         for xp in xptr:
-            k.op("add.u64 %s, %s, %d" % (xp, xp, U * WK * 64))
+            k.op("add.u64 %s, %s, %d" % (xp, xp, Ub * 64 if contig else U * WK * 64))
 
     acc = [[k.regs("f", 4) for _ in range(4)] for _ in range(CW)]
     for a4 in acc:
@@ -252,7 +342,8 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
     mma = "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32" % (dt, dt)
 
     def compute(st):
-        for u in range(U):
+        for u in range(Ub):
+            gi = 0 if contig else u      # index of the scales and zeros
             afr = []
             for h in range(2):
                 pairs = []
@@ -262,11 +353,24 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
                 hi = pairs[1] if len(pairs) > 1 else (zero, zero)
                 afr.append((pairs[0][0], hi[0], pairs[0][1], hi[1]))
             for c in range(CW):
-                zw = k.r("shr.u32", st["z"][u][c], zsh)
+                if not i4:
+                    for i in range(4):
+                        wv = []
+                        for j in range(4):
+                            w = st["w"][u][c]
+                            pair = k.r("prmt.b32", w[j], w[j + 4], hex(((4 + i) << 4) | i))
+                            h = k.r("xor.b32", k.r("prmt.b32", pair, mag8, "0x4140"), "0x00800080")
+                            wv.append(k.r("fma.rn.f16x2", h, cst[0], neg1152))
+                        d = ", ".join(acc[c][i])
+                        for h in range(2):
+                            k.op("%s {%s}, {%s}, {%s, %s}, {%s}" % (mma, d, ", ".join(afr[h]),
+                                                                     wv[2 * h], wv[2 * h + 1], d))
+                    continue
+                zw = k.r("shr.u32", st["z"][gi][c], zsh)
                 for i in range(4):
                     z = k.r("add.u32", k.r("and.b32", k.r("shr.u32", zw, 4 * i) if i else zw, 15), P["zoff"])
                     nbias = neg_bias(k, dt, k.r("mul.lo.u32", z, "0x00010001"))
-                    sreg = st["s"][u][c][i // 2]
+                    sreg = st["s"][gi][c][i // 2]
                     s2 = k.r("prmt.b32", sreg, sreg, "0x1010" if i % 2 == 0 else "0x3232")
                     word = k.r("xor.b32", st["w"][u][c][i], P["xmask"])
                     wv = []
@@ -279,16 +383,16 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
                         k.op("%s {%s}, {%s}, {%s, %s}, {%s}" % (mma, d, ", ".join(afr[h]),
                                                                  wv[2 * h], wv[2 * h + 1], d))
 
-    k.note("software pipeline over batches of %d steps (two register sets)" % U)
-    s = k.r("mov.u32", warp)
+    k.note("software pipeline over batches of %d steps (two register sets)" % Ub)
+    s = k.r("mov.u32", start if contig else warp)
     sets = [load_batch(s, None), None]
     advance()
     loop, done = k.label("kloop"), k.label("reduce")
     k.place(loop)
     for half in range(2):
         cur, nxt = half, 1 - half
-        k.op("add.u32 %s, %s, %d" % (s, s, U * WK))
-        more = k.p("setp.lt.u32", s, nsteps)
+        k.op("add.u32 %s, %s, %d" % (s, s, Ub if contig else U * WK))
+        more = k.p("setp.lt.u32", s, end if contig else nsteps)
         noload = k.label("noload")
         k.op("@!%s bra.uni %s" % (more, noload))
         sets[nxt] = load_batch(s, sets[nxt])
@@ -328,6 +432,9 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
         for w in range(1, WK):
             part = k.f("ld.shared.f32", "[%s+%d]" % (addr, w * mt * X * 4))
             k.op("add.f32 %s, %s, %s" % (ssum, ssum, part))
+        if not i4:
+            sa = k.rd("add.u64", S["sc"], k.rd("mul.wide.u32", k.r("mul.lo.u32", col, S["scstep"]), 4))
+            ssum = k.f("mul.rn.f32", ssum, k.f("ld.global.nc.f32", "[%s]" % sa))
         elem = k.rd("add.u64", k.rd("mul.lo.u64", wide(k, row), S["ldo"]), wide(k, col))
         output_store(k, P["out_dtype"], S["out"], elem, ssum)
         k.place(nxt)
@@ -335,50 +442,61 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
     return k.text()
 
 
+DQ_COLS = 8                  # columns per thread of the dequantize kernel
+
+
 def dequant_kernel(dt):
     name = "kaio_int4_dequant_%s" % dt
+    per_block = DQ_COLS * DQ_BLOCK
     doc = """
 %s: W (K x N row-major %s, ldw) = dequant(qweight, qzeros, scales).
-Thread: one packed row (ctaid.y) of two adjacent columns; 8 b32 stores of 2 values.
-grid (ceil(N / %d), K / 8, 1), block (%d, 1, 1).""" % (name, dt, 2 * DQ_BLOCK, DQ_BLOCK)
+Thread: one packed row (ctaid.y) of %d adjacent columns: two 16-byte loads of
+words, one zero word, 8 16-byte stores (a warp writes 512 contiguous bytes per row).
+Host guarantees: N %% 8 == 0, ldw %% 8 == 0, w 16-byte aligned (plus matmul_int4's).
+grid (ceil(N / %d), K / 8, 1), block (%d, 1, 1).""" % (name, dt, DQ_COLS, per_block, DQ_BLOCK)
     ann = ["// kaio-shared-bytes: %s 0" % name,
-           "// kaio-launch: %s block=%d cols_per_block=%d" % (name, DQ_BLOCK, 2 * DQ_BLOCK)]
+           "// kaio-launch: %s block=%d cols_per_block=%d" % (name, DQ_BLOCK, per_block)]
     k = Kernel(name, doc, DQ_PARAMS, DQ_BLOCK, ann)
     P = load_params(k, DQ_PARAMS, ("qw", "qz", "sc", "w"))
     null_safe(k, P, "qz")
     cst = constants(k, dt)
     tid = k.r("mov.u32", "%tid.x")
-    n = k.r("shl.b32", k.r("mad.lo.u32", k.r("mov.u32", "%ctaid.x"), DQ_BLOCK, tid), 1)
+    n = k.r("shl.b32", k.r("mad.lo.u32", k.r("mov.u32", "%ctaid.x"), DQ_BLOCK, tid), 3)
     k.op("@%s ret" % k.p("setp.ge.u32", n, P["n"]))
     kw = k.r("mov.u32", "%ctaid.y")
     grp = wide(k, k.r("div.u32", k.r("shl.b32", kw, 3), P["group"]))
     wn = wide(k, n)
     wa = k.rd("add.u64", P["qw"], k.rd("shl.b64", k.rd("add.u64", k.rd("mul.lo.u64", wide(k, kw), P["ldqw"]), wn), 2))
-    words = k.regs("r", 2)
-    k.op("ld.global.nc.v2.b32 {%s}, [%s]" % (", ".join(words), wa))
+    words = k.regs("r", 8)
+    k.op("ld.global.nc.v4.b32 {%s}, [%s]" % (", ".join(words[:4]), wa))
+    k.op("ld.global.nc.v4.b32 {%s}, [%s+16]" % (", ".join(words[4:]), wa))
     sa = k.rd("add.u64", P["sc"], k.rd("shl.b64", k.rd("add.u64", k.rd("mul.lo.u64", grp, P["ldsc"]), wn), 1))
-    s2 = k.r("ld.global.nc.b32", "[%s]" % sa)
+    sc = k.regs("r", 4)      # scale pairs of columns (0, 1), (2, 3), ...
+    k.op("ld.global.nc.v2.b32 {%s}, [%s]" % (", ".join(sc[:2]), sa))
+    k.op("ld.global.nc.v2.b32 {%s}, [%s+8]" % (", ".join(sc[2:]), sa))
     zw = k.r("mov.b32", "0x88888888")
     za = k.rd("add.u64", P["qz"], k.rd("shl.b64", k.rd("add.u64", k.rd("mul.lo.u64", grp, P["ldqz"]),
                                                          wide(k, k.r("shr.u32", n, 3))), 2))
     k.op("@%s ld.global.nc.b32 %s, [%s]" % (k.p("setp.ne.u64", P["qz"], 0), zw, za))
-    zs = k.r("shr.u32", zw, k.r("shl.b32", k.r("and.b32", n, 7), 2))
-    z0 = k.r("add.u32", k.r("and.b32", zs, 15), P["zoff"])
-    z1 = k.r("add.u32", k.r("and.b32", k.r("shr.u32", zs, 4), 15), P["zoff"])
-    nbias = neg_bias(k, dt, k.r("or.b32", z0, k.r("shl.b32", z1, 16)))
-    w0 = k.r("xor.b32", words[0], P["xmask"])
-    w1 = k.r("xor.b32", words[1], P["xmask"])
+    nbias = []
+    for p in range(4):
+        z0 = k.r("add.u32", k.r("and.b32", k.r("shr.u32", zw, 8 * p), 15), P["zoff"])
+        z1 = k.r("add.u32", k.r("and.b32", k.r("shr.u32", zw, 8 * p + 4), 15), P["zoff"])
+        nbias.append(neg_bias(k, dt, k.r("or.b32", z0, k.r("shl.b32", z1, 16))))
+    w = [k.r("xor.b32", x, P["xmask"]) for x in words]
     row = k.rd("mul.lo.u64", wide(k, k.r("shl.b32", kw, 3)), P["ldw"])
     out = k.rd("add.u64", P["w"], k.rd("shl.b64", k.rd("add.u64", row, wn), 1))
     rstride = k.rd("shl.b64", P["ldw"], 1)
     for j in range(8):
-        q0 = k.r("and.b32", k.r("shr.u32", w0, 4 * j), 15)
-        q1 = k.r("and.b32", k.r("shr.u32", w1, 4 * j), 15)
-        packed = k.r("or.b32", k.r("or.b32", q0, k.r("shl.b32", q1, 16)), MAGIC[dt])
-        v = dequant_pair(k, dt, cst, packed, nbias, s2)
+        vals = []
+        for p in range(4):
+            q0 = k.r("and.b32", k.r("shr.u32", w[2 * p], 4 * j), 15)
+            q1 = k.r("and.b32", k.r("shr.u32", w[2 * p + 1], 4 * j), 15)
+            packed = k.r("or.b32", k.r("or.b32", q0, k.r("shl.b32", q1, 16)), MAGIC[dt])
+            vals.append(dequant_pair(k, dt, cst, packed, nbias[p], sc[p]))
         if j:
             k.op("add.u64 %s, %s, %s" % (out, out, rstride))
-        k.op("st.global.b32 [%s], %s" % (out, v))
+        k.op("st.global.v4.b32 [%s], {%s}" % (out, ", ".join(vals)))
     k.op("ret")
     return k.text()
 
@@ -412,6 +530,11 @@ def generate():
     for dt in DTYPES:
         for mt in (8, 16):
             parts.append("\n" + gemv_kernel(dt, mt))
+    for mt in (8, 16):
+        parts.append("\n" + gemv_kernel("f16", mt, "int8"))
+    # M <= 8 only: with 16 rows the two register sets of 4 steps spill.
+    for dt in DTYPES:
+        parts.append("\n" + gemv_kernel(dt, 8, contig=True))
     for dt in DTYPES:
         parts.append("\n" + dequant_kernel(dt))
     parts.append("\n" + transpose_kernel())

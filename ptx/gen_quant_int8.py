@@ -31,6 +31,11 @@ the kernel runs the f16 machinery with K/2, lda/2 and ldb/2 "elements" and
 swaps each m16n8k16 f16 mma for one m16n8k32 s8 mma (twice the work per
 instruction) and the f32 accumulators for s32 ones.  The epilogue converts
 and scales element by element under row/column predicates.
+
+On compute capability 9.0 the op runs kaio_matmul_sm90_s8_nt[_n128] instead,
+generated with the f16/bf16 Hopper kernels by gen_matmul_sm90.py (same
+scaling order, so both give the same bits); this kernel stays the sm_80
+path, KAIO_MATMUL_ASYNC on any device, and the i32-output path.
 """
 
 import os

@@ -67,6 +67,7 @@ struct Int8Case {
   float alpha = 1.0f;
   bool prepared = false;
   int64_t pad = 0;  // extra elements per row (multiples of 16 for A and B)
+  kaio_matmul_variant variant = KAIO_MATMUL_AUTO;  // ASYNC: the mma.sync kernel
 };
 
 class GpuQuantInt8 : public GpuQuant {
@@ -74,7 +75,8 @@ class GpuQuantInt8 : public GpuQuant {
   void check(const Int8Case &cs) {
     SCOPED_TRACE(std::to_string(cs.m) + "x" + std::to_string(cs.n) + "x" + std::to_string(cs.k) +
                  " out " + kaio_dtype_name(cs.out) + (cs.sa ? " sa" : "") + (cs.sb ? " sb" : "") +
-                 " alpha " + std::to_string(cs.alpha) + (cs.prepared ? " prepared" : " one-shot"));
+                 " alpha " + std::to_string(cs.alpha) + (cs.prepared ? " prepared" : " one-shot") +
+                 (cs.variant == KAIO_MATMUL_ASYNC ? " mma.sync" : " auto"));
     std::mt19937_64 rng(kt::test_seed() ^ (cs.m * 1009 + cs.n * 31 + cs.k));
     const int64_t lda = cs.k + cs.pad, ldb = cs.k + cs.pad, ldc = cs.n + cs.pad;
     std::vector<int8_t> a(cs.m * lda), b(cs.n * ldb);
@@ -98,6 +100,7 @@ class GpuQuantInt8 : public GpuQuant {
     KT_OK(kaio_matmul_int8_desc_init(&d, sizeof d));
     d.out_dtype = cs.out;
     d.alpha = cs.alpha;
+    d.variant = cs.variant;
     if (cs.prepared) {
       d.m = cs.m;
       d.n = cs.n;
@@ -145,22 +148,30 @@ class GpuQuantInt8 : public GpuQuant {
   }
 };
 
+// Both kernels: AUTO (wgmma + TMA on compute capability 9.0) and ASYNC (mma.sync).
 TEST_F(GpuQuantInt8, IntegerSumsAreExactOverShapes) {
-  for (Int8Case cs : {Int8Case{1, 1, 16}, Int8Case{7, 9, 48}, Int8Case{127, 129, 64},
-                      Int8Case{128, 128, 128}, Int8Case{129, 200, 272},
-                      Int8Case{257, 131, 1024}, Int8Case{300, 260, 2048}}) {
-    cs.out = KAIO_DTYPE_I32;
-    check(cs);
-  }
+  for (kaio_matmul_variant v : {KAIO_MATMUL_AUTO, KAIO_MATMUL_ASYNC})
+    for (Int8Case cs : {Int8Case{1, 1, 16}, Int8Case{7, 9, 48}, Int8Case{127, 129, 64},
+                        Int8Case{128, 128, 128}, Int8Case{129, 200, 272},
+                        Int8Case{257, 131, 1024}, Int8Case{300, 260, 2048},
+                        Int8Case{130, 520, 4096}}) {
+      cs.out = KAIO_DTYPE_I32;
+      cs.variant = v;
+      check(cs);
+    }
 }
 
 TEST_F(GpuQuantInt8, ScaledOutputsMatchTheDocumentedChainBitForBit) {
-  check({33, 70, 160, KAIO_DTYPE_F32, false, false, 0.0125f});
-  check({33, 70, 160, KAIO_DTYPE_F32, true, true, 1.0f, true, 16});
-  check({130, 250, 512, KAIO_DTYPE_F16, true, false, 0.5f});
-  check({65, 129, 96, KAIO_DTYPE_BF16, false, true, 2.0f, false, 32});
-  check({1, 8, 4096, KAIO_DTYPE_F32, true, true, 1.0f, true});
-  check({3, 17, 32, KAIO_DTYPE_I32, false, false, 1.0f, true, 16});
+  for (kaio_matmul_variant v : {KAIO_MATMUL_AUTO, KAIO_MATMUL_ASYNC})
+    for (Int8Case cs : {Int8Case{33, 70, 160, KAIO_DTYPE_F32, false, false, 0.0125f},
+                        Int8Case{33, 70, 160, KAIO_DTYPE_F32, true, true, 1.0f, true, 16},
+                        Int8Case{130, 250, 512, KAIO_DTYPE_F16, true, false, 0.5f},
+                        Int8Case{65, 129, 96, KAIO_DTYPE_BF16, false, true, 2.0f, false, 32},
+                        Int8Case{1, 8, 4096, KAIO_DTYPE_F32, true, true, 1.0f, true},
+                        Int8Case{3, 17, 32, KAIO_DTYPE_I32, false, false, 1.0f, true, 16}}) {
+      cs.variant = v;
+      check(cs);
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -337,6 +348,9 @@ TEST_F(GpuQuantInt4, DecodeRowsDtypesAndStrides) {
   check({7, 64, 256, 32, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16, true, 8});
   check({16, 4096, 4096, 128, true});
   check({40, 96, 256, 128, true});  // one-shot past 16 rows: the decode kernel, 3 row tiles
+  // contiguous-K kernel (M <= 8, groups >= 128): K not a multiple of 16 warps x 4 steps
+  check({2, 64, 3072, 128, true});
+  check({6, 40, 1248, 1248, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32});
 }
 
 TEST_F(GpuQuantInt4, OpHandlesAtPrefillDequantizeIntoTheirWorkspace) {
@@ -426,7 +440,9 @@ TEST_F(GpuQuantInt4, RepackedKaioWeightsMatchTheReference) {
 TEST_F(GpuQuantInt4, FusedQkvMatchesThreeSeparateProducts) {
   for (int64_t m : {1, 4, 16}) {
     for (bool prepared : {false, true}) {
-      Int4Case c{m, 0, 512, 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16};
+      // group 128 at M = 4: the contiguous-K kernel; 64: the interleaved one
+      Int4Case c{m, 0, 512, m == 4 ? 128 : 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16,
+                 KAIO_DTYPE_F16};
       SCOPED_TRACE(describe(c) + (prepared ? " prepared" : ""));
       const int64_t ns[3] = {128, 32, 40};
       HostWeights h[3];
@@ -470,6 +486,85 @@ TEST_F(GpuQuantInt4, FusedQkvMatchesThreeSeparateProducts) {
       }
     }
   }
+}
+
+// ---------------------------------------------------------------------------
+// QKV with int8 weights (W8A16): per-tensor and per-column scales.
+
+class GpuQuantQkv8 : public GpuQuant {
+ protected:
+  void check(int64_t m, int64_t k, const int64_t ns[3], kaio_dtype out, bool prepared,
+             int64_t pad) {
+    SCOPED_TRACE("M " + std::to_string(m) + " K " + std::to_string(k) + " out " +
+                 kaio_dtype_name(out) + (prepared ? " op" : " one-shot"));
+    std::mt19937_64 rng(kt::test_seed() ^ (m * 31 + k));
+    kt::HostTensor x = kt::random_tensor(KAIO_DTYPE_F16, m * (k + pad), -1, 1, rng());
+    kt::Buffer bx = upload(x.bytes);
+    std::vector<int8_t> w[3];
+    std::vector<float> sc[3];
+    kt::Buffer bw[3], bs[3], bo[3];
+    kaio_tensor t[10];
+    t[0] = view(bx.get(), KAIO_DTYPE_F16, m, k, k + pad);
+    const size_t oes = kaio_dtype_size(out);
+    for (int p = 0; p < 3; ++p) {
+      const int64_t ldw = ns[p] + pad;
+      w[p].resize(k * ldw);
+      for (auto &v : w[p]) v = static_cast<int8_t>(rng());
+      sc[p].resize(p == 0 ? 1 : ns[p]);  // q per tensor, k and v per column
+      std::uniform_real_distribution<float> sd(0.001f, 0.05f);
+      for (auto &v : sc[p]) v = sd(rng);
+      bw[p] = upload(as_bytes(w[p].data(), w[p].size()));
+      bs[p] = upload(as_bytes(sc[p].data(), sc[p].size() * 4));
+      bo[p] = poisoned(m * ns[p] * oes);
+      t[1 + 2 * p] = view(bw[p].get(), KAIO_DTYPE_I8, k, ns[p], ldw);
+      t[2 + 2 * p] = kaio_tensor_2d(bs[p].get(), KAIO_DTYPE_F32, 1, sc[p].size());
+      t[7 + p] = kaio_tensor_2d(bo[p].get(), out, m, ns[p]);
+    }
+    kaio_qkv_int8_desc d;
+    KT_OK(kaio_qkv_int8_desc_init(&d, sizeof d));
+    d.out_dtype = out;
+    if (prepared) {
+      d.m = m;
+      d.k = k;
+      d.n_q = ns[0];
+      d.n_k = ns[1];
+      d.n_v = ns[2];
+      kaio_op *op = nullptr;
+      KT_OK(kaio_op_create_qkv_project_int8(&op, dev(), &d));
+      kt::Op guard(op);
+      KT_OK(kaio_op_launch(op, stream(), t, 10));
+    } else {
+      KT_OK(kaio_qkv_project_int8(stream(), t, 10, &d));
+    }
+    for (int p = 0; p < 3; ++p) {
+      std::vector<double> got = kt::decode(out, download(bo[p].get(), m * ns[p] * oes));
+      const int64_t ldw = ns[p] + pad;
+      double err2 = 0, ref2 = 0;
+      int64_t non_finite = 0;
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t n = 0; n < ns[p]; ++n) {
+          double acc = 0;
+          for (int64_t kk = 0; kk < k; ++kk) acc += x.values[r * (k + pad) + kk] * w[p][kk * ldw + n];
+          const double want = acc * sc[p][p == 0 ? 0 : n];
+          if (!std::isfinite(got[r * ns[p] + n])) ++non_finite;
+          err2 += (got[r * ns[p] + n] - want) * (got[r * ns[p] + n] - want);
+          ref2 += want * want;
+        }
+      EXPECT_EQ(non_finite, 0) << "projection " << p;
+      const double tol = 2e-5 + (out == KAIO_DTYPE_F16 ? std::ldexp(1.0, -11)
+                                 : out == KAIO_DTYPE_BF16 ? std::ldexp(1.0, -8) : 0.0);
+      EXPECT_LE(std::sqrt(err2 / std::max(ref2, 1e-300)), tol) << "projection " << p;
+    }
+  }
+};
+
+TEST_F(GpuQuantQkv8, MatchesTheReferenceOverRowsScalesAndOutputs) {
+  const int64_t gqa[3] = {64, 36, 40}, big[3] = {4096, 1024, 1024};
+  check(1, 256, gqa, KAIO_DTYPE_F16, false, 0);
+  check(5, 512, gqa, KAIO_DTYPE_F32, true, 8);  // x row stride: a multiple of 8
+  check(16, 256, gqa, KAIO_DTYPE_BF16, false, 8);
+  check(20, 96, gqa, KAIO_DTYPE_F16, true, 0);
+  check(4, 4096, big, KAIO_DTYPE_F16, true, 0);
 }
 
 }  // namespace

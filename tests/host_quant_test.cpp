@@ -2,6 +2,7 @@
 // with what grid, and a table of bad inputs (packing, shapes, dtypes,
 // alignment), each with its exact status, a message naming the function and
 // the argument, and no launch. Runs on every machine.
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -13,6 +14,7 @@ namespace {
 
 using kt::Launch;
 using kt::last_launch;
+using kt::launch_param;
 
 class FakeQuant : public ::testing::Test {
  public:
@@ -39,16 +41,37 @@ class FakeQuant : public ::testing::Test {
   kt::Buffer buf_;
 };
 
-TEST_F(FakeQuant, Int8UsesTheS8KernelOverTilesOf128) {
+TEST_F(FakeQuant, Int8PicksWgmmaOnHopperAndMmaSyncWhenAsked) {
   kaio_matmul_int8_desc d;
   KT_OK(kaio_matmul_int8_desc_init(&d, sizeof d));
-  const int64_t m = 130, n = 200, k = 64;
+  EXPECT_EQ(d.variant, KAIO_MATMUL_AUTO);
+  const int64_t m = 130, n = 600, k = 64;
   kaio_tensor a = at(0, KAIO_DTYPE_I8, m, k), b = at(1, KAIO_DTYPE_I8, n, k),
               c = at(2, KAIO_DTYPE_F32, m, n);
   KT_OK(kaio_matmul_int8(stream_.get(), &a, &b, nullptr, nullptr, &c, &d));
-  Launch l = last_launch();
+  Launch l = last_launch();  // the fake device is compute capability 9.0
+  EXPECT_EQ(l.name, "kaio_matmul_sm90_s8_nt");
+  kaio_device_info info{};
+  info.struct_size = sizeof info;
+  KT_OK(kaio_device_get_info(dev_.get(), &info));
+  // 2 x 3 tiles of 128 x 256; persistent: at most one CTA per SM
+  EXPECT_EQ(l.grid[0], std::min(6u, static_cast<unsigned>(info.sm_count)));
+  EXPECT_EQ(l.block[0], 384u);
+  EXPECT_EQ(launch_param<uint32_t>(5), static_cast<uint32_t>(k));
+  EXPECT_EQ(launch_param<float>(8), 0.0f) << "no beta";
+  EXPECT_EQ(launch_param<uint32_t>(10), 1u) << "K in one split: ceil(64 / 128) steps";
+  EXPECT_EQ(launch_param<uint64_t>(11), 0u);
+  // i32 output (the exact sums) stays on the mma.sync kernel.
+  kaio_tensor ci = at(2, KAIO_DTYPE_I32, m, n);
+  d.out_dtype = KAIO_DTYPE_I32;
+  KT_OK(kaio_matmul_int8(stream_.get(), &a, &b, nullptr, nullptr, &ci, &d));
+  EXPECT_EQ(last_launch().name, "kaio_matmul_int8_sm80_async");
+  d.out_dtype = KAIO_DTYPE_F32;
+  d.variant = KAIO_MATMUL_ASYNC;
+  KT_OK(kaio_matmul_int8(stream_.get(), &a, &b, nullptr, nullptr, &c, &d));
+  l = last_launch();
   EXPECT_EQ(l.name, "kaio_matmul_int8_sm80_async");
-  EXPECT_EQ(l.grid[0], 2u);
+  EXPECT_EQ(l.grid[0], 5u);
   EXPECT_EQ(l.grid[1], 2u);
   EXPECT_EQ(l.block[0], 256u);
   EXPECT_EQ(l.shared, 65536u);
@@ -57,20 +80,24 @@ TEST_F(FakeQuant, Int8UsesTheS8KernelOverTilesOf128) {
 TEST_F(FakeQuant, Int4DecodeKernelByRowsAndFusedQkvIsOneLaunch) {
   const int64_t k = 256, n = 96;
   struct {
-    int64_t m;
+    int64_t m, group;
     kaio_dtype in;
     const char *kernel;
     unsigned grid_z;
-  } cases[] = {{1, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m8", 1},
-               {8, KAIO_DTYPE_BF16, "kaio_int4_gemv_bf16_m8", 1},
-               {9, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16", 1},
-               {40, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16", 3}};  // one-shot: any M
+  } cases[] = {{1, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m8_g128", 1},
+               {1, 64, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m8", 1},
+               {8, 256, KAIO_DTYPE_BF16, "kaio_int4_gemv_bf16_m8_g128", 1},
+               {8, 32, KAIO_DTYPE_BF16, "kaio_int4_gemv_bf16_m8", 1},
+               {9, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16", 1},
+               {40, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16", 3}};  // one-shot: any M
   for (const auto &cs : cases) {
     kaio_matmul_int4_desc d;
     KT_OK(kaio_matmul_int4_desc_init(&d, sizeof d));
     d.in_dtype = cs.in;
+    d.group_size = cs.group;
+    const int64_t groups = k / cs.group;
     kaio_tensor a = at(0, cs.in, cs.m, k), qw = at(1, KAIO_DTYPE_U32, k / 8, n),
-                qz = at(2, KAIO_DTYPE_U32, k / 128, n / 8), sc = at(3, cs.in, k / 128, n),
+                qz = at(2, KAIO_DTYPE_U32, groups, n / 8), sc = at(3, cs.in, groups, n),
                 c = at(4, KAIO_DTYPE_F32, cs.m, n);
     KT_OK(kaio_matmul_int4(stream_.get(), &a, &qw, &qz, &sc, &c, &d));
     Launch l = last_launch();
@@ -92,9 +119,28 @@ TEST_F(FakeQuant, Int4DecodeKernelByRowsAndFusedQkvIsOneLaunch) {
   KT_OK(kaio_qkv_project_int4(stream_.get(), t, 13, &q));
   EXPECT_EQ(kt::fake().launch_count(), before + 1) << "fused QKV must be one launch";
   Launch l = last_launch();
-  EXPECT_EQ(l.name, "kaio_int4_gemv_f16_m8");
+  EXPECT_EQ(l.name, "kaio_int4_gemv_f16_m8_g128");
   EXPECT_EQ(l.grid[0], 4u);  // the widest projection
   EXPECT_EQ(l.grid[1], 3u);
+}
+
+TEST_F(FakeQuant, Int8QkvIsOneLaunchOverThreeWeightSets) {
+  kaio_qkv_int8_desc d;
+  KT_OK(kaio_qkv_int8_desc_init(&d, sizeof d));
+  kaio_tensor t[10] = {at(0, KAIO_DTYPE_F16, 12, 128),
+                       at(1, KAIO_DTYPE_I8, 128, 96), at(2, KAIO_DTYPE_F32, 1, 1),
+                       at(3, KAIO_DTYPE_I8, 128, 36), at(4, KAIO_DTYPE_F32, 1, 36),
+                       at(5, KAIO_DTYPE_I8, 128, 36), at(6, KAIO_DTYPE_F32, 1, 36),
+                       at(7, KAIO_DTYPE_F16, 12, 96), at(8, KAIO_DTYPE_F16, 12, 36),
+                       at(9, KAIO_DTYPE_F16, 12, 36)};
+  unsigned long long before = kt::fake().launch_count();
+  KT_OK(kaio_qkv_project_int8(stream_.get(), t, 10, &d));
+  EXPECT_EQ(kt::fake().launch_count(), before + 1);
+  Launch l = last_launch();
+  EXPECT_EQ(l.name, "kaio_int8w_gemv_f16_m16");
+  EXPECT_EQ(l.grid[0], 3u);
+  EXPECT_EQ(l.grid[1], 3u);
+  EXPECT_EQ(l.grid[2], 1u);
 }
 
 TEST_F(FakeQuant, Int4OpHandleAtPrefillDequantizesThenRunsTheMatmul) {
@@ -114,7 +160,9 @@ TEST_F(FakeQuant, Int4OpHandleAtPrefillDequantizesThenRunsTheMatmul) {
                       at(2, KAIO_DTYPE_F16, k / 64, n), at(3, KAIO_DTYPE_F32, m, n)};
   unsigned long long before = kt::fake().launch_count();
   KT_OK(kaio_op_launch(op, stream_.get(), t, 5));
-  EXPECT_EQ(kt::fake().launch_count(), before + 2);
+  KT_OK(kaio_op_launch(op, stream_.get(), t, 5));
+  EXPECT_EQ(kt::fake().launch_count(), before + 4);
+  EXPECT_EQ(kt::fake().live_allocations(), allocs + 1) << "launches must not allocate";
   EXPECT_NE(last_launch().name.find("kaio_matmul_"), std::string::npos);
   guard.reset();
   EXPECT_EQ(kt::fake().live_allocations(), allocs);
@@ -170,6 +218,20 @@ kaio_status int8_with(FakeQuant &f, const std::function<void(kaio_matmul_int8_de
   edit(d, t);
   return kaio_matmul_int8(q.s(), &t[0], &t[1], t[2].buffer ? &t[2] : nullptr,
                           t[3].buffer ? &t[3] : nullptr, &t[4], &d);
+}
+
+// A good int8 QKV call (M 2, K 64, N 32 each) with one edit to its views.
+kaio_status qkv8_with(FakeQuant &f, const std::function<void(kaio_tensor *)> &edit) {
+  kaio_qkv_int8_desc d;
+  EXPECT_EQ(kaio_qkv_int8_desc_init(&d, sizeof d), KAIO_OK);
+  kaio_tensor t[10] = {f.at(0, KAIO_DTYPE_F16, 2, 64),
+                       f.at(1, KAIO_DTYPE_I8, 64, 32), f.at(2, KAIO_DTYPE_F32, 1, 1),
+                       f.at(3, KAIO_DTYPE_I8, 64, 32), f.at(4, KAIO_DTYPE_F32, 1, 32),
+                       f.at(5, KAIO_DTYPE_I8, 64, 32), f.at(6, KAIO_DTYPE_F32, 1, 1),
+                       f.at(7, KAIO_DTYPE_F16, 2, 32), f.at(8, KAIO_DTYPE_F16, 2, 32),
+                       f.at(9, KAIO_DTYPE_F16, 2, 32)};
+  edit(t);
+  return kaio_qkv_project_int8(f.s(), t, 10, &d);
 }
 
 std::vector<Case> cases() {
@@ -255,6 +317,20 @@ std::vector<Case> cases() {
          kaio_tensor s = q.at(0, KAIO_DTYPE_U32, 64, 32), d = q.at(1, KAIO_DTYPE_U32, 64, 32);
          return kaio_int4_repack_kaio(q.s(), &s, &d);
        }},
+      {"qkv int8 weights f16", KAIO_ERROR_INVALID_DTYPE, V{"kaio_qkv_project_int8", "'w_k'", "f16", "i8"},
+       [](FakeQuant &f) { return qkv8_with(f, [](kaio_tensor *t) { t[3].dtype = KAIO_DTYPE_F16; }); }},
+      {"qkv int8 scale of the wrong length", KAIO_ERROR_SHAPE_MISMATCH, V{"'scale_v'", "1 x 5", "1 x 1"},
+       [](FakeQuant &f) { return qkv8_with(f, [](kaio_tensor *t) { t[6].cols = 5; }); }},
+      {"qkv int8 K not a multiple of 32", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_op_create_qkv_project_int8", "K is 48"},
+       [](FakeQuant &f) {
+         kaio_qkv_int8_desc d;
+         EXPECT_EQ(kaio_qkv_int8_desc_init(&d, sizeof d), KAIO_OK);
+         d.m = 1;
+         d.k = 48;
+         d.n_q = d.n_k = d.n_v = 32;
+         kaio_op *op = nullptr;
+         return kaio_op_create_qkv_project_int8(&op, f.d(), &d);
+       }},
       {"int8 K not a multiple of 16", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_matmul_int8", "K is 40", "16"},
        [](FakeQuant &f) {
          return int8_with(f, [](kaio_matmul_int8_desc &, kaio_tensor *t) { t[0].cols = 40; t[1].cols = 40; });
@@ -292,6 +368,10 @@ std::vector<Case> cases() {
       {"int8 misaligned B stride", KAIO_ERROR_MISALIGNED, V{"'B'", "row_stride 72"},
        [](FakeQuant &f) {
          return int8_with(f, [](kaio_matmul_int8_desc &, kaio_tensor *t) { t[1].row_stride = 72; });
+       }},
+      {"int8 variant sync", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_matmul_int8", "variant", "1"},
+       [](FakeQuant &f) {
+         return int8_with(f, [](kaio_matmul_int8_desc &d, kaio_tensor *) { d.variant = KAIO_MATMUL_SYNC; });
        }},
       {"int8 output u8", KAIO_ERROR_INVALID_DTYPE, V{"out_dtype", "u8"},
        [](FakeQuant &f) {

@@ -21,12 +21,7 @@ class FakeRuntime : public ::testing::Test {
 using kt::Launch;
 using kt::last_launch;
 
-template <class T>
-T launch_param(size_t index) {
-  T v{};
-  EXPECT_EQ(kt::fake().last_launch_param(index, &v, sizeof v), 0);
-  return v;
-}
+using kt::launch_param;
 
 TEST_F(FakeRuntime, ProbeReportsDriverAndDevices) {
   kaio_probe_info info{};

@@ -778,16 +778,19 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_quant_matmul(kaio_stream *stream, const
  * Constraints: M, N >= 1, M <= 65535·128; K >= 16, a multiple of 16 and
  * < 131072 (no int32 overflow); A and B start on 16-byte boundaries with row
  * strides that are multiples of 16; C must not overlap the inputs.
+ * Variants: KAIO_MATMUL_AUTO (default) runs wgmma s8 + TMA on compute
+ * capability 9.0, else mma.sync m16n8k32 with a 4-stage cp.async ring;
+ * KAIO_MATMUL_ASYNC forces the latter.
  *                               launch tensors: {A, B, sa, sb, C} */
 typedef struct kaio_matmul_int8_desc {
     uint32_t struct_size;          /* sizeof(kaio_matmul_int8_desc)             */
     kaio_dtype out_dtype;          /* KAIO_DTYPE_F32 (default), _F16, _BF16, _I32 */
     int64_t m, n, k;               /* one-shot calls: 0 means "from the views"   */
     float alpha;                   /* default 1                                  */
-    uint32_t reserved;             /* must be 0                                  */
+    kaio_matmul_variant variant;   /* KAIO_MATMUL_AUTO (default) or _ASYNC       */
 } kaio_matmul_int8_desc;
 
-/* Defaults: f32 out, alpha 1, m = n = k = 0. Any thread. */
+/* Defaults: f32 out, alpha 1, AUTO, m = n = k = 0. Any thread. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_int8_desc_init(kaio_matmul_int8_desc *desc,
                                                                size_t struct_size);
 /* Ownership: caller owns *out; retains device. Any thread. */
@@ -895,6 +898,36 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_qkv_project_int4(kaio_stream *stream,
                                                            const kaio_tensor *tensors,
                                                            size_t count,
                                                            const kaio_qkv_int4_desc *desc);
+
+/* Fused QKV projection, int8 weights and f16 activations (W8A16), one launch:
+ *     out_p(m, n) = (sum_k x(m, k) · W_p(k, n)) · scale_p[n or 0]
+ * x: f16 M×K. W_p: i8 K×N_p row-major (KAIO's layout). scale_p: f32 1×1
+ * (per tensor) or 1×N_p (per column). The sum is accumulated in f32 from
+ * exact products, scaled in f32 and rounded once to out_dtype.
+ * Constraints: M, K >= 1, K a multiple of 32; each N_p a multiple of 4; x
+ * 16-byte aligned with a row stride that is a multiple of 8; each W_p 4-byte
+ * aligned with a row stride that is a multiple of 4. Meant for decode: the
+ * weights are read once per 16 rows of x.
+ *   launch tensors: {x, w_q, scale_q, w_k, scale_k, w_v, scale_v,
+ *                    out_q, out_k, out_v} */
+typedef struct kaio_qkv_int8_desc {
+    uint32_t struct_size;          /* sizeof(kaio_qkv_int8_desc)                */
+    kaio_dtype out_dtype;          /* KAIO_DTYPE_F16 (default), _BF16, _F32     */
+    int64_t m, k;
+    int64_t n_q, n_k, n_v;
+    uint32_t reserved;             /* must be 0                                  */
+} kaio_qkv_int8_desc;
+
+KAIO_API KAIO_NODISCARD kaio_status kaio_qkv_int8_desc_init(kaio_qkv_int8_desc *desc,
+                                                            size_t struct_size);
+/* Ownership: caller owns *out; retains device. Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_qkv_project_int8(
+    kaio_op **out, kaio_device *device, const kaio_qkv_int8_desc *desc);
+/* One-shot: the op's 10 launch views; m, k, n_* of 0 come from the views. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_qkv_project_int8(kaio_stream *stream,
+                                                           const kaio_tensor *tensors,
+                                                           size_t count,
+                                                           const kaio_qkv_int8_desc *desc);
 
 /* ===========================================================================
  * Attention: FlashAttention forward and backward (tensor cores)

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
@@ -29,9 +30,11 @@ kaio_status read_desc(const char *fn, const char *init, const Desc *in, Desc *ou
                 "%s.",
                 fn, in->struct_size, sizeof(Desc), init);
   std::memcpy(out, in, sizeof *out);
-  if (out->reserved != 0)
-    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: desc->reserved is %u but must be 0.", fn,
-                out->reserved);
+  if constexpr (!std::is_same_v<Desc, kaio_matmul_int8_desc>) {
+    if (out->reserved != 0)
+      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: desc->reserved is %u but must be 0.", fn,
+                  out->reserved);
+  }
   return KAIO_OK;
 }
 
@@ -79,6 +82,28 @@ kaio_qkv_int4_desc qkv_defaults() {
   return d;
 }
 
+kaio_qkv_int8_desc qkv8_defaults() {
+  kaio_qkv_int8_desc d;
+  std::memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.out_dtype = KAIO_DTYPE_F16;
+  return d;
+}
+
+QuantPlan qkv8_plan(const kaio_qkv_int8_desc &d) {
+  QuantPlan p;
+  p.kind = QuantKind::qkv_int8;
+  p.nproj = 3;
+  p.in_dtype = KAIO_DTYPE_F16;
+  p.out_dtype = d.out_dtype;
+  p.m = d.m;
+  p.k = d.k;
+  p.n[0] = d.n_q;
+  p.n[1] = d.n_k;
+  p.n[2] = d.n_v;
+  return p;
+}
+
 QuantPlan int8_plan(const kaio_matmul_int8_desc &d) {
   QuantPlan p;
   p.kind = QuantKind::int8;
@@ -87,6 +112,7 @@ QuantPlan int8_plan(const kaio_matmul_int8_desc &d) {
   p.n[0] = d.n;
   p.k = d.k;
   p.alpha = d.alpha;
+  p.variant = d.variant;
   return p;
 }
 
@@ -123,6 +149,7 @@ QuantPlan qkv_plan(const kaio_qkv_int4_desc &d) {
 
 kaio_status plan(const char *fn, kaio_device *device, QuantPlan *p, bool handle) {
   if (p->kind == QuantKind::int8) return kaio::plan_int8(fn, device, p);
+  if (p->kind == QuantKind::qkv_int8) return kaio::plan_qkv_int8(fn, device, p);
   return kaio::plan_int4(fn, device, p, handle);
 }
 
@@ -278,6 +305,42 @@ KAIO_API kaio_status kaio_qkv_project_int4(kaio_stream *stream, const kaio_tenso
     if (d.n_k == 0) d.n_k = tensors[11].cols;
     if (d.n_v == 0) d.n_v = tensors[12].cols;
     return one_shot(fn, stream, qkv_plan(d), tensors, count);
+  });
+}
+
+KAIO_API kaio_status kaio_qkv_int8_desc_init(kaio_qkv_int8_desc *desc, size_t struct_size) {
+  constexpr const char *fn = "kaio_qkv_int8_desc_init";
+  return kaio::firewall(fn, [&] { return init_desc(fn, desc, struct_size, qkv8_defaults()); });
+}
+
+KAIO_API kaio_status kaio_op_create_qkv_project_int8(kaio_op **out, kaio_device *device,
+                                                     const kaio_qkv_int8_desc *desc) {
+  constexpr const char *fn = "kaio_op_create_qkv_project_int8";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    kaio_qkv_int8_desc d;
+    KAIO_TRY(read_desc(fn, "kaio_qkv_int8_desc_init", desc, &d));
+    return create(fn, out, device, qkv8_plan(d));
+  });
+}
+
+KAIO_API kaio_status kaio_qkv_project_int8(kaio_stream *stream, const kaio_tensor *tensors,
+                                           size_t count, const kaio_qkv_int8_desc *desc) {
+  constexpr const char *fn = "kaio_qkv_project_int8";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    kaio_qkv_int8_desc d;
+    KAIO_TRY(read_desc(fn, "kaio_qkv_int8_desc_init", desc, &d));
+    KAIO_TRY(kaio::check_stream(fn, stream));
+    if (!tensors || count != kaio::kQkv8Tensors)
+      return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                  "%s: argument 'count' is %zu but the int8 QKV projection takes 10 tensors: "
+                  "{x, w_q, scale_q, w_k, scale_k, w_v, scale_v, out_q, out_k, out_v}.",
+                  fn, tensors ? count : 0);
+    if (d.m == 0) d.m = tensors[0].rows;
+    if (d.k == 0) d.k = tensors[0].cols;
+    if (d.n_q == 0) d.n_q = tensors[7].cols;
+    if (d.n_k == 0) d.n_k = tensors[8].cols;
+    if (d.n_v == 0) d.n_v = tensors[9].cols;
+    return one_shot(fn, stream, qkv8_plan(d), tensors, count);
   });
 }
 

@@ -136,6 +136,12 @@ enum class ModuleId : int {
   X(int4_dequant_f16, quant_int4, "kaio_int4_dequant_f16") \
   X(int4_dequant_bf16, quant_int4, "kaio_int4_dequant_bf16") \
   X(int4_transpose_u32, quant_int4, "kaio_int4_transpose_u32") \
+  X(int8w_gemv_f16_m8, quant_int4, "kaio_int8w_gemv_f16_m8") \
+  X(int8w_gemv_f16_m16, quant_int4, "kaio_int8w_gemv_f16_m16") \
+  X(int4_gemv_f16_m8_g128, quant_int4, "kaio_int4_gemv_f16_m8_g128") \
+  X(int4_gemv_bf16_m8_g128, quant_int4, "kaio_int4_gemv_bf16_m8_g128") \
+  X(matmul_int8_sm90, matmul_sm90, "kaio_matmul_sm90_s8_nt") \
+  X(matmul_int8_sm90_n128, matmul_sm90, "kaio_matmul_sm90_s8_nt_n128") \
   X(attn_fwd_f16_d32, attention_fwd_sm80, "kaio_attn_fwd_f16_d32") \
   X(attn_fwd_f16_d64, attention_fwd_sm80, "kaio_attn_fwd_f16_d64") \
   X(attn_fwd_f16_d96, attention_fwd_sm80, "kaio_attn_fwd_f16_d96") \

@@ -31,14 +31,25 @@ kaio_status check_aligned_view(const char *caller, const char *arg, const kaio_t
 kaio_status run_quant(const char *caller, const kaio_device *device, const QuantPlan &plan,
                       kaio_stream *stream, const kaio_tensor *tensors, size_t count) {
   KAIO_TRY(check_op_stream(caller, device, stream));
-  const size_t expected = plan.kind == QuantKind::int8   ? kInt8Tensors
-                          : plan.kind == QuantKind::int4 ? kInt4Tensors
-                                                         : kQkvTensors;
-  const char *order = plan.kind == QuantKind::int8   ? "{A, B, sa, sb, C}"
-                      : plan.kind == QuantKind::int4 ? "{A, qweight, qzeros, scales, C}"
-                                                     : "{x, qweight_q, qzeros_q, scales_q, "
-                                                       "qweight_k, qzeros_k, scales_k, qweight_v, "
-                                                       "qzeros_v, scales_v, out_q, out_k, out_v}";
+  size_t expected = kQkvTensors;
+  const char *order =
+      "{x, qweight_q, qzeros_q, scales_q, qweight_k, qzeros_k, scales_k, qweight_v, qzeros_v, "
+      "scales_v, out_q, out_k, out_v}";
+  switch (plan.kind) {
+    case QuantKind::int8:
+      expected = kInt8Tensors;
+      order = "{A, B, sa, sb, C}";
+      break;
+    case QuantKind::int4:
+      expected = kInt4Tensors;
+      order = "{A, qweight, qzeros, scales, C}";
+      break;
+    case QuantKind::qkv_int8:
+      expected = kQkv8Tensors;
+      order = "{x, w_q, scale_q, w_k, scale_k, w_v, scale_v, out_q, out_k, out_v}";
+      break;
+    case QuantKind::qkv_int4: break;
+  }
   if (!tensors)
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'tensors' is NULL; pass %s.", caller,
                 order);
@@ -47,6 +58,7 @@ kaio_status run_quant(const char *caller, const kaio_device *device, const Quant
                 "%s: argument 'count' is %zu but this op takes %zu tensors: %s.", caller, count,
                 expected, order);
   if (plan.kind == QuantKind::int8) return run_int8(caller, device, plan, stream, tensors);
+  if (plan.kind == QuantKind::qkv_int8) return run_qkv_int8(caller, device, plan, stream, tensors);
   return run_int4(caller, device, plan, stream, tensors);
 }
 

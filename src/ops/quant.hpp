@@ -10,7 +10,7 @@
 
 namespace kaio {
 
-enum class QuantKind { int8, int4, qkv_int4 };
+enum class QuantKind { int8, int4, qkv_int4, qkv_int8 };
 
 struct QuantPlan {
   QuantKind kind = QuantKind::int8;
@@ -20,6 +20,9 @@ struct QuantPlan {
   int64_t n[3] = {0, 0, 0};                   // one per projection
   int nproj = 1;
   float alpha = 1.0f;                         // int8
+  kaio_matmul_variant variant = KAIO_MATMUL_AUTO;
+  bool tma = false;                           // int8 on the Hopper (wgmma) kernel
+  unsigned box_a[2] = {0, 0}, box_b[2] = {0, 0};
   int64_t group = 0;                          // int4
   kaio_int4_format format = KAIO_INT4_GPTQ;
   uint32_t zeros_offset = 0;
@@ -42,6 +45,11 @@ kaio_status plan_int4(const char *caller, kaio_device *device, QuantPlan *plan,
 kaio_status run_int4(const char *caller, const kaio_device *device, const QuantPlan &plan,
                      kaio_stream *stream, const kaio_tensor *tensors);
 
+// Fused QKV with s8 K x N weights and f16 activations (W8A16).
+kaio_status plan_qkv_int8(const char *caller, kaio_device *device, QuantPlan *plan);
+kaio_status run_qkv_int8(const char *caller, const kaio_device *device, const QuantPlan &plan,
+                         kaio_stream *stream, const kaio_tensor *tensors);
+
 kaio_status repack_kaio_int4(const char *caller, kaio_stream *stream, const kaio_tensor *src,
                              const kaio_tensor *dst);
 
@@ -49,6 +57,7 @@ kaio_status repack_kaio_int4(const char *caller, kaio_stream *stream, const kaio
 constexpr size_t kInt8Tensors = 5;   // {A, B, sa, sb, C}
 constexpr size_t kInt4Tensors = 5;   // {A, qweight, qzeros, scales, C}
 constexpr size_t kQkvTensors = 13;   // {x, (qweight, qzeros, scales) x 3, out x 3}
+constexpr size_t kQkv8Tensors = 10;  // {x, (w, scale) x 3, out x 3}
 
 // A view with a NULL buffer: an absent optional input.
 inline bool absent(const kaio_tensor &t) { return t.buffer == nullptr; }

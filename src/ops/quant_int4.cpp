@@ -32,9 +32,15 @@ unsigned group_shift(const QuantPlan &p) {
 
 bool power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
+// Groups of >= 128 (and one group per column) let M <= 8 use the kernel whose
+// warps take contiguous K ranges in batches of 4 steps within one group.
+constexpr int64_t kContigMinGroup = 128;
+
 KernelId gemv_kernel(const QuantPlan &p) {
-  const int bf = p.in_dtype == KAIO_DTYPE_BF16 ? 2 : 0;
-  return with_dtype_offset(KernelId::int4_gemv_f16_m8, bf + (p.m <= 8 ? 0 : 1));
+  const bool bf = p.in_dtype == KAIO_DTYPE_BF16;
+  if (p.m <= 8 && (p.group >= kContigMinGroup || p.group == p.k))
+    return bf ? KernelId::int4_gemv_bf16_m8_g128 : KernelId::int4_gemv_f16_m8_g128;
+  return with_dtype_offset(KernelId::int4_gemv_f16_m8, (bf ? 2 : 0) + (p.m <= 8 ? 0 : 1));
 }
 
 // One weight set's views, checked: qweight, optional qzeros, scales.

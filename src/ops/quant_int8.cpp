@@ -1,5 +1,8 @@
-// INT8 W8A8 matmul on the mma.sync m16n8k32 s8 kernel (ptx/gen_quant_int8.py):
-// exact int32 sums, then alpha and the optional row / column scales.
+// INT8 W8A8 matmul: exact int32 sums, then alpha and the optional row / column
+// scales. Compute capability 9.0 runs the wgmma s8 kernels fed by TMA
+// (gen_matmul_sm90.py) for float outputs; elsewhere, for i32 output, or with
+// KAIO_MATMUL_ASYNC, the mma.sync m16n8k32 kernel (gen_quant_int8.py).
+#include <algorithm>
 #include <cinttypes>
 #include <climits>
 #include <cmath>
@@ -7,6 +10,7 @@
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/quant.hpp"
+#include "runtime/context_scope.hpp"
 
 namespace kaio {
 namespace {
@@ -16,6 +20,43 @@ constexpr unsigned kBlock = 256;
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kKAlign = 16;           // 16-byte cp.async chunks of s8 along K
 constexpr int64_t kMaxK = 131071;         // K * 128 * 128 stays below 2^31
+constexpr int64_t kHopperTileM = 128, kHopperStepK = 128;
+
+// CUtensorMap (128 opaque bytes, 64-byte aligned) and the cuTensorMapEncodeTiled
+// enums used (values fixed by the driver ABI): the Hopper kernels
+// (gen_matmul_sm90.py, kaio_matmul_sm90_s8_nt) read s8 as UINT8 elements.
+struct alignas(64) TensorMap {
+  unsigned long long opaque[16];
+};
+constexpr int kTmaUint8 = 0;
+constexpr int kInterleaveNone = 0, kSwizzle128 = 3, kL2Promote128 = 2, kOobZeroFill = 0;
+
+kaio_status encode_bytes(const char *caller, const kaio_device *device, const CheckedView &v,
+                         const unsigned box[2], TensorMap *out) {
+  unsigned long long dims[2] = {static_cast<unsigned long long>(v.cols),
+                                static_cast<unsigned long long>(v.rows)};
+  unsigned long long strides[1] = {static_cast<unsigned long long>(v.row_stride)};
+  unsigned element_strides[2] = {1, 1};
+  cu::CUresult r = device->api->cuTensorMapEncodeTiled(
+      out, kTmaUint8, 2, reinterpret_cast<void *>(v.address), dims, strides, box,
+      element_strides, kInterleaveNone, kSwizzle128, kL2Promote128, kOobZeroFill);
+  if (r) return fail_driver(r, caller, "cuTensorMapEncodeTiled");
+  return KAIO_OK;
+}
+
+// The Hopper kernels store float outputs only: i32 stays on the mma.sync kernel.
+bool hopper_applies(const kaio_device *device, const QuantPlan &p) {
+  return p.variant == KAIO_MATMUL_AUTO && p.out_dtype != KAIO_DTYPE_I32 &&
+         device->info.cc_major == 9 && device->info.cc_minor == 0 &&
+         device->api->cuTensorMapEncodeTiled != nullptr;
+}
+
+// 128 x 256 tiles, or 128 x 128 when the wide ones would leave more than
+// half the SMs idle (the same trade as the f16 matmul's narrow tiles).
+int64_t hopper_tile_n(int64_t m, int64_t n, int64_t sms) {
+  const int64_t wide = ((m + kHopperTileM - 1) / kHopperTileM) * ((n + 255) / 256);
+  return wide * 2 <= sms ? 128 : 256;
+}
 
 bool int8_out(kaio_dtype d) {
   return d == KAIO_DTYPE_F32 || d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16 ||
@@ -72,8 +113,35 @@ kaio_status plan_int8(const char *caller, kaio_device *device, QuantPlan *plan) 
                 "%s: alpha is %g but an i32 output holds the exact integer sums; use alpha 1 "
                 "(and no scale vectors) or a float output dtype.",
                 caller, static_cast<double>(plan->alpha));
+  if (plan->variant != KAIO_MATMUL_AUTO && plan->variant != KAIO_MATMUL_ASYNC)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: variant is %d; int8 matmul takes KAIO_MATMUL_AUTO or KAIO_MATMUL_ASYNC (the "
+                "mma.sync kernel).",
+                caller, plan->variant);
   KAIO_TRY(require_arch(caller, device, 8, 0, "int8 matmul (mma.sync m16n8k32 s8)"));
   BuiltinFunction fn;
+  if (hopper_applies(device, *plan)) {
+    const int64_t tile_n = hopper_tile_n(m, n, device->info.sm_count);
+    KAIO_TRY(device->modules->function(
+        caller, tile_n == 128 ? KernelId::matmul_int8_sm90_n128 : KernelId::matmul_int8_sm90,
+        &fn));
+    if (fn.block == 0 || fn.box_a[0] == 0 || fn.box_b[0] == 0)
+      return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper int8 kernel lacks its annotations.",
+                  caller);
+    for (int i = 0; i < 2; ++i) {
+      plan->box_a[i] = fn.box_a[i];
+      plan->box_b[i] = fn.box_b[i];
+    }
+    plan->tma = true;
+    OpPlan &kp = plan->kernel;
+    kp.function = fn.function;
+    kp.shared_bytes = fn.shared_bytes;
+    kp.block = fn.block;
+    // Persistent: at most one CTA per SM, each walking tiles.
+    const int64_t tiles = ((m + kHopperTileM - 1) / kHopperTileM) * ((n + tile_n - 1) / tile_n);
+    kp.grid = static_cast<unsigned>(std::min<int64_t>(tiles, device->info.sm_count));
+    return KAIO_OK;
+  }
   KAIO_TRY(device->modules->function(caller, KernelId::matmul_int8_sm80_async, &fn));
   OpPlan &kp = plan->kernel;
   kp.function = fn.function;
@@ -121,6 +189,22 @@ kaio_status run_int8(const char *caller, const kaio_device *device, const QuantP
   unsigned long long lda = a.row_stride, ldb = b.row_stride, ldc = c.row_stride;
   float alpha = plan.alpha;
   unsigned out_dtype = static_cast<unsigned>(plan.out_dtype);
+  if (plan.tma) {
+    TensorMap map_a, map_b;
+    {
+      ContextScope scope(device);
+      KAIO_TRY(scope.status(caller));
+      KAIO_TRY(encode_bytes(caller, device, a, plan.box_a, &map_a));
+      KAIO_TRY(encode_bytes(caller, device, b, plan.box_b, &map_b));
+    }
+    // No beta, and K in one split: the s32 sums stay exact.
+    float beta = 0.0f;
+    unsigned kper = static_cast<unsigned>((k + kHopperStepK - 1) / kHopperStepK);
+    unsigned long long split_elems = 0;
+    void *params[] = {&map_a, &map_b, &pc,   &um,   &un,          &uk,  &ldc,
+                      &alpha, &beta,  &out_dtype, &kper, &split_elems, &psa, &psb};
+    return launch_builtin(caller, device, plan.kernel, stream, params);
+  }
   void *params[] = {&pa, &pb, &pc, &um, &un, &uk, &lda, &ldb, &ldc, &alpha, &psa, &psb,
                     &out_dtype};
   return launch_builtin(caller, device, plan.kernel, stream, params);

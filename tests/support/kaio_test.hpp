@@ -59,6 +59,15 @@ struct Launch {
 };
 Launch last_launch();
 
+// Parameter `index` of the fake driver's last launch, as a T (the test fails
+// if the launch had no such parameter of that size).
+template <class T>
+T launch_param(size_t index) {
+  T v{};
+  EXPECT_EQ(fake().last_launch_param(index, &v, sizeof v), 0);
+  return v;
+}
+
 // A bad-input case's verdict: `got` is `expected`, the last error message
 // holds every one of `parts`, and no kernel was launched since `launches`.
 void expect_rejected(kaio_status got, kaio_status expected, const std::vector<const char *> &parts,

@@ -448,3 +448,78 @@ TEST_F(GpuAttention, KaioRank2TensorCoreOps) {
 }
 
 }  // namespace
+
+namespace {
+
+// KAIO's f32 flash family, f32 end to end. Tolerances (relative Frobenius):
+// O 2e-5 and gradients 1e-4 (f32 sums over S and D, ex2/lg2.approx: no
+// 16-bit rounding anywhere); LSE absolute 2e-5.
+class GpuAttentionF32 : public GpuAttention {
+ protected:
+  void check_f32(int64_t S, int64_t D, bool causal) {
+        Shape s;
+        s.b = s.hq = s.hkv = 1;
+        s.sq = s.sk = S;
+        s.d = D;
+        s.dt = KAIO_DTYPE_F32;
+        s.mask = causal ? KAIO_ATTENTION_CAUSAL_TOP_LEFT : KAIO_ATTENTION_MASK_NONE;
+        SCOPED_TRACE(describe(s));
+        const int64_t ld = D + (D % 3);  // some padded strides
+        const size_t n = static_cast<size_t>((S - 1) * ld + D);
+        uint64_t seed = kt::test_seed() ^ static_cast<uint64_t>(S * 977 + D);
+        kt::HostTensor hq = kt::random_tensor(KAIO_DTYPE_F32, n, -1, 1, seed),
+                       hk = kt::random_tensor(KAIO_DTYPE_F32, n, -1, 1, seed + 1),
+                       hv = kt::random_tensor(KAIO_DTYPE_F32, n, -1, 1, seed + 2),
+                       hdo = kt::random_tensor(KAIO_DTYPE_F32, n, -1, 1, seed + 3);
+        Dev q = upload(hq, S, D, ld), k = upload(hk, S, D, ld), v = upload(hv, S, D, ld),
+            dout = upload(hdo, S, D, ld);
+        Dev o = poisoned(KAIO_DTYPE_F32, S, D, ld), o2 = poisoned(KAIO_DTYPE_F32, S, D, ld);
+        Dev lse = poisoned(KAIO_DTYPE_F32, 1, S, S);
+        Dev dq = poisoned(KAIO_DTYPE_F32, S, D, ld), dk = poisoned(KAIO_DTYPE_F32, S, D, ld),
+            dv = poisoned(KAIO_DTYPE_F32, S, D, ld);
+        KT_OK((causal ? kaio_attention_flash_causal : kaio_attention_flash)(stream(), &q.view, &k.view,
+                                                                          &v.view, &o2.view));
+        KT_OK((causal ? kaio_attention_flash_causal_with_stats : kaio_attention_flash_with_stats)(
+            stream(), &q.view, &k.view, &v.view, &o.view, &lse.view));
+        KT_OK((causal ? kaio_attention_flash_causal_backward : kaio_attention_flash_backward)(
+            stream(), &dout.view, &q.view, &k.view, &v.view, &o.view, &lse.view, &dq.view,
+            &dk.view, &dv.view));
+        KT_OK(kaio_stream_synchronize(stream()));
+        // hq.values etc. are dense over the padded layout: the reference takes ld.
+        Reference ref = reference(s, hq.values, hk.values, hv.values, hdo.values, ld, ld, true);
+        Error eo = compare(read(o), ld, ref.o, S, D), eo2 = compare(read(o2), ld, ref.o, S, D);
+        EXPECT_EQ(eo.non_finite + eo2.non_finite, 0);
+        EXPECT_LE(eo.rel, 2e-5);
+        EXPECT_LE(eo2.rel, 2e-5);
+        std::vector<double> gl = read(lse);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < S; ++i)
+          if (!(std::fabs(gl[i] - ref.lse[i]) <= 2e-5)) ++bad;
+        EXPECT_EQ(bad, 0);
+        const struct {
+          const char *name;
+          Dev *dev;
+          const std::vector<double> *ref;
+        } grads[] = {{"dq", &dq, &ref.dq}, {"dk", &dk, &ref.dk}, {"dv", &dv, &ref.dv}};
+        for (const auto &g : grads) {
+          Error e = compare(read(*g.dev), ld, *g.ref, S, D);
+          EXPECT_EQ(e.non_finite, 0) << g.name;
+          EXPECT_LE(e.rel, 1e-4) << g.name;
+        }
+  }
+};
+
+TEST_F(GpuAttentionF32, KaioFlashForwardStatsAndBackward) {
+  for (bool causal : {false, true})
+    for (int64_t S : {1, 17, 128, 1000})
+      for (int64_t D : {8, 33, 64, 100, 128, 256})
+        if (S < 1000 || D == 64 || D == 256) check_f32(S, D, causal);  // cheap f64 reference
+}
+
+// Sized for compute-sanitizer (bench/run_attention_on_gpu.sh).
+TEST_F(GpuAttentionF32, SanitizerSmall) {
+  check_f32(45, 100, true);
+  check_f32(33, 256, false);
+}
+
+}  // namespace

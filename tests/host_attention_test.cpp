@@ -175,6 +175,57 @@ TEST_F(FakeAttention, KaioRank2OpsUseTheForwardKernelTopLeft) {
   EXPECT_EQ(param<uint32_t>(19), 0u);
 }
 
+TEST_F(FakeAttention, KaioF32FlashOpsPickTheirKernelsAndRejectBadViews) {
+  const int64_t S = 100, D = 100;
+  auto sd = [&](uint64_t offset, int64_t rows, int64_t cols) {
+    kaio_tensor t = kaio_tensor_2d(buf_.get(), KAIO_DTYPE_F32, rows, cols);
+    t.offset_bytes = offset;
+    return t;
+  };
+  kaio_tensor q = sd(0, S, D), k = sd(1 << 20, S, D), v = sd(2 << 20, S, D), o = sd(3 << 20, S, D),
+              lse = sd(4 << 20, 1, S), dout = sd(5 << 20, S, D), dq = sd(6 << 20, S, D),
+              dk = sd(7 << 20, S, D), dv = sd((15 << 20) / 2, S, D);
+  KT_OK(kaio_attention_flash_causal_with_stats(stream_.get(), &q, &k, &v, &o, &lse));
+  Launch l = last_launch();
+  EXPECT_EQ(l.name, "kaio_attn_f32_fwd_d128");  // D 100 runs on the D <= 128 kernel
+  EXPECT_EQ(l.grid[0], 4u);                     // ceil(100 / 32)
+  EXPECT_EQ(l.block[0], 128u);
+  EXPECT_EQ(param<uint32_t>(9), 100u);   // seq
+  EXPECT_EQ(param<uint32_t>(10), 100u);  // dim
+  EXPECT_FLOAT_EQ(param<float>(11), static_cast<float>(1.0 / std::sqrt(100.0)));
+  EXPECT_EQ(param<uint32_t>(12), 1u);    // causal
+  KT_OK(kaio_attention_flash(stream_.get(), &q, &k, &v, &o));
+  EXPECT_EQ(param<uint64_t>(4), 0u);     // no lse
+  EXPECT_EQ(param<uint32_t>(12), 0u);
+  const unsigned long long before = kt::fake().launch_count();
+  KT_OK(kaio_attention_flash_backward(stream_.get(), &dout, &q, &k, &v, &o, &lse, &dq, &dk, &dv));
+  EXPECT_EQ(kt::fake().launch_count() - before, 2u);
+  EXPECT_EQ(last_launch().name, "kaio_attn_f32_dkdv_d128");
+
+  const unsigned long long n = kt::fake().launch_count();
+  kaio_tensor wide = sd(0, S, 257), kwide = sd(1 << 20, S, 257), vwide = sd(2 << 20, S, 257),
+              owide = sd(3 << 20, S, 257);
+  EXPECT_EQ(kaio_attention_flash(stream_.get(), &wide, &kwide, &vwide, &owide), KAIO_ERROR_UNSUPPORTED);
+  EXPECT_NE(std::string(kaio_last_error()).find("D <= 256"), std::string::npos);
+  kaio_tensor half = q;
+  half.dtype = KAIO_DTYPE_F16;
+  EXPECT_EQ(kaio_attention_flash(stream_.get(), &half, &k, &v, &o), KAIO_ERROR_INVALID_DTYPE);
+  EXPECT_NE(std::string(kaio_last_error()).find("'q'"), std::string::npos);
+  EXPECT_EQ(kaio_attention_flash_with_stats(stream_.get(), &q, &k, &v, &o, nullptr),
+            KAIO_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kaio_last_error()).find("'lse'"), std::string::npos);
+  kaio_tensor short_k = sd(1 << 20, S - 1, D);
+  EXPECT_EQ(kaio_attention_flash(stream_.get(), &q, &short_k, &v, &o), KAIO_ERROR_SHAPE_MISMATCH);
+  EXPECT_NE(std::string(kaio_last_error()).find("'k'"), std::string::npos);
+  EXPECT_EQ(kaio_attention_flash(stream_.get(), &q, &k, &v, &q), KAIO_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kaio_last_error()).find("overlap"), std::string::npos);
+  EXPECT_EQ(kaio_attention_flash_causal_backward(stream_.get(), &dout, &q, &k, &v, &o, &lse, &dq,
+                                                 &dq, &dv),
+            KAIO_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kaio_last_error()).find("overlap"), std::string::npos);
+  EXPECT_EQ(kt::fake().launch_count(), n);
+}
+
 struct BadCase {
   const char *name;
   kaio_status expected;

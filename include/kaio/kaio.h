@@ -771,6 +771,46 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_attention_tc_causal(kaio_stream *stream
                                                               const kaio_tensor *v,
                                                               const kaio_tensor *out);
 
+
+/* KAIO's f32 single-head FlashAttention (self-attention: one length S):
+ * q, k, v [S, D] f32 with D <= 256 -> out [S, D] f32, scale 1/√D, computed
+ * in f32 end to end on the CUDA cores (FMA; no tensor cores, no tf32, no
+ * 16-bit rounding; exponentials with ex2.approx), tile by tile with an online
+ * softmax: no S × S buffer. _causal is top-left (query i sees keys j <= i).
+ * _with_stats also writes lse, an f32 [1, S] view: the natural-log
+ * logsumexp of row i's scaled scores, as the backward needs it.
+ * Views may have any row_stride >= D; outputs must not overlap inputs.
+ * S at most 2^31 − 1. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_flash(kaio_stream *stream, const kaio_tensor *q,
+                                                          const kaio_tensor *k,
+                                                          const kaio_tensor *v,
+                                                          const kaio_tensor *out);
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_flash_causal(kaio_stream *stream,
+                                                                 const kaio_tensor *q,
+                                                                 const kaio_tensor *k,
+                                                                 const kaio_tensor *v,
+                                                                 const kaio_tensor *out);
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_flash_with_stats(
+    kaio_stream *stream, const kaio_tensor *q, const kaio_tensor *k, const kaio_tensor *v,
+    const kaio_tensor *out, const kaio_tensor *lse);
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_flash_causal_with_stats(
+    kaio_stream *stream, const kaio_tensor *q, const kaio_tensor *k, const kaio_tensor *v,
+    const kaio_tensor *out, const kaio_tensor *lse);
+
+/* Backward of the f32 flash forward, f32 end to end: dq, dk, dv [S, D] from
+ * dout, q, k, v, out and the forward's lse (f32 [1, S]). Two kernels (dQ
+ * over query tiles; dK, dV over key tiles) with no atomics and no workspace
+ * (rowsum(dout ∘ out) is recomputed where needed): deterministic. dq, dk,
+ * dv are overwritten. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_flash_backward(
+    kaio_stream *stream, const kaio_tensor *dout, const kaio_tensor *q, const kaio_tensor *k,
+    const kaio_tensor *v, const kaio_tensor *out, const kaio_tensor *lse, const kaio_tensor *dq,
+    const kaio_tensor *dk, const kaio_tensor *dv);
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_flash_causal_backward(
+    kaio_stream *stream, const kaio_tensor *dout, const kaio_tensor *q, const kaio_tensor *k,
+    const kaio_tensor *v, const kaio_tensor *out, const kaio_tensor *lse, const kaio_tensor *dq,
+    const kaio_tensor *dk, const kaio_tensor *dv);
+
 KAIO_END_DECLS
 
 #endif /* KAIO_H */

@@ -164,3 +164,43 @@ KAIO_API kaio_status kaio_attention_tc_causal(kaio_stream *stream, const kaio_te
 }
 
 }  // extern "C"
+
+// KAIO's f32 flash family.
+extern "C" {
+
+#define KAIO_FLASH_F32(name, causal)                                                         \
+  KAIO_API kaio_status kaio_##name(kaio_stream *stream, const kaio_tensor *q,                \
+                                   const kaio_tensor *k, const kaio_tensor *v,               \
+                                   const kaio_tensor *out) {                                 \
+    constexpr const char *fn = "kaio_" #name;                                                \
+    return kaio::firewall(                                                                   \
+        fn, [&] { return kaio::run_attention_f32(fn, stream, q, k, v, out, nullptr, causal); }); \
+  }                                                                                          \
+  KAIO_API kaio_status kaio_##name##_with_stats(kaio_stream *stream, const kaio_tensor *q,   \
+                                                const kaio_tensor *k, const kaio_tensor *v,  \
+                                                const kaio_tensor *out,                      \
+                                                const kaio_tensor *lse) {                    \
+    constexpr const char *fn = "kaio_" #name "_with_stats";                                  \
+    return kaio::firewall(fn, [&]() -> kaio_status {                                         \
+      if (!lse)                                                                              \
+        return fail(KAIO_ERROR_INVALID_ARGUMENT,                                             \
+                    "%s: argument 'lse' is NULL; pass an f32 [1, S] view.", fn);             \
+      return kaio::run_attention_f32(fn, stream, q, k, v, out, lse, causal);                 \
+    });                                                                                      \
+  }                                                                                          \
+  KAIO_API kaio_status kaio_##name##_backward(                                               \
+      kaio_stream *stream, const kaio_tensor *dout, const kaio_tensor *q,                    \
+      const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *out,                    \
+      const kaio_tensor *lse, const kaio_tensor *dq, const kaio_tensor *dk,                  \
+      const kaio_tensor *dv) {                                                               \
+    constexpr const char *fn = "kaio_" #name "_backward";                                    \
+    const kaio_tensor *const views[9] = {dout, q, k, v, out, lse, dq, dk, dv};               \
+    return kaio::firewall(                                                                   \
+        fn, [&] { return kaio::run_attention_f32_backward(fn, stream, views, causal); });     \
+  }
+
+KAIO_FLASH_F32(attention_flash, false)
+KAIO_FLASH_F32(attention_flash_causal, true)
+#undef KAIO_FLASH_F32
+
+}  // extern "C"

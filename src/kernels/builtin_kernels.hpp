@@ -18,6 +18,7 @@ enum class ModuleId : int {
   matmul_sm90,
   attention_fwd_sm80,
   attention_bwd_sm80,
+  attention_f32,
   count
 };
 
@@ -112,7 +113,19 @@ enum class ModuleId : int {
   X(attn_bwd_dkdv_bf16_d32, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d32") \
   X(attn_bwd_dkdv_bf16_d64, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d64") \
   X(attn_bwd_dkdv_bf16_d96, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d96") \
-  X(attn_bwd_dkdv_bf16_d128, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d128")
+  X(attn_bwd_dkdv_bf16_d128, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d128") \
+  X(attn_f32_fwd_d32, attention_f32, "kaio_attn_f32_fwd_d32") \
+  X(attn_f32_fwd_d64, attention_f32, "kaio_attn_f32_fwd_d64") \
+  X(attn_f32_fwd_d128, attention_f32, "kaio_attn_f32_fwd_d128") \
+  X(attn_f32_fwd_d256, attention_f32, "kaio_attn_f32_fwd_d256") \
+  X(attn_f32_dq_d32, attention_f32, "kaio_attn_f32_dq_d32") \
+  X(attn_f32_dq_d64, attention_f32, "kaio_attn_f32_dq_d64") \
+  X(attn_f32_dq_d128, attention_f32, "kaio_attn_f32_dq_d128") \
+  X(attn_f32_dq_d256, attention_f32, "kaio_attn_f32_dq_d256") \
+  X(attn_f32_dkdv_d32, attention_f32, "kaio_attn_f32_dkdv_d32") \
+  X(attn_f32_dkdv_d64, attention_f32, "kaio_attn_f32_dkdv_d64") \
+  X(attn_f32_dkdv_d128, attention_f32, "kaio_attn_f32_dkdv_d128") \
+  X(attn_f32_dkdv_d256, attention_f32, "kaio_attn_f32_dkdv_d256")
 // clang-format on
 
 enum class KernelId : int {

@@ -167,6 +167,32 @@ class Ctx:
                 v = accs[r][c] if scale is None else k.f("mul.f32", accs[r][c], scale)
                 k.op("@%s st.global.f32 [%s+%d], %s" % (ok, gptr, 128 * c, v))
 
+    def key_tiles_begin(self, s_k, s_v):
+        """Opens the loop over the key tiles the CTA's query rows may see
+        ([0, S), or [0, min(S, blk0 + 32)) when causal), loading each tile's K
+        and V transposed; returns (kv0, this lane's key, key < S)."""
+        k, P = self.k, self.P
+        n_end = k.r("selp.b32", k.r("min.u32", P["seq"], k.r("add.u32", self.blk0, TILE)), P["seq"],
+                    self.causal)
+        self.ntiles = k.r("shr.u32", k.r("add.u32", n_end, TILE - 1), 5)
+        self.t = k.r("mov.u32", 0)
+        self.loop, self.end = k.label("kv"), k.label("kv_end")
+        k.place(self.loop)
+        k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", self.t, self.ntiles), self.end))
+        kv0 = k.r("shl.b32", self.t, 5)
+        self.load(s_k, P["k"], P["ldk"], kv0, True)
+        self.load(s_v, P["v"], P["ldv"], kv0, True)
+        k.op("bar.sync 0")
+        key = k.r("add.u32", kv0, self.lane)
+        return key, k.p("setp.lt.u32", key, P["seq"])
+
+    def key_tiles_end(self):
+        k = self.k
+        k.op("bar.sync 0")
+        k.op("add.u32 %s, %s, 1" % (self.t, self.t))
+        k.op("bra.uni %s" % self.loop)
+        k.place(self.end)
+
     def zeros(self):
         return [[self.k.f("mov.f32", "0f00000000") for _ in range(self.dm // 32)] for _ in range(RW)]
 
@@ -175,6 +201,9 @@ def kernel(kind, dm, params, smem):
     name = "kaio_attn_f32_%s_d%d" % (kind, dm)
     doc = "%s: f32 single-head attention %s, head dim <= %d, 32 rows per CTA." % (name, kind, dm)
     k = Kernel(name, doc, params, smem, TILE)
+    # One CTA per SM is enough (the large-D kernels use over 168 registers);
+    # without it ptxas aims at more CTAs and spills.
+    k.directives = [".minnctapersm 1"]
     return k
 
 
@@ -187,23 +216,11 @@ def fwd(dm):
     s_v = k.r("add.u32", s_k, x.tile_t)
     x.load(s_q, P["q"], P["ldq"], x.blk0, False)
     rows = [k.r("add.u32", x.blk0, k.r("add.u32", k.r("shl.b32", x.warp, 3), r)) for r in range(RW)]
-    # keys needed: [0, S), or [0, min(S, blk0 + 32)) when causal
-    n_end = k.r("selp.b32", k.r("min.u32", P["seq"], k.r("add.u32", x.blk0, TILE)), P["seq"], x.causal)
-    ntiles = k.r("shr.u32", k.r("add.u32", n_end, TILE - 1), 5)
     acc = x.zeros()
     m = [k.f("mov.f32", NEG_INF) for _ in range(RW)]
     l = [k.f("mov.f32", "0f00000000") for _ in range(RW)]
-    t = k.r("mov.u32", 0)
-    loop, end = k.label("kv"), k.label("kv_end")
-    k.place(loop)
-    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", t, ntiles), end))
-    kv0 = k.r("shl.b32", t, 5)
-    x.load(s_k, P["k"], P["ldk"], kv0, True)
-    x.load(s_v, P["v"], P["ldv"], kv0, True)
-    k.op("bar.sync 0")
+    key, kin = x.key_tiles_begin(s_k, s_v)
     (s,) = x.dots([(s_q, s_k)])
-    key = k.r("add.u32", kv0, x.lane)
-    kin = k.p("setp.lt.u32", key, P["seq"])
     for r in range(RW):
         vis = k.p("setp.le.or.u32", key, rows[r], k.p("not.pred", x.causal))
         ok = k.p("and.pred", vis, kin)
@@ -221,10 +238,7 @@ def fwd(dm):
         for c in range(dm // 32):
             k.op("mul.f32 %s, %s, %s" % (acc[r][c], acc[r][c], alpha))
     x.accumulate(acc, s, s_v)
-    k.op("bar.sync 0")
-    k.op("add.u32 %s, %s, 1" % (t, t))
-    k.op("bra.uni %s" % loop)
-    k.place(end)
+    x.key_tiles_end()
     lse_ok = k.p("setp.ne.u64", P["lse"], 0)
     lead = k.p("setp.eq.and.u32", x.lane, 0, lse_ok)
     for r in range(RW):
@@ -281,20 +295,9 @@ def dq(dm):
         k.op("@%s ld.global.f32 %s, [%s]" % (k.p("setp.lt.u32", rows[r], P["seq"]), lv,
                                             k.rd("add.u64", P["lse"], k.rd("mul.wide.u32", rows[r], 4))))
         nl.append(k.f("mul.f32", lv, NEG_LOG2E))
-    n_end = k.r("selp.b32", k.r("min.u32", P["seq"], k.r("add.u32", x.blk0, TILE)), P["seq"], x.causal)
-    ntiles = k.r("shr.u32", k.r("add.u32", n_end, TILE - 1), 5)
     acc = x.zeros()
-    t = k.r("mov.u32", 0)
-    loop, end = k.label("kv"), k.label("kv_end")
-    k.place(loop)
-    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", t, ntiles), end))
-    kv0 = k.r("shl.b32", t, 5)
-    x.load(s_k, P["k"], P["ldk"], kv0, True)
-    x.load(s_v, P["v"], P["ldv"], kv0, True)
-    k.op("bar.sync 0")
+    key, kin = x.key_tiles_begin(s_k, s_v)
     s, dp = x.dots([(s_q, s_k), (s_do, s_v)])
-    key = k.r("add.u32", kv0, x.lane)
-    kin = k.p("setp.lt.u32", key, P["seq"])
     for r in range(RW):
         vis = k.p("setp.le.or.u32", key, rows[r], k.p("not.pred", x.causal))
         ok = k.p("and.pred", vis, kin)
@@ -303,10 +306,7 @@ def dq(dm):
         k.op("sub.f32 %s, %s, %s" % (dp[r], dp[r], dvals[r]))
         k.op("mul.f32 %s, %s, %s" % (dp[r], dp[r], p))
     x.accumulate(acc, dp, s_k)
-    k.op("bar.sync 0")
-    k.op("add.u32 %s, %s, 1" % (t, t))
-    k.op("bra.uni %s" % loop)
-    k.place(end)
+    x.key_tiles_end()
     x.store(acc, P["ga"], P["ldga"], x.blk0, scale=P["scale"])
     k.op("ret")
     return k.text()

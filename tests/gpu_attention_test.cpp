@@ -32,6 +32,7 @@ struct Shape {
   kaio_dtype out = 0;  // 0: dt
   kaio_attention_mask mask = KAIO_ATTENTION_MASK_NONE;
   int64_t pad = 0;  // extra elements per row of every BSHD view (multiple of 8)
+  kaio_attention_variant variant = KAIO_ATTENTION_AUTO;
 };
 
 std::string describe(const Shape &s) {
@@ -39,7 +40,8 @@ std::string describe(const Shape &s) {
   return std::string(kaio_dtype_name(s.dt)) + " out " + kaio_dtype_name(s.out ? s.out : s.dt) +
          " B" + std::to_string(s.b) + " Sq" + std::to_string(s.sq) + " Sk" +
          std::to_string(s.sk) + " H" + std::to_string(s.hq) + ":" + std::to_string(s.hkv) +
-         " D" + std::to_string(s.d) + " mask " + m[s.mask] + " pad " + std::to_string(s.pad);
+         " D" + std::to_string(s.d) + " mask " + m[s.mask] + " pad " + std::to_string(s.pad) +
+         " variant " + std::to_string(s.variant);
 }
 
 bool visible(const Shape &s, int64_t i, int64_t j) {
@@ -157,7 +159,8 @@ const int64_t kSmallSeqs[][2] = {{1, 1}, {17, 17}, {128, 128}, {17, 100}, {100, 
 
 class GpuAttention : public kt::GpuTest {
  protected:
-  void sweep(const std::vector<int64_t> &dims, bool backward) {
+  void sweep(const std::vector<int64_t> &dims, bool backward,
+             kaio_attention_variant variant = KAIO_ATTENTION_AUTO) {
     for (kaio_dtype dt : kDtypes)
       for (int64_t d : dims)
         for (const auto &sqk : kSmallSeqs)
@@ -168,6 +171,7 @@ class GpuAttention : public kt::GpuTest {
             s.sq = sqk[0];
             s.sk = sqk[1];
             s.mask = m;
+            s.variant = variant;
             check(s, backward);
           }
   }
@@ -216,6 +220,7 @@ class GpuAttention : public kt::GpuTest {
     d.heads_q = s.hq;
     d.heads_kv = s.hkv;
     d.head_dim = s.d;
+    d.variant = s.variant;
     return d;
   }
 
@@ -295,8 +300,10 @@ class GpuAttention : public kt::GpuTest {
 
 // Every dtype, head dim, small (Sq, Sk) pair and mask: forward only, or
 // forward and backward.
+// AUTO runs the 128-row forward kernels for D <= 128; SM80 the 64-row ones.
 TEST_F(GpuAttention, ForwardSmallShapesEveryDimDtypeAndMask) {
   sweep({32, 64, 96, 128, 256}, false);
+  sweep({32, 64, 96, 128}, false, KAIO_ATTENTION_SM80);
 }
 
 TEST_F(GpuAttention, BackwardSmallShapesEveryDimDtypeAndMask) { sweep({32, 64, 96, 128}, true); }
@@ -319,6 +326,12 @@ TEST_F(GpuAttention, Seq1000ForwardAndBackward) {
   s.sq = s.sk = 1000;
   s.mask = KAIO_ATTENTION_CAUSAL;
   check(s, false);
+  Shape s2;
+  s2.d = 128;
+  s2.sq = 1000;
+  s2.sk = 999;
+  s2.variant = KAIO_ATTENTION_SM80;
+  check(s2, false);
 }
 
 TEST_F(GpuAttention, TopLeftCausalHeadRatiosF32OutputsAndPaddedStrides) {
@@ -379,6 +392,12 @@ TEST_F(GpuAttention, SanitizerSmall) {
   e.sq = 33;
   e.sk = 47;
   check(e, false);
+  Shape f;  // the 64-row forward kernels (AUTO above runs the 128-row ones)
+  f.variant = KAIO_ATTENTION_SM80;
+  f.sq = 150;
+  f.sk = 70;
+  f.mask = KAIO_ATTENTION_CAUSAL;
+  check(f, false);
 }
 
 TEST_F(GpuAttention, BackwardIsBitwiseDeterministic) {

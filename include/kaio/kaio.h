@@ -687,9 +687,13 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_kernel_launch(const kaio_kernel *kernel
  * ex2.approx. Expect O within about 1e-2 (bf16) / 2e-3 (f16) of an f64
  * reference for unit-scale inputs (tests/gpu_attention_test.cpp states the
  * exact tolerances).
- * Variants. KAIO_ATTENTION_AUTO currently selects the sm_80 mma.sync kernels
- * on every device (sm_80 and newer, H100 included); a wgmma + TMA sm_90a path
- * does not exist yet. KAIO_ATTENTION_SM80 forces them.
+ * Variants. All kernels are sm_80 mma.sync kernels and run on sm_80 and
+ * newer (H100 included); a wgmma + TMA sm_90a path does not exist yet.
+ * KAIO_ATTENTION_SM80: 64 query rows per CTA (every head dim).
+ * KAIO_ATTENTION_SM80_M128: the forward with 128 query rows per CTA (32 per
+ * warp, FlashAttention-2's tile), head dims up to 128.
+ * KAIO_ATTENTION_AUTO: the forward uses SM80_M128 for D <= 128, SM80
+ * otherwise; the backward has one set of kernels.
  * ======================================================================== */
 typedef int32_t kaio_attention_mask;
 enum {
@@ -699,7 +703,7 @@ enum {
 };
 
 typedef int32_t kaio_attention_variant;
-enum { KAIO_ATTENTION_AUTO = 0, KAIO_ATTENTION_SM80 = 1 };
+enum { KAIO_ATTENTION_AUTO = 0, KAIO_ATTENTION_SM80 = 1, KAIO_ATTENTION_SM80_M128 = 2 };
 
 typedef struct kaio_attention_desc {
     uint32_t struct_size;          /* sizeof(kaio_attention_desc)                 */

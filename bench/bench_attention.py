@@ -10,6 +10,7 @@ read the very same memory. Timing: CUDA events around each call, warm-up
 first, median of --iters runs (>= 20). TFLOP/s counts the forward as
 4*B*Hq*Sq*Sk*D (halved when causal) and the backward as 2.5x that, the
 convention of FlashAttention's benchmarks and of shared/reference/h100-baselines.md.
+"O diff" is max |O_libkaio - O_reference| (the FA2 backend's O, or the math path's for f32).
 Inputs: f16 (or --dtype bf16), N(0, 1), BSHD contiguous; SDPA gets the
 (B, H, S, D) transposes of the same tensors.  Causal is bottom-right in
 libkaio and top-left in SDPA: identical here since Sq == Sk.
@@ -153,7 +154,7 @@ def bench_f32(kaio, iters):
     """KAIO's f32 flash ops against PyTorch's f32 math SDPA on [S, D]."""
     print("\nf32 single-head flash (kaio_attention_flash / _backward) vs torch SDPA MATH, f32")
     print("%-12s | %9s %9s %7s | %9s %9s %7s | %s" % ("S D", "kaio f ms", "math f ms", "f x", "kaio b ms",
-                                                    "math b ms", "b x", "max|dO|"))
+                                                    "math b ms", "b x", "O diff"))
     rows = []
     for (s, d) in F32_SHAPES:
         q, k, v, do = (torch.randn(s, d, device="cuda", dtype=torch.float32) for _ in range(4))
@@ -205,7 +206,7 @@ def main():
         torch.cuda.get_device_name(), torch.__version__, args.dtype, args.variant, iters))
     hdr = "%-26s %-6s | %8s %8s %8s | %8s %8s %8s | %6s %6s %6s %6s | %s" % (
         "B Hq:Hkv S D", "causal", "kaio f", "FA2 f", "cuDNN f", "kaio b", "FA2 b", "cuDNN b",
-        "f/FA2", "f/cuD", "b/FA2", "b/cuD", "max|dO|")
+        "f/FA2", "f/cuD", "b/FA2", "b/cuD", "O diff")
     print(hdr)
     rows = []
     shapes = SHAPES[:2] if args.quick else SHAPES

@@ -55,18 +55,24 @@ kaio_status create(const char *fn, kaio_op **out, kaio_device *device,
   return KAIO_OK;
 }
 
-kaio_status one_shot(const char *fn, kaio_stream *stream, const kaio_tensor *q,
-                     const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *o,
-                     const kaio_tensor *lse, const kaio_attention_desc &desc) {
-  KAIO_TRY(kaio::check_stream(fn, stream));
+kaio_status require_qkvo(const char *fn, const kaio_tensor *q, const kaio_tensor *k,
+                        const kaio_tensor *v, const kaio_tensor *out) {
   const struct {
     const char *name;
     const kaio_tensor *view;
-  } args[] = {{"q", q}, {"k", k}, {"v", v}, {"out", o}};
+  } args[] = {{"q", q}, {"k", k}, {"v", v}, {"out", out}};
   for (const auto &arg : args)
     if (!arg.view)
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
                   fn, arg.name);
+  return KAIO_OK;
+}
+
+kaio_status one_shot(const char *fn, kaio_stream *stream, const kaio_tensor *q,
+                     const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *o,
+                     const kaio_tensor *lse, const kaio_attention_desc &desc) {
+  KAIO_TRY(kaio::check_stream(fn, stream));
+  KAIO_TRY(require_qkvo(fn, q, k, v, o));
   kaio::AttentionPlan plan;
   KAIO_TRY(kaio::plan_attention(fn, stream->device, desc, false, &plan));
   kaio_tensor no_lse;
@@ -79,14 +85,7 @@ kaio_status one_shot(const char *fn, kaio_stream *stream, const kaio_tensor *q,
 kaio_status single_head(const char *fn, kaio_stream *stream, const kaio_tensor *q,
                         const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *out,
                         bool causal) {
-  const struct {
-    const char *name;
-    const kaio_tensor *view;
-  } args[] = {{"q", q}, {"k", k}, {"v", v}, {"out", out}};
-  for (const auto &arg : args)
-    if (!arg.view)
-      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
-                  fn, arg.name);
+  KAIO_TRY(require_qkvo(fn, q, k, v, out));
   if (v->cols != q->cols || k->cols != q->cols)
     return fail(KAIO_ERROR_UNSUPPORTED,
                 "%s: q has %lld columns, k %lld and v %lld; this implementation needs k and v "

@@ -10,6 +10,7 @@ read the very same memory. Timing: CUDA events around each call, warm-up
 first, median of --iters runs (>= 20). TFLOP/s counts the forward as
 4*B*Hq*Sq*Sk*D (halved when causal) and the backward as 2.5x that, the
 convention of FlashAttention's benchmarks and of shared/reference/h100-baselines.md.
+"O diff" is max |O_libkaio - O_reference| (the FA2 backend's O, or the math path's for f32).
 Inputs: f16 (or --dtype bf16), N(0, 1), BSHD contiguous; SDPA gets the
 (B, H, S, D) transposes of the same tensors.  Causal is bottom-right in
 libkaio and top-left in SDPA: identical here since Sq == Sk.
@@ -33,6 +34,8 @@ SHAPES = [  # (B, Hq, Hkv, S, D)
     (1, 16, 16, 16384, 128),
     (2, 32, 8, 4096, 128),   # GQA 32:8
 ]
+
+F32_SHAPES = [(512, 64), (2048, 64), (4096, 128)]   # KAIO's f32 single-head flash: (S, D)
 
 KAIO_DTYPE = {torch.float16: 2, torch.bfloat16: 3, torch.float32: 1}
 
@@ -147,6 +150,44 @@ def sdpa_runner(backend, q, k, v, do, causal, gqa):
     return (fwd_only, bwd, out.transpose(1, 2)), None
 
 
+def bench_f32(kaio, iters):
+    """KAIO's f32 flash ops against PyTorch's f32 math SDPA on [S, D]."""
+    print("\nf32 single-head flash (kaio_attention_flash / _backward) vs torch SDPA MATH, f32")
+    print("%-12s | %9s %9s %7s | %9s %9s %7s | %s" % ("S D", "kaio f ms", "math f ms", "f x", "kaio b ms",
+                                                    "math b ms", "b x", "O diff"))
+    rows = []
+    for (s, d) in F32_SHAPES:
+        q, k, v, do = (torch.randn(s, d, device="cuda", dtype=torch.float32) for _ in range(4))
+        o, dq, dk, dv = (torch.empty(s, d, device="cuda", dtype=torch.float32) for _ in range(4))
+        lse = torch.empty(1, s, device="cuda", dtype=torch.float32)
+        vq, vk, vv, vo, vdo = (kaio.view(t, s, d) for t in (q, k, v, o, do))
+        vdq, vdk, vdv = (kaio.view(t, s, d) for t in (dq, dk, dv))
+        vl = kaio.view(lse, 1, s)
+        B = C.byref
+        fwd = lambda: kaio.check(kaio.lib.kaio_attention_flash_with_stats(kaio.stream, B(vq), B(vk), B(vv), B(vo), B(vl)), "flash")
+        bwd = lambda: kaio.check(kaio.lib.kaio_attention_flash_backward(
+            kaio.stream, B(vdo), B(vq), B(vk), B(vv), B(vo), B(vl), B(vdq), B(vdk), B(vdv)), "flash bwd")
+        res = {"S": s, "D": d, "kaio_fwd_ms": time_ms(fwd, iters), "kaio_bwd_ms": time_ms(bwd, iters)}
+        run, why = sdpa_runner(SDPBackend.MATH, q[None, :, None], k[None, :, None], v[None, :, None],
+                               do[None, :, None], False, False)
+        if run is not None:
+            mf, mb, ref = run
+            res["math_fwd_ms"], res["math_bwd_ms"] = time_ms(mf, iters), time_ms(mb, iters)
+            res["max_abs_diff_o"] = (o - ref[0, :, 0]).abs().max().item()
+        flops = 4.0 * s * s * d
+        res["kaio_fwd_tflops"] = flops / res["kaio_fwd_ms"] / 1e9
+        print("%-12s | %9.3f %9s %7s | %9.3f %9s %7s | %.3g" % (
+            "%d %d" % (s, d), res["kaio_fwd_ms"], "%.3f" % res["math_fwd_ms"] if "math_fwd_ms" in res else "n/a",
+            "%.2f" % (res["math_fwd_ms"] / res["kaio_fwd_ms"]) if "math_fwd_ms" in res else "n/a",
+            res["kaio_bwd_ms"], "%.3f" % res["math_bwd_ms"] if "math_bwd_ms" in res else "n/a",
+            "%.2f" % (res["math_bwd_ms"] / res["kaio_bwd_ms"]) if "math_bwd_ms" in res else "n/a",
+            res.get("max_abs_diff_o", float("nan"))), flush=True)
+        torch.cuda.synchronize()
+        kaio.release()
+        rows.append(res)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -154,16 +195,18 @@ def main():
     ap.add_argument("--dtype", default="f16", choices=["f16", "bf16"])
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true", help="first two shapes only")
+    ap.add_argument("--variant", type=int, default=0, help="kaio_attention_variant (0 AUTO, 1 SM80, 2 SM80_M128)")
+    ap.add_argument("--no-f32", action="store_true", help="skip the f32 single-head section")
     args = ap.parse_args()
     iters = max(args.iters, 20)
     dtype = torch.float16 if args.dtype == "f16" else torch.bfloat16
     torch.manual_seed(0)
     kaio = Kaio(args.lib)
-    print("device: %s, torch %s, dtype %s, median of %d" % (torch.cuda.get_device_name(), torch.__version__,
-                                                             args.dtype, iters))
+    print("device: %s, torch %s, dtype %s, variant %d, median of %d" % (
+        torch.cuda.get_device_name(), torch.__version__, args.dtype, args.variant, iters))
     hdr = "%-26s %-6s | %8s %8s %8s | %8s %8s %8s | %6s %6s %6s %6s | %s" % (
         "B Hq:Hkv S D", "causal", "kaio f", "FA2 f", "cuDNN f", "kaio b", "FA2 b", "cuDNN b",
-        "f/FA2", "f/cuD", "b/FA2", "b/cuD", "max|dO|")
+        "f/FA2", "f/cuD", "b/FA2", "b/cuD", "O diff")
     print(hdr)
     rows = []
     shapes = SHAPES[:2] if args.quick else SHAPES
@@ -180,6 +223,7 @@ def main():
             vo, vl, vdo = kaio.view(o, b * s, hq * d), kaio.view(lse, b * hq, s), kaio.view(do, b * s, hq * d)
             vdq, vdk, vdv = kaio.view(dq, b * s, hq * d), kaio.view(dk, b * s, hkv * d), kaio.view(dv, b * s, hkv * d)
             desc = kaio.desc(dtype, b, hq, hkv, s, d, causal)
+            desc.variant = args.variant
             fop, bop = kaio.op(desc, False), kaio.op(desc, True)
             flops = 4.0 * b * hq * s * s * d * (0.5 if causal else 1.0)
             res = {"B": b, "Hq": hq, "Hkv": hkv, "S": s, "D": d, "causal": causal}
@@ -221,9 +265,10 @@ def main():
             kaio.lib.kaio_op_destroy(bop)
             torch.cuda.synchronize()
             kaio.release()
+    f32_rows = [] if args.no_f32 else bench_f32(kaio, iters)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
+            json.dump({"half": rows, "f32": f32_rows}, fh, indent=1)
     return 0
 
 

@@ -19,6 +19,8 @@ Host guarantees: pointers 16-byte aligned, strides multiples of 8 elements,
 
 Kernels (dt in f16/bf16, D = head dim, all 128 threads = 4 warps, 16 rows per warp):
   kaio_attn_fwd_<dt>_d<D>        grid (ceil(seq_q/64), B*heads_q)
+  kaio_attn_fwd_m128_<dt>_d<D>   grid (ceil(seq_q/128), B*heads_q), D <= 128: the same with
+      two m16 tiles (32 query rows) per warp, so each K/V fragment feeds two mma
       O = softmax(scale * Q K^T) V, LSE = logsumexp(scale * Q K^T) (natural log).
       The CTA's 64 query rows stay in shared memory; K/V tiles of BN keys are
       double-buffered with cp.async (tile j+1 is copied while tile j is
@@ -58,6 +60,7 @@ NTHREADS = 128
 BM = 64                     # query rows per CTA (fwd, dq) / key rows per CTA (dkdv)
 FWD_DIMS = (32, 64, 96, 128, 256)
 BWD_DIMS = (32, 64, 96, 128)
+FWD_M128_DIMS = (32, 64, 96, 128)   # also as 128-row forward kernels (two m16 tiles per warp)
 DTYPES = ("f16", "bf16")
 NEG_INF = "0fFF800000"
 LN2_HEX = "0f3F317218"      # ln 2
@@ -85,6 +88,7 @@ class Kernel(PtxEmitter):
         out.append(",\n".join("\t.param %s %s" % p for p in self.params))
         out.append(")")
         out.append(".maxntid %d, 1, 1" % NTHREADS)
+        out.extend(getattr(self, "directives", []))
         out.append("{")
         for kind, ptx_type in self.REG_TYPES:
             if self.count[kind]:
@@ -133,7 +137,7 @@ class Lanes:
     """Per-thread constants: warp, lane, g, t and the ldmatrix lane offsets
     (bytes from a tile's base) for a tile pitch."""
 
-    def __init__(self, k, d):
+    def __init__(self, k, d, mt=1):
         self.tid = k.r("mov.u32", "%tid.x")
         self.lane = k.r("and.b32", self.tid, 31)
         self.warp = k.r("shr.u32", self.tid, 5)
@@ -145,8 +149,10 @@ class Lanes:
         l15 = k.r("and.b32", lane, 15)
         b3 = k.r("and.b32", k.r("shr.u32", lane, 3), 1)
         b4 = k.r("shr.u32", lane, 4)
-        # A operand ([m][k]) for this warp's 16 rows: row w*16 + (lane & 15), chunk lane >> 4
-        self.a_off = k.r("add.u32", k.r("mul.lo.u32", k.r("add.u32", k.r("shl.b32", self.warp, 4), l15), p),
+        # A operand ([m][k]) for this warp's 16 mt rows: row w*16*mt + (lane & 15), chunk lane >> 4
+        # (m tile i at + 16 i rows)
+        wrow = k.r("shl.b32", self.warp, (16 * mt).bit_length() - 1)
+        self.a_off = k.r("add.u32", k.r("mul.lo.u32", k.r("add.u32", wrow, l15), p),
                          k.r("shl.b32", b4, 4))
         # B operand, [n][k]: row (lane & 7) + (lane >> 4)*8, chunk (lane >> 3) & 1
         self.b_off = k.r("add.u32", k.r("mul.lo.u32", k.r("add.u32", l7, k.r("shl.b32", b4, 3)), p),
@@ -195,30 +201,33 @@ class TileLoader:
                 gptr = k.rd("add.u64", gptr, step)
 
 
-def gemm_abT(k, dt, acc, a_addr, b_addr, d, ncols):
-    """acc[nt] (16 x ncols, nt = ncols/8 n8 tiles) += A (16 x d, [m][k] at a_addr
-    lane address) * B^T (B is ncols x d, [n][k] at b_addr lane address)."""
+def gemm_abT(k, dt, accs, a_addr, b_addr, d, ncols):
+    """accs[i][nt] (m tile i: 16 x ncols, nt = ncols/8 n8 tiles) += A_i (16 x d,
+    [m][k] at a_addr + 16 i rows, lane address) * B^T (B is ncols x d, [n][k]
+    at b_addr lane address).  Each B fragment feeds every m tile."""
     p = pitch(d)
     for kk in range(d // 16):
-        a = ldsm(k, a_addr, kk * 32)
+        a = [ldsm(k, a_addr, i * 16 * p + kk * 32) for i in range(len(accs))]
         for np_ in range(ncols // 16):
             b = ldsm(k, b_addr, np_ * 16 * p + kk * 32)
-            mma(k, dt, acc[2 * np_], a, b[0:2])
-            mma(k, dt, acc[2 * np_ + 1], a, b[2:4])
+            for i, acc in enumerate(accs):
+                mma(k, dt, acc[2 * np_], a[i], b[0:2])
+                mma(k, dt, acc[2 * np_ + 1], a[i], b[2:4])
 
 
-def gemm_pv(k, dt, acc, pfrag, bt_addr, d, nk):
-    """acc[nt] (16 x d) += P (16 x nk, C fragments pfrag[nt8]) * V (nk x d,
+def gemm_pv(k, dt, accs, pfrags, bt_addr, d, nk):
+    """accs[i][nt] (16 x d) += P_i (16 x nk, C fragments pfrags[i][nt8]) * V (nk x d,
     [k][n] at bt_addr lane address, read with ldmatrix.trans)."""
     p = pitch(d)
     for j in range(nk // 16):
-        a = [pack(k, dt, pfrag[2 * j][1], pfrag[2 * j][0]), pack(k, dt, pfrag[2 * j][3], pfrag[2 * j][2]),
-             pack(k, dt, pfrag[2 * j + 1][1], pfrag[2 * j + 1][0]),
-             pack(k, dt, pfrag[2 * j + 1][3], pfrag[2 * j + 1][2])]
+        a = [[pack(k, dt, pf[2 * j][1], pf[2 * j][0]), pack(k, dt, pf[2 * j][3], pf[2 * j][2]),
+              pack(k, dt, pf[2 * j + 1][1], pf[2 * j + 1][0]),
+              pack(k, dt, pf[2 * j + 1][3], pf[2 * j + 1][2])] for pf in pfrags]
         for np_ in range(d // 16):
             b = ldsm(k, bt_addr, j * 16 * p + np_ * 32, trans=True)
-            mma(k, dt, acc[2 * np_], a, b[0:2])
-            mma(k, dt, acc[2 * np_ + 1], a, b[2:4])
+            for i, acc in enumerate(accs):
+                mma(k, dt, acc[2 * np_], a[i], b[0:2])
+                mma(k, dt, acc[2 * np_ + 1], a[i], b[2:4])
 
 
 def store_rows(k, acc, d, row0, nrows, out_base, sstride, out_dtype, t2, scale=None):
@@ -308,7 +317,7 @@ class KvPipeline:
     Tiles with kv0 > first_mask need the mask (they reach past seq_k, or
     past the causal diagonal of the CTA's first row)."""
 
-    def __init__(self, k, P, L, q0, row0, d, bn, s_kv, hk, b):
+    def __init__(self, k, P, L, q0, row0, d, bn, s_kv, hk, b, bm=BM, mt=1):
         self.k, self.P, self.d, self.bn, self.s_kv = k, P, d, bn, s_kv
         self.kv_bytes = bn * pitch(d)
         sq, sk, off = P["seq_q"], P["seq_k"], P["causal_off"]
@@ -317,13 +326,16 @@ class KvPipeline:
         self.k_ss = k.rd("shl.b64", P["k_ss"], 1)
         self.v_ss = k.rd("shl.b64", P["v_ss"], 1)
         causal = k.p("setp.ne.u32", P["causal"], 0)
-        # per-row key limit of this thread's rows (row0, row0 + 8)
+        # per-row key limit of this thread's rows (row0 + 16 i, row0 + 16 i + 8), m tile i
         self.lims = []
-        for r in range(2):
-            row = k.r("add.u32", row0, 8 * r)
-            lim = k.r("min.s32", k.r("add.s32", k.r("add.s32", row, off), 1), sk)
-            self.lims.append(k.r("selp.b32", lim, sk, causal))
-        last = k.r("sub.u32", k.r("min.u32", k.r("add.u32", q0, BM), sq), 1)
+        for i in range(mt):
+            pair = []
+            for r in range(2):
+                row = k.r("add.u32", row0, 16 * i + 8 * r)
+                lim = k.r("min.s32", k.r("add.s32", k.r("add.s32", row, off), 1), sk)
+                pair.append(k.r("selp.b32", lim, sk, causal))
+            self.lims.append(pair)
+        last = k.r("sub.u32", k.r("min.u32", k.r("add.u32", q0, bm), sq), 1)
         n_end_c = k.r("min.s32", k.r("add.s32", k.r("add.s32", last, off), 1), sk)
         n_end = k.r("max.s32", k.r("selp.b32", n_end_c, sk, causal), 0)
         self.ntiles = k.r("div.u32", k.r("add.u32", n_end, bn - 1), bn)
@@ -374,12 +386,14 @@ class KvPipeline:
         s_k = k.r("add.u32", self.s_kv, self.stage)
         return kv0, s_k, k.r("add.u32", s_k, self.kv_bytes)
 
-    def mask(self, s, kv0, fill, t2):
-        """Applies the mask to score fragments s in the CTA-uniform edge tiles."""
+    def mask(self, ss, kv0, fill, t2):
+        """Applies the mask to the score fragments ss[i] of m tile i in the
+        CTA-uniform edge tiles."""
         k = self.k
         nomask = k.label("no_mask")
         k.op("@%s bra.uni %s" % (k.p("setp.le.s32", kv0, self.first_mask), nomask))
-        mask_tile(k, s, kv0, self.lims, self.bn, fill, t2)
+        for s, lims in zip(ss, self.lims):
+            mask_tile(k, s, kv0, lims, self.bn, fill, t2)
         k.place(nomask)
 
     def loop_tail(self):
@@ -391,14 +405,15 @@ class KvPipeline:
         k.op("cp.async.wait_group 0")
 
 
-def row_side(k, P, d):
-    """Common set-up of the kernels over query rows: lanes, (b, h, KV head),
-    q0, this thread's first row, and the shared base address."""
-    L = Lanes(k, d)
+def row_side(k, P, d, mt=1):
+    """Common set-up of the kernels over query rows (64 mt per CTA, 16 mt per
+    warp): lanes, (b, h, KV head), q0, this thread's first row, and the
+    shared base address."""
+    L = Lanes(k, d, mt)
     _, b, h = bh_split(k, P["heads_q"])
     hk = k.r("div.u32", h, P["group"])
-    q0 = k.r("shl.b32", k.r("mov.u32", "%ctaid.x"), 6)
-    row0 = k.r("add.u32", q0, k.r("add.u32", k.r("shl.b32", L.warp, 4), L.g))
+    q0 = k.r("shl.b32", k.r("mov.u32", "%ctaid.x"), (BM * mt).bit_length() - 1)
+    row0 = k.r("add.u32", q0, k.r("add.u32", k.r("shl.b32", L.warp, (16 * mt).bit_length() - 1), L.g))
     return L, b, h, hk, q0, row0, k.r("mov.u32", SMEM)
 
 
@@ -410,26 +425,32 @@ def issue_rows(k, P, load, dst, name, stride_name, bs_name, b, h, q0, d):
     load.issue(dst, k.rd("add.u64", base, k.rd("mul.lo.u64", k.wide(q0), ss)), ss, valid, P[name])
 
 
-def fwd_kernel(dt, d):
-    bn = fwd_block_n(d)
-    q_bytes = BM * pitch(d)
+def fwd_kernel(dt, d, mt=1):
+    """mt: m16 tiles per warp (query rows per CTA = 64 mt).  mt = 2 lets every
+    K/V fragment feed two mma (FlashAttention-2's 128-row tile), at twice the
+    accumulator registers."""
+    bn = fwd_block_n(d) if mt == 1 or d <= 64 else 32   # 32-key tiles keep d > 64 in 255 registers
+    bm = BM * mt
+    q_bytes = bm * pitch(d)
     smem = q_bytes + 4 * bn * pitch(d)
-    name = "kaio_attn_fwd_%s_d%d" % (dt, d)
+    name = "kaio_attn_fwd%s_%s_d%d" % ("" if mt == 1 else "_m%d" % bm, dt, d)
     doc = "%s: FlashAttention forward, %s, head dim %d, %d query rows x %d-key tiles per CTA." % (
-        name, dt, d, BM, bn)
-    k = Kernel(name, doc, FWD_PARAMS, smem, BM)
+        name, dt, d, bm, bn)
+    k = Kernel(name, doc, FWD_PARAMS, smem, bm)
     P = load_params(k, FWD_PARAMS, ("q", "k", "v", "o"))
-    L, b, h, hk, q0, row0, base = row_side(k, P, d)
+    L, b, h, hk, q0, row0, base = row_side(k, P, d, mt)
     s_q = base
-    kv = KvPipeline(k, P, L, q0, row0, d, bn, k.r("add.u32", base, q_bytes), hk, b)
+    kv = KvPipeline(k, P, L, q0, row0, d, bn, k.r("add.u32", base, q_bytes), hk, b, bm, mt)
     k.note("prologue: Q tile and K/V tile 0")
-    issue_rows(k, P, TileLoader(k, L.tid, BM, d), s_q, "q", "q_ss", "q_bs", b, h, q0, d)
-    acc = [k.regs("f", 4) for _ in range(d // 8)]
-    for tile in acc:
-        k.zero_f(tile)
-    m = [k.reg("f"), k.reg("f")]
-    l = [k.reg("f"), k.reg("f")]
-    for r in range(2):
+    issue_rows(k, P, TileLoader(k, L.tid, bm, d), s_q, "q", "q_ss", "q_bs", b, h, q0, d)
+    accs = [[k.regs("f", 4) for _ in range(d // 8)] for _ in range(mt)]
+    for acc in accs:
+        for tile in acc:
+            k.zero_f(tile)
+    # running max and sum per row: index 2 i + r for m tile i, row half r
+    m = [k.reg("f") for _ in range(2 * mt)]
+    l = [k.reg("f") for _ in range(2 * mt)]
+    for r in range(2 * mt):
         k.op("mov.f32 %s, %s" % (m[r], NEG_INF))
         k.op("mov.f32 %s, 0f00000000" % l[r])
     sl2 = P["scale_log2"]
@@ -437,61 +458,69 @@ def fwd_kernel(dt, d):
     kv.prologue()
 
     kv0, s_k, s_v = kv.loop_head()
-    s = [k.regs("f", 4) for _ in range(bn // 8)]
-    for tile in s:
-        k.zero_f(tile)
-    gemm_abT(k, dt, s, a_q, k.r("add.u32", s_k, L.b_off), d, bn)
-    kv.mask(s, kv0, NEG_INF, L.t2)
-    k.note("online softmax")
-    for r in range(2):
-        mx = k.f("max.f32", s[0][2 * r], s[0][2 * r + 1])
-        for nt in range(1, bn // 8):
-            k.op("max.f32 %s, %s, %s" % (mx, mx, s[nt][2 * r]))
-            k.op("max.f32 %s, %s, %s" % (mx, mx, s[nt][2 * r + 1]))
-        quad_reduce(k, mx, "max.f32")
-        mnew = k.f("max.f32", m[r], mx)
-        isinf = k.p("setp.eq.f32", mnew, NEG_INF)
-        muse = k.f("selp.f32", "0f00000000", mnew, isinf)
-        alpha = k.f("ex2.approx.ftz.f32", k.f("mul.f32", k.f("sub.f32", m[r], muse), sl2))
-        k.op("mov.f32 %s, %s" % (m[r], mnew))
-        negm = k.f("neg.f32", k.f("mul.f32", muse, sl2))
-        k.op("mul.f32 %s, %s, %s" % (l[r], l[r], alpha))
-        for tile in acc:
-            for e in (2 * r, 2 * r + 1):
-                k.op("mul.f32 %s, %s, %s" % (tile[e], tile[e], alpha))
+    ss = [[k.regs("f", 4) for _ in range(bn // 8)] for _ in range(mt)]
+    for s in ss:
         for tile in s:
-            for e in (2 * r, 2 * r + 1):
-                k.op("fma.rn.f32 %s, %s, %s, %s" % (tile[e], tile[e], sl2, negm))
-                k.op("ex2.approx.ftz.f32 %s, %s" % (tile[e], tile[e]))
-                k.op("add.f32 %s, %s, %s" % (l[r], l[r], tile[e]))
-    gemm_pv(k, dt, acc, s, k.r("add.u32", s_v, L.bt_off), d, bn)
+            k.zero_f(tile)
+    gemm_abT(k, dt, ss, a_q, k.r("add.u32", s_k, L.b_off), d, bn)
+    kv.mask(ss, kv0, NEG_INF, L.t2)
+    k.note("online softmax")
+    for i in range(mt):
+        s, acc = ss[i], accs[i]
+        for r in range(2):
+            ri = 2 * i + r
+            mx = k.f("max.f32", s[0][2 * r], s[0][2 * r + 1])
+            for nt in range(1, bn // 8):
+                k.op("max.f32 %s, %s, %s" % (mx, mx, s[nt][2 * r]))
+                k.op("max.f32 %s, %s, %s" % (mx, mx, s[nt][2 * r + 1]))
+            quad_reduce(k, mx, "max.f32")
+            mnew = k.f("max.f32", m[ri], mx)
+            isinf = k.p("setp.eq.f32", mnew, NEG_INF)
+            muse = k.f("selp.f32", "0f00000000", mnew, isinf)
+            alpha = k.f("ex2.approx.ftz.f32", k.f("mul.f32", k.f("sub.f32", m[ri], muse), sl2))
+            k.op("mov.f32 %s, %s" % (m[ri], mnew))
+            negm = k.f("neg.f32", k.f("mul.f32", muse, sl2))
+            k.op("mul.f32 %s, %s, %s" % (l[ri], l[ri], alpha))
+            for tile in acc:
+                for e in (2 * r, 2 * r + 1):
+                    k.op("mul.f32 %s, %s, %s" % (tile[e], tile[e], alpha))
+            for tile in s:
+                for e in (2 * r, 2 * r + 1):
+                    k.op("fma.rn.f32 %s, %s, %s, %s" % (tile[e], tile[e], sl2, negm))
+                    k.op("ex2.approx.ftz.f32 %s, %s" % (tile[e], tile[e]))
+                    k.op("add.f32 %s, %s, %s" % (l[ri], l[ri], tile[e]))
+    gemm_pv(k, dt, accs, ss, k.r("add.u32", s_v, L.bt_off), d, bn)
     kv.loop_tail()
 
     k.note("epilogue: O = acc / l, LSE = (m scale_log2 + log2 l) ln 2")
     lse_vals = []
-    for r in range(2):
-        quad_reduce(k, l[r], "add.f32")
-        pos = k.p("setp.gt.f32", l[r], "0f00000000")
-        inv = k.f("rcp.approx.ftz.f32", l[r])
-        inv = k.f("selp.f32", inv, "0f00000000", pos)
-        for tile in acc:
-            for e in (2 * r, 2 * r + 1):
-                k.op("mul.f32 %s, %s, %s" % (tile[e], tile[e], inv))
-        lg = k.f("lg2.approx.ftz.f32", l[r])
-        lse2 = k.f("fma.rn.f32", m[r], sl2, lg)
-        lse = k.f("mul.f32", lse2, LN2_HEX)
-        lse_vals.append(k.f("selp.f32", lse, NEG_INF, pos))
+    for i in range(mt):
+        for r in range(2):
+            ri = 2 * i + r
+            quad_reduce(k, l[ri], "add.f32")
+            pos = k.p("setp.gt.f32", l[ri], "0f00000000")
+            inv = k.f("rcp.approx.ftz.f32", l[ri])
+            inv = k.f("selp.f32", inv, "0f00000000", pos)
+            for tile in accs[i]:
+                for e in (2 * r, 2 * r + 1):
+                    k.op("mul.f32 %s, %s, %s" % (tile[e], tile[e], inv))
+            lg = k.f("lg2.approx.ftz.f32", l[ri])
+            lse2 = k.f("fma.rn.f32", m[ri], sl2, lg)
+            lse = k.f("mul.f32", lse2, LN2_HEX)
+            lse_vals.append(k.f("selp.f32", lse, NEG_INF, pos))
     ob = out_base(k, P["o"], b, P["o_bs"], h, d, P["out_dtype"])
-    store_rows(k, acc, d, row0, P["seq_q"], ob, P["o_ss"], P["out_dtype"], L.t2)
+    for i in range(mt):
+        rowi = row0 if i == 0 else k.r("add.u32", row0, 16 * i)
+        store_rows(k, accs[i], d, rowi, P["seq_q"], ob, P["o_ss"], P["out_dtype"], L.t2)
     no_lse = k.label("no_lse")
     lead = k.p("setp.eq.u32", L.t2, 0)
     k.op("@%s bra.uni %s" % (k.p("setp.eq.u64", P["lse"], 0), no_lse))
     lrow = k.r("add.u32", k.r("mul.lo.u32", b, P["heads_q"]), h)
     lptr = k.rd("add.u64", P["lse"], k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(lrow), P["lse_rs"]), 2))
-    for r in range(2):
-        row = k.r("add.u32", row0, 8 * r)
+    for ri in range(2 * mt):
+        row = k.r("add.u32", row0, 16 * (ri // 2) + 8 * (ri % 2))
         ok = k.p("setp.lt.and.u32", row, P["seq_q"], lead)
-        k.op("@%s st.global.f32 [%s], %s" % (ok, k.rd("add.u64", lptr, k.rd("mul.wide.u32", row, 4)), lse_vals[r]))
+        k.op("@%s st.global.f32 [%s], %s" % (ok, k.rd("add.u64", lptr, k.rd("mul.wide.u32", row, 4)), lse_vals[ri]))
     k.place(no_lse)
     k.op("ret")
     return k.text()
@@ -627,23 +656,23 @@ def bwd_dq_kernel(dt, d):
     s = [k.regs("f", 4) for _ in range(bn // 8)]
     for tile in s:
         k.zero_f(tile)
-    gemm_abT(k, dt, s, a_q, k.r("add.u32", s_k, L.b_off), d, bn)
+    gemm_abT(k, dt, [s], a_q, k.r("add.u32", s_k, L.b_off), d, bn)
     k.note("P = exp2(S scale log2e - LSE log2e)")
     for tile in s:
         for e in range(4):
             k.op("fma.rn.f32 %s, %s, %s, %s" % (tile[e], tile[e], sl2, lse2[e >> 1]))
             k.op("ex2.approx.ftz.f32 %s, %s" % (tile[e], tile[e]))
-    kv.mask(s, kv0, "0f00000000", L.t2)
+    kv.mask([s], kv0, "0f00000000", L.t2)
     dp = [k.regs("f", 4) for _ in range(bn // 8)]
     for tile in dp:
         k.zero_f(tile)
-    gemm_abT(k, dt, dp, a_do, k.r("add.u32", s_v, L.b_off), d, bn)
+    gemm_abT(k, dt, [dp], a_do, k.r("add.u32", s_v, L.b_off), d, bn)
     k.note("dS = P (dP - Dv)")
     for nt in range(bn // 8):
         for e in range(4):
             k.op("sub.f32 %s, %s, %s" % (dp[nt][e], dp[nt][e], dvals[e >> 1]))
             k.op("mul.f32 %s, %s, %s" % (dp[nt][e], dp[nt][e], s[nt][e]))
-    gemm_pv(k, dt, acc, dp, k.r("add.u32", s_k, L.bt_off), d, bn)
+    gemm_pv(k, dt, [acc], [dp], k.r("add.u32", s_k, L.bt_off), d, bn)
     kv.loop_tail()
     gb = out_base(k, P["grad_a"], b, P["ga_bs"], h, d, P["out_dtype"])
     store_rows(k, acc, d, row0, sq, gb, P["ga_ss"], P["out_dtype"], L.t2, scale=P["scale"])
@@ -777,7 +806,7 @@ def bwd_dkdv_kernel(dt, d):
     st = [k.regs("f", 4) for _ in range(bq // 8)]
     for tile in st:
         k.zero_f(tile)
-    gemm_abT(k, dt, st, a_k, k.r("add.u32", s_q, L.b_off), d, bq)
+    gemm_abT(k, dt, [st], a_k, k.r("add.u32", s_q, L.b_off), d, bq)
     k.note("P^T = exp2(S^T scale log2e - LSE[col] log2e)")
     lse_addr = k.r("add.u32", s_lse, k.r("shl.b32", L.t2, 2))
     dv_addr = k.r("add.u32", s_dv, k.r("shl.b32", L.t2, 2))
@@ -806,18 +835,18 @@ def bwd_dkdv_kernel(dt, d):
             k.op("selp.f32 %s, %s, 0f00000000, %s" % (st[nt][e], st[nt][e], ok2))
     k.place(nomask)
     k.note("dV += P^T dO")
-    gemm_pv(k, dt, dvacc, st, k.r("add.u32", s_do, L.bt_off), d, bq)
+    gemm_pv(k, dt, [dvacc], [st], k.r("add.u32", s_do, L.bt_off), d, bq)
     dpt = [k.regs("f", 4) for _ in range(bq // 8)]
     for tile in dpt:
         k.zero_f(tile)
-    gemm_abT(k, dt, dpt, a_v, k.r("add.u32", s_do, L.b_off), d, bq)
+    gemm_abT(k, dt, [dpt], a_v, k.r("add.u32", s_do, L.b_off), d, bq)
     k.note("dS^T = P^T (dP^T - Dv[col])")
     for nt in range(bq // 8):
         for e in range(4):
             k.op("sub.f32 %s, %s, %s" % (dpt[nt][e], dpt[nt][e], dcols[nt][e & 1]))
             k.op("mul.f32 %s, %s, %s" % (dpt[nt][e], dpt[nt][e], st[nt][e]))
     k.note("dK += dS^T Q")
-    gemm_pv(k, dt, dk, dpt, k.r("add.u32", s_q, L.bt_off), d, bq)
+    gemm_pv(k, dt, [dk], [dpt], k.r("add.u32", s_q, L.bt_off), d, bq)
     k.op("xor.b32 %s, %s, %d" % (stage, stage, stage_bytes))
     k.op("add.u32 %s, %s, 1" % (it, it))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", it, total), loop))
@@ -838,6 +867,9 @@ def generate():
     for dt in DTYPES:
         for d in FWD_DIMS:
             fwd.append("\n" + fwd_kernel(dt, d))
+    for dt in DTYPES:
+        for d in FWD_M128_DIMS:
+            fwd.append("\n" + fwd_kernel(dt, d, mt=2))
     bwd = [header("gen_attention_sm80.py")]
     for dt in DTYPES:
         bwd.append("\n" + pre_kernel(dt))

@@ -32,6 +32,7 @@ struct Shape {
   kaio_dtype out = 0;  // 0: dt
   kaio_attention_mask mask = KAIO_ATTENTION_MASK_NONE;
   int64_t pad = 0;  // extra elements per row of every BSHD view (multiple of 8)
+  kaio_attention_variant variant = KAIO_ATTENTION_AUTO;
 };
 
 std::string describe(const Shape &s) {
@@ -39,7 +40,8 @@ std::string describe(const Shape &s) {
   return std::string(kaio_dtype_name(s.dt)) + " out " + kaio_dtype_name(s.out ? s.out : s.dt) +
          " B" + std::to_string(s.b) + " Sq" + std::to_string(s.sq) + " Sk" +
          std::to_string(s.sk) + " H" + std::to_string(s.hq) + ":" + std::to_string(s.hkv) +
-         " D" + std::to_string(s.d) + " mask " + m[s.mask] + " pad " + std::to_string(s.pad);
+         " D" + std::to_string(s.d) + " mask " + m[s.mask] + " pad " + std::to_string(s.pad) +
+         " variant " + std::to_string(s.variant);
 }
 
 bool visible(const Shape &s, int64_t i, int64_t j) {
@@ -157,7 +159,8 @@ const int64_t kSmallSeqs[][2] = {{1, 1}, {17, 17}, {128, 128}, {17, 100}, {100, 
 
 class GpuAttention : public kt::GpuTest {
  protected:
-  void sweep(const std::vector<int64_t> &dims, bool backward) {
+  void sweep(const std::vector<int64_t> &dims, bool backward,
+             kaio_attention_variant variant = KAIO_ATTENTION_AUTO) {
     for (kaio_dtype dt : kDtypes)
       for (int64_t d : dims)
         for (const auto &sqk : kSmallSeqs)
@@ -168,6 +171,7 @@ class GpuAttention : public kt::GpuTest {
             s.sq = sqk[0];
             s.sk = sqk[1];
             s.mask = m;
+            s.variant = variant;
             check(s, backward);
           }
   }
@@ -216,6 +220,7 @@ class GpuAttention : public kt::GpuTest {
     d.heads_q = s.hq;
     d.heads_kv = s.hkv;
     d.head_dim = s.d;
+    d.variant = s.variant;
     return d;
   }
 
@@ -295,8 +300,10 @@ class GpuAttention : public kt::GpuTest {
 
 // Every dtype, head dim, small (Sq, Sk) pair and mask: forward only, or
 // forward and backward.
+// AUTO runs the 128-row forward kernels for D <= 128; SM80 the 64-row ones.
 TEST_F(GpuAttention, ForwardSmallShapesEveryDimDtypeAndMask) {
   sweep({32, 64, 96, 128, 256}, false);
+  sweep({32, 64, 96, 128}, false, KAIO_ATTENTION_SM80);
 }
 
 TEST_F(GpuAttention, BackwardSmallShapesEveryDimDtypeAndMask) { sweep({32, 64, 96, 128}, true); }
@@ -319,6 +326,12 @@ TEST_F(GpuAttention, Seq1000ForwardAndBackward) {
   s.sq = s.sk = 1000;
   s.mask = KAIO_ATTENTION_CAUSAL;
   check(s, false);
+  Shape s2;
+  s2.d = 128;
+  s2.sq = 1000;
+  s2.sk = 999;
+  s2.variant = KAIO_ATTENTION_SM80;
+  check(s2, false);
 }
 
 TEST_F(GpuAttention, TopLeftCausalHeadRatiosF32OutputsAndPaddedStrides) {
@@ -379,6 +392,12 @@ TEST_F(GpuAttention, SanitizerSmall) {
   e.sq = 33;
   e.sk = 47;
   check(e, false);
+  Shape f;  // the 64-row forward kernels (AUTO above runs the 128-row ones)
+  f.variant = KAIO_ATTENTION_SM80;
+  f.sq = 150;
+  f.sk = 70;
+  f.mask = KAIO_ATTENTION_CAUSAL;
+  check(f, false);
 }
 
 TEST_F(GpuAttention, BackwardIsBitwiseDeterministic) {
@@ -445,6 +464,81 @@ TEST_F(GpuAttention, KaioRank2TensorCoreOps) {
         EXPECT_EQ(e.non_finite, 0);
         EXPECT_LE(e.rel, 1.5e-3);  // f16 P rounding only: the output is f32
       }
+}
+
+}  // namespace
+
+namespace {
+
+// KAIO's f32 flash family, f32 end to end. Tolerances (relative Frobenius):
+// O 2e-5 and gradients 1e-4 (f32 sums over S and D, ex2/lg2.approx: no
+// 16-bit rounding anywhere); LSE absolute 2e-5.
+class GpuAttentionF32 : public GpuAttention {
+ protected:
+  void check_f32(int64_t S, int64_t D, bool causal) {
+        Shape s;
+        s.b = s.hq = s.hkv = 1;
+        s.sq = s.sk = S;
+        s.d = D;
+        s.dt = KAIO_DTYPE_F32;
+        s.mask = causal ? KAIO_ATTENTION_CAUSAL_TOP_LEFT : KAIO_ATTENTION_MASK_NONE;
+        SCOPED_TRACE(describe(s));
+        const int64_t ld = D + (D % 3);  // some padded strides
+        const size_t n = static_cast<size_t>((S - 1) * ld + D);
+        uint64_t seed = kt::test_seed() ^ static_cast<uint64_t>(S * 977 + D);
+        kt::HostTensor hq = kt::random_tensor(KAIO_DTYPE_F32, n, -1, 1, seed),
+                       hk = kt::random_tensor(KAIO_DTYPE_F32, n, -1, 1, seed + 1),
+                       hv = kt::random_tensor(KAIO_DTYPE_F32, n, -1, 1, seed + 2),
+                       hdo = kt::random_tensor(KAIO_DTYPE_F32, n, -1, 1, seed + 3);
+        Dev q = upload(hq, S, D, ld), k = upload(hk, S, D, ld), v = upload(hv, S, D, ld),
+            dout = upload(hdo, S, D, ld);
+        Dev o = poisoned(KAIO_DTYPE_F32, S, D, ld), o2 = poisoned(KAIO_DTYPE_F32, S, D, ld);
+        Dev lse = poisoned(KAIO_DTYPE_F32, 1, S, S);
+        Dev dq = poisoned(KAIO_DTYPE_F32, S, D, ld), dk = poisoned(KAIO_DTYPE_F32, S, D, ld),
+            dv = poisoned(KAIO_DTYPE_F32, S, D, ld);
+        KT_OK((causal ? kaio_attention_flash_causal : kaio_attention_flash)(stream(), &q.view, &k.view,
+                                                                          &v.view, &o2.view));
+        KT_OK((causal ? kaio_attention_flash_causal_with_stats : kaio_attention_flash_with_stats)(
+            stream(), &q.view, &k.view, &v.view, &o.view, &lse.view));
+        KT_OK((causal ? kaio_attention_flash_causal_backward : kaio_attention_flash_backward)(
+            stream(), &dout.view, &q.view, &k.view, &v.view, &o.view, &lse.view, &dq.view,
+            &dk.view, &dv.view));
+        KT_OK(kaio_stream_synchronize(stream()));
+        // hq.values etc. are dense over the padded layout: the reference takes ld.
+        Reference ref = reference(s, hq.values, hk.values, hv.values, hdo.values, ld, ld, true);
+        Error eo = compare(read(o), ld, ref.o, S, D), eo2 = compare(read(o2), ld, ref.o, S, D);
+        EXPECT_EQ(eo.non_finite + eo2.non_finite, 0);
+        EXPECT_LE(eo.rel, 2e-5);
+        EXPECT_LE(eo2.rel, 2e-5);
+        std::vector<double> gl = read(lse);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < S; ++i)
+          if (!(std::fabs(gl[i] - ref.lse[i]) <= 2e-5)) ++bad;
+        EXPECT_EQ(bad, 0);
+        const struct {
+          const char *name;
+          Dev *dev;
+          const std::vector<double> *ref;
+        } grads[] = {{"dq", &dq, &ref.dq}, {"dk", &dk, &ref.dk}, {"dv", &dv, &ref.dv}};
+        for (const auto &g : grads) {
+          Error e = compare(read(*g.dev), ld, *g.ref, S, D);
+          EXPECT_EQ(e.non_finite, 0) << g.name;
+          EXPECT_LE(e.rel, 1e-4) << g.name;
+        }
+  }
+};
+
+TEST_F(GpuAttentionF32, KaioFlashForwardStatsAndBackward) {
+  for (bool causal : {false, true})
+    for (int64_t S : {1, 17, 128, 1000})
+      for (int64_t D : {8, 33, 64, 100, 128, 256})
+        if (S < 1000 || D == 64 || D == 256) check_f32(S, D, causal);  // cheap f64 reference
+}
+
+// Sized for compute-sanitizer (bench/run_attention_on_gpu.sh).
+TEST_F(GpuAttentionF32, SanitizerSmall) {
+  check_f32(45, 100, true);
+  check_f32(33, 256, false);
 }
 
 }  // namespace

@@ -92,6 +92,7 @@ TEST_F(FakeAttention, ForwardPicksKernelGridAndArguments) {
                                    KAIO_ATTENTION_CAUSAL_TOP_LEFT}) {
     kaio_attention_desc d = desc();
     d.mask = mask;
+    d.variant = KAIO_ATTENTION_SM80;  // 64 query rows per CTA
     Fwd f = fwd();
     KT_OK(kaio_attention(stream_.get(), &f.t[0], &f.t[1], &f.t[2], &f.t[3], &f.t[4], &d));
     Launch l = last_launch();
@@ -111,6 +112,20 @@ TEST_F(FakeAttention, ForwardPicksKernelGridAndArguments) {
     EXPECT_EQ(param<uint32_t>(19), mask == KAIO_ATTENTION_MASK_NONE ? 0u : 1u);
     EXPECT_EQ(static_cast<int32_t>(param<uint32_t>(20)), mask == KAIO_ATTENTION_CAUSAL ? 77 - 100 : 0);
     EXPECT_EQ(param<uint32_t>(21), static_cast<uint32_t>(KAIO_DTYPE_BF16));
+  }
+  // AUTO takes the 128-row kernels up to head dim 128, the 64-row ones above.
+  for (int64_t dim : {64, 256}) {
+    kaio_attention_desc d = desc();
+    d.head_dim = dim;
+    kaio_op *op = nullptr;
+    KT_OK(kaio_op_create_attention(&op, dev_.get(), &d));
+    kt::Op guard(op);
+    Fwd f = fwd();
+    for (int i = 0; i < 4; ++i) f.t[i].cols = f.t[i].cols / D * dim;
+    KT_OK(kaio_op_launch(op, stream_.get(), f.t, 5));
+    Launch l = last_launch();
+    EXPECT_EQ(l.name, dim == 64 ? "kaio_attn_fwd_m128_bf16_d64" : "kaio_attn_fwd_bf16_d256");
+    EXPECT_EQ(l.grid[0], dim == 64 ? 1u : 2u);  // ceil(100 / 128) or ceil(100 / 64)
   }
   // A NULL-buffer LSE is skipped: the kernel gets a null pointer.
   kaio_attention_desc d = desc();
@@ -165,7 +180,7 @@ TEST_F(FakeAttention, KaioRank2OpsUseTheForwardKernelTopLeft) {
   o.offset_bytes = 3 << 20;
   KT_OK(kaio_attention_tc_causal(stream_.get(), &q, &k, &v, &o));
   Launch l = last_launch();
-  EXPECT_EQ(l.name, "kaio_attn_fwd_f16_d128");
+  EXPECT_EQ(l.name, "kaio_attn_fwd_m128_f16_d128");
   EXPECT_EQ(l.grid[0], 1u);
   EXPECT_EQ(l.grid[1], 1u);
   EXPECT_EQ(param<uint32_t>(19), 1u);
@@ -173,6 +188,57 @@ TEST_F(FakeAttention, KaioRank2OpsUseTheForwardKernelTopLeft) {
   EXPECT_EQ(param<uint32_t>(21), static_cast<uint32_t>(KAIO_DTYPE_F32));
   KT_OK(kaio_attention_tc(stream_.get(), &q, &k, &v, &o));
   EXPECT_EQ(param<uint32_t>(19), 0u);
+}
+
+TEST_F(FakeAttention, KaioF32FlashOpsPickTheirKernelsAndRejectBadViews) {
+  const int64_t S = 100, D = 100;
+  auto sd = [&](uint64_t offset, int64_t rows, int64_t cols) {
+    kaio_tensor t = kaio_tensor_2d(buf_.get(), KAIO_DTYPE_F32, rows, cols);
+    t.offset_bytes = offset;
+    return t;
+  };
+  kaio_tensor q = sd(0, S, D), k = sd(1 << 20, S, D), v = sd(2 << 20, S, D), o = sd(3 << 20, S, D),
+              lse = sd(4 << 20, 1, S), dout = sd(5 << 20, S, D), dq = sd(6 << 20, S, D),
+              dk = sd(7 << 20, S, D), dv = sd((15 << 20) / 2, S, D);
+  KT_OK(kaio_attention_flash_causal_with_stats(stream_.get(), &q, &k, &v, &o, &lse));
+  Launch l = last_launch();
+  EXPECT_EQ(l.name, "kaio_attn_f32_fwd_d128");  // D 100 runs on the D <= 128 kernel
+  EXPECT_EQ(l.grid[0], 4u);                     // ceil(100 / 32)
+  EXPECT_EQ(l.block[0], 128u);
+  EXPECT_EQ(param<uint32_t>(9), 100u);   // seq
+  EXPECT_EQ(param<uint32_t>(10), 100u);  // dim
+  EXPECT_FLOAT_EQ(param<float>(11), static_cast<float>(1.0 / std::sqrt(100.0)));
+  EXPECT_EQ(param<uint32_t>(12), 1u);    // causal
+  KT_OK(kaio_attention_flash(stream_.get(), &q, &k, &v, &o));
+  EXPECT_EQ(param<uint64_t>(4), 0u);     // no lse
+  EXPECT_EQ(param<uint32_t>(12), 0u);
+  const unsigned long long before = kt::fake().launch_count();
+  KT_OK(kaio_attention_flash_backward(stream_.get(), &dout, &q, &k, &v, &o, &lse, &dq, &dk, &dv));
+  EXPECT_EQ(kt::fake().launch_count() - before, 2u);
+  EXPECT_EQ(last_launch().name, "kaio_attn_f32_dkdv_d128");
+
+  const unsigned long long n = kt::fake().launch_count();
+  kaio_tensor wide = sd(0, S, 257), kwide = sd(1 << 20, S, 257), vwide = sd(2 << 20, S, 257),
+              owide = sd(3 << 20, S, 257);
+  EXPECT_EQ(kaio_attention_flash(stream_.get(), &wide, &kwide, &vwide, &owide), KAIO_ERROR_UNSUPPORTED);
+  EXPECT_NE(std::string(kaio_last_error()).find("D <= 256"), std::string::npos);
+  kaio_tensor half = q;
+  half.dtype = KAIO_DTYPE_F16;
+  EXPECT_EQ(kaio_attention_flash(stream_.get(), &half, &k, &v, &o), KAIO_ERROR_INVALID_DTYPE);
+  EXPECT_NE(std::string(kaio_last_error()).find("'q'"), std::string::npos);
+  EXPECT_EQ(kaio_attention_flash_with_stats(stream_.get(), &q, &k, &v, &o, nullptr),
+            KAIO_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kaio_last_error()).find("'lse'"), std::string::npos);
+  kaio_tensor short_k = sd(1 << 20, S - 1, D);
+  EXPECT_EQ(kaio_attention_flash(stream_.get(), &q, &short_k, &v, &o), KAIO_ERROR_SHAPE_MISMATCH);
+  EXPECT_NE(std::string(kaio_last_error()).find("'k'"), std::string::npos);
+  EXPECT_EQ(kaio_attention_flash(stream_.get(), &q, &k, &v, &q), KAIO_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kaio_last_error()).find("overlap"), std::string::npos);
+  EXPECT_EQ(kaio_attention_flash_causal_backward(stream_.get(), &dout, &q, &k, &v, &o, &lse, &dq,
+                                                 &dq, &dv),
+            KAIO_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kaio_last_error()).find("overlap"), std::string::npos);
+  EXPECT_EQ(kt::fake().launch_count(), n);
 }
 
 struct BadCase {
@@ -216,6 +282,10 @@ TEST_F(FakeAttention, RejectsBadInputsWithoutLaunching) {
        [&](kaio_attention_desc d, kaio_tensor *t) { d.seq_q = 0; return fwd_call(d, t); }},
       {"grid y overflow", KAIO_ERROR_INVALID_DIMENSION, V{"batch * heads_q", "65536"},
        [&](kaio_attention_desc d, kaio_tensor *t) { d.batch = 16384; d.heads_q = 4; d.heads_kv = 1; return fwd_call(d, t); }},
+      {"unknown variant", KAIO_ERROR_INVALID_ARGUMENT, V{"variant", "9"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { d.variant = 9; return fwd_call(d, t); }},
+      {"m128 variant with head dim 256", KAIO_ERROR_UNSUPPORTED, V{"KAIO_ATTENTION_SM80_M128", "256"},
+       [&](kaio_attention_desc d, kaio_tensor *t) { d.variant = KAIO_ATTENTION_SM80_M128; d.head_dim = 256; return fwd_call(d, t); }},
       {"reserved field", KAIO_ERROR_INVALID_ARGUMENT, V{"reserved"},
        [&](kaio_attention_desc d, kaio_tensor *t) { d.reserved = 1; return fwd_call(d, t); }},
       {"small struct_size", KAIO_ERROR_BUFFER_TOO_SMALL, V{"struct_size", "kaio_attention_desc_init"},

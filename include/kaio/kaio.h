@@ -967,9 +967,17 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_qkv_project_int8(kaio_stream *stream,
  * ex2.approx. Expect O within about 1e-2 (bf16) / 2e-3 (f16) of an f64
  * reference for unit-scale inputs (tests/gpu_attention_test.cpp states the
  * exact tolerances).
- * Variants. KAIO_ATTENTION_AUTO currently selects the sm_80 mma.sync kernels
- * on every device (sm_80 and newer, H100 included); a wgmma + TMA sm_90a path
- * does not exist yet. KAIO_ATTENTION_SM80 forces them.
+ * Variants. All kernels are sm_80 mma.sync kernels and run on sm_80 and
+ * newer (H100 included); a wgmma + TMA sm_90a path does not exist yet.
+ * KAIO_ATTENTION_SM80: 64 query rows per CTA (every head dim).
+ * KAIO_ATTENTION_SM80_M128: the forward with 128 query rows per CTA (32 per
+ * warp, FlashAttention-2's tile), head dims up to 128.
+ * KAIO_ATTENTION_AUTO: the forward uses SM80_M128 for D <= 128, SM80
+ * otherwise; the backward has one set of kernels.
+ * Every call below is asynchronous (enqueues on the stream and returns),
+ * borrows its views for the call only, and may be called from any thread.
+ * One-shot calls allocate nothing and load the kernels' module on first use
+ * only; ops are immutable after creation.
  * ======================================================================== */
 typedef int32_t kaio_attention_mask;
 enum {
@@ -979,7 +987,7 @@ enum {
 };
 
 typedef int32_t kaio_attention_variant;
-enum { KAIO_ATTENTION_AUTO = 0, KAIO_ATTENTION_SM80 = 1 };
+enum { KAIO_ATTENTION_AUTO = 0, KAIO_ATTENTION_SM80 = 1, KAIO_ATTENTION_SM80_M128 = 2 };
 
 typedef struct kaio_attention_desc {
     uint32_t struct_size;          /* sizeof(kaio_attention_desc)                 */
@@ -1017,7 +1025,8 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_attention(kaio_op **out, kaio
                                                               const kaio_attention_desc *desc);
 
 /* One-shot forward: desc gives the shape, exactly as for the op (the views
- * cannot tell B from S or H from D). lse may be NULL or have a NULL buffer. */
+ * cannot tell B from S or H from D). lse may be NULL or have a NULL buffer.
+ * Ownership: nothing is retained after the call. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_attention(kaio_stream *stream, const kaio_tensor *q,
                                                     const kaio_tensor *k, const kaio_tensor *v,
                                                     const kaio_tensor *o, const kaio_tensor *lse,
@@ -1040,7 +1049,8 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_attention_backward(
  * q [Sq, D] f16, k [Sk, D] f16, v [Sk, Dv] f16 -> out [Sq, Dv] f32, scale
  * 1/√D. No seq_k cap. Dv must equal D and D be one of the forward's head
  * dims (KAIO_ERROR_UNSUPPORTED otherwise). _causal masks top-left aligned
- * as KAIO does (query i sees keys j <= i). Same view rules as above. */
+ * as KAIO does (query i sees keys j <= i). Same view rules as above.
+ * Ownership: nothing is retained after the call. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_attention_tc(kaio_stream *stream, const kaio_tensor *q,
                                                        const kaio_tensor *k,
                                                        const kaio_tensor *v,
@@ -1050,6 +1060,45 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_attention_tc_causal(kaio_stream *stream
                                                               const kaio_tensor *k,
                                                               const kaio_tensor *v,
                                                               const kaio_tensor *out);
+
+/* KAIO's f32 single-head FlashAttention (self-attention: one length S):
+ * q, k, v [S, D] f32 with D <= 256 -> out [S, D] f32, scale 1/√D, computed
+ * in f32 end to end on the CUDA cores (FMA; no tensor cores, no tf32, no
+ * 16-bit rounding; exponentials with ex2.approx), tile by tile with an online
+ * softmax: no S × S buffer. _causal is top-left (query i sees keys j <= i).
+ * _with_stats also writes lse, an f32 [1, S] view: the natural-log
+ * logsumexp of row i's scaled scores, as the backward needs it.
+ * Views may have any row_stride >= D; outputs must not overlap inputs.
+ * S at most 2^31 − 1. Ownership: nothing is retained after the call. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_flash(kaio_stream *stream, const kaio_tensor *q,
+                                                          const kaio_tensor *k,
+                                                          const kaio_tensor *v,
+                                                          const kaio_tensor *out);
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_flash_causal(kaio_stream *stream,
+                                                                 const kaio_tensor *q,
+                                                                 const kaio_tensor *k,
+                                                                 const kaio_tensor *v,
+                                                                 const kaio_tensor *out);
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_flash_with_stats(
+    kaio_stream *stream, const kaio_tensor *q, const kaio_tensor *k, const kaio_tensor *v,
+    const kaio_tensor *out, const kaio_tensor *lse);
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_flash_causal_with_stats(
+    kaio_stream *stream, const kaio_tensor *q, const kaio_tensor *k, const kaio_tensor *v,
+    const kaio_tensor *out, const kaio_tensor *lse);
+
+/* Backward of the f32 flash forward, f32 end to end: dq, dk, dv [S, D] from
+ * dout, q, k, v, out and the forward's lse (f32 [1, S]). Two kernels (dQ
+ * over query tiles; dK, dV over key tiles) with no atomics and no workspace
+ * (rowsum(dout ∘ out) is recomputed where needed): deterministic. dq, dk,
+ * dv are overwritten. Ownership: nothing is retained after the call. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_flash_backward(
+    kaio_stream *stream, const kaio_tensor *dout, const kaio_tensor *q, const kaio_tensor *k,
+    const kaio_tensor *v, const kaio_tensor *out, const kaio_tensor *lse, const kaio_tensor *dq,
+    const kaio_tensor *dk, const kaio_tensor *dv);
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_flash_causal_backward(
+    kaio_stream *stream, const kaio_tensor *dout, const kaio_tensor *q, const kaio_tensor *k,
+    const kaio_tensor *v, const kaio_tensor *out, const kaio_tensor *lse, const kaio_tensor *dq,
+    const kaio_tensor *dk, const kaio_tensor *dv);
 
 /* ===========================================================================
  * Kernel language: small typed kernels compiled to PTX by libkaio itself

@@ -55,18 +55,24 @@ kaio_status create(const char *fn, kaio_op **out, kaio_device *device,
   return KAIO_OK;
 }
 
-kaio_status one_shot(const char *fn, kaio_stream *stream, const kaio_tensor *q,
-                     const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *o,
-                     const kaio_tensor *lse, const kaio_attention_desc &desc) {
-  KAIO_TRY(kaio::check_stream(fn, stream));
+kaio_status require_qkvo(const char *fn, const kaio_tensor *q, const kaio_tensor *k,
+                        const kaio_tensor *v, const kaio_tensor *out) {
   const struct {
     const char *name;
     const kaio_tensor *view;
-  } args[] = {{"q", q}, {"k", k}, {"v", v}, {"out", o}};
+  } args[] = {{"q", q}, {"k", k}, {"v", v}, {"out", out}};
   for (const auto &arg : args)
     if (!arg.view)
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
                   fn, arg.name);
+  return KAIO_OK;
+}
+
+kaio_status one_shot(const char *fn, kaio_stream *stream, const kaio_tensor *q,
+                     const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *o,
+                     const kaio_tensor *lse, const kaio_attention_desc &desc) {
+  KAIO_TRY(kaio::check_stream(fn, stream));
+  KAIO_TRY(require_qkvo(fn, q, k, v, o));
   kaio::AttentionPlan plan;
   KAIO_TRY(kaio::plan_attention(fn, stream->device, desc, false, &plan));
   kaio_tensor no_lse;
@@ -79,14 +85,7 @@ kaio_status one_shot(const char *fn, kaio_stream *stream, const kaio_tensor *q,
 kaio_status single_head(const char *fn, kaio_stream *stream, const kaio_tensor *q,
                         const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *out,
                         bool causal) {
-  const struct {
-    const char *name;
-    const kaio_tensor *view;
-  } args[] = {{"q", q}, {"k", k}, {"v", v}, {"out", out}};
-  for (const auto &arg : args)
-    if (!arg.view)
-      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
-                  fn, arg.name);
+  KAIO_TRY(require_qkvo(fn, q, k, v, out));
   if (v->cols != q->cols || k->cols != q->cols)
     return fail(KAIO_ERROR_UNSUPPORTED,
                 "%s: q has %lld columns, k %lld and v %lld; this implementation needs k and v "
@@ -162,5 +161,45 @@ KAIO_API kaio_status kaio_attention_tc_causal(kaio_stream *stream, const kaio_te
   constexpr const char *fn = "kaio_attention_tc_causal";
   return kaio::firewall(fn, [&] { return single_head(fn, stream, q, k, v, out, true); });
 }
+
+}  // extern "C"
+
+// KAIO's f32 flash family.
+extern "C" {
+
+#define KAIO_FLASH_F32(name, causal)                                                         \
+  KAIO_API kaio_status kaio_##name(kaio_stream *stream, const kaio_tensor *q,                \
+                                   const kaio_tensor *k, const kaio_tensor *v,               \
+                                   const kaio_tensor *out) {                                 \
+    constexpr const char *fn = "kaio_" #name;                                                \
+    return kaio::firewall(                                                                   \
+        fn, [&] { return kaio::run_attention_f32(fn, stream, q, k, v, out, nullptr, causal); }); \
+  }                                                                                          \
+  KAIO_API kaio_status kaio_##name##_with_stats(kaio_stream *stream, const kaio_tensor *q,   \
+                                                const kaio_tensor *k, const kaio_tensor *v,  \
+                                                const kaio_tensor *out,                      \
+                                                const kaio_tensor *lse) {                    \
+    constexpr const char *fn = "kaio_" #name "_with_stats";                                  \
+    return kaio::firewall(fn, [&]() -> kaio_status {                                         \
+      if (!lse)                                                                              \
+        return fail(KAIO_ERROR_INVALID_ARGUMENT,                                             \
+                    "%s: argument 'lse' is NULL; pass an f32 [1, S] view.", fn);             \
+      return kaio::run_attention_f32(fn, stream, q, k, v, out, lse, causal);                 \
+    });                                                                                      \
+  }                                                                                          \
+  KAIO_API kaio_status kaio_##name##_backward(                                               \
+      kaio_stream *stream, const kaio_tensor *dout, const kaio_tensor *q,                    \
+      const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *out,                    \
+      const kaio_tensor *lse, const kaio_tensor *dq, const kaio_tensor *dk,                  \
+      const kaio_tensor *dv) {                                                               \
+    constexpr const char *fn = "kaio_" #name "_backward";                                    \
+    const kaio_tensor *const views[9] = {dout, q, k, v, out, lse, dq, dk, dv};               \
+    return kaio::firewall(                                                                   \
+        fn, [&] { return kaio::run_attention_f32_backward(fn, stream, views, causal); });     \
+  }
+
+KAIO_FLASH_F32(attention_flash, false)
+KAIO_FLASH_F32(attention_flash_causal, true)
+#undef KAIO_FLASH_F32
 
 }  // extern "C"

@@ -29,6 +29,7 @@ const char *module_name(ModuleId id) {
     case ModuleId::quant_int4: return "quant_int4";
     case ModuleId::attention_fwd_sm80: return "attention_fwd_sm80";
     case ModuleId::attention_bwd_sm80: return "attention_bwd_sm80";
+    case ModuleId::attention_f32: return "attention_f32";
     default: return "unknown";
   }
 }

@@ -22,6 +22,7 @@ enum class ModuleId : int {
   quant_int4,
   attention_fwd_sm80,
   attention_bwd_sm80,
+  attention_f32,
   count
 };
 
@@ -169,7 +170,27 @@ enum class ModuleId : int {
   X(attn_bwd_dkdv_bf16_d32, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d32") \
   X(attn_bwd_dkdv_bf16_d64, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d64") \
   X(attn_bwd_dkdv_bf16_d96, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d96") \
-  X(attn_bwd_dkdv_bf16_d128, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d128")
+  X(attn_bwd_dkdv_bf16_d128, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d128") \
+  X(attn_f32_fwd_d32, attention_f32, "kaio_attn_f32_fwd_d32") \
+  X(attn_f32_fwd_d64, attention_f32, "kaio_attn_f32_fwd_d64") \
+  X(attn_f32_fwd_d128, attention_f32, "kaio_attn_f32_fwd_d128") \
+  X(attn_f32_fwd_d256, attention_f32, "kaio_attn_f32_fwd_d256") \
+  X(attn_f32_dq_d32, attention_f32, "kaio_attn_f32_dq_d32") \
+  X(attn_f32_dq_d64, attention_f32, "kaio_attn_f32_dq_d64") \
+  X(attn_f32_dq_d128, attention_f32, "kaio_attn_f32_dq_d128") \
+  X(attn_f32_dq_d256, attention_f32, "kaio_attn_f32_dq_d256") \
+  X(attn_f32_dkdv_d32, attention_f32, "kaio_attn_f32_dkdv_d32") \
+  X(attn_f32_dkdv_d64, attention_f32, "kaio_attn_f32_dkdv_d64") \
+  X(attn_f32_dkdv_d128, attention_f32, "kaio_attn_f32_dkdv_d128") \
+  X(attn_f32_dkdv_d256, attention_f32, "kaio_attn_f32_dkdv_d256") \
+  X(attn_fwd_m128_f16_d32, attention_fwd_sm80, "kaio_attn_fwd_m128_f16_d32") \
+  X(attn_fwd_m128_f16_d64, attention_fwd_sm80, "kaio_attn_fwd_m128_f16_d64") \
+  X(attn_fwd_m128_f16_d96, attention_fwd_sm80, "kaio_attn_fwd_m128_f16_d96") \
+  X(attn_fwd_m128_f16_d128, attention_fwd_sm80, "kaio_attn_fwd_m128_f16_d128") \
+  X(attn_fwd_m128_bf16_d32, attention_fwd_sm80, "kaio_attn_fwd_m128_bf16_d32") \
+  X(attn_fwd_m128_bf16_d64, attention_fwd_sm80, "kaio_attn_fwd_m128_bf16_d64") \
+  X(attn_fwd_m128_bf16_d96, attention_fwd_sm80, "kaio_attn_fwd_m128_bf16_d96") \
+  X(attn_fwd_m128_bf16_d128, attention_fwd_sm80, "kaio_attn_fwd_m128_bf16_d128")
 // clang-format on
 
 enum class KernelId : int {

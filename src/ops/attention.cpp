@@ -19,6 +19,7 @@ constexpr int64_t kFwdDims[] = {32, 64, 96, 128, 256};
 constexpr int64_t kBwdDims[] = {32, 64, 96, 128};
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kPreRowsPerBlock = 4;
+constexpr int64_t kMaxM128Dim = 128;  // the 128-row forward kernels: D in {32, 64, 96, 128}
 
 int dim_index(const int64_t *dims, size_t n, int64_t d) {
   for (size_t i = 0; i < n; ++i)
@@ -64,10 +65,17 @@ kaio_status check_desc(const char *caller, const kaio_attention_desc &d, bool ba
                 "%s: desc->mask is %d; use KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL or "
                 "KAIO_ATTENTION_CAUSAL_TOP_LEFT.",
                 caller, d.mask);
-  if (d.variant != KAIO_ATTENTION_AUTO && d.variant != KAIO_ATTENTION_SM80)
+  if (d.variant < KAIO_ATTENTION_AUTO || d.variant > KAIO_ATTENTION_SM80_M128)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                "%s: desc->variant is %d; use KAIO_ATTENTION_AUTO or KAIO_ATTENTION_SM80.", caller,
-                d.variant);
+                "%s: desc->variant is %d; use KAIO_ATTENTION_AUTO, KAIO_ATTENTION_SM80 or "
+                "KAIO_ATTENTION_SM80_M128.",
+                caller, d.variant);
+  if (d.variant == KAIO_ATTENTION_SM80_M128 && d.head_dim > kMaxM128Dim)
+    return fail(KAIO_ERROR_UNSUPPORTED,
+                "%s: desc->variant is KAIO_ATTENTION_SM80_M128 but head_dim is %" PRId64
+                "; that variant takes head dims up to %" PRId64
+                ". Use KAIO_ATTENTION_AUTO or KAIO_ATTENTION_SM80.",
+                caller, d.head_dim, kMaxM128Dim);
   if (d.reserved != 0 || d.reserved2 != 0)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: desc->reserved fields must be 0; initialise the desc with "
@@ -174,8 +182,11 @@ kaio_status plan_attention(const char *caller, kaio_device *device,
   const unsigned bh = static_cast<unsigned>(d.batch * d.heads_q);
   if (!backward) {
     const int di = dim_index(kFwdDims, 5, d.head_dim);
-    KAIO_TRY(resolve(caller, device, with_dtype_offset(KernelId::attn_fwd_f16_d32, dt * 5 + di),
-                     &plan->fwd));
+    const bool m128 = d.variant == KAIO_ATTENTION_SM80_M128 ||
+                      (d.variant == KAIO_ATTENTION_AUTO && d.head_dim <= kMaxM128Dim);
+    const KernelId id = m128 ? with_dtype_offset(KernelId::attn_fwd_m128_f16_d32, dt * 4 + di)
+                             : with_dtype_offset(KernelId::attn_fwd_f16_d32, dt * 5 + di);
+    KAIO_TRY(resolve(caller, device, id, &plan->fwd));
     plan->fwd.grid = blocks(d.seq_q, plan->fwd.cols);
     plan->fwd.grid_y = bh;
     return KAIO_OK;

@@ -32,4 +32,12 @@ kaio_status plan_attention(const char *caller, kaio_device *device,
 kaio_status run_attention(const char *caller, const kaio_device *device, const AttentionPlan &plan,
                           kaio_stream *stream, const kaio_tensor *tensors, size_t count);
 
+// KAIO's f32 single-head flash ops (ptx/gen_attention_f32.py): q, k, v, out
+// [S, D] f32, D <= 256, top-left causal. lse may be NULL (forward only).
+kaio_status run_attention_f32(const char *caller, kaio_stream *stream, const kaio_tensor *q,
+                              const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *out,
+                              const kaio_tensor *lse, bool causal);
+kaio_status run_attention_f32_backward(const char *caller, kaio_stream *stream,
+                                       const kaio_tensor *const views[9], bool causal);
+
 }  // namespace kaio

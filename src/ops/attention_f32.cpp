@@ -1,0 +1,148 @@
+// KAIO's f32 single-head flash attention: plan (kernel for the head dim) and
+// launch from [S, D] views. The kernels' contract is in ptx/gen_attention_f32.py.
+#include <cinttypes>
+#include <climits>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "kernels/module_cache.hpp"
+#include "ops/attention.hpp"
+#include "runtime/stream.hpp"
+#include "runtime/tensor_view.hpp"
+
+namespace kaio {
+namespace {
+
+constexpr int64_t kMaxDim = 256;
+
+// The kernel variant of head dims <= 32, 64, 128, 256.
+int dim_bucket(int64_t d) { return d <= 32 ? 0 : d <= 64 ? 1 : d <= 128 ? 2 : 3; }
+
+kaio_status plan(const char *caller, kaio_device *device, KernelId first, int64_t seq,
+                 int64_t dim, OpPlan *out) {
+  KAIO_TRY(require_arch(caller, device, 8, 0, "f32 flash attention (PTX sm_80)"));
+  BuiltinFunction fn;
+  KAIO_TRY(device->modules->function(caller, with_dtype_offset(first, dim_bucket(dim)), &fn));
+  if (fn.block == 0 || fn.cols_per_block == 0)
+    return fail(KAIO_ERROR_INTERNAL, "%s: an f32 attention kernel lacks its launch annotation.",
+                caller);
+  out->function = fn.function;
+  out->shared_bytes = fn.shared_bytes;
+  out->block = fn.block;
+  out->grid = static_cast<unsigned>((seq + fn.cols_per_block - 1) / fn.cols_per_block);
+  return KAIO_OK;
+}
+
+// Checks one [S, D] f32 view.
+kaio_status check_sd(const char *caller, const char *arg, const kaio_tensor *t,
+                     const kaio_device *device, int64_t seq, int64_t dim, CheckedView *out) {
+  if (!t)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
+                caller, arg);
+  KAIO_TRY(check_view(caller, arg, t, device, out));
+  KAIO_TRY(check_dtype(caller, arg, *out, KAIO_DTYPE_F32));
+  return check_shape(caller, arg, *out, seq, dim);
+}
+
+// S and D from q, with the limits every f32 flash call shares.
+kaio_status shape_from_q(const char *caller, const kaio_tensor *q, const kaio_device *device,
+                         CheckedView *qv) {
+  if (!q)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'q' is NULL; pass a kaio_tensor.",
+                caller);
+  KAIO_TRY(check_view(caller, "q", q, device, qv));
+  KAIO_TRY(check_dtype(caller, "q", *qv, KAIO_DTYPE_F32));
+  if (qv->cols > kMaxDim)
+    return fail(KAIO_ERROR_UNSUPPORTED,
+                "%s: argument 'q' has %" PRId64 " columns (the head dim D); the f32 flash kernels "
+                "take D <= %" PRId64 ". Use the f16/bf16 kaio_attention for larger heads.",
+                caller, qv->cols, kMaxDim);
+  if (qv->rows > INT32_MAX)
+    return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: S is %" PRId64 "; at most %d.", caller,
+                qv->rows, INT32_MAX);
+  return KAIO_OK;
+}
+
+kaio_status check_lse(const char *caller, const kaio_tensor *t, const kaio_device *device,
+                      int64_t seq, CheckedView *out) {
+  if (!t)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'lse' is NULL; pass a kaio_tensor.",
+                caller);
+  KAIO_TRY(check_view(caller, "lse", t, device, out));
+  KAIO_TRY(check_dtype(caller, "lse", *out, KAIO_DTYPE_F32));
+  return check_shape(caller, "lse", *out, 1, seq);
+}
+
+}  // namespace
+
+kaio_status run_attention_f32(const char *caller, kaio_stream *stream, const kaio_tensor *q,
+                              const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *out,
+                              const kaio_tensor *lse, bool causal) {
+  KAIO_TRY(check_stream(caller, stream));
+  kaio_device *device = stream->device;
+  CheckedView qv, kv, vv, ov, lv;
+  KAIO_TRY(shape_from_q(caller, q, device, &qv));
+  const int64_t S = qv.rows, D = qv.cols;
+  KAIO_TRY(check_sd(caller, "k", k, device, S, D, &kv));
+  KAIO_TRY(check_sd(caller, "v", v, device, S, D, &vv));
+  KAIO_TRY(check_sd(caller, "out", out, device, S, D, &ov));
+  for (const auto &[name, in] : {std::pair{"q", &qv}, {"k", &kv}, {"v", &vv}})
+    KAIO_TRY(check_no_partial_overlap(caller, "out", ov, name, *in, false));
+  if (lse) {
+    KAIO_TRY(check_lse(caller, lse, device, S, &lv));
+    for (const auto &[name, in] : {std::pair{"q", &qv}, {"k", &kv}, {"v", &vv}, {"out", &ov}})
+      KAIO_TRY(check_no_partial_overlap(caller, "lse", lv, name, *in, false));
+  }
+  OpPlan p;
+  KAIO_TRY(plan(caller, device, KernelId::attn_f32_fwd_d32, S, D, &p));
+  unsigned long long pq = qv.address, pk = kv.address, pv = vv.address, po = ov.address,
+                     pl = lse ? lv.address : 0;
+  unsigned long long ldq = qv.row_stride, ldk = kv.row_stride, ldv = vv.row_stride,
+                     ldo = ov.row_stride;
+  unsigned seq = static_cast<unsigned>(S), dim = static_cast<unsigned>(D), c = causal ? 1 : 0;
+  float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  void *params[] = {&pq, &pk, &pv, &po, &pl, &ldq, &ldk, &ldv, &ldo, &seq, &dim, &scale, &c};
+  return launch_builtin(caller, device, p, stream, params);
+}
+
+kaio_status run_attention_f32_backward(const char *caller, kaio_stream *stream,
+                                       const kaio_tensor *const views[9], bool causal) {
+  KAIO_TRY(check_stream(caller, stream));
+  kaio_device *device = stream->device;
+  // views: dout, q, k, v, out, lse, dq, dk, dv
+  CheckedView qv;
+  KAIO_TRY(shape_from_q(caller, views[1], device, &qv));
+  const int64_t S = qv.rows, D = qv.cols;
+  const char *names[] = {"dout", "q", "k", "v", "out", "lse", "dq", "dk", "dv"};
+  CheckedView v[9];
+  for (int i = 0; i < 9; ++i) {
+    if (i == 5)
+      KAIO_TRY(check_lse(caller, views[i], device, S, &v[i]));
+    else
+      KAIO_TRY(check_sd(caller, names[i], views[i], device, S, D, &v[i]));
+  }
+  for (int o = 6; o < 9; ++o)
+    for (int i = 0; i < 9; ++i)
+      if (i != o) KAIO_TRY(check_no_partial_overlap(caller, names[o], v[o], names[i], v[i], false));
+  OpPlan dq, dkdv;
+  KAIO_TRY(plan(caller, device, KernelId::attn_f32_dq_d32, S, D, &dq));
+  KAIO_TRY(plan(caller, device, KernelId::attn_f32_dkdv_d32, S, D, &dkdv));
+  unsigned long long p_do = v[0].address, pq = v[1].address, pk = v[2].address,
+                     pv = v[3].address, po = v[4].address, pl = v[5].address,
+                     ga = v[6].address, gb = 0;
+  unsigned long long lddo = v[0].row_stride, ldq = v[1].row_stride, ldk = v[2].row_stride,
+                     ldv = v[3].row_stride, ldo = v[4].row_stride, ldga = v[6].row_stride,
+                     ldgb = 0;
+  unsigned seq = static_cast<unsigned>(S), dim = static_cast<unsigned>(D), c = causal ? 1 : 0;
+  float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  void *params[] = {&p_do, &pq,   &pk,   &pv,   &po,   &pl,   &ga,   &gb,    &lddo,
+                    &ldq,  &ldk,  &ldv,  &ldo,  &ldga, &ldgb, &seq,  &dim,   &scale, &c};
+  KAIO_TRY(launch_builtin(caller, device, dq, stream, params));
+  ga = v[7].address;
+  ldga = v[7].row_stride;
+  gb = v[8].address;
+  ldgb = v[8].row_stride;
+  return launch_builtin(caller, device, dkdv, stream, params);
+}
+
+}  // namespace kaio

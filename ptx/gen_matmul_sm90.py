@@ -18,7 +18,8 @@ K-major (int8 wgmma has no transpose), m64nNk32 s32 accumulation (exact),
 K step 128; TMA maps of dtype UINT8 (0); two more params, row_scale and
 col_scale (f32 vectors of M and N, 0 = none):
     out = ((f32(acc) * alpha) * row_scale[m]) * col_scale[n] (+ beta * C),
-each product rounded (the order of the sm_80 int8 kernel).  The host keeps
+each product rounded (the order of the sm_80 int8 kernel); out_dtype 6 (i32)
+stores the exact sums themselves (the host passes alpha 1 and no scales).  The host keeps
 lda, ldb multiples of 16 and never splits K (f32 partials would lose the
 exact sum).  Measured through a driver-API harness on the H100: exact
 against the integer reference (K <= 1008); 4096^3 at 1335 TOPS on constant
@@ -356,7 +357,35 @@ def float_value(k, P, acc):
     return lambda j, h, e: k.f("mul.rn.f32", P["alpha"], acc[4 * j + 2 * h + e])
 
 
-def epilogue(k, P, value, m0, n0, cw, warp, lane, bn, done):
+def store_i32(k, P, acc, row_ok, whole_n, col0, elem0, nj, done):
+    """int8 kernels, out_dtype 6 (i32): the exact s32 sums, unscaled (the host
+    passes alpha 1, no scale vectors, beta 0).  2-element stores when the tile
+    is whole along N and C / ldc are 8-byte aligned, else element stores under
+    column predicates."""
+    other = k.label("not_i32")
+    k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", P["out_dtype"], 6), other))
+    pc = k.rd("add.u64", P["c"], k.rd("shl.b64", elem0, 2))
+    prow = [pc, k.rd("add.u64", pc, k.rd("shl.b64", P["ldc"], 5))]       # + 8 rows
+    aligned = k.p("setp.eq.u64", k.rd("and.b64", k.rd("or.b64", P["c"], k.rd("shl.b64", P["ldc"], 2)), 7), 0)
+    slow = k.label("i32_slow")
+    k.op("@!%s bra.uni %s" % (k.p("and.pred", whole_n, aligned), slow))
+    for h in range(2):
+        for j in range(nj):
+            k.op("@%s st.global.v2.s32 [%s+%d], {%s, %s}" % (
+                row_ok[h], prow[h], 32 * j, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]))
+    k.op("bra.uni %s" % done)
+    k.place(slow)
+    for j in range(nj):
+        for e in range(2):
+            col_in = k.p("setp.lt.u32", k.r("add.u32", col0, 8 * j + e), P["n"])
+            for h in range(2):
+                k.op("@%s st.global.s32 [%s+%d], %s" % (
+                    k.p("and.pred", row_ok[h], col_in), prow[h], 4 * (8 * j + e), acc[4 * j + 2 * h + e]))
+    k.op("bra.uni %s" % done)
+    k.place(other)
+
+
+def epilogue(k, P, value, m0, n0, cw, warp, lane, bn, done, int_acc=None):
     """acc[4j + v]: row 16w + g + 8(v >> 1), col 8j + 2t + (v & 1) of this
     consumer's 64 x bn block (w = warp in the warpgroup, g = lane/4, t = lane%4).
     One fast path per output dtype (whole tile along N, C and ldc aligned to
@@ -373,6 +402,8 @@ def epilogue(k, P, value, m0, n0, cw, warp, lane, bn, done):
               k.p("setp.lt.u32", k.r("add.u32", row0, 8), P["m"])]
     whole_n = k.p("setp.le.u32", k.r("add.u32", n0, bn), P["n"])
     elem0 = k.rd("add.u64", k.rd("mul.lo.u64", wide(k, row0), P["ldc"]), wide(k, col0))
+    if int_acc is not None:
+        store_i32(k, P, int_acc, row_ok, whole_n, col0, elem0, nj, done)
     k.note("out_dtype outside 1..3: write nothing")
     k.op("@%s bra.uni %s" % (k.p("setp.gt.u32", k.r("sub.u32", P["out_dtype"], 1), 2), done))
     is32 = k.p("setp.eq.u32", P["out_dtype"], 1)
@@ -630,7 +661,7 @@ def matmul_kernel(dt, la, lb, cfg):
     split = k.r("div.u32", t, ntiles)
     Pt = dict(P, c=k.rd("add.u64", P["c"], k.rd("shl.b64", k.rd("mul.lo.u64", wide(k, split), P["split_elems"]), 2)))
     value = IntScale(k, P, acc, m0, n0, cw, warp, lane) if int8 else float_value(k, P, acc)
-    epilogue(k, Pt, value, m0, n0, cw, warp, lane, bn, done)
+    epilogue(k, Pt, value, m0, n0, cw, warp, lane, bn, done, acc if int8 else None)
     k.place(done)
     k.op("add.u32 %s, %s, %s" % (t, t, nctas))
     k.op("bra.uni %s" % ctile)

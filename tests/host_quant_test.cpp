@@ -61,11 +61,12 @@ TEST_F(FakeQuant, Int8PicksWgmmaOnHopperAndMmaSyncWhenAsked) {
   EXPECT_EQ(launch_param<float>(8), 0.0f) << "no beta";
   EXPECT_EQ(launch_param<uint32_t>(10), 1u) << "K in one split: ceil(64 / 128) steps";
   EXPECT_EQ(launch_param<uint64_t>(11), 0u);
-  // i32 output (the exact sums) stays on the mma.sync kernel.
+  // i32 output (the exact sums) takes the same kernel, out_dtype 6.
   kaio_tensor ci = at(2, KAIO_DTYPE_I32, m, n);
   d.out_dtype = KAIO_DTYPE_I32;
   KT_OK(kaio_matmul_int8(stream_.get(), &a, &b, nullptr, nullptr, &ci, &d));
-  EXPECT_EQ(last_launch().name, "kaio_matmul_int8_sm80_async");
+  EXPECT_EQ(last_launch().name, "kaio_matmul_sm90_s8_nt");
+  EXPECT_EQ(launch_param<uint32_t>(9), static_cast<uint32_t>(KAIO_DTYPE_I32));
   d.out_dtype = KAIO_DTYPE_F32;
   d.variant = KAIO_MATMUL_ASYNC;
   KT_OK(kaio_matmul_int8(stream_.get(), &a, &b, nullptr, nullptr, &c, &d));

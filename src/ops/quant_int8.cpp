@@ -1,7 +1,7 @@
 // INT8 W8A8 matmul: exact int32 sums, then alpha and the optional row / column
 // scales. Compute capability 9.0 runs the wgmma s8 kernels fed by TMA
-// (gen_matmul_sm90.py) for float outputs; elsewhere, for i32 output, or with
-// KAIO_MATMUL_ASYNC, the mma.sync m16n8k32 kernel (gen_quant_int8.py).
+// (gen_matmul_sm90.py); elsewhere, or with KAIO_MATMUL_ASYNC, the mma.sync
+// m16n8k32 kernel (gen_quant_int8.py). Both scale in the same order.
 #include <algorithm>
 #include <cinttypes>
 #include <climits>
@@ -44,11 +44,9 @@ kaio_status encode_bytes(const char *caller, const kaio_device *device, const Ch
   return KAIO_OK;
 }
 
-// The Hopper kernels store float outputs only: i32 stays on the mma.sync kernel.
 bool hopper_applies(const kaio_device *device, const QuantPlan &p) {
-  return p.variant == KAIO_MATMUL_AUTO && p.out_dtype != KAIO_DTYPE_I32 &&
-         device->info.cc_major == 9 && device->info.cc_minor == 0 &&
-         device->api->cuTensorMapEncodeTiled != nullptr;
+  return p.variant == KAIO_MATMUL_AUTO && device->info.cc_major == 9 &&
+         device->info.cc_minor == 0 && device->api->cuTensorMapEncodeTiled != nullptr;
 }
 
 // 128 x 256 tiles, or 128 x 128 when the wide ones would leave more than

@@ -67,8 +67,15 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
   kaio_tensor a = at(KAIO_DTYPE_F16, 3, 512, 0), w = at(KAIO_DTYPE_U8, 40, 544, 16384),
               c = at(KAIO_DTYPE_F32, 3, 40, 65536);
   KT_OK(kaio_quant_matmul(stream_.get(), &a, &w, &c, KAIO_QUANT_Q8_0));
-  EXPECT_EQ(last_kernel(), "kaio_kq_matvec_q8_0_m4");
-  EXPECT_EQ(grid_, 5u);  // 8 weight rows per block
+  EXPECT_EQ(last_kernel(), "kaio_kq_mma_q8_0_f16");  // f16 A: the tensor-core matvec
+  EXPECT_EQ(grid_, 3u);                              // 16 weight rows per block
+  kaio_tensor abf = at(KAIO_DTYPE_BF16, 3, 512, 0);
+  KT_OK(kaio_quant_matmul(stream_.get(), &abf, &w, &c, KAIO_QUANT_Q8_0));
+  EXPECT_EQ(last_kernel(), "kaio_kq_mma_q8_0_bf16");
+  kaio_tensor a32 = at(KAIO_DTYPE_F32, 3, 512, 0);
+  KT_OK(kaio_quant_matmul(stream_.get(), &a32, &w, &c, KAIO_QUANT_Q8_0));
+  EXPECT_EQ(last_kernel(), "kaio_kq_matvec_q8_0_m4");  // f32 A: the CUDA-core matvec
+  EXPECT_EQ(grid_, 5u);                                 // 8 weight rows per block
   // M > 8: dequantize into the op's workspace, then the tensor-core matmul
   kaio_op *op = nullptr;
   KT_OK(kaio_op_create_quant_matmul(&op, dev_.get(), KAIO_QUANT_Q8_0, KAIO_DTYPE_F16,

@@ -123,7 +123,7 @@ int run(int iters) {
   std::string why;
   const std::unique_ptr<kaio_bench::Cublas> cublas = kaio_bench::Cublas::open(stream.get(), &why);
   if (!cublas) std::printf("\ncuBLAS not available: %s\n", why.c_str());
-  std::printf("\n== dequant-matvec M = 1: A 1 x K (f16, bf16: tensor-core kernel; f32: CUDA-core kernel), W N x K quantized, C f32 ==\n");
+  std::printf("\n== dequant-matvec M = 1: A 1 x K (K-quants f16, bf16: tensor-core kernel; f32 and Q8_0: CUDA-core kernel), W N x K quantized, C f32 ==\n");
   std::printf("format A     N x K        | kaio us  weight GB/s  %%copy | cuBLAS f16 us  speedup\n");
   struct Shape { int64_t n, k; };
   for (const Shape s : {Shape{14336, 4096}, Shape{4096, 14336}}) {
@@ -160,8 +160,9 @@ int run(int iters) {
         CHECK(kaio_buffer_write(arena.get(), lay.offsets[0] + a.size() * 2, a.data(), a.size() * 2));
         kaio_bench::replicate_first_set(arena.get(), lay, stream.get());
       }
-      // f16 and bf16 A run the tensor-core matvec, f32 A the CUDA-core one
-      // (the f16 bits reread as bf16 or f32: finite values).
+      // K-quants: f16 and bf16 A run the tensor-core matvec, f32 A the
+      // CUDA-core one; Q8_0 always the CUDA-core one (the f16 bits reread as
+      // bf16 or f32: finite values).
       for (kaio_dtype adt : {KAIO_DTYPE_F16, KAIO_DTYPE_BF16, KAIO_DTYPE_F32}) {
         kaio_op *raw = nullptr;
         CHECK(kaio_op_create_quant_matmul(&raw, device.get(), f, adt, KAIO_DTYPE_F32, 1, s.n, s.k));

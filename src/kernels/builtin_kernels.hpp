@@ -164,11 +164,9 @@ enum class ModuleId : int {
   X(attn_bwd_dkdv_bf16_d64, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d64") \
   X(attn_bwd_dkdv_bf16_d96, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d96") \
   X(attn_bwd_dkdv_bf16_d128, attention_bwd_sm80, "kaio_attn_bwd_dkdv_bf16_d128") \
-  X(kq_mma_q8_0_f16, kquant_dequant, "kaio_kq_mma_q8_0_f16") \
   X(kq_mma_q4_k_f16, kquant_dequant, "kaio_kq_mma_q4_k_f16") \
   X(kq_mma_q5_k_f16, kquant_dequant, "kaio_kq_mma_q5_k_f16") \
   X(kq_mma_q6_k_f16, kquant_dequant, "kaio_kq_mma_q6_k_f16") \
-  X(kq_mma_q8_0_bf16, kquant_dequant, "kaio_kq_mma_q8_0_bf16") \
   X(kq_mma_q4_k_bf16, kquant_dequant, "kaio_kq_mma_q4_k_bf16") \
   X(kq_mma_q5_k_bf16, kquant_dequant, "kaio_kq_mma_q5_k_bf16") \
   X(kq_mma_q6_k_bf16, kquant_dequant, "kaio_kq_mma_q6_k_bf16")

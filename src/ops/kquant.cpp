@@ -164,11 +164,12 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
     return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: M is %" PRId64 "; it must be between 1 and %d.",
                 caller, p->rows, INT32_MAX);
   KAIO_TRY(check_values(caller, "W (N x K)", p->format, p->cols, p->k));
-  if (p->rows <= kMatvecMaxRows && p->dtype != KAIO_DTYPE_F32) {
-    // f16/bf16 A: the tensor-core matvec (ptx/kquant_mma.py), any M <= 8,
-    // 16 weight rows per block. f32 A keeps the CUDA-core kernels below.
-    const int variant = format_index(p->format) + (p->dtype == KAIO_DTYPE_BF16 ? 4 : 0);
-    KernelId id = with_dtype_offset(KernelId::kq_mma_q8_0_f16, variant);
+  if (p->rows <= kMatvecMaxRows && p->dtype != KAIO_DTYPE_F32 && p->format != KAIO_QUANT_Q8_0) {
+    // K-quants with f16/bf16 A: the tensor-core matvec (ptx/kquant_mma.py),
+    // any M <= 8, 16 weight rows per block. f32 A and Q8_0 (faster there, see
+    // bench/RESULTS.md) keep the CUDA-core kernels below.
+    const int variant = format_index(p->format) - 1 + (p->dtype == KAIO_DTYPE_BF16 ? 3 : 0);
+    KernelId id = with_dtype_offset(KernelId::kq_mma_q4_k_f16, variant);
     KAIO_TRY(resolve(caller, device, id, &p->launch));
     p->launch.grid = static_cast<unsigned>((p->cols + kRowsPerMmaBlock - 1) / kRowsPerMmaBlock);
     return KAIO_OK;

@@ -17,6 +17,9 @@ products. The scale (and min) of each group is applied in f32 afterwards, as
 in the CUDA-core kernels; the sum of the activations that the min multiplies
 comes from a second mma with an all-ones A.
 
+Checked without a GPU by tests/kquant_mma_emulated.py (a PTX interpreter
+runs these kernels); on the H100 by GpuKquant.QuantMatmulMatchesTheF64Reference.
+
 Q8_0 has no kernel here: a version of this design (34-byte blocks, only
 2-byte aligned, read with 16-bit loads that each touch 8 rows) measured
 26-34 % of copy bandwidth on the H100 against 59-63 % for the CUDA-core

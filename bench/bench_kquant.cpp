@@ -4,7 +4,7 @@
 //    (kaio_buffer_copy, read + write) and against the project's
 //    single-threaded C++ reference (tests/support/kquant_ref) timed on this
 //    machine's CPU;
-//  * dequant-matvec at M = 1 (f16 activations, f32 out), W N x K for
+//  * dequant-matvec at M = 1 (f16, bf16 and f32 activations, f32 out), W N x K for
 //    (N, K) = (14336, 4096) and (4096, 14336): weight bytes per second,
 //    against the copy bandwidth and cuBLAS GemmEx f16 (A 1 x K, B the f16
 //    weights N x K transposed, f32 out) on the same logical shape.
@@ -123,8 +123,8 @@ int run(int iters) {
   std::string why;
   const std::unique_ptr<kaio_bench::Cublas> cublas = kaio_bench::Cublas::open(stream.get(), &why);
   if (!cublas) std::printf("\ncuBLAS not available: %s\n", why.c_str());
-  std::printf("\n== dequant-matvec M = 1: A f16 1 x K, W N x K quantized, C f32 ==\n");
-  std::printf("format     N x K        | kaio us  weight GB/s  %%copy | cuBLAS f16 us  speedup\n");
+  std::printf("\n== dequant-matvec M = 1: A 1 x K (K-quants f16, bf16: tensor-core kernel; f32 and Q8_0: CUDA-core kernel), W N x K quantized, C f32 ==\n");
+  std::printf("format A     N x K        | kaio us  weight GB/s  %%copy | cuBLAS f16 us  speedup\n");
   struct Shape { int64_t n, k; };
   for (const Shape s : {Shape{14336, 4096}, Shape{4096, 14336}}) {
     double cublas_us = -1;
@@ -143,7 +143,7 @@ int run(int iters) {
       const kaio_quant_format f = kFormats[fi];
       const int64_t row_bytes = kaio_quant_row_bytes(f, s.k);
       const uint64_t wb = static_cast<uint64_t>(s.n * row_bytes);
-      const kaio_bench::SetLayout lay = kaio_bench::plan_sets({static_cast<uint64_t>(s.k) * 2, wb, static_cast<uint64_t>(s.n) * 4}, info.l2_cache_bytes);
+      const kaio_bench::SetLayout lay = kaio_bench::plan_sets({static_cast<uint64_t>(s.k) * 4, wb, static_cast<uint64_t>(s.n) * 4}, info.l2_cache_bytes);
       Buffer arena = make_buffer(device.get(), lay.set_stride * lay.sets);
       // Valid blocks: quantize random weights on the GPU into set 0.
       {
@@ -157,23 +157,30 @@ int run(int iters) {
         const std::vector<uint16_t> a = kaio_bench::to_half(kaio_bench::random_floats(static_cast<uint64_t>(s.k), -1.0f, 1.0f, 13), KAIO_DTYPE_F16);
         CHECK(kaio_stream_synchronize(stream.get()));
         CHECK(kaio_buffer_write(arena.get(), lay.offsets[0], a.data(), a.size() * 2));
+        CHECK(kaio_buffer_write(arena.get(), lay.offsets[0] + a.size() * 2, a.data(), a.size() * 2));
         kaio_bench::replicate_first_set(arena.get(), lay, stream.get());
       }
-      kaio_op *raw = nullptr;
-      CHECK(kaio_op_create_quant_matmul(&raw, device.get(), f, KAIO_DTYPE_F16, KAIO_DTYPE_F32, 1, s.n, s.k));
-      Op op(raw);
-      const double us = timer.median_us([&](uint64_t set) {
-        kaio_tensor t[] = {kaio_tensor_2d(arena.get(), KAIO_DTYPE_F16, 1, s.k),
-                           kaio_tensor_2d(arena.get(), KAIO_DTYPE_U8, s.n, row_bytes),
-                           kaio_tensor_2d(arena.get(), KAIO_DTYPE_F32, 1, s.n)};
-        for (int i = 0; i < 3; ++i) t[i].offset_bytes = lay.offset(set, static_cast<size_t>(i));
-        CHECK(kaio_op_launch(op.get(), stream.get(), t, 3));
-      }, lay.sets);
-      const double gbs = static_cast<double>(wb) / us / 1e3;
-      std::printf("%-6s %6lld x %6lld | %7.1f %12.1f %5.1f%% | %13.1f %7.2fx\n", kFormatNames[fi],
-                  static_cast<long long>(s.n), static_cast<long long>(s.k), us, gbs, 100.0 * gbs / copy_gbs,
-                  cublas_us, cublas_us > 0 ? cublas_us / us : 0.0);
-      std::fflush(stdout);
+      // K-quants: f16 and bf16 A run the tensor-core matvec, f32 A the
+      // CUDA-core one; Q8_0 always the CUDA-core one (the f16 bits reread as
+      // bf16 or f32: finite values).
+      for (kaio_dtype adt : {KAIO_DTYPE_F16, KAIO_DTYPE_BF16, KAIO_DTYPE_F32}) {
+        kaio_op *raw = nullptr;
+        CHECK(kaio_op_create_quant_matmul(&raw, device.get(), f, adt, KAIO_DTYPE_F32, 1, s.n, s.k));
+        Op op(raw);
+        const double us = timer.median_us([&](uint64_t set) {
+          kaio_tensor t[] = {kaio_tensor_2d(arena.get(), adt, 1, s.k),
+                             kaio_tensor_2d(arena.get(), KAIO_DTYPE_U8, s.n, row_bytes),
+                             kaio_tensor_2d(arena.get(), KAIO_DTYPE_F32, 1, s.n)};
+          for (int i = 0; i < 3; ++i) t[i].offset_bytes = lay.offset(set, static_cast<size_t>(i));
+          CHECK(kaio_op_launch(op.get(), stream.get(), t, 3));
+        }, lay.sets);
+        const double gbs = static_cast<double>(wb) / us / 1e3;
+        std::printf("%-6s %-4s %6lld x %6lld | %7.1f %12.1f %5.1f%% | %13.1f %7.2fx\n", kFormatNames[fi],
+                    kaio_dtype_name(adt), static_cast<long long>(s.n),
+                    static_cast<long long>(s.k), us, gbs, 100.0 * gbs / copy_gbs, cublas_us,
+                    cublas_us > 0 ? cublas_us / us : 0.0);
+        std::fflush(stdout);
+      }
     }
   }
   return 0;

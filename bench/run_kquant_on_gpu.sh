@@ -3,7 +3,8 @@
 # repository root with the release build carried in build-gpu/ (or the
 # folder given as $1): the GPU tests, bench_kquant, then compute-sanitizer
 # memcheck on the tests with the odd shapes (last, so a time limit costs
-# only it).
+# only it). MEMCHECK_S, RACECHECK_S (seconds) and RACECHECK_FILTER (a gtest
+# filter) override the sanitizer steps' defaults.
 set -uo pipefail
 out="${OUT:-/tmp/kaio-out}"
 b="${1:-build-gpu}"
@@ -15,10 +16,10 @@ grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests from .* ran|^\[       OK|^\[  FAILE
 grep -B2 -A12 'Failure' "$out/gpu-tests.log" | head -150
 $b/bench/bench_kquant > "$out/bench_kquant.log" 2>&1; echo "bench exit $?"
 cat "$out/bench_kquant.log"
-timeout 90 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 $t \
+timeout "${MEMCHECK_S:-90}" compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 $t \
   --gtest_filter='GpuKquant.QuantizeOddShapesAndPaddedStrides:GpuKquant.DequantizeMatchesTheReference:GpuKquant.QuantMatmulMatchesTheF64Reference' \
   > "$out/memcheck.log" 2>&1
 echo "memcheck exit $?"; grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/memcheck.log" | tail -3
-timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 $t \
-  --gtest_filter='GpuKquant.QuantizeOddShapesAndPaddedStrides' > "$out/racecheck.log" 2>&1
+timeout "${RACECHECK_S:-60}" compute-sanitizer --tool racecheck --error-exitcode 9 $t \
+  --gtest_filter="${RACECHECK_FILTER:-GpuKquant.QuantizeOddShapesAndPaddedStrides}" > "$out/racecheck.log" 2>&1
 echo "racecheck exit $?"; grep -E 'RACECHECK SUMMARY|PASSED|FAILED' "$out/racecheck.log" | tail -3

@@ -70,6 +70,7 @@ import struct
 import sys
 
 from gen_elementwise import Kernel as ElementwiseKernel
+from kquant_mma import FORMATS as MMA_FORMATS, mma_matvec
 from ptx_emitter import load_params, write_or_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -1143,6 +1144,11 @@ def build():
         for mt in MTS:
             deq.append(kernel("kaio_kq_matvec_%s_m%d" % (fmt, mt), MV_PARAMS,
                               "%s dequant-matvec for M <= %d." % (fmt, mt), matvec, fmt, mt))
+    for dt in ("f16", "bf16"):
+        for fmt in MMA_FORMATS:
+            deq.append(kernel("kaio_kq_mma_%s_%s" % (fmt, dt), MV_PARAMS,
+                              "%s dequant-matvec on tensor cores, %s A, M <= 8 (see kquant_mma.py)." % (fmt, dt),
+                              mma_matvec, fmt, dt))
     return {"kquant_quantize.ptx": "\n".join(quant), "kquant_dequant.ptx": "\n".join(deq)}
 
 

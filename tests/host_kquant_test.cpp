@@ -63,12 +63,23 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
   EXPECT_EQ(last_kernel(), "kaio_kq_quantize_q4_k_ggml");
   KT_OK(kaio_dequantize(stream_.get(), &q, &x, KAIO_QUANT_Q6_K));
   EXPECT_EQ(last_kernel(), "kaio_kq_dequantize_q6_k");
-  // matvec: A 3 x 512 f16, W 40 x 512 Q8_0, C 3 x 40 f32
+  // matvec: A 3 x 512 f16, W 40 x 512 Q8_0, C 3 x 40 f32: the CUDA-core kernel
   kaio_tensor a = at(KAIO_DTYPE_F16, 3, 512, 0), w = at(KAIO_DTYPE_U8, 40, 544, 16384),
               c = at(KAIO_DTYPE_F32, 3, 40, 65536);
   KT_OK(kaio_quant_matmul(stream_.get(), &a, &w, &c, KAIO_QUANT_Q8_0));
   EXPECT_EQ(last_kernel(), "kaio_kq_matvec_q8_0_m4");
   EXPECT_EQ(grid_, 5u);  // 8 weight rows per block
+  // K-quants with f16/bf16 A: the tensor-core matvec; f32 A: the CUDA-core one
+  kaio_tensor w4 = at(KAIO_DTYPE_U8, 40, 288, 16384), a32 = at(KAIO_DTYPE_F32, 3, 512, 0),
+              abf = at(KAIO_DTYPE_BF16, 3, 512, 0);
+  KT_OK(kaio_quant_matmul(stream_.get(), &a, &w4, &c, KAIO_QUANT_Q4_K));
+  EXPECT_EQ(last_kernel(), "kaio_kq_mma_q4_k_f16");
+  EXPECT_EQ(grid_, 3u);  // 16 weight rows per block
+  KT_OK(kaio_quant_matmul(stream_.get(), &abf, &w4, &c, KAIO_QUANT_Q4_K));
+  EXPECT_EQ(last_kernel(), "kaio_kq_mma_q4_k_bf16");
+  KT_OK(kaio_quant_matmul(stream_.get(), &a32, &w4, &c, KAIO_QUANT_Q4_K));
+  EXPECT_EQ(last_kernel(), "kaio_kq_matvec_q4_k_m4");
+  EXPECT_EQ(grid_, 5u);
   // M > 8: dequantize into the op's workspace, then the tensor-core matmul
   kaio_op *op = nullptr;
   KT_OK(kaio_op_create_quant_matmul(&op, dev_.get(), KAIO_QUANT_Q8_0, KAIO_DTYPE_F16,

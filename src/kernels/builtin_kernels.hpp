@@ -190,7 +190,13 @@ enum class ModuleId : int {
   X(attn_fwd_m128_bf16_d32, attention_fwd_sm80, "kaio_attn_fwd_m128_bf16_d32") \
   X(attn_fwd_m128_bf16_d64, attention_fwd_sm80, "kaio_attn_fwd_m128_bf16_d64") \
   X(attn_fwd_m128_bf16_d96, attention_fwd_sm80, "kaio_attn_fwd_m128_bf16_d96") \
-  X(attn_fwd_m128_bf16_d128, attention_fwd_sm80, "kaio_attn_fwd_m128_bf16_d128")
+  X(attn_fwd_m128_bf16_d128, attention_fwd_sm80, "kaio_attn_fwd_m128_bf16_d128") \
+  X(kq_mma_q4_k_f16, kquant_dequant, "kaio_kq_mma_q4_k_f16") \
+  X(kq_mma_q5_k_f16, kquant_dequant, "kaio_kq_mma_q5_k_f16") \
+  X(kq_mma_q6_k_f16, kquant_dequant, "kaio_kq_mma_q6_k_f16") \
+  X(kq_mma_q4_k_bf16, kquant_dequant, "kaio_kq_mma_q4_k_bf16") \
+  X(kq_mma_q5_k_bf16, kquant_dequant, "kaio_kq_mma_q5_k_bf16") \
+  X(kq_mma_q6_k_bf16, kquant_dequant, "kaio_kq_mma_q6_k_bf16")
 // clang-format on
 
 enum class KernelId : int {

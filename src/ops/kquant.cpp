@@ -17,6 +17,7 @@ namespace {
 constexpr unsigned kBlock = 256;
 constexpr int64_t kMatvecMaxRows = 8;
 constexpr int64_t kRowsPerMatvecBlock = 8;  // one warp per weight row
+constexpr int64_t kRowsPerMmaBlock = 16;    // the tensor-core matvec: one mma tile of rows
 constexpr unsigned kConvertPerThread = 8;   // the convert kernels' elements per thread
 
 bool known_format(kaio_quant_format f) { return f >= KAIO_QUANT_Q8_0 && f <= KAIO_QUANT_Q6_K; }
@@ -163,6 +164,16 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
     return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: M is %" PRId64 "; it must be between 1 and %d.",
                 caller, p->rows, INT32_MAX);
   KAIO_TRY(check_values(caller, "W (N x K)", p->format, p->cols, p->k));
+  if (p->rows <= kMatvecMaxRows && p->dtype != KAIO_DTYPE_F32 && p->format != KAIO_QUANT_Q8_0) {
+    // K-quants with f16/bf16 A: the tensor-core matvec (ptx/kquant_mma.py),
+    // any M <= 8, 16 weight rows per block. f32 A and Q8_0 (faster there, see
+    // bench/RESULTS.md) keep the CUDA-core kernels below.
+    const int variant = format_index(p->format) - 1 + (p->dtype == KAIO_DTYPE_BF16 ? 3 : 0);
+    KernelId id = with_dtype_offset(KernelId::kq_mma_q4_k_f16, variant);
+    KAIO_TRY(resolve(caller, device, id, &p->launch));
+    p->launch.grid = static_cast<unsigned>((p->cols + kRowsPerMmaBlock - 1) / kRowsPerMmaBlock);
+    return KAIO_OK;
+  }
   if (p->rows <= kMatvecMaxRows) {
     int bucket = 0;  // M per kernel: 1, 2, 4, 8
     while ((int64_t{1} << bucket) < p->rows) ++bucket;

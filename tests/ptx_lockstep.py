@@ -1,0 +1,306 @@
+"""A small PTX interpreter for host-side checks of warp-level kernels.
+
+It runs one CTA's warps in lockstep, 32 lanes at a time, over a flat
+bytearray standing for device memory (addresses are offsets into it), and
+knows only the instructions the kaio_kq_mma_* kernels use; anything else
+raises NotImplementedError. Branches must be uniform within a warp and
+bar.sync is the only barrier: every warp runs to it, then every warp runs
+on. f32 arithmetic is rounded per operation (Python doubles rounded to f32;
+fma rounds once), and mma.sync m16n8k16 sums its products exactly and
+rounds once, which is not how a tensor core accumulates: a check built on
+this gives the fragment layout and the decoding, not the hardware's
+rounding. Loads check alignment and bounds.
+"""
+import re, struct, math
+
+M32 = (1 << 32) - 1
+M64 = (1 << 64) - 1
+
+
+def b2f(x):
+    return struct.unpack("<f", struct.pack("<I", x & M32))[0]
+
+
+def f2b(x):
+    return struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+def h2f(x):
+    return struct.unpack("<e", struct.pack("<H", x & 0xFFFF))[0]
+
+
+def f2h(x):
+    return struct.unpack("<H", struct.pack("<e", x))[0]
+
+
+def bf2f(x):
+    return struct.unpack("<f", struct.pack("<I", (x & 0xFFFF) << 16))[0]
+
+
+def parse_kernel(text, name):
+    i = text.index(".entry %s(" % name)
+    j = text.index("\n}\n", i)
+    body = text[i:j].split("{", 1)[1]
+    instrs, labels = [], {}
+    for line in body.split("\n"):
+        line = line.strip()
+        if not line or line.startswith("//") or line.startswith(".reg") or line.startswith(".shared"):
+            continue
+        if line.endswith(":"):
+            labels[line[:-1]] = len(instrs)
+            continue
+        line = line.rstrip(";")
+        pred = None
+        if line.startswith("@"):
+            p, line = line.split(" ", 1)
+            pred = (p[1] == "!", p.lstrip("@!"))
+        op, _, rest = line.partition(" ")
+        args = [a.strip() for a in re.findall(r"\s*(\{[^}]*\}|\[[^\]]*\]|[^,]+)", rest)]
+        args = [a for a in args if a]
+        instrs.append((pred, op, args))
+    return instrs, labels
+
+
+def regs_of(a):
+    return [x.strip() for x in a.strip("{}").split(",")]
+
+
+class Warp:
+    def __init__(self, kern, params, mem, shared, ctaid, warp):
+        self.instrs, self.labels = kern
+        self.params, self.mem, self.shared = params, mem, shared
+        self.R = {}
+        self.tid = [l + 32 * warp for l in range(32)]
+        self.ctaid = ctaid
+        self.pc = 0
+
+    def val(self, a):
+        if a.startswith("%"):
+            if a == "%tid.x":
+                return list(self.tid)
+            if a == "%ctaid.x":
+                return [self.ctaid] * 32
+            return self.R[a]
+        if a.startswith("0f"):
+            return [int(a[2:], 16)] * 32
+        if a == "kq_red":
+            return [0] * 32
+        return [int(a, 0) & M64] * 32
+
+    def addr(self, a):
+        m = re.match(r"(%\w+)(?:\+(-?\d+))?$", a.strip("[]"))
+        base = self.val(m.group(1))
+        o = int(m.group(2) or 0)
+        return [(b + o) & M64 for b in base]
+
+    def run(self):
+        while True:
+            pred, op, args = self.instrs[self.pc]
+            self.pc += 1
+            mask = [True] * 32
+            if pred:
+                neg, p = pred
+                mask = [(not v) if neg else bool(v) for v in self.R[p]]
+            r = self.step(op, args, mask)
+            if r:
+                return r
+
+    def setr(self, d, v, mask):
+        if d in self.R and not all(mask):
+            old = self.R[d]
+            v = [v[l] if mask[l] else old[l] for l in range(32)]
+        self.R[d] = list(v)
+
+    def step(self, op, args, mask):
+        V = self.val
+        if op in ("bra", "bra.uni"):
+            if any(mask):
+                assert all(mask), "divergent branch"
+                self.pc = self.labels[args[0]]
+            return None
+        if op == "ret":
+            return "ret"
+        if op == "bar.sync":
+            return "bar"
+        if op.startswith("ld.param"):
+            self.setr(args[0], [self.params[args[1].strip("[]")]] * 32, mask)
+            return None
+        if op == "cvta.to.global.u64":
+            self.setr(args[0], V(args[1]), mask)
+            return None
+        if op.startswith("mov"):
+            d, s = args
+            if d.startswith("{"):
+                lo, hi = regs_of(d)
+                v = V(s)
+                self.setr(lo, [x & 0xFFFF for x in v], mask)
+                self.setr(hi, [(x >> 16) & 0xFFFF for x in v], mask)
+            elif s.startswith("{"):
+                lo, hi = regs_of(s)
+                self.setr(d, [(a & 0xFFFF) | ((b & 0xFFFF) << 16) for a, b in zip(V(lo), V(hi))], mask)
+            else:
+                self.setr(d, V(s), mask)
+            return None
+        if op.startswith("ld.global"):
+            ad = self.addr(args[1])
+            regs = regs_of(args[0])
+            width = 2 if op.endswith("b16") else 4
+            outs = [[0] * 32 for _ in regs]
+            for l in range(32):
+                if not mask[l]:
+                    continue
+                assert ad[l] % (width * len(regs)) == 0, "misaligned %s at %d" % (op, ad[l])
+                for ri in range(len(regs)):
+                    a = ad[l] + ri * width
+                    assert 0 <= a and a + width <= len(self.mem), "OOB load"
+                    outs[ri][l] = int.from_bytes(self.mem[a:a + width], "little")
+            for ri, reg in enumerate(regs):
+                self.setr(reg, outs[ri], mask)
+            return None
+        if op.startswith("st.global"):
+            ad = self.addr(args[0])
+            v = V(args[1])
+            width = 2 if op.endswith("b16") else 4
+            for l in range(32):
+                if mask[l]:
+                    a = ad[l]
+                    assert a % width == 0 and 0 <= a and a + width <= len(self.mem), "bad store"
+                    self.mem[a:a + width] = (v[l] & ((1 << (8 * width)) - 1)).to_bytes(width, "little")
+            return None
+        if op == "st.shared.v4.f32":
+            ad = self.addr(args[0])
+            regs = regs_of(args[1])
+            for l in range(32):
+                if mask[l]:
+                    for i, rg in enumerate(regs):
+                        self.shared[ad[l] // 4 + i] = self.R[rg][l]
+            return None
+        if op == "ld.shared.f32":
+            ad = self.addr(args[1])
+            self.setr(args[0], [self.shared[ad[l] // 4] for l in range(32)], mask)
+            return None
+        if op.startswith("mma.sync"):
+            d, a, b, c = [regs_of(x) for x in args]
+            assert all(mask)
+            cv16 = bf2f if ".bf16" in op else h2f
+            A = [[0.0] * 16 for _ in range(16)]
+            B = [[0.0] * 8 for _ in range(16)]
+            C = [[0.0] * 8 for _ in range(16)]
+            av, bv, cv = [V(x) for x in a], [V(x) for x in b], [V(x) for x in c]
+            for l in range(32):
+                g, t = l >> 2, l & 3
+                for ri, (row, col) in enumerate(((g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8))):
+                    w = av[ri][l]
+                    A[row][col] = cv16(w); A[row][col + 1] = cv16(w >> 16)
+                for ri, kr in enumerate((2 * t, 2 * t + 8)):
+                    w = bv[ri][l]
+                    B[kr][g] = cv16(w); B[kr + 1][g] = cv16(w >> 16)
+                for ri, (row, col) in enumerate(((g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1))):
+                    C[row][col] = b2f(cv[ri][l])
+            outs = [[0] * 32 for _ in range(4)]
+            for l in range(32):
+                g, t = l >> 2, l & 3
+                for ri, (row, col) in enumerate(((g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1))):
+                    s = C[row][col] + sum(A[row][kk] * B[kk][col] for kk in range(16))
+                    outs[ri][l] = f2b(s)
+            for ri, rg in enumerate(d):
+                self.setr(rg, outs[ri], mask)
+            return None
+        d = args[0]
+        s = [V(x) for x in args[1:]]
+        Z = range(32)
+        if op in ("add.u32", "sub.u32", "mul.lo.u32", "mad.lo.u32", "min.u32", "shl.b32", "shr.b32", "shr.u32",
+                  "and.b32", "or.b32", "xor.b32"):
+            x = [[v & M32 for v in col] for col in s]
+            f = {"add.u32": lambda a, b: a + b, "sub.u32": lambda a, b: a - b, "mul.lo.u32": lambda a, b: a * b,
+                 "min.u32": min, "shl.b32": lambda a, b: a << b, "shr.b32": lambda a, b: a >> b,
+                 "shr.u32": lambda a, b: a >> b, "and.b32": lambda a, b: a & b, "or.b32": lambda a, b: a | b,
+                 "xor.b32": lambda a, b: a ^ b}
+            if op == "mad.lo.u32":
+                r = [x[0][l] * x[1][l] + x[2][l] for l in Z]
+            else:
+                r = [f[op](x[0][l], x[1][l]) for l in Z]
+            self.setr(d, [v & M32 for v in r], mask)
+        elif op in ("add.u64", "mul.lo.u64", "mad.lo.u64", "mul.wide.u32"):
+            if op == "add.u64": r = [s[0][l] + s[1][l] for l in Z]
+            elif op == "mul.lo.u64": r = [s[0][l] * s[1][l] for l in Z]
+            elif op == "mad.lo.u64": r = [s[0][l] * s[1][l] + s[2][l] for l in Z]
+            else: r = [(s[0][l] & M32) * (s[1][l] & M32) for l in Z]
+            self.setr(d, [v & M64 for v in r], mask)
+        elif op == "cvt.u64.u32":
+            self.setr(d, [v & M32 for v in s[0]], mask)
+        elif op == "cvt.u32.u16":
+            self.setr(d, [v & 0xFFFF for v in s[0]], mask)
+        elif op == "cvt.f32.f16":
+            self.setr(d, [f2b(h2f(v)) for v in s[0]], mask)
+        elif op == "cvt.rn.f16.f32":
+            self.setr(d, [f2h(b2f(v)) for v in s[0]], mask)
+        elif op == "cvt.rn.f32.u32":
+            self.setr(d, [f2b(float(v & M32)) for v in s[0]], mask)
+        elif op == "cvt.rn.f32.s32":
+            self.setr(d, [f2b(float((v & M32) - ((v & 0x80000000) << 1))) for v in s[0]], mask)
+        elif op in ("bfe.u32", "bfe.s32"):
+            pos, ln = int(args[2]), int(args[3])
+            r = []
+            for v in s[0]:
+                x = (v >> pos) & ((1 << ln) - 1)
+                if op == "bfe.s32" and (x >> (ln - 1)) & 1:
+                    x |= M32 ^ ((1 << ln) - 1)
+                r.append(x)
+            self.setr(d, r, mask)
+        elif op == "prmt.b32":
+            sel = int(args[3], 0)
+            r = []
+            for l in Z:
+                x = (s[0][l] & M32) | ((s[1][l] & M32) << 32)
+                v = 0
+                for i in range(4):
+                    v |= ((x >> (8 * ((sel >> (4 * i)) & 7))) & 0xFF) << (8 * i)
+                r.append(v)
+            self.setr(d, r, mask)
+        elif op == "sub.rn.f16x2":
+            r = []
+            for l in Z:
+                lo = h2f(s[0][l]) - h2f(s[1][l]); hi = h2f(s[0][l] >> 16) - h2f(s[1][l] >> 16)
+                assert h2f(f2h(lo)) == lo and h2f(f2h(hi)) == hi, "inexact f16 sub"
+                r.append(f2h(lo) | (f2h(hi) << 16))
+            self.setr(d, r, mask)
+        elif op == "fma.rn.bf16x2":
+            r = []
+            for l in Z:
+                out = 0
+                for sh in (0, 16):
+                    v = bf2f(s[0][l] >> sh) * bf2f(s[1][l] >> sh) + bf2f(s[2][l] >> sh)
+                    bits = f2b(v)
+                    assert bits & 0xFFFF == 0, "inexact bf16 fma"
+                    out |= (bits >> 16) << sh
+                r.append(out)
+            self.setr(d, r, mask)
+        elif op in ("mul.f32", "add.f32", "fma.rn.f32", "neg.f32"):
+            x = [[b2f(v) for v in col] for col in s]
+            if op == "mul.f32": r = [x[0][l] * x[1][l] for l in Z]
+            elif op == "add.f32": r = [x[0][l] + x[1][l] for l in Z]
+            elif op == "fma.rn.f32": r = [x[0][l] * x[1][l] + x[2][l] for l in Z]
+            else: r = [-x[0][l] for l in Z]
+            self.setr(d, [f2b(v) for v in r], mask)
+        elif op.startswith("setp"):
+            x = [[v & M32 for v in col] for col in s]
+            cmp = op.split(".")[1]
+            f = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+                 "ge": lambda a, b: a >= b, "gt": lambda a, b: a > b, "le": lambda a, b: a <= b}[cmp]
+            self.setr(d, [f(x[0][l], x[1][l]) for l in Z], mask)
+        elif op == "and.pred":
+            self.setr(d, [a and b for a, b in zip(s[0], s[1])], mask)
+        else:
+            raise NotImplementedError(op)
+        return None
+
+
+def launch(kern, grid, params, mem):
+    for cta in range(grid):
+        shared = [f2b(float("nan"))] * 1024
+        warps = [Warp(kern, params, mem, shared, cta, w) for w in range(8)]
+        states = [w.run() for w in warps]
+        assert all(x == "bar" for x in states), states
+        for w in warps:
+            assert w.run() == "ret"

@@ -180,6 +180,8 @@ pub struct Int4Weight<'a> {
 
 impl<'a> Int4Weight<'a> {
     fn views(&self) -> [TensorView<'a>; 3] {
+        // A closure, not the fn item: `TensorView::none` returns a 'static
+        // view, which would force 'a = 'static here.
         [self.qweight, self.qzeros.unwrap_or_else(|| TensorView::none()), self.scales]
     }
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The bindings' GPU tests: build the test binaries here (no cargo or go on
 # the GPU machine), then run this script there from the repository root.
+# Every Rust test target named gpu* (tests/gpu.rs, tests/gpu_new_ops.rs) is
+# copied as .bind_gpu/rust_<target>.
 #   here:  bash bindings/run_on_gpu.sh build    (needs build/ and build-gpu/)
 #   there: bash bindings/run_on_gpu.sh run      (carry build-gpu and .bind_gpu)
 set -euo pipefail
@@ -11,15 +13,16 @@ case "${1:-}" in
       python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m.get("target", {}).get("name") == "gpu" and m.get("executable"):
-        print(m["executable"])' | xargs -I{} cp {} .bind_gpu/rust_gpu
+    name = m.get("target", {}).get("name", "")
+    if m.get("reason") == "compiler-artifact" and name.startswith("gpu") and m.get("executable"):
+        print(m["executable"], name)' | while read -r exe name; do cp "$exe" ".bind_gpu/rust_$name"; done
     (cd bindings/go/kaio && PKG_CONFIG_PATH="$PWD/../../../build/meson-uninstalled" \
       go test -c -o ../../../.bind_gpu/go_kaio.test .)
     ls -l .bind_gpu ;;
   run)
     export LD_LIBRARY_PATH="$PWD/build-gpu/src"
     unset LIBKAIO_CUDA_DRIVER
-    .bind_gpu/rust_gpu --nocapture --test-threads 1
+    for t in .bind_gpu/rust_gpu*; do "$t" --nocapture --test-threads 1; done
     (cd bindings/go/kaio && ../../../.bind_gpu/go_kaio.test -test.run GPU -test.v) ;;
   *) echo "usage: $0 build|run" >&2; exit 2 ;;
 esac

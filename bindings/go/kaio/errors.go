@@ -34,6 +34,7 @@ const (
 	StatusOutOfDeviceMemory Status = C.KAIO_ERROR_OUT_OF_DEVICE_MEMORY
 	StatusPTXJITFailed      Status = C.KAIO_ERROR_PTX_JIT_FAILED
 	StatusKernelNotFound    Status = C.KAIO_ERROR_KERNEL_NOT_FOUND
+	StatusKernelSource      Status = C.KAIO_ERROR_KERNEL_SOURCE
 	StatusLaunchFailed      Status = C.KAIO_ERROR_LAUNCH_FAILED
 	StatusDeviceFault       Status = C.KAIO_ERROR_DEVICE_FAULT
 	StatusDriver            Status = C.KAIO_ERROR_DRIVER
@@ -97,6 +98,7 @@ var (
 	ErrOutOfDeviceMemory = &Error{Status: StatusOutOfDeviceMemory}
 	ErrPTXJITFailed      = &Error{Status: StatusPTXJITFailed}
 	ErrKernelNotFound    = &Error{Status: StatusKernelNotFound}
+	ErrKernelSource      = &Error{Status: StatusKernelSource}
 	ErrLaunchFailed      = &Error{Status: StatusLaunchFailed}
 	ErrDeviceFault       = &Error{Status: StatusDeviceFault}
 	ErrDriver            = &Error{Status: StatusDriver}

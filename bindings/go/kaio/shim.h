@@ -97,4 +97,38 @@ static inline kaio_status kg_module_get_kernel(kaio_kernel **o, kaio_module *m, 
 static inline kaio_status kg_kernel_get_attributes(const kaio_kernel *k, kaio_kernel_attributes *a, kg_err *e) { KG(kaio_kernel_get_attributes(k, a)); }
 static inline kaio_status kg_kernel_launch(const kaio_kernel *k, kaio_stream *s, const kaio_launch_config *c, const void *args, size_t n, kg_err *e) { KG(kaio_kernel_launch(k, s, c, args, n)); }
 
+static inline kaio_status kg_op_create_quantize(kaio_op **o, kaio_device *d, kaio_quant_format f, kaio_quant_mode m, kaio_dtype t, int64_t r, int64_t c, kg_err *e) { KG(kaio_op_create_quantize(o, d, f, m, t, r, c)); }
+static inline kaio_status kg_quantize(kaio_stream *s, const kaio_tensor *x, const kaio_tensor *q, kaio_quant_format f, kaio_quant_mode m, kg_err *e) { KG(kaio_quantize(s, x, q, f, m)); }
+static inline kaio_status kg_op_create_dequantize(kaio_op **o, kaio_device *d, kaio_quant_format f, kaio_dtype t, int64_t r, int64_t c, kg_err *e) { KG(kaio_op_create_dequantize(o, d, f, t, r, c)); }
+static inline kaio_status kg_dequantize(kaio_stream *s, const kaio_tensor *q, const kaio_tensor *y, kaio_quant_format f, kg_err *e) { KG(kaio_dequantize(s, q, y, f)); }
+static inline kaio_status kg_op_create_quant_matmul(kaio_op **o, kaio_device *d, kaio_quant_format f, kaio_dtype at, kaio_dtype ot, int64_t m, int64_t n, int64_t k, kg_err *e) { KG(kaio_op_create_quant_matmul(o, d, f, at, ot, m, n, k)); }
+static inline kaio_status kg_quant_matmul(kaio_stream *s, const kaio_tensor *a, const kaio_tensor *w, const kaio_tensor *c, kaio_quant_format f, kg_err *e) { KG(kaio_quant_matmul(s, a, w, c, f)); }
+
+static inline kaio_status kg_matmul_int8_desc_init(kaio_matmul_int8_desc *d, kg_err *e) { KG(kaio_matmul_int8_desc_init(d, sizeof *d)); }
+static inline kaio_status kg_op_create_matmul_int8(kaio_op **o, kaio_device *d, const kaio_matmul_int8_desc *m, kg_err *e) { KG(kaio_op_create_matmul_int8(o, d, m)); }
+/* sa, sb: a view with a NULL buffer is passed as NULL (absent). */
+static inline kaio_status kg_matmul_int8(kaio_stream *s, const kaio_tensor *a, const kaio_tensor *b, const kaio_tensor *sa, const kaio_tensor *sb, const kaio_tensor *c, const kaio_matmul_int8_desc *m, kg_err *e) { KG(kaio_matmul_int8(s, a, b, sa->buffer ? sa : NULL, sb->buffer ? sb : NULL, c, m)); }
+static inline kaio_status kg_matmul_int4_desc_init(kaio_matmul_int4_desc *d, kg_err *e) { KG(kaio_matmul_int4_desc_init(d, sizeof *d)); }
+static inline kaio_status kg_op_create_matmul_int4(kaio_op **o, kaio_device *d, const kaio_matmul_int4_desc *m, kg_err *e) { KG(kaio_op_create_matmul_int4(o, d, m)); }
+static inline kaio_status kg_matmul_int4(kaio_stream *s, const kaio_tensor *a, const kaio_tensor *qw, const kaio_tensor *qz, const kaio_tensor *sc, const kaio_tensor *c, const kaio_matmul_int4_desc *m, kg_err *e) { KG(kaio_matmul_int4(s, a, qw, qz->buffer ? qz : NULL, sc, c, m)); }
+static inline kaio_status kg_int4_repack_kaio(kaio_stream *s, const kaio_tensor *src, const kaio_tensor *dst, kg_err *e) { KG(kaio_int4_repack_kaio(s, src, dst)); }
+static inline kaio_status kg_qkv_int4_desc_init(kaio_qkv_int4_desc *d, kg_err *e) { KG(kaio_qkv_int4_desc_init(d, sizeof *d)); }
+static inline kaio_status kg_op_create_qkv_project_int4(kaio_op **o, kaio_device *d, const kaio_qkv_int4_desc *m, kg_err *e) { KG(kaio_op_create_qkv_project_int4(o, d, m)); }
+static inline kaio_status kg_qkv_project_int4(kaio_stream *s, const kaio_tensor *t, size_t n, const kaio_qkv_int4_desc *m, kg_err *e) { KG(kaio_qkv_project_int4(s, t, n, m)); }
+
+static inline kaio_status kg_attention_desc_init(kaio_attention_desc *d, kg_err *e) { KG(kaio_attention_desc_init(d, sizeof *d)); }
+static inline kaio_status kg_op_create_attention(kaio_op **o, kaio_device *d, const kaio_attention_desc *m, kg_err *e) { KG(kaio_op_create_attention(o, d, m)); }
+static inline kaio_status kg_op_create_attention_backward(kaio_op **o, kaio_device *d, const kaio_attention_desc *m, kg_err *e) { KG(kaio_op_create_attention_backward(o, d, m)); }
+static inline kaio_status kg_attention(kaio_stream *s, const kaio_tensor *q, const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *o, const kaio_tensor *lse, const kaio_attention_desc *m, kg_err *e) { KG(kaio_attention(s, q, k, v, o, lse->buffer ? lse : NULL, m)); }
+static inline kaio_status kg_attention_tc(int causal, kaio_stream *s, const kaio_tensor *q, const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *o, kg_err *e) {
+    if (causal) KG(kaio_attention_tc_causal(s, q, k, v, o));
+    KG(kaio_attention_tc(s, q, k, v, o));
+}
+
+static inline kaio_status kg_lang_kernel_create(kaio_lang_kernel **o, kaio_device *d, const char *src, kg_err *e) { KG(kaio_lang_kernel_create(o, d, src)); }
+static inline kaio_status kg_lang_compile_ptx(const char *src, char *buf, size_t cap, size_t *len, kg_err *e) { KG(kaio_lang_compile_ptx(src, buf, cap, len)); }
+static inline kaio_status kg_lang_kernel_ptx(const kaio_lang_kernel *k, char *buf, size_t cap, size_t *len, kg_err *e) { KG(kaio_lang_kernel_ptx(k, buf, cap, len)); }
+static inline kaio_status kg_lang_kernel_launch(const kaio_lang_kernel *k, kaio_stream *s, const kaio_tensor *t, size_t nt, const double *sc, size_t ns, kg_err *e) { KG(kaio_lang_kernel_launch(k, s, t, nt, sc, ns)); }
+static inline kaio_status kg_lang_kernel_check(const kaio_lang_kernel *k, kg_err *e) { KG(kaio_lang_kernel_check(k)); }
+
 #endif

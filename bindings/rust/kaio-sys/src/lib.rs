@@ -56,6 +56,7 @@ pub const KAIO_ERROR_OUT_OF_HOST_MEMORY: kaio_status = -300;
 pub const KAIO_ERROR_OUT_OF_DEVICE_MEMORY: kaio_status = -301;
 pub const KAIO_ERROR_PTX_JIT_FAILED: kaio_status = -400;
 pub const KAIO_ERROR_KERNEL_NOT_FOUND: kaio_status = -401;
+pub const KAIO_ERROR_KERNEL_SOURCE: kaio_status = -402;
 pub const KAIO_ERROR_LAUNCH_FAILED: kaio_status = -500;
 pub const KAIO_ERROR_DEVICE_FAULT: kaio_status = -501;
 pub const KAIO_ERROR_DRIVER: kaio_status = -900;
@@ -103,6 +104,30 @@ pub const KAIO_MATMUL_AUTO: kaio_matmul_variant = 0;
 pub const KAIO_MATMUL_SYNC: kaio_matmul_variant = 1;
 pub const KAIO_MATMUL_ASYNC: kaio_matmul_variant = 2;
 
+// GGUF k-quants
+pub type kaio_quant_format = i32;
+pub const KAIO_QUANT_Q8_0: kaio_quant_format = 1;
+pub const KAIO_QUANT_Q4_K: kaio_quant_format = 2;
+pub const KAIO_QUANT_Q5_K: kaio_quant_format = 3;
+pub const KAIO_QUANT_Q6_K: kaio_quant_format = 4;
+pub type kaio_quant_mode = i32;
+pub const KAIO_QUANT_MODE_GGML: kaio_quant_mode = 0;
+pub const KAIO_QUANT_MODE_CANDLE: kaio_quant_mode = 1;
+
+// Quantized matmul
+pub type kaio_int4_format = i32;
+pub const KAIO_INT4_GPTQ: kaio_int4_format = 0;
+pub const KAIO_INT4_SIGNED: kaio_int4_format = 1;
+
+// Attention
+pub type kaio_attention_mask = i32;
+pub const KAIO_ATTENTION_MASK_NONE: kaio_attention_mask = 0;
+pub const KAIO_ATTENTION_CAUSAL: kaio_attention_mask = 1;
+pub const KAIO_ATTENTION_CAUSAL_TOP_LEFT: kaio_attention_mask = 2;
+pub type kaio_attention_variant = i32;
+pub const KAIO_ATTENTION_AUTO: kaio_attention_variant = 0;
+pub const KAIO_ATTENTION_SM80: kaio_attention_variant = 1;
+
 // ---------------------------------------------------------------------------
 // Opaque handles (the nomicon's zero-sized-type pattern)
 // ---------------------------------------------------------------------------
@@ -132,6 +157,8 @@ opaque! {
     kaio_module;
     /// An `.entry` of a user module.
     kaio_kernel;
+    /// A kernel-language kernel, compiled to PTX by libkaio and loaded.
+    kaio_lang_kernel;
 }
 
 // ---------------------------------------------------------------------------
@@ -234,6 +261,80 @@ pub struct kaio_matmul_backward_desc {
     pub reserved2: u32,
 }
 
+/// Fill with `kaio_matmul_int8_desc_init` before use.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct kaio_matmul_int8_desc {
+    pub struct_size: u32,
+    pub out_dtype: kaio_dtype,
+    pub m: i64,
+    pub n: i64,
+    pub k: i64,
+    pub alpha: f32,
+    /// Must be 0.
+    pub reserved: u32,
+}
+
+/// Fill with `kaio_matmul_int4_desc_init` before use.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct kaio_matmul_int4_desc {
+    pub struct_size: u32,
+    pub in_dtype: kaio_dtype,
+    pub out_dtype: kaio_dtype,
+    pub format: kaio_int4_format,
+    pub m: i64,
+    pub n: i64,
+    pub k: i64,
+    pub group_size: i64,
+    pub zeros_offset: u32,
+    /// Must be 0.
+    pub reserved: u32,
+}
+
+/// Fill with `kaio_qkv_int4_desc_init` before use.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct kaio_qkv_int4_desc {
+    pub struct_size: u32,
+    pub in_dtype: kaio_dtype,
+    pub out_dtype: kaio_dtype,
+    pub format: kaio_int4_format,
+    pub m: i64,
+    pub k: i64,
+    pub n_q: i64,
+    pub n_k: i64,
+    pub n_v: i64,
+    pub group_size: i64,
+    pub zeros_offset: u32,
+    /// Must be 0.
+    pub reserved: u32,
+}
+
+/// Fill with `kaio_attention_desc_init` before use.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct kaio_attention_desc {
+    pub struct_size: u32,
+    pub dtype: kaio_dtype,
+    pub out_dtype: kaio_dtype,
+    pub o_dtype: kaio_dtype,
+    pub mask: kaio_attention_mask,
+    pub variant: kaio_attention_variant,
+    pub deterministic: i32,
+    /// Must be 0.
+    pub reserved: u32,
+    pub batch: i64,
+    pub seq_q: i64,
+    pub seq_k: i64,
+    pub heads_q: i64,
+    pub heads_kv: i64,
+    pub head_dim: i64,
+    pub softmax_scale: f32,
+    /// Must be 0.
+    pub reserved2: u32,
+}
+
 // Layout asserts: the sizes kaio.h's structs have on every 64-bit target
 // (tests/c_abi.rs checks these, and every field offset, against a C compiler).
 const _: () = assert!(std::mem::size_of::<kaio_tensor>() == 48);
@@ -245,11 +346,17 @@ const _: () = assert!(std::mem::align_of::<kaio_device_info>() == 8);
 const _: () = assert!(std::mem::size_of::<kaio_kernel_attributes>() == 28);
 const _: () = assert!(std::mem::size_of::<kaio_matmul_desc>() == 56);
 const _: () = assert!(std::mem::size_of::<kaio_matmul_backward_desc>() == 56);
+const _: () = assert!(std::mem::size_of::<kaio_matmul_int8_desc>() == 40);
+const _: () = assert!(std::mem::size_of::<kaio_matmul_int4_desc>() == 56);
+const _: () = assert!(std::mem::size_of::<kaio_qkv_int4_desc>() == 72);
+const _: () = assert!(std::mem::size_of::<kaio_attention_desc>() == 88);
+const _: () = assert!(std::mem::align_of::<kaio_attention_desc>() == 8);
 const _: () = assert!(std::mem::size_of::<kaio_status>() == 4);
 const _: () = assert!(std::mem::size_of::<*mut kaio_buffer>() == 8);
 const _: () = assert!(KAIO_STATUS_CATEGORY(KAIO_ERROR_DEVICE_FAULT) == -500);
 const _: () = assert!(KAIO_STATUS_CATEGORY(KAIO_ERROR_INTERNAL) == -900);
 const _: () = assert!(KAIO_STATUS_CATEGORY(KAIO_OK) == 0);
+const _: () = assert!(KAIO_STATUS_CATEGORY(KAIO_ERROR_KERNEL_SOURCE) == -400);
 
 /// `kaio_tensor_2d`, a `static inline` function in C (so not in the library):
 /// a contiguous view of a whole buffer from its start.
@@ -473,4 +580,161 @@ extern "C" {
         args: *const c_void,
         args_size: usize,
     ) -> kaio_status;
+
+    // GGUF k-quants
+    pub fn kaio_quant_block_elems(format: kaio_quant_format) -> i64;
+    pub fn kaio_quant_block_bytes(format: kaio_quant_format) -> i64;
+    pub fn kaio_quant_row_bytes(format: kaio_quant_format, cols: i64) -> i64;
+    pub fn kaio_op_create_quantize(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        format: kaio_quant_format,
+        mode: kaio_quant_mode,
+        in_dtype: kaio_dtype,
+        rows: i64,
+        cols: i64,
+    ) -> kaio_status;
+    pub fn kaio_quantize(
+        stream: *mut kaio_stream,
+        x: *const kaio_tensor,
+        q: *const kaio_tensor,
+        format: kaio_quant_format,
+        mode: kaio_quant_mode,
+    ) -> kaio_status;
+    pub fn kaio_op_create_dequantize(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        format: kaio_quant_format,
+        out_dtype: kaio_dtype,
+        rows: i64,
+        cols: i64,
+    ) -> kaio_status;
+    pub fn kaio_dequantize(
+        stream: *mut kaio_stream,
+        q: *const kaio_tensor,
+        y: *const kaio_tensor,
+        format: kaio_quant_format,
+    ) -> kaio_status;
+    pub fn kaio_op_create_quant_matmul(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        format: kaio_quant_format,
+        a_dtype: kaio_dtype,
+        out_dtype: kaio_dtype,
+        m: i64,
+        n: i64,
+        k: i64,
+    ) -> kaio_status;
+    pub fn kaio_quant_matmul(
+        stream: *mut kaio_stream,
+        a: *const kaio_tensor,
+        w: *const kaio_tensor,
+        c: *const kaio_tensor,
+        format: kaio_quant_format,
+    ) -> kaio_status;
+
+    // Quantized matmul
+    pub fn kaio_matmul_int8_desc_init(desc: *mut kaio_matmul_int8_desc, struct_size: usize) -> kaio_status;
+    pub fn kaio_op_create_matmul_int8(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        desc: *const kaio_matmul_int8_desc,
+    ) -> kaio_status;
+    pub fn kaio_matmul_int8(
+        stream: *mut kaio_stream,
+        a: *const kaio_tensor,
+        b: *const kaio_tensor,
+        sa: *const kaio_tensor,
+        sb: *const kaio_tensor,
+        c: *const kaio_tensor,
+        desc: *const kaio_matmul_int8_desc,
+    ) -> kaio_status;
+    pub fn kaio_matmul_int4_desc_init(desc: *mut kaio_matmul_int4_desc, struct_size: usize) -> kaio_status;
+    pub fn kaio_op_create_matmul_int4(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        desc: *const kaio_matmul_int4_desc,
+    ) -> kaio_status;
+    pub fn kaio_matmul_int4(
+        stream: *mut kaio_stream,
+        a: *const kaio_tensor,
+        qweight: *const kaio_tensor,
+        qzeros: *const kaio_tensor,
+        scales: *const kaio_tensor,
+        c: *const kaio_tensor,
+        desc: *const kaio_matmul_int4_desc,
+    ) -> kaio_status;
+    pub fn kaio_int4_repack_kaio(stream: *mut kaio_stream, src: *const kaio_tensor, dst: *const kaio_tensor) -> kaio_status;
+    pub fn kaio_qkv_int4_desc_init(desc: *mut kaio_qkv_int4_desc, struct_size: usize) -> kaio_status;
+    pub fn kaio_op_create_qkv_project_int4(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        desc: *const kaio_qkv_int4_desc,
+    ) -> kaio_status;
+    pub fn kaio_qkv_project_int4(
+        stream: *mut kaio_stream,
+        tensors: *const kaio_tensor,
+        count: usize,
+        desc: *const kaio_qkv_int4_desc,
+    ) -> kaio_status;
+
+    // Attention
+    pub fn kaio_attention_desc_init(desc: *mut kaio_attention_desc, struct_size: usize) -> kaio_status;
+    pub fn kaio_op_create_attention(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        desc: *const kaio_attention_desc,
+    ) -> kaio_status;
+    pub fn kaio_attention(
+        stream: *mut kaio_stream,
+        q: *const kaio_tensor,
+        k: *const kaio_tensor,
+        v: *const kaio_tensor,
+        o: *const kaio_tensor,
+        lse: *const kaio_tensor,
+        desc: *const kaio_attention_desc,
+    ) -> kaio_status;
+    pub fn kaio_op_create_attention_backward(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        desc: *const kaio_attention_desc,
+    ) -> kaio_status;
+    pub fn kaio_attention_tc(
+        stream: *mut kaio_stream,
+        q: *const kaio_tensor,
+        k: *const kaio_tensor,
+        v: *const kaio_tensor,
+        out: *const kaio_tensor,
+    ) -> kaio_status;
+    pub fn kaio_attention_tc_causal(
+        stream: *mut kaio_stream,
+        q: *const kaio_tensor,
+        k: *const kaio_tensor,
+        v: *const kaio_tensor,
+        out: *const kaio_tensor,
+    ) -> kaio_status;
+
+    // Kernel language
+    pub fn kaio_lang_kernel_create(
+        out: *mut *mut kaio_lang_kernel,
+        device: *mut kaio_device,
+        source: *const c_char,
+    ) -> kaio_status;
+    pub fn kaio_lang_kernel_destroy(kernel: *mut kaio_lang_kernel);
+    pub fn kaio_lang_compile_ptx(source: *const c_char, buf: *mut c_char, cap: usize, out_length: *mut usize) -> kaio_status;
+    pub fn kaio_lang_kernel_ptx(
+        kernel: *const kaio_lang_kernel,
+        buf: *mut c_char,
+        cap: usize,
+        out_length: *mut usize,
+    ) -> kaio_status;
+    pub fn kaio_lang_kernel_launch(
+        kernel: *const kaio_lang_kernel,
+        stream: *mut kaio_stream,
+        tensors: *const kaio_tensor,
+        tensor_count: usize,
+        scalars: *const f64,
+        scalar_count: usize,
+    ) -> kaio_status;
+    pub fn kaio_lang_kernel_check(kernel: *const kaio_lang_kernel) -> kaio_status;
 }

@@ -45,6 +45,7 @@ fn table() -> Vec<(String, i64)> {
         KAIO_ERROR_OUT_OF_DEVICE_MEMORY,
         KAIO_ERROR_PTX_JIT_FAILED,
         KAIO_ERROR_KERNEL_NOT_FOUND,
+        KAIO_ERROR_KERNEL_SOURCE,
         KAIO_ERROR_LAUNCH_FAILED,
         KAIO_ERROR_DEVICE_FAULT,
         KAIO_ERROR_DRIVER,
@@ -68,6 +69,19 @@ fn table() -> Vec<(String, i64)> {
         KAIO_MATMUL_AUTO,
         KAIO_MATMUL_SYNC,
         KAIO_MATMUL_ASYNC,
+        KAIO_QUANT_Q8_0,
+        KAIO_QUANT_Q4_K,
+        KAIO_QUANT_Q5_K,
+        KAIO_QUANT_Q6_K,
+        KAIO_QUANT_MODE_GGML,
+        KAIO_QUANT_MODE_CANDLE,
+        KAIO_INT4_GPTQ,
+        KAIO_INT4_SIGNED,
+        KAIO_ATTENTION_MASK_NONE,
+        KAIO_ATTENTION_CAUSAL,
+        KAIO_ATTENTION_CAUSAL_TOP_LEFT,
+        KAIO_ATTENTION_AUTO,
+        KAIO_ATTENTION_SM80,
         KAIO_VERSION_MAJOR,
         KAIO_VERSION_MINOR,
         KAIO_VERSION_PATCH,
@@ -96,6 +110,20 @@ fn table() -> Vec<(String, i64)> {
     layout!(kaio_matmul_backward_desc {
         struct_size, in_dtype, grad_dtype, out_dtype, variant, reserved, m, n, k, beta, reserved2
     });
+    layout!(kaio_matmul_int8_desc { struct_size, out_dtype, m, n, k, alpha, reserved });
+    layout!(kaio_matmul_int4_desc { struct_size, in_dtype, out_dtype, format, m, n, k, group_size, zeros_offset, reserved });
+    layout!(kaio_qkv_int4_desc {
+        struct_size, in_dtype, out_dtype, format, m, k, n_q, n_k, n_v, group_size, zeros_offset, reserved
+    });
+    layout!(kaio_attention_desc {
+        struct_size, dtype, out_dtype, o_dtype, mask, variant, deterministic, reserved, batch, seq_q, seq_k, heads_q,
+        heads_kv, head_dim, softmax_scale, reserved2
+    });
+    t.push(("sizeof(kaio_quant_format)".into(), std::mem::size_of::<kaio_quant_format>() as i64));
+    t.push(("sizeof(kaio_quant_mode)".into(), std::mem::size_of::<kaio_quant_mode>() as i64));
+    t.push(("sizeof(kaio_int4_format)".into(), std::mem::size_of::<kaio_int4_format>() as i64));
+    t.push(("sizeof(kaio_attention_mask)".into(), std::mem::size_of::<kaio_attention_mask>() as i64));
+    t.push(("sizeof(kaio_attention_variant)".into(), std::mem::size_of::<kaio_attention_variant>() as i64));
     t.push(("sizeof(kaio_trans)".into(), std::mem::size_of::<kaio_trans>() as i64));
     t.push(("sizeof(kaio_matmul_variant)".into(), std::mem::size_of::<kaio_matmul_variant>() as i64));
     t.push(("sizeof(kaio_status)".into(), std::mem::size_of::<kaio_status>() as i64));

@@ -36,6 +36,7 @@ impl Status {
     pub const OUT_OF_DEVICE_MEMORY: Status = Status(sys::KAIO_ERROR_OUT_OF_DEVICE_MEMORY);
     pub const PTX_JIT_FAILED: Status = Status(sys::KAIO_ERROR_PTX_JIT_FAILED);
     pub const KERNEL_NOT_FOUND: Status = Status(sys::KAIO_ERROR_KERNEL_NOT_FOUND);
+    pub const KERNEL_SOURCE: Status = Status(sys::KAIO_ERROR_KERNEL_SOURCE);
     pub const LAUNCH_FAILED: Status = Status(sys::KAIO_ERROR_LAUNCH_FAILED);
     pub const DEVICE_FAULT: Status = Status(sys::KAIO_ERROR_DEVICE_FAULT);
     pub const DRIVER: Status = Status(sys::KAIO_ERROR_DRIVER);

@@ -28,6 +28,7 @@ destroy! {
     kaio_op => kaio_op_destroy,
     kaio_module => kaio_module_destroy,
     kaio_kernel => kaio_kernel_destroy,
+    kaio_lang_kernel => kaio_lang_kernel_destroy,
 }
 
 /// A handle this crate owns (the wrapper, for foreign streams and memory):

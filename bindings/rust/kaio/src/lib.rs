@@ -16,23 +16,34 @@
 //! be dropped in any order. [`TensorView`] borrows its buffer.
 #![warn(missing_debug_implementations)]
 
+mod attention;
 mod buffer;
 mod device;
 mod dtype;
 mod error;
 mod handle;
+mod lang;
 mod matmul;
 mod module;
 mod ops;
+mod qmatmul;
+mod quant;
 mod stream;
 
 pub use kaio_sys as sys;
 
+pub use attention::{attention, attention_tc, AttentionDesc, AttentionMask, AttentionVariant};
 pub use buffer::{Buffer, TensorView};
 pub use device::{device_count, probe, Device, DeviceInfo, Probe};
 pub use dtype::{Bf16, Dtype, Element, F16};
 pub use error::{check_version, runtime_version, Error, Result, Status, Version, COMPILED_VERSION};
 pub use matmul::{matmul, matmul_tc, matmul_tc_backward, MatmulBackwardDesc, MatmulDesc, MatmulTc, MatmulVariant, Trans};
+pub use lang::{compile_ptx, LangKernel};
 pub use module::{Kernel, KernelArg, KernelArgs, KernelAttributes, LaunchConfig, Module};
 pub use ops::{gelu, rmsnorm, silu_gate, softmax, GeluMode, Op};
+pub use qmatmul::{
+    int4_repack_kaio, matmul_int4, matmul_int8, qkv_int4_tensors, qkv_project_int4, Int4Format, Int4Weight, MatmulInt4Desc,
+    MatmulInt8Desc, QkvInt4Desc,
+};
+pub use quant::{dequantize, quant_matmul, quantize, QuantFormat, QuantMode};
 pub use stream::{Event, Stream};

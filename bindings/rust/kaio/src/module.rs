@@ -12,7 +12,7 @@ use crate::error::{check, Error, Result, Status};
 use crate::handle::Owned;
 use crate::stream::Stream;
 
-fn c_string(s: &str, func: &str, arg: &str) -> Result<CString> {
+pub(crate) fn c_string(s: &str, func: &str, arg: &str) -> Result<CString> {
     CString::new(s).map_err(|e| {
         Error::new(
             Status::INVALID_ARGUMENT,

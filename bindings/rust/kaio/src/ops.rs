@@ -38,7 +38,7 @@ impl GeluMode {
     }
 }
 
-fn dim(n: usize) -> i64 {
+pub(crate) fn dim(n: usize) -> i64 {
     use std::convert::TryFrom;
     i64::try_from(n).unwrap_or(i64::MAX)
 }

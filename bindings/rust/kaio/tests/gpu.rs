@@ -15,59 +15,9 @@ mod common;
 
 use kaio::{Bf16, Buffer, Device, Dtype, Event, GeluMode, KernelArgs, LaunchConfig, Module, Op, Stream, TensorView, F16};
 
+use common::gpu_env::{gpu, Rng};
+
 const DEQUANT_PTX: &str = include_str!("../../../../examples/dequant_i8.ptx");
-
-/// The device, or None after printing why the GPU tests cannot run here.
-fn gpu(test: &str) -> Option<Device> {
-    let p = match kaio::probe() {
-        Ok(p) => p,
-        Err(e) => {
-            common::skip(test, &format!("kaio::probe failed: {}", e));
-            return None;
-        }
-    };
-    if !p.driver_status.is_ok() {
-        common::skip(test, &format!("no CUDA driver: {}: {}", p.driver_status, p.message));
-        return None;
-    }
-    if p.device_count < 1 {
-        common::skip(test, "the CUDA driver reports no device");
-        return None;
-    }
-    let dev = Device::open(0).expect("open device 0");
-    let info = dev.info().expect("device info");
-    if info.name.starts_with("kaio fake") {
-        common::skip(test, "running on the fake test driver (LIBKAIO_CUDA_DRIVER is set)");
-        return None;
-    }
-    if info.compute_capability.0 < 8 {
-        common::skip(test, &format!("{} is sm_{}{}; built-in ops need 8.0+", info.name, info.compute_capability.0, info.compute_capability.1));
-        return None;
-    }
-    Some(dev)
-}
-
-/// xorshift64*: reproducible inputs; KAIO_TEST_SEED replays a run.
-struct Rng(u64);
-impl Rng {
-    fn new(test: &str) -> Rng {
-        let seed = std::env::var("KAIO_TEST_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64);
-        println!("{}: KAIO_TEST_SEED={}", test, seed);
-        Rng(seed | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * ((self.next() >> 11) as f64 / (1u64 << 53) as f64)
-    }
-}
 
 /// Values stored as `dt` bytes, and the exact values those bytes hold.
 fn encode(dt: Dtype, vals: &[f64]) -> (Vec<u8>, Vec<f64>) {

@@ -2,6 +2,8 @@
 //! and visible skips.
 #![allow(dead_code)]
 
+pub mod gpu_env;
+
 use std::ffi::CString;
 use std::io::Write;
 use std::os::raw::{c_char, c_int, c_void};

@@ -1,0 +1,167 @@
+//! Attention: FlashAttention-2 forward and backward on tensor cores, and
+//! KAIO's rank-2 single-head `attention_tc`.
+//!
+//! Q is [B, Sq, Hq, D], K and V are [B, Sk, Hkv, D], each passed as the
+//! rank-2 view [B·S, H·D]; the LSE is f32 [B·Hq, Sq]. kaio.h's "Attention"
+//! section states masks, constraints and precision. [`AttentionDesc`]
+//! converts through `kaio_attention_desc_init`.
+use std::mem::size_of;
+use std::ptr;
+
+use kaio_sys as sys;
+
+use crate::buffer::TensorView;
+use crate::device::Device;
+use crate::dtype::Dtype;
+use crate::error::{check, Result};
+use crate::ops::{dim, Op};
+use crate::stream::Stream;
+
+/// Which keys a query sees.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AttentionMask {
+    None,
+    /// Bottom-right aligned (FlashAttention >= 2.1): key j <= i + Sk − Sq.
+    Causal,
+    /// Top-left aligned (PyTorch SDPA's is_causal, KAIO's): key j <= i.
+    CausalTopLeft,
+}
+
+impl AttentionMask {
+    pub fn raw(self) -> sys::kaio_attention_mask {
+        match self {
+            AttentionMask::None => sys::KAIO_ATTENTION_MASK_NONE,
+            AttentionMask::Causal => sys::KAIO_ATTENTION_CAUSAL,
+            AttentionMask::CausalTopLeft => sys::KAIO_ATTENTION_CAUSAL_TOP_LEFT,
+        }
+    }
+}
+
+/// `Auto` picks the kernels (today the sm_80 mma.sync ones everywhere);
+/// `Sm80` forces them.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AttentionVariant {
+    Auto,
+    Sm80,
+}
+
+impl AttentionVariant {
+    pub fn raw(self) -> sys::kaio_attention_variant {
+        match self {
+            AttentionVariant::Auto => sys::KAIO_ATTENTION_AUTO,
+            AttentionVariant::Sm80 => sys::KAIO_ATTENTION_SM80,
+        }
+    }
+}
+
+/// An attention's dtypes, mask and shape. `Default` is libkaio's: f16,
+/// out/o dtype = dtype (`None`), no mask, `Auto`, scale 0 (= 1/√D); the
+/// shape fields must be set.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct AttentionDesc {
+    /// Q, K, V, dO: F16 or Bf16.
+    pub dtype: Dtype,
+    /// Forward: O; backward: dQ, dK, dV. None means `dtype`.
+    pub out_dtype: Option<Dtype>,
+    /// Backward only: O's dtype as passed in (`dtype` or F32). None: `dtype`.
+    pub o_dtype: Option<Dtype>,
+    pub mask: AttentionMask,
+    pub variant: AttentionVariant,
+    pub batch: usize,
+    pub seq_q: usize,
+    pub seq_k: usize,
+    pub heads_q: usize,
+    pub heads_kv: usize,
+    pub head_dim: usize,
+    /// 0 means 1/√D.
+    pub softmax_scale: f32,
+}
+
+impl Default for AttentionDesc {
+    fn default() -> AttentionDesc {
+        AttentionDesc {
+            dtype: Dtype::F16,
+            out_dtype: None,
+            o_dtype: None,
+            mask: AttentionMask::None,
+            variant: AttentionVariant::Auto,
+            batch: 0,
+            seq_q: 0,
+            seq_k: 0,
+            heads_q: 0,
+            heads_kv: 0,
+            head_dim: 0,
+            softmax_scale: 0.0,
+        }
+    }
+}
+
+impl AttentionDesc {
+    pub fn to_raw(&self) -> Result<sys::kaio_attention_desc> {
+        let mut d = sys::kaio_attention_desc::default();
+        check(unsafe { sys::kaio_attention_desc_init(&mut d, size_of::<sys::kaio_attention_desc>()) })?;
+        d.dtype = self.dtype.raw();
+        d.out_dtype = self.out_dtype.map_or(0, Dtype::raw);
+        d.o_dtype = self.o_dtype.map_or(0, Dtype::raw);
+        d.mask = self.mask.raw();
+        d.variant = self.variant.raw();
+        d.batch = dim(self.batch);
+        d.seq_q = dim(self.seq_q);
+        d.seq_k = dim(self.seq_k);
+        d.heads_q = dim(self.heads_q);
+        d.heads_kv = dim(self.heads_kv);
+        d.head_dim = dim(self.head_dim);
+        d.softmax_scale = self.softmax_scale;
+        Ok(d)
+    }
+}
+
+impl Op {
+    /// A prepared attention forward. Launch tensors: `[Q, K, V, O, LSE]`;
+    /// [`TensorView::none`] for LSE skips it.
+    pub fn attention(device: &Device, desc: &AttentionDesc) -> Result<Op> {
+        let d = desc.to_raw()?;
+        let mut p = ptr::null_mut();
+        check(unsafe { sys::kaio_op_create_attention(&mut p, device.as_raw(), &d) })?;
+        Op::from_created(p, "attention")
+    }
+
+    /// A prepared attention backward (owns a B·Hq·Sq f32 workspace: do not
+    /// launch one op concurrently on two streams). Launch tensors:
+    /// `[dO, Q, K, V, O, LSE, dQ, dK, dV]`.
+    pub fn attention_backward(device: &Device, desc: &AttentionDesc) -> Result<Op> {
+        let d = desc.to_raw()?;
+        let mut p = ptr::null_mut();
+        check(unsafe { sys::kaio_op_create_attention_backward(&mut p, device.as_raw(), &d) })?;
+        Op::from_created(p, "attention_backward")
+    }
+}
+
+/// One-shot forward; `desc` gives the shape. `lse` None: not written.
+pub fn attention(
+    stream: &Stream,
+    q: &TensorView<'_>,
+    k: &TensorView<'_>,
+    v: &TensorView<'_>,
+    o: &TensorView<'_>,
+    lse: Option<&TensorView<'_>>,
+    desc: &AttentionDesc,
+) -> Result<()> {
+    let d = desc.to_raw()?;
+    let lse = lse.map_or(ptr::null(), |v| v.as_raw() as *const sys::kaio_tensor);
+    check(unsafe { sys::kaio_attention(stream.as_raw(), q.as_raw(), k.as_raw(), v.as_raw(), o.as_raw(), lse, &d) })
+}
+
+/// KAIO's rank-2 single-head attention: f16 q [Sq, D], k [Sk, D], v [Sk, D]
+/// -> f32 out [Sq, D], scale 1/√D; `causal` masks top-left (key j <= i).
+pub fn attention_tc(
+    stream: &Stream,
+    q: &TensorView<'_>,
+    k: &TensorView<'_>,
+    v: &TensorView<'_>,
+    out: &TensorView<'_>,
+    causal: bool,
+) -> Result<()> {
+    let f = if causal { sys::kaio_attention_tc_causal } else { sys::kaio_attention_tc };
+    check(unsafe { f(stream.as_raw(), q.as_raw(), k.as_raw(), v.as_raw(), out.as_raw()) })
+}

@@ -1,0 +1,464 @@
+//! GPU tests of the k-quant, quantized-matmul, attention and kernel-language
+//! wrappers, each against a small f64 CPU reference from the same rounded
+//! inputs, outputs poisoned (NaN) first. They skip, saying why, without a
+//! real device. Tolerances (relative Frobenius error unless stated), from
+//! the library's own tests (tests/gpu_*_test.cpp):
+//!   quantize: Q8_0 bytes equal ggml's formula on a known block; the round
+//!     trip dequantize(quantize(x)) of uniform(-1, 1) data within each
+//!     format's quantization error (Q8_0 1e-2, Q6_K 3e-2, Q5_K 6e-2, Q4_K
+//!     1.2e-1 relative; the step of an n-bit grid over [-1, 1] / √12);
+//!   dequantize to f16: the f32 dequantize rounded to nearest even, exactly;
+//!   quant_matmul: against A · dequant(W)ᵀ, 1e-5 (f32 accumulation, M <= 8),
+//!     + 2^-9 when M > 8 (W rounded to f16 for the tensor-core path);
+//!   int8: i32 exactly; f32 within 1e-6 per element of the f32 chain;
+//!   int4 / qkv: 2e-5 (+ 2^-11 for f16 outputs; + 1e-4 for M > 16);
+//!   attention: O 2e-3 (f16), LSE 2e-3 absolute, dQ/dK/dV 1e-2;
+//!   lang silu_gate (f16 out): |out - ref| <= 2^-10·|ref| + 1e-6.
+mod common;
+
+use common::gpu_env::{gpu, Rng};
+use kaio::{
+    AttentionDesc, AttentionMask, Buffer, Device, Dtype, Int4Format, Int4Weight, LangKernel, MatmulInt4Desc,
+    MatmulInt8Desc, Op, QkvInt4Desc, QuantFormat, QuantMode, Stream, TensorView, F16,
+};
+
+fn rel_error(what: &str, got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len());
+    let bad = got.iter().filter(|g| !g.is_finite()).count();
+    assert_eq!(bad, 0, "{}: {} outputs unwritten or not finite", what, bad);
+    let err2: f64 = got.iter().zip(want).map(|(g, w)| (g - w) * (g - w)).sum();
+    let ref2: f64 = want.iter().map(|w| w * w).sum();
+    let rel = (err2 / ref2.max(1e-300)).sqrt();
+    assert!(rel <= tol, "{}: relative error {:.3e} > {:.3e}", what, rel, tol);
+    println!("{}: ok, relative error {:.2e}", what, rel);
+}
+
+fn f16s(v: &[f64]) -> Vec<F16> {
+    v.iter().map(|&x| F16::from_f32(x as f32)).collect()
+}
+fn wide(v: &[F16]) -> Vec<f64> {
+    v.iter().map(|x| x.to_f32() as f64).collect()
+}
+fn uniform(rng: &mut Rng, n: usize, lo: f64, hi: f64) -> Vec<f64> {
+    (0..n).map(|_| rng.uniform(lo, hi)).collect()
+}
+
+#[test]
+fn gpu_quantize_known_q8_0_block() {
+    let dev = match gpu("gpu_quantize_known_q8_0_block") {
+        Some(d) => d,
+        None => return,
+    };
+    let s = Stream::non_blocking(&dev).unwrap();
+    // One block: x_i = (i - 16) / 16, amax 1. ggml: d = amax / 127, id = 1/d,
+    // q_i = roundf(x_i · id), d stored as f16.
+    let x: Vec<f32> = (0..32).map(|i| (i as f32 - 16.0) / 16.0).collect();
+    let d = 1.0f32 / 127.0;
+    let id = 1.0 / d;
+    let mut want = F16::from_f32(d).to_bits().to_le_bytes().to_vec();
+    want.extend(x.iter().map(|&v| (v * id).round() as i8 as u8));
+    let xb = Buffer::from_slice(&dev, &x).unwrap();
+    let q = Buffer::from_slice(&dev, &[0xAAu8; 34]).unwrap();
+    kaio::quantize(&s, &xb.view(1, 32), &q.view(1, 34), QuantFormat::Q8_0, QuantMode::Ggml).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(q.to_vec().unwrap(), want);
+}
+
+#[test]
+fn gpu_quantize_dequantize_round_trip() {
+    let dev = match gpu("gpu_quantize_dequantize_round_trip") {
+        Some(d) => d,
+        None => return,
+    };
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_quantize_dequantize_round_trip");
+    let (rows, cols) = (3, 512);
+    let x: Vec<f32> = (0..rows * cols).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
+    let xb = Buffer::from_slice(&dev, &x).unwrap();
+    let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    for &(f, tol) in &[(QuantFormat::Q8_0, 1e-2), (QuantFormat::Q6K, 3e-2), (QuantFormat::Q5K, 6e-2), (QuantFormat::Q4K, 1.2e-1)] {
+        for &mode in &[QuantMode::Ggml, QuantMode::Candle] {
+            let rb = f.row_bytes(cols).unwrap();
+            let q = Buffer::from_slice(&dev, &vec![0xFFu8; rows * rb]).unwrap();
+            let y = Buffer::from_slice(&dev, &vec![f32::NAN; rows * cols]).unwrap();
+            let yh = Buffer::from_slice(&dev, &vec![F16::from_f32(f32::NAN); rows * cols]).unwrap();
+            Op::quantize(&dev, f, mode, Dtype::F32, rows, cols).unwrap().launch(&s, &[xb.view(rows, cols), q.view(rows, rb)]).unwrap();
+            kaio::dequantize(&s, &q.view(rows, rb), &y.view(rows, cols), f).unwrap();
+            Op::dequantize(&dev, f, Dtype::F16, rows, cols).unwrap().launch(&s, &[q.view(rows, rb), yh.view(rows, cols)]).unwrap();
+            s.synchronize().unwrap();
+            let got = y.to_vec().unwrap();
+            let got64: Vec<f64> = got.iter().map(|&v| v as f64).collect();
+            rel_error(&format!("round trip {:?} {:?}", f, mode), &got64, &x64, tol);
+            let half = yh.to_vec().unwrap();
+            for (i, (h, g)) in half.iter().zip(&got).enumerate() {
+                assert_eq!(h.to_bits(), F16::from_f32(*g).to_bits(), "{:?}: f16 dequantize differs at {}", f, i);
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_quant_matmul() {
+    let dev = match gpu("gpu_quant_matmul") {
+        Some(d) => d,
+        None => return,
+    };
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_quant_matmul");
+    let (n, k) = (40, 512);
+    for &f in &[QuantFormat::Q8_0, QuantFormat::Q4K, QuantFormat::Q6K] {
+        let rb = f.row_bytes(k).unwrap();
+        let w: Vec<f32> = (0..n * k).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
+        let wb = Buffer::from_slice(&dev, &w).unwrap();
+        let wq = Buffer::<u8>::alloc(&dev, n * rb).unwrap();
+        let wd = Buffer::<f32>::alloc(&dev, n * k).unwrap();
+        kaio::quantize(&s, &wb.view(n, k), &wq.view(n, rb), f, QuantMode::Ggml).unwrap();
+        kaio::dequantize(&s, &wq.view(n, rb), &wd.view(n, k), f).unwrap();
+        s.synchronize().unwrap();
+        let wd: Vec<f64> = wd.to_vec().unwrap().iter().map(|&v| v as f64).collect();
+        for &m in &[3usize, 16] {
+            let a = f16s(&uniform(&mut rng, m * k, -1.0, 1.0));
+            let ab = Buffer::from_slice(&dev, &a).unwrap();
+            let c = Buffer::from_slice(&dev, &vec![f32::NAN; m * n]).unwrap();
+            if m <= 8 {
+                kaio::quant_matmul(&s, &ab.view(m, k), &wq.view(n, rb), &c.view(m, n), f).unwrap();
+            } else {
+                Op::quant_matmul(&dev, f, Dtype::F16, Dtype::F32, m, n, k)
+                    .unwrap()
+                    .launch(&s, &[ab.view(m, k), wq.view(n, rb), c.view(m, n)])
+                    .unwrap();
+            }
+            s.synchronize().unwrap();
+            let a = wide(&a);
+            let want: Vec<f64> = (0..m * n).map(|i| (0..k).map(|x| a[i / n * k + x] * wd[i % n * k + x]).sum()).collect();
+            let got: Vec<f64> = c.to_vec().unwrap().iter().map(|&v| v as f64).collect();
+            let tol = 1e-5 + if m > 8 { (2.0f64).powi(-9) } else { 0.0 };
+            rel_error(&format!("quant_matmul {:?} m {}", f, m), &got, &want, tol);
+        }
+    }
+}
+
+#[test]
+fn gpu_matmul_int8() {
+    let dev = match gpu("gpu_matmul_int8") {
+        Some(d) => d,
+        None => return,
+    };
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_matmul_int8");
+    let (m, n, k) = (5, 24, 64);
+    let a: Vec<i8> = (0..m * k).map(|_| rng.uniform(-127.0, 128.0).floor() as i8).collect();
+    let b: Vec<i8> = (0..n * k).map(|_| rng.uniform(-127.0, 128.0).floor() as i8).collect();
+    let sa: Vec<f32> = (0..m).map(|_| rng.uniform(0.01, 0.1) as f32).collect();
+    let sb: Vec<f32> = (0..n).map(|_| rng.uniform(0.01, 0.1) as f32).collect();
+    let (ab, bb) = (Buffer::from_slice(&dev, &a).unwrap(), Buffer::from_slice(&dev, &b).unwrap());
+    let (sab, sbb) = (Buffer::from_slice(&dev, &sa).unwrap(), Buffer::from_slice(&dev, &sb).unwrap());
+    let acc: Vec<i32> = (0..m * n).map(|i| (0..k).map(|x| a[i / n * k + x] as i32 * b[i % n * k + x] as i32).sum()).collect();
+    // Exact i32 sums, prepared op.
+    let ci = Buffer::from_slice(&dev, &vec![i32::MIN; m * n]).unwrap();
+    Op::matmul_int8(&dev, &MatmulInt8Desc { out_dtype: Dtype::I32, m, n, k, ..Default::default() })
+        .unwrap()
+        .launch(&s, &[ab.view(m, k), bb.view(n, k), TensorView::none(), TensorView::none(), ci.view(m, n)])
+        .unwrap();
+    // f32 with both scales and alpha, one-shot.
+    let alpha = 0.75f32;
+    let cf = Buffer::from_slice(&dev, &vec![f32::NAN; m * n]).unwrap();
+    let d = MatmulInt8Desc { alpha, ..Default::default() };
+    kaio::matmul_int8(&s, &ab.view(m, k), &bb.view(n, k), Some(&sab.view(1, m)), Some(&sbb.view(1, n)), &cf.view(m, n), &d).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(ci.to_vec().unwrap(), acc, "i32 sums");
+    let got = cf.to_vec().unwrap();
+    for i in 0..m * n {
+        let want = ((acc[i] as f32 * alpha) * sa[i / n]) * sb[i % n];
+        assert!((got[i] - want).abs() <= 1e-6 * want.abs().max(1e-30), "int8 f32 at {}: {} vs {}", i, got[i], want);
+    }
+    println!("matmul_int8: i32 exact, f32 scaled ok");
+}
+
+/// A random GPTQ weight (K×N, group g): its tensors' host data and W(k, n)
+/// = (q - z)·s rounded to f16.
+struct Gptq {
+    qweight: Vec<u32>,
+    qzeros: Vec<u32>,
+    scales: Vec<F16>,
+    w: Vec<f64>,
+}
+
+fn gptq(rng: &mut Rng, k: usize, n: usize, g: usize) -> Gptq {
+    let q: Vec<u32> = (0..k * n).map(|_| (rng.next() % 16) as u32).collect();
+    let z: Vec<u32> = (0..k / g * n).map(|_| (rng.next() % 16) as u32).collect();
+    let scales = f16s(&uniform(rng, k / g * n, 0.01, 0.1));
+    let mut qweight = vec![0u32; k / 8 * n];
+    for kk in 0..k {
+        for nn in 0..n {
+            qweight[kk / 8 * n + nn] |= q[kk * n + nn] << (4 * (kk % 8));
+        }
+    }
+    let mut qzeros = vec![0u32; k / g * n / 8];
+    for gg in 0..k / g {
+        for nn in 0..n {
+            qzeros[gg * n / 8 + nn / 8] |= z[gg * n + nn] << (4 * (nn % 8));
+        }
+    }
+    let w = (0..k * n)
+        .map(|i| {
+            let (kk, nn) = (i / n, i % n);
+            let s = scales[kk / g * n + nn].to_f32();
+            F16::from_f32((q[i] as f32 - z[kk / g * n + nn] as f32) * s).to_f32() as f64
+        })
+        .collect();
+    Gptq { qweight, qzeros, scales, w }
+}
+
+struct GptqDev {
+    qw: Buffer<u32>,
+    qz: Buffer<u32>,
+    sc: Buffer<F16>,
+}
+
+impl GptqDev {
+    fn new(dev: &Device, h: &Gptq) -> GptqDev {
+        GptqDev {
+            qw: Buffer::from_slice(dev, &h.qweight).unwrap(),
+            qz: Buffer::from_slice(dev, &h.qzeros).unwrap(),
+            sc: Buffer::from_slice(dev, &h.scales).unwrap(),
+        }
+    }
+    fn weight(&self, k: usize, n: usize, g: usize) -> Int4Weight<'_> {
+        Int4Weight { qweight: self.qw.view(k / 8, n), qzeros: Some(self.qz.view(k / g, n / 8)), scales: self.sc.view(k / g, n) }
+    }
+}
+
+fn matmul_ref(a: &[f64], w: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+    (0..m * n).map(|i| (0..k).map(|x| a[i / n * k + x] * w[x * n + i % n]).sum()).collect()
+}
+
+#[test]
+fn gpu_matmul_int4_and_qkv() {
+    let dev = match gpu("gpu_matmul_int4_and_qkv") {
+        Some(d) => d,
+        None => return,
+    };
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_matmul_int4_and_qkv");
+    let (k, n, g) = (256, 64, 128);
+    let h = gptq(&mut rng, k, n, g);
+    let wd = GptqDev::new(&dev, &h);
+    for &m in &[3usize, 32] {
+        let a = f16s(&uniform(&mut rng, m * k, -1.0, 1.0));
+        let ab = Buffer::from_slice(&dev, &a).unwrap();
+        let c = Buffer::from_slice(&dev, &vec![f32::NAN; m * n]).unwrap();
+        let d = MatmulInt4Desc { group_size: g, ..Default::default() };
+        if m <= 16 {
+            kaio::matmul_int4(&s, &ab.view(m, k), &wd.weight(k, n, g), &c.view(m, n), &d).unwrap();
+        } else {
+            let w = wd.weight(k, n, g);
+            Op::matmul_int4(&dev, &MatmulInt4Desc { m, n, k, ..d })
+                .unwrap()
+                .launch(&s, &[ab.view(m, k), w.qweight, w.qzeros.unwrap(), w.scales, c.view(m, n)])
+                .unwrap();
+        }
+        s.synchronize().unwrap();
+        let got: Vec<f64> = c.to_vec().unwrap().iter().map(|&v| v as f64).collect();
+        rel_error(&format!("matmul_int4 gptq m {}", m), &got, &matmul_ref(&wide(&a), &h.w, m, k, n), 2e-5 + if m > 16 { 1e-4 } else { 0.0 });
+    }
+
+    // Fused QKV, GQA-shaped: n_q 64, n_k = n_v 32, f16 outputs.
+    let m = 2;
+    let hs = [h, gptq(&mut rng, k, 32, g), gptq(&mut rng, k, 32, g)];
+    let ns = [64usize, 32, 32];
+    let devs: Vec<GptqDev> = hs.iter().map(|x| GptqDev::new(&dev, x)).collect();
+    let ws: Vec<Int4Weight<'_>> = (0..3).map(|p| devs[p].weight(k, ns[p], g)).collect();
+    let a = f16s(&uniform(&mut rng, m * k, -1.0, 1.0));
+    let ab = Buffer::from_slice(&dev, &a).unwrap();
+    let outs: Vec<Buffer<F16>> = ns.iter().map(|&nn| Buffer::from_slice(&dev, &vec![F16::from_f32(f32::NAN); m * nn]).unwrap()).collect();
+    let d = QkvInt4Desc { group_size: g, ..Default::default() };
+    kaio::qkv_project_int4(
+        &s,
+        &ab.view(m, k),
+        [&ws[0], &ws[1], &ws[2]],
+        [&outs[0].view(m, ns[0]), &outs[1].view(m, ns[1]), &outs[2].view(m, ns[2])],
+        &d,
+    )
+    .unwrap();
+    s.synchronize().unwrap();
+    for p in 0..3 {
+        let got = wide(&outs[p].to_vec().unwrap());
+        rel_error(&format!("qkv_project_int4 part {}", p), &got, &matmul_ref(&wide(&a), &hs[p].w, m, k, ns[p]), 2e-5 + (2.0f64).powi(-11));
+    }
+
+    // Signed format through the repack: KAIO's u32 N × K/8 -> K/8 × N.
+    let (kk, nn) = (64, 16);
+    let src: Vec<u32> = (0..nn * kk / 8).map(|_| rng.next() as u32).collect();
+    let sb = Buffer::from_slice(&dev, &src).unwrap();
+    let db = Buffer::from_slice(&dev, &vec![0u32; nn * kk / 8]).unwrap();
+    kaio::int4_repack_kaio(&s, &sb.view(nn, kk / 8), &db.view(kk / 8, nn)).unwrap();
+    let sc = Buffer::from_slice(&dev, &f16s(&uniform(&mut rng, kk / 32 * nn, 0.01, 0.1))).unwrap();
+    let a = f16s(&uniform(&mut rng, kk, -1.0, 1.0));
+    let ab = Buffer::from_slice(&dev, &a).unwrap();
+    let c = Buffer::from_slice(&dev, &vec![f32::NAN; nn]).unwrap();
+    let w = Int4Weight { qweight: db.view(kk / 8, nn), qzeros: None, scales: sc.view(kk / 32, nn) };
+    let d = MatmulInt4Desc { format: Int4Format::Signed, group_size: 32, ..Default::default() };
+    kaio::matmul_int4(&s, &ab.view(1, kk), &w, &c.view(1, nn), &d).unwrap();
+    s.synchronize().unwrap();
+    let moved = db.to_vec().unwrap();
+    for col in 0..nn {
+        for r in 0..kk / 8 {
+            assert_eq!(moved[r * nn + col], src[col * (kk / 8) + r], "repack at {},{}", r, col);
+        }
+    }
+    let scv = sc.to_vec().unwrap();
+    let wsig: Vec<f64> = (0..kk * nn)
+        .map(|i| {
+            let (x, col) = (i / nn, i % nn);
+            let nib = ((src[col * (kk / 8) + x / 8] >> (4 * (x % 8))) & 0xF) as i32;
+            let q = if nib >= 8 { nib - 16 } else { nib };
+            F16::from_f32(q as f32 * scv[x / 32 * nn + col].to_f32()).to_f32() as f64
+        })
+        .collect();
+    let got: Vec<f64> = c.to_vec().unwrap().iter().map(|&v| v as f64).collect();
+    rel_error("matmul_int4 signed after repack", &got, &matmul_ref(&wide(&a), &wsig, 1, kk, nn), 2e-5);
+}
+
+/// f64 attention over [B·S, H·D] rows; returns (O, LSE, dQ, dK, dV).
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
+fn attention_ref(
+    dsc: &AttentionDesc,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    dout: &[f64],
+    top_left: bool,
+    causal: bool,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (b, sq, sk, hq, hkv, d) = (dsc.batch, dsc.seq_q, dsc.seq_k, dsc.heads_q, dsc.heads_kv, dsc.head_dim);
+    let scale = 1.0 / (d as f64).sqrt();
+    let (ldq, ldk) = (hq * d, hkv * d);
+    let mut o = vec![0.0; b * sq * ldq];
+    let mut lse = vec![0.0; b * hq * sq];
+    let (mut dq, mut dk, mut dv) = (vec![0.0; q.len()], vec![0.0; k.len()], vec![0.0; v.len()]);
+    for bb in 0..b {
+        for h in 0..hq {
+            let hk = h / (hq / hkv);
+            let qi = |i: usize, x: usize| (bb * sq + i) * ldq + h * d + x;
+            let ki = |j: usize, x: usize| (bb * sk + j) * ldk + hk * d + x;
+            let mut p = vec![vec![0.0; sk]; sq];
+            for i in 0..sq {
+                let lim = if !causal { sk } else if top_left { i + 1 } else { (i + sk + 1).saturating_sub(sq) };
+                let s: Vec<f64> = (0..sk).map(|j| if j < lim { scale * (0..d).map(|x| q[qi(i, x)] * k[ki(j, x)]).sum::<f64>() } else { f64::NEG_INFINITY }).collect();
+                let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = s.iter().map(|&t| (t - mx).exp()).sum();
+                lse[(bb * hq + h) * sq + i] = mx + sum.ln();
+                for j in 0..sk {
+                    p[i][j] = (s[j] - mx).exp() / sum;
+                }
+                for x in 0..d {
+                    o[qi(i, x)] = (0..sk).map(|j| p[i][j] * v[ki(j, x)]).sum();
+                }
+            }
+            for i in 0..sq {
+                let dp: Vec<f64> = (0..sk).map(|j| (0..d).map(|x| dout[qi(i, x)] * v[ki(j, x)]).sum()).collect();
+                let di: f64 = (0..d).map(|x| dout[qi(i, x)] * o[qi(i, x)]).sum();
+                for j in 0..sk {
+                    let ds = p[i][j] * (dp[j] - di);
+                    for x in 0..d {
+                        dq[qi(i, x)] += scale * ds * k[ki(j, x)];
+                        dk[ki(j, x)] += scale * ds * q[qi(i, x)];
+                        dv[ki(j, x)] += p[i][j] * dout[qi(i, x)];
+                    }
+                }
+            }
+        }
+    }
+    (o, lse, dq, dk, dv)
+}
+
+#[test]
+fn gpu_attention_forward_backward() {
+    let dev = match gpu("gpu_attention_forward_backward") {
+        Some(d) => d,
+        None => return,
+    };
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_attention_forward_backward");
+    let (b, sq, sk, hq, hkv, d) = (2, 17, 23, 4, 2, 64);
+    let nan = F16::from_f32(f32::NAN);
+    for &mask in &[AttentionMask::None, AttentionMask::Causal, AttentionMask::CausalTopLeft] {
+        let desc = AttentionDesc { mask, batch: b, seq_q: sq, seq_k: sk, heads_q: hq, heads_kv: hkv, head_dim: d, ..Default::default() };
+        let (nq, nk) = (b * sq * hq * d, b * sk * hkv * d);
+        let (q, k, v, dout) = (
+            f16s(&uniform(&mut rng, nq, -1.0, 1.0)),
+            f16s(&uniform(&mut rng, nk, -1.0, 1.0)),
+            f16s(&uniform(&mut rng, nk, -1.0, 1.0)),
+            f16s(&uniform(&mut rng, nq, -1.0, 1.0)),
+        );
+        let up = |x: &[F16]| Buffer::from_slice(&dev, x).unwrap();
+        let (qb, kb, vb, dob) = (up(&q), up(&k), up(&v), up(&dout));
+        let ob = up(&vec![nan; nq]);
+        let lb = Buffer::from_slice(&dev, &vec![f32::NAN; b * hq * sq]).unwrap();
+        let (dqb, dkb, dvb) = (up(&vec![nan; nq]), up(&vec![nan; nk]), up(&vec![nan; nk]));
+        let (qv, kv, vv) = (qb.view(b * sq, hq * d), kb.view(b * sk, hkv * d), vb.view(b * sk, hkv * d));
+        kaio::attention(&s, &qv, &kv, &vv, &ob.view(b * sq, hq * d), Some(&lb.view(b * hq, sq)), &desc).unwrap();
+        Op::attention_backward(&dev, &desc)
+            .unwrap()
+            .launch(
+                &s,
+                &[dob.view(b * sq, hq * d), qv, kv, vv, ob.view(b * sq, hq * d), lb.view(b * hq, sq), dqb.view(b * sq, hq * d), dkb.view(b * sk, hkv * d), dvb.view(b * sk, hkv * d)],
+            )
+            .unwrap();
+        s.synchronize().unwrap();
+        let causal = mask != AttentionMask::None;
+        let (o, lse, dq, dk, dv) = attention_ref(&desc, &wide(&q), &wide(&k), &wide(&v), &wide(&dout), mask == AttentionMask::CausalTopLeft, causal);
+        let what = format!("attention {:?}", mask);
+        let got_o = wide(&ob.to_vec().unwrap());
+        // Rows that see no key (bottom-right, Sq > Sk) are O = 0, LSE = -inf; none here (Sq < Sk).
+        rel_error(&format!("{} O", what), &got_o, &o, 2e-3);
+        let got_l = lb.to_vec().unwrap();
+        for (i, (g, w)) in got_l.iter().zip(&lse).enumerate() {
+            assert!((*g as f64 - w).abs() <= 2e-3, "{} LSE at {}: {} vs {}", what, i, g, w);
+        }
+        rel_error(&format!("{} dQ", what), &wide(&dqb.to_vec().unwrap()), &dq, 1e-2);
+        rel_error(&format!("{} dK", what), &wide(&dkb.to_vec().unwrap()), &dk, 1e-2);
+        rel_error(&format!("{} dV", what), &wide(&dvb.to_vec().unwrap()), &dv, 1e-2);
+    }
+
+    // KAIO's rank-2 single head: f16 in, f32 out, top-left causal.
+    let (sq, sk, d) = (33, 40, 64);
+    let desc = AttentionDesc { batch: 1, seq_q: sq, seq_k: sk, heads_q: 1, heads_kv: 1, head_dim: d, ..Default::default() };
+    let (q, k, v) = (f16s(&uniform(&mut rng, sq * d, -1.0, 1.0)), f16s(&uniform(&mut rng, sk * d, -1.0, 1.0)), f16s(&uniform(&mut rng, sk * d, -1.0, 1.0)));
+    let (qb, kb, vb) = (Buffer::from_slice(&dev, &q).unwrap(), Buffer::from_slice(&dev, &k).unwrap(), Buffer::from_slice(&dev, &v).unwrap());
+    for &causal in &[false, true] {
+        let out = Buffer::from_slice(&dev, &vec![f32::NAN; sq * d]).unwrap();
+        kaio::attention_tc(&s, &qb.view(sq, d), &kb.view(sk, d), &vb.view(sk, d), &out.view(sq, d), causal).unwrap();
+        s.synchronize().unwrap();
+        let (o, ..) = attention_ref(&desc, &wide(&q), &wide(&k), &wide(&v), &vec![0.0; sq * d], true, causal);
+        let got: Vec<f64> = out.to_vec().unwrap().iter().map(|&x| x as f64).collect();
+        rel_error(&format!("attention_tc causal {}", causal), &got, &o, 2e-3);
+    }
+}
+
+#[test]
+fn gpu_lang_silu_gate() {
+    let dev = match gpu("gpu_lang_silu_gate") {
+        Some(d) => d,
+        None => return,
+    };
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_lang_silu_gate");
+    let src = "kernel silu_gate(x: tensor<f16>, gate: tensor<f16>, out: tensor<f16>) {\n    out = x * sigmoid(x) * gate;\n}\n";
+    let mut kern = LangKernel::new(&dev, src).unwrap();
+    let (r, c) = (7, 129);
+    let (x, g) = (f16s(&uniform(&mut rng, r * c, -4.0, 4.0)), f16s(&uniform(&mut rng, r * c, -2.0, 2.0)));
+    let (xb, gb) = (Buffer::from_slice(&dev, &x).unwrap(), Buffer::from_slice(&dev, &g).unwrap());
+    let ob = Buffer::from_slice(&dev, &vec![F16::from_f32(f32::NAN); r * c]).unwrap();
+    kern.launch(&s, &[xb.view(r, c), gb.view(r, c), ob.view(r, c)], &[]).unwrap();
+    s.synchronize().unwrap();
+    kern.check().unwrap();
+    let got = wide(&ob.to_vec().unwrap());
+    let (x, g) = (wide(&x), wide(&g));
+    for i in 0..r * c {
+        let want = x[i] / (1.0 + (-x[i]).exp()) * g[i];
+        assert!((got[i] - want).abs() <= (2.0f64).powi(-10) * want.abs() + 1e-6, "silu_gate at {}: {} vs {}", i, got[i], want);
+    }
+    println!("lang silu_gate: {} elements ok", r * c);
+}

@@ -271,8 +271,8 @@ pub struct kaio_matmul_int8_desc {
     pub n: i64,
     pub k: i64,
     pub alpha: f32,
-    /// Must be 0.
-    pub reserved: u32,
+    /// KAIO_MATMUL_AUTO (default) or KAIO_MATMUL_ASYNC (the mma.sync kernel).
+    pub variant: kaio_matmul_variant,
 }
 
 /// Fill with `kaio_matmul_int4_desc_init` before use.

@@ -110,7 +110,7 @@ fn table() -> Vec<(String, i64)> {
     layout!(kaio_matmul_backward_desc {
         struct_size, in_dtype, grad_dtype, out_dtype, variant, reserved, m, n, k, beta, reserved2
     });
-    layout!(kaio_matmul_int8_desc { struct_size, out_dtype, m, n, k, alpha, reserved });
+    layout!(kaio_matmul_int8_desc { struct_size, out_dtype, m, n, k, alpha, variant });
     layout!(kaio_matmul_int4_desc { struct_size, in_dtype, out_dtype, format, m, n, k, group_size, zeros_offset, reserved });
     layout!(kaio_qkv_int4_desc {
         struct_size, in_dtype, out_dtype, format, m, k, n_q, n_k, n_v, group_size, zeros_offset, reserved

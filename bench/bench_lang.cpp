@@ -99,7 +99,10 @@ std::string read_example(const Options &o, const std::string &name, kaio_dtype d
   ss << f.rdbuf();
   std::string src = ss.str();
   const std::string to = std::string("<") + kaio_dtype_name(dtype) + ">";
-  for (size_t p; (p = src.find("<f16>")) != std::string::npos;) src.replace(p, 5, to);
+  // search on after each replacement: rewriting <f16> to <f16> must not
+  // find its own output again (it did, and the f16 rows never started)
+  for (size_t p = 0; (p = src.find("<f16>", p)) != std::string::npos; p += to.size())
+    src.replace(p, 5, to);
   return src;
 }
 

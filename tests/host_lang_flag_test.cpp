@@ -4,8 +4,11 @@
 // per stream handle; several flagged kernels in launch order. The fake runs
 // no kernel, so the tests raise the flag by hand (pinned memory is host
 // memory there); the GPU side is in gpu_lang_test.cpp.
+#include <atomic>
 #include <cstdint>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "lang/lower.hpp"
 #include "support/kaio_test.hpp"
@@ -175,6 +178,40 @@ TEST_F(FakeLangFlag, SeveralFlaggedKernelsAreReportedOneASyncInLaunchOrder) {
             std::string::npos)
       << kaio_last_error();
   KT_OK(kaio_stream_synchronize(stream.get()));
+}
+
+// Launches from several threads while another synchronises: the registry
+// is shared state. A flag raised once all launches are done is reported by
+// exactly one of the syncs that follow.
+TEST_F(FakeLangFlag, ConcurrentLaunchesAndSyncsReportAFlagOnce) {
+  kaio_lang_kernel *k = create(kTwoReads);
+  ASSERT_TRUE(k);
+  kaio_tensor t[3] = {kaio_tensor_2d(buf.get(), KAIO_DTYPE_F32, 4, 16),
+                      kaio_tensor_2d(buf.get(), KAIO_DTYPE_F32, 1, 16),
+                      kaio_tensor_2d(buf.get(), KAIO_DTYPE_F32, 4, 16)};
+  t[1].offset_bytes = 4096;
+  t[2].offset_bytes = 8192;
+  std::atomic<int> failures{0};
+  std::atomic<bool> done{false};
+  std::thread syncer([&] {
+    while (!done.load())
+      if (kaio_stream_synchronize(stream.get()) != KAIO_OK) ++failures;
+  });
+  std::vector<std::thread> launchers;
+  for (int n = 0; n < 4; ++n)
+    launchers.emplace_back([&] {
+      for (int j = 0; j < 500; ++j)
+        if (kaio_lang_kernel_launch(k, stream.get(), t, 3, nullptr, 0) != KAIO_OK) ++failures;
+    });
+  for (std::thread &l : launchers) l.join();
+  done = true;
+  syncer.join();
+  EXPECT_EQ(failures.load(), 0);
+  uint64_t *flag = launch(k, stream.get());
+  *flag = flag_value(0, kFlagFlat, 64);
+  int reported = 0;
+  for (int n = 0; n < 3; ++n) reported += kaio_stream_synchronize(stream.get()) == KAIO_ERROR_KERNEL_BOUNDS;
+  EXPECT_EQ(reported, 1);
 }
 
 }  // namespace

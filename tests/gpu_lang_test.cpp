@@ -8,8 +8,10 @@
 //  - the showcase kernels (examples/lang) against an f64 reference and
 //    against the built-in ops, with the tolerances stated at tolerance();
 //  - exp/log/tanh/erf/sigmoid against f64 on a sweep;
-//  - an out-of-range read: reported by kaio_lang_kernel_check, never written
-//    past the view, flag cleared afterwards.
+//  - an out-of-range read: never performed; reported by the next stream
+//    synchronisation (also after the kernel is destroyed), by an event's, or
+//    by kaio_lang_kernel_check after a sync that does not report (another
+//    wrapper of the stream); the flag is cleared once reported.
 // Outputs are poisoned before every launch and checked fully written.
 #include <algorithm>
 #include <cmath>
@@ -112,6 +114,14 @@ class LangGpu : public kt::GpuTest {
     EXPECT_EQ(kaio_lang_kernel_create(&k, dev(), src.c_str()), KAIO_OK) << kaio_last_error() << "\n" << src;
     return k;
   }
+
+  // Another handle on the fixture's CUstream: its sync waits for the same
+  // work but reports only flags launched through it.
+  kt::Stream wrap_stream() {
+    kaio_stream *s = nullptr;
+    EXPECT_EQ(kaio_stream_wrap(&s, dev(), kaio_stream_native(stream())), KAIO_OK) << kaio_last_error();
+    return kt::Stream(s);
+  }
 };
 
 struct LangKernelDeleter {
@@ -188,18 +198,27 @@ TEST_F(LangGpu, RandomProgramsMatchTheInterpreterBitForBit) {
     kt::LangRun run = kt::interpret(c.kernel, ref, scalars);
     KT_OK(kaio_lang_kernel_launch(k.get(), stream(), views.data(), views.size(), scalars.data(),
                                   scalars.size()));
-    KT_OK(kaio_stream_synchronize(stream()));
-    kaio_status flag = kaio_lang_kernel_check(k.get());
+    // even programs: the stream's sync reports; odd: a sync through another
+    // wrapper of the same CUstream does not, and the check reports
+    kaio_status flag;
+    if (n % 2 == 0) {
+      flag = kaio_stream_synchronize(stream());
+    } else {
+      kt::Stream alias = wrap_stream();
+      KT_OK(kaio_stream_synchronize(alias.get()));
+      flag = kaio_lang_kernel_check(k.get());
+    }
     if (run.first_bad_site < 0) {
       EXPECT_EQ(flag, KAIO_OK) << kaio_last_error();
     } else {
       ++flagged;
-      EXPECT_EQ(flag, KAIO_ERROR_OUT_OF_BOUNDS);
+      EXPECT_EQ(flag, KAIO_ERROR_KERNEL_BOUNDS) << kaio_last_error();
       const auto &site = c.kernel.sites[run.first_bad_site];
       const std::string where = ": " + std::to_string(site.pos.line) + ":" + std::to_string(site.pos.col) + ": ";
       EXPECT_NE(std::string(kaio_last_error()).find(where), std::string::npos)
           << kaio_last_error() << " (want " << where << ")";
       KT_OK(kaio_lang_kernel_check(k.get()));  // cleared
+      KT_OK(kaio_stream_synchronize(stream()));
     }
     size_t t = 0;
     for (const auto &p : c.kernel.params) {
@@ -382,17 +401,48 @@ TEST_F(LangGpu, OutOfRangeReadIsReportedNotPerformed) {
   // of element n is outside the view and must not happen
   kaio_tensor v[2] = {kaio_tensor_2d(xb.get(), KAIO_DTYPE_F32, 1, n), kaio_tensor_2d(ob.get(), KAIO_DTYPE_F32, 1, n)};
   KT_OK(kaio_lang_kernel_launch(k.get(), stream(), v, 2, nullptr, 0));
-  KT_OK(kaio_stream_synchronize(stream()));
-  EXPECT_EQ(kaio_lang_kernel_check(k.get()), KAIO_ERROR_OUT_OF_BOUNDS);
+  EXPECT_EQ(kaio_stream_synchronize(stream()), KAIO_ERROR_KERNEL_BOUNDS);
   const std::string msg = kaio_last_error();
-  EXPECT_NE(msg.find("kernel 'shift' read outside a view: 2:11: index out of range for tensor 'x'"),
-            std::string::npos) << msg;
+  EXPECT_EQ(msg.rfind("kaio_stream_synchronize: kernel 'shift' read outside a view: 2:11: index "
+                      "1000 out of range for tensor 'x'; the read was skipped and gave 0",
+                      0),
+            0u)
+      << msg;
   EXPECT_NE(msg.find("\n        out = x[i + 1] + 1.0;\n              ^"), std::string::npos) << msg;
   std::vector<float> out(n);
   KT_OK(kaio_buffer_read(ob.get(), 0, out.data(), n * 4));
   for (int64_t j = 0; j + 1 < n; ++j) ASSERT_EQ(out[j], static_cast<float>(j + 2));
   EXPECT_EQ(out[n - 1], 1.0f);  // the skipped read gave 0
-  KT_OK(kaio_lang_kernel_check(k.get()));  // the check cleared the flag
+  KT_OK(kaio_lang_kernel_check(k.get()));  // the sync cleared the flag
+  KT_OK(kaio_stream_synchronize(stream()));
+
+  // an event recorded after the launch reports it too
+  KT_OK(kaio_lang_kernel_launch(k.get(), stream(), v, 2, nullptr, 0));
+  kaio_event *event = nullptr;
+  KT_OK(kaio_event_create(&event, dev(), KAIO_EVENT_DISABLE_TIMING));
+  KT_OK(kaio_event_record(event, stream()));
+  EXPECT_EQ(kaio_event_synchronize(event), KAIO_ERROR_KERNEL_BOUNDS);
+  EXPECT_NE(std::string(kaio_last_error()).find("index 1000 out of range for tensor 'x'"),
+            std::string::npos) << kaio_last_error();
+  kaio_event_destroy(event);
+  KT_OK(kaio_stream_synchronize(stream()));
+
+  // a kernel destroyed before the sync is still reported; a 2-D read names
+  // the failing index
+  LangKernel k2(create("kernel bias(x: tensor<f32>, w: tensor<f32>, out: tensor<f32>) {\n"
+                       "    out = x + w[0, col + 3];\n"
+                       "}\n"));
+  ASSERT_TRUE(k2);
+  kaio_tensor v2[3] = {kaio_tensor_2d(xb.get(), KAIO_DTYPE_F32, 1, n),
+                       kaio_tensor_2d(xb.get(), KAIO_DTYPE_F32, 1, n),
+                       kaio_tensor_2d(ob.get(), KAIO_DTYPE_F32, 1, n)};
+  KT_OK(kaio_lang_kernel_launch(k2.get(), stream(), v2, 3, nullptr, 0));
+  k2.reset();
+  EXPECT_EQ(kaio_stream_synchronize(stream()), KAIO_ERROR_KERNEL_BOUNDS);
+  EXPECT_NE(std::string(kaio_last_error()).find("kernel 'bias' read outside a view: 2:15: column "
+                                                "index 1002 out of range for tensor 'w'"),
+            std::string::npos) << kaio_last_error();
+  KT_OK(kaio_stream_synchronize(stream()));
 }
 
 TEST_F(LangGpu, UnpackExamplesMatchTheInterpreter) {

@@ -23,6 +23,7 @@ TEST(Status, NamesEveryPinnedValue) {
       {-300, "KAIO_ERROR_OUT_OF_HOST_MEMORY"}, {-301, "KAIO_ERROR_OUT_OF_DEVICE_MEMORY"},
       {-400, "KAIO_ERROR_PTX_JIT_FAILED"}, {-401, "KAIO_ERROR_KERNEL_NOT_FOUND"},
       {-500, "KAIO_ERROR_LAUNCH_FAILED"}, {-501, "KAIO_ERROR_DEVICE_FAULT"},
+      {-502, "KAIO_ERROR_KERNEL_BOUNDS"},
       {-900, "KAIO_ERROR_DRIVER"}, {-999, "KAIO_ERROR_INTERNAL"},
   };
   for (const auto &p : pinned) EXPECT_STREQ(kaio_status_name(p.status), p.name);

@@ -400,36 +400,6 @@ TEST_F(FakeLang, BadLaunchesGetSpecificStatusesAndNoLaunch) {
   EXPECT_EQ(kaio_lang_kernel_launch(ints.get(), stream.get(), it, 2, big, 2), KAIO_ERROR_INVALID_ARGUMENT);
 }
 
-// The GPU side of the flag is tested in gpu_lang_test.cpp; here the flag is
-// raised by hand (fake device memory is host memory) to check the report.
-TEST_F(FakeLang, CheckReportsTheFlaggedReadAndClearsTheFlag) {
-  LangKernel k(create("kernel g(x: tensor<f32>, w: tensor<f32>, out: tensor<f32>) {\n"
-                      "    out = x[i + 1] * w[0, col];\n"
-                      "}\n"));
-  ASSERT_TRUE(k);
-  kaio_tensor t[3] = {view(0, KAIO_DTYPE_F32, 4, 16), view(4096, KAIO_DTYPE_F32, 1, 16),
-                      view(8192, KAIO_DTYPE_F32, 4, 16)};
-  KT_OK(kaio_lang_kernel_launch(k.get(), stream.get(), t, 3, nullptr, 0));
-  uint64_t flag_address = 0;  // the last parameter, after 3 tensors x 4
-  ASSERT_EQ(kt::fake().last_launch_param(12, &flag_address, sizeof flag_address), 0);
-  ASSERT_NE(flag_address, 0u);
-  uint32_t *flag = reinterpret_cast<uint32_t *>(static_cast<uintptr_t>(flag_address));
-  EXPECT_EQ(*flag, 0u);
-  KT_OK(kaio_lang_kernel_check(k.get()));
-  *flag = 0x10000u - 1;  // what red.max leaves when site 1 (w[0, col]) is the lowest bad one
-  EXPECT_EQ(kaio_lang_kernel_check(k.get()), KAIO_ERROR_OUT_OF_BOUNDS);
-  EXPECT_EQ(std::string(kaio_last_error()),
-            "kaio_lang_kernel_check: kernel 'g' read outside a view: 2:22: index out of range for "
-            "tensor 'w'; the read was skipped and gave 0\n"
-            "        out = x[i + 1] * w[0, col];\n"
-            "                         ^\n"
-            "Fix the index or pass a larger view.");
-  EXPECT_EQ(*flag, 0u);
-  KT_OK(kaio_lang_kernel_check(k.get()));
-  *flag = 0x12345u;  // not a value the kernel writes
-  EXPECT_EQ(kaio_lang_kernel_check(k.get()), KAIO_ERROR_INTERNAL);
-}
-
 TEST_F(FakeLang, CreateRejectsBadSourceAndArguments) {
   kaio_lang_kernel *k = reinterpret_cast<kaio_lang_kernel *>(1);
   EXPECT_EQ(kaio_lang_kernel_create(&k, dev.get(), "kernel k() {}"), KAIO_ERROR_KERNEL_SOURCE);

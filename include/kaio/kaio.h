@@ -126,6 +126,9 @@ enum {
     /* -5xx: running GPU code. */
     KAIO_ERROR_LAUNCH_FAILED = -500,
     KAIO_ERROR_DEVICE_FAULT = -501,      /* sticky: the context is unusable from now on  */
+    KAIO_ERROR_KERNEL_BOUNDS = -502,     /* a kernel-language kernel indexed a tensor outside
+                                            its view; the read was skipped (gave 0), nothing
+                                            was written out of bounds; not sticky        */
 
     /* -9xx: anything else. */
     KAIO_ERROR_DRIVER = -900,            /* any other CUresult: see kaio_last_error_driver_code */
@@ -273,7 +276,9 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_stream_wrap(kaio_stream **out, kaio_dev
                                                       void *cu_stream);
 
 /* Blocks the calling thread until all work queued on stream has finished.
- * Reports errors raised by that work. */
+ * Reports errors raised by that work, including the device-side error flag
+ * of kernel-language kernels launched on this handle
+ * (KAIO_ERROR_KERNEL_BOUNDS; see the "Kernel language" section). Any thread. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_stream_synchronize(kaio_stream *stream);
 
 /* Makes all future work on stream wait until event completes (no host wait). */
@@ -297,7 +302,11 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_event_create(kaio_event **out, kaio_dev
                                                        uint32_t flags);
 /* Records event at the current end of stream. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_event_record(kaio_event *event, kaio_stream *stream);
-/* Blocks until the work captured by the last record has finished. */
+/* Blocks until the work captured by the last record has finished. Reports
+ * a raised kernel-language error flag of the recording stream as
+ * kaio_stream_synchronize does (it may also be one of a kernel launched on
+ * that stream after the record). Must not race with kaio_event_record of
+ * the same event. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_event_synchronize(kaio_event *event);
 /* Milliseconds between two completed records. Events created with
  * KAIO_EVENT_DISABLE_TIMING give KAIO_ERROR_INVALID_ARGUMENT. */
@@ -1125,8 +1134,21 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_attention_flash_causal_backward(
  * proved in bounds on the host (the view must have the output's shape); a
  * read at computed indices (`w[col]`, `q[i / 4]`) is checked on the GPU. An
  * index outside its view is not read (it yields 0) and raises the kernel's
- * device-side error flag, which kaio_lang_kernel_check reports. Outputs are
- * only ever written at their own elements. Needs compute capability 8.0+.
+ * device-side error flag. The next kaio_stream_synchronize of a stream the
+ * kernel was launched on (or kaio_event_synchronize of an event recorded
+ * on it afterwards) returns KAIO_ERROR_KERNEL_BOUNDS and clears the flag;
+ * the message names the kernel, the tensor, which index and its value, and
+ * the read's line:col with a caret excerpt, e.g.
+ *     kaio_stream_synchronize: kernel 'shift' read outside a view: 2:11:
+ *     index 1000 out of range for tensor 'x'; the read was skipped and gave 0
+ * When several reads failed, the first in source order is named (for it,
+ * the largest index); when several kernels failed, each sync reports one,
+ * in launch order. This holds if the kernel is destroyed before the sync.
+ * kaio_lang_kernel_check reads the same flag. Flags are tracked per
+ * kaio_stream handle: a sync of another wrapper of the same CUstream, a
+ * foreign sync, or a replayed CUDA graph does not report them (check the
+ * kernel instead). Outputs are only ever written at their own elements.
+ * Needs compute capability 8.0+.
  * ======================================================================== */
 typedef struct kaio_lang_kernel kaio_lang_kernel;
 
@@ -1177,12 +1199,13 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_lang_kernel_launch(const kaio_lang_kern
                                                              const double *scalars,
                                                              size_t scalar_count);
 
-/* Reports and clears the kernel's device-side error flag. Returns
- * KAIO_ERROR_OUT_OF_BOUNDS when some launch since the last check indexed a
- * tensor outside its view; the message names the first such read in source
- * order (line:col, tensor, caret excerpt). The flag is read with a blocking
- * copy that orders only after the legacy stream: synchronise the streams
- * the kernel ran on first. Must not race with launches of the same kernel.
+/* Reports and clears the kernel's device-side error flag, as a stream
+ * synchronisation does. Returns KAIO_ERROR_KERNEL_BOUNDS when some launch
+ * since the flag was last reported indexed a tensor outside its view; the
+ * message names the first such read in source order (tensor, index and
+ * value, line:col, caret excerpt). The flag is read without waiting:
+ * synchronise the streams the kernel ran on first (that sync itself
+ * reports the flag; this call then returns KAIO_OK). No driver call.
  * Any thread. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_lang_kernel_check(const kaio_lang_kernel *kernel);
 

@@ -47,10 +47,7 @@ kaio_status copy_text(const char *fn, const std::string &text, char *buf, size_t
 
 void destroy_kernel(kaio_lang_kernel *k) {
   kaio_device *device = k->device;
-  if (device && k->error_flag) {
-    kaio::ContextScope scope(device);
-    if (scope.status("kaio_lang_kernel_destroy") == KAIO_OK) device->api->cuMemFree(k->error_flag);
-  }
+  k->error_flag.reset();  // the memory lives on while a stream has it noted
   k->tag = kaio::HandleTag::dead;
   delete k;
   if (device) kaio::device_release(device);
@@ -67,7 +64,7 @@ KAIO_API kaio_status kaio_lang_kernel_create(kaio_lang_kernel **out, kaio_device
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
     KAIO_TRY(kaio::check_handle(fn, "device", device));
-    auto compiled = std::make_unique<lang::Compiled>();
+    auto compiled = std::make_shared<lang::Compiled>();
     KAIO_TRY(compile_or_fail(fn, source, compiled.get()));
     KAIO_TRY(kaio::require_arch(fn, device, 8, 0, "kernel-language kernels (PTX sm_80)"));
     cu::CUmodule module = nullptr;
@@ -86,15 +83,12 @@ KAIO_API kaio_status kaio_lang_kernel_create(kaio_lang_kernel **out, kaio_device
       if (cu::CUresult r = device->api->cuModuleGetFunction(&k->entries[e], module, name.c_str()))
         return fail_driver(r, fn, "cuModuleGetFunction");
     }
-    if (cu::CUresult r = device->api->cuMemAlloc(&k->error_flag, 4))
-      return fail_driver(r, fn, "cuMemAlloc (the kernel's 4-byte error flag)");
     k->device = device;
     kaio::device_retain(device);
-    const uint32_t zero = 0;
-    if (cu::CUresult r = device->api->cuMemcpyHtoD(k->error_flag, &zero, 4))
-      return fail_driver(r, fn, "cuMemcpyHtoD (clearing the error flag)");
     k->source = source;
-    k->compiled = std::move(compiled);
+    k->compiled = compiled;
+    k->error_flag = std::make_shared<kaio::LangErrorFlag>(k->source, std::move(compiled));
+    KAIO_TRY(k->error_flag->allocate(fn, device));
     *out = k.release();
     return KAIO_OK;
   });
@@ -140,27 +134,9 @@ KAIO_API kaio_status kaio_lang_kernel_check(const kaio_lang_kernel *kernel) {
   constexpr const char *fn = "kaio_lang_kernel_check";
   return kaio::firewall(fn, [&]() -> kaio_status {
     KAIO_TRY(kaio::check_handle(fn, "kernel", kernel));
-    kaio_device *device = kernel->device;
-    kaio::ContextScope scope(device);
-    KAIO_TRY(scope.status(fn));
-    uint32_t flag = 0;
-    if (cu::CUresult r = device->api->cuMemcpyDtoH(&flag, kernel->error_flag, 4))
-      return fail_driver(r, fn, "cuMemcpyDtoH (reading the error flag)");
-    if (flag == 0) return KAIO_OK;
-    const uint32_t zero = 0;
-    if (cu::CUresult r = device->api->cuMemcpyHtoD(kernel->error_flag, &zero, 4))
-      return fail_driver(r, fn, "cuMemcpyHtoD (clearing the error flag)");
-    const lang::Kernel &k = kernel->compiled->kernel;
-    const uint32_t site = lang::kSiteBase - flag;
-    if (flag > lang::kSiteBase || site >= k.sites.size())
-      return fail(KAIO_ERROR_INTERNAL, "%s: kernel '%s' left error flag 0x%x. Please report this.",
-                  fn, k.name.c_str(), flag);
-    const lang::AccessSite &s = k.sites[site];
-    lang::Diagnostic d{s.pos, "index out of range for tensor '" + k.params[s.param].name +
-                                  "'; the read was skipped and gave 0"};
-    return fail(KAIO_ERROR_OUT_OF_BOUNDS,
-                "%s: kernel '%s' read outside a view: %s\nFix the index or pass a larger view.", fn,
-                k.name.c_str(), lang::format_diagnostic(kernel->source, d).c_str());
+    // a host-mapped word: no driver call; the caller has synchronised
+    const uint64_t value = kernel->error_flag->take();
+    return value ? kernel->error_flag->report(fn, value) : KAIO_OK;
   });
 }
 

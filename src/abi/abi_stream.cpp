@@ -47,6 +47,7 @@ KAIO_API kaio_status kaio_stream_create(kaio_stream **out, kaio_device *device, 
     if (cu::CUresult r = device->api->cuStreamCreate(&s->native, cu_flags))
       return fail_driver(r, fn, "cuStreamCreate");
     s->owned = true;
+    s->error_flags = std::make_shared<kaio::ErrorFlagRegistry>();
     s->device = device;
     kaio::device_retain(device);
     *out = s.release();
@@ -76,6 +77,7 @@ KAIO_API kaio_status kaio_stream_wrap(kaio_stream **out, kaio_device *device, vo
                     fn, cu_stream, device->ordinal);
     }
     auto s = std::make_unique<kaio_stream>();
+    s->error_flags = std::make_shared<kaio::ErrorFlagRegistry>();
     s->native = native;
     s->owned = false;
     s->device = device;
@@ -91,9 +93,11 @@ KAIO_API kaio_status kaio_stream_synchronize(kaio_stream *stream) {
     KAIO_TRY(kaio::check_stream(fn, stream));
     kaio::ContextScope scope(stream->device);
     KAIO_TRY(scope.status(fn));
+    // launches noted before this ticket have completed once the sync returns
+    const uint64_t done_before = stream->error_flags->ticket();
     if (cu::CUresult r = stream->device->api->cuStreamSynchronize(stream->native))
       return fail_driver(r, fn, "cuStreamSynchronize");
-    return KAIO_OK;
+    return stream->error_flags->report(fn, done_before);
   });
 }
 
@@ -169,6 +173,7 @@ KAIO_API kaio_status kaio_event_record(kaio_event *event, kaio_stream *stream) {
     KAIO_TRY(scope.status(fn));
     if (cu::CUresult r = stream->device->api->cuEventRecord(event->native, stream->native))
       return fail_driver(r, fn, "cuEventRecord");
+    event->error_flags = stream->error_flags;  // a reference count, no allocation
     return KAIO_OK;
   });
 }
@@ -181,7 +186,8 @@ KAIO_API kaio_status kaio_event_synchronize(kaio_event *event) {
     KAIO_TRY(scope.status(fn));
     if (cu::CUresult r = event->device->api->cuEventSynchronize(event->native))
       return fail_driver(r, fn, "cuEventSynchronize");
-    return KAIO_OK;
+    // later launches on the stream may still run: report, forget nothing
+    return event->error_flags ? event->error_flags->report(fn, 0) : KAIO_OK;
   });
 }
 

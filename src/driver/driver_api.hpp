@@ -33,6 +33,11 @@ using namespace kaio::cu;
   X(cuCtxPopCurrent, 4000, "cuCtxPopCurrent_v2", true, CUresult, (CUcontext *ctx))                 \
   X(cuMemAlloc, 3020, "cuMemAlloc_v2", true, CUresult, (CUdeviceptr *ptr, size_t bytes))          \
   X(cuMemFree, 3020, "cuMemFree_v2", true, CUresult, (CUdeviceptr ptr))                            \
+  X(cuMemHostAlloc, 3020, "cuMemHostAlloc", true, CUresult,                                      \
+    (void **host, size_t bytes, unsigned flags))                                                   \
+  X(cuMemHostGetDevicePointer, 3020, "cuMemHostGetDevicePointer_v2", true, CUresult,               \
+    (CUdeviceptr *ptr, void *host, unsigned flags))                                                \
+  X(cuMemFreeHost, 2000, "cuMemFreeHost", true, CUresult, (void *host))                            \
   X(cuMemcpyHtoD, 3020, "cuMemcpyHtoD_v2", true, CUresult,                                         \
     (CUdeviceptr dst, const void *src, size_t bytes))                                              \
   X(cuMemcpyDtoH, 3020, "cuMemcpyDtoH_v2", true, CUresult,                                         \

@@ -26,9 +26,11 @@ constexpr int kWarpRowsPerBlock = kBlockThreads / 32;
 // (row, col)): a warp covers 1024 columns, a block 8192.
 constexpr int kRowSlotElems = 32;
 
-// The error flag holds kSiteBase - site for the lowest failing access site
-// (atom.max), 0 when nothing failed.
+// The error flag (.u64) holds, for the lowest failing access site (red.max),
+// (kSiteBase - site) << 34 | which << 32 | the index's value (as .u32),
+// where which says which index failed; 0 when nothing failed.
 constexpr unsigned kSiteBase = 0x10000;
+constexpr unsigned kFlagFlat = 0, kFlagRow = 1, kFlagCol = 2;
 
 // Elements per thread-unit of a map kernel's vector entry: 16 bytes of the
 // widest element among the tensors read at (row, col) and the outputs.

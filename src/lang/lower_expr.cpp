@@ -162,7 +162,7 @@ void ExprLowerer::store_element(DType d, const std::string &addr, const Val &v,
 Val ExprLowerer::index(const Expr &e, ElemContext *elem, const std::string &guard) {
   const Param &p = k_.params[e.index];
   const TensorRegs &t = tensors[e.index];
-  std::string row, col, inside;
+  std::string row, col, inside, bad_index, which;
   if (e.args.size() == 1) {
     std::string flat = lower(*e.args[0], elem, guard).reg;
     std::string n = b_.op(b_.rd(), "mul.wide.u32", t.rows + ", " + t.cols);
@@ -171,18 +171,29 @@ Val ExprLowerer::index(const Expr &e, ElemContext *elem, const std::string &guar
     row = b_.op(b_.r(), "div.u32", flat + ", " + t.cols);
     std::string back = b_.op(b_.r(), "mul.lo.u32", row + ", " + t.cols);
     col = b_.op(b_.r(), "sub.u32", flat + ", " + back);
+    bad_index = flat;
   } else {
     row = lower(*e.args[0], elem, guard).reg;
     col = lower(*e.args[1], elem, guard).reg;
     std::string in_r = b_.op(b_.p(), "setp.lt.u32", row + ", " + t.rows);
     std::string in_c = b_.op(b_.p(), "setp.lt.u32", col + ", " + t.cols);
     inside = b_.op(b_.p(), "and.pred", in_r + ", " + in_c);
+    // name the row when it is out of range, else the column
+    bad_index = b_.op(b_.r(), "selp.b32", col + ", " + row + ", " + in_r);
+    which = b_.op(b_.r(), "selp.b32", std::to_string(kFlagCol) + ", " + std::to_string(kFlagRow) +
+                                          ", " + in_r);
   }
   std::string ok = and_pred(guard, inside);
   std::string outside = not_pred(inside);
   std::string bad = and_pred(guard, outside);
-  std::string code = materialize(std::to_string(kSiteBase - e.site), Type::u32);
-  b_.ins("@" + bad + " red.global.max.u32 [" + err + "], " + code);
+  // flag = (kSiteBase - site) << 34 | which << 32 | index: the max keeps
+  // the lowest failing site
+  const std::string site_bits = std::to_string((kSiteBase - e.site) << 2);
+  std::string hi = which.empty() ? materialize(std::to_string(((kSiteBase - e.site) << 2) | kFlagFlat), Type::u32)
+                                 : b_.op(b_.r(), "or.b32", which + ", " + site_bits);
+  if (bad_index[0] != '%') bad_index = materialize(bad_index, Type::u32);
+  std::string code = b_.op(b_.rd(), "mov.b64", "{" + bad_index + ", " + hi + "}");
+  b_.ins("@" + bad + " red.global.max.u64 [" + err + "], " + code);
   std::string addr = element_address(e.index, row, col);
   return load_element(p.dtype, addr, ok);
 }

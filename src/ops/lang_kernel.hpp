@@ -1,6 +1,6 @@
 // A compiled kernel-language kernel on one device: the checked program (for
-// launch checks and messages), its two entries and its device-side error
-// flag. Immutable after creation except for the flag's contents.
+// launch checks and messages), its entries and its device-side error flag.
+// Immutable after creation except for the flag's contents.
 #pragma once
 
 #include <kaio/kaio.h>
@@ -10,6 +10,25 @@
 
 #include "lang/compiler.hpp"
 #include "runtime/device.hpp"
+#include "runtime/error_flag.hpp"
+
+namespace kaio {
+
+// A kernel's bounds flag: reports the failing read (kernel, tensor, index
+// and source position). Holds the source and program itself, as it may
+// outlive the kernel in a stream's registry.
+class LangErrorFlag final : public ErrorFlag {
+ public:
+  LangErrorFlag(std::string source, std::shared_ptr<const lang::Compiled> compiled)
+      : source_(std::move(source)), compiled_(std::move(compiled)) {}
+  kaio_status report(const char *caller, uint64_t value) const override;
+
+ private:
+  std::string source_;
+  std::shared_ptr<const lang::Compiled> compiled_;
+};
+
+}  // namespace kaio
 
 struct kaio_lang_kernel {
   static constexpr kaio::HandleTag kTag = kaio::HandleTag::lang_kernel;
@@ -18,11 +37,11 @@ struct kaio_lang_kernel {
   kaio::HandleTag tag = kTag;
   kaio_device *device = nullptr;
   std::string source;
-  std::unique_ptr<kaio::lang::Compiled> compiled;
+  std::shared_ptr<const kaio::lang::Compiled> compiled;
   // map kernels: [0] scalar, [1] vector; row kernels: [0] warp, [1] block,
   // [2] warp_cached, [3] block_cached
   kaio::cu::CUfunction entries[4] = {nullptr, nullptr, nullptr, nullptr};
-  kaio::cu::CUdeviceptr error_flag = 0;  // 4 bytes, owned
+  std::shared_ptr<kaio::LangErrorFlag> error_flag;  // shared with stream registries
 };
 
 namespace kaio {

@@ -12,6 +12,7 @@
 #include "lang/lower.hpp"
 #include "ops/lang_kernel.hpp"
 #include "runtime/context_scope.hpp"
+#include "runtime/stream.hpp"
 #include "runtime/tensor_view.hpp"
 
 namespace kaio {
@@ -86,7 +87,7 @@ kaio_status lang_launch(const char *caller, const kaio_lang_kernel &kernel, kaio
   CheckedView views[kMax];
   TensorArgs targs[kMax];
   uint32_t sargs[kMax];
-  uint64_t err = kernel.error_flag;
+  uint64_t err = kernel.error_flag->device_address();
   void *params[4 * kMax + 1];
   size_t np = 0, ti = 0, si = 0;
   int first_out = -1;
@@ -174,6 +175,9 @@ kaio_status lang_launch(const char *caller, const kaio_lang_kernel &kernel, kaio
                                                lang::kBlockThreads, 1, 1, 0, stream->native,
                                                params, nullptr);
   if (r) return fail_driver(r, caller, "cuLaunchKernel");
+  // after the launch, so a concurrent sync that misses this note has not
+  // waited for this launch either (see ErrorFlagRegistry::ticket)
+  stream->error_flags->note(kernel.error_flag);
   return KAIO_OK;
 }
 

@@ -2,7 +2,10 @@
 // wrapper around a foreign CUstream; both retain their device.
 #pragma once
 
+#include <memory>
+
 #include "runtime/device.hpp"
+#include "runtime/error_flag.hpp"
 
 struct kaio_stream {
   static constexpr kaio::HandleTag kTag = kaio::HandleTag::stream;
@@ -12,6 +15,8 @@ struct kaio_stream {
   kaio_device *device = nullptr;
   kaio::cu::CUstream native = nullptr;
   bool owned = false;
+  // device-side error flags launched here, reported by the next sync
+  std::shared_ptr<kaio::ErrorFlagRegistry> error_flags;
 };
 
 struct kaio_event {
@@ -22,4 +27,6 @@ struct kaio_event {
   kaio_device *device = nullptr;
   kaio::cu::CUevent native = nullptr;
   bool timing = true;
+  // the recording stream's error flags, reported by kaio_event_synchronize
+  std::shared_ptr<kaio::ErrorFlagRegistry> error_flags;
 };

@@ -102,11 +102,50 @@ CUresult kaio_fake_cuMemFree(CUdeviceptr ptr) {
   if (ptr == 0) return CUDA_SUCCESS;
   State &s = state();
   auto it = s.allocations.find(ptr);
-  if (it == s.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (it == s.allocations.end() || it->second.pinned_host) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = check_active(it->second.ctx)) return r;
   s.used_bytes.at(it->second.ctx->device) -= it->second.size;
   std::free(host(ptr));
   s.allocations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+// Pinned host memory: host memory, tracked with the allocations (so leaks
+// show in kaio_fake_live_allocations) and mapped at the same address.
+CUresult kaio_fake_cuMemHostAlloc(void **out, size_t bytes, unsigned flags) {
+  auto lock = lock_state();
+  CUcontext ctx = nullptr;
+  if (CUresult r = current_context(&ctx)) return r;
+  if (!out || bytes == 0 || (flags & ~0x7u)) return CUDA_ERROR_INVALID_VALUE;
+  size_t rounded = (bytes + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment;
+  void *block = std::aligned_alloc(kAllocationAlignment, rounded);
+  if (!block) return CUDA_ERROR_OUT_OF_MEMORY;
+  state().allocations[reinterpret_cast<uintptr_t>(block)] = Allocation{bytes, ctx, true};
+  *out = block;
+  return CUDA_SUCCESS;
+}
+
+CUresult kaio_fake_cuMemHostGetDevicePointer(CUdeviceptr *out, void *p, unsigned flags) {
+  auto lock = lock_state();
+  CUcontext ctx = nullptr;
+  if (CUresult r = current_context(&ctx)) return r;
+  auto &allocations = state().allocations;
+  auto it = allocations.find(reinterpret_cast<uintptr_t>(p));
+  if (!out || flags || it == allocations.end() || !it->second.pinned_host)
+    return CUDA_ERROR_INVALID_VALUE;
+  *out = it->first;
+  return CUDA_SUCCESS;
+}
+
+CUresult kaio_fake_cuMemFreeHost(void *p) {
+  auto lock = lock_state();
+  CUcontext ctx = nullptr;
+  if (CUresult r = current_context(&ctx)) return r;
+  auto &allocations = state().allocations;
+  auto it = allocations.find(reinterpret_cast<uintptr_t>(p));
+  if (it == allocations.end() || !it->second.pinned_host) return CUDA_ERROR_INVALID_VALUE;
+  std::free(p);
+  allocations.erase(it);
   return CUDA_SUCCESS;
 }
 

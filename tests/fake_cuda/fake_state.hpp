@@ -76,6 +76,7 @@ Config read_config();
 struct Allocation {
   size_t size = 0;
   CUcontext ctx = nullptr;
+  bool pinned_host = false;  // cuMemHostAlloc: freed by cuMemFreeHost only
 };
 
 struct Launch {

@@ -37,6 +37,7 @@ const (
 	StatusKernelSource      Status = C.KAIO_ERROR_KERNEL_SOURCE
 	StatusLaunchFailed      Status = C.KAIO_ERROR_LAUNCH_FAILED
 	StatusDeviceFault       Status = C.KAIO_ERROR_DEVICE_FAULT
+	StatusKernelBounds      Status = C.KAIO_ERROR_KERNEL_BOUNDS
 	StatusDriver            Status = C.KAIO_ERROR_DRIVER
 	StatusInternal          Status = C.KAIO_ERROR_INTERNAL
 )
@@ -101,6 +102,7 @@ var (
 	ErrKernelSource      = &Error{Status: StatusKernelSource}
 	ErrLaunchFailed      = &Error{Status: StatusLaunchFailed}
 	ErrDeviceFault       = &Error{Status: StatusDeviceFault}
+	ErrKernelBounds      = &Error{Status: StatusKernelBounds}
 	ErrDriver            = &Error{Status: StatusDriver}
 	ErrInternal          = &Error{Status: StatusInternal}
 )

@@ -59,6 +59,7 @@ pub const KAIO_ERROR_KERNEL_NOT_FOUND: kaio_status = -401;
 pub const KAIO_ERROR_KERNEL_SOURCE: kaio_status = -402;
 pub const KAIO_ERROR_LAUNCH_FAILED: kaio_status = -500;
 pub const KAIO_ERROR_DEVICE_FAULT: kaio_status = -501;
+pub const KAIO_ERROR_KERNEL_BOUNDS: kaio_status = -502;
 pub const KAIO_ERROR_DRIVER: kaio_status = -900;
 pub const KAIO_ERROR_INTERNAL: kaio_status = -999;
 

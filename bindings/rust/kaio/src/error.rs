@@ -39,6 +39,7 @@ impl Status {
     pub const KERNEL_SOURCE: Status = Status(sys::KAIO_ERROR_KERNEL_SOURCE);
     pub const LAUNCH_FAILED: Status = Status(sys::KAIO_ERROR_LAUNCH_FAILED);
     pub const DEVICE_FAULT: Status = Status(sys::KAIO_ERROR_DEVICE_FAULT);
+    pub const KERNEL_BOUNDS: Status = Status(sys::KAIO_ERROR_KERNEL_BOUNDS);
     pub const DRIVER: Status = Status(sys::KAIO_ERROR_DRIVER);
     pub const INTERNAL: Status = Status(sys::KAIO_ERROR_INTERNAL);
 

@@ -97,7 +97,7 @@ import argparse
 import os
 import sys
 
-from ptx_emitter import PtxEmitter, load_params, write_or_check
+from ptx_emitter import PtxEmitter, load_params, sum_warp_partials, write_or_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_NAME = "matmul_gemv.ptx"
@@ -395,23 +395,8 @@ grid (ceil(N/%d), 1, 1), block (%d, 1, 1).""" % (
 
     k.note("outputs: thread o sums the %d partials of (o / %d, o %% %d) in warp order" % (wk, X, X))
     pbeta = k.p("setp.ne.f32", P["beta"], "0f00000000")
-    nout = mt * X
-    for rep in range((nout + threads - 1) // threads):
-        o = k.r("add.u32", tid, rep * threads) if rep else tid
-        row = k.r("shr.u32", o, log2(X))
-        col = k.r("add.u32", n0, k.r("and.b32", o, X - 1))
-        ok = k.p("setp.lt.and.u32", row, P["m"], k.p("setp.lt.u32", col, P["n"]))
-        if (rep + 1) * threads > nout:
-            ok = k.p("setp.lt.and.u32", o, nout, ok)
-        nxt = k.label("out_skip")
-        k.op("@!%s bra %s" % (ok, nxt))
-        addr = k.r("add.u32", smem, k.r("shl.b32", o, 2))
-        ssum = k.f("ld.shared.f32", "[%s]" % addr)
-        for w in range(1, wk):
-            part = k.f("ld.shared.f32", "[%s+%d]" % (addr, w * mt * X * 4))
-            k.op("add.f32 %s, %s, %s" % (ssum, ssum, part))
-        epilogue_one(k, P, row, col, ssum, pbeta)
-        k.place(nxt)
+    sum_warp_partials(k, smem, tid, threads, mt, X, wk, None, n0, P["m"], P["n"],
+                      lambda row, col, ssum: epilogue_one(k, P, row, col, ssum, pbeta))
     k.op("ret")
     return k.text()
 

@@ -60,7 +60,7 @@ Measured (H100, bench/bench_quant, group 128 with qzeros, 2026-11-22; see bench/
 import os
 import sys
 
-from ptx_emitter import PtxEmitter, load_params, main_for
+from ptx_emitter import PtxEmitter, load_params, main_for, sum_warp_partials
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_NAME = "quant_int4.ptx"
@@ -417,27 +417,14 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
     k.op("bar.sync 0")
 
     k.note("outputs: thread o sums the %d partials of (o / %d, o %% %d) in warp order" % (WK, X, X))
-    nout = mt * X
-    for rep in range((nout + threads - 1) // threads):
-        o = k.r("add.u32", tid, rep * threads) if rep else tid
-        row = k.r("add.u32", mb, k.r("shr.u32", o, X.bit_length() - 1))
-        col = k.r("add.u32", nb, k.r("and.b32", o, X - 1))
-        ok = k.p("setp.lt.and.u32", row, P["m"], k.p("setp.lt.u32", col, S["n"]))
-        if (rep + 1) * threads > nout:
-            ok = k.p("setp.lt.and.u32", o, nout, ok)
-        nxt = k.label("out_skip")
-        k.op("@!%s bra %s" % (ok, nxt))
-        addr = k.r("add.u32", smem, k.r("shl.b32", o, 2))
-        ssum = k.f("ld.shared.f32", "[%s]" % addr)
-        for w in range(1, WK):
-            part = k.f("ld.shared.f32", "[%s+%d]" % (addr, w * mt * X * 4))
-            k.op("add.f32 %s, %s, %s" % (ssum, ssum, part))
+    def store(row, col, ssum):
         if not i4:
             sa = k.rd("add.u64", S["sc"], k.rd("mul.wide.u32", k.r("mul.lo.u32", col, S["scstep"]), 4))
             ssum = k.f("mul.rn.f32", ssum, k.f("ld.global.nc.f32", "[%s]" % sa))
         elem = k.rd("add.u64", k.rd("mul.lo.u64", wide(k, row), S["ldo"]), wide(k, col))
         output_store(k, P["out_dtype"], S["out"], elem, ssum)
-        k.place(nxt)
+
+    sum_warp_partials(k, smem, tid, threads, mt, X, WK, mb, nb, P["m"], S["n"], store)
     k.op("ret")
     return k.text()
 

@@ -6,6 +6,7 @@
 #include "kernels/module_cache.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/context_scope.hpp"
+#include "ops/tensor_map.hpp"
 #include "runtime/stream.hpp"
 
 namespace kaio {
@@ -82,35 +83,10 @@ Choice choose(int64_t m, int64_t n, int64_t k, int64_t sms, bool may_split) {
   return best;
 }
 
-// CUtensorMap: 128 opaque bytes, 64-byte aligned.
-struct alignas(64) TensorMap {
-  unsigned long long opaque[16];
-};
-
-// cuTensorMapEncodeTiled enums (values fixed by the driver ABI).
-constexpr int kTmaFloat16 = 6, kTmaBfloat16 = 9;
-constexpr int kInterleaveNone = 0, kSwizzle128 = 3, kL2Promote128 = 2, kOobZeroFill = 0;
-
 KernelId kernel_for(const OpPlan &plan, const TileFamily &family) {
   const MatmulParams &p = plan.matmul;
   return with_dtype_offset(family.first,
                            (plan.dtype == KAIO_DTYPE_BF16 ? 4 : 0) + p.trans_a * 2 + p.trans_b);
-}
-
-// A row-major view as a 2-D tensor map: dim 0 is the view's columns (the
-// contiguous one, K or M/N depending on the layout), dim 1 its rows.
-kaio_status encode(const char *caller, const kaio_device *device, const CheckedView &v,
-                   kaio_dtype dtype, const unsigned box[2], TensorMap *out) {
-  unsigned long long dims[2] = {static_cast<unsigned long long>(v.cols),
-                                static_cast<unsigned long long>(v.rows)};
-  unsigned long long strides[1] = {static_cast<unsigned long long>(v.row_stride) * 2};
-  unsigned element_strides[2] = {1, 1};
-  cu::CUresult r = device->api->cuTensorMapEncodeTiled(
-      out, dtype == KAIO_DTYPE_BF16 ? kTmaBfloat16 : kTmaFloat16, 2,
-      reinterpret_cast<void *>(v.address), dims, strides, box, element_strides, kInterleaveNone,
-      kSwizzle128, kL2Promote128, kOobZeroFill);
-  if (r) return fail_driver(r, caller, "cuTensorMapEncodeTiled");
-  return KAIO_OK;
 }
 
 }  // namespace
@@ -165,8 +141,8 @@ kaio_status launch_matmul_sm90(const char *caller, const kaio_device *device, co
   {
     ContextScope scope(device);
     KAIO_TRY(scope.status(caller));
-    KAIO_TRY(encode(caller, device, a, plan.dtype, p.box_a, &map_a));
-    KAIO_TRY(encode(caller, device, b, plan.dtype, p.box_b, &map_b));
+    KAIO_TRY(encode_tensor_map(caller, device, a, plan.dtype, p.box_a, &map_a));
+    KAIO_TRY(encode_tensor_map(caller, device, b, plan.dtype, p.box_b, &map_b));
   }
   unsigned long long pc = c.address, ldc = c.row_stride;
   unsigned m = static_cast<unsigned>(plan.rows), n = static_cast<unsigned>(plan.cols),

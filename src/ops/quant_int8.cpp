@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/quant.hpp"
+#include "ops/tensor_map.hpp"
 #include "runtime/context_scope.hpp"
 
 namespace kaio {
@@ -21,28 +22,6 @@ constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kKAlign = 16;           // 16-byte cp.async chunks of s8 along K
 constexpr int64_t kMaxK = 131071;         // K * 128 * 128 stays below 2^31
 constexpr int64_t kHopperTileM = 128, kHopperStepK = 128;
-
-// CUtensorMap (128 opaque bytes, 64-byte aligned) and the cuTensorMapEncodeTiled
-// enums used (values fixed by the driver ABI): the Hopper kernels
-// (gen_matmul_sm90.py, kaio_matmul_sm90_s8_nt) read s8 as UINT8 elements.
-struct alignas(64) TensorMap {
-  unsigned long long opaque[16];
-};
-constexpr int kTmaUint8 = 0;
-constexpr int kInterleaveNone = 0, kSwizzle128 = 3, kL2Promote128 = 2, kOobZeroFill = 0;
-
-kaio_status encode_bytes(const char *caller, const kaio_device *device, const CheckedView &v,
-                         const unsigned box[2], TensorMap *out) {
-  unsigned long long dims[2] = {static_cast<unsigned long long>(v.cols),
-                                static_cast<unsigned long long>(v.rows)};
-  unsigned long long strides[1] = {static_cast<unsigned long long>(v.row_stride)};
-  unsigned element_strides[2] = {1, 1};
-  cu::CUresult r = device->api->cuTensorMapEncodeTiled(
-      out, kTmaUint8, 2, reinterpret_cast<void *>(v.address), dims, strides, box,
-      element_strides, kInterleaveNone, kSwizzle128, kL2Promote128, kOobZeroFill);
-  if (r) return fail_driver(r, caller, "cuTensorMapEncodeTiled");
-  return KAIO_OK;
-}
 
 bool hopper_applies(const kaio_device *device, const QuantPlan &p) {
   return p.variant == KAIO_MATMUL_AUTO && device->info.cc_major == 9 &&
@@ -192,8 +171,8 @@ kaio_status run_int8(const char *caller, const kaio_device *device, const QuantP
     {
       ContextScope scope(device);
       KAIO_TRY(scope.status(caller));
-      KAIO_TRY(encode_bytes(caller, device, a, plan.box_a, &map_a));
-      KAIO_TRY(encode_bytes(caller, device, b, plan.box_b, &map_b));
+      KAIO_TRY(encode_tensor_map(caller, device, a, KAIO_DTYPE_I8, plan.box_a, &map_a));
+      KAIO_TRY(encode_tensor_map(caller, device, b, KAIO_DTYPE_I8, plan.box_b, &map_b));
     }
     // No beta, and K in one split: the s32 sums stay exact.
     float beta = 0.0f;

@@ -1,0 +1,25 @@
+// TMA tensor maps for the Hopper kernels (ptx/gen_matmul_sm90.py), encoded
+// from a checked view at each launch: host-side work only, no driver sync.
+#pragma once
+
+#include <kaio/kaio.h>
+
+#include "runtime/tensor_view.hpp"
+
+namespace kaio {
+
+// CUtensorMap: 128 opaque bytes, 64-byte aligned.
+struct alignas(64) TensorMap {
+  unsigned long long opaque[16];
+};
+
+// A row-major view as a 2-D map with a 128-byte swizzle, as the kernels'
+// `// kaio-tma:` lines describe: dim 0 is the view's columns (the contiguous
+// one), dim 1 its rows; out-of-bounds elements read as zeros. dtype F16,
+// BF16, or I8 (encoded as UINT8: TMA moves bytes). The device's context
+// must be current.
+kaio_status encode_tensor_map(const char *caller, const kaio_device *device,
+                              const CheckedView &v, kaio_dtype dtype, const unsigned box[2],
+                              TensorMap *out);
+
+}  // namespace kaio

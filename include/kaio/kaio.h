@@ -1163,7 +1163,9 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_lang_kernel_create(kaio_lang_kernel **o
                                                              kaio_device *device,
                                                              const char *source);
 
-/* Accepts NULL. Must not race with launches of the same handle. */
+/* Accepts NULL. Must not race with launches of the same handle. Launches
+ * still queued may run; a stream that noted the kernel's error flag keeps
+ * it until its next sync reports it. */
 KAIO_API void kaio_lang_kernel_destroy(kaio_lang_kernel *kernel);
 
 /* Compiles `source` to PTX without a device or driver, for inspection and
@@ -1191,6 +1193,9 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_lang_kernel_ptx(const kaio_lang_kernel 
  * overlap each other or any input, except that an input read only at
  * (row, col) may be the very same view as an output (in place).
  * No host synchronisation, allocation or module load: graph-capturable.
+ * The launch notes the kernel's error flag on the stream handle for its
+ * next synchronisation (a short lock; memory is taken only when more than
+ * 16 distinct kernels run on one stream between two syncs, and is kept).
  * Thread-safe; a kernel may be launched from several threads at once. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_lang_kernel_launch(const kaio_lang_kernel *kernel,
                                                              kaio_stream *stream,

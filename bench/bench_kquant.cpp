@@ -8,6 +8,7 @@
 //    (N, K) = (14336, 4096) and (4096, 14336): weight bytes per second,
 //    against the copy bandwidth and cuBLAS GemmEx f16 (A 1 x K, B the f16
 //    weights N x K transposed, f32 out) on the same logical shape.
+// --matvec skips the quantize rows.
 // Timing: median of --iters launches after warm-ups, one event pair each
 // (support/timing.hpp); operands rotated through copies covering 2 x L2
 // (support/l2_rotation.hpp). Correctness is the GPU tests' job.
@@ -63,7 +64,7 @@ double cpu_ns_per_value(kaio_quant_format f, kaio_quant_mode mode, const std::ve
   return elapsed * 1e9 / static_cast<double>(rows * kCols);
 }
 
-int run(int iters) {
+int run(int iters, bool matvec_only) {
   kaio_bench::Device device;
   const kaio_device_info info =
       kaio_bench::open_device(&device, "the k-quant kernels need compute capability 8.0+");
@@ -83,41 +84,44 @@ int run(int iters) {
   dst.reset();
 
   // ---- quantize ----
-  std::printf("== quantize %lld x %lld ==\n", static_cast<long long>(kRows), static_cast<long long>(kCols));
-  std::printf("format mode   in   | GPU us    GB/s  %%copy | CPU 1-thread ns/value  est. s | speedup\n");
-  const std::vector<float> xf = kaio_bench::random_floats(static_cast<uint64_t>(kRows * kCols), -1.0f, 1.0f, 7);
-  for (kaio_dtype in : {KAIO_DTYPE_F32, KAIO_DTYPE_BF16}) {
-    const uint64_t x_bytes = static_cast<uint64_t>(kRows * kCols) * kaio_dtype_size(in);
-    Buffer x = make_buffer(device.get(), x_bytes);
-    if (in == KAIO_DTYPE_F32) {
-      CHECK(kaio_buffer_write(x.get(), 0, xf.data(), x_bytes));
-    } else {
-      const std::vector<uint16_t> h = kaio_bench::to_half(xf, KAIO_DTYPE_BF16);
-      CHECK(kaio_buffer_write(x.get(), 0, h.data(), x_bytes));
-    }
-    for (int fi = 0; fi < 4; ++fi) {
-      const kaio_quant_format f = kFormats[fi];
-      const int64_t row_bytes = kaio_quant_row_bytes(f, kCols);
-      Buffer q = make_buffer(device.get(), static_cast<uint64_t>(kRows * row_bytes));
-      for (kaio_quant_mode mode : {KAIO_QUANT_MODE_GGML, KAIO_QUANT_MODE_CANDLE}) {
-        if (f == KAIO_QUANT_Q8_0 && mode == KAIO_QUANT_MODE_CANDLE) continue;  // same kernel math
-        kaio_op *raw = nullptr;
-        CHECK(kaio_op_create_quantize(&raw, device.get(), f, mode, in, kRows, kCols));
-        Op op(raw);
-        const kaio_tensor t[] = {kaio_tensor_2d(x.get(), in, kRows, kCols),
-                                 kaio_tensor_2d(q.get(), KAIO_DTYPE_U8, kRows, row_bytes)};
-        const double us = timer.median_us([&](uint64_t) { CHECK(kaio_op_launch(op.get(), stream.get(), t, 2)); }, 1);
-        const double bytes = static_cast<double>(x_bytes) + static_cast<double>(kRows * row_bytes);
-        const double gbs = bytes / us / 1e3;
-        const double ns = cpu_ns_per_value(f, mode, xf);  // f32 values; bf16 costs the same
-        const double cpu_s = ns * 1e-9 * static_cast<double>(kRows * kCols);
-        std::printf("%-6s %-6s %-4s | %7.1f %7.1f %5.1f%% | %21.1f %7.1f | %7.0fx\n", kFormatNames[fi],
-                    mode == KAIO_QUANT_MODE_GGML ? "GGML" : "CANDLE", kaio_dtype_name(in), us, gbs,
-                    100.0 * gbs / copy_gbs, ns, cpu_s, cpu_s * 1e6 / us);
-        std::fflush(stdout);
+  if (!matvec_only) {
+    std::printf("== quantize %lld x %lld ==\n", static_cast<long long>(kRows), static_cast<long long>(kCols));
+    std::printf("format mode   in   | GPU us    GB/s  %%copy | CPU 1-thread ns/value  est. s | speedup\n");
+    const std::vector<float> xf = kaio_bench::random_floats(static_cast<uint64_t>(kRows * kCols), -1.0f, 1.0f, 7);
+    for (kaio_dtype in : {KAIO_DTYPE_F32, KAIO_DTYPE_BF16}) {
+      const uint64_t x_bytes = static_cast<uint64_t>(kRows * kCols) * kaio_dtype_size(in);
+      Buffer x = make_buffer(device.get(), x_bytes);
+      if (in == KAIO_DTYPE_F32) {
+        CHECK(kaio_buffer_write(x.get(), 0, xf.data(), x_bytes));
+      } else {
+        const std::vector<uint16_t> h = kaio_bench::to_half(xf, KAIO_DTYPE_BF16);
+        CHECK(kaio_buffer_write(x.get(), 0, h.data(), x_bytes));
+      }
+      for (int fi = 0; fi < 4; ++fi) {
+        const kaio_quant_format f = kFormats[fi];
+        const int64_t row_bytes = kaio_quant_row_bytes(f, kCols);
+        Buffer q = make_buffer(device.get(), static_cast<uint64_t>(kRows * row_bytes));
+        for (kaio_quant_mode mode : {KAIO_QUANT_MODE_GGML, KAIO_QUANT_MODE_CANDLE}) {
+          if (f == KAIO_QUANT_Q8_0 && mode == KAIO_QUANT_MODE_CANDLE) continue;  // same kernel math
+          kaio_op *raw = nullptr;
+          CHECK(kaio_op_create_quantize(&raw, device.get(), f, mode, in, kRows, kCols));
+          Op op(raw);
+          const kaio_tensor t[] = {kaio_tensor_2d(x.get(), in, kRows, kCols),
+                                   kaio_tensor_2d(q.get(), KAIO_DTYPE_U8, kRows, row_bytes)};
+          const double us = timer.median_us([&](uint64_t) { CHECK(kaio_op_launch(op.get(), stream.get(), t, 2)); }, 1);
+          const double bytes = static_cast<double>(x_bytes) + static_cast<double>(kRows * row_bytes);
+          const double gbs = bytes / us / 1e3;
+          const double ns = cpu_ns_per_value(f, mode, xf);  // f32 values; bf16 costs the same
+          const double cpu_s = ns * 1e-9 * static_cast<double>(kRows * kCols);
+          std::printf("%-6s %-6s %-4s | %7.1f %7.1f %5.1f%% | %21.1f %7.1f | %7.0fx\n", kFormatNames[fi],
+                      mode == KAIO_QUANT_MODE_GGML ? "GGML" : "CANDLE", kaio_dtype_name(in), us, gbs,
+                      100.0 * gbs / copy_gbs, ns, cpu_s, cpu_s * 1e6 / us);
+          std::fflush(stdout);
+        }
       }
     }
-  }
+
+  }  // quantize
 
   // ---- dequant-matvec, M = 1 ----
   std::string why;
@@ -190,16 +194,22 @@ int run(int iters) {
 
 int main(int argc, char **argv) {
   int iters = 20;
-  if (argc == 3 && std::strcmp(argv[1], "--iters") == 0) {
-    auto v = kaio_bench::parse_positive(argv[2]);
-    if (!v) {
-      std::fprintf(stderr, "usage: bench_kquant [--iters N]\n");
+  bool matvec_only = false;
+  for (int i = 1; i < argc; ++i) {
+    const char *usage = "usage: bench_kquant [--iters N] [--matvec]   (--matvec: the dequant-matvec rows only)\n";
+    if (std::strcmp(argv[i], "--matvec") == 0) {
+      matvec_only = true;
+    } else if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
+      auto v = kaio_bench::parse_positive(argv[++i]);
+      if (!v) {
+        std::fprintf(stderr, "%s", usage);
+        return 1;
+      }
+      iters = static_cast<int>(*v);
+    } else {
+      std::fprintf(stderr, "%s", usage);
       return 1;
     }
-    iters = static_cast<int>(*v);
-  } else if (argc != 1) {
-    std::fprintf(stderr, "usage: bench_kquant [--iters N]\n");
-    return 1;
   }
-  return kaio_bench::exit_status_of("bench_kquant", [&] { return run(iters); });
+  return kaio_bench::exit_status_of("bench_kquant", [&] { return run(iters, matvec_only); });
 }

@@ -15,7 +15,8 @@
 // output is checked against its baseline: int8 exactly, int4 within 1e-2
 // relative Frobenius error (f16 weights dequantized on the host for cuBLAS).
 //
-// usage: bench_quant [--iters N] [--quick]   (--quick: N = K = 4096 only)
+// usage: bench_quant [--iters N] [--quick] [--decode]   (--quick: N = K = 4096 only;
+//        --decode: the int4 and fused QKV rows at M <= 16 only)
 // Exit status: 0 on success, 1 on a failure or mismatch, 2 without a GPU.
 #include <dlfcn.h>
 #include <glob.h>
@@ -468,11 +469,13 @@ double copy_gbps(Ctx &cx) {
 
 int main(int argc, char **argv) {
   int iters = 30;
-  bool quick = false;
+  bool quick = false, decode = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") {
       quick = true;
+    } else if (a == "--decode") {
+      decode = true;
     } else if (a == "--iters" && i + 1 < argc) {
       const auto n = kaio_bench::parse_positive(argv[++i]);
       if (!n || *n > 100000) {
@@ -481,7 +484,7 @@ int main(int argc, char **argv) {
       }
       iters = static_cast<int>(*n);
     } else {
-      std::fprintf(stderr, "usage: bench_quant [--iters N] [--quick]\n");
+      std::fprintf(stderr, "usage: bench_quant [--iters N] [--quick] [--decode]\n");
       return a == "--help" ? 0 : 1;
     }
   }
@@ -502,11 +505,13 @@ int main(int argc, char **argv) {
     std::vector<std::pair<int64_t, int64_t>> nk = {{4096, 4096}};
     if (!quick) nk = {{4096, 4096}, {8192, 8192}, {14336, 4096}};
     for (auto [n, k] : nk)
-      for (int64_t m : {1, 4, 16, 512, 4096}) bench_int4(cx, m, n, k);
+      for (int64_t m : {1, 4, 16, 512, 4096})
+        if (!decode || m <= 16) bench_int4(cx, m, n, k);
     std::printf("\n");
     const int64_t gqa[3] = {4096, 1024, 1024}, mha[3] = {4096, 4096, 4096};
     for (const int64_t *ns : {gqa, mha})
       for (int64_t m : {1, 4, 16}) bench_qkv(cx, m, 4096, ns);
+    if (decode) return cx.failed ? 1 : 0;
     std::printf("\n");
     bench_int8(cx, 4096, 4096, 4096);
     for (auto [n, k] : nk)

@@ -57,6 +57,7 @@ Measured (H100, bench/bench_quant, group 128 with qzeros, 2026-11-22; see bench/
   under the 128-register cap of 512 threads and is not generated.
 """
 
+import collections
 import os
 import sys
 
@@ -76,8 +77,18 @@ DTYPES = ("f16", "bf16")
 MAGIC = {"f16": "0x64006400", "bf16": "0x43004300"}   # 1024.0 / 128.0 in both halves
 ONE = {"f16": "0x3C003C00", "bf16": "0x3F803F80"}
 NEG0 = "0x80008000"
-CONTIG_U = 4                 # steps per batch of the contiguous-K (group >= 128) kernels
-CW, U, WK = 1, 2, 16         # column groups per warp, steps per batch, warps per CTA
+# The contiguous-K (group >= 128) kernels: warps per CTA, steps per batch, the CTAs per SM that
+# cap ptxas's registers (none spill), batches of L2 prefetch ahead, and the name suffix.  Fewer
+# warps per CTA suit wider N: src/ops/quant_int4.cpp picks the most warps whose CTAs still fit
+# the GPU in one wave (measured on the H100, see the header).
+Contig = collections.namedtuple("Contig", "warps steps min_ctas prefetch suffix")
+PREFETCH = 1
+CONTIG_M8 = (Contig(16, 4, 1, PREFETCH, ""), Contig(8, 4, 2, PREFETCH, "_w8"),
+             Contig(4, 4, 4, PREFETCH, "_w4"))
+# M <= 16: 16 warps take batches of 2 steps (4 spill under the 128-register cap of 512
+# threads); 4 warps take 4 steps with up to 168 registers (3 CTAs per SM).
+CONTIG_M16 = (Contig(16, 2, 1, PREFETCH, ""), Contig(4, 4, 3, PREFETCH, "_w4"))
+CW, U, WARPS_SPLIT_K = 1, 2, 16   # column groups per warp, steps per batch, warps per CTA
 X = 32 * CW                  # columns per CTA
 PROJ = ("q", "k", "v")
 PER_PROJ = ((".u64", "qw"), (".u64", "ldqw"), (".u64", "qz"), (".u64", "ldqz"),
@@ -98,14 +109,17 @@ DQ_BLOCK = 256
 
 
 class Kernel(PtxEmitter):
-    def __init__(self, name, doc, params, block, annotations, shared_decl=None):
+    def __init__(self, name, doc, params, block, annotations, shared_decl=None, min_ctas=0):
         self.name, self.doc, self.params, self.block = name, doc, params, block
-        self.annotations, self.shared_decl = annotations, shared_decl
+        self.annotations, self.shared_decl, self.min_ctas = annotations, shared_decl, min_ctas
         super().__init__()
 
     def text(self):
-        return self.entry_text(self.name, self.doc, self.annotations, self.params,
-                               [".maxntid %d, 1, 1" % self.block], self.shared_decl)
+        directives = [".maxntid %d, 1, 1" % self.block]
+        if self.min_ctas:    # caps ptxas at 65536 / (block * min_ctas) registers
+            directives.append(".minnctapersm %d" % self.min_ctas)
+        return self.entry_text(self.name, self.doc, self.annotations, self.params, directives,
+                               self.shared_decl)
 
 
 def wide(k, r32):
@@ -151,17 +165,20 @@ def output_store(k, out_dtype, base, elem, v):
     k.place(done)
 
 
-def gemv_kernel(dt, mt, wfmt="int4", contig=False):
+def gemv_kernel(dt, mt, wfmt="int4", contig=None):
     """wfmt "int4": GPTQ-packed weights; "int8": s8 K x N weights (W8A16), f16
     only, the per-tensor or per-column f32 scale applied to the f32 sums.
-    contig (int4, groups of >= 128): each warp takes a contiguous range of K,
-    in batches of 4 consecutive steps that lie in one group, so scales and
-    zeros are loaded once per batch and more weight bytes fit in flight."""
+    contig (int4, groups of >= 128), a Contig: each warp takes a contiguous
+    range of K, in batches of contig.steps consecutive steps that lie in one
+    group, so scales and zeros are loaded once per batch and more weight bytes
+    fit in flight; contig.warps warps per CTA, and with contig.prefetch the
+    weights of the batch that many batches ahead are prefetched into L2."""
     i4 = wfmt == "int4"
-    Ub = CONTIG_U if contig else U
+    Ub = contig.steps if contig else U
+    WK = contig.warps if contig else WARPS_SPLIT_K
     name = ("kaio_int4_gemv_%s_m%d" if i4 else "kaio_int8w_gemv_%s_m%d") % (dt, mt)
     if contig:
-        name += "_g128"
+        name += "_g128" + contig.suffix
     threads = 32 * WK
     red_bytes = WK * mt * X * 4
     sym = "kaio_int4_red"
@@ -176,7 +193,8 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
     ann = ["// kaio-shared-bytes: %s 0" % name,
            "// kaio-launch: %s block=%d cols_per_block=%d" % (name, threads, X)]
     params, per_proj = (GEMV_PARAMS, PER_PROJ) if i4 else (GEMV8_PARAMS, PER_PROJ8)
-    k = Kernel(name, doc, params, threads, ann, ".shared .align 16 .b8 %s[%d]" % (sym, red_bytes))
+    k = Kernel(name, doc, params, threads, ann, ".shared .align 16 .b8 %s[%d]" % (sym, red_bytes),
+               contig.min_ctas if contig else 0)
     pnames = ("qw", "qz", "sc", "out") if i4 else ("w", "sc", "out")
     ptrs = ["x"] + ["%s_%s" % (nm, p) for p in PROJ for nm in pnames]
     P = load_params(k, params, ptrs)
@@ -279,6 +297,12 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
                 k.op("@%s ld.global.nc.b32 %s, [%s]" % (k.p("and.pred", okc, has_z), z, za))
             for u in range(Ub):
                 ok = k.p("setp.lt.u32", k.r("add.u32", sb, u) if u else sb, end)
+                if contig.prefetch:
+                    ahead = contig.prefetch * Ub + u
+                    okp = k.p("setp.lt.u32", k.r("add.u32", sb, ahead), end)
+                    for c in range(CW):
+                        pa = k.rd("add.u64", wptr[c], k.rd("mul.lo.u64", ustride, ahead))
+                        k.op("@%s prefetch.global.L2 [%s]" % (k.p("and.pred", okp, col_ok[c]), pa))
                 for c in range(CW):
                     okc = k.p("and.pred", ok, col_ok[c])
                     w = dst["w"][u][c]
@@ -519,12 +543,16 @@ def generate():
             parts.append("\n" + gemv_kernel(dt, mt))
     for mt in (8, 16):
         parts.append("\n" + gemv_kernel("f16", mt, "int8"))
-    # M <= 8 only: with 16 rows the two register sets of 4 steps spill.
     for dt in DTYPES:
-        parts.append("\n" + gemv_kernel(dt, 8, contig=True))
+        parts.append("\n" + gemv_kernel(dt, 8, contig=CONTIG_M8[0]))
     for dt in DTYPES:
         parts.append("\n" + dequant_kernel(dt))
     parts.append("\n" + transpose_kernel())
+    for dt in DTYPES:
+        for c in CONTIG_M8[1:]:
+            parts.append("\n" + gemv_kernel(dt, 8, contig=c))
+        for c in CONTIG_M16:
+            parts.append("\n" + gemv_kernel(dt, 16, contig=c))
     return {OUT_NAME: "".join(parts)}
 
 

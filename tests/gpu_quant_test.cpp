@@ -353,6 +353,22 @@ TEST_F(GpuQuantInt4, DecodeRowsDtypesAndStrides) {
   check({6, 40, 1248, 1248, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32});
 }
 
+// The contiguous-K kernels split K over 16, 8 or 4 warps per CTA, picked by how
+// many CTAs N makes (src/ops/quant_int4.cpp); on a 132-SM H100, N = 8200 takes
+// the 8-warp kernel at M <= 8 and the 16-warp one at M <= 16, N = 8456 the 4-warp
+// ones (the last CTA half full). Also the smallest legal K (32, one group) and N (8).
+TEST_F(GpuQuantInt4, ContiguousKKernelsOfEveryWarpCount) {
+  check({1, 8200, 256, 128, true});
+  check({5, 8456, 128, 128, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F16});
+  check({2, 8456, 1152, 128, true, 1});  // 36 steps: 4 warps take 12, 12, 12, 0
+  check({3, 8456, 32, 32, true});
+  check({12, 8200, 384, 128, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32});
+  check({16, 8456, 256, 256, true});
+  check({16, 8456, 512, 128, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_F16, KAIO_DTYPE_BF16});
+  check({16, 8, 32, 32, false});
+  check({1, 8, 4096, 128, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F32, false, 8});
+}
+
 TEST_F(GpuQuantInt4, OpHandlesAtPrefillDequantizeIntoTheirWorkspace) {
   check({64, 128, 256, 128, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F32, true});
   check({100, 200, 512, 64, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16, true, 8});

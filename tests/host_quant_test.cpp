@@ -79,19 +79,25 @@ TEST_F(FakeQuant, Int8PicksWgmmaOnHopperAndMmaSyncWhenAsked) {
 }
 
 TEST_F(FakeQuant, Int4DecodeKernelByRowsAndFusedQkvIsOneLaunch) {
-  const int64_t k = 256, n = 96;
+  // The fake GPU has 4 SMs (64 warp slots at 16 per SM): groups >= 128 take the
+  // contiguous-K kernel with the most warps (16, 8, 4) whose busy CTAs fit them.
+  const int64_t k = 256;
   struct {
-    int64_t m, group;
+    int64_t m, n, group;
     kaio_dtype in;
     const char *kernel;
     unsigned grid_z;
-  } cases[] = {{1, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m8_g128", 1},
-               {1, 64, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m8", 1},
-               {8, 256, KAIO_DTYPE_BF16, "kaio_int4_gemv_bf16_m8_g128", 1},
-               {8, 32, KAIO_DTYPE_BF16, "kaio_int4_gemv_bf16_m8", 1},
-               {9, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16", 1},
-               {40, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16", 3}};  // one-shot: any M
+  } cases[] = {{1, 96, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m8_g128", 1},
+               {1, 96, 64, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m8", 1},
+               {8, 96, 256, KAIO_DTYPE_BF16, "kaio_int4_gemv_bf16_m8_g128", 1},
+               {8, 96, 32, KAIO_DTYPE_BF16, "kaio_int4_gemv_bf16_m8", 1},
+               {1, 256, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m8_g128_w8", 1},  // 8 CTAs
+               {4, 264, 256, KAIO_DTYPE_BF16, "kaio_int4_gemv_bf16_m8_g128_w4", 1},  // 9 CTAs
+               {9, 96, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16_g128", 1},
+               {16, 96, 64, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16", 1},
+               {40, 96, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16_g128_w4", 3}};  // any M
   for (const auto &cs : cases) {
+    const int64_t n = cs.n;
     kaio_matmul_int4_desc d;
     KT_OK(kaio_matmul_int4_desc_init(&d, sizeof d));
     d.in_dtype = cs.in;
@@ -102,10 +108,12 @@ TEST_F(FakeQuant, Int4DecodeKernelByRowsAndFusedQkvIsOneLaunch) {
                 c = at(4, KAIO_DTYPE_F32, cs.m, n);
     KT_OK(kaio_matmul_int4(stream_.get(), &a, &qw, &qz, &sc, &c, &d));
     Launch l = last_launch();
-    EXPECT_EQ(l.name, cs.kernel) << "M = " << cs.m;
-    EXPECT_EQ(l.grid[0], 3u);  // 32 columns per CTA
+    EXPECT_EQ(l.name, cs.kernel) << "M = " << cs.m << ", N = " << n;
+    EXPECT_EQ(l.grid[0], static_cast<unsigned>((n + 31) / 32));  // 32 columns per CTA
     EXPECT_EQ(l.grid[1], 1u);
     EXPECT_EQ(l.grid[2], cs.grid_z);
+    const bool w4 = std::strstr(cs.kernel, "_w4") != nullptr, w8 = std::strstr(cs.kernel, "_w8");
+    EXPECT_EQ(l.block[0], w4 ? 128u : w8 ? 256u : 512u) << cs.kernel;  // 32 threads per warp
   }
   kaio_qkv_int4_desc q;
   KT_OK(kaio_qkv_int4_desc_init(&q, sizeof q));
@@ -120,7 +128,7 @@ TEST_F(FakeQuant, Int4DecodeKernelByRowsAndFusedQkvIsOneLaunch) {
   KT_OK(kaio_qkv_project_int4(stream_.get(), t, 13, &q));
   EXPECT_EQ(kt::fake().launch_count(), before + 1) << "fused QKV must be one launch";
   Launch l = last_launch();
-  EXPECT_EQ(l.name, "kaio_int4_gemv_f16_m8_g128");
+  EXPECT_EQ(l.name, "kaio_int4_gemv_f16_m8_g128_w8");  // 4 + 1 + 1 busy CTAs
   EXPECT_EQ(l.grid[0], 4u);  // the widest projection
   EXPECT_EQ(l.grid[1], 3u);
 }

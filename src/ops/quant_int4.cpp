@@ -32,14 +32,43 @@ unsigned group_shift(const QuantPlan &p) {
 
 bool power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
-// Groups of >= 128 (and one group per column) let M <= 8 use the kernel whose
-// warps take contiguous K ranges in batches of 4 steps within one group.
+// Groups of >= 128 (and one group per column) let M <= 16 use the kernels whose
+// warps take contiguous K ranges in batches of steps within one group.
 constexpr int64_t kContigMinGroup = 128;
+constexpr int64_t kWarpsPerSm = 16;     // the contiguous-K kernels' target occupancy
+constexpr int64_t kColsPerCta = 32;     // every decode kernel's cols_per_block
 
-KernelId gemv_kernel(const QuantPlan &p) {
+// CTAs that do work: a projection's CTAs past its N return at once.
+int64_t busy_ctas(const QuantPlan &p, int64_t rows_per_block) {
+  int64_t tiles = 0;
+  for (int i = 0; i < p.nproj; ++i) tiles += (p.n[i] + kColsPerCta - 1) / kColsPerCta;
+  return tiles * ((p.m + rows_per_block - 1) / rows_per_block);
+}
+
+// The contiguous-K kernels split K over 16, 8 or 4 warps per CTA. Measured on
+// the H100 (ptx/gen_quant_int4.py's header): the fastest is the one with the
+// most warps whose busy CTAs fit the GPU at 16 warps per SM in one wave (M <= 8;
+// N = 4096: 16, N = K = 8192: 8, N = 14336: 4); with 16 rows, the 16-warp kernel
+// up to two such waves, else the 4-warp one.
+KernelId contig_kernel(const QuantPlan &p, int64_t sms) {
   const bool bf = p.in_dtype == KAIO_DTYPE_BF16;
-  if (p.m <= 8 && (p.group >= kContigMinGroup || p.group == p.k))
+  const int64_t slots = sms * kWarpsPerSm;
+  if (p.m > 8) {
+    const bool wide = busy_ctas(p, kDecodeMaxRows) * 16 > 2 * slots;
+    if (bf) return wide ? KernelId::int4_gemv_bf16_m16_g128_w4 : KernelId::int4_gemv_bf16_m16_g128;
+    return wide ? KernelId::int4_gemv_f16_m16_g128_w4 : KernelId::int4_gemv_f16_m16_g128;
+  }
+  const int64_t ctas = busy_ctas(p, 8);
+  if (ctas * 16 <= slots)
     return bf ? KernelId::int4_gemv_bf16_m8_g128 : KernelId::int4_gemv_f16_m8_g128;
+  if (ctas * 8 <= slots)
+    return bf ? KernelId::int4_gemv_bf16_m8_g128_w8 : KernelId::int4_gemv_f16_m8_g128_w8;
+  return bf ? KernelId::int4_gemv_bf16_m8_g128_w4 : KernelId::int4_gemv_f16_m8_g128_w4;
+}
+
+KernelId gemv_kernel(const QuantPlan &p, int64_t sms) {
+  const bool bf = p.in_dtype == KAIO_DTYPE_BF16;
+  if (p.group >= kContigMinGroup || p.group == p.k) return contig_kernel(p, sms);
   return with_dtype_offset(KernelId::int4_gemv_f16_m8, (bf ? 2 : 0) + (p.m <= 8 ? 0 : 1));
 }
 
@@ -193,7 +222,7 @@ kaio_status plan_int4(const char *caller, kaio_device *device, QuantPlan *p, boo
   if (allow_prefill && p->kind == QuantKind::int4 && p->m > kDecodeMaxRows)
     return plan_prefill(caller, device, p);
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, gemv_kernel(*p), &fn));
+  KAIO_TRY(device->modules->function(caller, gemv_kernel(*p, device->info.sm_count), &fn));
   if (fn.block == 0 || fn.cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 decode kernel lacks its annotation.", caller);
   int64_t nmax = 0;

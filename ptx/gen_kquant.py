@@ -70,7 +70,7 @@ import struct
 import sys
 
 from gen_elementwise import Kernel as ElementwiseKernel
-from kquant_mma import FORMATS as MMA_FORMATS, mma_matvec
+from kquant_mma import FORMATS as MMA_FORMATS, VARIANTS as MMA_VARIANTS, mma_matvec
 from ptx_emitter import load_params, write_or_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -107,6 +107,7 @@ class Kernel(ElementwiseKernel):
     def __init__(self, name, params, doc):
         super().__init__(name, params, doc)
         self.maxnreg = 0
+        self.block, self.min_ctas = BLOCK, 0    # a body may launch fewer threads
 
     # ---- strict IEEE f32 arithmetic (never contracted) ----
     def mul(self, a, b): return self.f("mul.rn.f32", a, b)
@@ -136,6 +137,11 @@ class Kernel(ElementwiseKernel):
 
     def text(self):
         out = super().text()
+        if self.block != BLOCK or self.min_ctas:
+            launch = ".maxntid %d, 1, 1" % self.block
+            if self.min_ctas:    # caps ptxas at 65536 / (block * min_ctas) registers
+                launch += "\n.minnctapersm %d" % self.min_ctas
+            out = out.replace(".maxntid %d, 1, 1" % BLOCK, launch, 1)
         if self.maxnreg:
             out = out.replace("\n{\n", "\n.maxnreg %d\n{\n" % self.maxnreg, 1)
         return out
@@ -1144,11 +1150,12 @@ def build():
         for mt in MTS:
             deq.append(kernel("kaio_kq_matvec_%s_m%d" % (fmt, mt), MV_PARAMS,
                               "%s dequant-matvec for M <= %d." % (fmt, mt), matvec, fmt, mt))
-    for dt in ("f16", "bf16"):
-        for fmt in MMA_FORMATS:
-            deq.append(kernel("kaio_kq_mma_%s_%s" % (fmt, dt), MV_PARAMS,
-                              "%s dequant-matvec on tensor cores, %s A, M <= 8 (see kquant_mma.py)." % (fmt, dt),
-                              mma_matvec, fmt, dt))
+    for v in MMA_VARIANTS:
+        for dt in ("f16", "bf16"):
+            for fmt in MMA_FORMATS:
+                deq.append(kernel("kaio_kq_mma_%s_%s%s" % (fmt, dt, v.suffix), MV_PARAMS,
+                                  "%s dequant-matvec on tensor cores, %s A, M <= 8, %d warps (see kquant_mma.py)."
+                                  % (fmt, dt, v.warps), mma_matvec, fmt, dt, v))
     return {"kquant_quantize.ptx": "\n".join(quant), "kquant_dequant.ptx": "\n".join(deq)}
 
 

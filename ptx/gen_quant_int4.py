@@ -78,16 +78,14 @@ MAGIC = {"f16": "0x64006400", "bf16": "0x43004300"}   # 1024.0 / 128.0 in both h
 ONE = {"f16": "0x3C003C00", "bf16": "0x3F803F80"}
 NEG0 = "0x80008000"
 # The contiguous-K (group >= 128) kernels: warps per CTA, steps per batch, the CTAs per SM that
-# cap ptxas's registers (none spill), batches of L2 prefetch ahead, and the name suffix.  Fewer
-# warps per CTA suit wider N: src/ops/quant_int4.cpp picks the most warps whose CTAs still fit
-# the GPU in one wave (measured on the H100, see the header).
-Contig = collections.namedtuple("Contig", "warps steps min_ctas prefetch suffix")
-PREFETCH = 1
-CONTIG_M8 = (Contig(16, 4, 1, PREFETCH, ""), Contig(8, 4, 2, PREFETCH, "_w8"),
-             Contig(4, 4, 4, PREFETCH, "_w4"))
+# cap ptxas's registers (none spill), and the name suffix.  Fewer warps per CTA suit wider N:
+# src/ops/quant_int4.cpp picks the most warps whose CTAs still fit the GPU in one wave
+# (measured on the H100, see the header).
+Contig = collections.namedtuple("Contig", "warps steps min_ctas suffix")
+CONTIG_M8 = (Contig(16, 4, 1, ""), Contig(8, 4, 2, "_w8"), Contig(4, 4, 4, "_w4"))
 # M <= 16: 16 warps take batches of 2 steps (4 spill under the 128-register cap of 512
 # threads); 4 warps take 4 steps with up to 168 registers (3 CTAs per SM).
-CONTIG_M16 = (Contig(16, 2, 1, PREFETCH, ""), Contig(4, 4, 3, PREFETCH, "_w4"))
+CONTIG_M16 = (Contig(16, 2, 1, ""), Contig(4, 4, 3, "_w4"))
 CW, U, WARPS_SPLIT_K = 1, 2, 16   # column groups per warp, steps per batch, warps per CTA
 X = 32 * CW                  # columns per CTA
 PROJ = ("q", "k", "v")
@@ -171,8 +169,7 @@ def gemv_kernel(dt, mt, wfmt="int4", contig=None):
     contig (int4, groups of >= 128), a Contig: each warp takes a contiguous
     range of K, in batches of contig.steps consecutive steps that lie in one
     group, so scales and zeros are loaded once per batch and more weight bytes
-    fit in flight; contig.warps warps per CTA, and with contig.prefetch the
-    weights of the batch that many batches ahead are prefetched into L2."""
+    fit in flight; contig.warps warps per CTA."""
     i4 = wfmt == "int4"
     Ub = contig.steps if contig else U
     WK = contig.warps if contig else WARPS_SPLIT_K
@@ -297,12 +294,6 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
                 k.op("@%s ld.global.nc.b32 %s, [%s]" % (k.p("and.pred", okc, has_z), z, za))
             for u in range(Ub):
                 ok = k.p("setp.lt.u32", k.r("add.u32", sb, u) if u else sb, end)
-                if contig.prefetch:
-                    ahead = contig.prefetch * Ub + u
-                    okp = k.p("setp.lt.u32", k.r("add.u32", sb, ahead), end)
-                    for c in range(CW):
-                        pa = k.rd("add.u64", wptr[c], k.rd("mul.lo.u64", ustride, ahead))
-                        k.op("@%s prefetch.global.L2 [%s]" % (k.p("and.pred", okp, col_ok[c]), pa))
                 for c in range(CW):
                     okc = k.p("and.pred", ok, col_ok[c])
                     w = dst["w"][u][c]

@@ -38,12 +38,23 @@ weights that are cheap to cut from its own loaded words, and the same
 positions of the activations (re-paired with prmt).
 """
 
+import collections
+
 FORMATS = ("q4_k", "q5_k", "q6_k")
 BLOCK_BYTES = {"q4_k": 144, "q5_k": 176, "q6_k": 210}
 BLOCK_ELEMS = 256
-UNROLL = 2                 # superblocks in flight per warp and row
+UNROLL = 1                 # superblocks in flight per warp and row (the 8-warp kernel)
 UNITS_PER_BLOCK = {"q4_k": 4, "q5_k": 4, "q6_k": 2}
 WARPS = 8
+# The kernels: (warps per CTA, superblocks in flight per warp and row, the CTAs
+# per SM that cap ptxas's registers, name suffix). Measured on the H100 at
+# M = 1 (bench/RESULTS.md, 2026-11-22 decode-bw; the earlier kernel was 8 warps
+# with 2 superblocks in flight): with 56 superblocks per row (K = 14336) one in
+# flight per warp is 1-9 % faster than 2; with 16 (K = 4096), where each of 8
+# warps made a single pass of 2, 4 warps per CTA with 2 in flight (twice the
+# CTAs per SM) are 1-6 % faster. src/ops/kquant.cpp picks by K.
+Variant = collections.namedtuple("Variant", "warps unroll min_ctas suffix")
+VARIANTS = (Variant(WARPS, UNROLL, 2, ""), Variant(4, 2, 4, "_w4"))
 ONES = {"f16": "0x3C003C00", "bf16": "0x3F803F80"}
 
 
@@ -286,8 +297,9 @@ def compute_block(k, fmt, cx, rows, abase, kblk, t, acc, valid):
 
 # -------------------------------------------------------------- kernel ----
 
-def mma_matvec(k, p, fmt, dt):
-    bb, be, U = BLOCK_BYTES[fmt], BLOCK_ELEMS, UNROLL
+def mma_matvec(k, p, fmt, dt, variant=VARIANTS[0]):
+    bb, be, U, WARPS = BLOCK_BYTES[fmt], BLOCK_ELEMS, variant.unroll, variant.warps
+    k.block, k.min_ctas = 32 * WARPS, variant.min_ctas
     k.shared.append(".shared .align 16 .f32 kq_red[%d]" % (WARPS * 32 * 4))
     tid = k.r("mov.u32", "%tid.x")
     lane = k.r("and.b32", tid, "31")

@@ -157,8 +157,10 @@ TEST_F(GpuKquant, DequantizeMatchesTheReference) {
 // the tolerances.
 TEST_F(GpuKquant, QuantMatmulMatchesTheF64Reference) {
   struct Shape { int64_t m, n, k; };
+  // K > 32 x 256 (8448, 12800): the 8-warp tensor-core matvec; smaller K its 4-warp variant
   const Shape shapes[] = {{1, 1, 256}, {1, 67, 1024}, {3, 130, 512}, {5, 8, 256},
-                          {8, 31, 768}, {9, 40, 256}, {33, 129, 512}};
+                          {8, 31, 768}, {9, 40, 256}, {33, 129, 512}, {2, 17, 8448},
+                          {7, 5, 12800}};
   for (Format f : kFormats)
     for (kaio_dtype adt : kFloatTypes)
       for (kaio_dtype odt : {KAIO_DTYPE_F32, KAIO_DTYPE_F16})

@@ -26,6 +26,7 @@ class FakeKquant : public ::testing::Test {
     unsigned grid[3], block[3], shared;
     EXPECT_EQ(kt::fake().last_launch(name, sizeof name, grid, block, &shared), 0);
     grid_ = grid[0];
+    block_ = block[0];
     return name;
   }
   kaio_tensor at(kaio_dtype dt, int64_t rows, int64_t cols, uint64_t offset) {
@@ -36,7 +37,7 @@ class FakeKquant : public ::testing::Test {
   kt::Device dev_;
   kt::Stream stream_;
   kt::Buffer buf_;
-  unsigned grid_ = 0;
+  unsigned grid_ = 0, block_ = 0;
 };
 
 TEST(KquantAbi, BlockSizesAndRowBytes) {
@@ -69,14 +70,23 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
   KT_OK(kaio_quant_matmul(stream_.get(), &a, &w, &c, KAIO_QUANT_Q8_0));
   EXPECT_EQ(last_kernel(), "kaio_kq_matvec_q8_0_m4");
   EXPECT_EQ(grid_, 5u);  // 8 weight rows per block
-  // K-quants with f16/bf16 A: the tensor-core matvec; f32 A: the CUDA-core one
+  // K-quants with f16/bf16 A: the tensor-core matvec (4 warps per CTA for rows
+  // of at most 32 superblocks, else 8); f32 A: the CUDA-core one
   kaio_tensor w4 = at(KAIO_DTYPE_U8, 40, 288, 16384), a32 = at(KAIO_DTYPE_F32, 3, 512, 0),
               abf = at(KAIO_DTYPE_BF16, 3, 512, 0);
   KT_OK(kaio_quant_matmul(stream_.get(), &a, &w4, &c, KAIO_QUANT_Q4_K));
-  EXPECT_EQ(last_kernel(), "kaio_kq_mma_q4_k_f16");
+  EXPECT_EQ(last_kernel(), "kaio_kq_mma_q4_k_f16_w4");
   EXPECT_EQ(grid_, 3u);  // 16 weight rows per block
+  EXPECT_EQ(block_, 128u);
   KT_OK(kaio_quant_matmul(stream_.get(), &abf, &w4, &c, KAIO_QUANT_Q4_K));
-  EXPECT_EQ(last_kernel(), "kaio_kq_mma_q4_k_bf16");
+  EXPECT_EQ(last_kernel(), "kaio_kq_mma_q4_k_bf16_w4");
+  // K = 33 x 256: A 3 x 8448 f16 at 0, W 40 rows of 33 Q6_K blocks at 64 KiB, C at 512 KiB
+  kaio_tensor along = at(KAIO_DTYPE_F16, 3, 8448, 0), wlong = at(KAIO_DTYPE_U8, 40, 33 * 210, 65536),
+              clong = at(KAIO_DTYPE_F32, 3, 40, 524288);
+  KT_OK(kaio_quant_matmul(stream_.get(), &along, &wlong, &clong, KAIO_QUANT_Q6_K));
+  EXPECT_EQ(last_kernel(), "kaio_kq_mma_q6_k_f16");
+  EXPECT_EQ(grid_, 3u);
+  EXPECT_EQ(block_, 256u);
   KT_OK(kaio_quant_matmul(stream_.get(), &a32, &w4, &c, KAIO_QUANT_Q4_K));
   EXPECT_EQ(last_kernel(), "kaio_kq_matvec_q4_k_m4");
   EXPECT_EQ(grid_, 5u);

@@ -16,6 +16,7 @@ Tolerance: relative Frobenius 1e-5 for f32 C (the emulated mma is exact),
 """
 import os
 import random
+import re
 import struct
 import sys
 
@@ -77,8 +78,11 @@ def make_block(fmt):
     return b
 
 
-def run(text, fmt, M, N, nblk, stride_pad=0, out_f16=False, dt="f16"):
-    kern = parse_kernel(text, "kaio_kq_mma_%s_%s" % (fmt, dt))
+def run(text, fmt, M, N, nblk, stride_pad=0, out_f16=False, dt="f16", suffix=""):
+    name = "kaio_kq_mma_%s_%s%s" % (fmt, dt, suffix)
+    kern = parse_kernel(text, name)
+    entry = text.index(".entry %s(" % name)
+    threads = int(re.search(r"\.maxntid (\d+)", text[entry:]).group(1))   # 32 per warp
     K = nblk * BE[fmt]
     wstride = nblk * BB[fmt] + stride_pad
     W = bytearray()
@@ -110,7 +114,7 @@ def run(text, fmt, M, N, nblk, stride_pad=0, out_f16=False, dt="f16"):
     mem[coff:coff + M * ldc * esz] = b"\xff" * (M * ldc * esz)
     params = dict(a=aoff, w=woff, c=coff, m=M, n=N, units=K // UNIT[fmt], lda=lda, w_stride=wstride,
                   ldc=ldc, a_dtype=2 if dt == 'f16' else 3, out_dtype=2 if out_f16 else 1)
-    launch(kern, (N + 15) // 16, params, mem)
+    launch(kern, (N + 15) // 16, params, mem, threads // 32)
     err = norm = 0.0
     for m in range(M):
         for n in range(N):
@@ -123,7 +127,7 @@ def run(text, fmt, M, N, nblk, stride_pad=0, out_f16=False, dt="f16"):
             o = coff + (m * ldc + n) * esz
             assert mem[o:o + esz] == b"\xff" * esz, "padding written"
     rel = (err / norm) ** 0.5
-    print(fmt, dt, "M", M, "N", N, "blocks", nblk, "pad", stride_pad, "f16out", out_f16, "rel err %.3g" % rel, flush=True)
+    print(fmt, dt + suffix, "M", M, "N", N, "blocks", nblk, "pad", stride_pad, "f16out", out_f16, "rel err %.3g" % rel, flush=True)
     return rel
 
 
@@ -134,6 +138,9 @@ def main():
         for fmt in ("q4_k", "q5_k", "q6_k"):
             for (M, N, nblk) in [(1, 20, 5), (3, 16, 3), (8, 5, 2)]:
                 bad += not (run(text, fmt, M, N, nblk, dt=dt) < 1e-5)
+            # the 4-warp variant (superblocks: not a multiple of 4 warps x 2)
+            for (M, N, nblk) in [(2, 19, 11), (8, 5, 1)]:
+                bad += not (run(text, fmt, M, N, nblk, dt=dt, suffix="_w4") < 1e-5)
             # padded weight rows (16 bytes keep Q4_K/Q5_K 16-byte aligned), f16 C
             bad += not (run(text, fmt, 2, 9, 2, stride_pad=16 if fmt != "q6_k" else 2, out_f16=True, dt=dt) < 1e-3)
     print("%d case(s) over tolerance" % bad)

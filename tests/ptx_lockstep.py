@@ -296,10 +296,10 @@ class Warp:
         return None
 
 
-def launch(kern, grid, params, mem):
+def launch(kern, grid, params, mem, nwarps=8):
     for cta in range(grid):
         shared = [f2b(float("nan"))] * 1024
-        warps = [Warp(kern, params, mem, shared, cta, w) for w in range(8)]
+        warps = [Warp(kern, params, mem, shared, cta, w) for w in range(nwarps)]
         states = [w.run() for w in warps]
         assert all(x == "bar" for x in states), states
         for w in warps:

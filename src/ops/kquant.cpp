@@ -18,6 +18,9 @@ constexpr unsigned kBlock = 256;
 constexpr int64_t kMatvecMaxRows = 8;
 constexpr int64_t kRowsPerMatvecBlock = 8;  // one warp per weight row
 constexpr int64_t kRowsPerMmaBlock = 16;    // the tensor-core matvec: one mma tile of rows
+constexpr int64_t kSuperblock = 256;          // values per Q4_K / Q5_K / Q6_K block
+constexpr int64_t kMmaNarrowMaxBlocks = 32;   // K <= 8192: the 4-warp tensor-core matvec
+constexpr unsigned kMmaNarrowBlock = 128;     // its threads (the others run kBlock)
 constexpr unsigned kConvertPerThread = 8;   // the convert kernels' elements per thread
 
 bool known_format(kaio_quant_format f) { return f >= KAIO_QUANT_Q8_0 && f <= KAIO_QUANT_Q6_K; }
@@ -168,9 +171,14 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
     // K-quants with f16/bf16 A: the tensor-core matvec (ptx/kquant_mma.py),
     // any M <= 8, 16 weight rows per block. f32 A and Q8_0 (faster there, see
     // bench/RESULTS.md) keep the CUDA-core kernels below.
+    // Two variants (ptx/kquant_mma.py, VARIANTS): rows of at most
+    // kMmaNarrowMaxBlocks superblocks run 4 warps per CTA, longer rows 8
+    // (measured faster on the H100).
     const int variant = format_index(p->format) - 1 + (p->dtype == KAIO_DTYPE_BF16 ? 3 : 0);
-    KernelId id = with_dtype_offset(KernelId::kq_mma_q4_k_f16, variant);
-    KAIO_TRY(resolve(caller, device, id, &p->launch));
+    const bool narrow = p->k / kSuperblock <= kMmaNarrowMaxBlocks;
+    KernelId first = narrow ? KernelId::kq_mma_q4_k_f16_w4 : KernelId::kq_mma_q4_k_f16;
+    KAIO_TRY(resolve(caller, device, with_dtype_offset(first, variant), &p->launch));
+    if (narrow) p->launch.block = kMmaNarrowBlock;
     p->launch.grid = static_cast<unsigned>((p->cols + kRowsPerMmaBlock - 1) / kRowsPerMmaBlock);
     return KAIO_OK;
   }

@@ -6,17 +6,15 @@
 # tests (MEMCHECK=0 skips it), then the decode rows of bench_quant and the
 # matvec rows of bench_kquant. A summary is printed last.
 set -uo pipefail
-b="${1:-build-gpu}"
-out="${OUT:-/tmp/kaio-out}"
-mkdir -p "$out"
+b="${1:-build-gpu}" out="${OUT:-/tmp/kaio-out}"
 t=$b/tests/kaio_tests
-nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
+mkdir -p "$out" && nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 timeout 100 $t --gtest_filter='GpuQuant*:GpuKquant*' > "$out/gpu-tests.log" 2>&1
 echo "gpu tests exit $?" | tee "$out/summary.txt"
 grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests from .* ran' "$out/gpu-tests.log" | tee -a "$out/summary.txt"
 grep -B2 -A10 'Failure' "$out/gpu-tests.log" | head -60
 if [ "${MEMCHECK:-1}" != 0 ]; then
-  timeout 90 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 $t \
+  timeout 100 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 $t \
     --gtest_filter='GpuQuantInt4.ContiguousKKernelsOfEveryWarpCount:GpuQuantInt4.EveryGroupSizeWithAndWithoutZeros:GpuQuantInt4.FusedQkvMatchesThreeSeparateProducts:GpuKquant.QuantMatmulMatchesTheF64Reference' \
     > "$out/memcheck.log" 2>&1
   echo "memcheck exit $?" | tee -a "$out/summary.txt"

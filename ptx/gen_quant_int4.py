@@ -19,6 +19,9 @@ Kernels
   kaio_int4_gemv_<dt>_m<MT> (dt in {f16, bf16}, MT in {8, 16}):
       out_p = x * W_p for up to three weight sets p (grid.y picks p: fused
       QKV is one launch), rows m0 .. m0 + MT - 1 with m0 = MT * ctaid.z.
+  kaio_int4_gemv_<dt>_m<MT>_g128[_w8|_w4]: the same for groups >= 128 (or
+      g = K), each warp on a contiguous K range (see gemv_kernel's contig);
+      16 warps per CTA, or 8 (_w8) / 4 (_w4): CONTIG_M8 and CONTIG_M16.
   kaio_int4_dequant_<dt>: W (K x N row-major, dt) from the packed weight, for
       the prefill path (a workspace the op handle owns, then the f16 matmul).
   kaio_int4_transpose_u32: KAIO's column-major packing (u32 N x K/8) to the
@@ -52,9 +55,15 @@ gemv design (decode: the weight bytes are the cost)
 
 Measured (H100, bench/bench_quant, group 128 with qzeros, 2026-11-22; see bench/RESULTS.md):
   N = K = 8192: the contiguous-K m8 kernel 19.7 us (1770 GB/s of weights, 2.44x cuBLAS f16)
-  against 23.9 us for the interleaved kernel (its first version, now the m16 and small-group
-  path); N = K = 4096: 8.4 us.  The m16 contiguous-K kernel (two sets of 4 steps) spilled
-  under the 128-register cap of 512 threads and is not generated.
+  against 23.9 us for the interleaved kernel (its first version, now the small-group path);
+  N = K = 4096: 8.4 us.  The m16 contiguous-K kernel with two sets of 4 steps spilled under
+  the 128-register cap of 512 threads; it runs 2 steps per batch (or 4 with 4 warps).
+  decode-bw: with 16 warps per CTA and 128 registers a CTA fills an SM, so N = K = 8192
+  (256 CTAs) ran in two waves and N = 14336 (448) in four; 8 warps (2 CTAs per SM) and 4 warps
+  (4 per SM) keep every CTA resident: N = K = 8192 M = 1 18.1 us (1925 GB/s, 2.67x),
+  N = 14336 K = 4096 18.0 us (2.65x); M = 16 22.2 us (2.24x).  A scratch sweep on the same
+  GPU also tried prefetch.global.L2 of the weights 1-3 batches ahead (2-10 % slower) and
+  ld.global.nc.L1::no_allocate / .L2::256B on the weight loads (within noise).
 """
 
 import collections

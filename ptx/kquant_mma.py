@@ -25,11 +25,11 @@ Q8_0 has no kernel here: a version of this design (34-byte blocks, only
 26-34 % of copy bandwidth on the H100 against 59-63 % for the CUDA-core
 kernel, so Q8_0 keeps that one (bench/RESULTS.md).
 
-Mapping: a CTA of 8 warps owns 16 weight rows (n0 .. n0+15); warp w takes
-superblocks w, w+8, ..., w+8(U-1) per iteration, then
-the next 8U (split-K over the warps, U blocks in flight per warp and row,
-balanced to a block), and the 8
-partial results are added in shared memory in warp order (deterministic).
+Mapping: a CTA of W warps (8, or 4 in the _w4 kernels; see VARIANTS) owns 16
+weight rows (n0 .. n0+15); warp w takes superblocks w, w+W, ..., w+W(U-1) per
+iteration, then the next WU (split-K over the warps, U blocks in flight per
+warp and row, balanced to a block), and the W partial results are added in
+shared memory in warp order (deterministic).
 In the mma, the "M" side is the 16 weight rows, "N" the 8 activation rows
 (rows past M re-read row M-1; their results are never stored) and K one
 16-value step of a scale group. Which k a slot of the step holds is free
@@ -48,11 +48,12 @@ UNITS_PER_BLOCK = {"q4_k": 4, "q5_k": 4, "q6_k": 2}
 WARPS = 8
 # The kernels: (warps per CTA, superblocks in flight per warp and row, the CTAs
 # per SM that cap ptxas's registers, name suffix). Measured on the H100 at
-# M = 1 (bench/RESULTS.md, 2026-11-22 decode-bw; the earlier kernel was 8 warps
-# with 2 superblocks in flight): with 56 superblocks per row (K = 14336) one in
-# flight per warp is 1-9 % faster than 2; with 16 (K = 4096), where each of 8
-# warps made a single pass of 2, 4 warps per CTA with 2 in flight (twice the
-# CTAs per SM) are 1-6 % faster. src/ops/kquant.cpp picks by K.
+# M = 1, f16 A (bench/RESULTS.md, decode-bw; before: 8 warps with 2 superblocks
+# in flight): with 16 superblocks per row (K = 4096), where each of 8 warps made
+# a single pass, 4 warps per CTA (twice the CTAs per SM): Q4_K 27.0 -> 21.3 us,
+# Q5_K 28.8 -> 25.6, Q6_K 31.3 -> 30.8; with 56 (K = 14336), one superblock in
+# flight per warp: Q4_K 25.5 -> 21.7 us, Q5_K 29.7 -> 27.3, Q6_K 32.0 -> 32.5
+# (f16; bf16 35.0 -> 32.7). src/ops/kquant.cpp picks by K.
 Variant = collections.namedtuple("Variant", "warps unroll min_ctas suffix")
 VARIANTS = (Variant(WARPS, UNROLL, 2, ""), Variant(4, 2, 4, "_w4"))
 ONES = {"f16": "0x3C003C00", "bf16": "0x3F803F80"}

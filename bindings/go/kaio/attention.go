@@ -16,13 +16,14 @@ const (
 	AttentionCausalTopLeft AttentionMask = C.KAIO_ATTENTION_CAUSAL_TOP_LEFT
 )
 
-// AttentionVariant picks the kernels; Auto is the sm_80 mma.sync kernels
-// today, which SM80 forces.
+// AttentionVariant picks the kernels: Auto chooses; SM80 forces the 64-row
+// mma.sync kernels and SM80M128 the 128-row forward (head dims up to 128).
 type AttentionVariant int32
 
 const (
-	AttentionAuto AttentionVariant = C.KAIO_ATTENTION_AUTO
-	AttentionSM80 AttentionVariant = C.KAIO_ATTENTION_SM80
+	AttentionAuto     AttentionVariant = C.KAIO_ATTENTION_AUTO
+	AttentionSM80     AttentionVariant = C.KAIO_ATTENTION_SM80
+	AttentionSM80M128 AttentionVariant = C.KAIO_ATTENTION_SM80_M128
 )
 
 // AttentionDesc describes FlashAttention forward or backward: Q [B, Sq, Hq,
@@ -113,13 +114,44 @@ func Attention(s *Stream, q, k, v, o, lse Tensor, desc AttentionDesc) error {
 // v [Sk, D] -> f32 out [Sq, D], scale 1/√D; causal masks top-left (j <= i).
 func AttentionTC(s *Stream, q, k, v, out Tensor, causal bool) error {
 	cq, ck, cv, co := q.c(), k.c(), v.c(), out.c()
-	flag := C.int(0)
-	if causal {
-		flag = 1
-	}
 	var e C.kg_err
-	err := check(C.kg_attention_tc(flag, s.raw(), &cq, &ck, &cv, &co, &e), &e)
+	err := check(C.kg_attention_tc(causalFlag(causal), s.raw(), &cq, &ck, &cv, &co, &e), &e)
 	runtime.KeepAlive(s)
 	keepTensors(&q, &k, &v, &out)
+	return err
+}
+
+func causalFlag(causal bool) C.int {
+	if causal {
+		return 1
+	}
+	return 0
+}
+
+// AttentionFlash is KAIO's f32 single-head FlashAttention (self-attention,
+// one length S): q, k, v [S, D] f32 (D <= 256) -> out [S, D] f32, scale
+// 1/√D, f32 end to end on the CUDA cores; causal masks top-left (j <= i).
+// lse (f32 [1, S], the rows' natural-log logsumexp, which the backward
+// needs) is written unless it is Tensor{}.
+func AttentionFlash(s *Stream, q, k, v, out, lse Tensor, causal bool) error {
+	cq, ck, cv, co, cl := q.c(), k.c(), v.c(), out.c(), lse.c()
+	var e C.kg_err
+	err := check(C.kg_attention_flash(causalFlag(causal), s.raw(), &cq, &ck, &cv, &co, &cl, &e), &e)
+	runtime.KeepAlive(s)
+	keepTensors(&q, &k, &v, &out, &lse)
+	return err
+}
+
+// AttentionFlashBackward is the backward of AttentionFlash (same causal):
+// it overwrites dq, dk and dv (f32 [S, D]) from dout, q, k, v and the
+// forward's out and lse. f32 end to end and deterministic.
+func AttentionFlashBackward(s *Stream, dout, q, k, v, out, lse, dq, dk, dv Tensor, causal bool) error {
+	cdo, cq, ck, cv, co, cl := dout.c(), q.c(), k.c(), v.c(), out.c(), lse.c()
+	cdq, cdk, cdv := dq.c(), dk.c(), dv.c()
+	var e C.kg_err
+	err := check(C.kg_attention_flash_backward(causalFlag(causal), s.raw(), &cdo, &cq, &ck, &cv, &co, &cl,
+		&cdq, &cdk, &cdv, &e), &e)
+	runtime.KeepAlive(s)
+	keepTensors(&dout, &q, &k, &v, &out, &lse, &dq, &dk, &dv)
 	return err
 }

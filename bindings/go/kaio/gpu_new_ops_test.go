@@ -8,7 +8,8 @@ package kaio_test
 //   1.2e-1; f16 dequantize = f32 dequantize rounded, exactly; quant_matmul
 //   1e-5 (+2^-9 for M > 8); int8 i32 exact, f32 1e-6; int4 2e-5 (+1e-4 for
 //   M > 16), qkv 2e-5 + 2^-11; attention O 2e-3, LSE 2e-3 absolute, grads
-//   1e-2; lang silu_gate 2^-10 relative + 1e-6.
+//   1e-2; f32 attention_flash O 2e-5, LSE 2e-5 absolute, grads 1e-4;
+//   qkv_project_int8 2e-5 + 2^-11; lang silu_gate 2^-10 relative + 1e-6.
 
 import (
 	"fmt"
@@ -231,16 +232,21 @@ func TestGPUMatmulInt8(t *testing.T) {
 	op := must(d.NewMatmulInt8Op(desc)).get(t)
 	defer op.Close()
 	ok(t, op.Launch(s, av, bv, kaio.Tensor{}, kaio.Tensor{}, kaio.View(ci, kaio.DTypeI32, m, n)))
+	// The same sums from the mma.sync kernel (MatmulAsync).
+	ca := upload(t, d, filled(m*n, int32(math.MinInt32)))
+	async := kaio.DefaultMatmulInt8Desc()
+	async.OutDType, async.Variant = kaio.DTypeI32, kaio.MatmulAsync
+	ok(t, kaio.MatmulInt8(s, av, bv, kaio.Tensor{}, kaio.Tensor{}, kaio.View(ca, kaio.DTypeI32, m, n), async))
 	cf := upload(t, d, filled(m*n, float32(math.NaN())))
 	one := kaio.DefaultMatmulInt8Desc()
 	one.Alpha = 0.75
 	ok(t, kaio.MatmulInt8(s, av, bv, kaio.View(upload(t, d, sa), kaio.DTypeF32, 1, m), kaio.View(upload(t, d, sb), kaio.DTypeF32, 1, n),
 		kaio.View(cf, kaio.DTypeF32, m, n), one))
 	ok(t, s.Synchronize())
-	gi, gf := download[int32](t, ci, m*n), download[float32](t, cf, m*n)
+	gi, ga, gf := download[int32](t, ci, m*n), download[int32](t, ca, m*n), download[float32](t, cf, m*n)
 	for i := range acc {
-		if gi[i] != acc[i] {
-			t.Fatalf("i32 sum at %d: %d vs %d", i, gi[i], acc[i])
+		if gi[i] != acc[i] || ga[i] != acc[i] {
+			t.Fatalf("i32 sum at %d: %d (Async %d) vs %d", i, gi[i], ga[i], acc[i])
 		}
 		want := ((float32(acc[i]) * 0.75) * sa[i/n]) * sb[i%n]
 		if math.Abs(float64(gf[i]-want)) > 1e-6*math.Abs(float64(want)) {
@@ -455,8 +461,14 @@ func TestGPUAttentionForwardBackward(t *testing.T) {
 	rng := testRand(t)
 	const b, sq, sk, hq, hkv, dd = 2, 17, 23, 4, 2, 64
 	const nq, nk = b * sq * hq * dd, b * sk * hkv * dd
-	for _, mask := range []kaio.AttentionMask{kaio.AttentionMaskNone, kaio.AttentionCausal, kaio.AttentionCausalTopLeft} {
+	cases := []struct {
+		mask    kaio.AttentionMask
+		variant kaio.AttentionVariant
+	}{{kaio.AttentionMaskNone, kaio.AttentionAuto}, {kaio.AttentionCausal, kaio.AttentionSM80}, {kaio.AttentionCausalTopLeft, kaio.AttentionSM80M128}}
+	for _, c := range cases {
+		mask := c.mask
 		desc := kaio.DefaultAttentionDesc()
+		desc.Variant = c.variant
 		desc.Mask, desc.Batch, desc.SeqQ, desc.SeqK, desc.HeadsQ, desc.HeadsKV, desc.HeadDim = mask, b, sq, sk, hq, hkv, dd
 		qh, q := randF16(rng, nq, -1, 1)
 		kh, k := randF16(rng, nk, -1, 1)
@@ -473,7 +485,7 @@ func TestGPUAttentionForwardBackward(t *testing.T) {
 		ok(t, s.Synchronize())
 		bwd.Close()
 		ref := attentionRef(desc, q, k, v, dout)
-		what := fmt.Sprintf("attention mask %d", mask)
+		what := fmt.Sprintf("attention mask %d variant %d", mask, c.variant)
 		relError(t, what+" O", f16Wide(download[kaio.F16](t, ob, nq)), ref.o, 2e-3)
 		for i, g := range download[float32](t, lb, b*hq*sq) {
 			if math.Abs(float64(g)-ref.lse[i]) > 2e-3 {
@@ -502,6 +514,151 @@ func TestGPUAttentionForwardBackward(t *testing.T) {
 		}
 		ref := attentionRef(desc, q, k, v, make([]float64, tq*dd))
 		relError(t, fmt.Sprintf("attention_tc causal %v", causal), f32Wide(download[float32](t, out, tq*dd)), ref.o, 2e-3)
+	}
+}
+
+func randF32(rng *rand.Rand, n int) ([]float32, []float64) {
+	h := make([]float32, n)
+	w := make([]float64, n)
+	for i := range h {
+		h[i] = float32(2*rng.Float64() - 1)
+		w[i] = float64(h[i])
+	}
+	return h, w
+}
+
+func allZero(v []float64) bool {
+	for _, x := range v {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func TestGPUAttentionFlashF32(t *testing.T) {
+	d := gpuDevice(t)
+	s := must(d.NewStream(kaio.StreamNonBlocking)).get(t)
+	defer s.Close()
+	rng := testRand(t)
+	for _, c := range []struct {
+		n, dd  int64
+		causal bool
+	}{{37, 64, false}, {37, 64, true}, {70, 128, true}, {1, 32, false}} {
+		n, dd := c.n, c.dd
+		desc := kaio.DefaultAttentionDesc()
+		desc.Batch, desc.SeqQ, desc.SeqK, desc.HeadsQ, desc.HeadsKV, desc.HeadDim = 1, n, n, 1, 1, dd
+		if c.causal {
+			desc.Mask = kaio.AttentionCausalTopLeft
+		}
+		qh, q := randF32(rng, int(n*dd))
+		kh, k := randF32(rng, int(n*dd))
+		vh, v := randF32(rng, int(n*dd))
+		doh, dout := randF32(rng, int(n*dd))
+		view := func(b *kaio.Buffer, rows int64) kaio.Tensor { return kaio.View(b, kaio.DTypeF32, rows, dd) }
+		poison := func() *kaio.Buffer { return upload(t, d, filled(int(n*dd), float32(math.NaN()))) }
+		qv, kv, vv, dov := view(upload(t, d, qh), n), view(upload(t, d, kh), n), view(upload(t, d, vh), n), view(upload(t, d, doh), n)
+		ob, o2b, dqb, dkb, dvb := poison(), poison(), poison(), poison(), poison()
+		lb := upload(t, d, filled(int(n), float32(math.NaN())))
+		lv := kaio.View(lb, kaio.DTypeF32, 1, n)
+		ok(t, kaio.AttentionFlash(s, qv, kv, vv, view(o2b, n), kaio.Tensor{}, c.causal))
+		ok(t, kaio.AttentionFlash(s, qv, kv, vv, view(ob, n), lv, c.causal))
+		ok(t, kaio.AttentionFlashBackward(s, dov, qv, kv, vv, view(ob, n), lv, view(dqb, n), view(dkb, n), view(dvb, n), c.causal))
+		ok(t, s.Synchronize())
+		ref := attentionRef(desc, q, k, v, dout)
+		what := fmt.Sprintf("attention_flash S %d D %d causal %v", n, dd, c.causal)
+		nd := int(n * dd)
+		relError(t, what+" O", f32Wide(download[float32](t, ob, nd)), ref.o, 2e-5)
+		relError(t, what+" O (no stats)", f32Wide(download[float32](t, o2b, nd)), ref.o, 2e-5)
+		for i, g := range download[float32](t, lb, int(n)) {
+			if math.Abs(float64(g)-ref.lse[i]) > 2e-5 {
+				t.Fatalf("%s LSE at %d: %g vs %g", what, i, g, ref.lse[i])
+			}
+		}
+		grads := []struct {
+			name string
+			got  *kaio.Buffer
+			want []float64
+		}{{"dQ", dqb, ref.dq}, {"dK", dkb, ref.dk}, {"dV", dvb, ref.dv}}
+		for _, g := range grads {
+			got := f32Wide(download[float32](t, g.got, nd))
+			if allZero(g.want) {
+				// S = 1: one key, so dS = 0 exactly and a relative error is
+				// undefined; the rounding residue must be tiny.
+				for i, v := range got {
+					if !(math.Abs(v) <= 1e-6) {
+						t.Fatalf("%s %s at %d: expected 0, got %g", what, g.name, i, v)
+					}
+				}
+				continue
+			}
+			relError(t, what+" "+g.name, got, g.want, 1e-4)
+		}
+	}
+}
+
+func TestGPUQKVProjectInt8(t *testing.T) {
+	d := gpuDevice(t)
+	s := must(d.NewStream(kaio.StreamNonBlocking)).get(t)
+	defer s.Close()
+	rng := testRand(t)
+	const m, k = 3, 96
+	ns := []int{40, 12, 8}
+	xh, x := randF16(rng, m*k, -1, 1)
+	xv := kaio.View(upload(t, d, xh), kaio.DTypeF16, m, k)
+	var wv, sv [3]kaio.Tensor
+	want := make([][]float64, 3)
+	for p, n := range ns {
+		w := make([]int8, k*n)
+		for i := range w {
+			w[i] = int8(rng.Intn(255) - 127)
+		}
+		// q per tensor (1 x 1), k and v per column (1 x N).
+		ns := n
+		if p == 0 {
+			ns = 1
+		}
+		sc := make([]float32, ns)
+		for i := range sc {
+			sc[i] = float32(0.001 + 0.009*rng.Float64())
+		}
+		wv[p] = kaio.View(upload(t, d, w), kaio.DTypeI8, k, int64(n))
+		sv[p] = kaio.View(upload(t, d, sc), kaio.DTypeF32, 1, int64(ns))
+		want[p] = make([]float64, m*n)
+		for i := range want[p] {
+			r, c := i/n, i%n
+			acc := 0.0
+			for kk := 0; kk < k; kk++ {
+				acc += x[r*k+kk] * float64(w[kk*n+c])
+			}
+			if p == 0 {
+				c = 0
+			}
+			want[p][i] = acc * float64(sc[c])
+		}
+	}
+	for _, prepared := range []bool{false, true} {
+		var ob [3]*kaio.Buffer
+		var ov [3]kaio.Tensor
+		for p, n := range ns {
+			ob[p] = upload(t, d, filled(m*n, nanF16))
+			ov[p] = kaio.View(ob[p], kaio.DTypeF16, m, int64(n))
+		}
+		if prepared {
+			desc := kaio.DefaultQKVInt8Desc()
+			desc.M, desc.K, desc.NQ, desc.NK, desc.NV = m, k, int64(ns[0]), int64(ns[1]), int64(ns[2])
+			op := must(d.NewQKVProjectInt8Op(desc)).get(t)
+			ok(t, op.Launch(s, kaio.QKVInt8Tensors(xv, wv[0], sv[0], wv[1], sv[1], wv[2], sv[2], ov[0], ov[1], ov[2])...))
+			ok(t, s.Synchronize())
+			op.Close()
+		} else {
+			ok(t, kaio.QKVProjectInt8(s, xv, wv[0], sv[0], wv[1], sv[1], wv[2], sv[2], ov[0], ov[1], ov[2], kaio.DefaultQKVInt8Desc()))
+			ok(t, s.Synchronize())
+		}
+		for p, n := range ns {
+			relError(t, fmt.Sprintf("qkv_project_int8 prepared %v part %d", prepared, p),
+				f16Wide(download[kaio.F16](t, ob[p], m*n)), want[p], 2e-5+math.Pow(2, -11))
+		}
 	}
 }
 

@@ -172,6 +172,30 @@ func TestQuantizedMatmulsOnTheFake(t *testing.T) {
 	list := kaio.QKVInt4Tensors(a, w, w, w, oq, ok2, ov)
 	ok(t, qop.Launch(s, list...))
 	expectErr(t, qop.Launch(s, list[:12]...), kaio.StatusInvalidArgument, "kaio_op_launch")
+
+	// Fused INT8-weight QKV: x f16 2 x 64, W_p i8 64 x 32, per-column scales.
+	x8, w8, s8 := fakeBuf(t, d0, kaio.DTypeF16, m, 64), fakeBuf(t, d0, kaio.DTypeI8, 64, 32), fakeBuf(t, d0, kaio.DTypeF32, 1, 32)
+	o8 := []kaio.Tensor{fakeBuf(t, d0, kaio.DTypeF16, m, 32), fakeBuf(t, d0, kaio.DTypeF16, m, 32), fakeBuf(t, d0, kaio.DTypeF16, m, 32)}
+	n0 = h.LaunchCount()
+	ok(t, kaio.QKVProjectInt8(s, x8, w8, s8, w8, s8, w8, s8, o8[0], o8[1], o8[2], kaio.DefaultQKVInt8Desc()))
+	if h.LaunchCount() != n0+1 {
+		t.Fatal("the fused INT8 QKV projection is one launch")
+	}
+	q8 := kaio.DefaultQKVInt8Desc()
+	q8.M, q8.K, q8.NQ, q8.NK, q8.NV = m, 64, 32, 32, 32
+	q8op := must(d0.NewQKVProjectInt8Op(q8)).get(t)
+	defer q8op.Close()
+	ok(t, q8op.Launch(s, kaio.QKVInt8Tensors(x8, w8, s8, w8, s8, w8, s8, o8[0], o8[1], o8[2])...))
+	q8.K = 48
+	_, err = d0.NewQKVProjectInt8Op(q8)
+	expectErr(t, err, kaio.StatusInvalidDimension, "kaio_op_create_qkv_project_int8", "48", "multiple of 32")
+	async := kaio.DefaultMatmulInt8Desc()
+	async.Variant = kaio.MatmulAsync
+	n0 = h.LaunchCount()
+	ok(t, kaio.MatmulInt8(s, a8, b8, kaio.Tensor{}, kaio.Tensor{}, c, async))
+	if h.LaunchCount() == n0 {
+		t.Fatal("matmul_int8 Async did not launch")
+	}
 	ok(t, s.Synchronize())
 }
 
@@ -228,6 +252,28 @@ func TestAttentionOnTheFake(t *testing.T) {
 	bad.DType = kaio.DTypeF32
 	_, err = d0.NewAttentionOp(bad)
 	expectErr(t, err, kaio.StatusInvalidDType, "dtype", "f32")
+
+	// KAIO's f32 single-head flash: forward with and without stats, backward.
+	const n = 20
+	f := func() kaio.Tensor { return fakeBuf(t, d0, kaio.DTypeF32, n, d) }
+	fq, fk, fv, fo, fdo, fdq, fdk, fdv := f(), f(), f(), f(), f(), f(), f(), f()
+	fl := fakeBuf(t, d0, kaio.DTypeF32, 1, n)
+	for _, c := range []bool{false, true} {
+		n0 = h.LaunchCount()
+		ok(t, kaio.AttentionFlash(s, fq, fk, fv, fo, kaio.Tensor{}, c))
+		ok(t, kaio.AttentionFlash(s, fq, fk, fv, fo, fl, c))
+		if h.LaunchCount() != n0+2 {
+			t.Fatal("attention_flash did not launch")
+		}
+		n0 = h.LaunchCount()
+		ok(t, kaio.AttentionFlashBackward(s, fdo, fq, fk, fv, fo, fl, fdq, fdk, fdv, c))
+		if h.LaunchCount() != n0+2 {
+			t.Fatal("attention_flash backward: dQ, then dK and dV")
+		}
+	}
+	ok(t, s.Synchronize())
+	expectErr(t, kaio.AttentionFlash(s, view(q, sq, d), view(k, sq, d), view(v, sq, d), view(o, sq, d), kaio.Tensor{}, false),
+		kaio.StatusInvalidDType, "kaio_attention_flash", "'q'")
 }
 
 func TestLangOnTheFake(t *testing.T) {

@@ -87,10 +87,7 @@ func (k *LangKernel) PTX() (string, error) {
 // Launch enqueues the kernel: one view per tensor parameter and one value
 // per scalar parameter, each in declaration order.
 func (k *LangKernel) Launch(s *Stream, tensors []Tensor, scalars []float64) error {
-	ct := make([]C.kaio_tensor, len(tensors))
-	for i := range tensors {
-		ct[i] = tensors[i].c()
-	}
+	ct := cTensors(tensors)
 	cs := make([]C.double, len(scalars))
 	for i, v := range scalars {
 		cs[i] = C.double(v)

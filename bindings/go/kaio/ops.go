@@ -87,6 +87,15 @@ func (o *Op) raw() *C.kaio_op {
 	return o.ptr
 }
 
+// cTensors converts views for a call that takes an array of kaio_tensor.
+func cTensors(ts []Tensor) []C.kaio_tensor {
+	ct := make([]C.kaio_tensor, len(ts))
+	for i := range ts {
+		ct[i] = ts[i].c()
+	}
+	return ct
+}
+
 func keepTensors(ts ...*Tensor) {
 	for _, t := range ts {
 		runtime.KeepAlive(t.Buffer)
@@ -96,10 +105,7 @@ func keepTensors(ts ...*Tensor) {
 // Launch enqueues the op on s with the tensors in the order its constructor
 // lists.
 func (o *Op) Launch(s *Stream, tensors ...Tensor) error {
-	ct := make([]C.kaio_tensor, len(tensors))
-	for i := range tensors {
-		ct[i] = tensors[i].c()
-	}
+	ct := cTensors(tensors)
 	var first *C.kaio_tensor
 	if len(ct) > 0 {
 		first = &ct[0]

@@ -12,15 +12,19 @@ type MatmulInt8Desc struct {
 	OutDType DType
 	M, N, K  int64 // one-shot calls: 0 means "from the views"
 	Alpha    float32
+	// MatmulAuto (wgmma on compute capability 9.0, else mma.sync) or
+	// MatmulAsync (always the mma.sync kernel); MatmulSync is rejected.
+	Variant MatmulVariant
 }
 
-// DefaultMatmulInt8Desc is libkaio's default: f32 out, alpha 1, M = N = K = 0.
+// DefaultMatmulInt8Desc is libkaio's default: f32 out, alpha 1, Auto, M = N = K = 0.
 func DefaultMatmulInt8Desc() MatmulInt8Desc {
 	d, err := MatmulInt8Desc{}.c(true)
 	if err != nil {
 		panic(err) // cannot fail: the struct is this header's own
 	}
-	return MatmulInt8Desc{OutDType: DType(d.out_dtype), M: int64(d.m), N: int64(d.n), K: int64(d.k), Alpha: float32(d.alpha)}
+	return MatmulInt8Desc{OutDType: DType(d.out_dtype), M: int64(d.m), N: int64(d.n), K: int64(d.k), Alpha: float32(d.alpha),
+		Variant: MatmulVariant(d.variant)}
 }
 
 func (m MatmulInt8Desc) c(defaults bool) (C.kaio_matmul_int8_desc, error) {
@@ -32,6 +36,7 @@ func (m MatmulInt8Desc) c(defaults bool) (C.kaio_matmul_int8_desc, error) {
 	d.out_dtype = C.kaio_dtype(m.OutDType)
 	d.m, d.n, d.k = C.int64_t(m.M), C.int64_t(m.N), C.int64_t(m.K)
 	d.alpha = C.float(m.Alpha)
+	d.variant = C.kaio_matmul_variant(m.Variant)
 	return d, nil
 }
 
@@ -211,12 +216,77 @@ func QKVProjectInt4(s *Stream, x Tensor, wq, wk, wv Int4Weight, outQ, outK, outV
 		return err
 	}
 	ts := QKVInt4Tensors(x, wq, wk, wv, outQ, outK, outV)
-	ct := make([]C.kaio_tensor, len(ts))
-	for i := range ts {
-		ct[i] = ts[i].c()
-	}
+	ct := cTensors(ts)
 	var e C.kg_err
 	err = check(C.kg_qkv_project_int4(s.raw(), &ct[0], C.size_t(len(ct)), &cd, &e), &e)
+	runtime.KeepAlive(s)
+	runtime.KeepAlive(ts)
+	return err
+}
+
+// QKVInt8Desc describes the fused INT8-weight QKV projection (W8A16):
+// out_p = (x·W_p)·scale_p, x f16 M×K, W_p i8 K×N_p, scale_p f32 1×1 (per
+// tensor) or 1×N_p (per column). Start from DefaultQKVInt8Desc; kaio.h
+// ("Fused QKV projection, int8 weights") has the constraints.
+type QKVInt8Desc struct {
+	OutDType   DType // F16 (default), BF16 or F32
+	M, K       int64
+	NQ, NK, NV int64
+}
+
+// DefaultQKVInt8Desc is libkaio's default: f16 out, every shape 0.
+func DefaultQKVInt8Desc() QKVInt8Desc {
+	d, err := QKVInt8Desc{}.c(true)
+	if err != nil {
+		panic(err)
+	}
+	return QKVInt8Desc{OutDType: DType(d.out_dtype), M: int64(d.m), K: int64(d.k),
+		NQ: int64(d.n_q), NK: int64(d.n_k), NV: int64(d.n_v)}
+}
+
+func (m QKVInt8Desc) c(defaults bool) (C.kaio_qkv_int8_desc, error) {
+	var d C.kaio_qkv_int8_desc
+	var e C.kg_err
+	if err := check(C.kg_qkv_int8_desc_init(&d, &e), &e); err != nil || defaults {
+		return d, err
+	}
+	d.out_dtype = C.kaio_dtype(m.OutDType)
+	d.m, d.k = C.int64_t(m.M), C.int64_t(m.K)
+	d.n_q, d.n_k, d.n_v = C.int64_t(m.NQ), C.int64_t(m.NK), C.int64_t(m.NV)
+	return d, nil
+}
+
+// QKVInt8Tensors is the 10-view launch list of the fused INT8-weight QKV
+// projection in kaio.h's order: x, each weight followed by its scale (q, k,
+// v), then the three outputs.
+func QKVInt8Tensors(x, wq, sq, wk, sk, wv, sv, outQ, outK, outV Tensor) []Tensor {
+	return []Tensor{x, wq, sq, wk, sk, wv, sv, outQ, outK, outV}
+}
+
+// NewQKVProjectInt8Op prepares the fused INT8-weight QKV projection. Launch
+// tensors: QKVInt8Tensors(...).
+func (d *Device) NewQKVProjectInt8Op(desc QKVInt8Desc) (*Op, error) {
+	cd, err := desc.c(false)
+	if err != nil {
+		return nil, err
+	}
+	var p *C.kaio_op
+	var e C.kg_err
+	s := C.kg_op_create_qkv_project_int8(&p, d.raw(), &cd, &e)
+	return d.madeOp(s, p, &e)
+}
+
+// QKVProjectInt8 is the one-shot fused INT8-weight QKV projection; M, K, N*
+// of 0 come from the views.
+func QKVProjectInt8(s *Stream, x, wq, sq, wk, sk, wv, sv, outQ, outK, outV Tensor, desc QKVInt8Desc) error {
+	cd, err := desc.c(false)
+	if err != nil {
+		return err
+	}
+	ts := QKVInt8Tensors(x, wq, sq, wk, sk, wv, sv, outQ, outK, outV)
+	ct := cTensors(ts)
+	var e C.kg_err
+	err = check(C.kg_qkv_project_int8(s.raw(), &ct[0], C.size_t(len(ct)), &cd, &e), &e)
 	runtime.KeepAlive(s)
 	runtime.KeepAlive(ts)
 	return err

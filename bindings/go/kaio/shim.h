@@ -115,6 +115,9 @@ static inline kaio_status kg_int4_repack_kaio(kaio_stream *s, const kaio_tensor 
 static inline kaio_status kg_qkv_int4_desc_init(kaio_qkv_int4_desc *d, kg_err *e) { KG(kaio_qkv_int4_desc_init(d, sizeof *d)); }
 static inline kaio_status kg_op_create_qkv_project_int4(kaio_op **o, kaio_device *d, const kaio_qkv_int4_desc *m, kg_err *e) { KG(kaio_op_create_qkv_project_int4(o, d, m)); }
 static inline kaio_status kg_qkv_project_int4(kaio_stream *s, const kaio_tensor *t, size_t n, const kaio_qkv_int4_desc *m, kg_err *e) { KG(kaio_qkv_project_int4(s, t, n, m)); }
+static inline kaio_status kg_qkv_int8_desc_init(kaio_qkv_int8_desc *d, kg_err *e) { KG(kaio_qkv_int8_desc_init(d, sizeof *d)); }
+static inline kaio_status kg_op_create_qkv_project_int8(kaio_op **o, kaio_device *d, const kaio_qkv_int8_desc *m, kg_err *e) { KG(kaio_op_create_qkv_project_int8(o, d, m)); }
+static inline kaio_status kg_qkv_project_int8(kaio_stream *s, const kaio_tensor *t, size_t n, const kaio_qkv_int8_desc *m, kg_err *e) { KG(kaio_qkv_project_int8(s, t, n, m)); }
 
 static inline kaio_status kg_attention_desc_init(kaio_attention_desc *d, kg_err *e) { KG(kaio_attention_desc_init(d, sizeof *d)); }
 static inline kaio_status kg_op_create_attention(kaio_op **o, kaio_device *d, const kaio_attention_desc *m, kg_err *e) { KG(kaio_op_create_attention(o, d, m)); }
@@ -123,6 +126,19 @@ static inline kaio_status kg_attention(kaio_stream *s, const kaio_tensor *q, con
 static inline kaio_status kg_attention_tc(int causal, kaio_stream *s, const kaio_tensor *q, const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *o, kg_err *e) {
     if (causal) KG(kaio_attention_tc_causal(s, q, k, v, o));
     KG(kaio_attention_tc(s, q, k, v, o));
+}
+/* lse: a view with a NULL buffer means the forward without stats. */
+static inline kaio_status kg_attention_flash(int causal, kaio_stream *s, const kaio_tensor *q, const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *o, const kaio_tensor *lse, kg_err *e) {
+    if (lse->buffer) {
+        if (causal) KG(kaio_attention_flash_causal_with_stats(s, q, k, v, o, lse));
+        KG(kaio_attention_flash_with_stats(s, q, k, v, o, lse));
+    }
+    if (causal) KG(kaio_attention_flash_causal(s, q, k, v, o));
+    KG(kaio_attention_flash(s, q, k, v, o));
+}
+static inline kaio_status kg_attention_flash_backward(int causal, kaio_stream *s, const kaio_tensor *dout, const kaio_tensor *q, const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *o, const kaio_tensor *lse, const kaio_tensor *dq, const kaio_tensor *dk, const kaio_tensor *dv, kg_err *e) {
+    if (causal) KG(kaio_attention_flash_causal_backward(s, dout, q, k, v, o, lse, dq, dk, dv));
+    KG(kaio_attention_flash_backward(s, dout, q, k, v, o, lse, dq, dk, dv));
 }
 
 static inline kaio_status kg_lang_kernel_create(kaio_lang_kernel **o, kaio_device *d, const char *src, kg_err *e) { KG(kaio_lang_kernel_create(o, d, src)); }

@@ -128,6 +128,7 @@ pub const KAIO_ATTENTION_CAUSAL_TOP_LEFT: kaio_attention_mask = 2;
 pub type kaio_attention_variant = i32;
 pub const KAIO_ATTENTION_AUTO: kaio_attention_variant = 0;
 pub const KAIO_ATTENTION_SM80: kaio_attention_variant = 1;
+pub const KAIO_ATTENTION_SM80_M128: kaio_attention_variant = 2;
 
 // ---------------------------------------------------------------------------
 // Opaque handles (the nomicon's zero-sized-type pattern)
@@ -312,6 +313,21 @@ pub struct kaio_qkv_int4_desc {
     pub reserved: u32,
 }
 
+/// Fill with `kaio_qkv_int8_desc_init` before use.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct kaio_qkv_int8_desc {
+    pub struct_size: u32,
+    pub out_dtype: kaio_dtype,
+    pub m: i64,
+    pub k: i64,
+    pub n_q: i64,
+    pub n_k: i64,
+    pub n_v: i64,
+    /// Must be 0.
+    pub reserved: u32,
+}
+
 /// Fill with `kaio_attention_desc_init` before use.
 #[repr(C)]
 #[derive(Copy, Clone, Debug, Default, PartialEq)]
@@ -350,6 +366,7 @@ const _: () = assert!(std::mem::size_of::<kaio_matmul_backward_desc>() == 56);
 const _: () = assert!(std::mem::size_of::<kaio_matmul_int8_desc>() == 40);
 const _: () = assert!(std::mem::size_of::<kaio_matmul_int4_desc>() == 56);
 const _: () = assert!(std::mem::size_of::<kaio_qkv_int4_desc>() == 72);
+const _: () = assert!(std::mem::size_of::<kaio_qkv_int8_desc>() == 56);
 const _: () = assert!(std::mem::size_of::<kaio_attention_desc>() == 88);
 const _: () = assert!(std::mem::align_of::<kaio_attention_desc>() == 8);
 const _: () = assert!(std::mem::size_of::<kaio_status>() == 4);
@@ -678,6 +695,18 @@ extern "C" {
         count: usize,
         desc: *const kaio_qkv_int4_desc,
     ) -> kaio_status;
+    pub fn kaio_qkv_int8_desc_init(desc: *mut kaio_qkv_int8_desc, struct_size: usize) -> kaio_status;
+    pub fn kaio_op_create_qkv_project_int8(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        desc: *const kaio_qkv_int8_desc,
+    ) -> kaio_status;
+    pub fn kaio_qkv_project_int8(
+        stream: *mut kaio_stream,
+        tensors: *const kaio_tensor,
+        count: usize,
+        desc: *const kaio_qkv_int8_desc,
+    ) -> kaio_status;
 
     // Attention
     pub fn kaio_attention_desc_init(desc: *mut kaio_attention_desc, struct_size: usize) -> kaio_status;
@@ -713,6 +742,60 @@ extern "C" {
         k: *const kaio_tensor,
         v: *const kaio_tensor,
         out: *const kaio_tensor,
+    ) -> kaio_status;
+    pub fn kaio_attention_flash(
+        stream: *mut kaio_stream,
+        q: *const kaio_tensor,
+        k: *const kaio_tensor,
+        v: *const kaio_tensor,
+        out: *const kaio_tensor,
+    ) -> kaio_status;
+    pub fn kaio_attention_flash_causal(
+        stream: *mut kaio_stream,
+        q: *const kaio_tensor,
+        k: *const kaio_tensor,
+        v: *const kaio_tensor,
+        out: *const kaio_tensor,
+    ) -> kaio_status;
+    pub fn kaio_attention_flash_with_stats(
+        stream: *mut kaio_stream,
+        q: *const kaio_tensor,
+        k: *const kaio_tensor,
+        v: *const kaio_tensor,
+        out: *const kaio_tensor,
+        lse: *const kaio_tensor,
+    ) -> kaio_status;
+    pub fn kaio_attention_flash_causal_with_stats(
+        stream: *mut kaio_stream,
+        q: *const kaio_tensor,
+        k: *const kaio_tensor,
+        v: *const kaio_tensor,
+        out: *const kaio_tensor,
+        lse: *const kaio_tensor,
+    ) -> kaio_status;
+    pub fn kaio_attention_flash_backward(
+        stream: *mut kaio_stream,
+        dout: *const kaio_tensor,
+        q: *const kaio_tensor,
+        k: *const kaio_tensor,
+        v: *const kaio_tensor,
+        out: *const kaio_tensor,
+        lse: *const kaio_tensor,
+        dq: *const kaio_tensor,
+        dk: *const kaio_tensor,
+        dv: *const kaio_tensor,
+    ) -> kaio_status;
+    pub fn kaio_attention_flash_causal_backward(
+        stream: *mut kaio_stream,
+        dout: *const kaio_tensor,
+        q: *const kaio_tensor,
+        k: *const kaio_tensor,
+        v: *const kaio_tensor,
+        out: *const kaio_tensor,
+        lse: *const kaio_tensor,
+        dq: *const kaio_tensor,
+        dk: *const kaio_tensor,
+        dv: *const kaio_tensor,
     ) -> kaio_status;
 
     // Kernel language

@@ -83,6 +83,7 @@ fn table() -> Vec<(String, i64)> {
         KAIO_ATTENTION_CAUSAL_TOP_LEFT,
         KAIO_ATTENTION_AUTO,
         KAIO_ATTENTION_SM80,
+        KAIO_ATTENTION_SM80_M128,
         KAIO_VERSION_MAJOR,
         KAIO_VERSION_MINOR,
         KAIO_VERSION_PATCH,
@@ -116,6 +117,7 @@ fn table() -> Vec<(String, i64)> {
     layout!(kaio_qkv_int4_desc {
         struct_size, in_dtype, out_dtype, format, m, k, n_q, n_k, n_v, group_size, zeros_offset, reserved
     });
+    layout!(kaio_qkv_int8_desc { struct_size, out_dtype, m, k, n_q, n_k, n_v, reserved });
     layout!(kaio_attention_desc {
         struct_size, dtype, out_dtype, o_dtype, mask, variant, deterministic, reserved, batch, seq_q, seq_k, heads_q,
         heads_kv, head_dim, softmax_scale, reserved2

@@ -1,5 +1,6 @@
-//! Attention: FlashAttention-2 forward and backward on tensor cores, and
-//! KAIO's rank-2 single-head `attention_tc`.
+//! Attention: FlashAttention-2 forward and backward on tensor cores, KAIO's
+//! rank-2 single-head `attention_tc`, and KAIO's f32 single-head
+//! `attention_flash` with its backward.
 //!
 //! Q is [B, Sq, Hq, D], K and V are [B, Sk, Hkv, D], each passed as the
 //! rank-2 view [B·S, H·D]; the LSE is f32 [B·Hq, Sq]. kaio.h's "Attention"
@@ -37,12 +38,13 @@ impl AttentionMask {
     }
 }
 
-/// `Auto` picks the kernels (today the sm_80 mma.sync ones everywhere);
-/// `Sm80` forces them.
+/// `Auto` picks the kernels; `Sm80` forces the 64-row mma.sync kernels and
+/// `Sm80M128` the 128-row forward (head dims up to 128).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum AttentionVariant {
     Auto,
     Sm80,
+    Sm80M128,
 }
 
 impl AttentionVariant {
@@ -50,6 +52,7 @@ impl AttentionVariant {
         match self {
             AttentionVariant::Auto => sys::KAIO_ATTENTION_AUTO,
             AttentionVariant::Sm80 => sys::KAIO_ATTENTION_SM80,
+            AttentionVariant::Sm80M128 => sys::KAIO_ATTENTION_SM80_M128,
         }
     }
 }
@@ -164,4 +167,68 @@ pub fn attention_tc(
 ) -> Result<()> {
     let f = if causal { sys::kaio_attention_tc_causal } else { sys::kaio_attention_tc };
     check(unsafe { f(stream.as_raw(), q.as_raw(), k.as_raw(), v.as_raw(), out.as_raw()) })
+}
+
+/// KAIO's f32 single-head FlashAttention (self-attention, one length S):
+/// q, k, v [S, D] f32 (D <= 256) -> out [S, D] f32, scale 1/√D, f32 end to
+/// end on the CUDA cores. `causal` masks top-left (key j <= i). With `lse`
+/// (f32 [1, S]) it also writes each row's natural-log logsumexp, which
+/// [`attention_flash_backward`] needs.
+pub fn attention_flash(
+    stream: &Stream,
+    q: &TensorView<'_>,
+    k: &TensorView<'_>,
+    v: &TensorView<'_>,
+    out: &TensorView<'_>,
+    lse: Option<&TensorView<'_>>,
+    causal: bool,
+) -> Result<()> {
+    let (s, q, k, v, out) = (stream.as_raw(), q.as_raw(), k.as_raw(), v.as_raw(), out.as_raw());
+    check(unsafe {
+        match (lse, causal) {
+            (None, false) => sys::kaio_attention_flash(s, q, k, v, out),
+            (None, true) => sys::kaio_attention_flash_causal(s, q, k, v, out),
+            (Some(l), false) => sys::kaio_attention_flash_with_stats(s, q, k, v, out, l.as_raw()),
+            (Some(l), true) => sys::kaio_attention_flash_causal_with_stats(s, q, k, v, out, l.as_raw()),
+        }
+    })
+}
+
+/// The gradients [`attention_flash_backward`] overwrites, each f32 [S, D].
+#[derive(Copy, Clone, Debug)]
+pub struct FlashGrads<'a> {
+    pub dq: TensorView<'a>,
+    pub dk: TensorView<'a>,
+    pub dv: TensorView<'a>,
+}
+
+/// Backward of [`attention_flash`] (same `causal`): dq, dk, dv from dout, q,
+/// k, v, the forward's out and lse. f32 end to end, deterministic.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_flash_backward(
+    stream: &Stream,
+    dout: &TensorView<'_>,
+    q: &TensorView<'_>,
+    k: &TensorView<'_>,
+    v: &TensorView<'_>,
+    out: &TensorView<'_>,
+    lse: &TensorView<'_>,
+    grads: &FlashGrads<'_>,
+    causal: bool,
+) -> Result<()> {
+    let f = if causal { sys::kaio_attention_flash_causal_backward } else { sys::kaio_attention_flash_backward };
+    check(unsafe {
+        f(
+            stream.as_raw(),
+            dout.as_raw(),
+            q.as_raw(),
+            k.as_raw(),
+            v.as_raw(),
+            out.as_raw(),
+            lse.as_raw(),
+            grads.dq.as_raw(),
+            grads.dk.as_raw(),
+            grads.dv.as_raw(),
+        )
+    })
 }

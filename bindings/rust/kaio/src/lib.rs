@@ -32,7 +32,10 @@ mod stream;
 
 pub use kaio_sys as sys;
 
-pub use attention::{attention, attention_tc, AttentionDesc, AttentionMask, AttentionVariant};
+pub use attention::{
+    attention, attention_flash, attention_flash_backward, attention_tc, AttentionDesc, AttentionMask, AttentionVariant,
+    FlashGrads,
+};
 pub use buffer::{Buffer, TensorView};
 pub use device::{device_count, probe, Device, DeviceInfo, Probe};
 pub use dtype::{Bf16, Dtype, Element, F16};
@@ -42,8 +45,8 @@ pub use lang::{compile_ptx, LangKernel};
 pub use module::{Kernel, KernelArg, KernelArgs, KernelAttributes, LaunchConfig, Module};
 pub use ops::{gelu, rmsnorm, silu_gate, softmax, GeluMode, Op};
 pub use qmatmul::{
-    int4_repack_kaio, matmul_int4, matmul_int8, qkv_int4_tensors, qkv_project_int4, Int4Format, Int4Weight, MatmulInt4Desc,
-    MatmulInt8Desc, QkvInt4Desc,
+    int4_repack_kaio, matmul_int4, matmul_int8, qkv_int4_tensors, qkv_int8_tensors, qkv_project_int4, qkv_project_int8,
+    Int4Format, Int4Weight, MatmulInt4Desc, MatmulInt8Desc, QkvInt4Desc, QkvInt8Desc,
 };
 pub use quant::{dequantize, quant_matmul, quantize, QuantFormat, QuantMode};
 pub use stream::{Event, Stream};

@@ -1,5 +1,5 @@
 //! Quantized matmul: INT8 W8A8, INT4 W4A16 (GPTQ layout) and the fused INT4
-//! QKV projection, as prepared [`Op`]s and one-shot functions.
+//! and INT8 QKV projections, as prepared [`Op`]s and one-shot functions.
 //!
 //! A thin layer over kaio.h's "Quantized matmul" section, which states every
 //! layout and constraint; each desc converts to its C struct through the C
@@ -14,12 +14,13 @@ use crate::buffer::TensorView;
 use crate::device::Device;
 use crate::dtype::Dtype;
 use crate::error::{check, Result};
+use crate::matmul::MatmulVariant;
 use crate::ops::{dim, Op};
 use crate::stream::Stream;
 
 /// INT8 W8A8: `C = ((A·Bᵀ · alpha) · sa[m]) · sb[n]`, A i8 M×K, B i8 N×K.
-/// `Default` is libkaio's: f32 out, alpha 1, m = n = k = 0 (one-shot: from
-/// the views).
+/// `Default` is libkaio's: f32 out, alpha 1, `Auto`, m = n = k = 0
+/// (one-shot: from the views).
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct MatmulInt8Desc {
     /// F32, F16, Bf16, or I32 (exact sums: alpha 1, no scales).
@@ -28,11 +29,14 @@ pub struct MatmulInt8Desc {
     pub n: usize,
     pub k: usize,
     pub alpha: f32,
+    /// `Auto` (wgmma on compute capability 9.0, else mma.sync) or `Async`
+    /// (always the mma.sync kernel); `Sync` is rejected.
+    pub variant: MatmulVariant,
 }
 
 impl Default for MatmulInt8Desc {
     fn default() -> MatmulInt8Desc {
-        MatmulInt8Desc { out_dtype: Dtype::F32, m: 0, n: 0, k: 0, alpha: 1.0 }
+        MatmulInt8Desc { out_dtype: Dtype::F32, m: 0, n: 0, k: 0, alpha: 1.0, variant: MatmulVariant::Auto }
     }
 }
 
@@ -45,6 +49,7 @@ impl MatmulInt8Desc {
         d.n = dim(self.n);
         d.k = dim(self.k);
         d.alpha = self.alpha;
+        d.variant = self.variant.raw();
         Ok(d)
     }
 }
@@ -169,6 +174,40 @@ impl QkvInt4Desc {
     }
 }
 
+/// The fused INT8-weight QKV projection (W8A16): `out_p = (x · W_p) ·
+/// scale_p`, x f16 M×K, W_p i8 K×N_p, scale_p f32 1×1 or 1×N_p. `Default`
+/// is libkaio's: f16 out, every shape 0 (one-shot: from the views).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct QkvInt8Desc {
+    /// F16, Bf16 or F32.
+    pub out_dtype: Dtype,
+    pub m: usize,
+    pub k: usize,
+    pub n_q: usize,
+    pub n_k: usize,
+    pub n_v: usize,
+}
+
+impl Default for QkvInt8Desc {
+    fn default() -> QkvInt8Desc {
+        QkvInt8Desc { out_dtype: Dtype::F16, m: 0, k: 0, n_q: 0, n_k: 0, n_v: 0 }
+    }
+}
+
+impl QkvInt8Desc {
+    pub fn to_raw(&self) -> Result<sys::kaio_qkv_int8_desc> {
+        let mut d = sys::kaio_qkv_int8_desc::default();
+        check(unsafe { sys::kaio_qkv_int8_desc_init(&mut d, size_of::<sys::kaio_qkv_int8_desc>()) })?;
+        d.out_dtype = self.out_dtype.raw();
+        d.m = dim(self.m);
+        d.k = dim(self.k);
+        d.n_q = dim(self.n_q);
+        d.n_k = dim(self.n_k);
+        d.n_v = dim(self.n_v);
+        Ok(d)
+    }
+}
+
 /// One INT4 weight: qweight (u32/i32 K/8 × N), qzeros (None: every zero
 /// point is 8, or the SIGNED format) and scales (K/g × N in A's dtype).
 #[derive(Copy, Clone, Debug)]
@@ -213,6 +252,16 @@ impl Op {
         let mut p = ptr::null_mut();
         check(unsafe { sys::kaio_op_create_qkv_project_int4(&mut p, device.as_raw(), &d) })?;
         Op::from_created(p, "qkv_project_int4")
+    }
+
+    /// A prepared fused INT8-weight QKV projection. Launch tensors (10):
+    /// `[x, w_q, scale_q, w_k, scale_k, w_v, scale_v, out_q, out_k, out_v]`
+    /// ([`qkv_int8_tensors`] builds it).
+    pub fn qkv_project_int8(device: &Device, desc: &QkvInt8Desc) -> Result<Op> {
+        let d = desc.to_raw()?;
+        let mut p = ptr::null_mut();
+        check(unsafe { sys::kaio_op_create_qkv_project_int8(&mut p, device.as_raw(), &d) })?;
+        Op::from_created(p, "qkv_project_int8")
     }
 }
 
@@ -269,4 +318,30 @@ pub fn qkv_project_int4(
     let d = desc.to_raw()?;
     let t = qkv_int4_tensors(*x, w, [*out[0], *out[1], *out[2]]);
     check(unsafe { sys::kaio_qkv_project_int4(stream.as_raw(), t.as_ptr() as *const sys::kaio_tensor, t.len(), &d) })
+}
+
+/// The launch list of the fused INT8-weight QKV projection, in kaio.h's
+/// order; `w`, `scales` and `out` are in the order q, k, v.
+pub fn qkv_int8_tensors<'a>(
+    x: TensorView<'a>,
+    w: [TensorView<'a>; 3],
+    scales: [TensorView<'a>; 3],
+    out: [TensorView<'a>; 3],
+) -> [TensorView<'a>; 10] {
+    [x, w[0], scales[0], w[1], scales[1], w[2], scales[2], out[0], out[1], out[2]]
+}
+
+/// One-shot fused INT8-weight QKV projection; m, k, n_* of 0 come from the
+/// views. `w`, `scales` and `out` are in the order q, k, v.
+pub fn qkv_project_int8(
+    stream: &Stream,
+    x: &TensorView<'_>,
+    w: [&TensorView<'_>; 3],
+    scales: [&TensorView<'_>; 3],
+    out: [&TensorView<'_>; 3],
+    desc: &QkvInt8Desc,
+) -> Result<()> {
+    let d = desc.to_raw()?;
+    let t = qkv_int8_tensors(*x, [*w[0], *w[1], *w[2]], [*scales[0], *scales[1], *scales[2]], [*out[0], *out[1], *out[2]]);
+    check(unsafe { sys::kaio_qkv_project_int8(stream.as_raw(), t.as_ptr() as *const sys::kaio_tensor, t.len(), &d) })
 }

@@ -13,13 +13,17 @@
 //!   int8: i32 exactly; f32 within 1e-6 per element of the f32 chain;
 //!   int4 / qkv: 2e-5 (+ 2^-11 for f16 outputs; + 1e-4 for M > 16);
 //!   attention: O 2e-3 (f16), LSE 2e-3 absolute, dQ/dK/dV 1e-2;
+//!   attention_flash (f32 end to end): O 2e-5, LSE 2e-5 absolute, grads 1e-4;
+//!   qkv_project_int8 (f16 out): 2e-5 + 2^-11 (exact products, f32 sums,
+//!     one f16 rounding);
 //!   lang silu_gate (f16 out): |out - ref| <= 2^-10·|ref| + 1e-6.
 mod common;
 
 use common::gpu_env::{gpu, Rng};
 use kaio::{
-    AttentionDesc, AttentionMask, Buffer, Device, Dtype, Int4Format, Int4Weight, LangKernel, MatmulInt4Desc,
-    MatmulInt8Desc, Op, QkvInt4Desc, QuantFormat, QuantMode, Stream, TensorView, F16,
+    AttentionDesc, AttentionMask, AttentionVariant, Buffer, Device, Dtype, FlashGrads, Int4Format, Int4Weight, LangKernel,
+    MatmulInt4Desc, MatmulInt8Desc, MatmulVariant, Op, QkvInt4Desc, QkvInt8Desc, QuantFormat, QuantMode, Stream,
+    TensorView, F16,
 };
 
 fn rel_error(what: &str, got: &[f64], want: &[f64], tol: f64) {
@@ -160,6 +164,10 @@ fn gpu_matmul_int8() {
         .unwrap()
         .launch(&s, &[ab.view(m, k), bb.view(n, k), TensorView::none(), TensorView::none(), ci.view(m, n)])
         .unwrap();
+    // The same sums from the mma.sync kernel (KAIO_MATMUL_ASYNC).
+    let ca = Buffer::from_slice(&dev, &vec![i32::MIN; m * n]).unwrap();
+    let da = MatmulInt8Desc { out_dtype: Dtype::I32, variant: MatmulVariant::Async, ..Default::default() };
+    kaio::matmul_int8(&s, &ab.view(m, k), &bb.view(n, k), None, None, &ca.view(m, n), &da).unwrap();
     // f32 with both scales and alpha, one-shot.
     let alpha = 0.75f32;
     let cf = Buffer::from_slice(&dev, &vec![f32::NAN; m * n]).unwrap();
@@ -167,6 +175,7 @@ fn gpu_matmul_int8() {
     kaio::matmul_int8(&s, &ab.view(m, k), &bb.view(n, k), Some(&sab.view(1, m)), Some(&sbb.view(1, n)), &cf.view(m, n), &d).unwrap();
     s.synchronize().unwrap();
     assert_eq!(ci.to_vec().unwrap(), acc, "i32 sums");
+    assert_eq!(ca.to_vec().unwrap(), acc, "i32 sums, Async variant");
     let got = cf.to_vec().unwrap();
     for i in 0..m * n {
         let want = ((acc[i] as f32 * alpha) * sa[i / n]) * sb[i % n];
@@ -383,8 +392,13 @@ fn gpu_attention_forward_backward() {
     let mut rng = Rng::new("gpu_attention_forward_backward");
     let (b, sq, sk, hq, hkv, d) = (2, 17, 23, 4, 2, 64);
     let nan = F16::from_f32(f32::NAN);
-    for &mask in &[AttentionMask::None, AttentionMask::Causal, AttentionMask::CausalTopLeft] {
-        let desc = AttentionDesc { mask, batch: b, seq_q: sq, seq_k: sk, heads_q: hq, heads_kv: hkv, head_dim: d, ..Default::default() };
+    let cases = [
+        (AttentionMask::None, AttentionVariant::Auto),
+        (AttentionMask::Causal, AttentionVariant::Sm80),
+        (AttentionMask::CausalTopLeft, AttentionVariant::Sm80M128),
+    ];
+    for &(mask, variant) in &cases {
+        let desc = AttentionDesc { mask, variant, batch: b, seq_q: sq, seq_k: sk, heads_q: hq, heads_kv: hkv, head_dim: d, ..Default::default() };
         let (nq, nk) = (b * sq * hq * d, b * sk * hkv * d);
         let (q, k, v, dout) = (
             f16s(&uniform(&mut rng, nq, -1.0, 1.0)),
@@ -409,7 +423,7 @@ fn gpu_attention_forward_backward() {
         s.synchronize().unwrap();
         let causal = mask != AttentionMask::None;
         let (o, lse, dq, dk, dv) = attention_ref(&desc, &wide(&q), &wide(&k), &wide(&v), &wide(&dout), mask == AttentionMask::CausalTopLeft, causal);
-        let what = format!("attention {:?}", mask);
+        let what = format!("attention {:?} {:?}", mask, variant);
         let got_o = wide(&ob.to_vec().unwrap());
         // Rows that see no key (bottom-right, Sq > Sk) are O = 0, LSE = -inf; none here (Sq < Sk).
         rel_error(&format!("{} O", what), &got_o, &o, 2e-3);
@@ -434,6 +448,103 @@ fn gpu_attention_forward_backward() {
         let (o, ..) = attention_ref(&desc, &wide(&q), &wide(&k), &wide(&v), &vec![0.0; sq * d], true, causal);
         let got: Vec<f64> = out.to_vec().unwrap().iter().map(|&x| x as f64).collect();
         rel_error(&format!("attention_tc causal {}", causal), &got, &o, 2e-3);
+    }
+}
+
+#[test]
+fn gpu_attention_flash_f32() {
+    let dev = match gpu("gpu_attention_flash_f32") {
+        Some(d) => d,
+        None => return,
+    };
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_attention_flash_f32");
+    for &(n, d, causal) in &[(37usize, 64usize, false), (37, 64, true), (70, 128, true), (1, 32, false)] {
+        let desc = AttentionDesc { batch: 1, seq_q: n, seq_k: n, heads_q: 1, heads_kv: 1, head_dim: d, ..Default::default() };
+        let host: Vec<Vec<f32>> = (0..4).map(|_| uniform(&mut rng, n * d, -1.0, 1.0).iter().map(|&x| x as f32).collect()).collect();
+        let up = |x: &[f32]| Buffer::from_slice(&dev, x).unwrap();
+        let (qb, kb, vb, dob) = (up(&host[0]), up(&host[1]), up(&host[2]), up(&host[3]));
+        let nan = vec![f32::NAN; n * d];
+        let (ob, o2b, dqb, dkb, dvb) = (up(&nan), up(&nan), up(&nan), up(&nan), up(&nan));
+        let lb = up(&vec![f32::NAN; n]);
+        let (qv, kv, vv, ov) = (qb.view(n, d), kb.view(n, d), vb.view(n, d), ob.view(n, d));
+        kaio::attention_flash(&s, &qv, &kv, &vv, &o2b.view(n, d), None, causal).unwrap();
+        kaio::attention_flash(&s, &qv, &kv, &vv, &ov, Some(&lb.view(1, n)), causal).unwrap();
+        let grads = FlashGrads { dq: dqb.view(n, d), dk: dkb.view(n, d), dv: dvb.view(n, d) };
+        kaio::attention_flash_backward(&s, &dob.view(n, d), &qv, &kv, &vv, &ov, &lb.view(1, n), &grads, causal).unwrap();
+        s.synchronize().unwrap();
+        let f = |x: &[f32]| x.iter().map(|&v| v as f64).collect::<Vec<f64>>();
+        let (o, lse, dq, dk, dv) = attention_ref(&desc, &f(&host[0]), &f(&host[1]), &f(&host[2]), &f(&host[3]), true, causal);
+        let what = format!("attention_flash S {} D {} causal {}", n, d, causal);
+        rel_error(&format!("{} O", what), &f(&ob.to_vec().unwrap()), &o, 2e-5);
+        rel_error(&format!("{} O (no stats)", what), &f(&o2b.to_vec().unwrap()), &o, 2e-5);
+        for (i, (g, w)) in lb.to_vec().unwrap().iter().zip(&lse).enumerate() {
+            assert!((*g as f64 - w).abs() <= 2e-5, "{} LSE at {}: {} vs {}", what, i, g, w);
+        }
+        for (name, got, want) in [("dQ", &dqb, &dq), ("dK", &dkb, &dk), ("dV", &dvb, &dv)] {
+            let got = f(&got.to_vec().unwrap());
+            if want.iter().all(|&w| w == 0.0) {
+                // S = 1: one key, so dS = P·(dP − rowsum(dO∘O)) is 0 exactly and
+                // a relative error is undefined: the kernel's rounding residue
+                // must be tiny in absolute terms.
+                let worst = got.iter().fold(0.0f64, |m, g| m.max(g.abs()));
+                assert!(worst <= 1e-6, "{} {}: expected 0, got up to {:e}", what, name, worst);
+            } else {
+                rel_error(&format!("{} {}", what, name), &got, want, 1e-4);
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_qkv_project_int8() {
+    let dev = match gpu("gpu_qkv_project_int8") {
+        Some(d) => d,
+        None => return,
+    };
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_qkv_project_int8");
+    let (m, k, ns) = (3usize, 96usize, [40usize, 12, 8]);
+    let x = f16s(&uniform(&mut rng, m * k, -1.0, 1.0));
+    let xb = Buffer::from_slice(&dev, &x).unwrap();
+    let ws: Vec<Vec<i8>> = ns.iter().map(|&n| (0..k * n).map(|_| rng.uniform(-127.0, 128.0).floor() as i8).collect()).collect();
+    // q per tensor (1 x 1), k and v per column (1 x N).
+    let scales: Vec<Vec<f32>> =
+        ns.iter().enumerate().map(|(p, &n)| (0..if p == 0 { 1 } else { n }).map(|_| rng.uniform(0.001, 0.01) as f32).collect()).collect();
+    let wb: Vec<Buffer<i8>> = ws.iter().map(|w| Buffer::from_slice(&dev, w).unwrap()).collect();
+    let sb: Vec<Buffer<f32>> = scales.iter().map(|v| Buffer::from_slice(&dev, v).unwrap()).collect();
+    let nan = F16::from_f32(f32::NAN);
+    let want: Vec<Vec<f64>> = (0..3)
+        .map(|p| {
+            let n = ns[p];
+            (0..m * n)
+                .map(|i| {
+                    let (r, c) = (i / n, i % n);
+                    let acc: f64 = (0..k).map(|kk| x[r * k + kk].to_f32() as f64 * ws[p][kk * n + c] as f64).sum();
+                    acc * scales[p][if p == 0 { 0 } else { c }] as f64
+                })
+                .collect()
+        })
+        .collect();
+    for &prepared in &[false, true] {
+        let outs: Vec<Buffer<F16>> = ns.iter().map(|&n| Buffer::from_slice(&dev, &vec![nan; m * n]).unwrap()).collect();
+        let wv: Vec<TensorView<'_>> = (0..3).map(|p| wb[p].view(k, ns[p])).collect();
+        let sv: Vec<TensorView<'_>> = (0..3).map(|p| sb[p].view(1, scales[p].len())).collect();
+        let ov: Vec<TensorView<'_>> = (0..3).map(|p| outs[p].view(m, ns[p])).collect();
+        if prepared {
+            let desc = QkvInt8Desc { m, k, n_q: ns[0], n_k: ns[1], n_v: ns[2], ..Default::default() };
+            let t = kaio::qkv_int8_tensors(xb.view(m, k), [wv[0], wv[1], wv[2]], [sv[0], sv[1], sv[2]], [ov[0], ov[1], ov[2]]);
+            Op::qkv_project_int8(&dev, &desc).unwrap().launch(&s, &t).unwrap();
+        } else {
+            let d = QkvInt8Desc::default();
+            kaio::qkv_project_int8(&s, &xb.view(m, k), [&wv[0], &wv[1], &wv[2]], [&sv[0], &sv[1], &sv[2]], [&ov[0], &ov[1], &ov[2]], &d)
+                .unwrap();
+        }
+        s.synchronize().unwrap();
+        for p in 0..3 {
+            let got = wide(&outs[p].to_vec().unwrap());
+            rel_error(&format!("qkv_project_int8 prepared {} part {}", prepared, p), &got, &want[p], 2e-5 + (2.0f64).powi(-11));
+        }
     }
 }
 

@@ -6,8 +6,8 @@ mod common;
 
 use common::expect_err;
 use kaio::{
-    AttentionDesc, AttentionMask, Buffer, Device, Dtype, Int4Format, Int4Weight, LangKernel, MatmulInt4Desc,
-    MatmulInt8Desc, Op, QkvInt4Desc, QuantFormat, QuantMode, Status, Stream, TensorView, F16,
+    AttentionDesc, AttentionMask, Buffer, Device, Dtype, FlashGrads, Int4Format, Int4Weight, LangKernel, MatmulInt4Desc,
+    MatmulInt8Desc, MatmulVariant, Op, QkvInt4Desc, QkvInt8Desc, QuantFormat, QuantMode, Status, Stream, TensorView, F16,
 };
 
 const SILU_GATE: &str = "kernel silu_gate(x: tensor<f16>, gate: tensor<f16>, out: tensor<f16>) {\n    out = x * sigmoid(x) * gate;\n}\n";
@@ -171,6 +171,29 @@ fn quantized_matmuls_launch_and_report_errors_on_the_fake() {
     let list = kaio::qkv_int4_tensors(a.view(m, k), [&w, &w, &w], [o[0].view(m, n), o[1].view(m, n), o[2].view(m, n)]);
     op.launch(&s, &list).unwrap();
     expect_err(op.launch(&s, &list[..12]), Status::INVALID_ARGUMENT, &["kaio_op_launch"]);
+
+    // Fused INT8-weight QKV: x f16 2 x 64, W_p i8 64 x 32, per-column scales.
+    let w8 = Buffer::<i8>::alloc(&d0, 64 * 32).unwrap();
+    let sc8 = Buffer::<f32>::alloc(&d0, 32).unwrap();
+    let (wv, sv) = (w8.view(64, 32), sc8.view(1, 32));
+    let ov: Vec<TensorView<'_>> = o.iter().map(|b| b.view(m, 32)).collect();
+    let n0 = fake.launches();
+    kaio::qkv_project_int8(&s, &a.view(m, 64), [&wv, &wv, &wv], [&sv, &sv, &sv], [&ov[0], &ov[1], &ov[2]], &Default::default())
+        .unwrap();
+    assert_eq!(fake.launches(), n0 + 1, "one fused int8 launch");
+    let q8 = QkvInt8Desc { m, k: 64, n_q: 32, n_k: 32, n_v: 32, ..Default::default() };
+    let list8 = kaio::qkv_int8_tensors(a.view(m, 64), [wv, wv, wv], [sv, sv, sv], [ov[0], ov[1], ov[2]]);
+    Op::qkv_project_int8(&d0, &q8).unwrap().launch(&s, &list8).unwrap();
+    expect_err(
+        Op::qkv_project_int8(&d0, &QkvInt8Desc { k: 48, ..q8 }),
+        Status::INVALID_DIMENSION,
+        &["kaio_op_create_qkv_project_int8", "48", "multiple of 32"],
+    );
+    // INT8 matmul forced onto the mma.sync kernel.
+    let n0 = fake.launches();
+    let da = MatmulInt8Desc { variant: MatmulVariant::Async, ..Default::default() };
+    kaio::matmul_int8(&s, &a8.view(4, 64), &b8.view(32, 64), None, None, &c.view(4, 32), &da).unwrap();
+    launched(&fake, n0, "matmul_int8 Async");
     s.synchronize().unwrap();
 }
 
@@ -225,6 +248,29 @@ fn attention_launches_and_reports_errors_on_the_fake() {
         kaio::attention_tc(&s, &q.view(sq, 80), &k.view(sk, 80), &v.view(sk, 80), &out.view(sq, 80), false),
         Status::UNSUPPORTED,
         &["kaio_attention_tc"],
+    );
+
+    // KAIO's f32 single-head flash: forward with and without stats, backward.
+    let n = 20;
+    let f = |len| Buffer::<f32>::alloc(&d0, len).unwrap();
+    let (fq, fk, fv, fo, fl, fdo) = (f(n * d), f(n * d), f(n * d), f(n * d), f(n), f(n * d));
+    let (fdq, fdk, fdv) = (f(n * d), f(n * d), f(n * d));
+    let (qv, kv, vv, ov) = (fq.view(n, d), fk.view(n, d), fv.view(n, d), fo.view(n, d));
+    for &causal in &[false, true] {
+        let n0 = fake.launches();
+        kaio::attention_flash(&s, &qv, &kv, &vv, &ov, None, causal).unwrap();
+        kaio::attention_flash(&s, &qv, &kv, &vv, &ov, Some(&fl.view(1, n)), causal).unwrap();
+        assert_eq!(fake.launches(), n0 + 2, "attention_flash");
+        let grads = FlashGrads { dq: fdq.view(n, d), dk: fdk.view(n, d), dv: fdv.view(n, d) };
+        let n0 = fake.launches();
+        kaio::attention_flash_backward(&s, &fdo.view(n, d), &qv, &kv, &vv, &ov, &fl.view(1, n), &grads, causal).unwrap();
+        assert_eq!(fake.launches(), n0 + 2, "attention_flash_backward: dQ, then dK and dV");
+    }
+    s.synchronize().unwrap();
+    expect_err(
+        kaio::attention_flash(&s, &q.view(sq, d), &k.view(sq, d), &v.view(sq, d), &out.view(sq, d), None, false),
+        Status::INVALID_DTYPE,
+        &["kaio_attention_flash", "'q'"],
     );
 }
 

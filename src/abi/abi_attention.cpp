@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
+#include "ops/op_handle.hpp"
 #include "ops/attention.hpp"
 #include "runtime/handle_check.hpp"
 #include "runtime/stream.hpp"
@@ -47,8 +48,9 @@ kaio_status create(const char *fn, kaio_op **out, kaio_device *device,
   kaio_attention_desc d;
   KAIO_TRY(read_desc(fn, desc, &d));
   auto op = std::make_unique<kaio_op>();
-  op->attention.reset(new kaio::AttentionPlan);
-  KAIO_TRY(kaio::plan_attention(fn, device, d, backward, op->attention.get()));
+  auto &attention = op->body.emplace<std::unique_ptr<kaio::AttentionPlan, kaio::AttentionPlanDeleter>>(
+      new kaio::AttentionPlan);
+  KAIO_TRY(kaio::plan_attention(fn, device, d, backward, attention.get()));
   op->device = device;
   kaio::device_retain(device);
   *out = op.release();

@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
+#include "ops/op_handle.hpp"
 #include "ops/kquant_plan.hpp"
 #include "runtime/handle_check.hpp"
 #include "runtime/stream.hpp"
@@ -37,9 +38,10 @@ kaio_status create(const char *fn, kaio_op **out, kaio_device *device, Kind kind
   *out = nullptr;
   KAIO_TRY(kaio::check_handle(fn, "device", device));
   auto op = std::make_unique<kaio_op>();
-  op->kquant = std::make_unique<KquantPlan>();
-  fill(op->kquant.get(), kind, format, mode, dtype, out_dtype, rows, cols, k);
-  KAIO_TRY(kaio::plan_kquant(fn, device, op->kquant.get()));
+  KquantPlan *plan =
+      op->body.emplace<std::unique_ptr<KquantPlan, kaio::KquantPlanDeleter>>(new KquantPlan).get();
+  fill(plan, kind, format, mode, dtype, out_dtype, rows, cols, k);
+  KAIO_TRY(kaio::plan_kquant(fn, device, plan));
   op->device = device;
   kaio::device_retain(device);
   *out = op.release();

@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
+#include "ops/op_handle.hpp"
 #include "ops/op_plan.hpp"
 #include "runtime/handle_check.hpp"
 #include "runtime/stream.hpp"
@@ -66,9 +67,9 @@ kaio_status create(const char *fn, kaio_op **out, kaio_device *device,
   *out = nullptr;
   KAIO_TRY(kaio::check_handle(fn, "device", device));
   auto op = std::make_unique<kaio_op>();
-  op->plan = plan_from(desc);
-  op->plan.prepared = true;
-  KAIO_TRY(kaio::plan_op(fn, device, &op->plan));
+  kaio::OpPlan &plan = std::get<kaio::OpPlan>(op->body) = plan_from(desc);
+  plan.prepared = true;
+  KAIO_TRY(kaio::plan_op(fn, device, &plan));
   op->device = device;
   kaio::device_retain(device);
   *out = op.release();
@@ -131,8 +132,9 @@ kaio_status create_backward(const char *fn, kaio_op **out, kaio_device *device,
   if (desc.reserved != 0 || desc.reserved2 != 0)
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: desc->reserved fields must be 0.", fn);
   auto op = std::make_unique<kaio_op>();
-  op->backward = std::make_unique<kaio::BackwardPlan>(kaio::make_backward_plan(desc));
-  KAIO_TRY(kaio::plan_matmul_backward(fn, device, op->backward.get()));
+  auto &backward = op->body.emplace<std::unique_ptr<kaio::BackwardPlan>>(
+      std::make_unique<kaio::BackwardPlan>(kaio::make_backward_plan(desc)));
+  KAIO_TRY(kaio::plan_matmul_backward(fn, device, backward.get()));
   op->device = device;
   kaio::device_retain(device);
   *out = op.release();

@@ -5,9 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
-#include "ops/kquant_plan.hpp"
-#include "ops/attention.hpp"
-#include "ops/op_plan.hpp"
+#include "ops/op_handle.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/handle_check.hpp"
 #include "runtime/tensor_view.hpp"
@@ -23,8 +21,8 @@ kaio_status create_op(const char *fn, kaio_op **out, kaio_device *device, const 
   *out = nullptr;
   KAIO_TRY(kaio::check_handle(fn, "device", device));
   auto op = std::make_unique<kaio_op>();
-  op->plan = plan;
-  KAIO_TRY(kaio::plan_op(fn, device, &op->plan));
+  OpPlan &planned = std::get<OpPlan>(op->body) = plan;
+  KAIO_TRY(kaio::plan_op(fn, device, &planned));
   op->device = device;
   kaio::device_retain(device);
   *out = op.release();
@@ -111,12 +109,7 @@ KAIO_API kaio_status kaio_op_launch(const kaio_op *op, kaio_stream *stream,
   constexpr const char *fn = "kaio_op_launch";
   return kaio::firewall(fn, [&]() -> kaio_status {
     KAIO_TRY(kaio::check_handle(fn, "op", op));
-    if (op->attention) return kaio::run_attention(fn, op->device, *op->attention, stream, tensors, count);
-    if (op->backward)
-      return kaio::run_matmul_backward(fn, op->device, *op->backward, stream, tensors, count);
-    if (op->kquant) return kaio::run_kquant(fn, op->device, *op->kquant, stream, tensors, count);
-    if (op->quant) return kaio::run_quant(fn, op->device, *op->quant, stream, tensors, count);
-    return kaio::run_op(fn, op->device, op->plan, stream, tensors, count);
+    return kaio::run_op_handle(fn, *op, stream, tensors, count);
   });
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
+#include "ops/op_handle.hpp"
 #include "ops/quant.hpp"
 #include "runtime/handle_check.hpp"
 #include "runtime/stream.hpp"
@@ -158,8 +159,8 @@ kaio_status create(const char *fn, kaio_op **out, kaio_device *device, QuantPlan
   *out = nullptr;
   KAIO_TRY(kaio::check_handle(fn, "device", device));
   auto op = std::make_unique<kaio_op>();
-  op->quant.reset(new QuantPlan(p));
-  KAIO_TRY(plan(fn, device, op->quant.get(), true));
+  auto &quant = op->body.emplace<std::unique_ptr<QuantPlan, kaio::QuantPlanDeleter>>(new QuantPlan(p));
+  KAIO_TRY(plan(fn, device, quant.get(), true));
   op->device = device;
   kaio::device_retain(device);
   *out = op.release();

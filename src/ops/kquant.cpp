@@ -298,6 +298,8 @@ KquantPlan::~KquantPlan() {
   kaio_buffer_destroy(a16);
 }
 
+void KquantPlanDeleter::operator()(KquantPlan *plan) const { delete plan; }
+
 kaio_status plan_kquant(const char *caller, kaio_device *device, KquantPlan *plan) {
   if (!known_format(plan->format))
     return fail(KAIO_ERROR_INVALID_ARGUMENT,

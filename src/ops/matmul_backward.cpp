@@ -119,9 +119,4 @@ BackwardPlan make_backward_plan(const kaio_matmul_backward_desc &d) {
 
 }  // namespace kaio
 
-kaio_op::kaio_op() = default;
 
-kaio_op::~kaio_op() {
-  if (backward) kaio_buffer_destroy(backward->workspace);
-  kaio_buffer_destroy(plan.workspace);
-}

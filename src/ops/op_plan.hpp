@@ -99,7 +99,11 @@ kaio_status launch_builtin(const char *caller, const kaio_device *device, const 
 
 namespace kaio {
 
-struct KquantPlan;  // ops/kquant_plan.hpp
+// GGUF k-quant ops (ops/kquant_plan.hpp); the deleter lives in kquant.cpp.
+struct KquantPlan;
+struct KquantPlanDeleter {
+  void operator()(KquantPlan *plan) const;
+};
 
 // Matmul backward: two products on the transposed-operand kernels, plus a
 // rounding pass when dC is f32 (into a workspace the op owns).
@@ -138,18 +142,3 @@ struct AttentionPlanDeleter {
   void operator()(AttentionPlan *plan) const;
 };
 }  // namespace kaio
-
-struct kaio_op {
-  static constexpr kaio::HandleTag kTag = kaio::HandleTag::op;
-  static constexpr const char *kName = "kaio_op";
-  static constexpr const char *kHowToMake = "create one with a kaio_op_create_* function";
-  kaio::HandleTag tag = kTag;
-  kaio_device *device = nullptr;
-  kaio::OpPlan plan;
-  std::unique_ptr<kaio::BackwardPlan> backward;  // set for matmul backward only
-  std::unique_ptr<kaio::KquantPlan> kquant;       // set for the k-quant ops only
-  std::unique_ptr<kaio::QuantPlan, kaio::QuantPlanDeleter> quant;  // quantized ops only
-  std::unique_ptr<kaio::AttentionPlan, kaio::AttentionPlanDeleter> attention;  // attention only
-  kaio_op();  // out of line: KquantPlan is incomplete here
-  ~kaio_op();
-};

@@ -1,0 +1,37 @@
+// kaio_op: what an op handle holds. Each family plans into its own type; the
+// handle keeps exactly one of them, so a launch dispatches on what was made.
+#pragma once
+
+#include <kaio/kaio.h>
+
+#include <memory>
+#include <variant>
+
+#include "ops/op_plan.hpp"
+#include "runtime/handle.hpp"
+
+struct kaio_op {
+  static constexpr kaio::HandleTag kTag = kaio::HandleTag::op;
+  static constexpr const char *kName = "kaio_op";
+  static constexpr const char *kHowToMake = "create one with a kaio_op_create_* function";
+  // The element-wise, row and matmul ops plan in place; the other families'
+  // plans are incomplete types here (their headers pull in their kernels'
+  // details) and live behind pointers.
+  using Body = std::variant<kaio::OpPlan, std::unique_ptr<kaio::BackwardPlan>,
+                            std::unique_ptr<kaio::KquantPlan, kaio::KquantPlanDeleter>,
+                            std::unique_ptr<kaio::QuantPlan, kaio::QuantPlanDeleter>,
+                            std::unique_ptr<kaio::AttentionPlan, kaio::AttentionPlanDeleter>>;
+  kaio::HandleTag tag = kTag;
+  kaio_device *device = nullptr;
+  Body body;
+  kaio_op();  // out of line: the plans behind pointers are incomplete here
+  ~kaio_op();  // frees the workspace the plan owns, if any
+};
+
+namespace kaio {
+
+// Checks the views against the handle's plan and the stream, then launches.
+kaio_status run_op_handle(const char *caller, const kaio_op &op, kaio_stream *stream,
+                          const kaio_tensor *tensors, size_t count);
+
+}  // namespace kaio

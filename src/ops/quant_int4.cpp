@@ -48,13 +48,16 @@ int64_t busy_ctas(const QuantPlan &p, int64_t rows_per_block) {
 // The contiguous-K kernels split K over 16, 8 or 4 warps per CTA. Measured on
 // the H100 (ptx/gen_quant_int4.py's header): the fastest is the one with the
 // most warps whose busy CTAs fit the GPU at 16 warps per SM in one wave (M <= 8;
-// N = 4096: 16, N = K = 8192: 8, N = 14336: 4); with 16 rows, the 16-warp kernel
-// up to two such waves, else the 4-warp one.
+// N = 4096: 16, N = K = 8192: 8, N = 14336: 4); with 16 rows likewise for 16
+// and 8 warps, then the 16-warp kernel up to two waves, else the 4-warp one.
 KernelId contig_kernel(const QuantPlan &p, int64_t sms) {
   const bool bf = p.in_dtype == KAIO_DTYPE_BF16;
   const int64_t slots = sms * kWarpsPerSm;
   if (p.m > 8) {
-    const bool wide = busy_ctas(p, kDecodeMaxRows) * 16 > 2 * slots;
+    const int64_t ctas = busy_ctas(p, kDecodeMaxRows);
+    if (ctas * 16 > slots && ctas * 8 <= slots)
+      return bf ? KernelId::int4_gemv_bf16_m16_g128_w8 : KernelId::int4_gemv_f16_m16_g128_w8;
+    const bool wide = ctas * 16 > 2 * slots;
     if (bf) return wide ? KernelId::int4_gemv_bf16_m16_g128_w4 : KernelId::int4_gemv_bf16_m16_g128;
     return wide ? KernelId::int4_gemv_f16_m16_g128_w4 : KernelId::int4_gemv_f16_m16_g128;
   }

@@ -65,7 +65,9 @@ Measured (H100, bench/bench_quant, group 128 with qzeros, 2026-11-22; see bench/
   GPU also tried prefetch.global.L2 of the weights 1-3 batches ahead (2-10 % slower) and
   ld.global.nc.L1::no_allocate / .L2::256B on the weight loads (within noise).
   M = 16 with 8 warps per CTA (2 CTAs per SM): N = K = 8192 20.6 us (2.38x) where the 16-warp
-  kernel's two waves took 22.3 us (2.20x).
+  kernel's two waves took 22.3 us (2.20x); N = 14336 K = 4096 (448 CTAs) with 4 warps x 2 steps
+  at 4 CTAs per SM 20.8 us (2.35x) against 22.0 us (2.21x) for 4 steps at 3 per SM, which
+  stays the faster one while the grid fits it (fused QKV 3 x 4096, 384 CTAs: 18.5 us against 19.6).
 """
 
 import collections
@@ -95,8 +97,10 @@ NEG0 = "0x80008000"
 Contig = collections.namedtuple("Contig", "warps steps min_ctas suffix")
 CONTIG_M8 = (Contig(16, 4, 1, ""), Contig(8, 4, 2, "_w8"), Contig(4, 4, 4, "_w4"))
 # M <= 16: 16 or 8 warps take batches of 2 steps (4 spill under the 128-register cap of 512
-# threads); 4 warps take 4 steps with up to 168 registers (3 CTAs per SM).
-CONTIG_M16 = (Contig(16, 2, 1, ""), Contig(8, 2, 2, "_w8"), Contig(4, 4, 3, "_w4"))
+# threads); 4 warps take 4 steps with up to 168 registers (3 CTAs per SM), or 2 steps at 4
+# CTAs per SM for grids too large for that.
+CONTIG_M16 = (Contig(16, 2, 1, ""), Contig(8, 2, 2, "_w8"), Contig(4, 4, 3, "_w4"),
+              Contig(4, 2, 4, "_w4s2"))
 CW, U, WARPS_SPLIT_K = 1, 2, 16   # column groups per warp, steps per batch, warps per CTA
 X = 32 * CW                  # columns per CTA
 PROJ = ("q", "k", "v")

@@ -363,8 +363,9 @@ TEST_F(GpuQuantInt4, ContiguousKKernelsOfEveryWarpCount) {
   check({2, 8456, 1152, 128, true, 1});  // 36 steps: 4 warps take 12, 12, 12, 0
   check({3, 8456, 32, 32, true});
   // M > 8 on 132 SMs: 129 CTAs take the 16-warp kernel, 257 the 8-warp one,
-  // 265 the 4-warp one
+  // 265 the 4-warp one with 4 steps per batch, 397 the one with 2
   check({16, 4104, 256, 128, true});
+  check({16, 12680, 256, 128, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F16});
   check({12, 8200, 384, 128, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32});
   check({16, 8456, 256, 256, true});
   check({16, 8456, 512, 128, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_F16, KAIO_DTYPE_BF16});

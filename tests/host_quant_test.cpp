@@ -95,6 +95,7 @@ TEST_F(FakeQuant, Int4DecodeKernelByRowsAndFusedQkvIsOneLaunch) {
                {4, 264, 256, KAIO_DTYPE_BF16, "kaio_int4_gemv_bf16_m8_g128_w4", 1},  // 9 CTAs
                {9, 96, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16_g128", 1},
                {16, 224, 128, KAIO_DTYPE_BF16, "kaio_int4_gemv_bf16_m16_g128_w8", 1},  // 7 CTAs
+               {16, 416, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16_g128_w4s2", 1},  // 13 CTAs
                {16, 96, 64, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16", 1},
                {40, 96, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16_g128_w4", 3}};  // any M
   for (const auto &cs : cases) {

@@ -212,7 +212,9 @@ enum class ModuleId : int {
   X(kq_mma_q5_k_bf16_w4, kquant_dequant, "kaio_kq_mma_q5_k_bf16_w4") \
   X(kq_mma_q6_k_bf16_w4, kquant_dequant, "kaio_kq_mma_q6_k_bf16_w4") \
   X(int4_gemv_f16_m16_g128_w8, quant_int4, "kaio_int4_gemv_f16_m16_g128_w8") \
-  X(int4_gemv_bf16_m16_g128_w8, quant_int4, "kaio_int4_gemv_bf16_m16_g128_w8")
+  X(int4_gemv_bf16_m16_g128_w8, quant_int4, "kaio_int4_gemv_bf16_m16_g128_w8") \
+  X(int4_gemv_f16_m16_g128_w4s2, quant_int4, "kaio_int4_gemv_f16_m16_g128_w4s2") \
+  X(int4_gemv_bf16_m16_g128_w4s2, quant_int4, "kaio_int4_gemv_bf16_m16_g128_w4s2")
 // clang-format on
 
 enum class KernelId : int {

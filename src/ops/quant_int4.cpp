@@ -37,6 +37,7 @@ bool power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 constexpr int64_t kContigMinGroup = 128;
 constexpr int64_t kWarpsPerSm = 16;     // the contiguous-K kernels' target occupancy
 constexpr int64_t kColsPerCta = 32;     // every decode kernel's cols_per_block
+constexpr int64_t kW4CtasPerSm = 3;     // the M <= 16 "_w4" kernel's registers allow 3
 
 // CTAs that do work: a projection's CTAs past its N return at once.
 int64_t busy_ctas(const QuantPlan &p, int64_t rows_per_block) {
@@ -48,18 +49,20 @@ int64_t busy_ctas(const QuantPlan &p, int64_t rows_per_block) {
 // The contiguous-K kernels split K over 16, 8 or 4 warps per CTA. Measured on
 // the H100 (ptx/gen_quant_int4.py's header): the fastest is the one with the
 // most warps whose busy CTAs fit the GPU at 16 warps per SM in one wave (M <= 8;
-// N = 4096: 16, N = K = 8192: 8, N = 14336: 4); with 16 rows likewise for 16
-// and 8 warps, then the 16-warp kernel up to two waves, else the 4-warp one.
+// N = 4096: 16, N = K = 8192: 8, N = 14336: 4). With 16 rows, likewise for 16
+// and 8 warps; then 4 warps with 4 steps per batch (3 CTAs per SM) while the
+// grid fits in one wave, else with 2 steps (4 CTAs per SM).
 KernelId contig_kernel(const QuantPlan &p, int64_t sms) {
   const bool bf = p.in_dtype == KAIO_DTYPE_BF16;
   const int64_t slots = sms * kWarpsPerSm;
   if (p.m > 8) {
     const int64_t ctas = busy_ctas(p, kDecodeMaxRows);
-    if (ctas * 16 > slots && ctas * 8 <= slots)
+    if (ctas * 16 <= slots) return bf ? KernelId::int4_gemv_bf16_m16_g128 : KernelId::int4_gemv_f16_m16_g128;
+    if (ctas * 8 <= slots)
       return bf ? KernelId::int4_gemv_bf16_m16_g128_w8 : KernelId::int4_gemv_f16_m16_g128_w8;
-    const bool wide = ctas * 16 > 2 * slots;
-    if (bf) return wide ? KernelId::int4_gemv_bf16_m16_g128_w4 : KernelId::int4_gemv_bf16_m16_g128;
-    return wide ? KernelId::int4_gemv_f16_m16_g128_w4 : KernelId::int4_gemv_f16_m16_g128;
+    if (ctas <= kW4CtasPerSm * sms)
+      return bf ? KernelId::int4_gemv_bf16_m16_g128_w4 : KernelId::int4_gemv_f16_m16_g128_w4;
+    return bf ? KernelId::int4_gemv_bf16_m16_g128_w4s2 : KernelId::int4_gemv_f16_m16_g128_w4s2;
   }
   const int64_t ctas = busy_ctas(p, 8);
   if (ctas * 16 <= slots)

@@ -142,6 +142,9 @@ class Kernel(ElementwiseKernel):
             if self.min_ctas:    # caps ptxas at 65536 / (block * min_ctas) registers
                 launch += "\n.minnctapersm %d" % self.min_ctas
             out = out.replace(".maxntid %d, 1, 1" % BLOCK, launch, 1)
+        if self.block != BLOCK:    # the host launches what the PTX says (module_cache)
+            entry = ".visible .entry %s(" % self.name
+            out = out.replace(entry, "// kaio-launch: %s block=%d\n%s" % (self.name, self.block, entry), 1)
         if self.maxnreg:
             out = out.replace("\n{\n", "\n.maxnreg %d\n{\n" % self.maxnreg, 1)
         return out

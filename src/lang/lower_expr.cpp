@@ -314,14 +314,20 @@ std::string ExprLowerer::sigmoid_f(const std::string &x) {
   return b_.op(b_.f(), "div.rn.f32", "0f3F800000, " + d);
 }
 
+// c[0] + c[1]·t + ... + c[n−1]·t^(n−1), one fma per coefficient.
+std::string ExprLowerer::horner(const float *c, int n, const std::string &t) {
+  std::string acc = f(c[n - 1]);
+  for (int j = n - 2; j >= 0; --j) acc = b_.op(b_.f(), "fma.rn.f32", acc + ", " + t + ", " + f(c[j]));
+  return acc;
+}
+
 std::string ExprLowerer::tanh_f(const std::string &x) {
   // |x| < 0.4: odd Taylor series to x^11 (error < 1e-7 relative);
   // else sign(x) * (1 - t) / (1 + t), t = e^(-2|x|) <= 0.45 (no cancellation)
   std::string ax = b_.op(b_.f(), "abs.f32", x);
   std::string x2 = b_.op(b_.f(), "mul.rn.f32", x + ", " + x);
   const float c[] = {-1.0f / 3, 2.0f / 15, -17.0f / 315, 62.0f / 2835, -1382.0f / 155925};
-  std::string acc = f(c[4]);
-  for (int j = 3; j >= 0; --j) acc = b_.op(b_.f(), "fma.rn.f32", x2 + ", " + acc + ", " + f(c[j]));
+  std::string acc = horner(c, 5, x2);
   std::string x3 = b_.op(b_.f(), "mul.rn.f32", x2 + ", " + x);
   std::string small = b_.op(b_.f(), "fma.rn.f32", x3 + ", " + acc + ", " + x);
   std::string t = exp_f(b_.op(b_.f(), "mul.rn.f32", ax + ", 0fC0000000"));
@@ -345,11 +351,6 @@ std::string ExprLowerer::erf_f(const std::string &y) {
                             -0x1.b5b8a4p-6f, 0x1.42a6e4p-8f,  -0x1.287020p-11f};
   static const float q[] = {-0x1.5c2a2p+3f,  -0x1.600046p+3f, -0x1.6dd3e2p+1f, -0x1.9738bep-5f,
                             0x1.d92a4ap-7f,  -0x1.0d29dap-8f, 0x1.38b496p-10f, -0x1.1c15bp-12f};
-  auto horner = [&](const float *c, int n, const std::string &t) {
-    std::string acc = f(c[n - 1]);
-    for (int j = n - 2; j >= 0; --j) acc = b_.op(b_.f(), "fma.rn.f32", acc + ", " + t + ", " + f(c[j]));
-    return acc;
-  };
   std::string s = b_.op(b_.f(), "abs.f32", y);
   std::string y2 = b_.op(b_.f(), "mul.rn.f32", y + ", " + y);
   std::string central = b_.op(b_.f(), "mul.rn.f32", y + ", " + horner(p, 6, y2));

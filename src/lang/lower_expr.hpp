@@ -81,6 +81,7 @@ class ExprLowerer {
   std::string tanh_f(const std::string &x);
   std::string erf_f(const std::string &x);
   std::string sigmoid_f(const std::string &x);
+  std::string horner(const float *c, int n, const std::string &t);
 
   const Kernel &k_;
   PtxBuilder &b_;

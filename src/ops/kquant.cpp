@@ -20,7 +20,6 @@ constexpr int64_t kRowsPerMatvecBlock = 8;  // one warp per weight row
 constexpr int64_t kRowsPerMmaBlock = 16;    // the tensor-core matvec: one mma tile of rows
 constexpr int64_t kSuperblock = 256;          // values per Q4_K / Q5_K / Q6_K block
 constexpr int64_t kMmaNarrowMaxBlocks = 32;   // K <= 8192: the 4-warp tensor-core matvec
-constexpr unsigned kMmaNarrowBlock = 128;     // its threads (the others run kBlock)
 constexpr unsigned kConvertPerThread = 8;   // the convert kernels' elements per thread
 
 bool known_format(kaio_quant_format f) { return f >= KAIO_QUANT_Q8_0 && f <= KAIO_QUANT_Q6_K; }
@@ -51,7 +50,7 @@ kaio_status resolve(const char *caller, kaio_device *device, KernelId id, OpPlan
   KAIO_TRY(device->modules->function(caller, id, &fn));
   out->function = fn.function;
   out->shared_bytes = fn.shared_bytes;
-  out->block = kBlock;
+  out->block = fn.block ? fn.block : kBlock;  // a '// kaio-launch:' block, else 256
   return KAIO_OK;
 }
 
@@ -178,7 +177,6 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
     const bool narrow = p->k / kSuperblock <= kMmaNarrowMaxBlocks;
     KernelId first = narrow ? KernelId::kq_mma_q4_k_f16_w4 : KernelId::kq_mma_q4_k_f16;
     KAIO_TRY(resolve(caller, device, with_dtype_offset(first, variant), &p->launch));
-    if (narrow) p->launch.block = kMmaNarrowBlock;
     p->launch.grid = static_cast<unsigned>((p->cols + kRowsPerMmaBlock - 1) / kRowsPerMmaBlock);
     return KAIO_OK;
   }

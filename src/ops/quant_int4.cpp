@@ -53,23 +53,20 @@ int64_t busy_ctas(const QuantPlan &p, int64_t rows_per_block) {
 // and 8 warps; then 4 warps with 4 steps per batch (3 CTAs per SM) while the
 // grid fits in one wave, else with 2 steps (4 CTAs per SM).
 KernelId contig_kernel(const QuantPlan &p, int64_t sms) {
-  const bool bf = p.in_dtype == KAIO_DTYPE_BF16;
-  const int64_t slots = sms * kWarpsPerSm;
-  if (p.m > 8) {
-    const int64_t ctas = busy_ctas(p, kDecodeMaxRows);
-    if (ctas * 16 <= slots) return bf ? KernelId::int4_gemv_bf16_m16_g128 : KernelId::int4_gemv_f16_m16_g128;
-    if (ctas * 8 <= slots)
-      return bf ? KernelId::int4_gemv_bf16_m16_g128_w8 : KernelId::int4_gemv_f16_m16_g128_w8;
-    if (ctas <= kW4CtasPerSm * sms)
-      return bf ? KernelId::int4_gemv_bf16_m16_g128_w4 : KernelId::int4_gemv_f16_m16_g128_w4;
-    return bf ? KernelId::int4_gemv_bf16_m16_g128_w4s2 : KernelId::int4_gemv_f16_m16_g128_w4s2;
-  }
-  const int64_t ctas = busy_ctas(p, 8);
-  if (ctas * 16 <= slots)
-    return bf ? KernelId::int4_gemv_bf16_m8_g128 : KernelId::int4_gemv_f16_m8_g128;
-  if (ctas * 8 <= slots)
-    return bf ? KernelId::int4_gemv_bf16_m8_g128_w8 : KernelId::int4_gemv_f16_m8_g128_w8;
-  return bf ? KernelId::int4_gemv_bf16_m8_g128_w4 : KernelId::int4_gemv_f16_m8_g128_w4;
+  const bool bf = p.in_dtype == KAIO_DTYPE_BF16, m16 = p.m > 8;
+  auto pick = [bf](KernelId f16, KernelId bf16) { return bf ? bf16 : f16; };
+  const int64_t ctas = busy_ctas(p, m16 ? kDecodeMaxRows : 8);
+  auto one_wave = [&](int64_t warps) { return ctas * warps <= sms * kWarpsPerSm; };
+  using K = KernelId;
+  if (one_wave(16))
+    return m16 ? pick(K::int4_gemv_f16_m16_g128, K::int4_gemv_bf16_m16_g128)
+               : pick(K::int4_gemv_f16_m8_g128, K::int4_gemv_bf16_m8_g128);
+  if (one_wave(8))
+    return m16 ? pick(K::int4_gemv_f16_m16_g128_w8, K::int4_gemv_bf16_m16_g128_w8)
+               : pick(K::int4_gemv_f16_m8_g128_w8, K::int4_gemv_bf16_m8_g128_w8);
+  if (!m16) return pick(K::int4_gemv_f16_m8_g128_w4, K::int4_gemv_bf16_m8_g128_w4);
+  return ctas <= kW4CtasPerSm * sms ? pick(K::int4_gemv_f16_m16_g128_w4, K::int4_gemv_bf16_m16_g128_w4)
+                                    : pick(K::int4_gemv_f16_m16_g128_w4s2, K::int4_gemv_bf16_m16_g128_w4s2);
 }
 
 KernelId gemv_kernel(const QuantPlan &p, int64_t sms) {

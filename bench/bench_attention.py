@@ -195,7 +195,7 @@ def main():
     ap.add_argument("--dtype", default="f16", choices=["f16", "bf16"])
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true", help="first two shapes only")
-    ap.add_argument("--variant", type=int, default=0, help="kaio_attention_variant (0 AUTO, 1 SM80, 2 SM80_M128)")
+    ap.add_argument("--variant", type=int, default=0, help="kaio_attention_variant (0 AUTO, 1 SM80, 2 SM80_M128, 3 SM90)")
     ap.add_argument("--no-f32", action="store_true", help="skip the f32 single-head section")
     args = ap.parse_args()
     iters = max(args.iters, 20)

@@ -16,6 +16,7 @@
 //             the rowsum rounded: a few 16-bit roundings per element.
 //   LSE:      absolute 2e-3 (f32 sums of exact products, ex2/lg2.approx).
 // Rows that see no key must give O = 0 exactly and LSE = -inf.
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -155,16 +156,20 @@ double o_tol(kaio_dtype dt) { return dt == KAIO_DTYPE_BF16 ? 1.2e-2 : 2e-3; }
 double grad_tol(kaio_dtype dt) { return dt == KAIO_DTYPE_BF16 ? 5e-2 : 1e-2; }
 
 const kaio_dtype kDtypes[] = {KAIO_DTYPE_F16, KAIO_DTYPE_BF16};
-const int64_t kSmallSeqs[][2] = {{1, 1}, {17, 17}, {128, 128}, {17, 100}, {100, 17}, {1, 129}};
+const std::vector<std::array<int64_t, 2>> kSmallSeqs = {{1, 1},    {17, 17},  {128, 128},
+                                                        {17, 100}, {100, 17}, {1, 129}};
 
 class GpuAttention : public kt::GpuTest {
  protected:
   void sweep(const std::vector<int64_t> &dims, bool backward,
-             kaio_attention_variant variant = KAIO_ATTENTION_AUTO) {
+             kaio_attention_variant variant = KAIO_ATTENTION_AUTO,
+             const std::vector<std::array<int64_t, 2>> &seqs = kSmallSeqs,
+             const std::vector<kaio_attention_mask> &masks = {KAIO_ATTENTION_MASK_NONE,
+                                                              KAIO_ATTENTION_CAUSAL}) {
     for (kaio_dtype dt : kDtypes)
       for (int64_t d : dims)
-        for (const auto &sqk : kSmallSeqs)
-          for (kaio_attention_mask m : {KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL}) {
+        for (const auto &sqk : seqs)
+          for (kaio_attention_mask m : masks) {
             Shape s;
             s.dt = dt;
             s.d = d;
@@ -300,10 +305,47 @@ class GpuAttention : public kt::GpuTest {
 
 // Every dtype, head dim, small (Sq, Sk) pair and mask: forward only, or
 // forward and backward.
-// AUTO runs the 128-row forward kernels for D <= 128; SM80 the 64-row ones.
+// AUTO runs the sm_90a kernels for D 64 and 128 on an H100, the 128-row
+// sm_80 kernels otherwise for D <= 128; SM80_M128 and SM80 force those.
 TEST_F(GpuAttention, ForwardSmallShapesEveryDimDtypeAndMask) {
   sweep({32, 64, 96, 128, 256}, false);
+  sweep({32, 64, 96, 128}, false, KAIO_ATTENTION_SM80_M128);
   sweep({32, 64, 96, 128}, false, KAIO_ATTENTION_SM80);
+}
+
+// The sm_90a forward (TMA + wgmma): key blocks of 128 and query blocks of
+// 128, so lengths at the block size +- 1 and several blocks, both masks
+// (bottom-right with Sq > Sk leaves rows with no key), GQA 4:1 and MQA,
+// f32 output, padded row strides. Skipped on devices other than sm_90.
+TEST_F(GpuAttention, Sm90ForwardBlockEdgesMasksHeadsAndStrides) {
+  kaio_device_info info{};
+  info.struct_size = sizeof info;
+  KT_OK(kaio_device_get_info(dev(), &info));
+  if (info.cc_major != 9 || info.cc_minor != 0)
+    GTEST_SKIP() << "the sm_90a attention kernels need compute capability 9.0; this device is "
+                 << info.cc_major << "." << info.cc_minor;
+  sweep({64, 128}, false, KAIO_ATTENTION_SM90,
+        {{127, 129}, {129, 257}, {300, 1}, {1, 300}, {256, 384}, {200, 77}},
+        {KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL, KAIO_ATTENTION_CAUSAL_TOP_LEFT});
+  Shape gqa;
+  gqa.variant = KAIO_ATTENTION_SM90;
+  gqa.hq = 8;
+  gqa.hkv = 2;
+  gqa.sq = gqa.sk = 333;
+  gqa.mask = KAIO_ATTENTION_CAUSAL;
+  check(gqa, false);
+  Shape mqa = gqa;
+  mqa.hkv = 1;
+  mqa.d = 128;
+  mqa.out = KAIO_DTYPE_F32;
+  mqa.pad = 8;
+  check(mqa, false);
+  Shape wide = mqa;  // B 3, bf16 to f16 out
+  wide.b = 3;
+  wide.dt = KAIO_DTYPE_BF16;
+  wide.out = KAIO_DTYPE_F16;
+  wide.mask = KAIO_ATTENTION_MASK_NONE;
+  check(wide, false);
 }
 
 TEST_F(GpuAttention, BackwardSmallShapesEveryDimDtypeAndMask) { sweep({32, 64, 96, 128}, true); }
@@ -392,6 +434,12 @@ TEST_F(GpuAttention, SanitizerSmall) {
   e.sq = 33;
   e.sk = 47;
   check(e, false);
+  Shape g;  // the sm_80 128-row forward (AUTO runs the sm_90a one on an H100)
+  g.variant = KAIO_ATTENTION_SM80_M128;
+  g.sq = 129;
+  g.sk = 70;
+  g.mask = KAIO_ATTENTION_CAUSAL;
+  check(g, false);
   Shape f;  // the 64-row forward kernels (AUTO above runs the 128-row ones)
   f.variant = KAIO_ATTENTION_SM80;
   f.sq = 150;

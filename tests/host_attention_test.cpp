@@ -113,8 +113,10 @@ TEST_F(FakeAttention, ForwardPicksKernelGridAndArguments) {
     EXPECT_EQ(static_cast<int32_t>(param<uint32_t>(20)), mask == KAIO_ATTENTION_CAUSAL ? 77 - 100 : 0);
     EXPECT_EQ(param<uint32_t>(21), static_cast<uint32_t>(KAIO_DTYPE_BF16));
   }
-  // AUTO takes the 128-row kernels up to head dim 128, the 64-row ones above.
-  for (int64_t dim : {64, 256}) {
+  // AUTO, on the fake device (compute capability 9.0), takes the sm_90a
+  // kernel for head dims 64 and 128, the 128-row sm_80 kernels for the other
+  // dims up to 128 and the 64-row ones above.
+  for (int64_t dim : {32, 64, 256}) {
     kaio_attention_desc d = desc();
     d.head_dim = dim;
     kaio_op *op = nullptr;
@@ -124,11 +126,14 @@ TEST_F(FakeAttention, ForwardPicksKernelGridAndArguments) {
     for (int i = 0; i < 4; ++i) f.t[i].cols = f.t[i].cols / D * dim;
     KT_OK(kaio_op_launch(op, stream_.get(), f.t, 5));
     Launch l = last_launch();
-    EXPECT_EQ(l.name, dim == 64 ? "kaio_attn_fwd_m128_bf16_d64" : "kaio_attn_fwd_bf16_d256");
-    EXPECT_EQ(l.grid[0], dim == 64 ? 1u : 2u);  // ceil(100 / 128) or ceil(100 / 64)
+    EXPECT_EQ(l.name, dim == 64   ? "kaio_attn_fwd_sm90_bf16_d64"
+                      : dim == 32 ? "kaio_attn_fwd_m128_bf16_d32"
+                                  : "kaio_attn_fwd_bf16_d256");
+    EXPECT_EQ(l.grid[0], dim == 256 ? 2u : 1u);  // ceil(100 / 64) or ceil(100 / 128)
   }
   // A NULL-buffer LSE is skipped: the kernel gets a null pointer.
   kaio_attention_desc d = desc();
+  d.variant = KAIO_ATTENTION_SM80_M128;
   d.out_dtype = KAIO_DTYPE_F32;
   d.softmax_scale = 0.5f;
   Fwd f = fwd();
@@ -143,6 +148,97 @@ TEST_F(FakeAttention, ForwardPicksKernelGridAndArguments) {
   EXPECT_EQ(param<uint64_t>(4), 0u);
   EXPECT_FLOAT_EQ(param<float>(18), static_cast<float>(0.5 * 1.4426950408889634));
   EXPECT_EQ(param<uint32_t>(21), static_cast<uint32_t>(KAIO_DTYPE_F32));
+}
+
+// The sm_90a forward gets Q, K and V as 4-D tensor maps {D, H, S, B} of the
+// BSHD views (one head's 128 rows per box), then the scalars.
+TEST_F(FakeAttention, Sm90ForwardPassesFourDimensionalTensorMaps) {
+  kaio_attention_desc d = desc();
+  d.variant = KAIO_ATTENTION_SM90;
+  d.mask = KAIO_ATTENTION_CAUSAL;
+  Fwd f = fwd();
+  f.t[0].row_stride = Hq * D + 8;  // padded Q rows
+  KT_OK(kaio_attention(stream_.get(), &f.t[0], &f.t[1], &f.t[2], &f.t[3], &f.t[4], &d));
+  Launch l = last_launch();
+  EXPECT_EQ(l.name, "kaio_attn_fwd_sm90_bf16_d64");
+  EXPECT_EQ(l.grid[0], 1u);  // ceil(100 / 128)
+  EXPECT_EQ(l.grid[1], 8u);  // B * Hq
+  EXPECT_EQ(l.block[0], 384u);
+  EXPECT_GT(l.shared, 48u << 10);
+  struct Record {
+    uint64_t address, dim0, dim1, stride1, box01, flags, rank, dim2, stride2, box2, dim3,
+        stride3, box3, rest[3];
+  };
+  const uint64_t base = kaio_buffer_device_ptr(buf_.get());
+  Record rq = param<Record>(0), rk = param<Record>(1), rv = param<Record>(2);
+  EXPECT_EQ(rq.address, base);
+  EXPECT_EQ(rq.rank, 4u);
+  EXPECT_EQ(rq.dim0, uint64_t{D});
+  EXPECT_EQ(rq.dim1, uint64_t{Hq});
+  EXPECT_EQ(rq.dim2, uint64_t{Sq});
+  EXPECT_EQ(rq.dim3, uint64_t{B});
+  EXPECT_EQ(rq.stride1, uint64_t{D * 2});
+  EXPECT_EQ(rq.stride2, uint64_t{(Hq * D + 8) * 2});
+  EXPECT_EQ(rq.stride3, uint64_t{Sq * (Hq * D + 8) * 2});
+  EXPECT_EQ(rq.box01, 64u | (uint64_t{1} << 32));
+  EXPECT_EQ(rq.box2, 128u);
+  EXPECT_EQ(rq.box3, 1u);
+  EXPECT_EQ(rq.flags & 0xFF, 9u);         // BFLOAT16
+  EXPECT_EQ((rq.flags >> 8) & 0xFF, 3u);  // 128-byte swizzle
+  EXPECT_EQ(rk.address, base + (1 << 20));
+  EXPECT_EQ(rk.dim1, uint64_t{Hkv});
+  EXPECT_EQ(rk.dim2, uint64_t{Sk});
+  EXPECT_EQ(rk.stride2, uint64_t{Hkv * D * 2});
+  EXPECT_EQ(rv.address, base + (2 << 20));
+  EXPECT_EQ(rv.box2, 128u);
+  EXPECT_EQ(param<uint64_t>(3), base + (3 << 20));  // O
+  EXPECT_EQ(param<uint64_t>(4), base + (4 << 20));  // LSE
+  EXPECT_EQ(param<uint32_t>(5), uint32_t{Sq});
+  EXPECT_EQ(param<uint32_t>(6), uint32_t{Sk});
+  EXPECT_EQ(param<uint32_t>(7), uint32_t{Hq});
+  EXPECT_EQ(param<uint32_t>(8), 2u);                       // group
+  EXPECT_EQ(param<uint64_t>(9), uint64_t{Sq * Hq * D});    // O batch stride
+  EXPECT_EQ(param<uint64_t>(10), uint64_t{Hq * D});        // O row stride
+  EXPECT_EQ(param<uint64_t>(11), uint64_t{Sq});            // LSE row stride
+  EXPECT_FLOAT_EQ(param<float>(12), static_cast<float>(1.4426950408889634 / 8.0));
+  EXPECT_EQ(param<uint32_t>(13), 1u);
+  EXPECT_EQ(static_cast<int32_t>(param<uint32_t>(14)), int32_t{Sk - Sq});
+  EXPECT_EQ(param<uint32_t>(15), static_cast<uint32_t>(KAIO_DTYPE_BF16));
+
+  // SM90 takes head dims 64 and 128 only; elsewhere AUTO is the way.
+  d.head_dim = 96;
+  kaio_op *op = nullptr;
+  EXPECT_EQ(kaio_op_create_attention(&op, dev_.get(), &d), KAIO_ERROR_UNSUPPORTED);
+  EXPECT_EQ(op, nullptr);
+  EXPECT_NE(std::string(kaio_last_error()).find("KAIO_ATTENTION_SM90"), std::string::npos);
+}
+
+// On a device that is not compute capability 9.0, SM90 is refused by name
+// and AUTO falls back to the sm_80 kernels. The child re-runs the binary
+// (threadsafe death tests), so the fake driver starts with the new CC.
+TEST(FakeAttentionArch, Sm90VariantNeedsComputeCapability90) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  if (!kt::on_fake_driver()) GTEST_SKIP() << "needs the fake driver: run through `meson test`";
+  EXPECT_EXIT(
+      {
+        setenv("KAIO_FAKE_CC", "80", 1);
+        kaio_device *dev = nullptr;
+        if (kaio_device_open(&dev, 0) != KAIO_OK) std::_Exit(2);
+        kaio_attention_desc d;
+        if (kaio_attention_desc_init(&d, sizeof d) != KAIO_OK) std::_Exit(6);
+        d.batch = d.seq_q = d.seq_k = d.heads_q = d.heads_kv = 1;
+        d.head_dim = 64;
+        d.variant = KAIO_ATTENTION_SM90;
+        kaio_op *op = nullptr;
+        if (kaio_op_create_attention(&op, dev, &d) != KAIO_ERROR_UNSUPPORTED_ARCH) std::_Exit(3);
+        if (!std::strstr(kaio_last_error(), "compute capability 8.0")) std::_Exit(4);
+        d.variant = KAIO_ATTENTION_AUTO;
+        if (kaio_op_create_attention(&op, dev, &d) != KAIO_OK) std::_Exit(5);
+        kaio_op_destroy(op);
+        kaio_device_destroy(dev);
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(FakeAttention, BackwardLaunchesPreprocessDqThenDkDv) {
@@ -180,14 +276,14 @@ TEST_F(FakeAttention, KaioRank2OpsUseTheForwardKernelTopLeft) {
   o.offset_bytes = 3 << 20;
   KT_OK(kaio_attention_tc_causal(stream_.get(), &q, &k, &v, &o));
   Launch l = last_launch();
-  EXPECT_EQ(l.name, "kaio_attn_fwd_m128_f16_d128");
+  EXPECT_EQ(l.name, "kaio_attn_fwd_sm90_f16_d128");  // the fake device is an sm_90
   EXPECT_EQ(l.grid[0], 1u);
   EXPECT_EQ(l.grid[1], 1u);
-  EXPECT_EQ(param<uint32_t>(19), 1u);
-  EXPECT_EQ(param<uint32_t>(20), 0u);  // top-left
-  EXPECT_EQ(param<uint32_t>(21), static_cast<uint32_t>(KAIO_DTYPE_F32));
+  EXPECT_EQ(param<uint32_t>(13), 1u);
+  EXPECT_EQ(param<uint32_t>(14), 0u);  // top-left
+  EXPECT_EQ(param<uint32_t>(15), static_cast<uint32_t>(KAIO_DTYPE_F32));
   KT_OK(kaio_attention_tc(stream_.get(), &q, &k, &v, &o));
-  EXPECT_EQ(param<uint32_t>(19), 0u);
+  EXPECT_EQ(param<uint32_t>(13), 0u);
 }
 
 TEST_F(FakeAttention, KaioF32FlashOpsPickTheirKernelsAndRejectBadViews) {

@@ -943,7 +943,8 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_qkv_project_int8(kaio_stream *stream,
  *
  *   O = softmax(scale · Q Kᵀ + mask) · V,   LSE = logsumexp(scale · Q Kᵀ + mask)
  *
- * computed tile by tile (FlashAttention-2 on mma.sync m16n8k16), so no
+ * computed tile by tile (FlashAttention-2 on mma.sync m16n8k16; on an H100
+ * the forward is FlashAttention-3 style, wgmma + TMA), so no
  * Sq × Sk matrix is ever stored, forward or backward. Accumulation, softmax
  * and LSE are f32.
  *
@@ -976,13 +977,17 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_qkv_project_int8(kaio_stream *stream,
  * ex2.approx. Expect O within about 1e-2 (bf16) / 2e-3 (f16) of an f64
  * reference for unit-scale inputs (tests/gpu_attention_test.cpp states the
  * exact tolerances).
- * Variants. All kernels are sm_80 mma.sync kernels and run on sm_80 and
- * newer (H100 included); a wgmma + TMA sm_90a path does not exist yet.
+ * Variants. The sm_80 kernels use mma.sync and run on sm_80 and newer.
  * KAIO_ATTENTION_SM80: 64 query rows per CTA (every head dim).
  * KAIO_ATTENTION_SM80_M128: the forward with 128 query rows per CTA (32 per
  * warp, FlashAttention-2's tile), head dims up to 128.
- * KAIO_ATTENTION_AUTO: the forward uses SM80_M128 for D <= 128, SM80
- * otherwise; the backward has one set of kernels.
+ * KAIO_ATTENTION_SM90: the forward on compute capability 9.0 (sm_90a: H100,
+ * H200) for head dims 64 and 128: TMA loads, wgmma, a producer warpgroup and
+ * two consumer warpgroups of 64 query rows, softmax overlapped with P·V
+ * (FlashAttention-3's design). Elsewhere KAIO_ERROR_UNSUPPORTED_ARCH.
+ * KAIO_ATTENTION_AUTO: the forward uses SM90 where it applies, else
+ * SM80_M128 for D <= 128, else SM80. The backward has one set of kernels
+ * (sm_80) for every variant.
  * Every call below is asynchronous (enqueues on the stream and returns),
  * borrows its views for the call only, and may be called from any thread.
  * One-shot calls allocate nothing and load the kernels' module on first use
@@ -996,7 +1001,12 @@ enum {
 };
 
 typedef int32_t kaio_attention_variant;
-enum { KAIO_ATTENTION_AUTO = 0, KAIO_ATTENTION_SM80 = 1, KAIO_ATTENTION_SM80_M128 = 2 };
+enum {
+    KAIO_ATTENTION_AUTO = 0,
+    KAIO_ATTENTION_SM80 = 1,
+    KAIO_ATTENTION_SM80_M128 = 2,
+    KAIO_ATTENTION_SM90 = 3
+};
 
 typedef struct kaio_attention_desc {
     uint32_t struct_size;          /* sizeof(kaio_attention_desc)                 */

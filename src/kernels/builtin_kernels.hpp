@@ -23,6 +23,7 @@ enum class ModuleId : int {
   attention_fwd_sm80,
   attention_bwd_sm80,
   attention_f32,
+  attention_fwd_sm90,
   count
 };
 
@@ -214,7 +215,11 @@ enum class ModuleId : int {
   X(int4_gemv_f16_m16_g128_w8, quant_int4, "kaio_int4_gemv_f16_m16_g128_w8") \
   X(int4_gemv_bf16_m16_g128_w8, quant_int4, "kaio_int4_gemv_bf16_m16_g128_w8") \
   X(int4_gemv_f16_m16_g128_w4s2, quant_int4, "kaio_int4_gemv_f16_m16_g128_w4s2") \
-  X(int4_gemv_bf16_m16_g128_w4s2, quant_int4, "kaio_int4_gemv_bf16_m16_g128_w4s2")
+  X(int4_gemv_bf16_m16_g128_w4s2, quant_int4, "kaio_int4_gemv_bf16_m16_g128_w4s2") \
+  X(attn_fwd_sm90_f16_d64, attention_fwd_sm90, "kaio_attn_fwd_sm90_f16_d64") \
+  X(attn_fwd_sm90_f16_d128, attention_fwd_sm90, "kaio_attn_fwd_sm90_f16_d128") \
+  X(attn_fwd_sm90_bf16_d64, attention_fwd_sm90, "kaio_attn_fwd_sm90_bf16_d64") \
+  X(attn_fwd_sm90_bf16_d128, attention_fwd_sm90, "kaio_attn_fwd_sm90_bf16_d128")
 // clang-format on
 
 enum class KernelId : int {
@@ -232,8 +237,10 @@ struct BuiltinKernel {
 // A resolved kernel and what its PTX annotations say about launching it:
 // `// kaio-shared-bytes: <entry> <bytes>`,
 // `// kaio-launch: <entry> block=<threads> cols_per_block=<columns>` and
-// `// kaio-tma: <entry> tmap_a|tmap_b ... box=<inner>,<outer> ...`. Read once,
-// when the kernel is resolved, so launches never parse PTX.
+// `// kaio-tma: <entry> <param> ... box=<inner>,<outer> ...`: box_a is the
+// box of the entry's first tensor map (tmap_a, or the attention kernels'
+// tmap_q), box_b of its second (tmap_b, or tmap_k, whose box tmap_v shares).
+// Read once, when the kernel is resolved, so launches never parse PTX.
 struct BuiltinFunction {
   cu::CUfunction function = nullptr;
   unsigned shared_bytes = 0;

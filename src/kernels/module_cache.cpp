@@ -91,8 +91,10 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
   r.block = static_cast<unsigned>(annotation_value(launch, "block", 0));
   r.cols_per_block = static_cast<unsigned>(annotation_value(launch, "cols_per_block", 0));
   const std::string entry = k.name;
-  annotation_pair(ptx_annotation(ptx, "tma", (entry + " tmap_a").c_str()), "box", r.box_a);
-  annotation_pair(ptx_annotation(ptx, "tma", (entry + " tmap_b").c_str()), "box", r.box_b);
+  for (const char *first : {" tmap_a", " tmap_q"})
+    annotation_pair(ptx_annotation(ptx, "tma", (entry + first).c_str()), "box", r.box_a);
+  for (const char *second : {" tmap_b", " tmap_k"})
+    annotation_pair(ptx_annotation(ptx, "tma", (entry + second).c_str()), "box", r.box_b);
   slot.store(f, std::memory_order_release);  // publishes resolved_[index]
   *out = resolved_[index];
   return KAIO_OK;

@@ -8,7 +8,9 @@
 
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
+#include "ops/tensor_map.hpp"
 #include "runtime/buffer.hpp"
+#include "runtime/context_scope.hpp"
 #include "runtime/stream.hpp"
 #include "runtime/tensor_view.hpp"
 
@@ -20,6 +22,7 @@ constexpr int64_t kBwdDims[] = {32, 64, 96, 128};
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kPreRowsPerBlock = 4;
 constexpr int64_t kMaxM128Dim = 128;  // the 128-row forward kernels: D in {32, 64, 96, 128}
+constexpr int64_t kSm90Dims[] = {64, 128};  // ptx/gen_attention_sm90.py
 
 int dim_index(const int64_t *dims, size_t n, int64_t d) {
   for (size_t i = 0; i < n; ++i)
@@ -41,6 +44,13 @@ kaio_status resolve(const char *caller, kaio_device *device, KernelId id, OpPlan
   out->block = fn.block;
   out->cols = static_cast<int64_t>(fn.cols_per_block);  // rows of a tile per CTA
   return KAIO_OK;
+}
+
+// The sm_90a forward runs on compute capability 9.0 exactly, with a driver
+// that encodes tensor maps.
+bool sm90_device(const kaio_device *device) {
+  return device->info.cc_major == 9 && device->info.cc_minor == 0 &&
+         device->api->cuTensorMapEncodeTiled != nullptr;
 }
 
 unsigned blocks(int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); }
@@ -65,11 +75,16 @@ kaio_status check_desc(const char *caller, const kaio_attention_desc &d, bool ba
                 "%s: desc->mask is %d; use KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL or "
                 "KAIO_ATTENTION_CAUSAL_TOP_LEFT.",
                 caller, d.mask);
-  if (d.variant < KAIO_ATTENTION_AUTO || d.variant > KAIO_ATTENTION_SM80_M128)
+  if (d.variant < KAIO_ATTENTION_AUTO || d.variant > KAIO_ATTENTION_SM90)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                "%s: desc->variant is %d; use KAIO_ATTENTION_AUTO, KAIO_ATTENTION_SM80 or "
-                "KAIO_ATTENTION_SM80_M128.",
+                "%s: desc->variant is %d; use KAIO_ATTENTION_AUTO, KAIO_ATTENTION_SM80, "
+                "KAIO_ATTENTION_SM80_M128 or KAIO_ATTENTION_SM90.",
                 caller, d.variant);
+  if (d.variant == KAIO_ATTENTION_SM90 && !backward && dim_index(kSm90Dims, 2, d.head_dim) < 0)
+    return fail(KAIO_ERROR_UNSUPPORTED,
+                "%s: desc->variant is KAIO_ATTENTION_SM90 but head_dim is %" PRId64
+                "; that variant takes head dims 64 and 128. Use KAIO_ATTENTION_AUTO.",
+                caller, d.head_dim);
   if (d.variant == KAIO_ATTENTION_SM80_M128 && d.head_dim > kMaxM128Dim)
     return fail(KAIO_ERROR_UNSUPPORTED,
                 "%s: desc->variant is KAIO_ATTENTION_SM80_M128 but head_dim is %" PRId64
@@ -181,6 +196,35 @@ kaio_status plan_attention(const char *caller, kaio_device *device,
   const int dt = d.dtype == KAIO_DTYPE_BF16 ? 1 : 0;
   const unsigned bh = static_cast<unsigned>(d.batch * d.heads_q);
   if (!backward) {
+    const bool sm90_dim = dim_index(kSm90Dims, 2, d.head_dim) >= 0;
+    if (d.variant == KAIO_ATTENTION_SM90 && !sm90_device(device))
+      return fail(KAIO_ERROR_UNSUPPORTED_ARCH,
+                  "%s: desc->variant is KAIO_ATTENTION_SM90 but device %d has compute capability "
+                  "%d.%d (or a driver without cuTensorMapEncodeTiled); that variant needs "
+                  "exactly 9.0 (sm_90a). Use KAIO_ATTENTION_AUTO.",
+                  caller, device->ordinal, device->info.cc_major, device->info.cc_minor);
+    if (d.variant == KAIO_ATTENTION_SM90 ||
+        (d.variant == KAIO_ATTENTION_AUTO && sm90_dim && sm90_device(device))) {
+      const KernelId id = with_dtype_offset(KernelId::attn_fwd_sm90_f16_d64,
+                                            dt * 2 + (d.head_dim == 128 ? 1 : 0));
+      BuiltinFunction fn;
+      KAIO_TRY(device->modules->function(caller, id, &fn));
+      if (fn.block == 0 || fn.cols_per_block == 0 || fn.box_a[0] == 0 || fn.box_b[0] == 0)
+        return fail(KAIO_ERROR_INTERNAL, "%s: attention kernel %s lacks its annotations.",
+                    caller, builtin_kernel(id).name);
+      plan->sm90 = true;
+      plan->fwd.function = fn.function;
+      plan->fwd.shared_bytes = fn.shared_bytes;
+      plan->fwd.block = fn.block;
+      plan->fwd.cols = fn.cols_per_block;
+      for (int i = 0; i < 2; ++i) {
+        plan->box_q[i] = fn.box_a[i];
+        plan->box_kv[i] = fn.box_b[i];
+      }
+      plan->fwd.grid = blocks(d.seq_q, plan->fwd.cols);
+      plan->fwd.grid_y = bh;
+      return KAIO_OK;
+    }
     const int di = dim_index(kFwdDims, 5, d.head_dim);
     const bool m128 = d.variant == KAIO_ATTENTION_SM80_M128 ||
                       (d.variant == KAIO_ATTENTION_AUTO && d.head_dim <= kMaxM128Dim);
@@ -208,6 +252,34 @@ kaio_status plan_attention(const char *caller, kaio_device *device,
 
 namespace {
 
+kaio_status run_forward_sm90(const char *caller, const kaio_device *device,
+                             const AttentionPlan &plan, kaio_stream *stream, const CheckedView &q,
+                             const CheckedView &k, const CheckedView &v, const CheckedView &o,
+                             const CheckedView *lse) {
+  const kaio_attention_desc &d = plan.desc;
+  TensorMap map_q, map_k, map_v;
+  {
+    ContextScope scope(device);
+    KAIO_TRY(scope.status(caller));
+    KAIO_TRY(encode_bshd_map(caller, device, q, d.dtype, d.seq_q, d.heads_q, plan.box_q, &map_q));
+    KAIO_TRY(encode_bshd_map(caller, device, k, d.dtype, d.seq_k, d.heads_kv, plan.box_kv, &map_k));
+    KAIO_TRY(encode_bshd_map(caller, device, v, d.dtype, d.seq_k, d.heads_kv, plan.box_kv, &map_v));
+  }
+  unsigned long long po = o.address, pl = lse ? lse->address : 0;
+  unsigned sq = static_cast<unsigned>(d.seq_q), sk = static_cast<unsigned>(d.seq_k),
+           hq = static_cast<unsigned>(d.heads_q),
+           group = static_cast<unsigned>(d.heads_q / d.heads_kv);
+  unsigned long long o_bs = bstride(o, d.seq_q), o_ss = o.row_stride,
+                     lse_rs = lse ? lse->row_stride : 0;
+  float scale_log2 = static_cast<float>(d.softmax_scale * 1.4426950408889634);
+  unsigned causal = plan.causal, causal_off = static_cast<unsigned>(plan.causal_off),
+           out_dtype = static_cast<unsigned>(d.out_dtype);
+  void *params[] = {&map_q, &map_k, &map_v, &po,         &pl,     &sq,         &sk,       &hq,
+                    &group, &o_bs,  &o_ss,  &lse_rs,     &scale_log2, &causal, &causal_off,
+                    &out_dtype};
+  return launch_builtin(caller, device, plan.fwd, stream, params);
+}
+
 kaio_status run_forward(const char *caller, const kaio_device *device, const AttentionPlan &plan,
                         kaio_stream *stream, const kaio_tensor *t) {
   const kaio_attention_desc &d = plan.desc;
@@ -224,6 +296,7 @@ kaio_status run_forward(const char *caller, const kaio_device *device, const Att
   } else {
     KAIO_TRY(check_disjoint(caller, {{"O", &o}}, {{"Q", &q}, {"K", &k}, {"V", &v}}));
   }
+  if (plan.sm90) return run_forward_sm90(caller, device, plan, stream, q, k, v, o, has_lse ? &lse : nullptr);
   unsigned long long pq = q.address, pk = k.address, pv = v.address, po = o.address,
                      pl = has_lse ? lse.address : 0;
   unsigned sq = static_cast<unsigned>(d.seq_q), sk = static_cast<unsigned>(d.seq_k),

@@ -1,5 +1,6 @@
 // FlashAttention forward and backward on the sm_80 mma.sync kernels
-// (ptx/gen_attention_sm80.py): planning (checks, kernel resolution, the
+// (ptx/gen_attention_sm80.py) and the sm_90a wgmma + TMA forward
+// (ptx/gen_attention_sm90.py): planning (checks, kernel resolution, the
 // backward's workspace) and launching from rank-2 BSHD views.
 #pragma once
 
@@ -15,6 +16,9 @@ struct AttentionPlan {
   unsigned causal = 0;         // kernel flag
   int32_t causal_off = 0;      // key j visible to query i iff j <= i + causal_off
   OpPlan fwd;                  // forward kernel (or unused)
+  bool sm90 = false;           // fwd is the sm_90a TMA kernel (ptx/gen_attention_sm90.py)
+  unsigned box_q[2] = {0, 0};  // its TMA boxes {inner, rows}: Q, and K and V
+  unsigned box_kv[2] = {0, 0};
   OpPlan pre;                  // backward: Dv = rowsum(dO ∘ O)
   OpPlan dq;                   // backward: dQ over query tiles
   OpPlan dkdv;                 // backward: dK, dV over key tiles

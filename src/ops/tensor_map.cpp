@@ -11,12 +11,14 @@ constexpr int kInterleaveNone = 0, kSwizzle128 = 3, kL2Promote128 = 2, kOobZeroF
 
 }  // namespace
 
+int tma_dtype_of(kaio_dtype dtype) {
+  return dtype == KAIO_DTYPE_BF16 ? kTmaBfloat16 : dtype == KAIO_DTYPE_F16 ? kTmaFloat16 : kTmaUint8;
+}
+
 kaio_status encode_tensor_map(const char *caller, const kaio_device *device,
                               const CheckedView &v, kaio_dtype dtype, const unsigned box[2],
                               TensorMap *out) {
-  const int tma_dtype = dtype == KAIO_DTYPE_BF16  ? kTmaBfloat16
-                        : dtype == KAIO_DTYPE_F16 ? kTmaFloat16
-                                                  : kTmaUint8;
+  const int tma_dtype = tma_dtype_of(dtype);
   unsigned long long dims[2] = {static_cast<unsigned long long>(v.cols),
                                 static_cast<unsigned long long>(v.rows)};
   unsigned long long strides[1] = {static_cast<unsigned long long>(v.row_stride) *
@@ -24,6 +26,23 @@ kaio_status encode_tensor_map(const char *caller, const kaio_device *device,
   unsigned element_strides[2] = {1, 1};
   cu::CUresult r = device->api->cuTensorMapEncodeTiled(
       out, tma_dtype, 2, reinterpret_cast<void *>(v.address), dims, strides, box,
+      element_strides, kInterleaveNone, kSwizzle128, kL2Promote128, kOobZeroFill);
+  if (r) return fail_driver(r, caller, "cuTensorMapEncodeTiled");
+  return KAIO_OK;
+}
+
+kaio_status encode_bshd_map(const char *caller, const kaio_device *device, const CheckedView &v,
+                            kaio_dtype dtype, int64_t seq, int64_t heads, const unsigned box[2],
+                            TensorMap *out) {
+  const unsigned long long esize = kaio_dtype_size(dtype), dim = v.cols / heads;
+  const unsigned long long batch = v.rows / seq, row = v.row_stride * esize;
+  unsigned long long dims[4] = {dim, static_cast<unsigned long long>(heads),
+                                static_cast<unsigned long long>(seq), batch};
+  unsigned long long strides[3] = {dim * esize, row, row * seq};
+  const unsigned box4[4] = {box[0], 1, box[1], 1};
+  unsigned element_strides[4] = {1, 1, 1, 1};
+  cu::CUresult r = device->api->cuTensorMapEncodeTiled(
+      out, tma_dtype_of(dtype), 4, reinterpret_cast<void *>(v.address), dims, strides, box4,
       element_strides, kInterleaveNone, kSwizzle128, kL2Promote128, kOobZeroFill);
   if (r) return fail_driver(r, caller, "cuTensorMapEncodeTiled");
   return KAIO_OK;

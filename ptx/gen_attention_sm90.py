@@ -151,16 +151,17 @@ class Layout:
         return 8 * (1 + 3 * self.stages + s)
 
 
-def key_blocks(k, P, m0):
-    """(number of key blocks, first block start that needs the mask), CTA-uniform."""
+def key_blocks(k, P, m0, bn=BN):
+    """(number of key blocks of bn keys, first block start that needs the
+    mask), CTA-uniform, for the query rows [m0, m0 + BM)."""
     sq, sk, off = P["seq_q"], P["seq_k"], P["causal_off"]
     causal = k.p("setp.ne.u32", P["causal"], 0)
     last = k.r("sub.u32", k.r("min.u32", k.r("add.u32", m0, BM), sq), 1)
     n_end_c = k.r("min.s32", k.r("add.s32", k.r("add.s32", last, off), 1), sk)
     n_end = k.r("max.s32", k.r("selp.b32", n_end_c, sk, causal), 0)
-    nblocks = k.r("shr.u32", k.r("add.u32", n_end, BN - 1), BN.bit_length() - 1)
-    first_mask_sk = k.r("sub.s32", sk, BN)                             # kv0 + BN > seq_k
-    first_mask_c = k.r("sub.s32", k.r("add.s32", m0, off), BN - 1)     # kv0 + BN - 1 > m0 + off
+    nblocks = k.r("shr.u32", k.r("add.u32", n_end, bn - 1), bn.bit_length() - 1)
+    first_mask_sk = k.r("sub.s32", sk, bn)                             # kv0 + bn > seq_k
+    first_mask_c = k.r("sub.s32", k.r("add.s32", m0, off), bn - 1)     # kv0 + bn - 1 > m0 + off
     first_mask = k.r("selp.b32", k.r("min.s32", first_mask_sk, first_mask_c), first_mask_sk, causal)
     return nblocks, first_mask
 

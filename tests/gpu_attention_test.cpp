@@ -313,19 +313,19 @@ TEST_F(GpuAttention, ForwardSmallShapesEveryDimDtypeAndMask) {
   sweep({32, 64, 96, 128}, false, KAIO_ATTENTION_SM80);
 }
 
-// The sm_90a forward (TMA + wgmma): key blocks of 128 and query blocks of
-// 128, so lengths at the block size +- 1 and several blocks, both masks
+// The sm_90a kernels (TMA + wgmma), forward and backward: blocks of 128 and
+// 64 rows, so lengths at the block sizes +- 1 and several blocks, both masks
 // (bottom-right with Sq > Sk leaves rows with no key), GQA 4:1 and MQA,
 // f32 output, padded row strides. Skipped on devices other than sm_90.
-TEST_F(GpuAttention, Sm90ForwardBlockEdgesMasksHeadsAndStrides) {
+TEST_F(GpuAttention, Sm90BlockEdgesMasksHeadsAndStrides) {
   kaio_device_info info{};
   info.struct_size = sizeof info;
   KT_OK(kaio_device_get_info(dev(), &info));
   if (info.cc_major != 9 || info.cc_minor != 0)
     GTEST_SKIP() << "the sm_90a attention kernels need compute capability 9.0; this device is "
                  << info.cc_major << "." << info.cc_minor;
-  sweep({64, 128}, false, KAIO_ATTENTION_SM90,
-        {{127, 129}, {129, 257}, {300, 1}, {1, 300}, {256, 384}, {200, 77}},
+  sweep({64, 128}, true, KAIO_ATTENTION_SM90,
+        {{127, 129}, {129, 257}, {300, 1}, {1, 300}, {65, 63}, {200, 77}},
         {KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL, KAIO_ATTENTION_CAUSAL_TOP_LEFT});
   Shape gqa;
   gqa.variant = KAIO_ATTENTION_SM90;
@@ -333,22 +333,25 @@ TEST_F(GpuAttention, Sm90ForwardBlockEdgesMasksHeadsAndStrides) {
   gqa.hkv = 2;
   gqa.sq = gqa.sk = 333;
   gqa.mask = KAIO_ATTENTION_CAUSAL;
-  check(gqa, false);
+  check(gqa, true);
   Shape mqa = gqa;
   mqa.hkv = 1;
   mqa.d = 128;
   mqa.out = KAIO_DTYPE_F32;
   mqa.pad = 8;
-  check(mqa, false);
-  Shape wide = mqa;  // B 3, bf16 to f16 out
+  check(mqa, true);
+  Shape wide = mqa;  // B 3, bf16 in and out
   wide.b = 3;
   wide.dt = KAIO_DTYPE_BF16;
-  wide.out = KAIO_DTYPE_F16;
+  wide.out = 0;
   wide.mask = KAIO_ATTENTION_MASK_NONE;
-  check(wide, false);
+  check(wide, true);
 }
 
-TEST_F(GpuAttention, BackwardSmallShapesEveryDimDtypeAndMask) { sweep({32, 64, 96, 128}, true); }
+TEST_F(GpuAttention, BackwardSmallShapesEveryDimDtypeAndMask) {
+  sweep({32, 64, 96, 128}, true);
+  sweep({64, 128}, true, KAIO_ATTENTION_SM80);  // AUTO takes the sm_90a kernels on an H100
+}
 
 TEST_F(GpuAttention, Seq1000ForwardAndBackward) {
   // The f64 reference of the backward dominates the test's time: D 64 runs

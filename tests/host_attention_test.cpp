@@ -244,6 +244,7 @@ TEST(FakeAttentionArch, Sm90VariantNeedsComputeCapability90) {
 TEST_F(FakeAttention, BackwardLaunchesPreprocessDqThenDkDv) {
   kaio_attention_desc d = desc();
   d.mask = KAIO_ATTENTION_CAUSAL;
+  d.variant = KAIO_ATTENTION_SM80;
   kaio_op *op = nullptr;
   KT_OK(kaio_op_create_attention_backward(&op, dev_.get(), &d));
   kt::Op guard(op);
@@ -258,6 +259,34 @@ TEST_F(FakeAttention, BackwardLaunchesPreprocessDqThenDkDv) {
   EXPECT_EQ(l.block[0], 128u);
   EXPECT_FLOAT_EQ(param<float>(25), 0.125f);  // scale 1/sqrt(64)
   EXPECT_EQ(static_cast<int32_t>(param<uint32_t>(28)), 77 - 100);
+  // AUTO on the fake sm_90: the same Dv kernel, then the sm_90a dQ kernel
+  // (Q, dO, K, V maps) and dK/dV kernel (K, V, Q, dO maps).
+  d.variant = KAIO_ATTENTION_AUTO;
+  kaio_op *op90 = nullptr;
+  KT_OK(kaio_op_create_attention_backward(&op90, dev_.get(), &d));
+  kt::Op guard90(op90);
+  const unsigned long long before90 = kt::fake().launch_count();
+  KT_OK(kaio_op_launch(op90, stream_.get(), b.t, 9));
+  EXPECT_EQ(kt::fake().launch_count() - before90, 3u);
+  l = last_launch();
+  EXPECT_EQ(l.name, "kaio_attn_bwd_dkdv_sm90_bf16_d64");
+  EXPECT_EQ(l.grid[0], 1u);  // ceil(77 / 128) key blocks
+  EXPECT_EQ(l.grid[1], 4u);  // B * Hkv
+  EXPECT_EQ(l.block[0], 384u);
+  struct Record {
+    uint64_t address, dim0, dim1, stride1, box01, flags, rank, dim2, stride2, box2, rest[6];
+  };
+  const uint64_t base = kaio_buffer_device_ptr(buf_.get());
+  EXPECT_EQ(param<Record>(0).address, base + (1 << 20));  // K
+  EXPECT_EQ(param<Record>(0).box2, 128u);
+  EXPECT_EQ(param<Record>(2).address, base);             // Q
+  EXPECT_EQ(param<Record>(2).box2, 64u);
+  EXPECT_EQ(param<Record>(3).address, base + (5 << 20));  // dO
+  EXPECT_EQ(param<uint64_t>(6), base + (7 << 20));        // dK
+  EXPECT_EQ(param<uint64_t>(7), base + (15 << 20) / 2);   // dV
+  EXPECT_EQ(param<uint32_t>(11), 2u);                     // group
+  EXPECT_FLOAT_EQ(param<float>(17), 0.125f);
+  EXPECT_EQ(static_cast<int32_t>(param<uint32_t>(20)), 77 - 100);
   // Head dim 256 has no backward kernel.
   d.head_dim = 256;
   kaio_op *bad = nullptr;

@@ -981,13 +981,15 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_qkv_project_int8(kaio_stream *stream,
  * KAIO_ATTENTION_SM80: 64 query rows per CTA (every head dim).
  * KAIO_ATTENTION_SM80_M128: the forward with 128 query rows per CTA (32 per
  * warp, FlashAttention-2's tile), head dims up to 128.
- * KAIO_ATTENTION_SM90: the forward on compute capability 9.0 (sm_90a: H100,
- * H200) for head dims 64 and 128: TMA loads, wgmma, a producer warpgroup and
- * two consumer warpgroups of 64 query rows, softmax overlapped with P·V
- * (FlashAttention-3's design). Elsewhere KAIO_ERROR_UNSUPPORTED_ARCH.
- * KAIO_ATTENTION_AUTO: the forward uses SM90 where it applies, else
- * SM80_M128 for D <= 128, else SM80. The backward has one set of kernels
- * (sm_80) for every variant.
+ * KAIO_ATTENTION_SM90: compute capability 9.0 (sm_90a: H100, H200), head
+ * dims 64 and 128: TMA loads, wgmma, a producer warpgroup and two consumer
+ * warpgroups. The forward overlaps softmax with P·V (FlashAttention-3's
+ * design); the backward runs the same Dv kernel, then a dQ kernel over
+ * query blocks and a dK/dV kernel over key blocks (still no atomics).
+ * Elsewhere KAIO_ERROR_UNSUPPORTED_ARCH.
+ * KAIO_ATTENTION_AUTO: SM90 where it applies; else the forward uses
+ * SM80_M128 for D <= 128 and SM80 above, the backward the sm_80 kernels.
+ * SM80 and SM80_M128 run the sm_80 backward.
  * Every call below is asynchronous (enqueues on the stream and returns),
  * borrows its views for the call only, and may be called from any thread.
  * One-shot calls allocate nothing and load the kernels' module on first use

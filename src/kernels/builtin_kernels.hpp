@@ -24,6 +24,7 @@ enum class ModuleId : int {
   attention_bwd_sm80,
   attention_f32,
   attention_fwd_sm90,
+  attention_bwd_sm90,
   count
 };
 
@@ -219,7 +220,15 @@ enum class ModuleId : int {
   X(attn_fwd_sm90_f16_d64, attention_fwd_sm90, "kaio_attn_fwd_sm90_f16_d64") \
   X(attn_fwd_sm90_f16_d128, attention_fwd_sm90, "kaio_attn_fwd_sm90_f16_d128") \
   X(attn_fwd_sm90_bf16_d64, attention_fwd_sm90, "kaio_attn_fwd_sm90_bf16_d64") \
-  X(attn_fwd_sm90_bf16_d128, attention_fwd_sm90, "kaio_attn_fwd_sm90_bf16_d128")
+  X(attn_fwd_sm90_bf16_d128, attention_fwd_sm90, "kaio_attn_fwd_sm90_bf16_d128") \
+  X(attn_bwd_dq_sm90_f16_d64, attention_bwd_sm90, "kaio_attn_bwd_dq_sm90_f16_d64") \
+  X(attn_bwd_dq_sm90_f16_d128, attention_bwd_sm90, "kaio_attn_bwd_dq_sm90_f16_d128") \
+  X(attn_bwd_dq_sm90_bf16_d64, attention_bwd_sm90, "kaio_attn_bwd_dq_sm90_bf16_d64") \
+  X(attn_bwd_dq_sm90_bf16_d128, attention_bwd_sm90, "kaio_attn_bwd_dq_sm90_bf16_d128") \
+  X(attn_bwd_dkdv_sm90_f16_d64, attention_bwd_sm90, "kaio_attn_bwd_dkdv_sm90_f16_d64") \
+  X(attn_bwd_dkdv_sm90_f16_d128, attention_bwd_sm90, "kaio_attn_bwd_dkdv_sm90_f16_d128") \
+  X(attn_bwd_dkdv_sm90_bf16_d64, attention_bwd_sm90, "kaio_attn_bwd_dkdv_sm90_bf16_d64") \
+  X(attn_bwd_dkdv_sm90_bf16_d128, attention_bwd_sm90, "kaio_attn_bwd_dkdv_sm90_bf16_d128")
 // clang-format on
 
 enum class KernelId : int {
@@ -239,7 +248,8 @@ struct BuiltinKernel {
 // `// kaio-launch: <entry> block=<threads> cols_per_block=<columns>` and
 // `// kaio-tma: <entry> <param> ... box=<inner>,<outer> ...`: box_a is the
 // box of the entry's first tensor map (tmap_a, or the attention kernels'
-// tmap_q), box_b of its second (tmap_b, or tmap_k, whose box tmap_v shares).
+// tmap_q, whose box tmap_do shares), box_b of its second (tmap_b, or tmap_k,
+// whose box tmap_v shares).
 // Read once, when the kernel is resolved, so launches never parse PTX.
 struct BuiltinFunction {
   cu::CUfunction function = nullptr;

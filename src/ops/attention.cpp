@@ -5,6 +5,7 @@
 #include <cinttypes>
 #include <climits>
 #include <cmath>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
@@ -33,12 +34,21 @@ int dim_index(const int64_t *dims, size_t n, int64_t d) {
 bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
 bool is_float(kaio_dtype d) { return d == KAIO_DTYPE_F32 || is_half(d); }
 
-kaio_status resolve(const char *caller, kaio_device *device, KernelId id, OpPlan *out) {
+// Resolves a kernel into out; with boxes (the sm_90a kernels), also its TMA
+// boxes.
+kaio_status resolve(const char *caller, kaio_device *device, KernelId id, OpPlan *out,
+                    AttentionPlan::Boxes *boxes = nullptr) {
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, id, &fn));
-  if (fn.block == 0 || fn.cols_per_block == 0)
+  if (fn.block == 0 || fn.cols_per_block == 0 ||
+      (boxes && (fn.box_a[0] == 0 || fn.box_b[0] == 0)))
     return fail(KAIO_ERROR_INTERNAL, "%s: attention kernel %s lacks its launch annotation.",
                 caller, builtin_kernel(id).name);
+  if (boxes)
+    for (int i = 0; i < 2; ++i) {
+      boxes->q[i] = fn.box_a[i];
+      boxes->kv[i] = fn.box_b[i];
+    }
   out->function = fn.function;
   out->shared_bytes = fn.shared_bytes;
   out->block = fn.block;
@@ -51,6 +61,14 @@ kaio_status resolve(const char *caller, kaio_device *device, KernelId id, OpPlan
 bool sm90_device(const kaio_device *device) {
   return device->info.cc_major == 9 && device->info.cc_minor == 0 &&
          device->api->cuTensorMapEncodeTiled != nullptr;
+}
+
+// SM90 (checked against the device above), or AUTO where the sm_90a
+// kernels exist: head dims 64 and 128 on compute capability 9.0.
+bool uses_sm90(const kaio_attention_desc &d, const kaio_device *device) {
+  return d.variant == KAIO_ATTENTION_SM90 ||
+         (d.variant == KAIO_ATTENTION_AUTO && dim_index(kSm90Dims, 2, d.head_dim) >= 0 &&
+          sm90_device(device));
 }
 
 unsigned blocks(int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); }
@@ -80,7 +98,7 @@ kaio_status check_desc(const char *caller, const kaio_attention_desc &d, bool ba
                 "%s: desc->variant is %d; use KAIO_ATTENTION_AUTO, KAIO_ATTENTION_SM80, "
                 "KAIO_ATTENTION_SM80_M128 or KAIO_ATTENTION_SM90.",
                 caller, d.variant);
-  if (d.variant == KAIO_ATTENTION_SM90 && !backward && dim_index(kSm90Dims, 2, d.head_dim) < 0)
+  if (d.variant == KAIO_ATTENTION_SM90 && dim_index(kSm90Dims, 2, d.head_dim) < 0)
     return fail(KAIO_ERROR_UNSUPPORTED,
                 "%s: desc->variant is KAIO_ATTENTION_SM90 but head_dim is %" PRId64
                 "; that variant takes head dims 64 and 128. Use KAIO_ATTENTION_AUTO.",
@@ -195,32 +213,18 @@ kaio_status plan_attention(const char *caller, kaio_device *device,
   plan->causal_off = d.mask == KAIO_ATTENTION_CAUSAL ? static_cast<int32_t>(d.seq_k - d.seq_q) : 0;
   const int dt = d.dtype == KAIO_DTYPE_BF16 ? 1 : 0;
   const unsigned bh = static_cast<unsigned>(d.batch * d.heads_q);
+  if (d.variant == KAIO_ATTENTION_SM90 && !sm90_device(device))
+    return fail(KAIO_ERROR_UNSUPPORTED_ARCH,
+                "%s: desc->variant is KAIO_ATTENTION_SM90 but device %d has compute capability "
+                "%d.%d (or a driver without cuTensorMapEncodeTiled); that variant needs exactly "
+                "9.0 (sm_90a). Use KAIO_ATTENTION_AUTO.",
+                caller, device->ordinal, device->info.cc_major, device->info.cc_minor);
   if (!backward) {
-    const bool sm90_dim = dim_index(kSm90Dims, 2, d.head_dim) >= 0;
-    if (d.variant == KAIO_ATTENTION_SM90 && !sm90_device(device))
-      return fail(KAIO_ERROR_UNSUPPORTED_ARCH,
-                  "%s: desc->variant is KAIO_ATTENTION_SM90 but device %d has compute capability "
-                  "%d.%d (or a driver without cuTensorMapEncodeTiled); that variant needs "
-                  "exactly 9.0 (sm_90a). Use KAIO_ATTENTION_AUTO.",
-                  caller, device->ordinal, device->info.cc_major, device->info.cc_minor);
-    if (d.variant == KAIO_ATTENTION_SM90 ||
-        (d.variant == KAIO_ATTENTION_AUTO && sm90_dim && sm90_device(device))) {
+    if (uses_sm90(d, device)) {
       const KernelId id = with_dtype_offset(KernelId::attn_fwd_sm90_f16_d64,
                                             dt * 2 + (d.head_dim == 128 ? 1 : 0));
-      BuiltinFunction fn;
-      KAIO_TRY(device->modules->function(caller, id, &fn));
-      if (fn.block == 0 || fn.cols_per_block == 0 || fn.box_a[0] == 0 || fn.box_b[0] == 0)
-        return fail(KAIO_ERROR_INTERNAL, "%s: attention kernel %s lacks its annotations.",
-                    caller, builtin_kernel(id).name);
+      KAIO_TRY(resolve(caller, device, id, &plan->fwd, &plan->fwd_box));
       plan->sm90 = true;
-      plan->fwd.function = fn.function;
-      plan->fwd.shared_bytes = fn.shared_bytes;
-      plan->fwd.block = fn.block;
-      plan->fwd.cols = fn.cols_per_block;
-      for (int i = 0; i < 2; ++i) {
-        plan->box_q[i] = fn.box_a[i];
-        plan->box_kv[i] = fn.box_b[i];
-      }
       plan->fwd.grid = blocks(d.seq_q, plan->fwd.cols);
       plan->fwd.grid_y = bh;
       return KAIO_OK;
@@ -237,10 +241,20 @@ kaio_status plan_attention(const char *caller, kaio_device *device,
   }
   const int di = dim_index(kBwdDims, 4, d.head_dim);
   KAIO_TRY(resolve(caller, device, with_dtype_offset(KernelId::attn_bwd_pre_f16, dt), &plan->pre));
-  KAIO_TRY(resolve(caller, device, with_dtype_offset(KernelId::attn_bwd_dq_f16_d32, dt * 4 + di),
-                   &plan->dq));
-  KAIO_TRY(resolve(caller, device,
-                   with_dtype_offset(KernelId::attn_bwd_dkdv_f16_d32, dt * 4 + di), &plan->dkdv));
+  if (uses_sm90(d, device)) {
+    const int i = dt * 2 + (d.head_dim == 128 ? 1 : 0);
+    KAIO_TRY(resolve(caller, device, with_dtype_offset(KernelId::attn_bwd_dq_sm90_f16_d64, i),
+                     &plan->dq, &plan->dq_box));
+    KAIO_TRY(resolve(caller, device, with_dtype_offset(KernelId::attn_bwd_dkdv_sm90_f16_d64, i),
+                     &plan->dkdv, &plan->dkdv_box));
+    plan->sm90 = true;
+  } else {
+    KAIO_TRY(resolve(caller, device,
+                     with_dtype_offset(KernelId::attn_bwd_dq_f16_d32, dt * 4 + di), &plan->dq));
+    KAIO_TRY(resolve(caller, device,
+                     with_dtype_offset(KernelId::attn_bwd_dkdv_f16_d32, dt * 4 + di),
+                     &plan->dkdv));
+  }
   const int64_t rows = d.batch * d.seq_q * d.heads_q;
   plan->pre.grid = blocks(rows, kPreRowsPerBlock);
   plan->dq.grid = blocks(d.seq_q, plan->dq.cols);
@@ -261,9 +275,10 @@ kaio_status run_forward_sm90(const char *caller, const kaio_device *device,
   {
     ContextScope scope(device);
     KAIO_TRY(scope.status(caller));
-    KAIO_TRY(encode_bshd_map(caller, device, q, d.dtype, d.seq_q, d.heads_q, plan.box_q, &map_q));
-    KAIO_TRY(encode_bshd_map(caller, device, k, d.dtype, d.seq_k, d.heads_kv, plan.box_kv, &map_k));
-    KAIO_TRY(encode_bshd_map(caller, device, v, d.dtype, d.seq_k, d.heads_kv, plan.box_kv, &map_v));
+    const AttentionPlan::Boxes &box = plan.fwd_box;
+    KAIO_TRY(encode_bshd_map(caller, device, q, d.dtype, d.seq_q, d.heads_q, box.q, &map_q));
+    KAIO_TRY(encode_bshd_map(caller, device, k, d.dtype, d.seq_k, d.heads_kv, box.kv, &map_k));
+    KAIO_TRY(encode_bshd_map(caller, device, v, d.dtype, d.seq_k, d.heads_kv, box.kv, &map_v));
   }
   unsigned long long po = o.address, pl = lse ? lse->address : 0;
   unsigned sq = static_cast<unsigned>(d.seq_q), sk = static_cast<unsigned>(d.seq_k),
@@ -315,6 +330,50 @@ kaio_status run_forward(const char *caller, const kaio_device *device, const Att
   return launch_builtin(caller, device, plan.fwd, stream, params);
 }
 
+// dQ, then dK and dV, on the sm_90a kernels (Dv is in the workspace).
+kaio_status run_backward_sm90(const char *caller, const kaio_device *device,
+                              const AttentionPlan &plan, kaio_stream *stream,
+                              const CheckedView &dout, const CheckedView &q, const CheckedView &k,
+                              const CheckedView &v, const CheckedView &lse, const CheckedView &dq,
+                              const CheckedView &dk, const CheckedView &dv) {
+  const kaio_attention_desc &d = plan.desc;
+  TensorMap dq_maps[4], dkdv_maps[4];  // dq: Q, dO, K, V; dkdv: K, V, Q, dO
+  {
+    ContextScope scope(device);
+    KAIO_TRY(scope.status(caller));
+    for (const auto &[maps, box, query_first] :
+         {std::tuple{dq_maps, &plan.dq_box, true}, std::tuple{dkdv_maps, &plan.dkdv_box, false}}) {
+      TensorMap *qside = maps + (query_first ? 0 : 2), *kside = maps + (query_first ? 2 : 0);
+      KAIO_TRY(encode_bshd_map(caller, device, q, d.dtype, d.seq_q, d.heads_q, box->q, &qside[0]));
+      KAIO_TRY(encode_bshd_map(caller, device, dout, d.dtype, d.seq_q, d.heads_q, box->q, &qside[1]));
+      KAIO_TRY(encode_bshd_map(caller, device, k, d.dtype, d.seq_k, d.heads_kv, box->kv, &kside[0]));
+      KAIO_TRY(encode_bshd_map(caller, device, v, d.dtype, d.seq_k, d.heads_kv, box->kv, &kside[1]));
+    }
+  }
+  unsigned long long pl = lse.address, p_ws = plan.workspace->ptr, lse_rs = lse.row_stride;
+  unsigned sq = static_cast<unsigned>(d.seq_q), sk = static_cast<unsigned>(d.seq_k),
+           hq = static_cast<unsigned>(d.heads_q),
+           group = static_cast<unsigned>(d.heads_q / d.heads_kv);
+  float scale = d.softmax_scale;
+  float scale_log2 = static_cast<float>(d.softmax_scale * 1.4426950408889634);
+  unsigned causal = plan.causal, causal_off = static_cast<unsigned>(plan.causal_off),
+           out_dtype = static_cast<unsigned>(d.out_dtype);
+  unsigned long long ga = dq.address, ga_bs = bstride(dq, d.seq_q), ga_ss = dq.row_stride;
+  void *dq_params[] = {&dq_maps[0], &dq_maps[1], &dq_maps[2], &dq_maps[3], &pl,     &p_ws,
+                       &ga,         &sq,         &sk,         &hq,         &group,  &ga_bs,
+                       &ga_ss,      &lse_rs,     &scale,      &scale_log2, &causal, &causal_off,
+                       &out_dtype};
+  KAIO_TRY(launch_builtin(caller, device, plan.dq, stream, dq_params));
+  unsigned long long pk = dk.address, pv = dv.address, k_bs = bstride(dk, d.seq_k),
+                     k_ss = dk.row_stride, v_bs = bstride(dv, d.seq_k), v_ss = dv.row_stride;
+  void *dkdv_params[] = {&dkdv_maps[0], &dkdv_maps[1], &dkdv_maps[2], &dkdv_maps[3], &pl,
+                         &p_ws,         &pk,           &pv,           &sq,           &sk,
+                         &hq,           &group,        &k_bs,         &k_ss,         &v_bs,
+                         &v_ss,         &lse_rs,       &scale,        &scale_log2,   &causal,
+                         &causal_off,   &out_dtype};
+  return launch_builtin(caller, device, plan.dkdv, stream, dkdv_params);
+}
+
 kaio_status run_backward(const char *caller, const kaio_device *device, const AttentionPlan &plan,
                          kaio_stream *stream, const kaio_tensor *t) {
   const kaio_attention_desc &d = plan.desc;
@@ -342,6 +401,7 @@ kaio_status run_backward(const char *caller, const kaio_device *device, const At
                      o_ss = o.row_stride;
   void *pre[] = {&p_do, &p_o, &p_ws, &rows, &sq, &hq, &hd, &do_bs, &do_ss, &o_bs, &o_ss, &o_f32};
   KAIO_TRY(launch_builtin(caller, device, plan.pre, stream, pre));
+  if (plan.sm90) return run_backward_sm90(caller, device, plan, stream, dout, q, k, v, lse, dq, dk, dv);
 
   unsigned long long pq = q.address, pk = k.address, pv = v.address, pl = lse.address;
   unsigned sk = static_cast<unsigned>(Sk), group = static_cast<unsigned>(Hq / Hkv);

@@ -16,9 +16,15 @@ struct AttentionPlan {
   unsigned causal = 0;         // kernel flag
   int32_t causal_off = 0;      // key j visible to query i iff j <= i + causal_off
   OpPlan fwd;                  // forward kernel (or unused)
-  bool sm90 = false;           // fwd is the sm_90a TMA kernel (ptx/gen_attention_sm90.py)
-  unsigned box_q[2] = {0, 0};  // its TMA boxes {inner, rows}: Q, and K and V
-  unsigned box_kv[2] = {0, 0};
+  // The sm_90a kernels (ptx/gen_attention_sm90.py, gen_attention_bwd_sm90.py)
+  // take TMA maps: boxes {inner, rows} of the query side (Q, dO) and of the
+  // key side (K, V), per kernel.
+  struct Boxes {
+    unsigned q[2] = {0, 0};
+    unsigned kv[2] = {0, 0};
+  };
+  bool sm90 = false;           // fwd, or dq and dkdv, are the sm_90a kernels
+  Boxes fwd_box, dq_box, dkdv_box;
   OpPlan pre;                  // backward: Dv = rowsum(dO ∘ O)
   OpPlan dq;                   // backward: dQ over query tiles
   OpPlan dkdv;                 // backward: dK, dV over key tiles

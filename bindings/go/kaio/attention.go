@@ -17,13 +17,15 @@ const (
 )
 
 // AttentionVariant picks the kernels: Auto chooses; SM80 forces the 64-row
-// mma.sync kernels and SM80M128 the 128-row forward (head dims up to 128).
+// mma.sync kernels, SM80M128 the 128-row forward (head dims up to 128) and
+// SM90 the wgmma + TMA forward (compute capability 9.0, head dims 64, 128).
 type AttentionVariant int32
 
 const (
 	AttentionAuto     AttentionVariant = C.KAIO_ATTENTION_AUTO
 	AttentionSM80     AttentionVariant = C.KAIO_ATTENTION_SM80
 	AttentionSM80M128 AttentionVariant = C.KAIO_ATTENTION_SM80_M128
+	AttentionSM90     AttentionVariant = C.KAIO_ATTENTION_SM90
 )
 
 // AttentionDesc describes FlashAttention forward or backward: Q [B, Sq, Hq,

@@ -129,6 +129,7 @@ pub type kaio_attention_variant = i32;
 pub const KAIO_ATTENTION_AUTO: kaio_attention_variant = 0;
 pub const KAIO_ATTENTION_SM80: kaio_attention_variant = 1;
 pub const KAIO_ATTENTION_SM80_M128: kaio_attention_variant = 2;
+pub const KAIO_ATTENTION_SM90: kaio_attention_variant = 3;
 
 // ---------------------------------------------------------------------------
 // Opaque handles (the nomicon's zero-sized-type pattern)

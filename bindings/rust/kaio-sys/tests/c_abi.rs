@@ -84,6 +84,7 @@ fn table() -> Vec<(String, i64)> {
         KAIO_ATTENTION_AUTO,
         KAIO_ATTENTION_SM80,
         KAIO_ATTENTION_SM80_M128,
+        KAIO_ATTENTION_SM90,
         KAIO_VERSION_MAJOR,
         KAIO_VERSION_MINOR,
         KAIO_VERSION_PATCH,

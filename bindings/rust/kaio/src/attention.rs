@@ -38,13 +38,15 @@ impl AttentionMask {
     }
 }
 
-/// `Auto` picks the kernels; `Sm80` forces the 64-row mma.sync kernels and
-/// `Sm80M128` the 128-row forward (head dims up to 128).
+/// `Auto` picks the kernels; `Sm80` forces the 64-row mma.sync kernels,
+/// `Sm80M128` the 128-row forward (head dims up to 128) and `Sm90` the
+/// wgmma + TMA forward (compute capability 9.0, head dims 64 and 128).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum AttentionVariant {
     Auto,
     Sm80,
     Sm80M128,
+    Sm90,
 }
 
 impl AttentionVariant {
@@ -53,6 +55,7 @@ impl AttentionVariant {
             AttentionVariant::Auto => sys::KAIO_ATTENTION_AUTO,
             AttentionVariant::Sm80 => sys::KAIO_ATTENTION_SM80,
             AttentionVariant::Sm80M128 => sys::KAIO_ATTENTION_SM80_M128,
+            AttentionVariant::Sm90 => sys::KAIO_ATTENTION_SM90,
         }
     }
 }

@@ -10,8 +10,11 @@ self-attention (one sequence length S), scale 1/sqrt(D) given by the host,
 causal = top-left (key j visible to query i iff j <= i).  LSE: f32 [S], natural
 log of sum_j exp(scale q_i.k_j); the backward reads it.
 
-Kernels, for DM in {32, 64, 128, 256} (any D <= DM; 128 threads = 4 warps,
-8 rows per warp, 32 rows per CTA, tiles of 32 keys or queries):
+Kernels, for DM in {32, 64, 128, 256} (any D <= DM; 256 threads = 2 groups of
+4 warps, 8 rows per warp, 32 rows per CTA, tiles of 32 keys or queries; the
+two groups take alternate tiles of the other side and merge their partial
+results in group order at the end, so one head of S = 4096, which fills only
+128 CTAs, still keeps 8 warps per SM busy: 1.5x faster forward on the H100):
   kaio_attn_f32_fwd_d<DM>     grid ceil(S/32): O (and LSE when lse != 0)
   kaio_attn_f32_dq_d<DM>      grid ceil(S/32): dQ = scale sum_j dS_ij k_j
   kaio_attn_f32_dkdv_d<DM>    grid ceil(S/32): dK = scale sum_i dS_ij q_i, dV = sum_i P_ij dO_i
@@ -59,9 +62,16 @@ def warp_reduce(k, x, op):
 
 
 class Ctx:
-    def __init__(self, k, P, dm):
-        self.k, self.P, self.dm = k, P, dm
-        self.tid = k.r("mov.u32", "%tid.x")
+    """groups: 4-warp groups that share the CTA's 32 rows and split the other
+    side's tiles (group g takes tiles g, g + groups, ...), each with its own
+    tile buffers and named barrier; their partial results are merged in group
+    order at the end, so the sums stay deterministic."""
+
+    def __init__(self, k, P, dm, groups=1):
+        self.k, self.P, self.dm, self.groups = k, P, dm, groups
+        tid = k.r("mov.u32", "%tid.x")
+        self.group = k.r("shr.u32", tid, 7)
+        self.tid = k.r("and.b32", tid, 127)
         self.lane = k.r("and.b32", self.tid, 31)
         self.warp = k.r("shr.u32", self.tid, 5)
         self.blk0 = k.r("shl.b32", k.r("mov.u32", "%ctaid.x"), 5)       # first row of this CTA
@@ -72,24 +82,76 @@ class Ctx:
         self.sl2 = k.f("mul.f32", P["scale"], LOG2E)
         self.causal = k.p("setp.ne.u32", P["causal"], 0)
 
-    def load(self, dst, src, ld, row0, transposed):
+    def load(self, dst, src, ld, row0, transposed, whole_cta=False):
         """Rows row0 .. row0+31 of an [S, D] tensor at src (row stride ld
-        elements) into shared dst: warp w loads rows w + 4 rr, lanes over
-        columns; zeros past S and past D (up to DM).  A runtime loop over rr
-        keeps only DM/32 loads in flight (an unrolled one makes ptxas hoist
-        all of them and spill in the register-heavy dK/dV kernel)."""
+        elements) into shared dst: warp w of the group loads rows w + 4 rr,
+        lanes over columns (whole_cta: the CTA's groups split the rows);
+        zeros past S and past D (up to DM).  A runtime loop over rr keeps
+        only DM/32 loads in flight (an unrolled one makes ptxas hoist all of
+        them and spill in the register-heavy dK/dV kernel)."""
         k, P = self.k, self.P
         ldb = k.rd("shl.b64", ld, 2)
+        first, step = self.warp, 4
+        if whole_cta and self.groups > 1:
+            first, step = k.r("add.u32", self.warp, k.r("shl.b32", self.group, 2)), 4 * self.groups
         if self.dm < 256:   # unrolled: measured spill-free for these sizes
-            for rr in range(RW):
-                self.load_row(dst, src, ldb, row0, k.r("add.u32", self.warp, 4 * rr), transposed)
+            for rr in range(TILE // step):
+                self.load_row(dst, src, ldb, row0, k.r("add.u32", first, step * rr), transposed)
             return
-        row = k.r("mov.u32", self.warp)
+        row = k.r("mov.u32", first)
         loop = k.label("load")
         k.place(loop)
         self.load_row(dst, src, ldb, row0, row, transposed)
-        k.op("add.u32 %s, %s, 4" % (row, row))
+        k.op("add.u32 %s, %s, %d" % (row, row, step))
         k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", row, TILE), loop))
+
+    def sync_group(self):
+        """A barrier among this group's 128 threads (named barrier 1 + group)."""
+        if self.groups == 1:
+            self.k.op("bar.sync 0")
+        else:
+            self.k.op("bar.sync %s, 128" % self.k.r("add.u32", self.group, 1))
+
+    def group_buffers(self, first, nbytes):
+        """This group's copy of per-group shared buffers laid out from first."""
+        return self.k.r("mad.lo.u32", self.group, nbytes, first) if self.groups > 1 else first
+
+    def merge_sums(self, accs, scratch):
+        """Groups > 0 leave their accumulators in shared scratch (per group,
+        32 rows x DM); group 0 adds them in group order.  Returns the
+        predicate 'this thread is in group 0' (the one that stores)."""
+        k = self.k
+        lead = k.p("setp.eq.u32", self.group, 0)
+        if self.groups == 1:
+            return lead
+        nc = self.dm // 32
+        per = TILE * self.dm * 4
+        # element (row warp*8 + r, col lane + 32 c) at ((warp*8 + r)*DM + lane + 32 c)*4
+        base = k.r("add.u32", scratch, k.r("shl.b32", k.r("add.u32", k.r("mul.lo.u32", self.warp, 8 * self.dm),
+                                                          self.lane), 2))
+        k.op("bar.sync 0")
+        skip = k.label("merge_put")
+        k.op("@%s bra.uni %s" % (lead, skip))
+        mine = k.r("add.u32", base, k.r("mul.lo.u32", k.r("sub.u32", self.group, 1), per))
+        for acc in accs:
+            for r in range(RW):
+                for c in range(nc):
+                    k.op("st.shared.f32 [%s+%d], %s" % (mine, (r * self.dm + 32 * c) * 4, acc[r][c]))
+            k.op("add.u32 %s, %s, %d" % (mine, mine, (self.groups - 1) * per))
+        k.place(skip)
+        k.op("bar.sync 0")
+        done = k.label("merge_done")
+        k.op("@!%s bra.uni %s" % (lead, done))
+        ptr = k.r("mov.u32", base)
+        for acc in accs:
+            for g in range(1, self.groups):
+                for r in range(RW):
+                    for c in range(nc):
+                        v = k.f("ld.shared.f32", "[%s+%d]" % (ptr, ((g - 1) * TILE * self.dm + r * self.dm + 32 * c) * 4))
+                        k.op("add.f32 %s, %s, %s" % (acc[r][c], acc[r][c], v))
+            k.op("add.u32 %s, %s, %d" % (ptr, ptr, (self.groups - 1) * per))
+        k.place(done)
+        return lead
 
     def load_row(self, dst, src, ldb, row0, row, transposed):
         k, P = self.k, self.P
@@ -175,21 +237,21 @@ class Ctx:
         n_end = k.r("selp.b32", k.r("min.u32", P["seq"], k.r("add.u32", self.blk0, TILE)), P["seq"],
                     self.causal)
         self.ntiles = k.r("shr.u32", k.r("add.u32", n_end, TILE - 1), 5)
-        self.t = k.r("mov.u32", 0)
+        self.t = k.r("mov.u32", self.group)
         self.loop, self.end = k.label("kv"), k.label("kv_end")
         k.place(self.loop)
         k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", self.t, self.ntiles), self.end))
         kv0 = k.r("shl.b32", self.t, 5)
         self.load(s_k, P["k"], P["ldk"], kv0, True)
         self.load(s_v, P["v"], P["ldv"], kv0, True)
-        k.op("bar.sync 0")
+        self.sync_group()
         key = k.r("add.u32", kv0, self.lane)
         return key, k.p("setp.lt.u32", key, P["seq"])
 
     def key_tiles_end(self):
         k = self.k
-        k.op("bar.sync 0")
-        k.op("add.u32 %s, %s, 1" % (self.t, self.t))
+        self.sync_group()
+        k.op("add.u32 %s, %s, %d" % (self.t, self.t, self.groups))
         k.op("bra.uni %s" % self.loop)
         k.place(self.end)
 
@@ -197,10 +259,24 @@ class Ctx:
         return [[self.k.f("mov.f32", "0f00000000") for _ in range(self.dm // 32)] for _ in range(RW)]
 
 
+# 4-warp groups per CTA: two, so that a head of S = 4096 (128 CTAs) keeps 8
+# warps per SM busy; 256 threads leave each up to 255 registers.
+GROUPS = 2
+
+
+class F32Kernel(Kernel):
+    """The sm_80 attention emitter with GROUPS x 128 threads per CTA."""
+
+    def text(self):
+        return super().text().replace("block=128 ", "block=%d " % (128 * GROUPS)).replace(
+            ".maxntid 128, 1, 1", ".maxntid %d, 1, 1" % (128 * GROUPS))
+
+
 def kernel(kind, dm, params, smem):
     name = "kaio_attn_f32_%s_d%d" % (kind, dm)
-    doc = "%s: f32 single-head attention %s, head dim <= %d, 32 rows per CTA." % (name, kind, dm)
-    k = Kernel(name, doc, params, smem, TILE)
+    doc = ("%s: f32 single-head attention %s, head dim <= %d, 32 rows per CTA, %d groups of 4 warps."
+           % (name, kind, dm, GROUPS))
+    k = F32Kernel(name, doc, params, smem, TILE)
     # One CTA per SM is enough (the large-D kernels use over 168 registers);
     # without it ptxas aims at more CTAs and spills.
     k.directives = [".minnctapersm 1"]
@@ -208,13 +284,16 @@ def kernel(kind, dm, params, smem):
 
 
 def fwd(dm):
-    smem = TILE * dm * 4 + 2 * dm * TP * 4
+    kv_bytes = 2 * dm * TP * 4
+    smem = TILE * dm * 4 + GROUPS * kv_bytes
     k = kernel("fwd", dm, FWD_PARAMS, smem)
     P = load_params(k, FWD_PARAMS, ("q", "k", "v", "o"))
-    x = Ctx(k, P, dm)
-    s_q, s_k = x.base, k.r("add.u32", x.base, x.tile_rows)
+    x = Ctx(k, P, dm, GROUPS)
+    s_q = x.base
+    s_k = x.group_buffers(k.r("add.u32", x.base, x.tile_rows), kv_bytes)
     s_v = k.r("add.u32", s_k, x.tile_t)
-    x.load(s_q, P["q"], P["ldq"], x.blk0, False)
+    x.load(s_q, P["q"], P["ldq"], x.blk0, False, whole_cta=True)
+    k.op("bar.sync 0")
     rows = [k.r("add.u32", x.blk0, k.r("add.u32", k.r("shl.b32", x.warp, 3), r)) for r in range(RW)]
     acc = x.zeros()
     m = [k.f("mov.f32", NEG_INF) for _ in range(RW)]
@@ -239,6 +318,9 @@ def fwd(dm):
             k.op("mul.f32 %s, %s, %s" % (acc[r][c], acc[r][c], alpha))
     x.accumulate(acc, s, s_v)
     x.key_tiles_end()
+    merge_softmax(k, x, m, l, acc, k.r("add.u32", x.base, x.tile_rows))
+    done = k.label("not_group0")
+    k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", x.group, 0), done))
     lse_ok = k.p("setp.ne.u64", P["lse"], 0)
     lead = k.p("setp.eq.and.u32", x.lane, 0, lse_ok)
     for r in range(RW):
@@ -251,8 +333,52 @@ def fwd(dm):
         ok = k.p("setp.lt.and.u32", rows[r], P["seq"], lead)
         k.op("@%s st.global.f32 [%s], %s" % (ok, k.rd("add.u64", P["lse"], k.rd("mul.wide.u32", rows[r], 4)), lse))
     x.store(acc, P["o"], P["ldo"], x.blk0)
+    k.place(done)
     k.op("ret")
     return k.text()
+
+
+def merge_softmax(k, x, m, l, acc, scratch):
+    """Group 0 folds the other groups' online-softmax states (row max m,
+    sum l, accumulators) into its own, in group order; scratch holds, per
+    group > 0, 32 rows x DM accumulators then 32 (m, l) pairs."""
+    if x.groups == 1:
+        return
+    dm, nc = x.dm, x.dm // 32
+    per = TILE * dm * 4 + TILE * 8
+    rows0 = k.r("mul.lo.u32", x.warp, RW)
+    accp = k.r("add.u32", scratch, k.r("shl.b32", k.r("add.u32", k.r("mul.lo.u32", rows0, dm), x.lane), 2))
+    mlp = k.r("add.u32", scratch, k.r("add.u32", k.r("shl.b32", rows0, 3), TILE * dm * 4))
+    k.op("bar.sync 0")
+    lead = k.p("setp.eq.u32", x.group, 0)
+    put = k.label("merge_put")
+    k.op("@%s bra.uni %s" % (lead, put))
+    off = k.r("mul.lo.u32", k.r("sub.u32", x.group, 1), per)
+    a, b = k.r("add.u32", accp, off), k.r("add.u32", mlp, off)
+    for r in range(RW):
+        for c in range(nc):
+            k.op("st.shared.f32 [%s+%d], %s" % (a, (r * dm + 32 * c) * 4, acc[r][c]))
+        k.op("st.shared.v2.f32 [%s+%d], {%s, %s}" % (b, 8 * r, m[r], l[r]))
+    k.place(put)
+    k.op("bar.sync 0")
+    done = k.label("merge_done")
+    k.op("@!%s bra.uni %s" % (lead, done))
+    for g in range(1, x.groups):
+        for r in range(RW):
+            mg, lg = k.regs("f", 2)
+            k.op("ld.shared.v2.f32 {%s, %s}, [%s+%d]" % (mg, lg, mlp, (g - 1) * per + 8 * r))
+            mnew = k.f("max.f32", m[r], mg)
+            muse = k.f("selp.f32", "0f00000000", mnew, k.p("setp.eq.f32", mnew, NEG_INF))
+            e0 = k.f("ex2.approx.f32", k.f("mul.f32", k.f("sub.f32", m[r], muse), x.sl2))
+            e1 = k.f("ex2.approx.f32", k.f("mul.f32", k.f("sub.f32", mg, muse), x.sl2))
+            k.op("mov.f32 %s, %s" % (m[r], mnew))
+            k.op("mul.f32 %s, %s, %s" % (l[r], l[r], e0))
+            k.op("fma.rn.f32 %s, %s, %s, %s" % (l[r], lg, e1, l[r]))
+            for c in range(nc):
+                v = k.f("ld.shared.f32", "[%s+%d]" % (accp, (g - 1) * per + (r * dm + 32 * c) * 4))
+                k.op("mul.f32 %s, %s, %s" % (acc[r][c], acc[r][c], e0))
+                k.op("fma.rn.f32 %s, %s, %s, %s" % (acc[r][c], v, e1, acc[r][c]))
+    k.place(done)
 
 
 def row_dot(k, x, a_ptr, lda, b_ptr, ldb, row):
@@ -277,16 +403,18 @@ def row_dot(k, x, a_ptr, lda, b_ptr, ldb, row):
 
 def dq(dm):
     """ga = dQ."""
-    smem = 2 * TILE * dm * 4 + 2 * dm * TP * 4
+    kv_bytes = 2 * dm * TP * 4
+    smem = 2 * TILE * dm * 4 + GROUPS * kv_bytes
     k = kernel("dq", dm, BWD_PARAMS, smem)
     P = load_params(k, BWD_PARAMS, ("dout", "q", "k", "v", "o", "lse", "ga"))
-    x = Ctx(k, P, dm)
+    x = Ctx(k, P, dm, GROUPS)
     s_q = x.base
     s_do = k.r("add.u32", x.base, x.tile_rows)
-    s_k = k.r("add.u32", s_do, x.tile_rows)
+    s_k = x.group_buffers(k.r("add.u32", s_do, x.tile_rows), kv_bytes)
     s_v = k.r("add.u32", s_k, x.tile_t)
-    x.load(s_q, P["q"], P["ldq"], x.blk0, False)
-    x.load(s_do, P["dout"], P["lddo"], x.blk0, False)
+    x.load(s_q, P["q"], P["ldq"], x.blk0, False, whole_cta=True)
+    x.load(s_do, P["dout"], P["lddo"], x.blk0, False, whole_cta=True)
+    k.op("bar.sync 0")
     rows = [k.r("add.u32", x.blk0, k.r("add.u32", k.r("shl.b32", x.warp, 3), r)) for r in range(RW)]
     dvals, nl = [], []
     for r in range(RW):
@@ -307,28 +435,34 @@ def dq(dm):
         k.op("mul.f32 %s, %s, %s" % (dp[r], dp[r], p))
     x.accumulate(acc, dp, s_k)
     x.key_tiles_end()
+    lead = x.merge_sums([acc], k.r("add.u32", s_do, x.tile_rows))
+    done = k.label("not_group0")
+    k.op("@!%s bra.uni %s" % (lead, done))
     x.store(acc, P["ga"], P["ldga"], x.blk0, scale=P["scale"])
+    k.place(done)
     k.op("ret")
     return k.text()
 
 
 def dkdv(dm):
     """ga = dK, gb = dV."""
-    smem = 2 * TILE * dm * 4 + 2 * dm * TP * 4 + 2 * TILE * 4
+    q_bytes = 2 * dm * TP * 4 + 2 * TILE * 4
+    smem = 2 * TILE * dm * 4 + max(GROUPS * q_bytes, 2 * (GROUPS - 1) * TILE * dm * 4)
     k = kernel("dkdv", dm, BWD_PARAMS, smem)
     P = load_params(k, BWD_PARAMS, ("dout", "q", "k", "v", "o", "lse", "ga", "gb"))
-    x = Ctx(k, P, dm)
+    x = Ctx(k, P, dm, GROUPS)
     s_k = x.base
     s_v = k.r("add.u32", x.base, x.tile_rows)
-    s_q = k.r("add.u32", s_v, x.tile_rows)
+    s_q = x.group_buffers(k.r("add.u32", s_v, x.tile_rows), q_bytes)
     s_do = k.r("add.u32", s_q, x.tile_t)
     s_l = k.r("add.u32", s_do, x.tile_t)      # LSE of the tile's queries
     s_d = k.r("add.u32", s_l, TILE * 4)       # rowsum(dO o O) of the tile's queries
-    x.load(s_k, P["k"], P["ldk"], x.blk0, False)
-    x.load(s_v, P["v"], P["ldv"], x.blk0, False)
+    x.load(s_k, P["k"], P["ldk"], x.blk0, False, whole_cta=True)
+    x.load(s_v, P["v"], P["ldv"], x.blk0, False, whole_cta=True)
+    k.op("bar.sync 0")
     keys = [k.r("add.u32", x.blk0, k.r("add.u32", k.r("shl.b32", x.warp, 3), r)) for r in range(RW)]
     # query tiles: from blk0/32 when causal (queries i >= key), else 0
-    t = k.r("selp.b32", k.r("mov.u32", "%ctaid.x"), 0, x.causal)
+    t = k.r("add.u32", k.r("selp.b32", k.r("mov.u32", "%ctaid.x"), 0, x.causal), x.group)
     ntiles = k.r("shr.u32", k.r("add.u32", P["seq"], TILE - 1), 5)
     dk, dv = x.zeros(), x.zeros()
     loop, end = k.label("q"), k.label("q_end")
@@ -348,7 +482,7 @@ def dkdv(dm):
         off = k.r("shl.b32", qi, 2)
         k.op("@%s st.shared.f32 [%s], %s" % (lead, k.r("add.u32", s_l, off), lv))
         k.op("@%s st.shared.f32 [%s], %s" % (lead, k.r("add.u32", s_d, off), dsum))
-    k.op("bar.sync 0")
+    x.sync_group()
     s, dp = x.dots([(s_k, s_q), (s_v, s_do)])
     query = k.r("add.u32", q0, x.lane)
     qin = k.p("setp.lt.u32", query, P["seq"])
@@ -364,12 +498,16 @@ def dkdv(dm):
         k.op("mul.f32 %s, %s, %s" % (dp[r], dp[r], s[r]))
     x.accumulate(dv, s, s_do)
     x.accumulate(dk, dp, s_q)
-    k.op("bar.sync 0")
-    k.op("add.u32 %s, %s, 1" % (t, t))
+    x.sync_group()
+    k.op("add.u32 %s, %s, %d" % (t, t, GROUPS))
     k.op("bra.uni %s" % loop)
     k.place(end)
+    lead = x.merge_sums([dk, dv], k.r("add.u32", s_v, x.tile_rows))
+    done = k.label("not_group0")
+    k.op("@!%s bra.uni %s" % (lead, done))
     x.store(dk, P["ga"], P["ldga"], x.blk0, scale=P["scale"])
     x.store(dv, P["gb"], P["ldgb"], x.blk0)
+    k.place(done)
     k.op("ret")
     return k.text()
 

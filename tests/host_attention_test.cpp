@@ -329,7 +329,7 @@ TEST_F(FakeAttention, KaioF32FlashOpsPickTheirKernelsAndRejectBadViews) {
   Launch l = last_launch();
   EXPECT_EQ(l.name, "kaio_attn_f32_fwd_d128");  // D 100 runs on the D <= 128 kernel
   EXPECT_EQ(l.grid[0], 4u);                     // ceil(100 / 32)
-  EXPECT_EQ(l.block[0], 128u);
+  EXPECT_EQ(l.block[0], 256u);  // two groups of 4 warps
   EXPECT_EQ(param<uint32_t>(9), 100u);   // seq
   EXPECT_EQ(param<uint32_t>(10), 100u);  // dim
   EXPECT_FLOAT_EQ(param<float>(11), static_cast<float>(1.0 / std::sqrt(100.0)));

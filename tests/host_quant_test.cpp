@@ -96,8 +96,7 @@ TEST_F(FakeQuant, Int4DecodeKernelByRowsAndFusedQkvIsOneLaunch) {
                {9, 96, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16_g128", 1},
                {16, 224, 128, KAIO_DTYPE_BF16, "kaio_int4_gemv_bf16_m16_g128_w8", 1},  // 7 CTAs
                {16, 416, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16_g128_w4s2", 1},  // 13 CTAs
-               {16, 96, 64, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16", 1},
-               {40, 96, 128, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16_g128_w4", 3}};  // any M
+               {16, 96, 64, KAIO_DTYPE_F16, "kaio_int4_gemv_f16_m16", 1}};
   for (const auto &cs : cases) {
     const int64_t n = cs.n;
     kaio_matmul_int4_desc d;
@@ -154,29 +153,118 @@ TEST_F(FakeQuant, Int8QkvIsOneLaunchOverThreeWeightSets) {
   EXPECT_EQ(l.grid[2], 1u);
 }
 
-TEST_F(FakeQuant, Int4OpHandleAtPrefillDequantizesThenRunsTheMatmul) {
-  const int64_t m = 64, k = 256, n = 96;
+// M > 16 on the fake sm_90: one launch of the wgmma kernel for one-shot calls
+// and op handles alike, no workspace; X and qweight as TMA maps.
+TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
+  const int64_t m = 40, k = 256, n = 136;
   kaio_matmul_int4_desc d;
   KT_OK(kaio_matmul_int4_desc_init(&d, sizeof d));
-  d.m = m;
+  d.in_dtype = KAIO_DTYPE_BF16;
+  d.out_dtype = KAIO_DTYPE_BF16;
+  d.group_size = 64;
+  kaio_tensor a = at(0, KAIO_DTYPE_BF16, m, k), qw = at(1, KAIO_DTYPE_U32, k / 8, n),
+              qz = at(2, KAIO_DTYPE_U32, k / 64, n / 8), sc = at(3, KAIO_DTYPE_BF16, k / 64, n),
+              c = at(4, KAIO_DTYPE_BF16, m, n);
+  KT_OK(kaio_matmul_int4(s(), &a, &qw, &qz, &sc, &c, &d));
+  Launch l = last_launch();
+  EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16");
+  EXPECT_EQ(l.grid[0], 2u);  // ceil(136 / 128) weight columns
+  EXPECT_EQ(l.grid[1], 1u);  // ceil(40 / 256) rows
+  EXPECT_EQ(l.block[0], 384u);
+  struct Record {
+    uint64_t address, dim0, dim1, stride, box, flags, rest[10];
+  };
+  const uint64_t base = kaio_buffer_device_ptr(buf_.get());
+  Record rx = launch_param<Record>(0), rq = launch_param<Record>(1);
+  EXPECT_EQ(rx.address, base);
+  EXPECT_EQ(rx.dim0, uint64_t{k});
+  EXPECT_EQ(rx.dim1, uint64_t{m});
+  EXPECT_EQ(rx.box, 64u | (uint64_t{256} << 32));
+  EXPECT_EQ((rx.flags >> 8) & 0xFF, 3u);  // 128-byte swizzle
+  EXPECT_EQ(rq.address, base + (1 << 16));
+  EXPECT_EQ(rq.dim0, uint64_t{n});
+  EXPECT_EQ(rq.dim1, uint64_t{k / 8});
+  EXPECT_EQ(rq.box, 128u | (uint64_t{8} << 32));
+  EXPECT_EQ(rq.flags & 0xFF, 2u);         // UINT32
+  EXPECT_EQ((rq.flags >> 8) & 0xFF, 0u);  // no swizzle
+  EXPECT_EQ(launch_param<uint64_t>(2), base + (4 << 16));  // C
+  EXPECT_EQ(launch_param<uint64_t>(4), base + (3 << 16));  // scales
+  EXPECT_EQ(launch_param<uint64_t>(6), base + (2 << 16));  // qzeros
+  EXPECT_EQ(launch_param<uint32_t>(8), uint32_t{m});
+  EXPECT_EQ(launch_param<uint32_t>(9), uint32_t{n});
+  EXPECT_EQ(launch_param<uint32_t>(10), uint32_t{k});
+  EXPECT_EQ(launch_param<uint32_t>(11), 64u);
+  EXPECT_EQ(launch_param<uint32_t>(14), static_cast<uint32_t>(KAIO_DTYPE_BF16));
+  KT_OK(kaio_matmul_int4(s(), &a, &qw, nullptr, &sc, &c, &d));
+  EXPECT_EQ(launch_param<uint64_t>(6), 0u) << "no qzeros";
+
+  d.m = 64;
   d.n = n;
   d.k = k;
-  d.group_size = 64;
   unsigned long long allocs = kt::fake().live_allocations();
   kaio_op *op = nullptr;
   KT_OK(kaio_op_create_matmul_int4(&op, dev_.get(), &d));
   kt::Op guard(op);
-  EXPECT_EQ(kt::fake().live_allocations(), allocs + 1) << "the op owns its workspace";
-  kaio_tensor t[5] = {at(0, KAIO_DTYPE_F16, m, k), at(1, KAIO_DTYPE_U32, k / 8, n), {},
-                      at(2, KAIO_DTYPE_F16, k / 64, n), at(3, KAIO_DTYPE_F32, m, n)};
+  EXPECT_EQ(kt::fake().live_allocations(), allocs) << "no workspace on sm_90";
+  kaio_tensor t[5] = {at(0, KAIO_DTYPE_BF16, 64, k), qw, {}, sc, at(4, KAIO_DTYPE_BF16, 64, n)};
   unsigned long long before = kt::fake().launch_count();
-  KT_OK(kaio_op_launch(op, stream_.get(), t, 5));
-  KT_OK(kaio_op_launch(op, stream_.get(), t, 5));
-  EXPECT_EQ(kt::fake().launch_count(), before + 4);
-  EXPECT_EQ(kt::fake().live_allocations(), allocs + 1) << "launches must not allocate";
-  EXPECT_NE(last_launch().name.find("kaio_matmul_"), std::string::npos);
-  guard.reset();
-  EXPECT_EQ(kt::fake().live_allocations(), allocs);
+  KT_OK(kaio_op_launch(op, s(), t, 5));
+  EXPECT_EQ(kt::fake().launch_count(), before + 1);
+  EXPECT_EQ(last_launch().name, "kaio_int4_mm_sm90_bf16");
+}
+
+// Before sm_90: op handles with M > 16 dequantize into a workspace they own,
+// then run the matmul; one-shot calls run the decode kernel over row tiles.
+// Runs in a child (threadsafe death test: a fresh process) with compute
+// capability 8.0; exits 0 when all holds, else with the failed check's code.
+[[noreturn]] void int4_prefill_before_sm90() {
+    setenv("KAIO_FAKE_CC", "80", 1);
+    kt::Device dev = kt::open_device(0);
+    kt::Stream stream = kt::make_stream(dev.get());
+    kt::Buffer buf = kt::make_buffer(dev.get(), 1 << 22);
+    auto at = [&](int slot, kaio_dtype dt, int64_t rows, int64_t cols) {
+      kaio_tensor t = kaio_tensor_2d(buf.get(), dt, rows, cols);
+      t.offset_bytes = static_cast<uint64_t>(slot) << 16;
+      return t;
+    };
+    const int64_t m = 64, k = 256, n = 96;
+    kaio_matmul_int4_desc d;
+    if (kaio_matmul_int4_desc_init(&d, sizeof d) != KAIO_OK) std::_Exit(2);
+    d.group_size = 64;
+    kaio_tensor t[5] = {at(0, KAIO_DTYPE_F16, m, k), at(1, KAIO_DTYPE_U32, k / 8, n), {},
+                        at(2, KAIO_DTYPE_F16, k / 64, n), at(3, KAIO_DTYPE_F32, m, n)};
+    char name[128] = {0};
+    unsigned grid[3], block[3], shared;
+    if (kaio_matmul_int4(stream.get(), &t[0], &t[1], nullptr, &t[3], &t[4], &d) != KAIO_OK)
+      std::_Exit(3);
+    if (kt::fake().last_launch(name, sizeof name, grid, block, &shared) != 0 ||
+        std::string(name) != "kaio_int4_gemv_f16_m16" || grid[2] != 4)
+      std::_Exit(4);  // one-shot: the decode kernel, ceil(64 / 16) row tiles
+    d.m = m;
+    d.n = n;
+    d.k = k;
+    const unsigned long long allocs = kt::fake().live_allocations();
+    kaio_op *op = nullptr;
+    if (kaio_op_create_matmul_int4(&op, dev.get(), &d) != KAIO_OK) std::_Exit(5);
+    if (kt::fake().live_allocations() != allocs + 1) std::_Exit(6);  // the workspace
+    const unsigned long long before = kt::fake().launch_count();
+    if (kaio_op_launch(op, stream.get(), t, 5) != KAIO_OK ||
+        kaio_op_launch(op, stream.get(), t, 5) != KAIO_OK)
+      std::_Exit(7);
+    if (kt::fake().launch_count() != before + 4) std::_Exit(8);
+    if (kt::fake().live_allocations() != allocs + 1) std::_Exit(9);  // launches allocate nothing
+    if (kt::fake().last_launch(name, sizeof name, grid, block, &shared) != 0 ||
+        std::string(name).find("kaio_matmul_") != 0)
+      std::_Exit(10);
+    kaio_op_destroy(op);
+    if (kt::fake().live_allocations() != allocs) std::_Exit(11);
+    std::_Exit(0);
+}
+
+TEST(FakeQuantSm80, Int4PrefillDequantizesThenRunsTheMatmul) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  if (!kt::on_fake_driver()) GTEST_SKIP() << "needs the fake driver: run through `meson test`";
+  EXPECT_EXIT(int4_prefill_before_sm90(), ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(FakeQuant, RepackTransposesKaioStorage) {

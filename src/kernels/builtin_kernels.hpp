@@ -25,6 +25,7 @@ enum class ModuleId : int {
   attention_f32,
   attention_fwd_sm90,
   attention_bwd_sm90,
+  quant_int4_sm90,
   count
 };
 
@@ -228,7 +229,9 @@ enum class ModuleId : int {
   X(attn_bwd_dkdv_sm90_f16_d64, attention_bwd_sm90, "kaio_attn_bwd_dkdv_sm90_f16_d64") \
   X(attn_bwd_dkdv_sm90_f16_d128, attention_bwd_sm90, "kaio_attn_bwd_dkdv_sm90_f16_d128") \
   X(attn_bwd_dkdv_sm90_bf16_d64, attention_bwd_sm90, "kaio_attn_bwd_dkdv_sm90_bf16_d64") \
-  X(attn_bwd_dkdv_sm90_bf16_d128, attention_bwd_sm90, "kaio_attn_bwd_dkdv_sm90_bf16_d128")
+  X(attn_bwd_dkdv_sm90_bf16_d128, attention_bwd_sm90, "kaio_attn_bwd_dkdv_sm90_bf16_d128") \
+  X(int4_mm_sm90_f16, quant_int4_sm90, "kaio_int4_mm_sm90_f16") \
+  X(int4_mm_sm90_bf16, quant_int4_sm90, "kaio_int4_mm_sm90_bf16")
 // clang-format on
 
 enum class KernelId : int {
@@ -247,9 +250,9 @@ struct BuiltinKernel {
 // `// kaio-shared-bytes: <entry> <bytes>`,
 // `// kaio-launch: <entry> block=<threads> cols_per_block=<columns>` and
 // `// kaio-tma: <entry> <param> ... box=<inner>,<outer> ...`: box_a is the
-// box of the entry's first tensor map (tmap_a, or the attention kernels'
-// tmap_q, whose box tmap_do shares), box_b of its second (tmap_b, or tmap_k,
-// whose box tmap_v shares).
+// box of the entry's first tensor map (tmap_a; the attention kernels' tmap_q,
+// whose box tmap_do shares; the int4 kernel's tmap_x), box_b of its second
+// (tmap_b; tmap_k, whose box tmap_v shares; tmap_qw).
 // Read once, when the kernel is resolved, so launches never parse PTX.
 struct BuiltinFunction {
   cu::CUfunction function = nullptr;

@@ -91,9 +91,9 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
   r.block = static_cast<unsigned>(annotation_value(launch, "block", 0));
   r.cols_per_block = static_cast<unsigned>(annotation_value(launch, "cols_per_block", 0));
   const std::string entry = k.name;
-  for (const char *first : {" tmap_a", " tmap_q"})
+  for (const char *first : {" tmap_a", " tmap_q", " tmap_x"})
     annotation_pair(ptx_annotation(ptx, "tma", (entry + first).c_str()), "box", r.box_a);
-  for (const char *second : {" tmap_b", " tmap_k"})
+  for (const char *second : {" tmap_b", " tmap_k", " tmap_qw"})
     annotation_pair(ptx_annotation(ptx, "tma", (entry + second).c_str()), "box", r.box_b);
   slot.store(f, std::memory_order_release);  // publishes resolved_[index]
   *out = resolved_[index];

@@ -56,19 +56,12 @@ kaio_status resolve(const char *caller, kaio_device *device, KernelId id, OpPlan
   return KAIO_OK;
 }
 
-// The sm_90a forward runs on compute capability 9.0 exactly, with a driver
-// that encodes tensor maps.
-bool sm90_device(const kaio_device *device) {
-  return device->info.cc_major == 9 && device->info.cc_minor == 0 &&
-         device->api->cuTensorMapEncodeTiled != nullptr;
-}
-
 // SM90 (checked against the device above), or AUTO where the sm_90a
 // kernels exist: head dims 64 and 128 on compute capability 9.0.
 bool uses_sm90(const kaio_attention_desc &d, const kaio_device *device) {
   return d.variant == KAIO_ATTENTION_SM90 ||
          (d.variant == KAIO_ATTENTION_AUTO && dim_index(kSm90Dims, 2, d.head_dim) >= 0 &&
-          sm90_device(device));
+          sm90a_device(device));
 }
 
 unsigned blocks(int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); }
@@ -213,7 +206,7 @@ kaio_status plan_attention(const char *caller, kaio_device *device,
   plan->causal_off = d.mask == KAIO_ATTENTION_CAUSAL ? static_cast<int32_t>(d.seq_k - d.seq_q) : 0;
   const int dt = d.dtype == KAIO_DTYPE_BF16 ? 1 : 0;
   const unsigned bh = static_cast<unsigned>(d.batch * d.heads_q);
-  if (d.variant == KAIO_ATTENTION_SM90 && !sm90_device(device))
+  if (d.variant == KAIO_ATTENTION_SM90 && !sm90a_device(device))
     return fail(KAIO_ERROR_UNSUPPORTED_ARCH,
                 "%s: desc->variant is KAIO_ATTENTION_SM90 but device %d has compute capability "
                 "%d.%d (or a driver without cuTensorMapEncodeTiled); that variant needs exactly "

@@ -94,8 +94,7 @@ KernelId kernel_for(const OpPlan &plan, const TileFamily &family) {
 bool sm90_applies(const kaio_device *device, const OpPlan &plan) {
   const MatmulParams &p = plan.matmul;
   // sm_90a code runs on compute capability 9.0 exactly.
-  return p.variant == KAIO_MATMUL_AUTO && device->info.cc_major == 9 &&
-         device->info.cc_minor == 0 && device->api->cuTensorMapEncodeTiled != nullptr;
+  return p.variant == KAIO_MATMUL_AUTO && sm90a_device(device);
 }
 
 kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *plan) {

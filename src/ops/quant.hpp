@@ -27,7 +27,11 @@ struct QuantPlan {
   kaio_int4_format format = KAIO_INT4_GPTQ;
   uint32_t zeros_offset = 0;
   OpPlan kernel;                              // the int8 kernel or the int4 decode kernel
-  // int4 prefill (op handles, M > 16): dequantize into workspace, then matmul.
+  // int4 with M > 16 on sm_90a: one kernel that dequantizes in registers for
+  // wgmma (ptx/gen_quant_int4_sm90.py), no workspace; kernel is that kernel.
+  bool fused = false;
+  // int4 prefill elsewhere (op handles, M > 16): dequantize into workspace,
+  // then matmul.
   bool prefill = false;
   OpPlan dequant;
   OpPlan matmul;

@@ -6,18 +6,30 @@ namespace kaio {
 namespace {
 
 // cuTensorMapEncodeTiled enums (values fixed by the driver ABI).
-constexpr int kTmaUint8 = 0, kTmaFloat16 = 6, kTmaBfloat16 = 9;
-constexpr int kInterleaveNone = 0, kSwizzle128 = 3, kL2Promote128 = 2, kOobZeroFill = 0;
+constexpr int kTmaUint8 = 0, kTmaUint32 = 2, kTmaFloat16 = 6, kTmaBfloat16 = 9;
+constexpr int kInterleaveNone = 0, kSwizzleNone = 0, kSwizzle128 = 3, kL2Promote128 = 2,
+              kOobZeroFill = 0;
 
 }  // namespace
 
 int tma_dtype_of(kaio_dtype dtype) {
-  return dtype == KAIO_DTYPE_BF16 ? kTmaBfloat16 : dtype == KAIO_DTYPE_F16 ? kTmaFloat16 : kTmaUint8;
+  switch (dtype) {
+    case KAIO_DTYPE_BF16: return kTmaBfloat16;
+    case KAIO_DTYPE_F16: return kTmaFloat16;
+    case KAIO_DTYPE_U32:
+    case KAIO_DTYPE_I32: return kTmaUint32;
+    default: return kTmaUint8;
+  }
+}
+
+bool sm90a_device(const kaio_device *device) {
+  return device->info.cc_major == 9 && device->info.cc_minor == 0 &&
+         device->api->cuTensorMapEncodeTiled != nullptr;
 }
 
 kaio_status encode_tensor_map(const char *caller, const kaio_device *device,
                               const CheckedView &v, kaio_dtype dtype, const unsigned box[2],
-                              TensorMap *out) {
+                              TensorMap *out, bool swizzle) {
   const int tma_dtype = tma_dtype_of(dtype);
   unsigned long long dims[2] = {static_cast<unsigned long long>(v.cols),
                                 static_cast<unsigned long long>(v.rows)};
@@ -26,7 +38,8 @@ kaio_status encode_tensor_map(const char *caller, const kaio_device *device,
   unsigned element_strides[2] = {1, 1};
   cu::CUresult r = device->api->cuTensorMapEncodeTiled(
       out, tma_dtype, 2, reinterpret_cast<void *>(v.address), dims, strides, box,
-      element_strides, kInterleaveNone, kSwizzle128, kL2Promote128, kOobZeroFill);
+      element_strides, kInterleaveNone, swizzle ? kSwizzle128 : kSwizzleNone, kL2Promote128,
+      kOobZeroFill);
   if (r) return fail_driver(r, caller, "cuTensorMapEncodeTiled");
   return KAIO_OK;
 }

@@ -13,14 +13,18 @@ struct alignas(64) TensorMap {
   unsigned long long opaque[16];
 };
 
-// A row-major view as a 2-D map with a 128-byte swizzle, as the kernels'
-// `// kaio-tma:` lines describe: dim 0 is the view's columns (the contiguous
-// one), dim 1 its rows; out-of-bounds elements read as zeros. dtype F16,
-// BF16, or I8 (encoded as UINT8: TMA moves bytes). The device's context
-// must be current.
+// Whether the device runs the sm_90a kernels: compute capability 9.0
+// exactly (sm_90a code runs nowhere else) and a driver that encodes maps.
+bool sm90a_device(const kaio_device *device);
+
+// A row-major view as a 2-D map, as the kernels' `// kaio-tma:` lines
+// describe: dim 0 is the view's columns (the contiguous one), dim 1 its rows;
+// out-of-bounds elements read as zeros; a 128-byte swizzle unless swizzle is
+// false. dtype F16, BF16, U32 or I32 (encoded as UINT32), or I8 (UINT8: TMA
+// moves bytes). The device's context must be current.
 kaio_status encode_tensor_map(const char *caller, const kaio_device *device,
                               const CheckedView &v, kaio_dtype dtype, const unsigned box[2],
-                              TensorMap *out);
+                              TensorMap *out, bool swizzle = true);
 
 // A BSHD tensor's rank-2 view [B·S, H·D] as a 4-D map {D, H, S, B} with a
 // 128-byte swizzle and box {box[0], 1, box[1], 1}: one head's box[1] rows.

@@ -5,7 +5,9 @@ registers straight into wgmma, no dequantized copy in memory.
     python3 ptx/gen_quant_int4_sm90.py          # write ptx/quant_int4_sm90.ptx
     python3 ptx/gen_quant_int4_sm90.py --check  # exit 1 if the committed file is stale
 
-Kernels: kaio_int4_mm_sm90_<dt>, dt in {f16, bf16} (activations and scales).
+Kernels: kaio_int4_mm_sm90_<dt>_m<BM>, dt in {f16, bf16} (activations and
+scales), BM in {256, 128} activation rows per CTA (the host takes 128 when
+256 would leave SMs idle).
 C [M, N] = X [M, K] * W [K, N], W in the GPTQ layout of ptx/gen_quant_int4.py
 (qweight u32 [K/8, N], qzeros u32 [K/g, N/8] or none (zero 8), scales dt
 [K/g, N]), dequantized exactly as there: ((q ^ xmask) - (z + zoff)) rounded
@@ -13,11 +15,11 @@ once after the multiply by the scale, f32 accumulation.  The kernel computes
 C^T = W^T X^T: the dequantized weight is wgmma's A operand, in registers, for
 64 columns of W per consumer warpgroup; X is B, from shared memory.
 
-  // kaio-tma: <entry> tmap_x rank=2 dims=K,M box=64,128 swizzle=128 dtype=<dt>
+  // kaio-tma: <entry> tmap_x rank=2 dims=K,M box=64,<BM> swizzle=128 dtype=<dt>
   // kaio-tma: <entry> tmap_qw rank=2 dims=N,K/8 box=128,8 swizzle=none dtype=u32
       Out-of-bounds elements read as zeros (the M, N and K tails).
   // kaio-launch: <entry> block=384 cols_per_block=128
-      grid (ceil(N / 128), ceil(M / 256)).
+      grid (ceil(N / 128), ceil(M / BM)), BM the tmap_x box's rows.
   Params: tmap_x, tmap_qw (.param .align 64 .b8 [128]), u64 c, ldc, sc,
   ldsc, qz (0: no qzeros, every zero 8), ldqz (row strides in elements),
   u32 m, n, k, group (g; K for one group per column), xmask, zoff,
@@ -42,8 +44,9 @@ Design
     rounds once.  A whole K step's registers (16) are built at once, in two
     sets: the four wgmma of step i run (one commit group) while step i+1's
     set is built; wait_group 1 then frees step i-1's set and its stage.
-  * Epilogue straight from the accumulators (element (n, m) of C^T is
-    C[m][n]): lanes of a quad hold 8 consecutive n, element stores.
+  * Epilogue: element (n, m) of C^T is C[m][n]; each warpgroup transposes
+    its tile through the drained stages and stores 16-byte chunks along C's
+    rows (element stores when C is not 16-byte aligned).
 """
 
 import os
@@ -56,7 +59,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUTPUT = "quant_int4_sm90.ptx"
 SMEM = "kaio_int4_90_smem"
 BN = 128            # weight columns per CTA (64 per consumer warpgroup)
-BM = 256            # activation rows per CTA (wgmma N)
+BMS = (256, 128)    # activation rows per CTA (wgmma N): the wide tile, and the
+                    # narrow one for grids that would leave SMs idle
 BK = 64             # K per stage
 STAGES = 4
 PROD_REGS, CONS_REGS = 24, 240
@@ -75,12 +79,19 @@ SCALARS = [(".u64", "c"), (".u64", "ldc"), (".u64", "sc"), (".u64", "ldsc"), (".
            (".u64", "ldqz"), (".u32", "m"), (".u32", "n"), (".u32", "k"), (".u32", "group"),
            (".u32", "xmask"), (".u32", "zoff"), (".u32", "out_dtype")]
 
-X_BYTES = BM * 128                  # 64 k of BM rows, 128 B each
 QW_BYTES = (BK // 8) * BN * 4       # 8 packed rows of 128 words
 X_OFF = 0
-QW_OFF = STAGES * X_BYTES
-BAR_OFF = QW_OFF + STAGES * QW_BYTES
-SHARED = BAR_OFF + 16 * STAGES + 1024
+
+
+class Tile:
+    """Shared-memory layout for bm activation rows per CTA."""
+
+    def __init__(self, bm):
+        self.bm = bm
+        self.x_bytes = bm * 128                     # 64 k of bm rows, 128 B each
+        self.qw_off = STAGES * self.x_bytes
+        self.bar_off = self.qw_off + STAGES * QW_BYTES
+        self.shared = self.bar_off + 16 * STAGES + 1024
 
 
 def tma2d(k, dst, tmap, c0, c1, bar):
@@ -88,7 +99,7 @@ def tma2d(k, dst, tmap, c0, c1, bar):
          " [%s], [%s, {%s, %s}], [%s]" % (dst, tmap, c0, c1, bar))
 
 
-def producer(k, P, base, bars, n0, m0, nsteps, exit_):
+def producer(k, T, P, base, bars, n0, m0, nsteps, exit_):
     k.op("setmaxnreg.dec.sync.aligned.u32 %d" % PROD_REGS)
     tid = k.r("mov.u32", "%tid.x")
     k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), exit_))
@@ -106,9 +117,9 @@ def producer(k, P, base, bars, n0, m0, nsteps, exit_):
     off8 = k.r("shl.b32", s, 3)
     k.wait(k.r("add.u32", k.r("add.u32", bars, 8 * STAGES), off8), k.r("xor.b32", ph, 1), "p_empty")
     full = k.r("add.u32", bars, off8)
-    k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %d" % (full, X_BYTES + QW_BYTES))
-    tma2d(k, k.r("mad.lo.u32", s, X_BYTES, k.r("add.u32", base, X_OFF)), maps["tmap_x"], k0, m0, full)
-    tma2d(k, k.r("mad.lo.u32", s, QW_BYTES, k.r("add.u32", base, QW_OFF)), maps["tmap_qw"], n0,
+    k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %d" % (full, T.x_bytes + QW_BYTES))
+    tma2d(k, k.r("mad.lo.u32", s, T.x_bytes, k.r("add.u32", base, X_OFF)), maps["tmap_x"], k0, m0, full)
+    tma2d(k, k.r("mad.lo.u32", s, QW_BYTES, k.r("add.u32", base, T.qw_off)), maps["tmap_qw"], n0,
           k.r("shr.u32", k0, 3), full)
     advance_ring(k, s, ph, STAGES)
     k.op("add.u32 %s, %s, 1" % (it, it))
@@ -116,7 +127,7 @@ def producer(k, P, base, bars, n0, m0, nsteps, exit_):
     k.op("bra.uni %s" % exit_)
 
 
-def consumer(k, P, dt, base, bars, n0, m0, nsteps, exit_):
+def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, exit_):
     k.op("setmaxnreg.inc.sync.aligned.u32 %d" % CONS_REGS)
     tid = k.r("mov.u32", "%tid.x")
     cw = k.r("sub.u32", k.r("shr.u32", tid, 7), 1)
@@ -162,18 +173,18 @@ def consumer(k, P, dt, base, bars, n0, m0, nsteps, exit_):
 
     nxt = {(r, ci, x): k.reg("r") for r in range(2) for ci in range(2) for x in range(2)}
     cur = {key: k.reg("r") for key in nxt}
-    acc = k.regs("f", BM // 2)
+    acc = k.regs("f", T.bm // 2)
     # A registers of a whole K step (4 per k16 step), two sets: the wgmma of
     # step i reads set i % 2 while set (i + 1) % 2 is built for step i + 1
     areg = [k.regs("r", 4 * (BK // 16)), k.regs("r", 4 * (BK // 16))]
-    op = "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s" % (BM, dt, dt)
+    op = "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s" % (T.bm, dt, dt)
     empty = k.r("add.u32", bars, 8 * STAGES)
 
     def build(step_s, step_ph, a):
         """Waits for the stage of a step and dequantizes its weights into a,
         with the scales and zeros in cur."""
         k.wait(k.r("add.u32", bars, k.r("shl.b32", step_s, 3)), step_ph, "c_full")
-        qws = k.r("mad.lo.u32", step_s, QW_BYTES, k.r("add.u32", base, QW_OFF))
+        qws = k.r("mad.lo.u32", step_s, QW_BYTES, k.r("add.u32", base, T.qw_off))
         sc2, zm2 = {}, {}
         for r in range(2):
             for ci in range(2):
@@ -212,7 +223,7 @@ def consumer(k, P, dt, base, bars, n0, m0, nsteps, exit_):
         # the loop body twice, so that the register sets alternate statically
         a, b = areg[half], areg[1 - half]
         k.op("wgmma.fence.sync.aligned")
-        xs = k.r("mad.lo.u32", s, X_BYTES, k.r("add.u32", base, X_OFF))
+        xs = k.r("mad.lo.u32", s, T.x_bytes, k.r("add.u32", base, X_OFF))
         lo = k.r("or.b32", k.r("shr.u32", xs, 4), (16 >> 4) << 16)
         xdesc = k.reg("rd")
         k.op("mov.b64 %s, {%s, %s}" % (xdesc, lo, k.r("mov.b32", (1024 >> 4) | (1 << 30))))
@@ -237,23 +248,73 @@ def consumer(k, P, dt, base, bars, n0, m0, nsteps, exit_):
     k.op("wgmma.wait_group.sync.aligned 0")
     last = k.r("selp.b32", STAGES - 1, k.r("sub.u32", s, 1), k.p("setp.eq.u32", s, 0))
     k.op("@%s mbarrier.arrive.shared::cta.b64 _, [%s]" % (lane0, k.r("add.u32", empty, k.r("shl.b32", last, 3))))
-    epilogue(k, P, acc, n0, m0, cols, t)
+    epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp)
     k.op("bra.uni %s" % exit_)
 
 
-def epilogue(k, P, acc, n0, m0, cols, t):
+def epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp):
     """acc[4j + v]: C^T row (weight column) cols[v >> 1], column (activation
-    row) m0 + 8j + 2t + (v & 1): stores to C[m][n] under m < M, n < N."""
-    k.note("epilogue: C[m][n] = acc, element stores, any out dtype")
+    row) m0 + 8j + 2t + (v & 1), i.e. C[m][n].  When C's start and row
+    stride are 16-byte aligned the warpgroup transposes its 64 columns x bm
+    rows through shared memory (the drained stages) and stores 16-byte
+    chunks along rows; otherwise element stores under m < M, n < N."""
     is32 = k.p("setp.eq.u32", P["out_dtype"], 1)
     is16 = k.p("setp.eq.u32", P["out_dtype"], 2)
     sh = k.r("selp.b32", 2, 1, is32)
+    ldb = k.rd("shl.b64", P["ldc"], sh)
+    done, slow = k.label("stored"), k.label("slow_store")
+    aligned = k.p("setp.eq.u64", k.rd("and.b64", k.rd("or.b64", P["c"], ldb), 15), 0)
+    k.op("@!%s bra.uni %s" % (aligned, slow))
+    k.note("both consumer warpgroups are past their last wgmma: the stages are free")
+    k.op("bar.sync 1, 256")
+    for esize, name in ((4, "f32"), (2, "b16")):
+        other = k.label("not_" + name)
+        k.op("@%s bra.uni %s" % (k.p("not.pred", is32) if esize == 4 else is32, other))
+        pitch = 64 * esize + 16                  # padded: the 4 rows a quad writes hit 4 bank groups
+        scratch = k.r("mad.lo.u32", cw, T.bm * pitch, base)
+        nl = k.r("add.u32", k.r("shl.b32", warp, 4), k.r("shr.u32", k.r("mov.u32", "%laneid"), 2))
+        wbase = k.r("add.u32", scratch, k.r("add.u32", k.r("mul.lo.u32", k.r("shl.b32", t, 1), pitch),
+                                              k.r("mul.lo.u32", nl, esize)))
+        for j in range(T.bm // 8):
+            for e in range(2):
+                for h in range(2):
+                    v = acc[4 * j + 2 * h + e]
+                    off = (8 * j + e) * pitch + 8 * h * esize
+                    if esize == 4:
+                        k.op("st.shared.f32 [%s+%d], %s" % (wbase, off, v))
+                    else:
+                        hv = k.reg("h")
+                        k.op("cvt.rn.bf16.f32 %s, %s" % (hv, v))
+                        k.op("@%s cvt.rn.f16.f32 %s, %s" % (is16, hv, v))
+                        k.op("st.shared.b16 [%s+%d], %s" % (wbase, off, hv))
+        k.op("bar.sync %s, 128" % k.r("add.u32", cw, 2))
+        cpr = 64 * esize // 16                   # 16-byte chunks per row
+        rows_per_pass = 128 // cpr
+        tid = k.r("and.b32", k.r("mov.u32", "%tid.x"), 127)
+        chunk = k.r("and.b32", tid, cpr - 1)
+        row = k.r("shr.u32", tid, cpr.bit_length() - 1)
+        n = k.r("add.u32", k.r("add.u32", n0, k.r("shl.b32", cw, 6)), k.r("mul.lo.u32", chunk, 16 // esize))
+        nok = k.p("setp.lt.u32", n, P["n"])
+        rbase = k.r("add.u32", scratch, k.r("add.u32", k.r("mul.lo.u32", row, pitch), k.r("shl.b32", chunk, 4)))
+        m = k.r("add.u32", m0, row)
+        gptr = k.rd("add.u64", P["c"], k.rd("add.u64", k.rd("mul.lo.u64", k.rd("cvt.u64.u32", m), ldb),
+                                             k.rd("mul.wide.u32", n, esize)))
+        step = k.rd("mul.lo.u64", ldb, rows_per_pass)
+        for ps in range(T.bm // rows_per_pass):
+            v4 = k.regs("r", 4)
+            k.op("ld.shared.v4.b32 {%s}, [%s+%d]" % (", ".join(v4), rbase, ps * rows_per_pass * pitch))
+            ok = k.p("setp.lt.and.u32", k.r("add.u32", m, ps * rows_per_pass), P["m"], nok)
+            k.op("@%s st.global.v4.b32 [%s], {%s}" % (ok, gptr, ", ".join(v4)))
+            if ps + 1 < T.bm // rows_per_pass:
+                k.op("add.u64 %s, %s, %s" % (gptr, gptr, step))
+        k.op("bra.uni %s" % done)
+        k.place(other)
+    k.place(slow)
     ns = [k.r("add.u32", n0, c) for c in cols]
     nok = [k.p("setp.lt.u32", n, P["n"]) for n in ns]
     mrow = k.r("add.u32", m0, k.r("shl.b32", t, 1))
-    ldb = k.rd("shl.b64", P["ldc"], sh)
-    base = [k.rd("add.u64", P["c"], k.rd("shl.b64", k.rd("cvt.u64.u32", n), sh)) for n in ns]
-    for j in range(BM // 8):
+    base_n = [k.rd("add.u64", P["c"], k.rd("shl.b64", k.rd("cvt.u64.u32", n), sh)) for n in ns]
+    for j in range(T.bm // 8):
         for e in range(2):
             m = k.r("add.u32", mrow, 8 * j + e)
             mok = k.p("setp.lt.u32", m, P["m"])
@@ -261,23 +322,25 @@ def epilogue(k, P, acc, n0, m0, cols, t):
             for h in range(2):
                 v = acc[4 * j + 2 * h + e]
                 ok = k.p("and.pred", mok, nok[h])
-                addr = k.rd("add.u64", base[h], roff)
+                addr = k.rd("add.u64", base_n[h], roff)
                 k.op("@%s st.global.f32 [%s], %s" % (k.p("and.pred", ok, is32), addr, v))
                 hv = k.reg("h")
                 k.op("cvt.rn.bf16.f32 %s, %s" % (hv, v))
                 k.op("@%s cvt.rn.f16.f32 %s, %s" % (is16, hv, v))
                 k.op("@%s st.global.b16 [%s], %s" % (k.p("and.pred", ok, k.p("not.pred", is32)), addr, hv))
+    k.place(done)
 
 
-def mm_kernel(dt):
-    name = "kaio_int4_mm_sm90_%s" % dt
+def mm_kernel(dt, bm):
+    name = "kaio_int4_mm_sm90_%s_m%d" % (dt, bm)
+    T = Tile(bm)
     k = Kernel()
     P = load_params(k, SCALARS, ("c", "sc"))
     tid = k.r("mov.u32", "%tid.x")
     base = k.r("and.b32", k.r("add.u32", k.r("mov.u32", SMEM), 1023), "0xFFFFFC00")
-    bars = k.r("add.u32", base, BAR_OFF)        # full[s] at + 8s, empty[s] at + 8(STAGES + s)
+    bars = k.r("add.u32", base, T.bar_off)        # full[s] at + 8s, empty[s] at + 8(STAGES + s)
     n0 = k.r("shl.b32", k.r("mov.u32", "%ctaid.x"), 7)
-    m0 = k.r("shl.b32", k.r("mov.u32", "%ctaid.y"), BM.bit_length() - 1)
+    m0 = k.r("shl.b32", k.r("mov.u32", "%ctaid.y"), bm.bit_length() - 1)
     nsteps = k.r("shr.u32", k.r("add.u32", P["k"], BK - 1), 6)
     skip = k.label("no_init")
     k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), skip))
@@ -290,23 +353,23 @@ def mm_kernel(dt):
     k.op("bar.sync 0")
     exit_, cons = k.label("exit"), k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), cons))
-    producer(k, P, base, bars, n0, m0, nsteps, exit_)
+    producer(k, T, P, base, bars, n0, m0, nsteps, exit_)
     k.place(cons)
-    consumer(k, P, dt, base, bars, n0, m0, nsteps, exit_)
+    consumer(k, T, P, dt, base, bars, n0, m0, nsteps, exit_)
     k.place(exit_)
     k.op("ret")
     doc = ("%s: C = X * dequant(W), X %s [M, K], GPTQ int4 W, f32 accumulation; %d weight columns x\n"
            "%d rows per CTA, 1 TMA producer + 2 wgmma consumer warpgroups, %d stages of K %d."
-           % (name, dt, BN, BM, STAGES, BK))
-    ann = ["// kaio-tma: %s tmap_x rank=2 dims=K,M box=64,%d swizzle=128 dtype=%s" % (name, BM, dt),
+           % (name, dt, BN, bm, STAGES, BK))
+    ann = ["// kaio-tma: %s tmap_x rank=2 dims=K,M box=64,%d swizzle=128 dtype=%s" % (name, bm, dt),
            "// kaio-tma: %s tmap_qw rank=2 dims=N,K/8 box=%d,8 swizzle=none dtype=u32" % (name, BN),
            "// kaio-launch: %s block=384 cols_per_block=%d" % (name, BN),
-           "// kaio-shared-bytes: %s %d" % (name, SHARED)]
+           "// kaio-shared-bytes: %s %d" % (name, T.shared)]
     return k.entry_text(name, doc, ann, MAPS + SCALARS, [".maxntid 384, 1, 1", ".minnctapersm 1"])
 
 
 def generate():
-    return {OUTPUT: HEADER + "".join("\n" + mm_kernel(dt) for dt in ("f16", "bf16"))}
+    return {OUTPUT: HEADER + "".join("\n" + mm_kernel(dt, bm) for dt in ("f16", "bf16") for bm in BMS)}
 
 
 if __name__ == "__main__":

@@ -230,8 +230,10 @@ enum class ModuleId : int {
   X(attn_bwd_dkdv_sm90_f16_d128, attention_bwd_sm90, "kaio_attn_bwd_dkdv_sm90_f16_d128") \
   X(attn_bwd_dkdv_sm90_bf16_d64, attention_bwd_sm90, "kaio_attn_bwd_dkdv_sm90_bf16_d64") \
   X(attn_bwd_dkdv_sm90_bf16_d128, attention_bwd_sm90, "kaio_attn_bwd_dkdv_sm90_bf16_d128") \
-  X(int4_mm_sm90_f16, quant_int4_sm90, "kaio_int4_mm_sm90_f16") \
-  X(int4_mm_sm90_bf16, quant_int4_sm90, "kaio_int4_mm_sm90_bf16")
+  X(int4_mm_sm90_f16_m256, quant_int4_sm90, "kaio_int4_mm_sm90_f16_m256") \
+  X(int4_mm_sm90_f16_m128, quant_int4_sm90, "kaio_int4_mm_sm90_f16_m128") \
+  X(int4_mm_sm90_bf16_m256, quant_int4_sm90, "kaio_int4_mm_sm90_bf16_m256") \
+  X(int4_mm_sm90_bf16_m128, quant_int4_sm90, "kaio_int4_mm_sm90_bf16_m128")
 // clang-format on
 
 enum class KernelId : int {

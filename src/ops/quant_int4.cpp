@@ -149,9 +149,20 @@ kaio_status check_output(const char *caller, const kaio_device *device, const Qu
 
 // M > 16 on sm_90a: the fused wgmma kernel, for op handles and one-shot
 // calls alike (it needs no workspace).
+// Waves of CTAs times rows per CTA: the 128-row tile only when it finishes in
+// fewer row-slots than the 256-row one (M = 512 at N = 4096 on 132 SMs: one
+// wave of 128 CTAs against one wave of 64 that leaves half the SMs idle).
+int64_t fused_cost(const QuantPlan &p, int64_t rows, int64_t sms) {
+  const int64_t ctas = ((p.m + rows - 1) / rows) * ((p.n[0] + 127) / 128);
+  return (ctas + sms - 1) / sms * rows;
+}
+
 kaio_status plan_fused(const char *caller, kaio_device *device, QuantPlan *p) {
-  const KernelId id = p->in_dtype == KAIO_DTYPE_BF16 ? KernelId::int4_mm_sm90_bf16
-                                                     : KernelId::int4_mm_sm90_f16;
+  const int64_t sms = device->info.sm_count;
+  const bool narrow = fused_cost(*p, 128, sms) < fused_cost(*p, 256, sms);
+  const bool bf = p->in_dtype == KAIO_DTYPE_BF16;
+  const KernelId id = bf ? (narrow ? KernelId::int4_mm_sm90_bf16_m128 : KernelId::int4_mm_sm90_bf16_m256)
+                         : (narrow ? KernelId::int4_mm_sm90_f16_m128 : KernelId::int4_mm_sm90_f16_m256);
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, id, &fn));
   if (fn.block == 0 || fn.cols_per_block == 0 || fn.box_a[0] == 0 || fn.box_b[0] == 0)

@@ -831,11 +831,14 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_int8(kaio_stream *stream, const 
  * of two >= 32 dividing K, or g = K; A 16-byte aligned with a row stride
  * that is a multiple of 8; qweight 16-byte aligned, row stride a multiple of
  * 4; scales 8-byte aligned, row stride a multiple of 4.
- * Kernels: M <= 16 (and one-shot calls) run the decode kernel, which reads
- * each weight byte once per 16 rows of A with 16-byte loads and dequantizes
- * in registers for mma.sync. Op handles with M > 16 own a K×N workspace in
- * A's dtype: each launch dequantizes into it and runs the tensor-core
- * matmul (two launches).
+ * Kernels: M <= 16 runs the decode kernel, which reads each weight byte
+ * once per 16 rows of A with 16-byte loads and dequantizes in registers for
+ * mma.sync. M > 16 on compute capability 9.0 (sm_90a): one kernel that
+ * dequantizes in registers straight into wgmma, no workspace, for one-shot
+ * calls and for op handles up to M = 1024. Otherwise op handles with M > 16
+ * own a K×N workspace in A's dtype: each launch dequantizes into it and runs
+ * the tensor-core matmul (two launches); one-shot calls run the decode
+ * kernel over tiles of 16 rows.
  *                     launch tensors: {A, qweight, qzeros, scales, C} */
 typedef int32_t kaio_int4_format;
 enum { KAIO_INT4_GPTQ = 0, KAIO_INT4_SIGNED = 1 };
@@ -854,12 +857,12 @@ typedef struct kaio_matmul_int4_desc {
 /* Defaults: f16 in, f32 out, GPTQ, group 128, zeros_offset 0. Any thread. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_int4_desc_init(kaio_matmul_int4_desc *desc,
                                                                size_t struct_size);
-/* Ownership: caller owns *out (and through it the workspace of M > 16);
- * retains device. Any thread. */
+/* Ownership: caller owns *out (and through it the workspace of M > 16 where
+ * one is used, see "Kernels" above); retains device. Any thread. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_matmul_int4(kaio_op **out,
                                                                 kaio_device *device,
                                                                 const kaio_matmul_int4_desc *desc);
-/* One-shot (decode kernel for any M); qzeros may be NULL. Borrowed views. */
+/* One-shot; allocates nothing; qzeros may be NULL. Borrowed views. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_int4(kaio_stream *stream, const kaio_tensor *a,
                                                       const kaio_tensor *qweight,
                                                       const kaio_tensor *qzeros,

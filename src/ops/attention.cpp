@@ -269,9 +269,10 @@ kaio_status run_forward_sm90(const char *caller, const kaio_device *device,
     ContextScope scope(device);
     KAIO_TRY(scope.status(caller));
     const AttentionPlan::Boxes &box = plan.fwd_box;
-    KAIO_TRY(encode_bshd_map(caller, device, q, d.dtype, d.seq_q, d.heads_q, box.q, &map_q));
-    KAIO_TRY(encode_bshd_map(caller, device, k, d.dtype, d.seq_k, d.heads_kv, box.kv, &map_k));
-    KAIO_TRY(encode_bshd_map(caller, device, v, d.dtype, d.seq_k, d.heads_kv, box.kv, &map_v));
+    const kaio_dtype dt = d.dtype;
+    KAIO_TRY(encode_bshd_map(caller, device, q, dt, d.seq_q, d.heads_q, box.q, &map_q));
+    KAIO_TRY(encode_bshd_map(caller, device, k, dt, d.seq_k, d.heads_kv, box.kv, &map_k));
+    KAIO_TRY(encode_bshd_map(caller, device, v, dt, d.seq_k, d.heads_kv, box.kv, &map_v));
   }
   unsigned long long po = o.address, pl = lse ? lse->address : 0;
   unsigned sq = static_cast<unsigned>(d.seq_q), sk = static_cast<unsigned>(d.seq_k),
@@ -304,7 +305,8 @@ kaio_status run_forward(const char *caller, const kaio_device *device, const Att
   } else {
     KAIO_TRY(check_disjoint(caller, {{"O", &o}}, {{"Q", &q}, {"K", &k}, {"V", &v}}));
   }
-  if (plan.sm90) return run_forward_sm90(caller, device, plan, stream, q, k, v, o, has_lse ? &lse : nullptr);
+  if (plan.sm90)
+    return run_forward_sm90(caller, device, plan, stream, q, k, v, o, has_lse ? &lse : nullptr);
   unsigned long long pq = q.address, pk = k.address, pv = v.address, po = o.address,
                      pl = has_lse ? lse.address : 0;
   unsigned sq = static_cast<unsigned>(d.seq_q), sk = static_cast<unsigned>(d.seq_k),
@@ -334,13 +336,14 @@ kaio_status run_backward_sm90(const char *caller, const kaio_device *device,
   {
     ContextScope scope(device);
     KAIO_TRY(scope.status(caller));
+    const kaio_dtype dt = d.dtype;
     for (const auto &[maps, box, query_first] :
          {std::tuple{dq_maps, &plan.dq_box, true}, std::tuple{dkdv_maps, &plan.dkdv_box, false}}) {
       TensorMap *qside = maps + (query_first ? 0 : 2), *kside = maps + (query_first ? 2 : 0);
-      KAIO_TRY(encode_bshd_map(caller, device, q, d.dtype, d.seq_q, d.heads_q, box->q, &qside[0]));
-      KAIO_TRY(encode_bshd_map(caller, device, dout, d.dtype, d.seq_q, d.heads_q, box->q, &qside[1]));
-      KAIO_TRY(encode_bshd_map(caller, device, k, d.dtype, d.seq_k, d.heads_kv, box->kv, &kside[0]));
-      KAIO_TRY(encode_bshd_map(caller, device, v, d.dtype, d.seq_k, d.heads_kv, box->kv, &kside[1]));
+      KAIO_TRY(encode_bshd_map(caller, device, q, dt, d.seq_q, d.heads_q, box->q, &qside[0]));
+      KAIO_TRY(encode_bshd_map(caller, device, dout, dt, d.seq_q, d.heads_q, box->q, &qside[1]));
+      KAIO_TRY(encode_bshd_map(caller, device, k, dt, d.seq_k, d.heads_kv, box->kv, &kside[0]));
+      KAIO_TRY(encode_bshd_map(caller, device, v, dt, d.seq_k, d.heads_kv, box->kv, &kside[1]));
     }
   }
   unsigned long long pl = lse.address, p_ws = plan.workspace->ptr, lse_rs = lse.row_stride;
@@ -394,7 +397,8 @@ kaio_status run_backward(const char *caller, const kaio_device *device, const At
                      o_ss = o.row_stride;
   void *pre[] = {&p_do, &p_o, &p_ws, &rows, &sq, &hq, &hd, &do_bs, &do_ss, &o_bs, &o_ss, &o_f32};
   KAIO_TRY(launch_builtin(caller, device, plan.pre, stream, pre));
-  if (plan.sm90) return run_backward_sm90(caller, device, plan, stream, dout, q, k, v, lse, dq, dk, dv);
+  if (plan.sm90)
+    return run_backward_sm90(caller, device, plan, stream, dout, q, k, v, lse, dq, dk, dv);
 
   unsigned long long pq = q.address, pk = k.address, pv = v.address, pl = lse.address;
   unsigned sk = static_cast<unsigned>(Sk), group = static_cast<unsigned>(Hq / Hkv);

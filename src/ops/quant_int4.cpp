@@ -161,8 +161,9 @@ kaio_status plan_fused(const char *caller, kaio_device *device, QuantPlan *p) {
   const int64_t sms = device->info.sm_count;
   const bool narrow = fused_cost(*p, 128, sms) < fused_cost(*p, 256, sms);
   const bool bf = p->in_dtype == KAIO_DTYPE_BF16;
-  const KernelId id = bf ? (narrow ? KernelId::int4_mm_sm90_bf16_m128 : KernelId::int4_mm_sm90_bf16_m256)
-                         : (narrow ? KernelId::int4_mm_sm90_f16_m128 : KernelId::int4_mm_sm90_f16_m256);
+  using K = KernelId;
+  const KernelId id = bf ? (narrow ? K::int4_mm_sm90_bf16_m128 : K::int4_mm_sm90_bf16_m256)
+                         : (narrow ? K::int4_mm_sm90_f16_m128 : K::int4_mm_sm90_f16_m256);
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, id, &fn));
   if (fn.block == 0 || fn.cols_per_block == 0 || fn.box_a[0] == 0 || fn.box_b[0] == 0)

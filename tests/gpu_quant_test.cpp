@@ -184,7 +184,8 @@ struct Int4Case {
   kaio_int4_format fmt = KAIO_INT4_GPTQ;
   kaio_dtype in = KAIO_DTYPE_F16, out = KAIO_DTYPE_F32;
   bool prepared = false;
-  int64_t pad = 0;  // multiple of 8
+  int64_t pad = 0;      // multiple of 8
+  int64_t c_shift = 0;  // C starts this many elements into its buffer (any value)
 };
 
 std::string describe(const Int4Case &c) {
@@ -264,9 +265,14 @@ class GpuQuantInt4 : public GpuQuant {
   // Runs x (m x k) times the weights; returns the decoded output (m x ldc).
   std::vector<double> run(const Int4Case &c, kaio_tensor x, DeviceWeights &w, int64_t n,
                           int64_t ldc) {
-    const size_t oes = kaio_dtype_size(c.out), bytes = c.m * ldc * oes;
+    const size_t oes = kaio_dtype_size(c.out), bytes = (c.m * ldc + c.c_shift) * oes;
     kt::Buffer bc = poisoned(bytes);
     kaio_tensor out = view(bc.get(), c.out, c.m, n, ldc);
+    out.offset_bytes = static_cast<uint64_t>(c.c_shift) * oes;
+    auto result = [&] {
+      std::vector<double> all = kt::decode(c.out, download(bc.get(), bytes));
+      return std::vector<double>(all.begin() + c.c_shift, all.end());
+    };
     kaio_matmul_int4_desc d;
     EXPECT_EQ(kaio_matmul_int4_desc_init(&d, sizeof d), KAIO_OK);
     d.in_dtype = c.in;
@@ -283,13 +289,13 @@ class GpuQuantInt4 : public GpuQuant {
       kt::Op guard(op);
       kaio_tensor t[5] = {x, w.t[0], w.t[1], w.t[2], out};
       EXPECT_EQ(kaio_op_launch(op, stream(), t, 5), KAIO_OK) << kaio_last_error();
-      return kt::decode(c.out, download(bc.get(), bytes));
+      return result();
     }
     EXPECT_EQ(kaio_matmul_int4(stream(), &x, &w.t[0], w.t[1].buffer ? &w.t[1] : nullptr,
                                &w.t[2], &out, &d),
               KAIO_OK)
         << kaio_last_error();
-    return kt::decode(c.out, download(bc.get(), bytes));
+    return result();
   }
 
   // Relative Frobenius error of out (m x n at stride ldc) against x · W.
@@ -371,6 +377,20 @@ TEST_F(GpuQuantInt4, ContiguousKKernelsOfEveryWarpCount) {
   check({16, 8456, 512, 128, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_F16, KAIO_DTYPE_BF16});
   check({16, 8, 32, 32, false});
   check({1, 8, 4096, 128, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F32, false, 8});
+}
+
+// M > 16: on an sm_90 the dequantize-into-wgmma kernel (128- and 256-row tiles),
+// elsewhere the dequantize pass (op handles) or the decode kernel (one-shot).
+// K = 32 x odd leaves half of the last 64-wide K step past K; g = 32 puts two
+// groups in every step; M and N off the tiles; the signed format; padded rows.
+TEST_F(GpuQuantInt4, PrefillKTailsGroupsOfThirtyTwoAndOddTiles) {
+  check({33, 72, 96, 96, true});
+  check({20, 64, 160, 32, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16, true});
+  check({300, 136, 224, 32, true, 1, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16, false, 8});
+  check({257, 264, 512, 128, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32, true});
+  // C one element off a 16-byte boundary: the element-store epilogue
+  check({70, 80, 256, 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16, false, 0, 1});
+  check({130, 40, 128, 128, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F32, true, 8, 3});
 }
 
 TEST_F(GpuQuantInt4, OpHandlesAtPrefillDequantizeIntoTheirWorkspace) {

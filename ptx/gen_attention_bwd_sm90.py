@@ -109,16 +109,8 @@ class Layout:
 
 
 def init_barriers(k, L, bars, tid):
-    skip = k.label("no_init")
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), skip))
-    k.op("mbarrier.init.shared::cta.b64 [%s+%d], 1" % (bars, L.fixed_full))
-    for s in range(L.stages):
-        k.op("mbarrier.init.shared::cta.b64 [%s+%d], 1" % (bars, L.full(s)))
-        k.op("mbarrier.init.shared::cta.b64 [%s+%d], 8" % (bars, L.empty(s)))
-    k.op("fence.mbarrier_init.release.cluster")
-    k.op("fence.proxy.async.shared::cta")
-    k.place(skip)
-    k.op("bar.sync 0")
+    k.init_mbarriers(tid, bars, [(L.fixed_full, 1)] + [
+        x for s in range(L.stages) for x in ((L.full(s), 1), (L.empty(s), 8))])
 
 
 def producer(k, L, base, bars, b, maps, fixed_head, fixed_row, count, coords_of, exit_):
@@ -235,7 +227,7 @@ def dq_kernel(dt, d):
     k = Kernel()
     P = load_params(k, DQ_SCALARS, ("lse", "dv", "grad"))
     tid = k.r("mov.u32", "%tid.x")
-    base = k.r("and.b32", k.r("add.u32", k.r("mov.u32", SMEM), 1023), "0xFFFFFC00")
+    base = k.smem_base(SMEM)
     bars = k.r("add.u32", base, L.bar_off)
     _, b, h = bh_split(k, P["heads_q"])
     hk = k.r("div.u32", h, P["group"])
@@ -320,7 +312,7 @@ def dkdv_kernel(dt, d):
     k = Kernel()
     P = load_params(k, DKDV_SCALARS, ("lse", "dv", "grad_a", "grad_b"))
     tid = k.r("mov.u32", "%tid.x")
-    base = k.r("and.b32", k.r("add.u32", k.r("mov.u32", SMEM), 1023), "0xFFFFFC00")
+    base = k.smem_base(SMEM)
     bars = k.r("add.u32", base, L.bar_off)
     sq, sk, off = P["seq_q"], P["seq_k"], P["causal_off"]
     heads_kv = k.r("div.u32", P["heads_q"], P["group"])

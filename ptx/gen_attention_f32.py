@@ -264,19 +264,12 @@ class Ctx:
 GROUPS = 2
 
 
-class F32Kernel(Kernel):
-    """The sm_80 attention emitter with GROUPS x 128 threads per CTA."""
-
-    def text(self):
-        return super().text().replace("block=128 ", "block=%d " % (128 * GROUPS)).replace(
-            ".maxntid 128, 1, 1", ".maxntid %d, 1, 1" % (128 * GROUPS))
-
-
 def kernel(kind, dm, params, smem):
     name = "kaio_attn_f32_%s_d%d" % (kind, dm)
     doc = ("%s: f32 single-head attention %s, head dim <= %d, 32 rows per CTA, %d groups of 4 warps."
            % (name, kind, dm, GROUPS))
-    k = F32Kernel(name, doc, params, smem, TILE)
+    k = Kernel(name, doc, params, smem, TILE)
+    k.threads = 128 * GROUPS
     # One CTA per SM is enough (the large-D kernels use over 168 registers);
     # without it ptxas aims at more CTAs and spills.
     k.directives = [".minnctapersm 1"]

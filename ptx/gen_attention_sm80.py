@@ -79,15 +79,16 @@ class Kernel(PtxEmitter):
         super().__init__()
         self.name, self.doc, self.params = name, doc, params
         self.shared_bytes, self.rows_per_cta = shared_bytes, rows_per_cta
+        self.threads = NTHREADS
 
     def text(self):
         out = ["// " + line if line else "//" for line in self.doc.strip("\n").split("\n")]
         out.append("// kaio-shared-bytes: %s %d" % (self.name, self.shared_bytes))
-        out.append("// kaio-launch: %s block=%d cols_per_block=%d" % (self.name, NTHREADS, self.rows_per_cta))
+        out.append("// kaio-launch: %s block=%d cols_per_block=%d" % (self.name, self.threads, self.rows_per_cta))
         out.append(".visible .entry %s(" % self.name)
         out.append(",\n".join("\t.param %s %s" % p for p in self.params))
         out.append(")")
-        out.append(".maxntid %d, 1, 1" % NTHREADS)
+        out.append(".maxntid %d, 1, 1" % self.threads)
         out.extend(getattr(self, "directives", []))
         out.append("{")
         for kind, ptx_type in self.REG_TYPES:

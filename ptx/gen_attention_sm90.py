@@ -408,8 +408,7 @@ def fwd_kernel(dt, d):
     k = Kernel()
     P = load_params(k, SCALARS, ("o", "lse"))
     tid = k.r("mov.u32", "%tid.x")
-    raw = k.r("mov.u32", SMEM)
-    base = k.r("and.b32", k.r("add.u32", raw, 1023), "0xFFFFFC00")
+    base = k.smem_base(SMEM)
     bars = k.r("add.u32", base, L.bar_off)
     _, b, h = bh_split(k, P["heads_q"])
     P["b"], P["h"] = b, h
@@ -420,16 +419,9 @@ def fwd_kernel(dt, d):
     nblocks, first_mask = key_blocks(k, P, m0)
 
     k.note("thread 0: init the barriers")
-    skip = k.label("no_init")
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), skip))
-    k.op("mbarrier.init.shared::cta.b64 [%s+%d], 1" % (bars, L.q_full()))
-    for s in range(L.stages):
-        for off, count in ((L.k_full(s), 1), (L.v_full(s), 1), (L.k_empty(s), 8), (L.v_empty(s), 8)):
-            k.op("mbarrier.init.shared::cta.b64 [%s+%d], %d" % (bars, off, count))
-    k.op("fence.mbarrier_init.release.cluster")
-    k.op("fence.proxy.async.shared::cta")
-    k.place(skip)
-    k.op("bar.sync 0")
+    k.init_mbarriers(tid, bars, [(L.q_full(), 1)] + [
+        x for s in range(L.stages)
+        for x in ((L.k_full(s), 1), (L.v_full(s), 1), (L.k_empty(s), 8), (L.v_empty(s), 8))])
     exit_ = k.label("exit")
     consumer = k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), consumer))

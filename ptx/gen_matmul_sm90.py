@@ -204,6 +204,25 @@ class Kernel(PtxEmitter):
         self.op("mbarrier.try_wait.parity.shared::cta.b64 %s, [%s], %s" % (p, bar, parity))
         self.op("@!%s bra %s" % (p, top))
 
+    def smem_base(self, symbol):
+        """The dynamic shared memory's start rounded up to 1024 B (128-byte
+        swizzled TMA boxes and wgmma descriptors assume it; the shared-bytes
+        annotations carry 1 KiB of slack for it)."""
+        return self.r("and.b32", self.r("add.u32", self.r("mov.u32", symbol), 1023), "0xFFFFFC00")
+
+    def init_mbarriers(self, tid, bars, inits):
+        """Thread 0 initialises the mbarriers at bars + offset with their
+        arrival counts ((offset, count) in order), fences them for the async
+        proxy, then the whole CTA synchronises."""
+        skip = self.label("no_init")
+        self.op("@%s bra %s" % (self.p("setp.ne.u32", tid, 0), skip))
+        for off, count in inits:
+            self.op("mbarrier.init.shared::cta.b64 [%s+%d], %d" % (bars, off, count))
+        self.op("fence.mbarrier_init.release.cluster")
+        self.op("fence.proxy.async.shared::cta")
+        self.place(skip)
+        self.op("bar.sync 0")
+
     def body(self):
         out = [".maxntid 384, 1, 1", ".minnctapersm 1", "{"]
         for kind, ptx_type in self.REG_TYPES:
@@ -528,8 +547,7 @@ def matmul_kernel(dt, la, lb, cfg):
 
     tid = k.r("mov.u32", "%tid.x")
     wg = k.r("shr.u32", tid, 7)
-    raw = k.r("mov.u32", SMEM_SYM)
-    base = k.r("and.b32", k.r("add.u32", raw, 1023), "0xFFFFFC00")
+    base = k.smem_base(SMEM_SYM)
     bars = k.r("add.u32", base, bar_off)            # full[s] at bars + 8s, empty[s] at + 8(stages + s)
     tiles_m = k.r("shr.u32", k.r("add.u32", P["m"], bm - 1), (bm).bit_length() - 1) \
         if bm & (bm - 1) == 0 else k.r("div.u32", k.r("add.u32", P["m"], bm - 1), bm)
@@ -545,15 +563,8 @@ def matmul_kernel(dt, la, lb, cfg):
     nctas = k.r("mov.u32", "%nctaid.x")
 
     k.note("thread 0: init the full/empty barriers")
-    skip_init = k.label("no_init")
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), skip_init))
-    for s in range(stages):
-        k.op("mbarrier.init.shared::cta.b64 [%s+%d], 1" % (bars, 8 * s))
-        k.op("mbarrier.init.shared::cta.b64 [%s+%d], %d" % (bars, 8 * (stages + s), 4 * ncons))
-    k.op("fence.mbarrier_init.release.cluster")
-    k.op("fence.proxy.async.shared::cta")
-    k.place(skip_init)
-    k.op("bar.sync 0")
+    k.init_mbarriers(tid, bars, [x for s in range(stages)
+                                 for x in ((8 * s, 1), (8 * (stages + s), 4 * ncons))])
     consumer = k.label("consumer")
     exit_ = k.label("exit")
     k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", wg, 0), consumer))

@@ -264,7 +264,7 @@ kaio_status plan_int4(const char *caller, kaio_device *device, QuantPlan *p, boo
   KAIO_TRY(require_arch(caller, device, 8, 0, "int4 matmul (mma.sync m16n8k16)"));
   // Op handles past kFusedMaxRows dequantize once per launch and run the
   // matmul, which is then faster (bench_quant on the H100: M = 4096 at 0.89x
-  // cuBLAS f16 against 0.66x fused); one-shot calls own no workspace.
+  // cuBLAS f16 against 0.71x fused); one-shot calls own no workspace.
   const bool fused_rows = p->m <= kFusedMaxRows || !allow_prefill;
   if (p->kind == QuantKind::int4 && p->m > kDecodeMaxRows && fused_rows && sm90a_device(device))
     return plan_fused(caller, device, p);
@@ -333,6 +333,8 @@ kaio_status run_int4(const char *caller, const kaio_device *device, const QuantP
     ldo[i] = out[s].row_stride;
     un[i] = static_cast<unsigned>(p.n[s]);
   }
+  unsigned um = static_cast<unsigned>(p.m), uk = static_cast<unsigned>(p.k),
+           out_dtype = static_cast<unsigned>(p.out_dtype);
   if (p.fused) {
     TensorMap map_x, map_qw;
     {
@@ -341,8 +343,7 @@ kaio_status run_int4(const char *caller, const kaio_device *device, const QuantP
       KAIO_TRY(encode_tensor_map(caller, device, x, p.in_dtype, p.box_a, &map_x));
       KAIO_TRY(encode_tensor_map(caller, device, w[0].qw, KAIO_DTYPE_U32, p.box_b, &map_qw, false));
     }
-    unsigned um = static_cast<unsigned>(p.m), uk = static_cast<unsigned>(p.k),
-             group = static_cast<unsigned>(p.group), out_dtype = static_cast<unsigned>(p.out_dtype);
+    unsigned group = static_cast<unsigned>(p.group);
     void *params[] = {&map_x, &map_qw, &po[0], &ldo[0], &sc[0],  &ldsc[0], &qz[0],
                       &ldqz[0], &um,   &un[0], &uk,     &group, &xmask,   &zoff, &out_dtype};
     return launch_builtin(caller, device, p.kernel, stream, params);
@@ -358,8 +359,7 @@ kaio_status run_int4(const char *caller, const kaio_device *device, const QuantP
     return run_matmul(caller, device, p.matmul, stream, mm);
   }
   unsigned long long px = x.address, ldx = x.row_stride;
-  unsigned um = static_cast<unsigned>(p.m), uk = static_cast<unsigned>(p.k);
-  unsigned gshift = group_shift(p), out_dtype = static_cast<unsigned>(p.out_dtype);
+  unsigned gshift = group_shift(p);
   void *params[8 + 9 * 3] = {&px, &ldx, &um, &uk, &gshift, &xmask, &zoff, &out_dtype};
   for (int i = 0; i < 3; ++i) {
     void **q = params + 8 + 9 * i;

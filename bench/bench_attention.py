@@ -153,8 +153,8 @@ def sdpa_runner(backend, q, k, v, do, causal, gqa):
 def bench_f32(kaio, iters):
     """KAIO's f32 flash ops against PyTorch's f32 math SDPA on [S, D]."""
     print("\nf32 single-head flash (kaio_attention_flash / _backward) vs torch SDPA MATH, f32")
-    print("%-12s | %9s %9s %7s | %9s %9s %7s | %s" % ("S D", "kaio f ms", "math f ms", "f x", "kaio b ms",
-                                                    "math b ms", "b x", "O diff"))
+    print("%-12s | %9s %9s %7s | %9s %9s %7s | %-8s %s" % ("S D", "kaio f ms", "math f ms", "f x", "kaio b ms",
+                                                         "math b ms", "b x", "O diff", "grad rel err (f64 ref)"))
     rows = []
     for (s, d) in F32_SHAPES:
         q, k, v, do = (torch.randn(s, d, device="cuda", dtype=torch.float32) for _ in range(4))
@@ -174,14 +174,20 @@ def bench_f32(kaio, iters):
             mf, mb, ref = run
             res["math_fwd_ms"], res["math_bwd_ms"] = time_ms(mf, iters), time_ms(mb, iters)
             res["max_abs_diff_o"] = (o - ref[0, :, 0]).abs().max().item()
+        # the gradients left by the timed runs against an f64 autograd reference
+        qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
+        od = torch.softmax((qd @ kd.T) / math.sqrt(d), dim=-1) @ vd
+        refs = torch.autograd.grad(od, (qd, kd, vd), do.double())
+        res["grad_rel_err"] = max(((g.double() - r).norm() / r.norm()).item() for g, r in zip((dq, dk, dv), refs))
+        del qd, kd, vd, od, refs
         flops = 4.0 * s * s * d
         res["kaio_fwd_tflops"] = flops / res["kaio_fwd_ms"] / 1e9
-        print("%-12s | %9.3f %9s %7s | %9.3f %9s %7s | %.3g" % (
+        print("%-12s | %9.3f %9s %7s | %9.3f %9s %7s | %-8.3g %.3g" % (
             "%d %d" % (s, d), res["kaio_fwd_ms"], "%.3f" % res["math_fwd_ms"] if "math_fwd_ms" in res else "n/a",
             "%.2f" % (res["math_fwd_ms"] / res["kaio_fwd_ms"]) if "math_fwd_ms" in res else "n/a",
             res["kaio_bwd_ms"], "%.3f" % res["math_bwd_ms"] if "math_bwd_ms" in res else "n/a",
             "%.2f" % (res["math_bwd_ms"] / res["kaio_bwd_ms"]) if "math_bwd_ms" in res else "n/a",
-            res.get("max_abs_diff_o", float("nan"))), flush=True)
+            res.get("max_abs_diff_o", float("nan")), res["grad_rel_err"]), flush=True)
         torch.cuda.synchronize()
         kaio.release()
         rows.append(res)
@@ -197,6 +203,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="first two shapes only")
     ap.add_argument("--variant", type=int, default=0, help="kaio_attention_variant (0 AUTO, 1 SM80, 2 SM80_M128, 3 SM90)")
     ap.add_argument("--no-f32", action="store_true", help="skip the f32 single-head section")
+    ap.add_argument("--f32-only", action="store_true", help="only the f32 single-head section")
     args = ap.parse_args()
     iters = max(args.iters, 20)
     dtype = torch.float16 if args.dtype == "f16" else torch.bfloat16
@@ -207,9 +214,10 @@ def main():
     hdr = "%-26s %-6s | %8s %8s %8s | %8s %8s %8s | %6s %6s %6s %6s | %s" % (
         "B Hq:Hkv S D", "causal", "kaio f", "FA2 f", "cuDNN f", "kaio b", "FA2 b", "cuDNN b",
         "f/FA2", "f/cuD", "b/FA2", "b/cuD", "O diff")
-    print(hdr)
     rows = []
-    shapes = SHAPES[:2] if args.quick else SHAPES
+    shapes = [] if args.f32_only else SHAPES[:2] if args.quick else SHAPES
+    if shapes:
+        print(hdr)
     for (b, hq, hkv, s, d) in shapes:
         for causal in (False, True):
             q = torch.randn(b, s, hq, d, device="cuda", dtype=dtype)

@@ -339,8 +339,14 @@ TEST_F(FakeAttention, KaioF32FlashOpsPickTheirKernelsAndRejectBadViews) {
   EXPECT_EQ(param<uint32_t>(12), 0u);
   const unsigned long long before = kt::fake().launch_count();
   KT_OK(kaio_attention_flash_backward(stream_.get(), &dout, &q, &k, &v, &o, &lse, &dq, &dk, &dv));
-  EXPECT_EQ(kt::fake().launch_count() - before, 2u);
-  EXPECT_EQ(last_launch().name, "kaio_attn_f32_dkdv_d128");
+  // D <= 128: rowsum into dq's column 0, dK/dV, then dQ on the split-TF32 kernels
+  EXPECT_EQ(kt::fake().launch_count() - before, 3u);
+  EXPECT_EQ(last_launch().name, "kaio_attn_f32x3_dq_d128");
+  EXPECT_EQ(last_launch().grid[0], 4u);
+  EXPECT_EQ(last_launch().block[0], 256u);
+  EXPECT_EQ(param<uint64_t>(6), kaio_buffer_device_ptr(buf_.get()) + (6u << 20));  // dq
+  EXPECT_EQ(param<uint32_t>(17), 100u);  // seq
+  EXPECT_EQ(param<uint32_t>(20), 0u);    // causal
 
   const unsigned long long n = kt::fake().launch_count();
   kaio_tensor wide = sd(0, S, 257), kwide = sd(1 << 20, S, 257), vwide = sd(2 << 20, S, 257),

@@ -30,6 +30,7 @@ const char *module_name(ModuleId id) {
     case ModuleId::attention_fwd_sm80: return "attention_fwd_sm80";
     case ModuleId::attention_bwd_sm80: return "attention_bwd_sm80";
     case ModuleId::attention_f32: return "attention_f32";
+    case ModuleId::attention_f32_tc: return "attention_f32_tc";
     case ModuleId::attention_fwd_sm90: return "attention_fwd_sm90";
     case ModuleId::attention_bwd_sm90: return "attention_bwd_sm90";
     case ModuleId::quant_int4_sm90: return "quant_int4_sm90";

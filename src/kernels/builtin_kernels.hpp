@@ -23,6 +23,7 @@ enum class ModuleId : int {
   attention_fwd_sm80,
   attention_bwd_sm80,
   attention_f32,
+  attention_f32_tc,
   attention_fwd_sm90,
   attention_bwd_sm90,
   quant_int4_sm90,
@@ -186,6 +187,13 @@ enum class ModuleId : int {
   X(attn_f32_dkdv_d64, attention_f32, "kaio_attn_f32_dkdv_d64") \
   X(attn_f32_dkdv_d128, attention_f32, "kaio_attn_f32_dkdv_d128") \
   X(attn_f32_dkdv_d256, attention_f32, "kaio_attn_f32_dkdv_d256") \
+  X(attn_f32_rowsum, attention_f32_tc, "kaio_attn_f32_rowsum") \
+  X(attn_f32x3_dq_d32, attention_f32_tc, "kaio_attn_f32x3_dq_d32") \
+  X(attn_f32x3_dq_d64, attention_f32_tc, "kaio_attn_f32x3_dq_d64") \
+  X(attn_f32x3_dq_d128, attention_f32_tc, "kaio_attn_f32x3_dq_d128") \
+  X(attn_f32x3_dkdv_d32, attention_f32_tc, "kaio_attn_f32x3_dkdv_d32") \
+  X(attn_f32x3_dkdv_d64, attention_f32_tc, "kaio_attn_f32x3_dkdv_d64") \
+  X(attn_f32x3_dkdv_d128, attention_f32_tc, "kaio_attn_f32x3_dkdv_d128") \
   X(attn_fwd_m128_f16_d32, attention_fwd_sm80, "kaio_attn_fwd_m128_f16_d32") \
   X(attn_fwd_m128_f16_d64, attention_fwd_sm80, "kaio_attn_fwd_m128_f16_d64") \
   X(attn_fwd_m128_f16_d96, attention_fwd_sm80, "kaio_attn_fwd_m128_f16_d96") \

@@ -18,11 +18,17 @@ constexpr int64_t kMaxDim = 256;
 // The kernel variant of head dims <= 32, 64, 128, 256.
 int dim_bucket(int64_t d) { return d <= 32 ? 0 : d <= 64 ? 1 : d <= 128 ? 2 : 3; }
 
-kaio_status plan(const char *caller, kaio_device *device, KernelId first, int64_t seq,
-                 int64_t dim, OpPlan *out) {
+// Head dims the split-TF32 tensor-core backward takes (ptx/gen_attention_f32_tc.py);
+// larger ones keep the CUDA-core kernels.
+constexpr int64_t kMaxTensorCoreDim = 128;
+
+// The kernel `id`, or its variant for the head dim when `by_dim`.
+kaio_status plan(const char *caller, kaio_device *device, KernelId id, int64_t seq,
+                 int64_t dim, OpPlan *out, bool by_dim = true) {
   KAIO_TRY(require_arch(caller, device, 8, 0, "f32 flash attention (PTX sm_80)"));
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, with_dtype_offset(first, dim_bucket(dim)), &fn));
+  KAIO_TRY(device->modules->function(caller, by_dim ? with_dtype_offset(id, dim_bucket(dim)) : id,
+                                     &fn));
   if (fn.block == 0 || fn.cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: an f32 attention kernel lacks its launch annotation.",
                 caller);
@@ -124,6 +130,28 @@ kaio_status run_attention_f32_backward(const char *caller, kaio_stream *stream,
   for (int o = 6; o < 9; ++o)
     for (int i = 0; i < 9; ++i)
       if (i != o) KAIO_TRY(check_no_partial_overlap(caller, names[o], v[o], names[i], v[i], false));
+  unsigned seq = static_cast<unsigned>(S), dim = static_cast<unsigned>(D), c = causal ? 1 : 0;
+  float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  if (D <= kMaxTensorCoreDim) {
+    // rowsum(dout ∘ out) into column 0 of dq, dK/dV reading it, then dQ
+    // (which reads its own rows' sums before overwriting them).
+    OpPlan rowsum, dq, dkdv;
+    KAIO_TRY(plan(caller, device, KernelId::attn_f32_rowsum, S, D, &rowsum, false));
+    KAIO_TRY(plan(caller, device, KernelId::attn_f32x3_dq_d32, S, D, &dq));
+    KAIO_TRY(plan(caller, device, KernelId::attn_f32x3_dkdv_d32, S, D, &dkdv));
+    unsigned long long ptr[9], ld[9];
+    for (int i = 0; i < 9; ++i) {
+      ptr[i] = v[i].address;
+      ld[i] = v[i].row_stride;
+    }
+    // ld[5] (lse) is not a parameter: the kernels index it densely.
+    void *params[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[3], &ptr[4], &ptr[5], &ptr[6], &ptr[7],
+                      &ptr[8], &ld[0],  &ld[1],  &ld[2],  &ld[3],  &ld[4],  &ld[6],  &ld[7],
+                      &ld[8],  &seq,    &dim,    &scale,  &c};
+    KAIO_TRY(launch_builtin(caller, device, rowsum, stream, params));
+    KAIO_TRY(launch_builtin(caller, device, dkdv, stream, params));
+    return launch_builtin(caller, device, dq, stream, params);
+  }
   OpPlan dq, dkdv;
   KAIO_TRY(plan(caller, device, KernelId::attn_f32_dq_d32, S, D, &dq));
   KAIO_TRY(plan(caller, device, KernelId::attn_f32_dkdv_d32, S, D, &dkdv));
@@ -133,8 +161,6 @@ kaio_status run_attention_f32_backward(const char *caller, kaio_stream *stream,
   unsigned long long lddo = v[0].row_stride, ldq = v[1].row_stride, ldk = v[2].row_stride,
                      ldv = v[3].row_stride, ldo = v[4].row_stride, ldga = v[6].row_stride,
                      ldgb = 0;
-  unsigned seq = static_cast<unsigned>(S), dim = static_cast<unsigned>(D), c = causal ? 1 : 0;
-  float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   void *params[] = {&p_do, &pq,   &pk,   &pv,   &po,   &pl,   &ga,   &gb,    &lddo,
                     &ldq,  &ldk,  &ldv,  &ldo,  &ldga, &ldgb, &seq,  &dim,   &scale, &c};
   KAIO_TRY(launch_builtin(caller, device, dq, stream, params));

@@ -7,13 +7,16 @@ attention (kaio_attention_flash_backward for head dims D <= 128).
 
 Why tensor cores: the CUDA-core kernels (gen_attention_f32.py) are bound by
 shared-memory loads per FMA and ran the backward at 0.55x PyTorch's f32 math
-path.  Here every product is split TF32 ("3xTF32"): x = big + small with
-big = rna_tf32(x) and small = rna_tf32(x - big), and a.b is summed as
+path.  Here every product is split TF32 ("3xTF32"): x = big + small with big
+= x rounded to TF32 and small = x - big (exact), and a.b is summed as
 a_small.b_big + a_big.b_small + a_big.b_big by mma.sync m16n8k8 with f32
-accumulation.  The dropped a_small.b_small term and small's rounding leave a
-relative error of about 2^-21 per product, the order of f32's own rounding
-of the sums over K: results stay f32-accurate (the GPU test holds them to the
-same 1e-4 bound as the CUDA-core kernels), never TF32-accurate.
+accumulation.  The dropped a_small.b_small term and the tensor cores'
+truncation of small to TF32 leave a relative error of about 2^-21 per
+product, the order of f32's own rounding of the sums over K: results stay
+f32-accurate (the GPU test holds them to the same 1e-4 bound as the CUDA-core
+kernels; at S = 4096, D = 128 the bench measures 7.7e-6 against an f64
+reference), never TF32-accurate.  Inputs must be finite and below 2^127 in
+magnitude (the rounding is integer arithmetic on the bits).
 
 Tensors are row-major f32 [S, D] (row strides ld* in elements, any value
 >= D), scale 1/sqrt(D), causal = top-left (key j visible to query i iff
@@ -24,17 +27,19 @@ Kernels (all take X3_PARAMS; launch order is the contract):
       Dv_i = sum_d dO_id O_id, stored in column 0 of dq (dq is scratch until
       the dQ kernel overwrites it: no workspace).
   kaio_attn_f32x3_dkdv_d<DM>    grid ceil(S/32), 256 threads: dK, dV of 32 keys.
-  kaio_attn_f32x3_dq_d<DM>      grid ceil(S/32), 256 threads: dQ of 32 queries;
+  kaio_attn_f32x3_dq_d<DM>      grid ceil(S/32), 512 threads: dQ of 32 queries;
       each CTA reads Dv of its own rows from dq before any CTA-wide barrier
       and writes dq only after it.
   DM in {32, 64, 128}; any D <= DM (shared tiles are zero past D and past S).
 
-CTA shape: 8 warps = 4 groups of 2; warp h of a group owns rows 16h..16h+15
-of the CTA's 32 rows (keys for dK/dV, queries for dQ); group g takes the
-other side's 16-row tiles g, g+4, g+8, ..., double-buffered with 4-byte
-cp.async (zero fill past S and D) behind its own named barrier.  At the end
-groups 1..3 leave their accumulators in shared memory and group 0 adds them
-in group order: no atomics, every output written once, deterministic.
+CTA shape: G groups of 2 warps (dK/dV: G = 4, about 220 registers; dQ:
+G = 8 in 128 registers); warp h of a group owns rows 16h..16h+15 of the
+CTA's 32 rows (keys for dK/dV, queries for dQ), kept in shared memory split
+into big and small planes once; group g takes the other side's 16-row tiles
+g, g+G, g+2G, ..., copied with 4-byte cp.async (zero fill past S and D)
+behind its own named barrier, double-buffered for dK/dV.  At the end groups
+1..G-1 leave their accumulators in shared memory and group 0 adds them in
+group order: no atomics, every output written once, deterministic.
 
 Per tile, dK/dV (dQ is the same with the roles swapped, and no dV):
   S^T = K Q^T, P^T = exp(scale S^T - LSE), dV += P^T dO,
@@ -55,11 +60,14 @@ from gen_attention_sm80 import Kernel, header
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DIMS = (32, 64, 128)
-GROUPS = 4          # groups of 2 warps splitting the other side's tiles
+# groups of 2 warps splitting the other side's tiles, and tile buffers per
+# group: dK/dV (about 220 registers) fits 4 groups, double-buffered; dQ fits
+# 8 groups in 128 registers, single-buffered (the other groups hide the copy)
+SHAPES = {"dkdv": (4, 2), "dq": (8, 1)}
 OWN = 32            # own rows per CTA
 TILE = 16           # other-side rows per tile
 UNROLL = 8          # k8 steps per iteration of the A B^T loop
-THREADS = 64 * GROUPS
+NN_GROUP = 4        # accumulators the R B product interleaves
 NEG_INF = "0fFF800000"
 LOG2E = "0f3FB8AA3B"
 NEG_LOG2E = "0fBFB8AA3B"
@@ -78,9 +86,15 @@ def pitch(dm):
 
 
 def split(k, x):
-    """x (f32) -> (big, small) TF32 bit patterns with x = big + small + O(2^-22 x)."""
-    big = k.r("cvt.rna.tf32.f32", x)
-    return big, k.r("cvt.rna.tf32.f32", k.f("sub.f32", x, big))
+    """x (f32, finite, |x| < 2^127) -> (big, small): big = x rounded to TF32
+    (half away from zero, as integer ops: cvt.rna.tf32 costs about four SASS
+    instructions, this two), small = x - big exactly (|small| <= 2^-11 |x|).
+    small goes to the mma as raw f32 bits: the tensor cores read the top 19
+    bits of a TF32 operand, truncating small to 2^-10 of itself."""
+    if x.startswith("%f"):
+        x = k.r("mov.b32", x)
+    big = k.r("and.b32", k.r("add.u32", x, 0x1000), "0xffffe000")
+    return big, k.r("sub.f32", x, big)
 
 
 def split_all(k, xs):
@@ -88,12 +102,19 @@ def split_all(k, xs):
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
+def mma(k, acc, x, y):
+    k.op("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%s}, {%s}, {%s}, {%s}"
+         % (", ".join(acc), ", ".join(x), ", ".join(y), ", ".join(acc)))
+
+
 def mma3(k, acc, a, b):
-    """acc += a.b in split TF32: the two small cross terms first, then big.big."""
+    """acc += a.b in split TF32: the two small cross terms first, then big.big.
+    acc is one C fragment, or three (one per term: independent mma chains,
+    added by the caller)."""
     (ab, as_), (bb, bs) = a, b
-    for x, y in ((as_, bb), (ab, bs), (ab, bb)):
-        k.op("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%s}, {%s}, {%s}, {%s}"
-             % (", ".join(acc), ", ".join(x), ", ".join(y), ", ".join(acc)))
+    accs = acc if isinstance(acc[0], list) else [acc] * 3
+    for t, (x, y) in zip(accs, ((as_, bb), (ab, bs), (ab, bb))):
+        mma(k, t, x, y)
 
 
 class Lanes:
@@ -147,6 +168,17 @@ class Loader:
         self._copies(gptr, sptr, ldb, lim, True, src)
         k.place(done)
 
+    def split_in_place(self, sdst, small_off):
+        """After this thread's copies into sdst landed: each of its elements
+        x becomes big in place and small at + small_off (see split)."""
+        k = self.k
+        sptr = k.r("add.u32", sdst, self.soff)
+        for row, col in self.elems:
+            simm = (row * pitch(self.dm) + col) * 4
+            big, small = split(k, k.r("ld.shared.b32", "[%s+%d]" % (sptr, simm)))
+            k.op("st.shared.b32 [%s+%d], %s" % (sptr, simm, big))
+            k.op("st.shared.b32 [%s+%d], %s" % (sptr, simm + small_off, small))
+
     def _copies(self, gptr, sptr, ldb, lim, guarded, src):
         k = self.k
         ptr, at = k.rd("mov.b64", gptr), 0
@@ -172,12 +204,17 @@ class Loader:
                  % (sptr, simm, addr, k.r("selp.b32", 4, 0, ok)))
 
 
-def gemm_nt(k, L, dm, a_tile, a_row0, b_tile):
+def gemm_nt(k, L, dm, a_tile, a_row0, b_tile, nterms, a_small_off):
     """16 x 16 block of A B^T over DM: A = the warp's 16 rows of an own tile
     (from row a_row0 = 16h), B = the 16 rows of a tile.  Returns two C
     fragments (columns 0-7, 8-15)."""
     p4 = pitch(dm) * 4
-    acc = [[k.f("mov.f32", ZERO) for _ in range(4)] for _ in range(2)]
+    # per fragment one accumulator per split term (nterms 3) or for big.big
+    # and the small terms (2): six or four independent mma chains instead of
+    # two (the chains' latency bounded the loop)
+    terms = [[[k.f("mov.f32", ZERO) for _ in range(4)] for _ in range(nterms)] for _ in range(2)]
+    if nterms == 2:   # both small terms in one accumulator
+        terms = [[t[0], t[0], t[1]] for t in terms]
     aptr = k.r("add.u32", a_tile, k.r("shl.b32", k.r("mad.lo.u32", k.r("add.u32", a_row0, L.g), pitch(dm), L.t), 2))
     bptr = k.r("add.u32", b_tile, k.r("shl.b32", k.r("mad.lo.u32", L.g, pitch(dm), L.t), 2))
     steps = dm // 8
@@ -187,17 +224,21 @@ def gemm_nt(k, L, dm, a_tile, a_row0, b_tile):
         loop = k.label("nt")
         k.place(loop)
     for s in range(unroll):
-        a = [k.f("ld.shared.f32", "[%s+%d]" % (aptr, 32 * s + off)) for off in (0, 8 * p4, 16, 8 * p4 + 16)]
-        asplit = split_all(k, a)
+        # A comes split already: big at a_tile, small at a_tile + a_small_off
+        asplit = [[k.r("ld.shared.b32", "[%s+%d]" % (aptr, 32 * s + off + plane))
+                   for off in (0, 8 * p4, 16, 8 * p4 + 16)] for plane in (0, a_small_off)]
         for n in range(2):
-            b = [k.f("ld.shared.f32", "[%s+%d]" % (bptr, 8 * n * p4 + 32 * s + off)) for off in (0, 16)]
-            mma3(k, acc[n], asplit, split_all(k, b))
+            b = [k.r("ld.shared.b32", "[%s+%d]" % (bptr, 8 * n * p4 + 32 * s + off)) for off in (0, 16)]
+            mma3(k, terms[n], asplit, split_all(k, b))
     if unroll < steps:
         for ptr in (aptr, bptr):
             k.op("add.u32 %s, %s, %d" % (ptr, ptr, 32 * unroll))
         k.op("add.u32 %s, %s, 1" % (i, i))
         k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", i, steps // unroll), loop))
-    return acc
+    if nterms == 2:
+        return [[k.f("add.f32", big[c], s1[c]) for c in range(4)] for s1, _, big in terms]
+    return [[k.f("add.f32", big[c], k.f("add.f32", s1[c], s2[c])) for c in range(4)]
+            for s1, s2, big in terms]
 
 
 def gemm_nn(k, L, dm, accs, frags, b_tile):
@@ -207,15 +248,22 @@ def gemm_nn(k, L, dm, accs, frags, b_tile):
     bptr = k.r("add.u32", b_tile, k.r("shl.b32", k.r("mad.lo.u32", k.r("shl.b32", L.t, 1), pitch(dm), L.g), 2))
     for s in range(2):
         c = frags[s]
-        asplit = split_all(k, [c[0], c[2], c[1], c[3]])
-        for m in range(dm // 8):
-            b = [k.f("ld.shared.f32", "[%s+%d]" % (bptr, 8 * s * p4 + 32 * m + off)) for off in (0, p4)]
-            mma3(k, accs[m], asplit, split_all(k, b))
+        (ab, as_) = split_all(k, [c[0], c[2], c[1], c[3]])
+        for m0 in range(0, dm // 8, NN_GROUP):
+            # NN_GROUP fragments term by term: consecutive mma never share an accumulator
+            ms = range(m0, m0 + NN_GROUP)
+            bs = {}
+            for m in ms:
+                b = [k.r("ld.shared.b32", "[%s+%d]" % (bptr, 8 * s * p4 + 32 * m + off)) for off in (0, p4)]
+                bs[m] = split_all(k, b)
+            for x, pick in ((as_, 0), (ab, 1), (ab, 0)):
+                for m in ms:
+                    mma(k, accs[m], x, bs[m][pick])
 
 
-def kernel(name, doc, smem, cols):
+def kernel(name, doc, smem, cols, threads):
     k = Kernel(name, doc, X3_PARAMS, smem, cols)
-    k.threads = THREADS
+    k.threads = threads
     k.directives = [".minnctapersm 1"]
     return k
 
@@ -266,29 +314,32 @@ def main_kernel(kind, dm):
     kind 'dq': own rows are queries (Q, dO), tiles are keys (K, V)."""
     is_kv = kind == "dkdv"
     p4 = pitch(dm) * 4
-    own_bytes = 2 * OWN * p4
+    own_bytes = 4 * OWN * p4                           # x and y, each as big and small planes
     block_bytes = TILE * p4
     buf_bytes = 2 * block_bytes + (2 * TILE * 4 if is_kv else 0)
-    group_bytes = 2 * buf_bytes
+    groups, nbuf = SHAPES[kind]
+    group_bytes = nbuf * buf_bytes
     nacc = 2 if is_kv else 1
     nregs = dm // 2                                    # C registers per 16 x DM accumulator
-    scratch = (GROUPS - 1) * 2 * nregs * nacc * 32 * 4
-    assert scratch <= GROUPS * group_bytes
-    smem = own_bytes + GROUPS * group_bytes
+    scratch = (groups - 1) * 2 * nregs * nacc * 32 * 4
+    assert scratch <= groups * group_bytes
+    smem = own_bytes + groups * group_bytes
     name = "kaio_attn_f32x3_%s_d%d" % (kind, dm)
     doc = ("%s: f32 single-head attention backward (%s), head dim <= %d, split-TF32 mma.sync,\n"
-           "32 rows per CTA, 4 groups of 2 warps." % (name, "dK, dV" if is_kv else "dQ", dm))
-    k = kernel(name, doc, smem, OWN)
+           "32 rows per CTA, %d groups of 2 warps, %d tile buffer(s) per group."
+           % (name, "dK, dV" if is_kv else "dQ", dm, groups, nbuf))
+    k = kernel(name, doc, smem, OWN, 64 * groups)
     P = load_params(k, X3_PARAMS, POINTERS)
     L = Lanes(k)
     ldb = {n: k.rd("shl.b64", P[n], 2) for n in ("lddo", "ldq", "ldk", "ldv", "lddq", "lddk", "lddv")}
     causal = k.p("setp.ne.u32", P["causal"], 0)
     sl2 = k.f("mul.f32", P["scale"], LOG2E)
     base = k.r("mov.u32", "kaio_attn_smem")
-    own_x, own_y = base, k.r("add.u32", base, OWN * p4)
+    plane = OWN * p4
+    own_x, own_y = base, k.r("add.u32", base, 2 * plane)
     gbase = k.r("add.u32", k.r("mad.lo.u32", L.group, group_bytes, base), own_bytes)
 
-    own_ld = Loader(k, P, L.tid, THREADS, OWN, dm)
+    own_ld = Loader(k, P, L.tid, 64 * groups, OWN, dm)
     if is_kv:
         own = (("k", "ldk"), ("v", "ldv"))
         tiles = (("q", "ldq"), ("dout", "lddo"))
@@ -299,6 +350,8 @@ def main_kernel(kind, dm):
     own_ld.issue(own_y, P[own[1][0]], ldb[own[1][1]], L.blk0)
     k.op("cp.async.commit_group")
     k.op("cp.async.wait_group 0")
+    own_ld.split_in_place(own_x, plane)     # the own rows are A of every tile's A B^T: split once
+    own_ld.split_in_place(own_y, plane)
     k.op("bar.sync 0")
 
     # this thread's own rows (C fragment rows g and g+8 of warp h)
@@ -345,25 +398,31 @@ def main_kernel(kind, dm):
         ntiles = k.r("selp.b32", k.r("shr.u32", k.r("add.u32", n_end, TILE - 1), 4), ntiles_all, causal)
     t = k.r("add.u32", first, L.group)
     cur = k.r("mov.u32", gbase)
-    nxt = k.r("add.u32", gbase, buf_bytes)
-    has = k.p("setp.lt.u32", t, ntiles)
-    skip0 = k.label("pf0")
-    k.op("@!%s bra.uni %s" % (has, skip0))
-    prefetch(cur, t)
-    k.place(skip0)
-    k.op("cp.async.commit_group")
+    if nbuf == 2:
+        nxt = k.r("add.u32", gbase, buf_bytes)
+        has = k.p("setp.lt.u32", t, ntiles)
+        skip0 = k.label("pf0")
+        k.op("@!%s bra.uni %s" % (has, skip0))
+        prefetch(cur, t)
+        k.place(skip0)
+        k.op("cp.async.commit_group")
 
     accs = [[[k.f("mov.f32", ZERO) for _ in range(4)] for _ in range(dm // 8)] for _ in range(nacc)]
     loop, end = k.label("tile"), k.label("tile_end")
     k.place(loop)
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", t, ntiles), end))
-    tn = k.r("add.u32", t, GROUPS)
-    skip = k.label("pf")
-    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tn, ntiles), skip))
-    prefetch(nxt, tn)
-    k.place(skip)
-    k.op("cp.async.commit_group")
-    k.op("cp.async.wait_group 1")
+    tn = k.r("add.u32", t, groups)
+    if nbuf == 2:
+        skip = k.label("pf")
+        k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tn, ntiles), skip))
+        prefetch(nxt, tn)
+        k.place(skip)
+        k.op("cp.async.commit_group")
+        k.op("cp.async.wait_group 1")
+    else:
+        prefetch(cur, t)
+        k.op("cp.async.commit_group")
+        k.op("cp.async.wait_group 0")
     bar = k.r("add.u32", L.group, 1)
     k.op("bar.sync %s, 64" % bar)
 
@@ -371,7 +430,8 @@ def main_kernel(kind, dm):
     tile_x, tile_y = cur, k.r("add.u32", cur, block_bytes)
     # other-side index of C column 2t (+1) of fragment n: 16 t_tile + 8 n + 2 t
     col0 = k.r("add.u32", k.r("shl.b32", t, 4), k.r("shl.b32", L.t, 1))
-    s = gemm_nt(k, L, dm, own_x, row16, tile_x)          # S (dQ) or S^T (dK/dV)
+    nterms = 3 if is_kv else 2
+    s = gemm_nt(k, L, dm, own_x, row16, tile_x, nterms, plane)  # S (dQ) or S^T (dK/dV)
     if is_kv:
         lptr = k.r("add.u32", cur, k.r("add.u32", 2 * block_bytes, k.r("shl.b32", L.t, 3)))
     probs = []
@@ -396,7 +456,7 @@ def main_kernel(kind, dm):
         probs.append(frag)
     if is_kv:
         gemm_nn(k, L, dm, accs[1], probs, tile_y)         # dV += P^T dO
-    dp = gemm_nt(k, L, dm, own_y, row16, tile_y)         # dP (dQ) or dP^T (dK/dV)
+    dp = gemm_nt(k, L, dm, own_y, row16, tile_y, nterms, plane)  # dP (dQ) or dP^T (dK/dV)
     if is_kv:
         dptr = k.r("add.u32", lptr, TILE * 4)
     ds = []
@@ -413,9 +473,10 @@ def main_kernel(kind, dm):
 
     k.op("bar.sync %s, 64" % bar)
     k.op("mov.u32 %s, %s" % (t, tn))
-    tmp = k.r("mov.u32", cur)
-    k.op("mov.u32 %s, %s" % (cur, nxt))
-    k.op("mov.u32 %s, %s" % (nxt, tmp))
+    if nbuf == 2:
+        tmp = k.r("mov.u32", cur)
+        k.op("mov.u32 %s, %s" % (cur, nxt))
+        k.op("mov.u32 %s, %s" % (nxt, tmp))
     k.op("bra.uni %s" % loop)
     k.place(end)
     k.op("cp.async.wait_all")
@@ -455,7 +516,7 @@ def main_kernel(kind, dm):
                                                   k.rd("mul.wide.u32", L.t, 8))) for r in rows]
         for m in range(dm // 8):
             for c4, reg in enumerate(acc[m]):
-                for gsrc in range(1, GROUPS):
+                for gsrc in range(1, groups):
                     goff = (gsrc - 1) * 2 * per_thread * 32 * 4
                     v = k.f("ld.shared.f32", "[%s+%d]" % (rp, goff + i * 128))
                     k.op("add.f32 %s, %s, %s" % (reg, reg, v))

@@ -343,7 +343,7 @@ TEST_F(FakeAttention, KaioF32FlashOpsPickTheirKernelsAndRejectBadViews) {
   EXPECT_EQ(kt::fake().launch_count() - before, 3u);
   EXPECT_EQ(last_launch().name, "kaio_attn_f32x3_dq_d128");
   EXPECT_EQ(last_launch().grid[0], 4u);
-  EXPECT_EQ(last_launch().block[0], 256u);
+  EXPECT_EQ(last_launch().block[0], 512u);  // 8 groups of 2 warps
   EXPECT_EQ(param<uint64_t>(6), kaio_buffer_device_ptr(buf_.get()) + (6u << 20));  // dq
   EXPECT_EQ(param<uint32_t>(17), 100u);  // seq
   EXPECT_EQ(param<uint32_t>(20), 0u);    // causal

@@ -1110,11 +1110,16 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_attention_flash_causal_with_stats(
     kaio_stream *stream, const kaio_tensor *q, const kaio_tensor *k, const kaio_tensor *v,
     const kaio_tensor *out, const kaio_tensor *lse);
 
-/* Backward of the f32 flash forward, f32 end to end: dq, dk, dv [S, D] from
- * dout, q, k, v, out and the forward's lse (f32 [1, S]). Two kernels (dQ
- * over query tiles; dK, dV over key tiles) with no atomics and no workspace
- * (rowsum(dout ∘ out) is recomputed where needed): deterministic. dq, dk,
- * dv are overwritten. Ownership: nothing is retained after the call. */
+/* Backward of the f32 flash forward: dq, dk, dv [S, D] f32 from dout, q, k,
+ * v, out and the forward's lse (f32 [1, S]). D <= 128: tensor cores in split
+ * TF32 (each f32 operand x = big + small, big the TF32 rounding of x, and
+ * a·b = a_small·b_big + a_big·b_small + a_big·b_big with f32 accumulation:
+ * about 2^-21 relative error per product, f32-level accuracy, not TF32's
+ * 2^-11); three kernels: rowsum(dout ∘ out) into column 0 of dq (its
+ * scratch until the dQ kernel overwrites it), dK/dV over key tiles, dQ over
+ * query tiles. D > 128: two CUDA-core FMA kernels recomputing the rowsum.
+ * No atomics, no workspace: deterministic, bit for bit. dq, dk, dv are
+ * overwritten. Ownership: nothing is retained after the call. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_attention_flash_backward(
     kaio_stream *stream, const kaio_tensor *dout, const kaio_tensor *q, const kaio_tensor *k,
     const kaio_tensor *v, const kaio_tensor *out, const kaio_tensor *lse, const kaio_tensor *dq,

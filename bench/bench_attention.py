@@ -178,7 +178,17 @@ def bench_f32(kaio, iters):
         qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
         od = torch.softmax((qd @ kd.T) / math.sqrt(d), dim=-1) @ vd
         refs = torch.autograd.grad(od, (qd, kd, vd), do.double())
-        res["grad_rel_err"] = max(((g.double() - r).norm() / r.norm()).item() for g, r in zip((dq, dk, dv), refs))
+        errs = [((g.double() - r).norm() / r.norm()).item() for g, r in zip((dq, dk, dv), refs)]
+        res["grad_rel_err"] = max(errs)
+        res["dq_dk_dv_rel_err"] = errs
+        res["o_rel_err_f64"] = ((o.double() - od.detach()).norm() / od.detach().norm()).item()
+        # the same products in torch f32 (cuBLAS SGEMM, no TF32), for scale
+        qf, kf, vf = (t.clone().requires_grad_() for t in (q, k, v))
+        of = torch.softmax((qf @ kf.T) / math.sqrt(d), dim=-1) @ vf
+        gf = torch.autograd.grad(of, (qf, kf, vf), do)
+        res["torch_f32_rel_err"] = [((of.detach().double() - od.detach()).norm() / od.detach().norm()).item()] + [
+            ((g.double() - r).norm() / r.norm()).item() for g, r in zip(gf, refs)]
+        del qf, kf, vf, of, gf
         del qd, kd, vd, od, refs
         flops = 4.0 * s * s * d
         res["kaio_fwd_tflops"] = flops / res["kaio_fwd_ms"] / 1e9
@@ -188,6 +198,9 @@ def bench_f32(kaio, iters):
             res["kaio_bwd_ms"], "%.3f" % res["math_bwd_ms"] if "math_bwd_ms" in res else "n/a",
             "%.2f" % (res["math_bwd_ms"] / res["kaio_bwd_ms"]) if "math_bwd_ms" in res else "n/a",
             res.get("max_abs_diff_o", float("nan")), res["grad_rel_err"]), flush=True)
+        print("    vs f64 (relative Frobenius): kaio O %.3g, dq %.3g, dk %.3g, dv %.3g;"
+              " torch f32 O %.3g, dq %.3g, dk %.3g, dv %.3g" % (
+                  res["o_rel_err_f64"], *res["dq_dk_dv_rel_err"], *res["torch_f32_rel_err"]), flush=True)
         torch.cuda.synchronize()
         kaio.release()
         rows.append(res)

@@ -327,16 +327,36 @@ TEST_F(FakeAttention, KaioF32FlashOpsPickTheirKernelsAndRejectBadViews) {
               dk = sd(7 << 20, S, D), dv = sd((15 << 20) / 2, S, D);
   KT_OK(kaio_attention_flash_causal_with_stats(stream_.get(), &q, &k, &v, &o, &lse));
   Launch l = last_launch();
-  EXPECT_EQ(l.name, "kaio_attn_f32_fwd_d128");  // D 100 runs on the D <= 128 kernel
-  EXPECT_EQ(l.grid[0], 4u);                     // ceil(100 / 32)
-  EXPECT_EQ(l.block[0], 256u);  // two groups of 4 warps
-  EXPECT_EQ(param<uint32_t>(9), 100u);   // seq
-  EXPECT_EQ(param<uint32_t>(10), 100u);  // dim
-  EXPECT_FLOAT_EQ(param<float>(11), static_cast<float>(1.0 / std::sqrt(100.0)));
-  EXPECT_EQ(param<uint32_t>(12), 1u);    // causal
+  // D 100 runs on the D <= 128 split-TF32 kernel, with the backward's parameter list
+  EXPECT_EQ(l.name, "kaio_attn_f32x3_fwd_d128");
+  EXPECT_EQ(l.grid[0], 4u);      // ceil(100 / 32)
+  EXPECT_EQ(l.block[0], 256u);   // four groups of 2 warps
+  const uint64_t base = kaio_buffer_device_ptr(buf_.get());
+  EXPECT_EQ(param<uint64_t>(4), base + (3u << 20));  // out
+  EXPECT_EQ(param<uint64_t>(5), base + (4u << 20));  // lse
+  EXPECT_EQ(param<uint32_t>(17), 100u);  // seq
+  EXPECT_EQ(param<uint32_t>(18), 100u);  // dim
+  EXPECT_FLOAT_EQ(param<float>(19), static_cast<float>(1.0 / std::sqrt(100.0)));
+  EXPECT_EQ(param<uint32_t>(20), 1u);    // causal
   KT_OK(kaio_attention_flash(stream_.get(), &q, &k, &v, &o));
-  EXPECT_EQ(param<uint64_t>(4), 0u);     // no lse
-  EXPECT_EQ(param<uint32_t>(12), 0u);
+  EXPECT_EQ(param<uint64_t>(5), 0u);     // no lse
+  EXPECT_EQ(param<uint32_t>(20), 0u);
+  {  // D > 128: the CUDA-core kernels, forward and two backward launches
+    kaio_tensor q2 = sd(0, S, 200), k2 = sd(1 << 20, S, 200), v2 = sd(2 << 20, S, 200),
+                o2 = sd(3 << 20, S, 200), do2 = sd(5 << 20, S, 200), dq2 = sd(6 << 20, S, 200),
+                dk2 = sd(7 << 20, S, 200), dv2 = sd((15 << 20) / 2, S, 200);
+    KT_OK(kaio_attention_flash_causal_with_stats(stream_.get(), &q2, &k2, &v2, &o2, &lse));
+    EXPECT_EQ(last_launch().name, "kaio_attn_f32_fwd_d256");
+    EXPECT_EQ(last_launch().block[0], 256u);  // two groups of 4 warps
+    EXPECT_EQ(param<uint32_t>(9), 100u);      // seq
+    EXPECT_EQ(param<uint32_t>(10), 200u);     // dim
+    EXPECT_EQ(param<uint32_t>(12), 1u);       // causal
+    const unsigned long long n0 = kt::fake().launch_count();
+    KT_OK(kaio_attention_flash_backward(stream_.get(), &do2, &q2, &k2, &v2, &o2, &lse, &dq2, &dk2,
+                                        &dv2));
+    EXPECT_EQ(kt::fake().launch_count() - n0, 2u);
+    EXPECT_EQ(last_launch().name, "kaio_attn_f32_dkdv_d256");
+  }
   const unsigned long long before = kt::fake().launch_count();
   KT_OK(kaio_attention_flash_backward(stream_.get(), &dout, &q, &k, &v, &o, &lse, &dq, &dk, &dv));
   // D <= 128: rowsum into dq's column 0, dK/dV, then dQ on the split-TF32 kernels
@@ -344,7 +364,7 @@ TEST_F(FakeAttention, KaioF32FlashOpsPickTheirKernelsAndRejectBadViews) {
   EXPECT_EQ(last_launch().name, "kaio_attn_f32x3_dq_d128");
   EXPECT_EQ(last_launch().grid[0], 4u);
   EXPECT_EQ(last_launch().block[0], 512u);  // 8 groups of 2 warps
-  EXPECT_EQ(param<uint64_t>(6), kaio_buffer_device_ptr(buf_.get()) + (6u << 20));  // dq
+  EXPECT_EQ(param<uint64_t>(6), base + (6u << 20));  // dq
   EXPECT_EQ(param<uint32_t>(17), 100u);  // seq
   EXPECT_EQ(param<uint32_t>(20), 0u);    // causal
 

@@ -1086,10 +1086,11 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_attention_tc_causal(kaio_stream *stream
                                                               const kaio_tensor *out);
 
 /* KAIO's f32 single-head FlashAttention (self-attention: one length S):
- * q, k, v [S, D] f32 with D <= 256 -> out [S, D] f32, scale 1/√D, computed
- * in f32 end to end on the CUDA cores (FMA; no tensor cores, no tf32, no
- * 16-bit rounding; exponentials with ex2.approx), tile by tile with an online
- * softmax: no S × S buffer. _causal is top-left (query i sees keys j <= i).
+ * q, k, v [S, D] f32 with D <= 256 -> out [S, D] f32, scale 1/√D, tile by
+ * tile with an online softmax (no S × S buffer; exponentials with
+ * ex2.approx). D <= 128: tensor cores in split TF32 (see
+ * kaio_attention_flash_backward), f32-level accuracy; D > 128: CUDA-core
+ * FMA. No 16-bit rounding anywhere. _causal is top-left (query i sees keys j <= i).
  * _with_stats also writes lse, an f32 [1, S] view: the natural-log
  * logsumexp of row i's scaled scores, as the backward needs it.
  * Views may have any row_stride >= D; outputs must not overlap inputs.
@@ -1113,9 +1114,10 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_attention_flash_causal_with_stats(
 /* Backward of the f32 flash forward: dq, dk, dv [S, D] f32 from dout, q, k,
  * v, out and the forward's lse (f32 [1, S]). D <= 128: tensor cores in split
  * TF32 (each f32 operand x = big + small, big the TF32 rounding of x, and
- * a·b = a_small·b_big + a_big·b_small + a_big·b_big with f32 accumulation:
- * about 2^-21 relative error per product, f32-level accuracy, not TF32's
- * 2^-11); three kernels: rowsum(dout ∘ out) into column 0 of dq (its
+ * a·b = a_small·b_big + a_big·b_small + a_big·b_big, each tile's sums
+ * folded into the totals with round-to-nearest f32 adds: about 2^-21
+ * relative error per product, f32-level accuracy, not TF32's 2^-11); three
+ * kernels: rowsum(dout ∘ out) into column 0 of dq (its
  * scratch until the dQ kernel overwrites it), dK/dV over key tiles, dQ over
  * query tiles. D > 128: two CUDA-core FMA kernels recomputing the rowsum.
  * No atomics, no workspace: deterministic, bit for bit. dq, dk, dv are

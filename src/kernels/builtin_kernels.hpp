@@ -188,6 +188,9 @@ enum class ModuleId : int {
   X(attn_f32_dkdv_d128, attention_f32, "kaio_attn_f32_dkdv_d128") \
   X(attn_f32_dkdv_d256, attention_f32, "kaio_attn_f32_dkdv_d256") \
   X(attn_f32_rowsum, attention_f32_tc, "kaio_attn_f32_rowsum") \
+  X(attn_f32x3_fwd_d32, attention_f32_tc, "kaio_attn_f32x3_fwd_d32") \
+  X(attn_f32x3_fwd_d64, attention_f32_tc, "kaio_attn_f32x3_fwd_d64") \
+  X(attn_f32x3_fwd_d128, attention_f32_tc, "kaio_attn_f32x3_fwd_d128") \
   X(attn_f32x3_dq_d32, attention_f32_tc, "kaio_attn_f32x3_dq_d32") \
   X(attn_f32x3_dq_d64, attention_f32_tc, "kaio_attn_f32x3_dq_d64") \
   X(attn_f32x3_dq_d128, attention_f32_tc, "kaio_attn_f32x3_dq_d128") \

@@ -99,14 +99,22 @@ kaio_status run_attention_f32(const char *caller, kaio_stream *stream, const kai
     for (const auto &[name, in] : {std::pair{"q", &qv}, {"k", &kv}, {"v", &vv}, {"out", &ov}})
       KAIO_TRY(check_no_partial_overlap(caller, "lse", lv, name, *in, false));
   }
-  OpPlan p;
-  KAIO_TRY(plan(caller, device, KernelId::attn_f32_fwd_d32, S, D, &p));
   unsigned long long pq = qv.address, pk = kv.address, pv = vv.address, po = ov.address,
                      pl = lse ? lv.address : 0;
   unsigned long long ldq = qv.row_stride, ldk = kv.row_stride, ldv = vv.row_stride,
                      ldo = ov.row_stride;
   unsigned seq = static_cast<unsigned>(S), dim = static_cast<unsigned>(D), c = causal ? 1 : 0;
   float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  OpPlan p;
+  if (D <= kMaxTensorCoreDim) {
+    KAIO_TRY(plan(caller, device, KernelId::attn_f32x3_fwd_d32, S, D, &p));
+    // the backward's parameter list; the gradient slots are unused
+    unsigned long long none = 0;
+    void *params[] = {&none, &pq,  &pk,  &pv,   &po,   &pl,   &none, &none, &none, &none, &ldq,
+                      &ldk,  &ldv, &ldo, &none, &none, &none, &seq,  &dim,  &scale, &c};
+    return launch_builtin(caller, device, p, stream, params);
+  }
+  KAIO_TRY(plan(caller, device, KernelId::attn_f32_fwd_d32, S, D, &p));
   void *params[] = {&pq, &pk, &pv, &po, &pl, &ldq, &ldk, &ldv, &ldo, &seq, &dim, &scale, &c};
   return launch_builtin(caller, device, p, stream, params);
 }

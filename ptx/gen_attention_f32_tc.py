@@ -485,13 +485,13 @@ def zero_acc(k, dm):
     return [[k.f("mov.f32", ZERO) for _ in range(4)] for _ in range(dm // 8)]
 
 
-def visible(x, other, row_is_key):
-    """Predicate: the (own row, other column) pair is a visible (key, query)."""
+def visible(x, other, mine, row_is_key):
+    """Predicate: the pair (own row mine, other-side index other) is a
+    visible (key, query): other < S and, when causal, key <= query."""
     k, P = x.k, x.P
-    mine = other[1]
     rel = "setp.ge.or.u32" if row_is_key else "setp.le.or.u32"
-    vis = k.p(rel, other[0], mine, k.p("not.pred", x.causal))
-    return k.p("setp.lt.and.u32", other[0], P["seq"], vis)
+    vis = k.p(rel, other, mine, k.p("not.pred", x.causal))
+    return k.p("setp.lt.and.u32", other, P["seq"], vis)
 
 
 def backward_kernel(kind, dm):
@@ -561,7 +561,7 @@ def backward_kernel(kind, dm):
             frag = []
             for c in range(4):
                 other = k.r("add.u32", col0, 8 * n + (c & 1))
-                ok = visible(x, (other, x.rows[c >> 1]), is_kv)
+                ok = visible(x, other, x.rows[c >> 1], is_kv)
                 bias = nl[c & 1] if is_kv else nls[c >> 1]
                 e = k.f("ex2.approx.f32", k.f("fma.rn.f32", s[n][c], x.sl2, bias))
                 frag.append(k.f("selp.f32", e, ZERO, ok))
@@ -611,12 +611,12 @@ def quad_reduce(k, x, op):
         k.op("%s %s, %s, %s" % (op, x, x, o))
 
 
-def softmax_step(k, x, m, l, alpha_of, p_of):
-    """Online-softmax update of one row's (m, l) by a new maximum candidate;
-    returns (alpha, m_use): rescale old sums by alpha, exponentiate new
-    scores against m_use (0 while every score seen is -inf, so that empty
-    rows give 0 and never NaN)."""
-    mnew = k.f("max.f32", m, alpha_of)
+def softmax_step(k, x, m, candidate):
+    """Online-softmax update of one row's running maximum m by a new
+    candidate; returns (alpha, m_use): rescale old sums by alpha,
+    exponentiate new scores against m_use (0 while every score seen is -inf,
+    so that empty rows give 0 and never NaN)."""
+    mnew = k.f("max.f32", m, candidate)
     muse = k.f("selp.f32", ZERO, mnew, k.p("setp.eq.f32", mnew, NEG_INF))
     alpha = k.f("ex2.approx.f32", k.f("mul.f32", k.f("sub.f32", m, muse), x.sl2))
     k.op("mov.f32 %s, %s" % (m, mnew))
@@ -650,12 +650,12 @@ def forward_kernel(dm):
             cells = [(n, 2 * r + c) for n in range(2) for c in range(2)]
             for n, c4 in cells:
                 other = k.r("add.u32", col0, 8 * n + (c4 & 1))
-                ok = visible(x, (other, x.rows[r]), False)
+                ok = visible(x, other, x.rows[r], False)
                 k.op("selp.f32 %s, %s, %s, %s" % (s[n][c4], s[n][c4], NEG_INF, ok))
             mx = k.f("max.f32", k.f("max.f32", s[0][2 * r], s[0][2 * r + 1]),
                      k.f("max.f32", s[1][2 * r], s[1][2 * r + 1]))
             quad_reduce(k, mx, "max.f32")
-            alpha, muse = softmax_step(k, x, m[r], l[r], mx, None)
+            alpha, muse = softmax_step(k, x, m[r], mx)
             for n, c4 in cells:
                 probs[n][c4] = k.f("ex2.approx.f32", k.f("mul.f32", k.f("sub.f32", s[n][c4], muse), x.sl2))
             psum = k.f("add.f32", k.f("add.f32", probs[0][2 * r], probs[0][2 * r + 1]),
@@ -681,7 +681,7 @@ def forward_kernel(dm):
         step = []
         for r in range(2):
             mg, lg = read(gsrc, nregs + r), read(gsrc, nregs + 2 + r)
-            e0, muse = softmax_step(k, x, m[r], l[r], mg, None)
+            e0, muse = softmax_step(k, x, m[r], mg)
             e1 = k.f("ex2.approx.f32", k.f("mul.f32", k.f("sub.f32", mg, muse), x.sl2))
             k.op("mul.f32 %s, %s, %s" % (l[r], l[r], e0))
             k.op("fma.rn.f32 %s, %s, %s, %s" % (l[r], lg, e1, l[r]))

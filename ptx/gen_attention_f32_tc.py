@@ -54,8 +54,9 @@ The second products take P^T / dS^T straight from the accumulators as the A
 operand: within each k8 step logical column t holds key/query 2t and column
 t+4 holds 2t+1, and the B rows are read in the same order.
 
-Shared tiles are [row][DM] with a pitch of DM+4 words: every fragment load
-(rows g, columns t or 2t, 2t+1 rows) hits 32 distinct banks.
+Shared tiles are [row][DM] with a pitch of DM+4 words: the A B^T operands come
+with ldmatrix (8 rows of 16 bytes, rows 16 bytes apart modulo 128) and the
+R B operand's scalar loads (rows 2t, 2t+1, column g) hit 32 distinct banks.
 """
 
 import os
@@ -212,6 +213,12 @@ class Loader:
                  % (sptr, simm, addr, k.r("selp.b32", 4, 0, ok)))
 
 
+def ldsm4(k, addr, imm):
+    regs = k.regs("r", 4)
+    k.op("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%s}, [%s+%d]" % (", ".join(regs), addr, imm))
+    return regs
+
+
 def gemm_nt(k, L, dm, a_tile, a_row0, b_tile, nterms, a_small_off):
     """16 x 16 block of A B^T over DM: A = the warp's 16 rows of an own tile
     (from row a_row0 = 16h), B = the 16 rows of a tile.  Returns two C
@@ -223,8 +230,18 @@ def gemm_nt(k, L, dm, a_tile, a_row0, b_tile, nterms, a_small_off):
     terms = [[[k.f("mov.f32", ZERO) for _ in range(4)] for _ in range(nterms)] for _ in range(2)]
     if nterms == 2:   # both small terms in one accumulator
         terms = [[t[0], t[0], t[1]] for t in terms]
-    aptr = k.r("add.u32", a_tile, k.r("shl.b32", k.r("mad.lo.u32", k.r("add.u32", a_row0, L.g), pitch(dm), L.t), 2))
-    bptr = k.r("add.u32", b_tile, k.r("shl.b32", k.r("mad.lo.u32", L.g, pitch(dm), L.t), 2))
+    # ldmatrix (b16 x4) hands lane (g, t) the 32-bit word t of row g of each
+    # 8 x 4-word matrix: exactly the TF32 fragments.  A's matrices are rows
+    # 0-7 / 8-15 x words 0-3 / 4-7 (a0 a1 a2 a3); B's are n-rows 0-7 words
+    # 0-3 and 4-7 (b0 b1 of columns 0-7), then n-rows 8-15 (columns 8-15).
+    r7 = k.r("and.b32", L.lane, 7)
+    b3 = k.r("and.b32", k.r("shr.u32", L.lane, 3), 1)
+    b4 = k.r("shr.u32", L.lane, 4)
+    a_off = k.r("mad.lo.u32", k.r("add.u32", k.r("add.u32", a_row0, r7), k.r("shl.b32", b3, 3)), p4,
+                k.r("shl.b32", b4, 4))
+    b_off = k.r("mad.lo.u32", k.r("add.u32", r7, k.r("shl.b32", b4, 3)), p4, k.r("shl.b32", b3, 4))
+    aptr = k.r("add.u32", a_tile, a_off)
+    bptr = k.r("add.u32", b_tile, b_off)
     steps = dm // 8
     unroll = min(steps, UNROLL)
     if unroll < steps:   # a runtime loop keeps ptxas from hoisting every load (spills at DM 128)
@@ -233,11 +250,10 @@ def gemm_nt(k, L, dm, a_tile, a_row0, b_tile, nterms, a_small_off):
         k.place(loop)
     for s in range(unroll):
         # A comes split already: big at a_tile, small at a_tile + a_small_off
-        asplit = [[k.r("ld.shared.b32", "[%s+%d]" % (aptr, 32 * s + off + plane))
-                   for off in (0, 8 * p4, 16, 8 * p4 + 16)] for plane in (0, a_small_off)]
+        asplit = [ldsm4(k, aptr, 32 * s + plane) for plane in (0, a_small_off)]
+        b = ldsm4(k, bptr, 32 * s)
         for n in range(2):
-            b = [k.r("ld.shared.b32", "[%s+%d]" % (bptr, 8 * n * p4 + 32 * s + off)) for off in (0, 16)]
-            mma3(k, terms[n], asplit, split_all(k, b))
+            mma3(k, terms[n], asplit, split_all(k, b[2 * n:2 * n + 2]))
     if unroll < steps:
         for ptr in (aptr, bptr):
             k.op("add.u32 %s, %s, %d" % (ptr, ptr, 32 * unroll))

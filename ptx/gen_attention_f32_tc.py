@@ -62,7 +62,7 @@ R B operand's scalar loads (rows 2t, 2t+1, column g) hit 32 distinct banks.
 import os
 import sys
 
-from ptx_emitter import load_params, write_or_check
+from ptx_emitter import load_params, main_for
 from gen_attention_sm80 import Kernel, header
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -735,13 +735,5 @@ def generate():
     return {"attention_f32_tc.ptx": "".join(parts)}
 
 
-def main():
-    import argparse
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--check", action="store_true", help="fail if the committed file is stale")
-    args = ap.parse_args()
-    return write_or_check(HERE, generate(), args.check, "gen_attention_f32_tc.py")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_for(__doc__, generate, HERE, "gen_attention_f32_tc.py"))

@@ -12,10 +12,20 @@ were issue-bound at 30-60 % of copy bandwidth. Here each weight costs about
 one or two integer ops: quants are cut out of the loaded words two at a
 time as f16x2 (bf16x2) bit patterns magic + u (exact; see Ctx), one packed
 subtract makes them the exact integers, and mma.sync m16n8k16 (16-bit x
-16-bit products are exact, accumulated in f32) forms the per-scale-group dot
-products. The scale (and min) of each group is applied in f32 afterwards, as
-in the CUDA-core kernels; the sum of the activations that the min multiplies
-comes from a second mma with an all-ones A.
+16-bit products are exact, accumulated in f32) forms the dot products.
+Q4_K and Q5_K: the min part, sum_j m_j * sum(x of group j), is a second mma
+whose A holds the 6-bit mins; with f16 A the 6-bit group scales are folded
+into the weights by the fma that removes the magic (u * sc < 2048 stays an
+exact f16 integer), so one accumulator spans the superblock and only d and
+dmin are applied in f32; with bf16 A (8-bit significands) each group keeps
+its own mma and an f32 fma applies its scale. Q6_K (signed 8-bit scales:
+u * sc needs 13 bits) applies each group's scale in f32.
+
+Measured (bench_kquant --matvec, H100, M = 1, same run against the unfolded
+kernels with their ones-mma for the mins and per-group f32 updates): Q4_K
+bf16 22.1-23.0 -> 19.0-19.8 us, f16 at (4096 x 14336) 21.9 -> 20.1-20.2;
+Q5_K 25.5-27.7 -> 23.2-24.4 us. ncu: still latency-bound (16 warps per SM
+by registers, 48 % issue, the top stall on L1TEX results).
 
 Checked without a GPU by tests/kquant_mma_emulated.py (a PTX interpreter
 runs these kernels); on the H100 by GpuKquant.QuantMatmulMatchesTheF64Reference.
@@ -27,9 +37,12 @@ kernel, so Q8_0 keeps that one (bench/RESULTS.md).
 
 Mapping: a CTA of W warps (8, or 4 in the _w4 kernels; see VARIANTS) owns 16
 weight rows (n0 .. n0+15); warp w takes superblocks w, w+W, ..., w+W(U-1) per
-iteration, then the next WU (split-K over the warps, U blocks in flight per
-warp and row, balanced to a block), and the W partial results are added in
-shared memory in warp order (deterministic).
+iteration, then the next WU (split-K over the warps, balanced to a block),
+and the W partial results are added in shared memory in warp order
+(deterministic). Q4_K and Q5_K hold U = 1 block per warp and row in each of
+two register sets, so the next block's loads fly while this one is
+multiplied, and read a group's 8 activations with one 16-byte load; Q6_K
+loads the variant's U blocks and then multiplies them.
 In the mma, the "M" side is the 16 weight rows, "N" the 8 activation rows
 (rows past M re-read row M-1; their results are never stored) and K one
 16-value step of a scale group. Which k a slot of the step holds is free
@@ -43,7 +56,7 @@ import collections
 FORMATS = ("q4_k", "q5_k", "q6_k")
 BLOCK_BYTES = {"q4_k": 144, "q5_k": 176, "q6_k": 210}
 BLOCK_ELEMS = 256
-UNROLL = 1                 # superblocks in flight per warp and row (the 8-warp kernel)
+UNROLL = 1                 # Q6_K: superblocks in flight per warp and row (the 8-warp kernel)
 UNITS_PER_BLOCK = {"q4_k": 4, "q5_k": 4, "q6_k": 2}
 WARPS = 8
 # The kernels: (warps per CTA, superblocks in flight per warp and row, the CTAs
@@ -122,15 +135,40 @@ def mma(cx, a, b, c):
     return d
 
 
-def act_pair(k, abase, kelem, off2):
+def act_base(k, abase, kelem):
+    """The address of activation kelem (a 64-bit element index) of the row."""
+    return k.rd("mad.lo.u64", kelem, "2", abase)
+
+
+def act_pair(k, base, kofs, off2):
     """The B fragment of a step whose slots 2t, 2t+1, 2t+8, 2t+9 hold the
-    activations at kelem + (0, off2, 1, off2 + 1) (kelem even, a 64-bit
-    register of the element index): b0 = (a[k], a[k+off2]), b1 = (a[k+1],
-    a[k+off2+1])."""
-    addr = k.rd("mad.lo.u64", kelem, "2", abase)
-    y0 = k.r("ld.global.nc.b32", "[%s]" % addr)
-    y1 = k.r("ld.global.nc.b32", "[%s+%d]" % (addr, 2 * off2))
+    activations at k + (0, off2, 1, off2 + 1), k = kofs (even) elements past
+    base (act_base): b0 = (a[k], a[k+off2]), b1 = (a[k+1], a[k+off2+1])."""
+    y0 = k.r("ld.global.nc.b32", "[%s+%d]" % (base, 2 * kofs))
+    y1 = k.r("ld.global.nc.b32", "[%s+%d]" % (base, 2 * (kofs + off2)))
     return [k.r("prmt.b32", y0, y1, "0x5410"), k.r("prmt.b32", y0, y1, "0x7632")]
+
+
+def act_groups(k, base):
+    """The activations of a Q4_K/Q5_K lane's 8 groups, (c, half) ->
+    step s -> B fragment: each group's 8 values (k = 64c + 32half + 0..7 past
+    base, 16-byte aligned: the host checks A's address and row stride) come
+    in one 16-byte load, issued a group ahead of its mma."""
+    words = {}
+
+    def load(c, half):
+        w = k.regs("r", 4)
+        k.op("ld.global.nc.v4.b32 {%s}, [%s+%d]" % (", ".join(w), base, 2 * (64 * c + 32 * half)))
+        words[(c, half)] = w
+
+    order = [(c, half) for c in range(4) for half in (0, 1)]
+    load(*order[0])
+    for i, key in enumerate(order):
+        if i + 1 < len(order):
+            load(*order[i + 1])
+        w = words.pop(key)
+        yield key, [[k.r("prmt.b32", w[2 * s], w[2 * s + 1], sel) for sel in ("0x5410", "0x7632")]
+                    for s in (0, 1)]
 
 
 def ld_u16_pair(k, addr, off_lo, off_hi):
@@ -155,22 +193,21 @@ def f16_to_f32(k, word, high):
 # early so U blocks x 2 rows of loads are in flight); blk is the block's
 # address, t the lane's threadID_in_group.
 
-def load_q45(k, blk, t, q5):
-    hdr = k.regs("r", 4)
-    k.op("ld.global.nc.v4.b32 {%s}, [%s]" % (", ".join(hdr), blk))
+def load_q45(k, blk, t, q5, dst=None):
+    """Into dst (fresh registers when None): the header, this lane's 32 quant
+    bytes (8 per 64-value chunk) and, for Q5_K, its 8 high-bit bytes."""
+    if dst is None:
+        dst = {"hdr": k.regs("r", 4), "qs": [k.regs("r", 2) for _ in range(4)]}
+        if q5:
+            dst["qh"] = k.regs("r", 2)
+    k.op("ld.global.nc.v4.b32 {%s}, [%s]" % (", ".join(dst["hdr"]), blk))
     base = k.rd("add.u64", blk, k.rd("mul.wide.u32", t, "8"))
     qs_off = 48 if q5 else 16
-    qs = []
-    for c in range(4):
-        w = k.regs("r", 2)
+    for c, w in enumerate(dst["qs"]):
         k.op("ld.global.nc.v2.b32 {%s}, [%s+%d]" % (", ".join(w), base, qs_off + 32 * c))
-        qs.append(w)
-    out = {"hdr": hdr, "qs": qs}
     if q5:
-        qh = k.regs("r", 2)
-        k.op("ld.global.nc.v2.b32 {%s}, [%s+16]" % (", ".join(qh), base))
-        out["qh"] = qh
-    return out
+        k.op("ld.global.nc.v2.b32 {%s}, [%s+16]" % (", ".join(dst["qh"]), base))
+    return dst
 
 
 def load_q6_k(k, blk, t):
@@ -194,82 +231,141 @@ def load_q6_k(k, blk, t):
     return {"parts": parts, "sc": sc, "d": k.f("cvt.f32.f16", dh)}
 
 
-def load_block(k, fmt, blk, t):
+def load_block(k, fmt, blk, t, dst=None):
     if fmt == "q6_k":
         return load_q6_k(k, blk, t)
-    return load_q45(k, blk, t, fmt == "q5_k")
+    return load_q45(k, blk, t, fmt == "q5_k", dst)
 
 
 # ------------------------------------------------------------- compute ----
 
-def accumulate(k, acc, valid, scales, dq, mins=None, ds=None):
-    """acc[i] += scale(row of i)·dq[i] (- min·ds[i]); registers 0, 1 belong
-    to row g, 2, 3 to row g + 8. Only for a valid block."""
+def accumulate(k, acc, valid, scales, dq):
+    """acc[i] += scale(row of i)·dq[i]; registers 0, 1 belong to row g, 2, 3
+    to row g + 8. Only for a valid block."""
     for i in range(4):
-        s = scales[i // 2]
-        v = k.f("mul.f32", s, dq[i])
-        if mins is not None:
-            v = k.f("fma.rn.f32", k.f("neg.f32", mins[i // 2]), ds[i], v)
+        v = k.f("mul.f32", scales[i // 2], dq[i])
         k.op("@%s add.f32 %s, %s, %s" % (valid, acc[i], acc[i], v))
 
 
-def scale_min_k4(k, hdr, j):
-    """(sc, m) of sub-block j as u32 from the header words (bytes 4..15)."""
-    def byte(i):
-        return k.r("bfe.u32", hdr[1 + i // 4], str(8 * (i % 4)), "8")
-    if j < 4:
-        return k.r("and.b32", byte(j), "63"), k.r("and.b32", byte(j + 4), "63")
-    sc = k.r("or.b32", k.r("and.b32", byte(j + 4), "15"), k.r("shl.b32", k.r("shr.u32", byte(j - 4), "6"), "4"))
-    m = k.r("or.b32", k.r("shr.u32", byte(j + 4), "4"), k.r("shl.b32", k.r("shr.u32", byte(j), "6"), "4"))
-    return sc, m
+def scale_min_bytes_k4(k, hdr):
+    """The 8 six-bit scales and mins of a Q4_K/Q5_K block as bytes: (sc of
+    groups 0-3, sc of 4-7, m of 0-3, m of 4-7), byte j % 4 for group j
+    (get_scale_min_k4, four groups per word)."""
+    lo6 = "0x3F3F3F3F"
+    hi2 = lambda w: k.r("and.b32", k.r("shr.b32", w, "2"), "0x30303030")   # bits 6-7 -> 4-5
+    sc_hi = k.r("or.b32", k.r("and.b32", hdr[3], "0x0F0F0F0F"), hi2(hdr[1]))
+    m_hi = k.r("or.b32", k.r("and.b32", k.r("shr.b32", hdr[3], "4"), "0x0F0F0F0F"), hi2(hdr[2]))
+    return (k.r("and.b32", hdr[1], lo6), sc_hi, k.r("and.b32", hdr[2], lo6), m_hi)
 
 
-def compute_q45(k, cx, rows, abase, kblk, t, acc, valid, q5):
-    ds = []   # per row: (d, dmin) as f32
-    for rw in rows:
-        lo, hi = k.reg("h"), k.reg("h")
-        k.op("mov.b32 {%s, %s}, %s" % (lo, hi, rw["hdr"][0]))
-        ds.append((k.f("cvt.f32.f16", lo), k.f("cvt.f32.f16", hi)))
-    kt = k.rd("add.u64", kblk, k.rd("mul.wide.u32", t, "8"))
-    for c in range(4):
-        for half in (0, 1):
-            j = 2 * c + half
-            # lane t holds bytes 8t .. 8t+7 of the 32: step s uses word s,
-            # pairs (bytes 0, 2) and (1, 3) -> k offsets (4s, 4s+2), (4s+1, 4s+3)
-            kg = k.rd("add.u64", kt, str(64 * c + 32 * half))
-            dq = ds_ = None
-            for s in (0, 1):
-                b = act_pair(k, abase, k.rd("add.u64", kg, str(4 * s)), 2)
-                a = []
-                for pair in (0, 1):
-                    for rw in rows:
-                        u = cx.nibble(rw["qs"][c][s], 8 * pair, half)
-                        if q5:
-                            # qh byte bit (2c + half) -> bit 4 (bit 8 for an in-place high nibble)
-                            src = 2 * c + half + 8 * pair
-                            at8 = half and cx.x16
-                            hb = k.r("and.b32", shift(k, rw["qh"][s], (8 if at8 else 4) - src),
-                                     "0x01000100" if at8 else "0x00100010")
-                            u = k.r("or.b32", u, hb)
-                        a.append(cx.half2(u, 0))
-                dq = mma(cx, a, b, dq)
-                ds_ = mma(cx, [cx.ones] * 4, b, ds_)
-            scs, mns = [], []
-            for ri, rw in enumerate(rows):
-                sc, m = scale_min_k4(k, rw["hdr"], j)
-                scs.append(cx.hi_scale(k.f("mul.f32", ds[ri][0], k.f("cvt.rn.f32.u32", sc)), half))
-                mns.append(k.f("mul.f32", ds[ri][1], k.f("cvt.rn.f32.u32", m)))
-            accumulate(k, acc, valid, scs, dq, mns, ds_)
+def q45_header(k, rw):
+    """A row's d and dmin (f32) and its scale and min bytes."""
+    lo, hi = k.reg("h"), k.reg("h")
+    k.op("mov.b32 {%s, %s}, %s" % (lo, hi, rw["hdr"][0]))
+    return k.f("cvt.f32.f16", lo), k.f("cvt.f32.f16", hi), scale_min_bytes_k4(k, rw["hdr"])
+
+
+def q45_bits(k, cx, rw, c, s, pair, half, q5):
+    """The quants of nibble pair `pair` of word s in chunk c (group 2c + half)
+    as u in each 16-bit half (f16: a high nibble stays in place as 16 u), with
+    Q5_K's fifth bit (qh byte bit 2c + half) beside them."""
+    u = cx.nibble(rw["qs"][c][s], 8 * pair, half)
+    if not q5:
+        return u
+    at8 = half and cx.x16
+    hb = k.r("and.b32", shift(k, rw["qh"][s], (8 if at8 else 4) - (2 * c + half + 8 * pair)),
+             "0x01000100" if at8 else "0x00100010")
+    return k.r("or.b32", u, hb)
+
+
+def q45_finish(k, per_row, dsum, msum, acc, valid):
+    """acc += d * dsum - dmin * msum (rows g, g + 8), for a valid block."""
+    for i in range(4):
+        d, dmin, _ = per_row[i // 2]
+        v = k.f("fma.rn.f32", k.f("neg.f32", dmin), msum[i], k.f("mul.f32", d, dsum[i]))
+        k.op("@%s add.f32 %s, %s, %s" % (valid, acc[i], acc[i], v))
+
+
+def compute_q45_f16(k, cx, rows, abase, kblk, t, acc, valid, q5):
+    """f16 A: each group's integer scale is folded into its weights, which
+    stay exact: (1024 + u) * sc - 1024 * sc = u * sc <= 31 * 63 < 2048 is an
+    f16 integer, and one fma.f16x2 forms it where the unscaled kernel needs a
+    sub. So one accumulator takes a whole superblock, and the min part
+    sum_j m_j * sum(x of group j) comes from a second mma whose A holds m_j
+    (exact f16 integers). Per superblock and row only d and dmin are applied
+    in f32, instead of two scales and four f32 updates per group."""
+    c1024, cneg1024 = k.r("mov.b32", "0x64006400"), k.r("mov.b32", "0xE400E400")
+    c16th, cneg64 = k.r("mov.b32", "0x2C002C00"), k.r("mov.b32", "0xD400D400")
+    b64 = k.r("mov.b32", "0x64646464")
+    per_row = [q45_header(k, rw) for rw in rows]
+    ab = act_base(k, abase, k.rd("add.u64", kblk, k.rd("mul.wide.u32", t, "8")))
+    dsum = msum = None
+    for (c, half), bfrag in act_groups(k, ab):
+        j = 2 * c + half
+        sel = "0x%X" % (0x4040 | ((j % 4) << 8) | (j % 4))   # byte j%4 under 0x64, both halves
+        scs, nbs, mins = [], [], []
+        for _, _, sm in per_row:
+            h = k.r("prmt.b32", sm[j // 4], b64, sel)          # f16 1024 + sc
+            if half:   # the nibble stays in place as 16 u: sc / 16 = (1024 + sc) / 16 - 64
+                sc2 = k.r("fma.rn.f16x2", h, c16th, cneg64)
+            else:
+                sc2 = k.r("sub.rn.f16x2", h, c1024)
+            scs.append(sc2)
+            nbs.append(k.r("mul.rn.f16x2", sc2, cneg1024))
+            mins.append(k.r("sub.rn.f16x2", k.r("prmt.b32", sm[2 + j // 4], b64, sel), c1024))
+        for s in (0, 1):
+            b = bfrag[s]
+            a = []
+            for pair in (0, 1):
+                for ri, rw in enumerate(rows):
+                    u = q45_bits(k, cx, rw, c, s, pair, half, q5)
+                    a.append(k.r("fma.rn.f16x2", k.r("or.b32", u, cx.magic), scs[ri], nbs[ri]))
+            dsum = mma(cx, a, b, dsum)
+            msum = mma(cx, mins + mins, b, msum)
+    q45_finish(k, per_row, dsum, msum, acc, valid)
+
+
+def compute_q45_bf16(k, cx, rows, abase, kblk, t, acc, valid, q5):
+    """bf16 A: u * sc may need 11 bits, past bf16's 8, so each group keeps its
+    own mma and its scale is applied in f32 (one fma per result); the min part
+    comes from a second mma with A = m_j (exact bf16 integers), accumulated over
+    the superblock as in compute_q45_f16."""
+    b43 = k.r("mov.b32", "0x43000000")    # prmt's bytes 4-6 zero, byte 7 0x43
+    neg128 = k.r("mov.b32", "0xC300C300")
+    per_row = [q45_header(k, rw) for rw in rows]
+    ab = act_base(k, abase, k.rd("add.u64", kblk, k.rd("mul.wide.u32", t, "8")))
+    dsum, msum = [k.var_f("0f00000000") for _ in range(4)], None
+    for (c, half), bfrag in act_groups(k, ab):
+        j = 2 * c + half
+        scs, mins = [], []
+        for _, _, sm in per_row:
+            # f32 bits 0x43 sc 00 00 = 128 + sc; bf16 bits 0x43 m = 128 + m
+            f = k.r("prmt.b32", sm[j // 4], b43, "0x%X" % (0x7000 | ((j % 4) << 8) | 0x44))
+            scs.append(k.f("sub.f32", f, "0f43000000"))
+            h = k.r("prmt.b32", sm[2 + j // 4], b43, "0x%X" % (0x7070 | ((j % 4) << 8) | (j % 4)))
+            mins.append(k.r("fma.rn.bf16x2", h, cx.ones, neg128))
+        dq = None
+        for s in (0, 1):
+            b = bfrag[s]
+            a = []
+            for pair in (0, 1):
+                for rw in rows:
+                    a.append(cx.half2(q45_bits(k, cx, rw, c, s, pair, half, q5), 0))
+            dq = mma(cx, a, b, dq)
+            msum = mma(cx, mins + mins, b, msum)
+        for i in range(4):
+            k.op("fma.rn.f32 %s, %s, %s, %s" % (dsum[i], scs[i // 2], dq[i], dsum[i]))
+    q45_finish(k, per_row, dsum, msum, acc, valid)
 
 
 def compute_q6_k(k, cx, rows, abase, kblk, t, acc, valid):
-    kt = k.rd("add.u64", kblk, k.rd("mul.wide.u32", t, "2"))
+    ab = act_base(k, abase, k.rd("add.u64", kblk, k.rd("mul.wide.u32", t, "2")))
     for hh in (0, 1):
         for l0 in (0, 16):
             for q in range(4):
                 # group 8hh + 2q + l0/16: elements 128hh + 32q + l0 + (0..15);
                 # slots (l0+2t, l0+2t+8) and (l0+2t+1, l0+2t+9)
-                b = act_pair(k, abase, k.rd("add.u64", kt, str(128 * hh + 32 * q + l0)), 8)
+                b = act_pair(k, ab, 128 * hh + 32 * q + l0, 8)
                 a = []
                 for pair in (0, 1):
                     for rw in rows:
@@ -292,14 +388,18 @@ def compute_q6_k(k, cx, rows, abase, kblk, t, acc, valid):
 def compute_block(k, fmt, cx, rows, abase, kblk, t, acc, valid):
     if fmt == "q6_k":
         compute_q6_k(k, cx, rows, abase, kblk, t, acc, valid)
+    elif cx.x16:
+        compute_q45_f16(k, cx, rows, abase, kblk, t, acc, valid, fmt == "q5_k")
     else:
-        compute_q45(k, cx, rows, abase, kblk, t, acc, valid, fmt == "q5_k")
+        compute_q45_bf16(k, cx, rows, abase, kblk, t, acc, valid, fmt == "q5_k")
 
 
 # -------------------------------------------------------------- kernel ----
 
 def mma_matvec(k, p, fmt, dt, variant=VARIANTS[0]):
-    bb, be, U, WARPS = BLOCK_BYTES[fmt], BLOCK_ELEMS, variant.unroll, variant.warps
+    bb, be, WARPS = BLOCK_BYTES[fmt], BLOCK_ELEMS, variant.warps
+    # Q4_K/Q5_K double-buffer one block per warp and row; Q6_K loads the variant's unroll at once
+    U = variant.unroll if fmt == "q6_k" else 1
     k.block, k.min_ctas = 32 * WARPS, variant.min_ctas
     k.shared.append(".shared .align 16 .f32 kq_red[%d]" % (WARPS * 32 * 4))
     tid = k.r("mov.u32", "%tid.x")
@@ -323,19 +423,45 @@ def mma_matvec(k, p, fmt, dt, variant=VARIANTS[0]):
     c0 = k.var_r(warp)
     loop, end = k.label("mma_chunk"), k.label("mma_done")
     k.op("@%s bra %s" % (k.p("setp.ge.u32", c0, nblk), end))
-    k.place(loop)
-    blocks = []
-    for u in range(U):
-        bi = k.r("add.u32", c0, str(u * WARPS))
-        valid = k.p("setp.lt.u32", bi, nblk)
-        bc = k.r("min.u32", bi, blast)   # a block past the row re-reads the last; never added
-        off = k.rd("mul.wide.u32", bc, str(bb))
-        rows = [load_block(k, fmt, k.rd("add.u64", wr, off), t) for wr in wrows]
-        blocks.append((rows, k.rd("mul.wide.u32", bc, str(be)), valid))
-    for rows, kblk, valid in blocks:
-        compute_block(k, fmt, cx, rows, abase, kblk, t, acc, valid)
-    k.op("add.u32 %s, %s, %d" % (c0, c0, WARPS * U))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", c0, nblk), loop))
+
+    def block_index(c, u):
+        """Block c + u*WARPS, and whether it exists (past the row it re-reads the last)."""
+        bi = k.r("add.u32", c, str(u * WARPS)) if u else c
+        return k.r("min.u32", bi, blast), k.p("setp.lt.u32", bi, nblk)
+
+    def issue_loads(c, dst):
+        out = []
+        for u in range(U):
+            off = k.rd("mul.wide.u32", block_index(c, u)[0], str(bb))
+            out.append([load_block(k, fmt, k.rd("add.u64", wr, off), t, dst[u][ri] if dst else None)
+                        for ri, wr in enumerate(wrows)])
+        return out
+
+    def compute_set(c, blocks):
+        for u, rows in enumerate(blocks):
+            bc, valid = block_index(c, u)
+            compute_block(k, fmt, cx, rows, abase, k.rd("mul.wide.u32", bc, str(be)), t, acc, valid)
+
+    if fmt == "q6_k":
+        # loads then compute (Q6_K's 2-byte-aligned fields take too many registers to double-buffer)
+        k.place(loop)
+        compute_set(c0, issue_loads(c0, None))
+        k.op("add.u32 %s, %s, %d" % (c0, c0, WARPS * U))
+        k.op("@%s bra %s" % (k.p("setp.lt.u32", c0, nblk), loop))
+    else:
+        # two register sets: the next blocks' loads are in flight while these are multiplied
+        sets = [issue_loads(c0, None), None]
+        k.place(loop)
+        for half in (0, 1):
+            cn = k.r("add.u32", c0, str(WARPS * U))
+            more = k.p("setp.lt.u32", cn, nblk)
+            noload = k.label("noload")
+            k.op("@!%s bra.uni %s" % (more, noload))
+            sets[1 - half] = issue_loads(cn, sets[1 - half])
+            k.place(noload)
+            compute_set(c0, sets[half])
+            k.op("mov.u32 %s, %s" % (c0, cn))
+            k.op("@%s bra.uni %s" % (("!" + more, end) if half == 0 else (more, loop)))
     k.place(end)
     # split-K reduction over the 8 warps, in warp order
     red = k.r("mov.u32", "kq_red")

@@ -265,6 +265,18 @@ class Warp:
                 assert h2f(f2h(lo)) == lo and h2f(f2h(hi)) == hi, "inexact f16 sub"
                 r.append(f2h(lo) | (f2h(hi) << 16))
             self.setr(d, r, mask)
+        elif op in ("fma.rn.f16x2", "mul.rn.f16x2"):
+            r = []
+            for l in Z:
+                out = 0
+                for sh in (0, 16):
+                    v = h2f(s[0][l] >> sh) * h2f(s[1][l] >> sh)
+                    if op == "fma.rn.f16x2":
+                        v += h2f(s[2][l] >> sh)
+                    assert h2f(f2h(v)) == v, "inexact f16 " + op
+                    out |= f2h(v) << sh
+                r.append(out)
+            self.setr(d, r, mask)
         elif op == "fma.rn.bf16x2":
             r = []
             for l in Z:
@@ -276,10 +288,11 @@ class Warp:
                     out |= (bits >> 16) << sh
                 r.append(out)
             self.setr(d, r, mask)
-        elif op in ("mul.f32", "add.f32", "fma.rn.f32", "neg.f32"):
+        elif op in ("mul.f32", "add.f32", "sub.f32", "fma.rn.f32", "neg.f32"):
             x = [[b2f(v) for v in col] for col in s]
             if op == "mul.f32": r = [x[0][l] * x[1][l] for l in Z]
             elif op == "add.f32": r = [x[0][l] + x[1][l] for l in Z]
+            elif op == "sub.f32": r = [x[0][l] - x[1][l] for l in Z]
             elif op == "fma.rn.f32": r = [x[0][l] * x[1][l] + x[2][l] for l in Z]
             else: r = [-x[0][l] for l in Z]
             self.setr(d, [f2b(v) for v in r], mask)

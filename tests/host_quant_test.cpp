@@ -167,10 +167,12 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
               c = at(4, KAIO_DTYPE_BF16, m, n);
   KT_OK(kaio_matmul_int4(s(), &a, &qw, &qz, &sc, &c, &d));
   Launch l = last_launch();
-  // 128-row tiles: 2 CTAs either way on the fake GPU's 4 SMs, half the rows each
-  EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m128");
+  // 2 column tiles on the fake GPU's 4 SMs: the 256-row tile with K split over
+  // CTA pairs fills them, 2 of the 4 K steps each
+  EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m256_k2");
   EXPECT_EQ(l.grid[0], 2u);  // ceil(136 / 128) weight columns
-  EXPECT_EQ(l.grid[1], 1u);  // ceil(40 / 128) rows
+  EXPECT_EQ(l.grid[1], 1u);  // ceil(40 / 256) rows
+  EXPECT_EQ(l.grid[2], 2u);  // the K halves: a cluster of 2
   EXPECT_EQ(l.block[0], 384u);
   struct Record {
     uint64_t address, dim0, dim1, stride, box, flags, rest[10];
@@ -180,7 +182,7 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   EXPECT_EQ(rx.address, base);
   EXPECT_EQ(rx.dim0, uint64_t{k});
   EXPECT_EQ(rx.dim1, uint64_t{m});
-  EXPECT_EQ(rx.box, 64u | (uint64_t{128} << 32));
+  EXPECT_EQ(rx.box, 64u | (uint64_t{256} << 32));
   EXPECT_EQ((rx.flags >> 8) & 0xFF, 3u);  // 128-byte swizzle
   EXPECT_EQ(rq.address, base + (1 << 16));
   EXPECT_EQ(rq.dim0, uint64_t{n});
@@ -198,6 +200,13 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   EXPECT_EQ(launch_param<uint32_t>(14), static_cast<uint32_t>(KAIO_DTYPE_BF16));
   KT_OK(kaio_matmul_int4(s(), &a, &qw, nullptr, &sc, &c, &d));
   EXPECT_EQ(launch_param<uint64_t>(6), 0u) << "no qzeros";
+  // One K step cannot be split: 2 CTAs of 128 rows, each half the rows of 256
+  kaio_tensor short_a = at(8, KAIO_DTYPE_BF16, m, 64), short_qw = at(9, KAIO_DTYPE_U32, 8, n),
+              short_sc = at(10, KAIO_DTYPE_BF16, 1, n);
+  KT_OK(kaio_matmul_int4(s(), &short_a, &short_qw, nullptr, &short_sc, &c, &d));
+  l = last_launch();
+  EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m128");
+  EXPECT_EQ(l.grid[2], 1u);
   // M = 1000: 4 x 2 CTAs of 256 rows in two waves of the 4 SMs, no slower than
   // 8 x 2 of 128 rows in four: the 256-row tile
   kaio_tensor big_a = at(8, KAIO_DTYPE_BF16, 1000, k), big_c = at(16, KAIO_DTYPE_BF16, 1000, n);
@@ -205,6 +214,7 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   l = last_launch();
   EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m256");
   EXPECT_EQ(l.grid[1], 4u);
+  EXPECT_EQ(l.grid[2], 1u);
   EXPECT_EQ(launch_param<Record>(0).box, 64u | (uint64_t{256} << 32));
 
   d.m = 64;
@@ -219,7 +229,7 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   unsigned long long before = kt::fake().launch_count();
   KT_OK(kaio_op_launch(op, s(), t, 5));
   EXPECT_EQ(kt::fake().launch_count(), before + 1);
-  EXPECT_EQ(last_launch().name, "kaio_int4_mm_sm90_bf16_m128");
+  EXPECT_EQ(last_launch().name, "kaio_int4_mm_sm90_bf16_m256_k2");
 }
 
 // Before sm_90: op handles with M > 16 dequantize into a workspace they own,

@@ -244,7 +244,9 @@ enum class ModuleId : int {
   X(int4_mm_sm90_f16_m256, quant_int4_sm90, "kaio_int4_mm_sm90_f16_m256") \
   X(int4_mm_sm90_f16_m128, quant_int4_sm90, "kaio_int4_mm_sm90_f16_m128") \
   X(int4_mm_sm90_bf16_m256, quant_int4_sm90, "kaio_int4_mm_sm90_bf16_m256") \
-  X(int4_mm_sm90_bf16_m128, quant_int4_sm90, "kaio_int4_mm_sm90_bf16_m128")
+  X(int4_mm_sm90_bf16_m128, quant_int4_sm90, "kaio_int4_mm_sm90_bf16_m128") \
+  X(int4_mm_sm90_f16_m256_k2, quant_int4_sm90, "kaio_int4_mm_sm90_f16_m256_k2") \
+  X(int4_mm_sm90_bf16_m256_k2, quant_int4_sm90, "kaio_int4_mm_sm90_bf16_m256_k2")
 // clang-format on
 
 enum class KernelId : int {

@@ -148,22 +148,34 @@ kaio_status check_output(const char *caller, const kaio_device *device, const Qu
 }
 
 // M > 16 on sm_90a: the fused wgmma kernel, for op handles and one-shot
-// calls alike (it needs no workspace).
-// Waves of CTAs times rows per CTA: the 128-row tile only when it finishes in
-// fewer row-slots than the 256-row one (M = 512 at N = 4096 on 132 SMs: one
-// wave of 128 CTAs against one wave of 64 that leaves half the SMs idle).
-int64_t fused_cost(const QuantPlan &p, int64_t rows, int64_t sms) {
-  const int64_t ctas = ((p.m + rows - 1) / rows) * ((p.n[0] + 127) / 128);
-  return (ctas + sms - 1) / sms * rows;
+// calls alike (it needs no workspace). Its tiles: 128 weight columns by 128
+// or 256 rows, the 256-row one also with K split over a pair of CTAs (a
+// cluster whose partial tiles meet in shared memory). Cost: waves of CTAs
+// times K steps per CTA times the time of a step, measured on the H100
+// (ptx/gen_quant_int4_sm90.py): about 0.84 us for 128 rows, 1.02 for 256.
+// So M = 512 at N = 4096 takes one wave of 128 split 256-row CTAs (32 steps
+// each) instead of 128 unsplit 128-row ones (64 steps); ties keep no split.
+struct FusedTile {
+  int64_t rows, split, step_cost;
+};
+constexpr FusedTile kFusedTiles[] = {{256, 1, 102}, {128, 1, 84}, {256, 2, 102}};
+
+int64_t fused_cost(const QuantPlan &p, const FusedTile &f, int64_t sms) {
+  const int64_t ctas = ((p.m + f.rows - 1) / f.rows) * ((p.n[0] + 127) / 128) * f.split;
+  const int64_t steps = (p.k + 63) / 64;
+  return (ctas + sms - 1) / sms * ((steps + f.split - 1) / f.split) * f.step_cost;
 }
 
 kaio_status plan_fused(const char *caller, kaio_device *device, QuantPlan *p) {
   const int64_t sms = device->info.sm_count;
-  const bool narrow = fused_cost(*p, 128, sms) < fused_cost(*p, 256, sms);
+  const FusedTile *best = &kFusedTiles[0];
+  for (const FusedTile &f : kFusedTiles)   // a split needs a K step for each CTA of the pair
+    if ((f.split == 1 || p->k > 64) && fused_cost(*p, f, sms) < fused_cost(*p, *best, sms)) best = &f;
   const bool bf = p->in_dtype == KAIO_DTYPE_BF16;
   using K = KernelId;
-  const KernelId id = bf ? (narrow ? K::int4_mm_sm90_bf16_m128 : K::int4_mm_sm90_bf16_m256)
-                         : (narrow ? K::int4_mm_sm90_f16_m128 : K::int4_mm_sm90_f16_m256);
+  const KernelId id = best->split == 2 ? (bf ? K::int4_mm_sm90_bf16_m256_k2 : K::int4_mm_sm90_f16_m256_k2)
+                      : best->rows == 128 ? (bf ? K::int4_mm_sm90_bf16_m128 : K::int4_mm_sm90_f16_m128)
+                                          : (bf ? K::int4_mm_sm90_bf16_m256 : K::int4_mm_sm90_f16_m256);
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, id, &fn));
   if (fn.block == 0 || fn.cols_per_block == 0 || fn.box_a[0] == 0 || fn.box_b[0] == 0)
@@ -174,6 +186,7 @@ kaio_status plan_fused(const char *caller, kaio_device *device, QuantPlan *p) {
   kp.block = fn.block;
   kp.grid = static_cast<unsigned>((p->n[0] + fn.cols_per_block - 1) / fn.cols_per_block);
   kp.grid_y = static_cast<unsigned>((p->m + fn.box_a[1] - 1) / fn.box_a[1]);
+  kp.grid_z = static_cast<unsigned>(best->split);   // the split kernels' clusters are 1 x 1 x 2
   for (int i = 0; i < 2; ++i) {
     p->box_a[i] = fn.box_a[i];
     p->box_b[i] = fn.box_b[i];

@@ -151,8 +151,10 @@ func TestQuantizedMatmulsOnTheFake(t *testing.T) {
 	a64, c64 := fakeBuf(t, d0, kaio.DTypeF16, 64, k), fakeBuf(t, d0, kaio.DTypeF32, 64, n)
 	n0 = h.LaunchCount()
 	ok(t, op4.Launch(s, a64, w.QWeight, w.QZeros, w.Scales, c64))
-	if h.LaunchCount() != n0+1 || lastKernel(t) != "kaio_int4_mm_sm90_f16_m128" {
-		t.Fatal("M > 16 on the fake sm_90 should be one launch of the dequantize-into-wgmma kernel")
+	// which tile (128 or 256 rows, K split or not) is libkaio's choice, tested in C++
+	if h.LaunchCount() != n0+1 || !strings.HasPrefix(lastKernel(t), "kaio_int4_mm_sm90_f16_m") {
+		t.Fatal("M > 16 on the fake sm_90 should be one launch of the dequantize-into-wgmma kernel, not " +
+			lastKernel(t))
 	}
 	ok(t, kaio.Int4RepackKAIO(s, fakeBuf(t, d0, kaio.DTypeU32, 300, 16), fakeBuf(t, d0, kaio.DTypeU32, 16, 300)))
 	if n := lastKernel(t); n != "kaio_int4_transpose_u32" {

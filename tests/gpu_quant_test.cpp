@@ -336,6 +336,11 @@ class GpuQuantInt4 : public GpuQuant {
     DeviceWeights w = to_device(h, c.in);
     std::vector<double> out = run(c, view(bx.get(), c.in, c.m, c.k, ldx), w, c.n, ldc);
     compare(c, x.values, ldx, h, out, ldc);
+    // Every kernel sums in a fixed order (split-K warps in shared memory, the
+    // sm_90a CTA pairs through distributed shared memory): a rerun is identical
+    std::vector<double> again = run(c, view(bx.get(), c.in, c.m, c.k, ldx), w, c.n, ldc);
+    EXPECT_EQ(std::memcmp(out.data(), again.data(), out.size() * sizeof(double)), 0)
+        << "the same call gave different bits";
   }
 };
 
@@ -391,6 +396,16 @@ TEST_F(GpuQuantInt4, PrefillKTailsGroupsOfThirtyTwoAndOddTiles) {
   // C one element off a 16-byte boundary: the element-store epilogue
   check({70, 80, 256, 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16, false, 0, 1});
   check({130, 40, 128, 128, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F32, true, 8, 3});
+}
+
+// The sm_90a kernel's three tiles, as src/ops/quant_int4.cpp picks them on a
+// 132-SM H100: small grids split K over CTA pairs (the cases above); 70
+// column tiles at 2 K steps take the 128-row tile (140 split CTAs would need
+// two waves); M = 300 over 60 column tiles the 256-row one. On other GPUs the
+// picks differ; the results must hold either way.
+TEST_F(GpuQuantInt4, PrefillTilesOfEverySize) {
+  check({40, 128 * 70, 128, 128, true});
+  check({300, 128 * 60, 128, 64, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32});
 }
 
 TEST_F(GpuQuantInt4, OpHandlesAtPrefillDequantizeIntoTheirWorkspace) {

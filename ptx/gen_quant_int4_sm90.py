@@ -8,12 +8,14 @@ registers straight into wgmma, no dequantized copy in memory.
 Kernels: kaio_int4_mm_sm90_<dt>_m<BM>, dt in {f16, bf16} (activations and
 scales), BM in {256, 128} activation rows per CTA, and kaio_int4_mm_sm90_<dt>_
 m256_k2, whose CTA pairs (clusters of 1 x 1 x 2, grid z = 2) split K in
-halves: rank 1 adds its partial tile into rank 0's through rank 0's shared
-memory (distributed shared memory, after the mainloops), rank 0 stores.  The
+halves; after the mainloops each CTA owns half the tile's rows, sends its
+partial of the other half into its partner's shared memory (distributed
+shared memory) and adds and stores its own half.  The
 host (src/ops/quant_int4.cpp) picks by waves x steps per CTA x step time.
-Measured on the H100 (bench_quant, same run): M = 512, N = K = 4096 54.2-54.4
+Measured on the H100 (bench_quant, same runs): M = 512, N = K = 4096 54.2-54.4
 -> 43.8-44.1 us (0.53x -> 0.64-0.65x cuBLAS f16) with the split 256-row tile
-in place of the 128-row one.
+in place of the 128-row one when rank 0 summed and stored the whole tile;
+42.1-42.4 us (0.67x) with each rank storing half.
 C [M, N] = X [M, K] * W [K, N], W in the GPTQ layout of ptx/gen_quant_int4.py
 (qweight u32 [K/8, N], qzeros u32 [K/g, N/8] or none (zero 8), scales dt
 [K/g, N]), dequantized exactly as there: ((q ^ xmask) - (z + zoff)) rounded
@@ -277,8 +279,9 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
         k.op("@%s mbarrier.arrive.shared::cta.b64 _, [%s]" % (
             ok, k.r("add.u32", empty, k.r("shl.b32", stage_back(back), 3))))
     if split:
-        cluster_sum(k, T, base, acc, exit_)
-    epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp)
+        cluster_sum_and_store(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_)
+    else:
+        epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp)
     k.op("bra.uni %s" % exit_)
 
 
@@ -289,30 +292,37 @@ def cluster_barrier(k):
     k.op("barrier.cluster.wait.acquire")
 
 
-def cluster_sum(k, T, base, acc, exit_):
-    """Split K: CTA rank 1 of the pair adds its partial tile into rank 0's
-    registers through rank 0's shared memory, in a fixed order (rank 0 + rank 1:
-    deterministic). Rank 0's stages are free once both CTAs pass the first
-    barrier (its wgmma and TMA are done); rank 1 exits after the second."""
+def cluster_sum_and_store(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_):
+    """Split K: each CTA of the pair owns half the tile's rows (rank r: rows
+    m0 + 128r ..), sends its partial of the other half into the partner's
+    shared memory, adds the partner's partial of its own half and stores it.
+    Two operands, so the sum is the same bits on either side. The stages are
+    free once both CTAs pass the first barrier (their wgmma and TMA are done)."""
     rank = k.r("mov.u32", "%cluster_ctarank")
     ctid = k.r("sub.u32", k.r("mov.u32", "%tid.x"), 128)
     slot = k.r("add.u32", base, k.r("shl.b32", ctid, 4))    # [acc quad][256 threads][16 B]
+    remote = k.r("mapa.shared::cluster.u32", slot, k.r("xor.b32", rank, 1))
+    nh = len(acc) // 2                                       # acc[4j + v]: row 8j + ..; j < bm/16 first half
+    half_rows = T.bm // 2
     cluster_barrier(k)
-    k.note("rank 1: the partial tile into rank 0's shared memory")
-    mine = k.label("rank0_sum")
-    k.op("@%s bra.uni %s" % (k.p("setp.eq.u32", rank, 0), mine))
-    remote = k.r("mapa.shared::cluster.u32", slot, 0)
-    for q in range(len(acc) // 4):
-        k.op("st.shared::cluster.v4.f32 [%s+%d], {%s}" % (remote, q * 256 * 16, ", ".join(acc[4 * q:4 * q + 4])))
-    cluster_barrier(k)
-    k.op("bra.uni %s" % exit_)
-    k.place(mine)
-    cluster_barrier(k)
-    for q in range(len(acc) // 4):
-        part = k.regs("f", 4)
-        k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(part), slot, q * 256 * 16))
-        for i in range(4):
-            k.op("add.f32 %s, %s, %s" % (acc[4 * q + i], acc[4 * q + i], part[i]))
+    second = k.label("rank1_half")
+    k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", rank, 0), second))
+    for r in (0, 1):
+        if r:
+            k.place(second)
+        k.note("rank %d: keeps rows %d.., sends the other half" % (r, r * half_rows))
+        mine, theirs = (acc[:nh], acc[nh:]) if r == 0 else (acc[nh:], acc[:nh])
+        for q in range(nh // 4):
+            k.op("st.shared::cluster.v4.f32 [%s+%d], {%s}" % (remote, q * 256 * 16, ", ".join(theirs[4 * q:4 * q + 4])))
+        cluster_barrier(k)
+        for q in range(nh // 4):
+            part = k.regs("f", 4)
+            k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(part), slot, q * 256 * 16))
+            for i in range(4):
+                k.op("add.f32 %s, %s, %s" % (mine[4 * q + i], mine[4 * q + i], part[i]))
+        epilogue(k, Tile(half_rows), P, mine, n0, k.r("add.u32", m0, r * half_rows) if r else m0,
+                 cols, t, base, cw, warp)
+        k.op("bra.uni %s" % exit_)
 
 
 def epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp):
@@ -397,7 +407,7 @@ def epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp):
 def mm_kernel(dt, bm, split=False):
     name = "kaio_int4_mm_sm90_%s_m%d%s" % (dt, bm, "_k2" if split else "")
     T = Tile(bm)
-    assert not split or T.bar_off >= (bm // 2) * 256 * 4, "the partial tile must fit in the stages"
+    assert not split or T.bar_off >= (bm // 4) * 256 * 4, "the half tile must fit in the stages"
     k = Kernel()
     P = load_params(k, SCALARS, ("c", "sc"))
     tid = k.r("mov.u32", "%tid.x")
@@ -431,7 +441,8 @@ def mm_kernel(dt, bm, split=False):
            "%d rows per CTA, 1 TMA producer + 2 wgmma consumer warpgroups, %d stages of K %d."
            % (name, dt, BN, bm, STAGES, BK))
     if split:
-        doc += "\nSplit K over a cluster of 2 CTAs (grid z = 2), summed in rank 0 through DSMEM."
+        doc += ("\nSplit K over a cluster of 2 CTAs (grid z = 2): each sums and stores half the rows,"
+                " exchanging partials through DSMEM.")
     ann = ["// kaio-tma: %s tmap_x rank=2 dims=K,M box=64,%d swizzle=128 dtype=%s" % (name, bm, dt),
            "// kaio-tma: %s tmap_qw rank=2 dims=N,K/8 box=%d,8 swizzle=none dtype=u32" % (name, BN),
            "// kaio-launch: %s block=384 cols_per_block=%d" % (name, BN),

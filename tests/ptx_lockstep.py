@@ -258,21 +258,14 @@ class Warp:
                     v |= ((x >> (8 * ((sel >> (4 * i)) & 7))) & 0xFF) << (8 * i)
                 r.append(v)
             self.setr(d, r, mask)
-        elif op == "sub.rn.f16x2":
-            r = []
-            for l in Z:
-                lo = h2f(s[0][l]) - h2f(s[1][l]); hi = h2f(s[0][l] >> 16) - h2f(s[1][l] >> 16)
-                assert h2f(f2h(lo)) == lo and h2f(f2h(hi)) == hi, "inexact f16 sub"
-                r.append(f2h(lo) | (f2h(hi) << 16))
-            self.setr(d, r, mask)
-        elif op in ("fma.rn.f16x2", "mul.rn.f16x2"):
+        elif op in ("sub.rn.f16x2", "mul.rn.f16x2", "fma.rn.f16x2"):
+            f = {"sub.rn.f16x2": lambda x: x[0] - x[1], "mul.rn.f16x2": lambda x: x[0] * x[1],
+                 "fma.rn.f16x2": lambda x: x[0] * x[1] + x[2]}[op]
             r = []
             for l in Z:
                 out = 0
                 for sh in (0, 16):
-                    v = h2f(s[0][l] >> sh) * h2f(s[1][l] >> sh)
-                    if op == "fma.rn.f16x2":
-                        v += h2f(s[2][l] >> sh)
+                    v = f([h2f(src[l] >> sh) for src in s])   # exact in doubles
                     assert h2f(f2h(v)) == v, "inexact f16 " + op
                     out |= f2h(v) << sh
                 r.append(out)

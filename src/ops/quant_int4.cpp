@@ -156,26 +156,28 @@ kaio_status check_output(const char *caller, const kaio_device *device, const Qu
 // So M = 512 at N = 4096 takes one wave of 128 split 256-row CTAs (32 steps
 // each) instead of 128 unsplit 128-row ones (64 steps); ties keep no split.
 struct FusedTile {
-  int64_t rows, split, step_cost;
+  int64_t rows, split, step_cost;   // step_cost: one K step's time in 10 ns
+  KernelId f16, bf16;
 };
-constexpr FusedTile kFusedTiles[] = {{256, 1, 102}, {128, 1, 84}, {256, 2, 102}};
+constexpr FusedTile kFusedTiles[] = {
+    {256, 1, 102, KernelId::int4_mm_sm90_f16_m256, KernelId::int4_mm_sm90_bf16_m256},
+    {128, 1, 84, KernelId::int4_mm_sm90_f16_m128, KernelId::int4_mm_sm90_bf16_m128},
+    {256, 2, 102, KernelId::int4_mm_sm90_f16_m256_k2, KernelId::int4_mm_sm90_bf16_m256_k2}};
+constexpr int64_t kFusedStepK = 64;   // K per step (the generator's BK)
 
-int64_t fused_cost(const QuantPlan &p, const FusedTile &f, int64_t sms) {
+int64_t fused_cost(const QuantPlan &p, const FusedTile &f, int64_t sms, int64_t steps) {
   const int64_t ctas = ((p.m + f.rows - 1) / f.rows) * ((p.n[0] + 127) / 128) * f.split;
-  const int64_t steps = (p.k + 63) / 64;
   return (ctas + sms - 1) / sms * ((steps + f.split - 1) / f.split) * f.step_cost;
 }
 
 kaio_status plan_fused(const char *caller, kaio_device *device, QuantPlan *p) {
   const int64_t sms = device->info.sm_count;
+  const int64_t steps = (p->k + kFusedStepK - 1) / kFusedStepK;
   const FusedTile *best = &kFusedTiles[0];
-  for (const FusedTile &f : kFusedTiles)   // a split needs a K step for each CTA of the pair
-    if ((f.split == 1 || p->k > 64) && fused_cost(*p, f, sms) < fused_cost(*p, *best, sms)) best = &f;
-  const bool bf = p->in_dtype == KAIO_DTYPE_BF16;
-  using K = KernelId;
-  const KernelId id = best->split == 2 ? (bf ? K::int4_mm_sm90_bf16_m256_k2 : K::int4_mm_sm90_f16_m256_k2)
-                      : best->rows == 128 ? (bf ? K::int4_mm_sm90_bf16_m128 : K::int4_mm_sm90_f16_m128)
-                                          : (bf ? K::int4_mm_sm90_bf16_m256 : K::int4_mm_sm90_f16_m256);
+  for (const FusedTile &f : kFusedTiles)   // each CTA of a split needs a K step of its own
+    if (steps >= f.split && fused_cost(*p, f, sms, steps) < fused_cost(*p, *best, sms, steps))
+      best = &f;
+  const KernelId id = p->in_dtype == KAIO_DTYPE_BF16 ? best->bf16 : best->f16;
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, id, &fn));
   if (fn.block == 0 || fn.cols_per_block == 0 || fn.box_a[0] == 0 || fn.box_b[0] == 0)

@@ -71,6 +71,7 @@ import sys
 
 from gen_elementwise import Kernel as ElementwiseKernel
 from kquant_mma import FORMATS as MMA_FORMATS, VARIANTS as MMA_VARIANTS, mma_matvec
+import kquant_stream
 from ptx_emitter import load_params, write_or_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -82,6 +83,7 @@ HEADER = (
     ".target sm_80\n"
     ".address_size 64\n"
 )
+HEADER_SM90 = HEADER.replace(".version 7.0\n.target sm_80", ".version 8.0\n.target sm_90")
 BLOCK = 256
 
 
@@ -108,6 +110,7 @@ class Kernel(ElementwiseKernel):
         super().__init__(name, params, doc)
         self.maxnreg = 0
         self.block, self.min_ctas = BLOCK, 0    # a body may launch fewer threads
+        self.shared_fixed = 0                   # a body whose launch sizes a shared tail
 
     # ---- strict IEEE f32 arithmetic (never contracted) ----
     def mul(self, a, b): return self.f("mul.rn.f32", a, b)
@@ -144,7 +147,8 @@ class Kernel(ElementwiseKernel):
             out = out.replace(".maxntid %d, 1, 1" % BLOCK, launch, 1)
         if self.block != BLOCK:    # the host launches what the PTX says (module_cache)
             entry = ".visible .entry %s(" % self.name
-            out = out.replace(entry, "// kaio-launch: %s block=%d\n%s" % (self.name, self.block, entry), 1)
+            extra = " shared_fixed=%d" % self.shared_fixed if self.shared_fixed else ""
+            out = out.replace(entry, "// kaio-launch: %s block=%d%s\n%s" % (self.name, self.block, extra, entry), 1)
         if self.maxnreg:
             out = out.replace("\n{\n", "\n.maxnreg %d\n{\n" % self.maxnreg, 1)
         return out
@@ -1123,11 +1127,11 @@ MODES = ("ggml", "candle")
 MTS = (1, 2, 4, 8)
 
 
-def kernel(name, params, doc, body, *args):
+def kernel(name, params, doc, body, *args, shared_bytes=0):
     k = Kernel(name, params, doc)
     p = load_params(k, params, [n for t, n in params if t == ".u64" and n in ("x", "q", "y", "a", "w", "c")])
     body(k, p, *args)
-    return "// kaio-shared-bytes: %s 0\n" % name + k.text()
+    return "// kaio-shared-bytes: %s %d\n" % (name, shared_bytes) + k.text()
 
 
 def quantize_body(k, p, fmt, mode):
@@ -1159,7 +1163,16 @@ def build():
                 deq.append(kernel("kaio_kq_mma_%s_%s%s" % (fmt, dt, v.suffix), MV_PARAMS,
                                   "%s dequant-matvec on tensor cores, %s A, M <= 8, %d warps (see kquant_mma.py)."
                                   % (fmt, dt, v.warps), mma_matvec, fmt, dt, v))
-    return {"kquant_quantize.ptx": "\n".join(quant), "kquant_dequant.ptx": "\n".join(deq)}
+    stream = [HEADER_SM90, ".extern .shared .align 128 .b8 %s[];\n" % kquant_stream.SMEM_SYMBOL]
+    for dt in ("f16", "bf16"):
+        for fmt in kquant_stream.FORMATS:
+            stream.append(kernel("kaio_kq_stream_%s_%s" % (fmt, dt), MV_PARAMS,
+                                 "%s dequant-matvec on tensor cores, %s A, M <= 8, weights streamed by "
+                                 "bulk copies (see kquant_stream.py)." % (fmt, dt),
+                                 kquant_stream.stream_matvec, fmt, dt,
+                                 shared_bytes=kquant_stream.shared_bytes(fmt)))
+    return {"kquant_quantize.ptx": "\n".join(quant), "kquant_dequant.ptx": "\n".join(deq),
+            "kquant_stream_sm90.ptx": "\n".join(stream)}
 
 
 def main():

@@ -89,17 +89,17 @@ class Ctx:
     to bit 0 and fma.bf16x2 (x * 1 - (128 + bias); sm_80 has no bf16 sub)
     removes the offset."""
 
-    def __init__(self, k, dt):
-        self.k, self.dt = k, dt
+    def __init__(self, k, dt, act_space="global", group_sums=None):
+        self.k, self.dt, self.act_space, self.group_sums = k, dt, act_space, group_sums
         self.x16 = dt == "f16"     # high nibbles stay in place as 16 u
         self.magic = k.r("mov.b32", "0x64006400" if self.x16 else "0x43004300")
         self.ones = k.r("mov.b32", ONES[dt])
         self.bias = {}
 
-    def half2(self, bits, bias):
-        """bits (u in each half, already masked) -> exact u - bias in each
-        half; bias is the offset past the magic (f16: 0, 32 or 512 for a 16 u
-        field; bf16: 0 or 32)."""
+    def half2(self, h, bias):
+        """h (magic | u in each half, from field or nibble) -> exact u - bias
+        in each half; bias is the offset past the magic (f16: 0, 32 or 512
+        for a 16 u field; bf16: 0 or 32)."""
         k = self.k
         if bias not in self.bias:
             if self.x16:
@@ -107,18 +107,22 @@ class Ctx:
             else:
                 hb = 0xC300 + bias     # bf16 bits of -(128 + bias) (bias < 128, exact)
             self.bias[bias] = k.r("mov.b32", "0x%04X%04X" % (hb, hb))
-        h = k.r("or.b32", bits, self.magic)
         if self.x16:
             return k.r("sub.rn.f16x2", h, self.bias[bias])
         return k.r("fma.rn.bf16x2", h, self.ones, self.bias[bias])
 
-    def nibble(self, w, byte_shift, high):
-        """The nibble pair (bytes 0, 2 of w >> byte_shift), low or high
-        nibble; f16 keeps a high nibble in place (16 u)."""
-        k = self.k
+    def field(self, w, n, mask, base=None):
+        """(w shifted by n, see shift) & mask | base, base the magic when
+        None: one lop3, where and + or took ptxas two instructions."""
+        return self.k.r("lop3.b32", shift(self.k, w, n), mask, base or self.magic, "0xEA")
+
+    def nibble(self, w, byte_shift, high, base=None):
+        """magic | the nibble pair (bytes 0, 2 of w >> byte_shift), low or
+        high nibble (| base's other bits, when given); f16 keeps a high nibble
+        in place (16 u)."""
         if self.x16:
-            return k.r("and.b32", shift(k, w, -byte_shift), "0x00F000F0" if high else "0x000F000F")
-        return k.r("and.b32", shift(k, w, -(byte_shift + (4 if high else 0))), "0x000F000F")
+            return self.field(w, -byte_shift, "0x00F000F0" if high else "0x000F000F", base)
+        return self.field(w, -(byte_shift + (4 if high else 0)), "0x000F000F", base)
 
     def hi_scale(self, s, high):
         """A group scale, divided by 16 for an in-place high nibble."""
@@ -135,21 +139,39 @@ def mma(cx, a, b, c):
     return d
 
 
-def act_base(k, abase, kelem):
-    """The address of activation kelem (a 64-bit element index) of the row."""
+# Where a kernel reads its weight blocks and activations from: global memory
+# (64-bit addresses, read-only loads) or shared memory (32-bit addresses; the
+# streaming kernels of kquant_stream.py).
+LOAD = {"global": "ld.global.nc", "shared": "ld.shared"}
+
+
+def lane_addr(k, space, blk, t, stride):
+    """blk + t * stride in the space's address width."""
+    if space == "shared":
+        return k.r("mad.lo.u32", t, str(stride), blk)
+    return k.rd("add.u64", blk, k.rd("mul.wide.u32", t, str(stride)))
+
+
+def act_base(k, cx, abase, kblk, t, per_lane):
+    """The address of this lane's first activation of a block: element kblk
+    + t * per_lane of the row at abase (global: kblk 64-bit; shared: 32-bit)."""
+    if cx.act_space == "shared":
+        return k.r("mad.lo.u32", t, str(2 * per_lane), k.r("mad.lo.u32", kblk, "2", abase))
+    kelem = k.rd("add.u64", kblk, k.rd("mul.wide.u32", t, str(per_lane)))
     return k.rd("mad.lo.u64", kelem, "2", abase)
 
 
-def act_pair(k, base, kofs, off2):
+def act_pair(k, cx, base, kofs, off2):
     """The B fragment of a step whose slots 2t, 2t+1, 2t+8, 2t+9 hold the
     activations at k + (0, off2, 1, off2 + 1), k = kofs (even) elements past
     base (act_base): b0 = (a[k], a[k+off2]), b1 = (a[k+1], a[k+off2+1])."""
-    y0 = k.r("ld.global.nc.b32", "[%s+%d]" % (base, 2 * kofs))
-    y1 = k.r("ld.global.nc.b32", "[%s+%d]" % (base, 2 * (kofs + off2)))
+    ld = LOAD[cx.act_space]
+    y0 = k.r(ld + ".b32", "[%s+%d]" % (base, 2 * kofs))
+    y1 = k.r(ld + ".b32", "[%s+%d]" % (base, 2 * (kofs + off2)))
     return [k.r("prmt.b32", y0, y1, "0x5410"), k.r("prmt.b32", y0, y1, "0x7632")]
 
 
-def act_groups(k, base):
+def act_groups(k, cx, base):
     """The activations of a Q4_K/Q5_K lane's 8 groups, (c, half) ->
     step s -> B fragment: each group's 8 values (k = 64c + 32half + 0..7 past
     base, 16-byte aligned: the host checks A's address and row stride) come
@@ -158,7 +180,7 @@ def act_groups(k, base):
 
     def load(c, half):
         w = k.regs("r", 4)
-        k.op("ld.global.nc.v4.b32 {%s}, [%s+%d]" % (", ".join(w), base, 2 * (64 * c + 32 * half)))
+        k.op("%s.v4.b32 {%s}, [%s+%d]" % (LOAD[cx.act_space], ", ".join(w), base, 2 * (64 * c + 32 * half)))
         words[(c, half)] = w
 
     order = [(c, half) for c in range(4) for half in (0, 1)]
@@ -171,12 +193,12 @@ def act_groups(k, base):
                     for s in (0, 1)]
 
 
-def ld_u16_pair(k, addr, off_lo, off_hi):
+def ld_u16_pair(k, addr, off_lo, off_hi, space="global"):
     """A word whose low half is the 2 bytes at addr+off_lo and high half the
     2 bytes at addr+off_hi (2-byte aligned loads)."""
     lo, hi = k.reg("h"), k.reg("h")
-    k.op("ld.global.nc.b16 %s, [%s+%d]" % (lo, addr, off_lo))
-    k.op("ld.global.nc.b16 %s, [%s+%d]" % (hi, addr, off_hi))
+    k.op("%s.b16 %s, [%s+%d]" % (LOAD[space], lo, addr, off_lo))
+    k.op("%s.b16 %s, [%s+%d]" % (LOAD[space], hi, addr, off_hi))
     w = k.reg("r")
     k.op("mov.b32 %s, {%s, %s}" % (w, lo, hi))
     return w
@@ -193,48 +215,49 @@ def f16_to_f32(k, word, high):
 # early so U blocks x 2 rows of loads are in flight); blk is the block's
 # address, t the lane's threadID_in_group.
 
-def load_q45(k, blk, t, q5, dst=None):
+def load_q45(k, blk, t, q5, dst=None, space="global"):
     """Into dst (fresh registers when None): the header, this lane's 32 quant
     bytes (8 per 64-value chunk) and, for Q5_K, its 8 high-bit bytes."""
     if dst is None:
         dst = {"hdr": k.regs("r", 4), "qs": [k.regs("r", 2) for _ in range(4)]}
         if q5:
             dst["qh"] = k.regs("r", 2)
-    k.op("ld.global.nc.v4.b32 {%s}, [%s]" % (", ".join(dst["hdr"]), blk))
-    base = k.rd("add.u64", blk, k.rd("mul.wide.u32", t, "8"))
+    ld = LOAD[space]
+    k.op("%s.v4.b32 {%s}, [%s]" % (ld, ", ".join(dst["hdr"]), blk))
+    base = lane_addr(k, space, blk, t, 8)
     qs_off = 48 if q5 else 16
     for c, w in enumerate(dst["qs"]):
-        k.op("ld.global.nc.v2.b32 {%s}, [%s+%d]" % (", ".join(w), base, qs_off + 32 * c))
+        k.op("%s.v2.b32 {%s}, [%s+%d]" % (ld, ", ".join(w), base, qs_off + 32 * c))
     if q5:
-        k.op("ld.global.nc.v2.b32 {%s}, [%s+16]" % (", ".join(dst["qh"]), base))
+        k.op("%s.v2.b32 {%s}, [%s+16]" % (ld, ", ".join(dst["qh"]), base))
     return dst
 
 
-def load_q6_k(k, blk, t):
+def load_q6_k(k, blk, t, space="global"):
     # per half hh and l0 in (0, 16): ql words for quarters (0, 2) and (1, 3)
     # and the qh word, each from bytes l0 + 2t (+1) and l0 + 2t + 8 (+1)
-    base = k.rd("add.u64", blk, k.rd("mul.wide.u32", t, "2"))
+    base = lane_addr(k, space, blk, t, 2)
     parts = {}
     for hh in (0, 1):
         for l0 in (0, 16):
-            ql0 = ld_u16_pair(k, base, 64 * hh + l0, 64 * hh + l0 + 8)
-            ql1 = ld_u16_pair(k, base, 64 * hh + 32 + l0, 64 * hh + 32 + l0 + 8)
-            qh = ld_u16_pair(k, base, 128 + 32 * hh + l0, 128 + 32 * hh + l0 + 8)
+            ql0 = ld_u16_pair(k, base, 64 * hh + l0, 64 * hh + l0 + 8, space)
+            ql1 = ld_u16_pair(k, base, 64 * hh + 32 + l0, 64 * hh + 32 + l0 + 8, space)
+            qh = ld_u16_pair(k, base, 128 + 32 * hh + l0, 128 + 32 * hh + l0 + 8, space)
             parts[(hh, l0)] = (ql0, ql1, qh)
     sc = []
     for i in range(8):
         h = k.reg("h")
-        k.op("ld.global.nc.b16 %s, [%s+%d]" % (h, blk, 192 + 2 * i))
+        k.op("%s.b16 %s, [%s+%d]" % (LOAD[space], h, blk, 192 + 2 * i))
         sc.append(k.r("cvt.u32.u16", h))
     dh = k.reg("h")
-    k.op("ld.global.nc.b16 %s, [%s+208]" % (dh, blk))
+    k.op("%s.b16 %s, [%s+208]" % (LOAD[space], dh, blk))
     return {"parts": parts, "sc": sc, "d": k.f("cvt.f32.f16", dh)}
 
 
-def load_block(k, fmt, blk, t, dst=None):
+def load_block(k, fmt, blk, t, dst=None, space="global"):
     if fmt == "q6_k":
-        return load_q6_k(k, blk, t)
-    return load_q45(k, blk, t, fmt == "q5_k", dst)
+        return load_q6_k(k, blk, t, space)
+    return load_q45(k, blk, t, fmt == "q5_k", dst, space)
 
 
 # ------------------------------------------------------------- compute ----
@@ -266,16 +289,37 @@ def q45_header(k, rw):
 
 
 def q45_bits(k, cx, rw, c, s, pair, half, q5):
-    """The quants of nibble pair `pair` of word s in chunk c (group 2c + half)
-    as u in each 16-bit half (f16: a high nibble stays in place as 16 u), with
-    Q5_K's fifth bit (qh byte bit 2c + half) beside them."""
-    u = cx.nibble(rw["qs"][c][s], 8 * pair, half)
+    """magic | the quants of nibble pair `pair` of word s in chunk c (group
+    2c + half) as u in each 16-bit half (f16: a high nibble stays in place as
+    16 u), with Q5_K's fifth bit (qh byte bit 2c + half) beside them."""
     if not q5:
-        return u
+        return cx.nibble(rw["qs"][c][s], 8 * pair, half)
     at8 = half and cx.x16
-    hb = k.r("and.b32", shift(k, rw["qh"][s], (8 if at8 else 4) - (2 * c + half + 8 * pair)),
-             "0x01000100" if at8 else "0x00100010")
-    return k.r("or.b32", u, hb)
+    hb = cx.field(rw["qh"][s], (8 if at8 else 4) - (2 * c + half + 8 * pair),
+                  "0x01000100" if at8 else "0x00100010")
+    return cx.nibble(rw["qs"][c][s], 8 * pair, half, hb)
+
+
+def min_sums_by_group(k, cx, per_row, kblk):
+    """The min part sum_j m_j * X_j of a block (rows g, g + 8; X_j the sum of
+    group j's activations) from sums a kernel made once (cx.group_sums, see
+    kquant_stream.py): the mma's k runs over the block's 8 groups, so one
+    m16n8k8 does the work of the per-step min mmas. X_j, an f32, is held as
+    three bf16 (hi + mid + lo: 24 bits, and f32's range), one mma each; the
+    6-bit mins are exact bf16. Lane (g, t) takes groups 2t, 2t + 1."""
+    gs = cx.group_sums
+    a = []
+    for _, _, sm in per_row:
+        pair = k.r("shr.b32", k.r("selp.b32", sm[3], sm[2], gs["t_hi"]), gs["shift"])
+        h = k.r("prmt.b32", pair, gs["b43"], "0x4140")            # bf16 128 + m, two groups
+        a.append(k.r("fma.rn.bf16x2", h, gs["ones"], gs["neg128"]))
+    off = k.r("shr.u32", kblk, "4")                               # 8 sums of 2 bytes a block
+    msum = [k.var_f("0f00000000") for _ in range(4)]
+    for lane in gs["lanes"]:                                      # hi, mid, lo
+        b = k.r("ld.shared.b32", "[%s]" % k.r("add.u32", lane, off))
+        k.op("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%s}, {%s}, {%s}, {%s}"
+             % (", ".join(msum), ", ".join(a), b, ", ".join(msum)))
+    return msum
 
 
 def q45_finish(k, per_row, dsum, msum, acc, valid):
@@ -298,9 +342,9 @@ def compute_q45_f16(k, cx, rows, abase, kblk, t, acc, valid, q5):
     c16th, cneg64 = k.r("mov.b32", "0x2C002C00"), k.r("mov.b32", "0xD400D400")
     b64 = k.r("mov.b32", "0x64646464")
     per_row = [q45_header(k, rw) for rw in rows]
-    ab = act_base(k, abase, k.rd("add.u64", kblk, k.rd("mul.wide.u32", t, "8")))
+    ab = act_base(k, cx, abase, kblk, t, 8)
     dsum = msum = None
-    for (c, half), bfrag in act_groups(k, ab):
+    for (c, half), bfrag in act_groups(k, cx, ab):
         j = 2 * c + half
         sel = "0x%X" % (0x4040 | ((j % 4) << 8) | (j % 4))   # byte j%4 under 0x64, both halves
         scs, nbs, mins = [], [], []
@@ -312,16 +356,19 @@ def compute_q45_f16(k, cx, rows, abase, kblk, t, acc, valid, q5):
                 sc2 = k.r("sub.rn.f16x2", h, c1024)
             scs.append(sc2)
             nbs.append(k.r("mul.rn.f16x2", sc2, cneg1024))
-            mins.append(k.r("sub.rn.f16x2", k.r("prmt.b32", sm[2 + j // 4], b64, sel), c1024))
+            if not cx.group_sums:
+                mins.append(k.r("sub.rn.f16x2", k.r("prmt.b32", sm[2 + j // 4], b64, sel), c1024))
         for s in (0, 1):
             b = bfrag[s]
             a = []
             for pair in (0, 1):
                 for ri, rw in enumerate(rows):
-                    u = q45_bits(k, cx, rw, c, s, pair, half, q5)
-                    a.append(k.r("fma.rn.f16x2", k.r("or.b32", u, cx.magic), scs[ri], nbs[ri]))
+                    a.append(k.r("fma.rn.f16x2", q45_bits(k, cx, rw, c, s, pair, half, q5), scs[ri], nbs[ri]))
             dsum = mma(cx, a, b, dsum)
-            msum = mma(cx, mins + mins, b, msum)
+            if not cx.group_sums:
+                msum = mma(cx, mins + mins, b, msum)
+    if cx.group_sums:
+        msum = min_sums_by_group(k, cx, per_row, kblk)
     q45_finish(k, per_row, dsum, msum, acc, valid)
 
 
@@ -333,17 +380,18 @@ def compute_q45_bf16(k, cx, rows, abase, kblk, t, acc, valid, q5):
     b43 = k.r("mov.b32", "0x43000000")    # prmt's bytes 4-6 zero, byte 7 0x43
     neg128 = k.r("mov.b32", "0xC300C300")
     per_row = [q45_header(k, rw) for rw in rows]
-    ab = act_base(k, abase, k.rd("add.u64", kblk, k.rd("mul.wide.u32", t, "8")))
+    ab = act_base(k, cx, abase, kblk, t, 8)
     dsum, msum = [k.var_f("0f00000000") for _ in range(4)], None
-    for (c, half), bfrag in act_groups(k, ab):
+    for (c, half), bfrag in act_groups(k, cx, ab):
         j = 2 * c + half
         scs, mins = [], []
         for _, _, sm in per_row:
             # f32 bits 0x43 sc 00 00 = 128 + sc; bf16 bits 0x43 m = 128 + m
             f = k.r("prmt.b32", sm[j // 4], b43, "0x%X" % (0x7000 | ((j % 4) << 8) | 0x44))
             scs.append(k.f("sub.f32", f, "0f43000000"))
-            h = k.r("prmt.b32", sm[2 + j // 4], b43, "0x%X" % (0x7070 | ((j % 4) << 8) | (j % 4)))
-            mins.append(k.r("fma.rn.bf16x2", h, cx.ones, neg128))
+            if not cx.group_sums:
+                h = k.r("prmt.b32", sm[2 + j // 4], b43, "0x%X" % (0x7070 | ((j % 4) << 8) | (j % 4)))
+                mins.append(k.r("fma.rn.bf16x2", h, cx.ones, neg128))
         dq = None
         for s in (0, 1):
             b = bfrag[s]
@@ -352,30 +400,32 @@ def compute_q45_bf16(k, cx, rows, abase, kblk, t, acc, valid, q5):
                 for rw in rows:
                     a.append(cx.half2(q45_bits(k, cx, rw, c, s, pair, half, q5), 0))
             dq = mma(cx, a, b, dq)
-            msum = mma(cx, mins + mins, b, msum)
+            if not cx.group_sums:
+                msum = mma(cx, mins + mins, b, msum)
         for i in range(4):
             k.op("fma.rn.f32 %s, %s, %s, %s" % (dsum[i], scs[i // 2], dq[i], dsum[i]))
+    if cx.group_sums:
+        msum = min_sums_by_group(k, cx, per_row, kblk)
     q45_finish(k, per_row, dsum, msum, acc, valid)
 
 
 def compute_q6_k(k, cx, rows, abase, kblk, t, acc, valid):
-    ab = act_base(k, abase, k.rd("add.u64", kblk, k.rd("mul.wide.u32", t, "2")))
+    ab = act_base(k, cx, abase, kblk, t, 2)
     for hh in (0, 1):
         for l0 in (0, 16):
             for q in range(4):
                 # group 8hh + 2q + l0/16: elements 128hh + 32q + l0 + (0..15);
                 # slots (l0+2t, l0+2t+8) and (l0+2t+1, l0+2t+9)
-                b = act_pair(k, ab, 128 * hh + 32 * q + l0, 8)
+                b = act_pair(k, cx, ab, 128 * hh + 32 * q + l0, 8)
                 a = []
                 for pair in (0, 1):
                     for rw in rows:
                         ql = rw["parts"][(hh, l0)][q & 1]
                         qh = rw["parts"][(hh, l0)][2]
-                        nib = cx.nibble(ql, 8 * pair, q >= 2)
                         at8 = q >= 2 and cx.x16      # the 6-bit u in place as 16 u
-                        hb = k.r("and.b32", shift(k, qh, (8 if at8 else 4) - 2 * q - 8 * pair),
-                                 "0x03000300" if at8 else "0x00300030")
-                        a.append(cx.half2(k.r("or.b32", nib, hb), 512 if at8 else 32))   # u - 32
+                        hb = cx.field(qh, (8 if at8 else 4) - 2 * q - 8 * pair,
+                                      "0x03000300" if at8 else "0x00300030")
+                        a.append(cx.half2(cx.nibble(ql, 8 * pair, q >= 2, hb), 512 if at8 else 32))   # u - 32
                 d = mma(cx, a, b, None)
                 gi = 8 * hh + 2 * q + l0 // 16
                 scs = []
@@ -395,6 +445,30 @@ def compute_block(k, fmt, cx, rows, abase, kblk, t, acc, valid):
 
 
 # -------------------------------------------------------------- kernel ----
+
+def store_row_sums(k, p, red, idx, warps, n0):
+    """For thread idx < 128 of a CTA: C[idx % 8, n0 + idx / 8] (when inside
+    C) = the sum, in warp order, of `warps` warps' accumulator fragments in
+    shared memory at red (warp w's lane l register i at red + 512 w + 16 l +
+    4 i), stored as C's dtype."""
+    r = k.r("shr.u32", idx, "3")          # weight row n0 + r
+    m = k.r("and.b32", idx, "7")          # activation row
+    src_lane = k.r("add.u32", k.r("shl.b32", k.r("and.b32", r, "7"), "2"), k.r("shr.u32", m, "1"))
+    reg = k.r("or.b32", k.r("shl.b32", k.r("shr.u32", r, "3"), "1"), k.r("and.b32", m, "1"))
+    a0 = k.r("add.u32", red, k.r("mad.lo.u32", src_lane, "16", k.r("shl.b32", reg, "2")))
+    total = k.f("ld.shared.f32", "[%s]" % a0)
+    for w in range(1, warps):
+        k.op("add.f32 %s, %s, %s" % (total, total, k.f("ld.shared.f32", "[%s+%d]" % (a0, w * 32 * 16))))
+    n = k.r("add.u32", n0, r)
+    ok = k.p("and.pred", k.p("setp.lt.u32", n, p["n"]), k.p("setp.lt.u32", m, p["m"]))
+    off = k.rd("add.u64", k.rd("mul.lo.u64", p["ldc"], k.rd("cvt.u64.u32", m)), k.rd("cvt.u64.u32", n))
+    is_f32 = k.p("setp.eq.u32", p["out_dtype"], "1")
+    k.op("@%s st.global.f32 [%s], %s" % (k.p("and.pred", ok, is_f32), k.rd("mad.lo.u64", off, "4", p["c"]), total))
+    h = k.reg("h")
+    k.op("cvt.rn.f16.f32 %s, %s" % (h, total))
+    k.op("@%s st.global.b16 [%s], %s" % (k.p("and.pred", ok, k.p("setp.ne.u32", p["out_dtype"], "1")),
+                                           k.rd("mad.lo.u64", off, "2", p["c"]), h))
+
 
 def mma_matvec(k, p, fmt, dt, variant=VARIANTS[0]):
     bb, be, WARPS = BLOCK_BYTES[fmt], BLOCK_ELEMS, variant.warps
@@ -469,22 +543,6 @@ def mma_matvec(k, p, fmt, dt, variant=VARIANTS[0]):
     k.op("bar.sync 0")
     done = k.label("done")
     k.op("@%s bra %s" % (k.p("setp.ge.u32", tid, "128"), done))
-    r = k.r("shr.u32", tid, "3")          # weight row n0 + r
-    m = k.r("and.b32", tid, "7")          # activation row
-    src_lane = k.r("add.u32", k.r("shl.b32", k.r("and.b32", r, "7"), "2"), k.r("shr.u32", m, "1"))
-    reg = k.r("or.b32", k.r("shl.b32", k.r("shr.u32", r, "3"), "1"), k.r("and.b32", m, "1"))
-    a0 = k.r("add.u32", red, k.r("mad.lo.u32", src_lane, "16", k.r("shl.b32", reg, "2")))
-    total = k.f("ld.shared.f32", "[%s]" % a0)
-    for w in range(1, WARPS):
-        k.op("add.f32 %s, %s, %s" % (total, total, k.f("ld.shared.f32", "[%s+%d]" % (a0, w * 32 * 16))))
-    n = k.r("add.u32", n0, r)
-    ok = k.p("and.pred", k.p("setp.lt.u32", n, p["n"]), k.p("setp.lt.u32", m, p["m"]))
-    off = k.rd("add.u64", k.rd("mul.lo.u64", p["ldc"], k.rd("cvt.u64.u32", m)), k.rd("cvt.u64.u32", n))
-    is_f32 = k.p("setp.eq.u32", p["out_dtype"], "1")
-    k.op("@%s st.global.f32 [%s], %s" % (k.p("and.pred", ok, is_f32), k.rd("mad.lo.u64", off, "4", p["c"]), total))
-    h = k.reg("h")
-    k.op("cvt.rn.f16.f32 %s, %s" % (h, total))
-    k.op("@%s st.global.b16 [%s], %s" % (k.p("and.pred", ok, k.p("setp.ne.u32", p["out_dtype"], "1")),
-                                           k.rd("mad.lo.u64", off, "2", p["c"]), h))
+    store_row_sums(k, p, red, tid, WARPS, n0)
     k.place(done)
     k.op("ret")

@@ -157,10 +157,18 @@ TEST_F(GpuKquant, DequantizeMatchesTheReference) {
 // the tolerances.
 TEST_F(GpuKquant, QuantMatmulMatchesTheF64Reference) {
   struct Shape { int64_t m, n, k; };
-  // K > 32 x 256 (8448, 12800): the 8-warp tensor-core matvec; smaller K its 4-warp variant
+  // Before sm_90, K > 32 x 256 (8448, 12800) runs the 8-warp tensor-core
+  // matvec and smaller K its 4-warp variant. On sm_90 the streaming kernel
+  // (one CTA per SM, 16-row tiles, stages of 8 blocks per row) takes them all,
+  // but Q6_K with K not a multiple of 2048, and these reach its corners:
+  // (1, 2113, 2048) more tiles than an H100's 132 SMs, the last one 1 row;
+  // (2, 4300, 512) up to 3 tiles per CTA (both reduction halves reused) and
+  // 2-block stages; (1, 40, 2304) a last stage of 1 block; (3, 300, 14336)
+  // 7 stages per tile through a ring of 4.
   const Shape shapes[] = {{1, 1, 256}, {1, 67, 1024}, {3, 130, 512}, {5, 8, 256},
                           {8, 31, 768}, {9, 40, 256}, {33, 129, 512}, {2, 17, 8448},
-                          {7, 5, 12800}};
+                          {7, 5, 12800}, {1, 2113, 2048}, {2, 4300, 512}, {1, 40, 2304},
+                          {3, 300, 14336}};
   for (Format f : kFormats)
     for (kaio_dtype adt : kFloatTypes)
       for (kaio_dtype odt : {KAIO_DTYPE_F32, KAIO_DTYPE_F16})
@@ -187,6 +195,11 @@ TEST_F(GpuKquant, QuantMatmulMatchesTheF64Reference) {
                              kaio_tensor_2d(cbuf.get(), odt, s.m, s.n)};
           if (s.m <= 8) {
             KT_OK(kaio_quant_matmul(stream(), &t[0], &t[1], &t[2], api_format(f)));
+            // a rerun must give the same bits (the split-K sums have a fixed order)
+            const std::vector<uint8_t> first = download(cbuf.get(), cbytes);
+            ASSERT_EQ(kaio_buffer_memset(cbuf.get(), stream(), 0, 0xFF, cbytes), KAIO_OK);
+            KT_OK(kaio_quant_matmul(stream(), &t[0], &t[1], &t[2], api_format(f)));
+            ASSERT_EQ(download(cbuf.get(), cbytes), first) << "results differ between runs";
           } else {
             kaio_op *op = nullptr;
             KT_OK(kaio_op_create_quant_matmul(&op, dev(), api_format(f), adt, odt, s.m, s.n, s.k));

@@ -27,6 +27,7 @@ class FakeKquant : public ::testing::Test {
     EXPECT_EQ(kt::fake().last_launch(name, sizeof name, grid, block, &shared), 0);
     grid_ = grid[0];
     block_ = block[0];
+    shared_ = shared;
     return name;
   }
   kaio_tensor at(kaio_dtype dt, int64_t rows, int64_t cols, uint64_t offset) {
@@ -37,7 +38,7 @@ class FakeKquant : public ::testing::Test {
   kt::Device dev_;
   kt::Stream stream_;
   kt::Buffer buf_;
-  unsigned grid_ = 0, block_ = 0;
+  unsigned grid_ = 0, block_ = 0, shared_ = 0;
 };
 
 TEST(KquantAbi, BlockSizesAndRowBytes) {
@@ -70,23 +71,51 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
   KT_OK(kaio_quant_matmul(stream_.get(), &a, &w, &c, KAIO_QUANT_Q8_0));
   EXPECT_EQ(last_kernel(), "kaio_kq_matvec_q8_0_m4");
   EXPECT_EQ(grid_, 5u);  // 8 weight rows per block
-  // K-quants with f16/bf16 A: the tensor-core matvec (4 warps per CTA for rows
-  // of at most 32 superblocks, else 8); f32 A: the CUDA-core one
+  // K-quants with f16/bf16 A on sm_90 (the fake device): the streaming
+  // tensor-core matvec, one CTA of 17 warps per SM (the fake has 4) and at most
+  // one per 16-row tile, with A (M x K x 2 bytes) and its group sums at the
+  // end of its shared memory; f32 A: the CUDA-core one
+  auto matmul = [&](const kaio_tensor &av, const kaio_tensor &wv, const kaio_tensor &cv,
+                    kaio_quant_format f) {
+    const kaio_status st = kaio_quant_matmul(stream_.get(), &av, &wv, &cv, f);
+    EXPECT_EQ(st, KAIO_OK) << kaio_last_error();
+    return st == KAIO_OK ? last_kernel() : std::string("(failed)");
+  };
   kaio_tensor w4 = at(KAIO_DTYPE_U8, 40, 288, 16384), a32 = at(KAIO_DTYPE_F32, 3, 512, 0),
               abf = at(KAIO_DTYPE_BF16, 3, 512, 0);
-  KT_OK(kaio_quant_matmul(stream_.get(), &a, &w4, &c, KAIO_QUANT_Q4_K));
-  EXPECT_EQ(last_kernel(), "kaio_kq_mma_q4_k_f16_w4");
-  EXPECT_EQ(grid_, 3u);  // 16 weight rows per block
-  EXPECT_EQ(block_, 128u);
-  KT_OK(kaio_quant_matmul(stream_.get(), &abf, &w4, &c, KAIO_QUANT_Q4_K));
-  EXPECT_EQ(last_kernel(), "kaio_kq_mma_q4_k_bf16_w4");
-  // K = 33 x 256: A 3 x 8448 f16 at 0, W 40 rows of 33 Q6_K blocks at 64 KiB, C at 512 KiB
-  kaio_tensor along = at(KAIO_DTYPE_F16, 3, 8448, 0), wlong = at(KAIO_DTYPE_U8, 40, 33 * 210, 65536),
-              clong = at(KAIO_DTYPE_F32, 3, 40, 524288);
-  KT_OK(kaio_quant_matmul(stream_.get(), &along, &wlong, &clong, KAIO_QUANT_Q6_K));
-  EXPECT_EQ(last_kernel(), "kaio_kq_mma_q6_k_f16");
+  EXPECT_EQ(matmul(a, w4, c, KAIO_QUANT_Q4_K), "kaio_kq_stream_q4_k_f16");
+  EXPECT_EQ(grid_, 3u);  // 3 tiles of 16 rows
+  EXPECT_EQ(block_, 544u);
+  const unsigned shared_m3 = shared_;
+  EXPECT_EQ(matmul(at(KAIO_DTYPE_F16, 1, 512, 0), w4, at(KAIO_DTYPE_F32, 1, 40, 65536), KAIO_QUANT_Q4_K),
+            "kaio_kq_stream_q4_k_f16");
+  EXPECT_EQ(shared_m3 - shared_, 2u * 512 * 2 + 3 * 2 * 16 * 2)
+      << "two more rows of A and of its group sums (3 bf16 planes, 16 groups a row)";
+  EXPECT_EQ(matmul(abf, w4, c, KAIO_QUANT_Q4_K), "kaio_kq_stream_q4_k_bf16");
+  // 100 rows of Q5_K: 7 tiles, one CTA per SM
+  EXPECT_EQ(matmul(abf, at(KAIO_DTYPE_U8, 100, 352, 16384), at(KAIO_DTYPE_F32, 3, 100, 65536),
+                   KAIO_QUANT_Q5_K),
+            "kaio_kq_stream_q5_k_bf16");
+  EXPECT_EQ(grid_, 4u);
+  // Q6_K streams rows in chunks of 8 blocks (1680 bytes, 16-byte aligned
+  // copies): K = 33 x 256 and a W 2 bytes off 16 take the register-fed kernel
+  const kaio_tensor clong = at(KAIO_DTYPE_F32, 3, 40, 524288);
+  EXPECT_EQ(matmul(at(KAIO_DTYPE_F16, 3, 8448, 0), at(KAIO_DTYPE_U8, 40, 33 * 210, 65536), clong,
+                   KAIO_QUANT_Q6_K),
+            "kaio_kq_mma_q6_k_f16");
   EXPECT_EQ(grid_, 3u);
   EXPECT_EQ(block_, 256u);
+  const kaio_tensor a2k = at(KAIO_DTYPE_F16, 3, 2048, 0);
+  EXPECT_EQ(matmul(a2k, at(KAIO_DTYPE_U8, 40, 8 * 210, 65536), clong, KAIO_QUANT_Q6_K),
+            "kaio_kq_stream_q6_k_f16");
+  EXPECT_EQ(matmul(a2k, at(KAIO_DTYPE_U8, 40, 8 * 210, 65538), clong, KAIO_QUANT_Q6_K),
+            "kaio_kq_mma_q6_k_f16_w4");
+  EXPECT_EQ(grid_, 3u);
+  // an A of 8 x 8448 (132 KiB, 8.25 KiB of group sums) does not fit beside
+  // the ring: register-fed
+  EXPECT_EQ(matmul(at(KAIO_DTYPE_F16, 8, 8448, 0), at(KAIO_DTYPE_U8, 40, 33 * 144, 262144),
+                   at(KAIO_DTYPE_F32, 8, 40, 524288), KAIO_QUANT_Q4_K),
+            "kaio_kq_mma_q4_k_f16");
   KT_OK(kaio_quant_matmul(stream_.get(), &a32, &w4, &c, KAIO_QUANT_Q4_K));
   EXPECT_EQ(last_kernel(), "kaio_kq_matvec_q4_k_m4");
   EXPECT_EQ(grid_, 5u);
@@ -100,6 +129,47 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
   KT_OK(kaio_op_launch(op, stream_.get(), t, 3));
   EXPECT_EQ(kt::fake().launch_count() - before, 2u);
   EXPECT_NE(last_kernel().find("matmul"), std::string::npos);
+}
+
+// Before sm_90 (no bulk copies): K-quant matvecs with f16/bf16 A run the
+// register-fed tensor-core kernels, 4 warps per CTA for rows of at most 32
+// superblocks, else 8, one CTA per 16 rows. Runs in a child (threadsafe death
+// test: a fresh process) with compute capability 8.0; exits 0 when all holds,
+// else with the failed check's code.
+[[noreturn]] void kquant_matvec_before_sm90() {
+  setenv("KAIO_FAKE_CC", "80", 1);
+  kt::Device dev = kt::open_device(0);
+  kt::Stream stream = kt::make_stream(dev.get());
+  kt::Buffer buf = kt::make_buffer(dev.get(), 1 << 20);
+  auto at = [&](kaio_dtype dt, int64_t rows, int64_t cols, uint64_t offset) {
+    kaio_tensor t = kaio_tensor_2d(buf.get(), dt, rows, cols);
+    t.offset_bytes = offset;
+    return t;
+  };
+  auto launched = [&](const char *want, unsigned want_grid, unsigned want_block) {
+    char name[128] = {0};
+    unsigned grid[3], block[3], shared;
+    return kt::fake().last_launch(name, sizeof name, grid, block, &shared) == 0 &&
+           std::string(name) == want && grid[0] == want_grid && block[0] == want_block;
+  };
+  kaio_tensor a = at(KAIO_DTYPE_F16, 3, 512, 0), abf = at(KAIO_DTYPE_BF16, 3, 512, 0),
+              w4 = at(KAIO_DTYPE_U8, 40, 288, 16384), c = at(KAIO_DTYPE_F32, 3, 40, 65536);
+  if (kaio_quant_matmul(stream.get(), &a, &w4, &c, KAIO_QUANT_Q4_K) != KAIO_OK) std::_Exit(2);
+  if (!launched("kaio_kq_mma_q4_k_f16_w4", 3, 128)) std::_Exit(3);
+  if (kaio_quant_matmul(stream.get(), &abf, &w4, &c, KAIO_QUANT_Q4_K) != KAIO_OK) std::_Exit(4);
+  if (!launched("kaio_kq_mma_q4_k_bf16_w4", 3, 128)) std::_Exit(5);
+  kaio_tensor along = at(KAIO_DTYPE_F16, 3, 8448, 0), wlong = at(KAIO_DTYPE_U8, 40, 33 * 176, 65536),
+              clong = at(KAIO_DTYPE_F32, 3, 40, 524288);
+  if (kaio_quant_matmul(stream.get(), &along, &wlong, &clong, KAIO_QUANT_Q5_K) != KAIO_OK)
+    std::_Exit(6);
+  if (!launched("kaio_kq_mma_q5_k_f16", 3, 256)) std::_Exit(7);
+  std::_Exit(0);
+}
+
+TEST(FakeKquantSm80, MatvecRunsTheRegisterFedKernels) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  if (!kt::on_fake_driver()) GTEST_SKIP() << "needs the fake driver: run through `meson test`";
+  EXPECT_EXIT(kquant_matvec_before_sm90(), ::testing::ExitedWithCode(0), "");
 }
 
 struct BadCase {

@@ -221,6 +221,18 @@ class Warp:
             else:
                 r = [f[op](x[0][l], x[1][l]) for l in Z]
             self.setr(d, [v & M32 for v in r], mask)
+        elif op == "lop3.b32":
+            x = [[v & M32 for v in col] for col in s[:3]]
+            lut = s[3][0]
+            r = []
+            for l in Z:
+                a, b, c = x[0][l], x[1][l], x[2][l]
+                v = 0
+                for i in range(8):   # immLut bit i: the output for a, b, c bits (i >> 2, i >> 1, i) & 1
+                    if lut >> i & 1:
+                        v |= (a if i & 4 else ~a) & (b if i & 2 else ~b) & (c if i & 1 else ~c)
+                r.append(v & M32)
+            self.setr(d, r, mask)
         elif op in ("add.u64", "mul.lo.u64", "mad.lo.u64", "mul.wide.u32"):
             if op == "add.u64": r = [s[0][l] + s[1][l] for l in Z]
             elif op == "mul.lo.u64": r = [s[0][l] * s[1][l] for l in Z]

@@ -25,6 +25,7 @@ const char *module_name(ModuleId id) {
     case ModuleId::matmul_sm90: return "matmul_sm90";
     case ModuleId::kquant_quantize: return "kquant_quantize";
     case ModuleId::kquant_dequant: return "kquant_dequant";
+    case ModuleId::kquant_stream_sm90: return "kquant_stream_sm90";
     case ModuleId::quant_int8: return "quant_int8";
     case ModuleId::quant_int4: return "quant_int4";
     case ModuleId::attention_fwd_sm80: return "attention_fwd_sm80";

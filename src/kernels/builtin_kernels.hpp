@@ -18,6 +18,7 @@ enum class ModuleId : int {
   matmul_sm90,
   kquant_quantize,
   kquant_dequant,
+  kquant_stream_sm90,
   quant_int8,
   quant_int4,
   attention_fwd_sm80,
@@ -34,9 +35,9 @@ enum class ModuleId : int {
 // f32, f16, bf16 so callers index them with float_variant(); matmul kernels
 // are ordered variant (sync, async), input dtype (f16, bf16), then the
 // transposes of A and B (nn, nt, tn, tt). k-quant kernels are ordered by
-// format (q8_0, q4_k, q5_k, q6_k), then mode (ggml, candle) or M bucket.
-// transposes of A and B (nn, nt, tn, tt). Attention kernels: dtype (f16,
-// bf16), then head dim (32, 64, 96, 128[, 256]).
+// format (q8_0, q4_k, q5_k, q6_k), then mode (ggml, candle) or M bucket;
+// the tensor-core matvecs by dtype (f16, bf16), then format. Attention
+// kernels: dtype (f16, bf16), then head dim (32, 64, 96, 128[, 256]).
 // clang-format off
 #define KAIO_BUILTIN_KERNELS(X)                                                   \
   X(silu_gate_f32, elementwise, "kaio_silu_gate_f32")                             \
@@ -225,6 +226,12 @@ enum class ModuleId : int {
   X(kq_mma_q4_k_bf16_w4, kquant_dequant, "kaio_kq_mma_q4_k_bf16_w4") \
   X(kq_mma_q5_k_bf16_w4, kquant_dequant, "kaio_kq_mma_q5_k_bf16_w4") \
   X(kq_mma_q6_k_bf16_w4, kquant_dequant, "kaio_kq_mma_q6_k_bf16_w4") \
+  X(kq_stream_q4_k_f16, kquant_stream_sm90, "kaio_kq_stream_q4_k_f16") \
+  X(kq_stream_q5_k_f16, kquant_stream_sm90, "kaio_kq_stream_q5_k_f16") \
+  X(kq_stream_q6_k_f16, kquant_stream_sm90, "kaio_kq_stream_q6_k_f16") \
+  X(kq_stream_q4_k_bf16, kquant_stream_sm90, "kaio_kq_stream_q4_k_bf16") \
+  X(kq_stream_q5_k_bf16, kquant_stream_sm90, "kaio_kq_stream_q5_k_bf16") \
+  X(kq_stream_q6_k_bf16, kquant_stream_sm90, "kaio_kq_stream_q6_k_bf16") \
   X(int4_gemv_f16_m16_g128_w8, quant_int4, "kaio_int4_gemv_f16_m16_g128_w8") \
   X(int4_gemv_bf16_m16_g128_w8, quant_int4, "kaio_int4_gemv_bf16_m16_g128_w8") \
   X(int4_gemv_f16_m16_g128_w4s2, quant_int4, "kaio_int4_gemv_f16_m16_g128_w4s2") \
@@ -263,7 +270,9 @@ struct BuiltinKernel {
 
 // A resolved kernel and what its PTX annotations say about launching it:
 // `// kaio-shared-bytes: <entry> <bytes>`,
-// `// kaio-launch: <entry> block=<threads> cols_per_block=<columns>` and
+// `// kaio-launch: <entry> block=<threads> cols_per_block=<columns>
+// shared_fixed=<bytes>` (a kernel whose launch adds a sized tail to that
+// much dynamic shared memory, up to shared_bytes) and
 // `// kaio-tma: <entry> <param> ... box=<inner>,<outer> ...`: box_a is the
 // box of the entry's first tensor map (tmap_a; the attention kernels' tmap_q,
 // whose box tmap_do shares; the int4 kernel's tmap_x), box_b of its second
@@ -274,6 +283,7 @@ struct BuiltinFunction {
   unsigned shared_bytes = 0;
   unsigned block = 0;           // 0 when not annotated
   unsigned cols_per_block = 0;  // 0 when not annotated
+  unsigned shared_fixed = 0;    // 0 when not annotated
   unsigned box_a[2] = {0, 0};   // TMA boxes; 0 when not annotated
   unsigned box_b[2] = {0, 0};
 };

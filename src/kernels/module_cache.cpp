@@ -1,5 +1,6 @@
 #include "kernels/module_cache.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -72,9 +73,16 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
   cu::CUfunction f = nullptr;
   if (cu::CUresult r = device_->api->cuModuleGetFunction(&f, module, k.name))
     return fail_driver(r, caller, k.name);
-  const unsigned shared = static_cast<unsigned>(
+  unsigned shared = static_cast<unsigned>(
       std::strtoul(ptx_annotation(ptx, "shared-bytes", k.name).c_str(), nullptr, 10));
-  if (shared > static_cast<unsigned>(device_->info.max_shared_per_block))
+  const std::string launch = ptx_annotation(ptx, "launch", k.name);
+  const auto shared_fixed = static_cast<unsigned>(annotation_value(launch, "shared_fixed", 0));
+  const auto device_max = static_cast<unsigned>(device_->info.max_shared_per_block);
+  // A kernel that sizes a tail per launch needs only its fixed part; the
+  // rest of what it asks for is capped at what this device has, and the
+  // caller checks its tail against that.
+  if (shared_fixed && shared_fixed <= device_max) shared = std::min(shared, device_max);
+  if (shared > device_max)
     return fail(KAIO_ERROR_UNSUPPORTED_ARCH,
                 "%s: kernel %s needs %u bytes of shared memory per block but device %d allows "
                 "%d.",
@@ -84,12 +92,12 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
             f, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared)))
       return fail_driver(r, caller, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
   }
-  const std::string launch = ptx_annotation(ptx, "launch", k.name);
   BuiltinFunction &r = resolved_[index];
   r.function = f;
   r.shared_bytes = shared;
   r.block = static_cast<unsigned>(annotation_value(launch, "block", 0));
   r.cols_per_block = static_cast<unsigned>(annotation_value(launch, "cols_per_block", 0));
+  r.shared_fixed = shared_fixed;
   const std::string entry = k.name;
   for (const char *first : {" tmap_a", " tmap_q", " tmap_x"})
     annotation_pair(ptx_annotation(ptx, "tma", (entry + first).c_str()), "box", r.box_a);

@@ -1,6 +1,7 @@
 // GGUF k-quant ops: quantize (bit-exact with ggml's or candle's reference),
 // dequantize, and dequant-matmul (matvec kernels for M <= 8; for larger M a
 // dequantized f16/bf16 workspace feeds the tensor-core matmul).
+#include <algorithm>
 #include <cinttypes>
 #include <climits>
 
@@ -20,6 +21,7 @@ constexpr int64_t kRowsPerMatvecBlock = 8;  // one warp per weight row
 constexpr int64_t kRowsPerMmaBlock = 16;    // the tensor-core matvec: one mma tile of rows
 constexpr int64_t kSuperblock = 256;          // values per Q4_K / Q5_K / Q6_K block
 constexpr int64_t kMmaNarrowMaxBlocks = 32;   // K <= 8192: the 4-warp tensor-core matvec
+constexpr int64_t kStreamQ6Blocks = 8;        // Q6_K blocks per bulk copy (1680 bytes)
 constexpr unsigned kConvertPerThread = 8;   // the convert kernels' elements per thread
 
 bool known_format(kaio_quant_format f) { return f >= KAIO_QUANT_Q8_0 && f <= KAIO_QUANT_Q6_K; }
@@ -176,8 +178,32 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
     const int variant = format_index(p->format) - 1 + (p->dtype == KAIO_DTYPE_BF16 ? 3 : 0);
     const bool narrow = p->k / kSuperblock <= kMmaNarrowMaxBlocks;
     KernelId first = narrow ? KernelId::kq_mma_q4_k_f16_w4 : KernelId::kq_mma_q4_k_f16;
-    KAIO_TRY(resolve(caller, device, with_dtype_offset(first, variant), &p->launch));
-    p->launch.grid = static_cast<unsigned>((p->cols + kRowsPerMmaBlock - 1) / kRowsPerMmaBlock);
+    OpPlan *mma = &p->launch;
+    if (device->info.cc_major >= 9 &&
+        (p->format != KAIO_QUANT_Q6_K || (p->k / kSuperblock) % kStreamQ6Blocks == 0)) {
+      // sm_90: the same arithmetic with the weights streamed into shared
+      // memory by bulk copies (ptx/kquant_stream.py), one persistent CTA per
+      // SM, A held in shared memory after the kernel's fixed part when it
+      // fits. Q6_K rows are copied in chunks of kStreamQ6Blocks blocks, which
+      // need a 16-byte aligned W: an unaligned one runs p->unaligned.
+      BuiltinFunction fn;
+      const KernelId id = with_dtype_offset(KernelId::kq_stream_q4_k_f16, variant);
+      KAIO_TRY(device->modules->function(caller, id, &fn));
+      // A (M x K x 2 bytes), then for Q4_K/Q5_K its 32-value group sums
+      // as three bf16 planes (ptx/kquant_stream.py, group_sums)
+      const int64_t group_sums = p->format == KAIO_QUANT_Q6_K ? 0 : 3 * p->rows * (p->k / 32) * 2;
+      const int64_t shared = fn.shared_fixed + p->rows * p->k * 2 + group_sums;
+      if (shared <= fn.shared_bytes) {
+        KAIO_TRY(resolve(caller, device, id, &p->launch));
+        p->launch.shared_bytes = static_cast<unsigned>(shared);
+        const int64_t tiles = (p->cols + kRowsPerMmaBlock - 1) / kRowsPerMmaBlock;
+        p->launch.grid = static_cast<unsigned>(std::min<int64_t>(tiles, device->info.sm_count));
+        if (p->format != KAIO_QUANT_Q6_K) return KAIO_OK;
+        mma = &p->unaligned;
+      }
+    }
+    KAIO_TRY(resolve(caller, device, with_dtype_offset(first, variant), mma));
+    mma->grid = static_cast<unsigned>((p->cols + kRowsPerMmaBlock - 1) / kRowsPerMmaBlock);
     return KAIO_OK;
   }
   if (p->rows <= kMatvecMaxRows) {
@@ -262,7 +288,9 @@ kaio_status launch_matmul_kq(const char *caller, const kaio_device *device, cons
     unsigned long long lda = a.row_stride, ws = w.row_stride, ldc = c.row_stride;
     unsigned adt = static_cast<unsigned>(p.dtype), odt = static_cast<unsigned>(p.out_dtype);
     void *params[] = {&aa, &wa, &ca, &um, &un, &units, &lda, &ws, &ldc, &adt, &odt};
-    return launch_builtin(caller, device, p.launch, stream, params);
+    const bool aligned = w.address % 16 == 0 && (n == 1 || w.row_stride % 16 == 0);
+    return launch_builtin(caller, device, aligned || !p.unaligned.function ? p.launch : p.unaligned,
+                          stream, params);
   }
   KAIO_TRY(launch_dequantize(caller, device, p.launch, stream, w, n, k, p.w16->ptr,
                              static_cast<unsigned long long>(k), p.matmul.dtype));

@@ -1,0 +1,262 @@
+"""Streaming tensor-core dequant-matvec for sm_90 (used by gen_kquant.py).
+
+kaio_kq_stream_<fmt>_<f16|bf16>, fmt Q4_K, Q5_K or Q6_K: the same op,
+parameters and arithmetic as kquant_mma.py's kernels (C[M, N] = A[M, K] · W^T
+for M <= 8), fed differently.
+
+Why: at M = 1 the op is a stream of weight bytes, and the register-fed
+kernels of kquant_mma.py reach 49-58 % of copy bandwidth at 33 MB of weights
+where a plain read of the same bytes reaches 73 % (bench/RESULTS.md). Their
+CTAs own 16 rows each, so every CTA starts cold (its first loads wait a full
+DRAM latency with nothing else in flight) and a grid of several waves leaves
+a ragged tail. Here one persistent CTA per SM walks its tiles (16 rows
+each: tile ctaid, ctaid + nctaid, ...) and one thread streams them into a
+ring of shared-memory stages with bulk copies (cp.async.bulk, completing on
+an mbarrier), so the next tile's bytes are in flight while this one is
+multiplied and no register holds a load in flight.
+
+Mapping: warp 0 is the producer (lane 0 issues the copies; the other lanes
+exit). A stage holds 16 rows x CW blocks, one bulk copy per row (rows past
+N re-read row N-1; their results are never stored). Consumer warp c (warps
+1 .. CW) multiplies block c of every stage, reading its fragments from the
+stage exactly as kquant_mma.py reads them from global memory, and arrives
+on the stage's "empty" mbarrier; at the end of a tile the CW partial sums
+are added in shared memory in warp order (deterministic) and stored.
+
+Shared memory: a stage's row pitch is padded to 32 mod 128 bytes, so the 8
+rows a warp's lanes read land in different banks (2 wavefronts per 8-byte
+vector load, the minimum). Q6_K blocks (210 bytes) are bulk-copied 8 to a
+row chunk (1680 bytes, a multiple of 16), so its kernels need K a multiple
+of 2048 and W 16-byte aligned (the host checks).
+"""
+
+import collections
+
+from kquant_mma import BLOCK_BYTES, BLOCK_ELEMS, UNITS_PER_BLOCK, Ctx, compute_block, load_block, store_row_sums
+
+FORMATS = ("q4_k", "q5_k", "q6_k")
+CONSUMERS = 16             # consumer warps per CTA = blocks per row in a stage
+STAGES = 3                 # ring depth
+SHARED_LIMIT = 227 * 1024  # dynamic shared memory a block may opt in to (sm_90)
+ROWS = 16                  # weight rows per tile (the mma's M side)
+SMEM_SYMBOL = "kaio_kq_stream_ring"
+
+Layout = collections.namedtuple("Layout", "pitch stage ring red")
+
+
+def layout(fmt):
+    """Byte sizes: a stage row's pitch, a stage, the ring, the reduction area."""
+    row = CONSUMERS * BLOCK_BYTES[fmt]
+    pitch = row + (32 - row % 128) % 128
+    stage = ROWS * pitch
+    red = 2 * CONSUMERS * 32 * 16      # two tiles' partial sums, alternating
+    return Layout(pitch, stage, STAGES * stage, red)
+
+
+def fixed_bytes(fmt):
+    """Shared bytes before the activations: ring, reduction, mbarriers."""
+    lay = layout(fmt)
+    return lay.ring + lay.red + (2 * STAGES + 1) * 8 + 8
+
+
+def shared_bytes(fmt):
+    """The most dynamic shared memory a launch may ask for: the host asks
+    for fixed_bytes + M x K x 2 (A) + 3 x M x K / 32 x 2 (Q4_K, Q5_K: the
+    group sums, three bf16 planes) and takes the register-fed kernel when
+    that is more."""
+    return SHARED_LIMIT
+
+
+def group_sums(k, p, fmt, dt, nblk, act, ct, arow, t):
+    """Q4_K/Q5_K: X_j, the f32 sum of each 32-value group of A, made once per
+    CTA after A lands (consumer thread ct takes groups ct, ct + 32 CW, ...;
+    each sum in order, so every CTA gets the same bits) and stored after A
+    as three bf16 planes [M][K / 32]: hi = bf16(X), mid = bf16(X - hi), lo =
+    bf16(X - hi - mid) (both differences exact in f32). Returns what
+    kquant_mma.min_sums_by_group reads them with."""
+    ngroups = k.r("shl.b32", nblk, "3")                  # per row of A
+    total = k.r("mul.lo.u32", ngroups, p["m"])
+    xs = k.r("mad.lo.u32", k.r("shl.b32", ngroups, "6"), p["m"], act)   # after M x K x 2 bytes
+    plane = k.r("shl.b32", total, "1")
+    idx = k.var_r(ct)
+    loop, done = k.label("gsum"), k.label("gsum_done")
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", idx, total), done))
+    k.place(loop)
+    src = k.r("mad.lo.u32", idx, "64", act)              # group idx: 32 values, 64 bytes
+    x = None
+    for q in range(4):
+        w = k.regs("r", 4)
+        k.op("ld.shared.v4.b32 {%s}, [%s+%d]" % (", ".join(w), src, 16 * q))
+        for word in w:
+            lo, hi = k.reg("h"), k.reg("h")
+            k.op("mov.b32 {%s, %s}, %s" % (lo, hi, word))
+            for half in (lo, hi):
+                v = k.f("cvt.f32.%s" % dt, half)
+                x = v if x is None else k.f("add.rn.f32", x, v)
+    addr = k.r("mad.lo.u32", idx, "2", xs)
+    rest = x
+    for i in range(3):
+        h = k.reg("h")
+        k.op("cvt.rn.bf16.f32 %s, %s" % (h, rest))
+        k.op("st.shared.b16 [%s], %s" % (k.r("mad.lo.u32", plane, str(i), addr), h))
+        if i < 2:
+            rest = k.f("sub.rn.f32", rest, k.f("cvt.f32.bf16", h))
+    k.op("add.u32 %s, %s, %d" % (idx, idx, 32 * CONSUMERS))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", idx, total), loop))
+    k.place(done)
+    k.op("bar.sync 1, %d" % (32 * CONSUMERS))
+    lane = k.r("mad.lo.u32", k.r("mad.lo.u32", arow, ngroups, k.r("shl.b32", t, "1")), "2", xs)
+    return {"lanes": [lane, k.r("add.u32", lane, plane), k.r("mad.lo.u32", plane, "2", lane)],
+            "t_hi": k.p("setp.ge.u32", t, "2"), "shift": k.r("shl.b32", k.r("and.b32", t, "1"), "4"),
+            "b43": k.r("mov.b32", "0x43434343"), "ones": k.r("mov.b32", "0x3F803F80"),
+            "neg128": k.r("mov.b32", "0xC300C300")}
+
+
+def stream_matvec(k, p, fmt, dt):
+    bb, lay, stages = BLOCK_BYTES[fmt], layout(fmt), STAGES
+    k.block, k.min_ctas, k.shared_fixed = 32 * (CONSUMERS + 1), 1, fixed_bytes(fmt)
+    ring = k.r("mov.u32", SMEM_SYMBOL)
+    red = k.r("add.u32", ring, str(lay.ring))
+    full = k.r("add.u32", red, str(lay.red))            # stages mbarriers: the stage is loaded
+    empty = k.r("add.u32", full, str(8 * stages))       # stages mbarriers: the stage is read
+    act_bar = k.r("add.u32", empty, str(8 * stages))    # the activations are loaded
+    act = k.r("add.u32", ring, str(fixed_bytes(fmt)))   # A as M x K, packed
+    tid = k.r("mov.u32", "%tid.x")
+    warp = k.r("shr.u32", tid, "5")
+    lane = k.r("and.b32", tid, "31")
+    nblk = k.r("shr.u32", p["units"], str(UNITS_PER_BLOCK[fmt].bit_length() - 1))
+    ntiles = k.r("shr.u32", k.r("add.u32", p["n"], str(ROWS - 1)), "4")
+    ctas = k.r("mov.u32", "%nctaid.x")
+    tile0 = k.r("mov.u32", "%ctaid.x")
+
+    init_done = k.label("init_done")
+    k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, "0"), init_done))
+    for s in range(stages):
+        k.op("mbarrier.init.shared::cta.b64 [%s+%d], 1" % (full, 8 * s))
+        k.op("mbarrier.init.shared::cta.b64 [%s+%d], %d" % (empty, 8 * s, CONSUMERS))
+    k.op("mbarrier.init.shared::cta.b64 [%s], 1" % act_bar)
+    k.op("fence.mbarrier_init.release.cluster")
+    k.place(init_done)
+    k.op("bar.sync 0")
+
+    def stage_slot(i):
+        """Stage i's ring slot and the parity of its (i / stages)-th use."""
+        return k.r("rem.u32", i, str(stages)), k.r("and.b32", k.r("div.u32", i, str(stages)), "1")
+
+    def wait(bar, slot, parity):
+        addr = k.r("mad.lo.u32", slot, "8", bar)
+        spin = k.label("spin")
+        k.place(spin)
+        ready = k.reg("p")
+        k.op("mbarrier.try_wait.parity.shared::cta.b64 %s, [%s], %s" % (ready, addr, parity))
+        k.op("@!%s bra %s" % (ready, spin))
+        return addr
+
+    consumer = k.label("consumer")
+    k.op("@%s bra %s" % (k.p("setp.ne.u32", warp, "0"), consumer))
+    exit_ = k.label("exit")
+    k.op("@%s bra %s" % (k.p("setp.ne.u32", lane, "0"), exit_))
+
+    # ---- producer: lane 0 of warp 0 ----
+    # first the activations, which every tile reads: row m of A to act + m K 2
+    act_row = k.r("shl.b32", nblk, "9")                  # K x 2 bytes
+    k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %s" % (act_bar, k.r("mul.lo.u32", act_row, p["m"])))
+    m_i = k.var_r("0")
+    arow_l = k.label("arow")
+    k.place(arow_l)
+    k.op("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s], %s, [%s]"
+         % (k.r("mad.lo.u32", m_i, act_row, act),
+            k.rd("mad.lo.u64", k.rd("mul.lo.u64", k.rd("cvt.u64.u32", m_i), p["lda"]), "2", p["a"]),
+            act_row, act_bar))
+    k.op("add.u32 %s, %s, 1" % (m_i, m_i))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", m_i, p["m"]), arow_l))
+    i = k.var_r("0")
+    tile = k.var_r(tile0)
+    ptile, pdone = k.label("ptile"), k.label("pdone")
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", tile, ntiles), exit_))
+    k.place(ptile)
+    nlast = k.r("sub.u32", p["n"], "1")
+    row0 = k.r("shl.b32", tile, "4")
+    rows = []
+    for r in range(ROWS):
+        row = k.r("min.u32", k.r("add.u32", row0, str(r)), nlast)
+        rows.append(k.rd("mad.lo.u64", k.rd("cvt.u64.u32", row), p["w_stride"], p["w"]))
+    kc = k.var_r("0")
+    pstage = k.label("pstage")
+    k.place(pstage)
+    slot, parity = stage_slot(i)
+    first_use = k.label("first_use")
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", i, str(stages)), first_use))
+    wait(empty, slot, k.r("xor.b32", parity, "1"))
+    k.place(first_use)
+    nb = k.r("min.u32", k.r("sub.u32", nblk, kc), str(CONSUMERS))
+    row_bytes = k.r("mul.lo.u32", nb, str(bb))
+    fbar = k.r("mad.lo.u32", slot, "8", full)
+    k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %s" % (fbar, k.r("shl.b32", row_bytes, "4")))
+    dst = k.r("mad.lo.u32", slot, str(lay.stage), ring)
+    src_off = k.rd("mul.wide.u32", kc, str(bb))
+    for r in range(ROWS):
+        k.op("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s], %s, [%s]"
+             % (k.r("add.u32", dst, str(r * lay.pitch)), k.rd("add.u64", rows[r], src_off), row_bytes, fbar))
+    k.op("add.u32 %s, %s, 1" % (i, i))
+    k.op("add.u32 %s, %s, %d" % (kc, kc, CONSUMERS))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", kc, nblk), pstage))
+    k.op("add.u32 %s, %s, %s" % (tile, tile, ctas))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", tile, ntiles), ptile))
+    k.op("bra %s" % exit_)
+
+    # ---- consumers: warps 1 .. CONSUMERS ----
+    k.place(consumer)
+    cw = k.r("sub.u32", warp, "1")
+    ct = k.r("sub.u32", tid, "32")
+    g = k.r("shr.u32", lane, "2")
+    t = k.r("and.b32", lane, "3")
+    arow = k.r("min.u32", g, k.r("sub.u32", p["m"], "1"))    # rows past M re-read row M-1
+    abase = k.r("mad.lo.u32", arow, k.r("shl.b32", nblk, "9"), act)
+    ci = k.var_r("0")
+    ctile = k.var_r(tile0)
+    rpar = k.var_r("0")                                   # which reduction half this tile uses
+    always = k.p("setp.eq.u32", tid, tid)
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", ctile, ntiles), exit_))
+    wait(act_bar, k.r("mov.u32", "0"), k.r("mov.u32", "0"))
+    gs = group_sums(k, p, fmt, dt, nblk, act, ct, arow, t) if fmt != "q6_k" else None
+    cx = Ctx(k, dt, act_space="shared", group_sums=gs)
+    # this lane's rows g and g + 8 at block cw of a stage
+    lane_row = k.r("mad.lo.u32", g, str(lay.pitch), k.r("mad.lo.u32", cw, str(bb), ring))
+    ctile_l = k.label("ctile")
+    k.place(ctile_l)
+    acc = [k.var_f("0f00000000") for _ in range(4)]
+    ckc = k.var_r("0")
+    cstage, skip = k.label("cstage"), k.label("skip")
+    k.place(cstage)
+    slot, parity = stage_slot(ci)
+    wait(full, slot, parity)
+    bi = k.r("add.u32", ckc, cw)
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", bi, nblk), skip))
+    blk = k.r("mad.lo.u32", slot, str(lay.stage), lane_row)
+    loaded = [load_block(k, fmt, k.r("add.u32", blk, str(8 * ri * lay.pitch)), t, space="shared")
+              for ri in range(2)]
+    compute_block(k, fmt, cx, loaded, abase, k.r("mul.lo.u32", bi, str(BLOCK_ELEMS)), t, acc, always)
+    k.place(skip)
+    k.op("bar.warp.sync -1")
+    arrived = k.label("arrived")
+    k.op("@%s bra %s" % (k.p("setp.ne.u32", lane, "0"), arrived))
+    k.op("mbarrier.arrive.shared::cta.b64 _, [%s]" % k.r("mad.lo.u32", slot, "8", empty))
+    k.place(arrived)
+    k.op("add.u32 %s, %s, 1" % (ci, ci))
+    k.op("add.u32 %s, %s, %d" % (ckc, ckc, CONSUMERS))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", ckc, nblk), cstage))
+
+    # the tile's CW partial sums, added in warp order (sum_warp_partials' layout)
+    half = k.r("mad.lo.u32", rpar, str(lay.red // 2), red)
+    k.op("st.shared.v4.f32 [%s], {%s}" % (k.r("mad.lo.u32", ct, "16", half), ", ".join(acc)))
+    k.op("bar.sync 1, %d" % (32 * CONSUMERS))
+    stored = k.label("stored")
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", ct, "128"), stored))
+    store_row_sums(k, p, half, ct, CONSUMERS, k.r("shl.b32", ctile, "4"))
+    k.place(stored)
+    k.op("xor.b32 %s, %s, 1" % (rpar, rpar))
+    k.op("add.u32 %s, %s, %s" % (ctile, ctile, ctas))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", ctile, ntiles), ctile_l))
+    k.place(exit_)
+    k.op("ret")

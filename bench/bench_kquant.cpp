@@ -6,8 +6,10 @@
 //    machine's CPU;
 //  * dequant-matvec at M = 1 (f16, bf16 and f32 activations, f32 out), W N x K for
 //    (N, K) = (14336, 4096) and (4096, 14336): weight bytes per second,
-//    against the copy bandwidth and cuBLAS GemmEx f16 (A 1 x K, B the f16
-//    weights N x K transposed, f32 out) on the same logical shape.
+//    against the copy bandwidth, against a plain read of the same weight
+//    bytes (support/plain_read.hpp: the ceiling at this size) and against
+//    cuBLAS GemmEx f16 (A 1 x K, B the f16 weights N x K transposed, f32
+//    out) on the same logical shape.
 // --matvec skips the quantize rows.
 // Timing: median of --iters launches after warm-ups, one event pair each
 // (support/timing.hpp); operands rotated through copies covering 2 x L2
@@ -28,6 +30,7 @@
 #include "support/handles.hpp"
 #include "support/host_data.hpp"
 #include "support/l2_rotation.hpp"
+#include "support/plain_read.hpp"
 #include "support/timing.hpp"
 #include "support/kquant_ref.hpp"
 
@@ -127,8 +130,9 @@ int run(int iters, bool matvec_only) {
   std::string why;
   const std::unique_ptr<kaio_bench::Cublas> cublas = kaio_bench::Cublas::open(stream.get(), &why);
   if (!cublas) std::printf("\ncuBLAS not available: %s\n", why.c_str());
-  std::printf("\n== dequant-matvec M = 1: A 1 x K (K-quants f16, bf16: tensor-core kernel; f32 and Q8_0: CUDA-core kernel), W N x K quantized, C f32 ==\n");
-  std::printf("format A     N x K        | kaio us  weight GB/s  %%copy | cuBLAS f16 us  speedup\n");
+  std::printf("\n== dequant-matvec M = 1: A 1 x K (K-quants: tensor-core kernels, streamed on sm_90; Q8_0: CUDA-core kernel), W N x K quantized, C f32 ==\n");
+  std::printf("format A     N x K        | kaio us  weight GB/s  %%copy | read us  %%read | cuBLAS f16 us  speedup\n");
+  const kaio_bench::PlainRead plain_read(device.get(), info.sm_count);
   struct Shape { int64_t n, k; };
   for (const Shape s : {Shape{14336, 4096}, Shape{4096, 14336}}) {
     double cublas_us = -1;
@@ -164,9 +168,12 @@ int run(int iters, bool matvec_only) {
         CHECK(kaio_buffer_write(arena.get(), lay.offsets[0] + a.size() * 2, a.data(), a.size() * 2));
         kaio_bench::replicate_first_set(arena.get(), lay, stream.get());
       }
-      // K-quants: f16 and bf16 A run the tensor-core matvec, f32 A the
-      // CUDA-core one; Q8_0 always the CUDA-core one (the f16 bits reread as
-      // bf16 or f32: finite values).
+      const double read_us = timer.median_us([&](uint64_t set) {
+        plain_read.enqueue(stream.get(), kaio_buffer_device_ptr(arena.get()) + lay.offset(set, 1), wb);
+      }, lay.sets);
+      // K-quants run the tensor-core matvecs (on sm_90 the streaming one,
+      // for f32 A too); Q8_0 always the CUDA-core one (the f16 bits reread
+      // as bf16 or f32: finite values).
       for (kaio_dtype adt : {KAIO_DTYPE_F16, KAIO_DTYPE_BF16, KAIO_DTYPE_F32}) {
         kaio_op *raw = nullptr;
         CHECK(kaio_op_create_quant_matmul(&raw, device.get(), f, adt, KAIO_DTYPE_F32, 1, s.n, s.k));
@@ -179,10 +186,10 @@ int run(int iters, bool matvec_only) {
           CHECK(kaio_op_launch(op.get(), stream.get(), t, 3));
         }, lay.sets);
         const double gbs = static_cast<double>(wb) / us / 1e3;
-        std::printf("%-6s %-4s %6lld x %6lld | %7.1f %12.1f %5.1f%% | %13.1f %7.2fx\n", kFormatNames[fi],
-                    kaio_dtype_name(adt), static_cast<long long>(s.n),
-                    static_cast<long long>(s.k), us, gbs, 100.0 * gbs / copy_gbs, cublas_us,
-                    cublas_us > 0 ? cublas_us / us : 0.0);
+        std::printf("%-6s %-4s %6lld x %6lld | %7.1f %12.1f %5.1f%% | %7.1f %5.1f%% | %13.1f %7.2fx\n",
+                    kFormatNames[fi], kaio_dtype_name(adt), static_cast<long long>(s.n),
+                    static_cast<long long>(s.k), us, gbs, 100.0 * gbs / copy_gbs, read_us,
+                    100.0 * read_us / us, cublas_us, cublas_us > 0 ? cublas_us / us : 0.0);
         std::fflush(stdout);
       }
     }

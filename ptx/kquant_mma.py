@@ -89,8 +89,9 @@ class Ctx:
     to bit 0 and fma.bf16x2 (x * 1 - (128 + bias); sm_80 has no bf16 sub)
     removes the offset."""
 
-    def __init__(self, k, dt, act_space="global", group_sums=None):
+    def __init__(self, k, dt, act_space="global", group_sums=None, split_act=False):
         self.k, self.dt, self.act_space, self.group_sums = k, dt, act_space, group_sums
+        self.split_act = split_act      # A as f16 hi + lo (act_base); f16 math only
         self.x16 = dt == "f16"     # high nibbles stay in place as 16 u
         self.magic = k.r("mov.b32", "0x64006400" if self.x16 else "0x43004300")
         self.ones = k.r("mov.b32", ONES[dt])
@@ -154,7 +155,14 @@ def lane_addr(k, space, blk, t, stride):
 
 def act_base(k, cx, abase, kblk, t, per_lane):
     """The address of this lane's first activation of a block: element kblk
-    + t * per_lane of the row at abase (global: kblk 64-bit; shared: 32-bit)."""
+    + t * per_lane of the row at abase (global: kblk 64-bit; shared: 32-bit).
+    Split activations (cx.split_act, kquant_stream.py's f32 A) sit in 8-value
+    chunks of 32 bytes, [8 f16 hi][8 f16 lo]: element e at byte 32 (e / 8) +
+    2 (e % 8); kblk is a multiple of 256 and t * per_lane either a chunk
+    (8) or inside the first (2)."""
+    if cx.split_act:
+        lane = k.r("mul.lo.u32", t, "32" if per_lane == 8 else str(2 * per_lane))
+        return k.r("add.u32", lane, k.r("mad.lo.u32", kblk, "4", abase))
     if cx.act_space == "shared":
         return k.r("mad.lo.u32", t, str(2 * per_lane), k.r("mad.lo.u32", kblk, "2", abase))
     kelem = k.rd("add.u64", kblk, k.rd("mul.wide.u32", t, str(per_lane)))
@@ -162,34 +170,45 @@ def act_base(k, cx, abase, kblk, t, per_lane):
 
 
 def act_pair(k, cx, base, kofs, off2):
-    """The B fragment of a step whose slots 2t, 2t+1, 2t+8, 2t+9 hold the
-    activations at k + (0, off2, 1, off2 + 1), k = kofs (even) elements past
-    base (act_base): b0 = (a[k], a[k+off2]), b1 = (a[k+1], a[k+off2+1])."""
+    """The B fragments (one, or hi and lo for split activations) of a step
+    whose slots 2t, 2t+1, 2t+8, 2t+9 hold the activations at k + (0, off2, 1,
+    off2 + 1), k = kofs (even) elements past base (act_base): b0 = (a[k],
+    a[k+off2]), b1 = (a[k+1], a[k+off2+1]). Split: kofs and off2 are
+    multiples of 8, whole chunks."""
     ld = LOAD[cx.act_space]
-    y0 = k.r(ld + ".b32", "[%s+%d]" % (base, 2 * kofs))
-    y1 = k.r(ld + ".b32", "[%s+%d]" % (base, 2 * (kofs + off2)))
-    return [k.r("prmt.b32", y0, y1, "0x5410"), k.r("prmt.b32", y0, y1, "0x7632")]
+    out = []
+    for part in ((0, 16) if cx.split_act else (None,)):
+        o0, o1 = (2 * kofs, 2 * (kofs + off2)) if part is None else (4 * kofs + part, 4 * (kofs + off2) + part)
+        y0 = k.r(ld + ".b32", "[%s+%d]" % (base, o0))
+        y1 = k.r(ld + ".b32", "[%s+%d]" % (base, o1))
+        out.append([k.r("prmt.b32", y0, y1, "0x5410"), k.r("prmt.b32", y0, y1, "0x7632")])
+    return out
 
 
 def act_groups(k, cx, base):
-    """The activations of a Q4_K/Q5_K lane's 8 groups, (c, half) ->
-    step s -> B fragment: each group's 8 values (k = 64c + 32half + 0..7 past
-    base, 16-byte aligned: the host checks A's address and row stride) come
-    in one 16-byte load, issued a group ahead of its mma."""
+    """The activations of a Q4_K/Q5_K lane's 8 groups, (c, half) -> step s ->
+    its B fragments (one, or hi and lo for split activations): each group's 8
+    values (k = 64c + 32half + 0..7 past base, 16-byte aligned: the host
+    checks A's address and row stride) come in one 16-byte load (split: two),
+    issued a group ahead of its mma."""
     words = {}
+    parts = (0, 16) if cx.split_act else (None,)
 
     def load(c, half):
-        w = k.regs("r", 4)
-        k.op("%s.v4.b32 {%s}, [%s+%d]" % (LOAD[cx.act_space], ", ".join(w), base, 2 * (64 * c + 32 * half)))
-        words[(c, half)] = w
+        words[(c, half)] = []
+        for part in parts:
+            w = k.regs("r", 4)
+            off = 2 * (64 * c + 32 * half) if part is None else 4 * (64 * c + 32 * half) + part
+            k.op("%s.v4.b32 {%s}, [%s+%d]" % (LOAD[cx.act_space], ", ".join(w), base, off))
+            words[(c, half)].append(w)
 
     order = [(c, half) for c in range(4) for half in (0, 1)]
     load(*order[0])
     for i, key in enumerate(order):
         if i + 1 < len(order):
             load(*order[i + 1])
-        w = words.pop(key)
-        yield key, [[k.r("prmt.b32", w[2 * s], w[2 * s + 1], sel) for sel in ("0x5410", "0x7632")]
+        ws = words.pop(key)
+        yield key, [[[k.r("prmt.b32", w[2 * s], w[2 * s + 1], sel) for sel in ("0x5410", "0x7632")] for w in ws]
                     for s in (0, 1)]
 
 
@@ -359,14 +378,14 @@ def compute_q45_f16(k, cx, rows, abase, kblk, t, acc, valid, q5):
             if not cx.group_sums:
                 mins.append(k.r("sub.rn.f16x2", k.r("prmt.b32", sm[2 + j // 4], b64, sel), c1024))
         for s in (0, 1):
-            b = bfrag[s]
             a = []
             for pair in (0, 1):
                 for ri, rw in enumerate(rows):
                     a.append(k.r("fma.rn.f16x2", q45_bits(k, cx, rw, c, s, pair, half, q5), scs[ri], nbs[ri]))
-            dsum = mma(cx, a, b, dsum)
+            for b in bfrag[s]:
+                dsum = mma(cx, a, b, dsum)
             if not cx.group_sums:
-                msum = mma(cx, mins + mins, b, msum)
+                msum = mma(cx, mins + mins, bfrag[s][0], msum)
     if cx.group_sums:
         msum = min_sums_by_group(k, cx, per_row, kblk)
     q45_finish(k, per_row, dsum, msum, acc, valid)
@@ -394,7 +413,7 @@ def compute_q45_bf16(k, cx, rows, abase, kblk, t, acc, valid, q5):
                 mins.append(k.r("fma.rn.bf16x2", h, cx.ones, neg128))
         dq = None
         for s in (0, 1):
-            b = bfrag[s]
+            b = bfrag[s][0]     # bf16 A is never split
             a = []
             for pair in (0, 1):
                 for rw in rows:
@@ -416,7 +435,7 @@ def compute_q6_k(k, cx, rows, abase, kblk, t, acc, valid):
             for q in range(4):
                 # group 8hh + 2q + l0/16: elements 128hh + 32q + l0 + (0..15);
                 # slots (l0+2t, l0+2t+8) and (l0+2t+1, l0+2t+9)
-                b = act_pair(k, cx, ab, 128 * hh + 32 * q + l0, 8)
+                bs = act_pair(k, cx, ab, 128 * hh + 32 * q + l0, 8)
                 a = []
                 for pair in (0, 1):
                     for rw in rows:
@@ -426,7 +445,9 @@ def compute_q6_k(k, cx, rows, abase, kblk, t, acc, valid):
                         hb = cx.field(qh, (8 if at8 else 4) - 2 * q - 8 * pair,
                                       "0x03000300" if at8 else "0x00300030")
                         a.append(cx.half2(cx.nibble(ql, 8 * pair, q >= 2, hb), 512 if at8 else 32))   # u - 32
-                d = mma(cx, a, b, None)
+                d = None
+                for b in bs:
+                    d = mma(cx, a, b, d)
                 gi = 8 * hh + 2 * q + l0 // 16
                 scs = []
                 for rw in rows:
@@ -446,11 +467,12 @@ def compute_block(k, fmt, cx, rows, abase, kblk, t, acc, valid):
 
 # -------------------------------------------------------------- kernel ----
 
-def store_row_sums(k, p, red, idx, warps, n0):
+def store_row_sums(k, p, red, idx, warps, n0, row_scale=None):
     """For thread idx < 128 of a CTA: C[idx % 8, n0 + idx / 8] (when inside
     C) = the sum, in warp order, of `warps` warps' accumulator fragments in
     shared memory at red (warp w's lane l register i at red + 512 w + 16 l +
-    4 i), stored as C's dtype."""
+    4 i), times row_scale[idx % 8] (f32s in shared memory) when given,
+    stored as C's dtype."""
     r = k.r("shr.u32", idx, "3")          # weight row n0 + r
     m = k.r("and.b32", idx, "7")          # activation row
     src_lane = k.r("add.u32", k.r("shl.b32", k.r("and.b32", r, "7"), "2"), k.r("shr.u32", m, "1"))
@@ -459,6 +481,8 @@ def store_row_sums(k, p, red, idx, warps, n0):
     total = k.f("ld.shared.f32", "[%s]" % a0)
     for w in range(1, warps):
         k.op("add.f32 %s, %s, %s" % (total, total, k.f("ld.shared.f32", "[%s+%d]" % (a0, w * 32 * 16))))
+    if row_scale:
+        k.op("mul.f32 %s, %s, %s" % (total, total, k.f("ld.shared.f32", "[%s]" % k.r("mad.lo.u32", m, "4", row_scale))))
     n = k.r("add.u32", n0, r)
     ok = k.p("and.pred", k.p("setp.lt.u32", n, p["n"]), k.p("setp.lt.u32", m, p["m"]))
     off = k.rd("add.u64", k.rd("mul.lo.u64", p["ldc"], k.rd("cvt.u64.u32", m)), k.rd("cvt.u64.u32", n))

@@ -53,47 +53,28 @@ def layout(fmt):
     return Layout(pitch, stage, STAGES * stage, red)
 
 
+ESIZE = {"f16": 2, "bf16": 2, "f32": 4}
+
+
 def fixed_bytes(fmt):
-    """Shared bytes before the activations: ring, reduction, mbarriers."""
+    """Shared bytes before the activations: ring, reduction, mbarriers (and
+    8 spare bytes), and the f32 kernels' 8 per-row output scales."""
     lay = layout(fmt)
-    return lay.ring + lay.red + (2 * STAGES + 1) * 8 + 8
+    return lay.ring + lay.red + (2 * STAGES + 1) * 8 + 8 + 32
 
 
 def shared_bytes(fmt):
     """The most dynamic shared memory a launch may ask for: the host asks
-    for fixed_bytes + M x K x 2 (A) + 3 x M x K / 32 x 2 (Q4_K, Q5_K: the
-    group sums, three bf16 planes) and takes the register-fed kernel when
-    that is more."""
+    for fixed_bytes + M x K x (2, or 4 for f32) (A) + 3 x M x K / 32 x 2
+    (Q4_K, Q5_K: the group sums, three bf16 planes) and takes another kernel
+    when that is more."""
     return SHARED_LIMIT
 
 
-def group_sums(k, p, fmt, dt, nblk, act, ct, arow, t):
-    """Q4_K/Q5_K: X_j, the f32 sum of each 32-value group of A, made once per
-    CTA after A lands (consumer thread ct takes groups ct, ct + 32 CW, ...;
-    each sum in order, so every CTA gets the same bits) and stored after A
-    as three bf16 planes [M][K / 32]: hi = bf16(X), mid = bf16(X - hi), lo =
-    bf16(X - hi - mid) (both differences exact in f32). Returns what
-    kquant_mma.min_sums_by_group reads them with."""
-    ngroups = k.r("shl.b32", nblk, "3")                  # per row of A
-    total = k.r("mul.lo.u32", ngroups, p["m"])
-    xs = k.r("mad.lo.u32", k.r("shl.b32", ngroups, "6"), p["m"], act)   # after M x K x 2 bytes
-    plane = k.r("shl.b32", total, "1")
-    idx = k.var_r(ct)
-    loop, done = k.label("gsum"), k.label("gsum_done")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", idx, total), done))
-    k.place(loop)
-    src = k.r("mad.lo.u32", idx, "64", act)              # group idx: 32 values, 64 bytes
-    x = None
-    for q in range(4):
-        w = k.regs("r", 4)
-        k.op("ld.shared.v4.b32 {%s}, [%s+%d]" % (", ".join(w), src, 16 * q))
-        for word in w:
-            lo, hi = k.reg("h"), k.reg("h")
-            k.op("mov.b32 {%s, %s}, %s" % (lo, hi, word))
-            for half in (lo, hi):
-                v = k.f("cvt.f32.%s" % dt, half)
-                x = v if x is None else k.f("add.rn.f32", x, v)
-    addr = k.r("mad.lo.u32", idx, "2", xs)
+def store_sum_planes(k, x, addr, plane):
+    """X (f32) as three bf16 at addr, addr + plane, addr + 2 plane: hi =
+    bf16(X), mid = bf16(X - hi), lo = bf16(X - hi - mid), both differences
+    exact in f32: 24 bits and f32's range."""
     rest = x
     for i in range(3):
         h = k.reg("h")
@@ -101,15 +82,148 @@ def group_sums(k, p, fmt, dt, nblk, act, ct, arow, t):
         k.op("st.shared.b16 [%s], %s" % (k.r("mad.lo.u32", plane, str(i), addr), h))
         if i < 2:
             rest = k.f("sub.rn.f32", rest, k.f("cvt.f32.bf16", h))
-    k.op("add.u32 %s, %s, %d" % (idx, idx, 32 * CONSUMERS))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", idx, total), loop))
-    k.place(done)
-    k.op("bar.sync 1, %d" % (32 * CONSUMERS))
+
+
+def sums_reader(k, arow, ngroups, t, xs, plane):
+    """What kquant_mma.min_sums_by_group reads the planes with: this lane's
+    addresses (activation row arow, groups 2t, 2t + 1 of block 0) in each
+    plane, and its constants."""
     lane = k.r("mad.lo.u32", k.r("mad.lo.u32", arow, ngroups, k.r("shl.b32", t, "1")), "2", xs)
     return {"lanes": [lane, k.r("add.u32", lane, plane), k.r("mad.lo.u32", plane, "2", lane)],
             "t_hi": k.p("setp.ge.u32", t, "2"), "shift": k.r("shl.b32", k.r("and.b32", t, "1"), "4"),
             "b43": k.r("mov.b32", "0x43434343"), "ones": k.r("mov.b32", "0x3F803F80"),
             "neg128": k.r("mov.b32", "0xC300C300")}
+
+
+def for_each_group(k, p, nblk, ct, body):
+    """body(idx) for groups idx = ct, ct + 32 CW, ... < M x K / 32 (the
+    consumer threads share the groups of all rows of A), then a consumer
+    barrier. Returns the groups per row."""
+    ngroups = k.r("shl.b32", nblk, "3")
+    total = k.r("mul.lo.u32", ngroups, p["m"])
+    idx = k.var_r(ct)
+    loop, done = k.label("groups"), k.label("groups_done")
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", idx, total), done))
+    k.place(loop)
+    body(idx, ngroups, total)
+    k.op("add.u32 %s, %s, %d" % (idx, idx, 32 * CONSUMERS))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", idx, total), loop))
+    k.place(done)
+    k.op("bar.sync 1, %d" % (32 * CONSUMERS))
+    return ngroups
+
+
+def group_sums(k, p, dt, nblk, act, ct, arow, t):
+    """Q4_K/Q5_K with f16/bf16 A: X_j, the f32 sum of each 32-value group of
+    A, made once per CTA after A lands (each sum in order, so every CTA gets
+    the same bits) and stored after A as three bf16 planes [M][K / 32]."""
+    k_bytes = k.r("shl.b32", nblk, "9")
+    xs = k.r("mad.lo.u32", k_bytes, p["m"], act)          # after M x K x 2 bytes
+    plane = k.r("shl.b32", k.r("mul.lo.u32", k.r("shl.b32", nblk, "3"), p["m"]), "1")
+
+    def body(idx, ngroups, total):
+        src = k.r("mad.lo.u32", idx, "64", act)          # group idx: 32 values, 64 bytes
+        x = None
+        for q in range(4):
+            w = k.regs("r", 4)
+            k.op("ld.shared.v4.b32 {%s}, [%s+%d]" % (", ".join(w), src, 16 * q))
+            for word in w:
+                lo, hi = k.reg("h"), k.reg("h")
+                k.op("mov.b32 {%s, %s}, %s" % (lo, hi, word))
+                for half in (lo, hi):
+                    v = k.f("cvt.f32.%s" % dt, half)
+                    x = v if x is None else k.f("add.rn.f32", x, v)
+        store_sum_planes(k, x, k.r("mad.lo.u32", idx, "2", xs), plane)
+
+    ngroups = for_each_group(k, p, nblk, ct, body)
+    return sums_reader(k, arow, ngroups, t, xs, plane)
+
+
+def prepare_f32(k, p, fmt, nblk, act, ct, cw, lane, red, row_scale, arow, t):
+    """f32 A, made once per CTA after it lands: each row m is scaled by a
+    power of two s_m (exact) that puts its largest |x| in [2^14, 2^15), and
+    each scaled value x' is split in place into f16 hi = f16(x') and lo =
+    f16(x' - hi) (22 bits; no overflow), 8-value chunks of [8 hi][8 lo]
+    (kquant_mma.act_base). The mma then runs in f16, twice per step, and each
+    output is multiplied by 1 / s_m (row_scale[m]) when stored. Q4_K/Q5_K:
+    the group sums are of x' and stored after A as in group_sums. Returns
+    their reader, or None."""
+    q45 = fmt != "q6_k"
+    k_words = k.r("shl.b32", nblk, "6")                   # K / 4: 16-byte loads per row
+    row_bytes = k.r("shl.b32", nblk, "10")
+    # 1. the largest |x| of each row: per thread, per warp (to red), per row
+    m = k.var_r("0")
+    rows_l, done_rows = k.label("rowmax"), k.label("rowmax_done")
+    k.place(rows_l)
+    mx = k.var_f("0f00000000")
+    i = k.var_r(ct)
+    elems, elems_done = k.label("rowmax_e"), k.label("rowmax_e_done")
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", i, k_words), elems_done))
+    k.place(elems)
+    w = k.regs("f", 4)
+    k.op("ld.shared.v4.f32 {%s}, [%s]" % (", ".join(w), k.r("mad.lo.u32", i, "16", k.r("mad.lo.u32", m, row_bytes, act))))
+    for v in w:
+        k.op("max.f32 %s, %s, %s" % (mx, mx, k.f("abs.f32", v)))
+    k.op("add.u32 %s, %s, %d" % (i, i, 32 * CONSUMERS))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", i, k_words), elems))
+    k.place(elems_done)
+    for sh in (16, 8, 4, 2, 1):
+        k.op("max.f32 %s, %s, %s" % (mx, mx, k.f("shfl.sync.bfly.b32", mx, str(sh), "31", "-1")))
+    wrote = k.label("rowmax_w")
+    k.op("@%s bra %s" % (k.p("setp.ne.u32", lane, "0"), wrote))
+    k.op("st.shared.f32 [%s], %s" % (k.r("mad.lo.u32", k.r("mad.lo.u32", m, str(CONSUMERS), cw), "4", red), mx))
+    k.place(wrote)
+    k.op("add.u32 %s, %s, 1" % (m, m))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", m, p["m"]), rows_l))
+    k.op("bar.sync 1, %d" % (32 * CONSUMERS))
+    # 2. thread m < M: t = clamp(exponent(max) - 14, -126, 113); s = 2^-t
+    #    (kept at red + 512 + 4m), 1 / s = 2^t (row_scale[m])
+    scaled = k.label("scaled")
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", ct, p["m"]), scaled))
+    rmax = k.f("ld.shared.f32", "[%s]" % k.r("mad.lo.u32", ct, str(4 * CONSUMERS), red))
+    for c in range(1, CONSUMERS):
+        k.op("max.f32 %s, %s, %s" % (rmax, rmax, k.f("ld.shared.f32", "[%s+%d]" % (k.r("mad.lo.u32", ct, str(4 * CONSUMERS), red), 4 * c))))
+    e = k.r("and.b32", k.r("shr.u32", k.r("mov.b32", rmax), "23"), "255")
+    tt = k.r("max.s32", k.r("sub.s32", e, "141"), "-126")
+    k.op("st.shared.b32 [%s+512], %s" % (k.r("mad.lo.u32", ct, "4", red), k.r("shl.b32", k.r("sub.s32", "127", tt), "23")))
+    k.op("st.shared.b32 [%s], %s" % (k.r("mad.lo.u32", ct, "4", row_scale), k.r("shl.b32", k.r("add.s32", tt, "127"), "23")))
+    k.place(scaled)
+    k.op("bar.sync 1, %d" % (32 * CONSUMERS))
+    # 3. scale, split in place, and (Q4_K/Q5_K) the group sums of x'
+    xs = k.r("mad.lo.u32", row_bytes, p["m"], act)       # after M x K x 4 bytes
+    plane = k.r("shl.b32", k.r("mul.lo.u32", k.r("shl.b32", nblk, "3"), p["m"]), "1")
+
+    def body(idx, ngroups, total):
+        scale = k.f("ld.shared.f32", "[%s+512]" % k.r("mad.lo.u32", k.r("div.u32", idx, ngroups), "4", red))
+        src = k.r("mad.lo.u32", idx, "128", act)         # group idx: 32 f32, 128 bytes
+        xv = []
+        for q in range(8):
+            w = k.regs("f", 4)
+            k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(w), src, 16 * q))
+            xv += [k.f("mul.f32", v, scale) for v in w]
+        if q45:
+            x = xv[0]
+            for v in xv[1:]:
+                x = k.f("add.rn.f32", x, v)
+            store_sum_planes(k, x, k.r("mad.lo.u32", idx, "2", xs), plane)
+        for c in range(4):                               # chunk c: values 8c .. 8c + 7
+            his, los = [], []
+            for v in xv[8 * c:8 * c + 8]:
+                h, l = k.reg("h"), k.reg("h")
+                k.op("cvt.rn.f16.f32 %s, %s" % (h, v))
+                k.op("cvt.rn.f16.f32 %s, %s" % (l, k.f("sub.rn.f32", v, k.f("cvt.f32.f16", h))))
+                his.append(h)
+                los.append(l)
+            for off, hs in ((0, his), (16, los)):
+                words = []
+                for j in range(0, 8, 2):
+                    wd = k.reg("r")
+                    k.op("mov.b32 %s, {%s, %s}" % (wd, hs[j], hs[j + 1]))
+                    words.append(wd)
+                k.op("st.shared.v4.b32 [%s+%d], {%s}" % (src, 32 * c + off, ", ".join(words)))
+
+    ngroups = for_each_group(k, p, nblk, ct, body)
+    return sums_reader(k, arow, ngroups, t, xs, plane) if q45 else None
 
 
 def stream_matvec(k, p, fmt, dt):
@@ -120,7 +234,9 @@ def stream_matvec(k, p, fmt, dt):
     full = k.r("add.u32", red, str(lay.red))            # stages mbarriers: the stage is loaded
     empty = k.r("add.u32", full, str(8 * stages))       # stages mbarriers: the stage is read
     act_bar = k.r("add.u32", empty, str(8 * stages))    # the activations are loaded
+    row_scale = k.r("add.u32", act_bar, "16")          # f32: 1 / s_m (prepare_f32)
     act = k.r("add.u32", ring, str(fixed_bytes(fmt)))   # A as M x K, packed
+    log2_esize = ESIZE[dt].bit_length() - 1
     tid = k.r("mov.u32", "%tid.x")
     warp = k.r("shr.u32", tid, "5")
     lane = k.r("and.b32", tid, "31")
@@ -159,14 +275,14 @@ def stream_matvec(k, p, fmt, dt):
 
     # ---- producer: lane 0 of warp 0 ----
     # first the activations, which every tile reads: row m of A to act + m K 2
-    act_row = k.r("shl.b32", nblk, "9")                  # K x 2 bytes
+    act_row = k.r("shl.b32", nblk, str(8 + log2_esize))  # K x esize bytes
     k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %s" % (act_bar, k.r("mul.lo.u32", act_row, p["m"])))
     m_i = k.var_r("0")
     arow_l = k.label("arow")
     k.place(arow_l)
     k.op("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s], %s, [%s]"
          % (k.r("mad.lo.u32", m_i, act_row, act),
-            k.rd("mad.lo.u64", k.rd("mul.lo.u64", k.rd("cvt.u64.u32", m_i), p["lda"]), "2", p["a"]),
+            k.rd("mad.lo.u64", k.rd("mul.lo.u64", k.rd("cvt.u64.u32", m_i), p["lda"]), str(ESIZE[dt]), p["a"]),
             act_row, act_bar))
     k.op("add.u32 %s, %s, 1" % (m_i, m_i))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", m_i, p["m"]), arow_l))
@@ -212,15 +328,18 @@ def stream_matvec(k, p, fmt, dt):
     g = k.r("shr.u32", lane, "2")
     t = k.r("and.b32", lane, "3")
     arow = k.r("min.u32", g, k.r("sub.u32", p["m"], "1"))    # rows past M re-read row M-1
-    abase = k.r("mad.lo.u32", arow, k.r("shl.b32", nblk, "9"), act)
+    abase = k.r("mad.lo.u32", arow, k.r("shl.b32", nblk, str(8 + log2_esize)), act)
     ci = k.var_r("0")
     ctile = k.var_r(tile0)
     rpar = k.var_r("0")                                   # which reduction half this tile uses
     always = k.p("setp.eq.u32", tid, tid)
     k.op("@%s bra %s" % (k.p("setp.ge.u32", ctile, ntiles), exit_))
     wait(act_bar, k.r("mov.u32", "0"), k.r("mov.u32", "0"))
-    gs = group_sums(k, p, fmt, dt, nblk, act, ct, arow, t) if fmt != "q6_k" else None
-    cx = Ctx(k, dt, act_space="shared", group_sums=gs)
+    if dt == "f32":
+        gs = prepare_f32(k, p, fmt, nblk, act, ct, cw, lane, red, row_scale, arow, t)
+    else:
+        gs = group_sums(k, p, dt, nblk, act, ct, arow, t) if fmt != "q6_k" else None
+    cx = Ctx(k, "f16" if dt == "f32" else dt, act_space="shared", group_sums=gs, split_act=dt == "f32")
     # this lane's rows g and g + 8 at block cw of a stage
     lane_row = k.r("mad.lo.u32", g, str(lay.pitch), k.r("mad.lo.u32", cw, str(bb), ring))
     ctile_l = k.label("ctile")
@@ -253,7 +372,7 @@ def stream_matvec(k, p, fmt, dt):
     k.op("bar.sync 1, %d" % (32 * CONSUMERS))
     stored = k.label("stored")
     k.op("@%s bra %s" % (k.p("setp.ge.u32", ct, "128"), stored))
-    store_row_sums(k, p, half, ct, CONSUMERS, k.r("shl.b32", ctile, "4"))
+    store_row_sums(k, p, half, ct, CONSUMERS, k.r("shl.b32", ctile, "4"), row_scale if dt == "f32" else None)
     k.place(stored)
     k.op("xor.b32 %s, %s, 1" % (rpar, rpar))
     k.op("add.u32 %s, %s, %s" % (ctile, ctile, ctas))

@@ -9,6 +9,7 @@
 //    f16 output rounding (2^-11) for f16 C; tensor-core path (M > 8): the
 //    weights (and f32 A) are rounded to f16/bf16 first, so 2^-9 (f16) or
 //    2^-6 (bf16) on top.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -164,11 +165,12 @@ TEST_F(GpuKquant, QuantMatmulMatchesTheF64Reference) {
   // (1, 2113, 2048) more tiles than an H100's 132 SMs, the last one 1 row;
   // (2, 4300, 512) up to 3 tiles per CTA (both reduction halves reused) and
   // 2-block stages; (1, 40, 2304) a last stage of 1 block; (3, 300, 14336)
-  // 7 stages per tile through a ring of 4.
+  // 7 stages per tile through a ring of 3; (4, 40, 2048) Q6_K streamed with
+  // M > 1. A's rows are padded (lda = K + 8) for every M <= 8.
   const Shape shapes[] = {{1, 1, 256}, {1, 67, 1024}, {3, 130, 512}, {5, 8, 256},
                           {8, 31, 768}, {9, 40, 256}, {33, 129, 512}, {2, 17, 8448},
                           {7, 5, 12800}, {1, 2113, 2048}, {2, 4300, 512}, {1, 40, 2304},
-                          {3, 300, 14336}};
+                          {3, 300, 14336}, {4, 40, 2048}};
   for (Format f : kFormats)
     for (kaio_dtype adt : kFloatTypes)
       for (kaio_dtype odt : {KAIO_DTYPE_F32, KAIO_DTYPE_F16})
@@ -185,7 +187,14 @@ TEST_F(GpuKquant, QuantMatmulMatchesTheF64Reference) {
             kqref::dequantize_row(f, &wq[static_cast<size_t>(r * row_bytes)], s.k, &wd[static_cast<size_t>(r * s.k)]);
           }
           std::vector<float> av = kqref::make_inputs(Dist::uniform, s.m * s.k, kt::test_seed() + 9);
-          std::vector<uint8_t> ab = to_dtype(adt, &av);
+          const std::vector<uint8_t> packed = to_dtype(adt, &av);
+          // M <= 8: A's rows padded by 8 values of poison (0xFF: NaN), which no
+          // kernel may read (M > 8 with f32 A takes only a contiguous A)
+          const size_t esize = kaio_dtype_size(adt), lda = static_cast<size_t>(s.k) + (s.m <= 8 ? 8 : 0);
+          std::vector<uint8_t> ab(static_cast<size_t>(s.m) * lda * esize, 0xFF);
+          for (int64_t r = 0; r < s.m; ++r)
+            std::copy_n(&packed[static_cast<size_t>(r * s.k) * esize], static_cast<size_t>(s.k) * esize,
+                        &ab[static_cast<size_t>(r) * lda * esize]);
           kt::Buffer abuf = upload(ab.data(), ab.size()), wbuf = upload(wq.data(), wq.size());
           const size_t cbytes = static_cast<size_t>(s.m * s.n) * kaio_dtype_size(odt);
           kt::Buffer cbuf = kt::make_buffer(dev(), cbytes);
@@ -193,6 +202,7 @@ TEST_F(GpuKquant, QuantMatmulMatchesTheF64Reference) {
           kaio_tensor t[] = {kaio_tensor_2d(abuf.get(), adt, s.m, s.k),
                              kaio_tensor_2d(wbuf.get(), KAIO_DTYPE_U8, s.n, row_bytes),
                              kaio_tensor_2d(cbuf.get(), odt, s.m, s.n)};
+          t[0].row_stride = static_cast<int64_t>(lda);
           if (s.m <= 8) {
             KT_OK(kaio_quant_matmul(stream(), &t[0], &t[1], &t[2], api_format(f)));
             // a rerun must give the same bits (the split-K sums have a fixed order)

@@ -71,10 +71,10 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
   KT_OK(kaio_quant_matmul(stream_.get(), &a, &w, &c, KAIO_QUANT_Q8_0));
   EXPECT_EQ(last_kernel(), "kaio_kq_matvec_q8_0_m4");
   EXPECT_EQ(grid_, 5u);  // 8 weight rows per block
-  // K-quants with f16/bf16 A on sm_90 (the fake device): the streaming
-  // tensor-core matvec, one CTA of 17 warps per SM (the fake has 4) and at most
-  // one per 16-row tile, with A (M x K x 2 bytes) and its group sums at the
-  // end of its shared memory; f32 A: the CUDA-core one
+  // K-quants on sm_90 (the fake device): the streaming tensor-core matvec,
+  // one CTA of 17 warps per SM (the fake has 4) and at most one per 16-row
+  // tile, with A (M x K x 2 bytes) and its group sums at the end of its
+  // shared memory
   auto matmul = [&](const kaio_tensor &av, const kaio_tensor &wv, const kaio_tensor &cv,
                     kaio_quant_format f) {
     const kaio_status st = kaio_quant_matmul(stream_.get(), &av, &wv, &cv, f);
@@ -116,8 +116,13 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
   EXPECT_EQ(matmul(at(KAIO_DTYPE_F16, 8, 8448, 0), at(KAIO_DTYPE_U8, 40, 33 * 144, 262144),
                    at(KAIO_DTYPE_F32, 8, 40, 524288), KAIO_QUANT_Q4_K),
             "kaio_kq_mma_q4_k_f16");
-  KT_OK(kaio_quant_matmul(stream_.get(), &a32, &w4, &c, KAIO_QUANT_Q4_K));
-  EXPECT_EQ(last_kernel(), "kaio_kq_matvec_q4_k_m4");
+  // f32 A streams too (4 bytes a value); one that does not fit runs the
+  // CUDA-core kernel
+  EXPECT_EQ(matmul(a32, w4, c, KAIO_QUANT_Q4_K), "kaio_kq_stream_q4_k_f32");
+  EXPECT_EQ(grid_, 3u);
+  EXPECT_EQ(matmul(at(KAIO_DTYPE_F32, 8, 4096, 0), at(KAIO_DTYPE_U8, 40, 16 * 144, 262144),
+                   at(KAIO_DTYPE_F32, 8, 40, 524288), KAIO_QUANT_Q4_K),
+            "kaio_kq_matvec_q4_k_m8");
   EXPECT_EQ(grid_, 5u);
   // M > 8: dequantize into the op's workspace, then the tensor-core matmul
   kaio_op *op = nullptr;

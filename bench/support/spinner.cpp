@@ -1,6 +1,7 @@
 #include "spinner.hpp"
 
 #include "errors.hpp"
+#include "user_ptx.hpp"
 
 namespace kaio_bench {
 namespace {
@@ -27,12 +28,7 @@ WAIT:
 }  // namespace
 
 Spinner::Spinner(kaio_device *device) {
-  kaio_module *m = nullptr;
-  CHECK(kaio_module_load_ptx(&m, device, kSpinPtx));
-  module_.reset(m);
-  kaio_kernel *k = nullptr;
-  CHECK(kaio_module_get_kernel(&k, m, "spin"));
-  kernel_.reset(k);
+  load_user_kernel(device, kSpinPtx, "spin", &module_, &kernel_);
 }
 
 void Spinner::enqueue(kaio_stream *stream, uint64_t ns) const {

@@ -153,6 +153,61 @@ kaio_status plan_dequantize(const char *caller, kaio_device *device, KquantPlan 
   return KAIO_OK;
 }
 
+// sm_90: the K-quants' streaming tensor-core matvec (ptx/kquant_stream.py),
+// one persistent CTA per SM, when A (and for Q4_K/Q5_K its group sums) fit in
+// shared memory after the kernel's fixed part. Q6_K rows are copied in
+// chunks of kStreamQ6Blocks blocks, so K must be a multiple of that.
+kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPlan *p,
+                               bool *planned) {
+  *planned = false;
+  if (device->info.cc_major < 9 || p->format == KAIO_QUANT_Q8_0 ||
+      (p->format == KAIO_QUANT_Q6_K && (p->k / kSuperblock) % kStreamQ6Blocks != 0))
+    return KAIO_OK;
+  const int dtype = p->dtype == KAIO_DTYPE_F16 ? 0 : p->dtype == KAIO_DTYPE_BF16 ? 1 : 2;
+  const KernelId id =
+      with_dtype_offset(KernelId::kq_stream_q4_k_f16, dtype * 3 + format_index(p->format) - 1);
+  BuiltinFunction fn;
+  KAIO_TRY(device->modules->function(caller, id, &fn));
+  // the 32-value group sums as three bf16 planes (kquant_stream.py, group_sums)
+  const int64_t group_sums = p->format == KAIO_QUANT_Q6_K ? 0 : 3 * p->rows * (p->k / 32) * 2;
+  const int64_t shared = fn.shared_fixed +
+                         p->rows * p->k * static_cast<int64_t>(kaio_dtype_size(p->dtype)) +
+                         group_sums;
+  if (shared > fn.shared_bytes) return KAIO_OK;
+  KAIO_TRY(resolve(caller, device, id, &p->launch));
+  p->launch.shared_bytes = static_cast<unsigned>(shared);
+  const int64_t tiles = (p->cols + kRowsPerMmaBlock - 1) / kRowsPerMmaBlock;
+  p->launch.grid = static_cast<unsigned>(std::min<int64_t>(tiles, device->info.sm_count));
+  *planned = true;
+  return KAIO_OK;
+}
+
+// K-quants with f16/bf16 A: the register-fed tensor-core matvec
+// (ptx/kquant_mma.py), 16 weight rows per block. Two variants (VARIANTS
+// there): rows of at most kMmaNarrowMaxBlocks superblocks run 4 warps per
+// CTA, longer rows 8 (measured faster on the H100).
+kaio_status plan_mma_matvec(const char *caller, kaio_device *device, const KquantPlan &p,
+                            OpPlan *out) {
+  const int variant = format_index(p.format) - 1 + (p.dtype == KAIO_DTYPE_BF16 ? 3 : 0);
+  const bool narrow = p.k / kSuperblock <= kMmaNarrowMaxBlocks;
+  KernelId first = narrow ? KernelId::kq_mma_q4_k_f16_w4 : KernelId::kq_mma_q4_k_f16;
+  KAIO_TRY(resolve(caller, device, with_dtype_offset(first, variant), out));
+  out->grid = static_cast<unsigned>((p.cols + kRowsPerMmaBlock - 1) / kRowsPerMmaBlock);
+  return KAIO_OK;
+}
+
+// Q8_0, and f32 A where the streaming kernel does not apply: the CUDA-core
+// matvec, a kernel per M bucket (1, 2, 4, 8), a warp per weight row.
+kaio_status plan_cuda_core_matvec(const char *caller, kaio_device *device, const KquantPlan &p,
+                                  OpPlan *out) {
+  int bucket = 0;
+  while ((int64_t{1} << bucket) < p.rows) ++bucket;
+  KernelId id = with_dtype_offset(KernelId::kq_matvec_q8_0_m1, format_index(p.format) * 4 + bucket);
+  KAIO_TRY(resolve(caller, device, id, out));
+  out->grid = static_cast<unsigned>((p.cols + kRowsPerMatvecBlock - 1) / kRowsPerMatvecBlock);
+  return KAIO_OK;
+}
+
 kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *p) {
   if (!is_float(p->dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
@@ -168,51 +223,16 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
     return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: M is %" PRId64 "; it must be between 1 and %d.",
                 caller, p->rows, INT32_MAX);
   KAIO_TRY(check_values(caller, "W (N x K)", p->format, p->cols, p->k));
-  if (p->rows <= kMatvecMaxRows && p->dtype != KAIO_DTYPE_F32 && p->format != KAIO_QUANT_Q8_0) {
-    // K-quants with f16/bf16 A: the tensor-core matvec (ptx/kquant_mma.py),
-    // any M <= 8, 16 weight rows per block. f32 A and Q8_0 (faster there, see
-    // bench/RESULTS.md) keep the CUDA-core kernels below.
-    // Two variants (ptx/kquant_mma.py, VARIANTS): rows of at most
-    // kMmaNarrowMaxBlocks superblocks run 4 warps per CTA, longer rows 8
-    // (measured faster on the H100).
-    const int variant = format_index(p->format) - 1 + (p->dtype == KAIO_DTYPE_BF16 ? 3 : 0);
-    const bool narrow = p->k / kSuperblock <= kMmaNarrowMaxBlocks;
-    KernelId first = narrow ? KernelId::kq_mma_q4_k_f16_w4 : KernelId::kq_mma_q4_k_f16;
-    OpPlan *mma = &p->launch;
-    if (device->info.cc_major >= 9 &&
-        (p->format != KAIO_QUANT_Q6_K || (p->k / kSuperblock) % kStreamQ6Blocks == 0)) {
-      // sm_90: the same arithmetic with the weights streamed into shared
-      // memory by bulk copies (ptx/kquant_stream.py), one persistent CTA per
-      // SM, A held in shared memory after the kernel's fixed part when it
-      // fits. Q6_K rows are copied in chunks of kStreamQ6Blocks blocks, which
-      // need a 16-byte aligned W: an unaligned one runs p->unaligned.
-      BuiltinFunction fn;
-      const KernelId id = with_dtype_offset(KernelId::kq_stream_q4_k_f16, variant);
-      KAIO_TRY(device->modules->function(caller, id, &fn));
-      // A (M x K x 2 bytes), then for Q4_K/Q5_K its 32-value group sums
-      // as three bf16 planes (ptx/kquant_stream.py, group_sums)
-      const int64_t group_sums = p->format == KAIO_QUANT_Q6_K ? 0 : 3 * p->rows * (p->k / 32) * 2;
-      const int64_t shared = fn.shared_fixed + p->rows * p->k * 2 + group_sums;
-      if (shared <= fn.shared_bytes) {
-        KAIO_TRY(resolve(caller, device, id, &p->launch));
-        p->launch.shared_bytes = static_cast<unsigned>(shared);
-        const int64_t tiles = (p->cols + kRowsPerMmaBlock - 1) / kRowsPerMmaBlock;
-        p->launch.grid = static_cast<unsigned>(std::min<int64_t>(tiles, device->info.sm_count));
-        if (p->format != KAIO_QUANT_Q6_K) return KAIO_OK;
-        mma = &p->unaligned;
-      }
-    }
-    KAIO_TRY(resolve(caller, device, with_dtype_offset(first, variant), mma));
-    mma->grid = static_cast<unsigned>((p->cols + kRowsPerMmaBlock - 1) / kRowsPerMmaBlock);
-    return KAIO_OK;
-  }
   if (p->rows <= kMatvecMaxRows) {
-    int bucket = 0;  // M per kernel: 1, 2, 4, 8
-    while ((int64_t{1} << bucket) < p->rows) ++bucket;
-    KernelId id = with_dtype_offset(KernelId::kq_matvec_q8_0_m1, format_index(p->format) * 4 + bucket);
-    KAIO_TRY(resolve(caller, device, id, &p->launch));
-    p->launch.grid = static_cast<unsigned>((p->cols + kRowsPerMatvecBlock - 1) / kRowsPerMatvecBlock);
-    return KAIO_OK;
+    bool streamed = false;
+    KAIO_TRY(plan_stream_matvec(caller, device, p, &streamed));
+    // The streamed Q6_K kernel needs a 16-byte aligned W: p->unaligned
+    // runs the others.
+    if (streamed && p->format != KAIO_QUANT_Q6_K) return KAIO_OK;
+    OpPlan *out = streamed ? &p->unaligned : &p->launch;
+    return p->dtype != KAIO_DTYPE_F32 && p->format != KAIO_QUANT_Q8_0
+               ? plan_mma_matvec(caller, device, *p, out)
+               : plan_cuda_core_matvec(caller, device, *p, out);
   }
   // Tensor-core path: dequantize W into the workspace, then C = A · W16ᵀ.
   p->tensor_core = true;

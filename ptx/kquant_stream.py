@@ -52,10 +52,16 @@ against 24.6-24.8).
 
 import collections
 
+import kquant_stream_q8 as q8
 from kquant_mma import BLOCK_BYTES, BLOCK_ELEMS, UNITS_PER_BLOCK, Ctx, compute_block, load_block, store_row_sums
 
-FORMATS = ("q4_k", "q5_k", "q6_k")
-CONSUMERS = 16             # consumer warps per CTA = blocks per row in a stage
+FORMATS = ("q8_0", "q4_k", "q5_k", "q6_k")
+# per format: block bytes, values per block, blocks per consumer warp in a
+# stage, and the row pitch's offset mod 128 (8 rows' lanes in distinct banks:
+# 8-byte vectors need 32, Q8_0's 16-bit pairs 16)
+GEOMETRY = {fmt: (BLOCK_BYTES[fmt], BLOCK_ELEMS, 1, 32) for fmt in ("q4_k", "q5_k", "q6_k")}
+GEOMETRY["q8_0"] = (q8.BLOCK_BYTES, q8.BLOCK_ELEMS, q8.BLOCKS_PER_WARP, 16)
+CONSUMERS = 16             # consumer warps per CTA
 STAGES = 3                 # ring depth
 SHARED_LIMIT = 227 * 1024  # dynamic shared memory a block may opt in to (sm_90)
 ROWS = 16                  # weight rows per tile (the mma's M side)
@@ -64,10 +70,14 @@ SMEM_SYMBOL = "kaio_kq_stream_ring"
 Layout = collections.namedtuple("Layout", "pitch stage ring red")
 
 
+def stage_blocks(fmt):
+    return CONSUMERS * GEOMETRY[fmt][2]
+
+
 def layout(fmt):
     """Byte sizes: a stage row's pitch, a stage, the ring, the reduction area."""
-    row = CONSUMERS * BLOCK_BYTES[fmt]
-    pitch = row + (32 - row % 128) % 128
+    row = stage_blocks(fmt) * GEOMETRY[fmt][0]
+    pitch = row + (GEOMETRY[fmt][3] - row % 128) % 128
     stage = ROWS * pitch
     red = 2 * CONSUMERS * 32 * 16      # two tiles' partial sums, alternating
     return Layout(pitch, stage, STAGES * stage, red)
@@ -115,11 +125,10 @@ def sums_reader(k, arow, ngroups, t, xs, plane):
             "neg128": k.r("mov.b32", "0xC300C300")}
 
 
-def for_each_group(k, p, nblk, ct, body):
-    """body(idx) for groups idx = ct, ct + 32 CW, ... < M x K / 32 (the
-    consumer threads share the groups of all rows of A), then a consumer
-    barrier. Returns the groups per row."""
-    ngroups = k.r("shl.b32", nblk, "3")
+def for_each_group(k, p, ngroups, ct, body):
+    """body(idx, ngroups, total) for groups idx = ct, ct + 32 CW, ... < total
+    = M x ngroups (ngroups = K / 32; the consumer threads share the groups of
+    all rows of A), then a consumer barrier."""
     total = k.r("mul.lo.u32", ngroups, p["m"])
     idx = k.var_r(ct)
     loop, done = k.label("groups"), k.label("groups_done")
@@ -130,7 +139,6 @@ def for_each_group(k, p, nblk, ct, body):
     k.op("@%s bra %s" % (k.p("setp.lt.u32", idx, total), loop))
     k.place(done)
     k.op("bar.sync 1, %d" % (32 * CONSUMERS))
-    return ngroups
 
 
 def group_sums(k, p, dt, nblk, act, ct, arow, t):
@@ -155,37 +163,57 @@ def group_sums(k, p, dt, nblk, act, ct, arow, t):
                     x = v if x is None else k.f("add.rn.f32", x, v)
         store_sum_planes(k, x, k.r("mad.lo.u32", idx, "2", xs), plane)
 
-    ngroups = for_each_group(k, p, nblk, ct, body)
+    ngroups = k.r("shl.b32", nblk, "3")
+    for_each_group(k, p, ngroups, ct, body)
     return sums_reader(k, arow, ngroups, t, xs, plane)
 
 
-def prepare_f32(k, p, fmt, nblk, act, ct, cw, lane, red, row_scale, arow, t):
-    """f32 A, made once per CTA after it lands: each row m is scaled by a
-    power of two s_m (exact) that puts its largest |x| in [2^14, 2^15), and
-    each scaled value x' is split in place into f16 hi = f16(x') and lo =
-    f16(x' - hi) (22 bits; no overflow), 8-value chunks of [8 hi][8 lo]
-    (kquant_mma.act_base). The mma then runs in f16, twice per step, and each
-    output is multiplied by 1 / s_m (row_scale[m]) when stored. Q4_K/Q5_K:
-    the group sums are of x' and stored after A as in group_sums. Returns
+def prepare_split(k, p, fmt, src_dt, nblk, act, dst, ct, cw, lane, red, row_scale, arow, t):
+    """A (f32, or bf16 for Q8_0), made once per CTA after it lands at act:
+    each row m is scaled by a power of two s_m (exact) that puts its largest
+    |x| in [2^14, 2^15), and each scaled value x' is split into f16 hi =
+    f16(x') and lo = f16(x' - hi) (22 bits; no overflow), stored at dst in
+    8-value chunks of [8 hi][8 lo] (kquant_mma.act_base): f32 in place, bf16
+    after the raw A. The mma then runs in f16, twice per step, and each output
+    is multiplied by 1 / s_m (row_scale[m]) when stored. Q4_K/Q5_K: the group
+    sums are of x' and stored after the split A as in group_sums. Returns
     their reader, or None."""
-    q45 = fmt != "q6_k"
-    k_words = k.r("shl.b32", nblk, "6")                   # K / 4: 16-byte loads per row
-    row_bytes = k.r("shl.b32", nblk, "10")
+    q45 = fmt in ("q4_k", "q5_k")
+    esize, per_load = ESIZE[src_dt], 16 // ESIZE[src_dt]
+    log2_k = (GEOMETRY[fmt][1]).bit_length() - 1
+    k_elems = k.r("shl.b32", nblk, str(log2_k))
+    k_loads = k.r("shr.u32", k_elems, str(per_load.bit_length() - 1))    # 16-byte loads per row
+    row_bytes = k.r("mul.lo.u32", k_elems, str(esize))
+
+    def values(w):
+        """The f32 values of a 16-byte load."""
+        if src_dt == "f32":
+            return w
+        out = []
+        for word in w:
+            lo, hi = k.reg("h"), k.reg("h")
+            k.op("mov.b32 {%s, %s}, %s" % (lo, hi, word))
+            out += [k.f("cvt.f32.bf16", lo), k.f("cvt.f32.bf16", hi)]
+        return out
+
+    def load16(addr, off=0):
+        w = k.regs("f" if src_dt == "f32" else "r", 4)
+        k.op("ld.shared.v4.%s {%s}, [%s+%d]" % ("f32" if src_dt == "f32" else "b32", ", ".join(w), addr, off))
+        return values(w)
+
     # 1. the largest |x| of each row: per thread, per warp (to red), per row
     m = k.var_r("0")
-    rows_l, done_rows = k.label("rowmax"), k.label("rowmax_done")
+    rows_l = k.label("rowmax")
     k.place(rows_l)
     mx = k.var_f("0f00000000")
     i = k.var_r(ct)
     elems, elems_done = k.label("rowmax_e"), k.label("rowmax_e_done")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", i, k_words), elems_done))
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", i, k_loads), elems_done))
     k.place(elems)
-    w = k.regs("f", 4)
-    k.op("ld.shared.v4.f32 {%s}, [%s]" % (", ".join(w), k.r("mad.lo.u32", i, "16", k.r("mad.lo.u32", m, row_bytes, act))))
-    for v in w:
+    for v in load16(k.r("mad.lo.u32", i, "16", k.r("mad.lo.u32", m, row_bytes, act))):
         k.op("max.f32 %s, %s, %s" % (mx, mx, k.f("abs.f32", v)))
     k.op("add.u32 %s, %s, %d" % (i, i, 32 * CONSUMERS))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", i, k_words), elems))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", i, k_loads), elems))
     k.place(elems_done)
     for sh in (16, 8, 4, 2, 1):
         k.op("max.f32 %s, %s, %s" % (mx, mx, k.f("shfl.sync.bfly.b32", mx, str(sh), "31", "-1")))
@@ -200,27 +228,27 @@ def prepare_f32(k, p, fmt, nblk, act, ct, cw, lane, red, row_scale, arow, t):
     #    (kept at red + 512 + 4m), 1 / s = 2^t (row_scale[m])
     scaled = k.label("scaled")
     k.op("@%s bra %s" % (k.p("setp.ge.u32", ct, p["m"]), scaled))
-    rmax = k.f("ld.shared.f32", "[%s]" % k.r("mad.lo.u32", ct, str(4 * CONSUMERS), red))
+    maxes = k.r("mad.lo.u32", ct, str(4 * CONSUMERS), red)
+    rmax = k.f("ld.shared.f32", "[%s]" % maxes)
     for c in range(1, CONSUMERS):
-        k.op("max.f32 %s, %s, %s" % (rmax, rmax, k.f("ld.shared.f32", "[%s+%d]" % (k.r("mad.lo.u32", ct, str(4 * CONSUMERS), red), 4 * c))))
+        k.op("max.f32 %s, %s, %s" % (rmax, rmax, k.f("ld.shared.f32", "[%s+%d]" % (maxes, 4 * c))))
     e = k.r("and.b32", k.r("shr.u32", k.r("mov.b32", rmax), "23"), "255")
     tt = k.r("max.s32", k.r("sub.s32", e, "141"), "-126")
     k.op("st.shared.b32 [%s+512], %s" % (k.r("mad.lo.u32", ct, "4", red), k.r("shl.b32", k.r("sub.s32", "127", tt), "23")))
     k.op("st.shared.b32 [%s], %s" % (k.r("mad.lo.u32", ct, "4", row_scale), k.r("shl.b32", k.r("add.s32", tt, "127"), "23")))
     k.place(scaled)
     k.op("bar.sync 1, %d" % (32 * CONSUMERS))
-    # 3. scale, split in place, and (Q4_K/Q5_K) the group sums of x'
-    xs = k.r("mad.lo.u32", row_bytes, p["m"], act)       # after M x K x 4 bytes
-    plane = k.r("shl.b32", k.r("mul.lo.u32", k.r("shl.b32", nblk, "3"), p["m"]), "1")
+    # 3. scale, split, and (Q4_K/Q5_K) the group sums of x'
+    xs = k.r("mad.lo.u32", k.r("shl.b32", k_elems, "2"), p["m"], dst)   # after M x K x 4 bytes
+    plane = k.r("shl.b32", k.r("mul.lo.u32", k.r("shr.u32", k_elems, "5"), p["m"]), "1")
 
     def body(idx, ngroups, total):
         scale = k.f("ld.shared.f32", "[%s+512]" % k.r("mad.lo.u32", k.r("div.u32", idx, ngroups), "4", red))
-        src = k.r("mad.lo.u32", idx, "128", act)         # group idx: 32 f32, 128 bytes
+        src = k.r("mad.lo.u32", idx, str(32 * esize), act)     # group idx: 32 values
+        out = k.r("mad.lo.u32", idx, "128", dst)               # its 4 split chunks
         xv = []
-        for q in range(8):
-            w = k.regs("f", 4)
-            k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(w), src, 16 * q))
-            xv += [k.f("mul.f32", v, scale) for v in w]
+        for q in range(32 // per_load):
+            xv += [k.f("mul.f32", v, scale) for v in load16(src, 16 * q)]
         if q45:
             x = xv[0]
             for v in xv[1:]:
@@ -240,27 +268,34 @@ def prepare_f32(k, p, fmt, nblk, act, ct, cw, lane, red, row_scale, arow, t):
                     wd = k.reg("r")
                     k.op("mov.b32 %s, {%s, %s}" % (wd, hs[j], hs[j + 1]))
                     words.append(wd)
-                k.op("st.shared.v4.b32 [%s+%d], {%s}" % (src, 32 * c + off, ", ".join(words)))
+                k.op("st.shared.v4.b32 [%s+%d], {%s}" % (out, 32 * c + off, ", ".join(words)))
 
-    ngroups = for_each_group(k, p, nblk, ct, body)
+    ngroups = k.r("shr.u32", k_elems, "5")
+    for_each_group(k, p, ngroups, ct, body)
     return sums_reader(k, arow, ngroups, t, xs, plane) if q45 else None
 
 
 def stream_matvec(k, p, fmt, dt):
-    bb, lay, stages = BLOCK_BYTES[fmt], layout(fmt), STAGES
+    (bb, be, bpw, _), lay, stages, sb = GEOMETRY[fmt], layout(fmt), STAGES, stage_blocks(fmt)
+    # f32 A, and bf16 A for Q8_0 (int8 quants are not exact in bf16's mma
+    # arithmetic), run in f16 from A split into hi + lo (prepare_split)
+    split = dt == "f32" or (fmt == "q8_0" and dt == "bf16")
     k.block, k.min_ctas, k.shared_fixed = 32 * (CONSUMERS + 1), 1, fixed_bytes(fmt)
     ring = k.r("mov.u32", SMEM_SYMBOL)
     red = k.r("add.u32", ring, str(lay.ring))
     full = k.r("add.u32", red, str(lay.red))            # stages mbarriers: the stage is loaded
     empty = k.r("add.u32", full, str(8 * stages))       # stages mbarriers: the stage is read
     act_bar = k.r("add.u32", empty, str(8 * stages))    # the activations are loaded
-    row_scale = k.r("add.u32", act_bar, "16")          # f32: 1 / s_m (prepare_f32)
+    row_scale = k.r("add.u32", act_bar, "16")          # split A: 1 / s_m (prepare_split)
     act = k.r("add.u32", ring, str(fixed_bytes(fmt)))   # A as M x K, packed
     log2_esize = ESIZE[dt].bit_length() - 1
     tid = k.r("mov.u32", "%tid.x")
     warp = k.r("shr.u32", tid, "5")
     lane = k.r("and.b32", tid, "31")
-    nblk = k.r("shr.u32", p["units"], str(UNITS_PER_BLOCK[fmt].bit_length() - 1))
+    units_per_block = 1 if fmt == "q8_0" else UNITS_PER_BLOCK[fmt]
+    nblk = k.r("shr.u32", p["units"], str(units_per_block.bit_length() - 1))
+    k_elems = k.r("shl.b32", nblk, str(be.bit_length() - 1))
+    act_row = k.r("shl.b32", k_elems, str(log2_esize))   # K x esize bytes
     ntiles = k.r("shr.u32", k.r("add.u32", p["n"], str(ROWS - 1)), "4")
     ctas = k.r("mov.u32", "%nctaid.x")
     tile0 = k.r("mov.u32", "%ctaid.x")
@@ -295,7 +330,6 @@ def stream_matvec(k, p, fmt, dt):
 
     # ---- producer: lane 0 of warp 0 ----
     # first the activations, which every tile reads: row m of A to act + m K 2
-    act_row = k.r("shl.b32", nblk, str(8 + log2_esize))  # K x esize bytes
     k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %s" % (act_bar, k.r("mul.lo.u32", act_row, p["m"])))
     m_i = k.var_r("0")
     arow_l = k.label("arow")
@@ -325,7 +359,7 @@ def stream_matvec(k, p, fmt, dt):
     k.op("@%s bra %s" % (k.p("setp.lt.u32", i, str(stages)), first_use))
     wait(empty, slot, k.r("xor.b32", parity, "1"))
     k.place(first_use)
-    nb = k.r("min.u32", k.r("sub.u32", nblk, kc), str(CONSUMERS))
+    nb = k.r("min.u32", k.r("sub.u32", nblk, kc), str(sb))
     row_bytes = k.r("mul.lo.u32", nb, str(bb))
     fbar = k.r("mad.lo.u32", slot, "8", full)
     k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %s" % (fbar, k.r("shl.b32", row_bytes, "4")))
@@ -335,7 +369,7 @@ def stream_matvec(k, p, fmt, dt):
         k.op("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s], %s, [%s]"
              % (k.r("add.u32", dst, str(r * lay.pitch)), k.rd("add.u64", rows[r], src_off), row_bytes, fbar))
     k.op("add.u32 %s, %s, 1" % (i, i))
-    k.op("add.u32 %s, %s, %d" % (kc, kc, CONSUMERS))
+    k.op("add.u32 %s, %s, %d" % (kc, kc, sb))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", kc, nblk), pstage))
     k.op("add.u32 %s, %s, %s" % (tile, tile, ctas))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", tile, ntiles), ptile))
@@ -348,20 +382,23 @@ def stream_matvec(k, p, fmt, dt):
     g = k.r("shr.u32", lane, "2")
     t = k.r("and.b32", lane, "3")
     arow = k.r("min.u32", g, k.r("sub.u32", p["m"], "1"))    # rows past M re-read row M-1
-    abase = k.r("mad.lo.u32", arow, k.r("shl.b32", nblk, str(8 + log2_esize)), act)
+    # the split A: in place for f32, after the raw bf16 A otherwise
+    dst = act if dt == "f32" else k.r("mad.lo.u32", act_row, p["m"], act)
+    abase = k.r("mad.lo.u32", arow, k.r("shl.b32", k_elems, "2" if split else str(log2_esize)),
+                dst if split else act)
     ci = k.var_r("0")
     ctile = k.var_r(tile0)
     rpar = k.var_r("0")                                   # which reduction half this tile uses
     always = k.p("setp.eq.u32", tid, tid)
     k.op("@%s bra %s" % (k.p("setp.ge.u32", ctile, ntiles), exit_))
     wait(act_bar, k.r("mov.u32", "0"), k.r("mov.u32", "0"))
-    if dt == "f32":
-        gs = prepare_f32(k, p, fmt, nblk, act, ct, cw, lane, red, row_scale, arow, t)
+    if split:
+        gs = prepare_split(k, p, fmt, dt, nblk, act, dst, ct, cw, lane, red, row_scale, arow, t)
     else:
-        gs = group_sums(k, p, dt, nblk, act, ct, arow, t) if fmt != "q6_k" else None
-    cx = Ctx(k, "f16" if dt == "f32" else dt, act_space="shared", group_sums=gs, split_act=dt == "f32")
-    # this lane's rows g and g + 8 at block cw of a stage
-    lane_row = k.r("mad.lo.u32", g, str(lay.pitch), k.r("mad.lo.u32", cw, str(bb), ring))
+        gs = group_sums(k, p, dt, nblk, act, ct, arow, t) if fmt in ("q4_k", "q5_k") else None
+    cx = Ctx(k, "f16" if split or fmt == "q8_0" else dt, act_space="shared", group_sums=gs, split_act=split)
+    # this lane's rows g and g + 8 at the warp's first block of a stage
+    lane_row = k.r("mad.lo.u32", g, str(lay.pitch), k.r("mad.lo.u32", cw, str(bpw * bb), ring))
     ctile_l = k.label("ctile")
     k.place(ctile_l)
     acc = [k.var_f("0f00000000") for _ in range(4)]
@@ -370,12 +407,15 @@ def stream_matvec(k, p, fmt, dt):
     k.place(cstage)
     slot, parity = stage_slot(ci)
     wait(full, slot, parity)
-    bi = k.r("add.u32", ckc, cw)
+    bi = k.r("mad.lo.u32", cw, str(bpw), ckc)          # the warp's first block (all or none exist)
     k.op("@%s bra %s" % (k.p("setp.ge.u32", bi, nblk), skip))
     blk = k.r("mad.lo.u32", slot, str(lay.stage), lane_row)
-    loaded = [load_block(k, fmt, k.r("add.u32", blk, str(8 * ri * lay.pitch)), t, space="shared")
-              for ri in range(2)]
-    compute_block(k, fmt, cx, loaded, abase, k.r("mul.lo.u32", bi, str(BLOCK_ELEMS)), t, acc, always)
+    if fmt == "q8_0":
+        q8.q8_0_warp_blocks(k, cx, blk, lay.pitch, bi, abase, t, acc)
+    else:
+        loaded = [load_block(k, fmt, k.r("add.u32", blk, str(8 * ri * lay.pitch)), t, space="shared")
+                  for ri in range(2)]
+        compute_block(k, fmt, cx, loaded, abase, k.r("mul.lo.u32", bi, str(be)), t, acc, always)
     k.place(skip)
     k.op("bar.warp.sync -1")
     arrived = k.label("arrived")
@@ -383,7 +423,7 @@ def stream_matvec(k, p, fmt, dt):
     k.op("mbarrier.arrive.shared::cta.b64 _, [%s]" % k.r("mad.lo.u32", slot, "8", empty))
     k.place(arrived)
     k.op("add.u32 %s, %s, 1" % (ci, ci))
-    k.op("add.u32 %s, %s, %d" % (ckc, ckc, CONSUMERS))
+    k.op("add.u32 %s, %s, %d" % (ckc, ckc, sb))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", ckc, nblk), cstage))
 
     # the tile's CW partial sums, added in warp order (sum_warp_partials' layout)
@@ -392,7 +432,7 @@ def stream_matvec(k, p, fmt, dt):
     k.op("bar.sync 1, %d" % (32 * CONSUMERS))
     stored = k.label("stored")
     k.op("@%s bra %s" % (k.p("setp.ge.u32", ct, "128"), stored))
-    store_row_sums(k, p, half, ct, CONSUMERS, k.r("shl.b32", ctile, "4"), row_scale if dt == "f32" else None)
+    store_row_sums(k, p, half, ct, CONSUMERS, k.r("shl.b32", ctile, "4"), row_scale if split else None)
     k.place(stored)
     k.op("xor.b32 %s, %s, 1" % (rpar, rpar))
     k.op("add.u32 %s, %s, %s" % (ctile, ctile, ctas))

@@ -65,12 +65,20 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
   EXPECT_EQ(last_kernel(), "kaio_kq_quantize_q4_k_ggml");
   KT_OK(kaio_dequantize(stream_.get(), &q, &x, KAIO_QUANT_Q6_K));
   EXPECT_EQ(last_kernel(), "kaio_kq_dequantize_q6_k");
-  // matvec: A 3 x 512 f16, W 40 x 512 Q8_0, C 3 x 40 f32: the CUDA-core kernel
+  // matvec: A 3 x 512 f16, W 40 x 512 Q8_0, C 3 x 40 f32: streamed on sm_90
+  // (16 blocks a row: chunks of 8); W 2 bytes off 16, or K = 480 (15
+  // blocks): the CUDA-core kernel, 8 weight rows per CTA
   kaio_tensor a = at(KAIO_DTYPE_F16, 3, 512, 0), w = at(KAIO_DTYPE_U8, 40, 544, 16384),
               c = at(KAIO_DTYPE_F32, 3, 40, 65536);
   KT_OK(kaio_quant_matmul(stream_.get(), &a, &w, &c, KAIO_QUANT_Q8_0));
+  EXPECT_EQ(last_kernel(), "kaio_kq_stream_q8_0_f16");
+  kaio_tensor w_off = at(KAIO_DTYPE_U8, 40, 544, 16386);
+  KT_OK(kaio_quant_matmul(stream_.get(), &a, &w_off, &c, KAIO_QUANT_Q8_0));
   EXPECT_EQ(last_kernel(), "kaio_kq_matvec_q8_0_m4");
-  EXPECT_EQ(grid_, 5u);  // 8 weight rows per block
+  EXPECT_EQ(grid_, 5u);
+  kaio_tensor a480 = at(KAIO_DTYPE_F16, 3, 480, 0), w480 = at(KAIO_DTYPE_U8, 40, 510, 16384);
+  KT_OK(kaio_quant_matmul(stream_.get(), &a480, &w480, &c, KAIO_QUANT_Q8_0));
+  EXPECT_EQ(last_kernel(), "kaio_kq_matvec_q8_0_m4");
   // K-quants on sm_90 (the fake device): the streaming tensor-core matvec,
   // one CTA of 17 warps per SM (the fake has 4) and at most one per 16-row
   // tile, with A (M x K x 2 bytes) and its group sums at the end of its

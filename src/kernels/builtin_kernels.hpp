@@ -226,12 +226,15 @@ enum class ModuleId : int {
   X(kq_mma_q4_k_bf16_w4, kquant_dequant, "kaio_kq_mma_q4_k_bf16_w4") \
   X(kq_mma_q5_k_bf16_w4, kquant_dequant, "kaio_kq_mma_q5_k_bf16_w4") \
   X(kq_mma_q6_k_bf16_w4, kquant_dequant, "kaio_kq_mma_q6_k_bf16_w4") \
+  X(kq_stream_q8_0_f16, kquant_stream_sm90, "kaio_kq_stream_q8_0_f16") \
   X(kq_stream_q4_k_f16, kquant_stream_sm90, "kaio_kq_stream_q4_k_f16") \
   X(kq_stream_q5_k_f16, kquant_stream_sm90, "kaio_kq_stream_q5_k_f16") \
   X(kq_stream_q6_k_f16, kquant_stream_sm90, "kaio_kq_stream_q6_k_f16") \
+  X(kq_stream_q8_0_bf16, kquant_stream_sm90, "kaio_kq_stream_q8_0_bf16") \
   X(kq_stream_q4_k_bf16, kquant_stream_sm90, "kaio_kq_stream_q4_k_bf16") \
   X(kq_stream_q5_k_bf16, kquant_stream_sm90, "kaio_kq_stream_q5_k_bf16") \
   X(kq_stream_q6_k_bf16, kquant_stream_sm90, "kaio_kq_stream_q6_k_bf16") \
+  X(kq_stream_q8_0_f32, kquant_stream_sm90, "kaio_kq_stream_q8_0_f32") \
   X(kq_stream_q4_k_f32, kquant_stream_sm90, "kaio_kq_stream_q4_k_f32") \
   X(kq_stream_q5_k_f32, kquant_stream_sm90, "kaio_kq_stream_q5_k_f32") \
   X(kq_stream_q6_k_f32, kquant_stream_sm90, "kaio_kq_stream_q6_k_f32") \

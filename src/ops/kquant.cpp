@@ -21,7 +21,7 @@ constexpr int64_t kRowsPerMatvecBlock = 8;  // one warp per weight row
 constexpr int64_t kRowsPerMmaBlock = 16;    // the tensor-core matvec: one mma tile of rows
 constexpr int64_t kSuperblock = 256;          // values per Q4_K / Q5_K / Q6_K block
 constexpr int64_t kMmaNarrowMaxBlocks = 32;   // K <= 8192: the 4-warp tensor-core matvec
-constexpr int64_t kStreamQ6Blocks = 8;        // Q6_K blocks per bulk copy (1680 bytes)
+constexpr int64_t kStreamChunkBlocks = 8;     // Q6_K / Q8_0 blocks per 16-byte multiple
 constexpr unsigned kConvertPerThread = 8;   // the convert kernels' elements per thread
 
 bool known_format(kaio_quant_format f) { return f >= KAIO_QUANT_Q8_0 && f <= KAIO_QUANT_Q6_K; }
@@ -153,26 +153,31 @@ kaio_status plan_dequantize(const char *caller, kaio_device *device, KquantPlan 
   return KAIO_OK;
 }
 
-// sm_90: the K-quants' streaming tensor-core matvec (ptx/kquant_stream.py),
-// one persistent CTA per SM, when A (and for Q4_K/Q5_K its group sums) fit in
-// shared memory after the kernel's fixed part. Q6_K rows are copied in
-// chunks of kStreamQ6Blocks blocks, so K must be a multiple of that.
+// sm_90: the streaming tensor-core matvec (ptx/kquant_stream.py), one
+// persistent CTA per SM, when A (and what the kernel makes of it) fits in
+// shared memory after the kernel's fixed part. Q6_K and Q8_0 rows are copied
+// in chunks of kStreamChunkBlocks blocks (1680 and 272 bytes, multiples of
+// 16), so K must be a multiple of that and W 16-byte aligned (checked at
+// launch: p->unaligned runs otherwise).
 kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPlan *p,
                                bool *planned) {
   *planned = false;
-  if (device->info.cc_major < 9 || p->format == KAIO_QUANT_Q8_0 ||
-      (p->format == KAIO_QUANT_Q6_K && (p->k / kSuperblock) % kStreamQ6Blocks != 0))
+  const bool chunked = p->format == KAIO_QUANT_Q6_K || p->format == KAIO_QUANT_Q8_0;
+  if (device->info.cc_major < 9 ||
+      (chunked && (p->k / kquant_block_elems(p->format)) % kStreamChunkBlocks != 0))
     return KAIO_OK;
   const int dtype = p->dtype == KAIO_DTYPE_F16 ? 0 : p->dtype == KAIO_DTYPE_BF16 ? 1 : 2;
-  const KernelId id =
-      with_dtype_offset(KernelId::kq_stream_q4_k_f16, dtype * 3 + format_index(p->format) - 1);
+  const KernelId id = with_dtype_offset(KernelId::kq_stream_q8_0_f16, dtype * 4 + format_index(p->format));
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, id, &fn));
-  // the 32-value group sums as three bf16 planes (kquant_stream.py, group_sums)
-  const int64_t group_sums = p->format == KAIO_QUANT_Q6_K ? 0 : 3 * p->rows * (p->k / 32) * 2;
-  const int64_t shared = fn.shared_fixed +
-                         p->rows * p->k * static_cast<int64_t>(kaio_dtype_size(p->dtype)) +
-                         group_sums;
+  // A; Q8_0's bf16 A split into f16 hi + lo after it (4 bytes a value; f32
+  // is split in place); Q4_K/Q5_K's 32-value group sums as three bf16 planes
+  // (kquant_stream.py: prepare_split, group_sums)
+  const int64_t values = p->rows * p->k;
+  const bool q45 = p->format == KAIO_QUANT_Q4_K || p->format == KAIO_QUANT_Q5_K;
+  const int64_t shared = fn.shared_fixed + values * static_cast<int64_t>(kaio_dtype_size(p->dtype)) +
+                         (p->format == KAIO_QUANT_Q8_0 && p->dtype == KAIO_DTYPE_BF16 ? values * 4 : 0) +
+                         (q45 ? 3 * (values / 32) * 2 : 0);
   if (shared > fn.shared_bytes) return KAIO_OK;
   KAIO_TRY(resolve(caller, device, id, &p->launch));
   p->launch.shared_bytes = static_cast<unsigned>(shared);
@@ -196,7 +201,7 @@ kaio_status plan_mma_matvec(const char *caller, kaio_device *device, const Kquan
   return KAIO_OK;
 }
 
-// Q8_0, and f32 A where the streaming kernel does not apply: the CUDA-core
+// Q8_0 and f32 A where the streaming kernel does not apply: the CUDA-core
 // matvec, a kernel per M bucket (1, 2, 4, 8), a warp per weight row.
 kaio_status plan_cuda_core_matvec(const char *caller, kaio_device *device, const KquantPlan &p,
                                   OpPlan *out) {
@@ -226,9 +231,9 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
   if (p->rows <= kMatvecMaxRows) {
     bool streamed = false;
     KAIO_TRY(plan_stream_matvec(caller, device, p, &streamed));
-    // The streamed Q6_K kernel needs a 16-byte aligned W: p->unaligned
-    // runs the others.
-    if (streamed && p->format != KAIO_QUANT_Q6_K) return KAIO_OK;
+    // The streamed Q6_K and Q8_0 kernels need a 16-byte aligned W:
+    // p->unaligned runs the others.
+    if (streamed && p->format != KAIO_QUANT_Q6_K && p->format != KAIO_QUANT_Q8_0) return KAIO_OK;
     OpPlan *out = streamed ? &p->unaligned : &p->launch;
     return p->dtype != KAIO_DTYPE_F32 && p->format != KAIO_QUANT_Q8_0
                ? plan_mma_matvec(caller, device, *p, out)

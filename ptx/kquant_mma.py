@@ -33,7 +33,8 @@ runs these kernels); on the H100 by GpuKquant.QuantMatmulMatchesTheF64Reference.
 Q8_0 has no kernel here: a version of this design (34-byte blocks, only
 2-byte aligned, read with 16-bit loads that each touch 8 rows) measured
 26-34 % of copy bandwidth on the H100 against 59-63 % for the CUDA-core
-kernel, so Q8_0 keeps that one (bench/RESULTS.md).
+kernel, so Q8_0 keeps that one (bench/RESULTS.md) before sm_90. On sm_90 the
+streaming kernels do it from shared memory (kquant_stream_q8.py).
 
 Mapping: a CTA of W warps (8, or 4 in the _w4 kernels; see VARIANTS) owns 16
 weight rows (n0 .. n0+15); warp w takes superblocks w, w+W, ..., w+W(U-1) per

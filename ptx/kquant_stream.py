@@ -1,8 +1,9 @@
 """Streaming tensor-core dequant-matvec for sm_90 (used by gen_kquant.py).
 
-kaio_kq_stream_<fmt>_<f16|bf16|f32>, fmt Q4_K, Q5_K or Q6_K: the same op and
-parameters as kquant_mma.py's kernels (C[M, N] = A[M, K] · W^T for M <= 8)
-and the same weight arithmetic, fed differently.
+kaio_kq_stream_<fmt>_<f16|bf16|f32>, fmt Q8_0, Q4_K, Q5_K or Q6_K: the same
+op and parameters as kquant_mma.py's kernels (C[M, N] = A[M, K] · W^T for M
+<= 8) and, for the K-quants, the same weight arithmetic, fed differently
+(Q8_0's is in kquant_stream_q8.py).
 
 Why: at M = 1 the op is a stream of weight bytes, and the register-fed
 kernels of kquant_mma.py reach 49-58 % of copy bandwidth at 33 MB of weights
@@ -24,23 +25,25 @@ memory, and arrives on the stage's "empty" mbarrier; at the end of a tile
 the CW partial sums are added in shared memory in warp order (deterministic)
 and stored. Before the first tile the consumers prepare A once per CTA:
 Q4_K/Q5_K get the sums of its 32-value groups (the min part becomes one
-m16n8k8 per split per block: kquant_mma.min_sums_by_group), and f32 A is
-scaled and split into f16 hi + lo (prepare_f32).
+m16n8k8 per split per block: kquant_mma.min_sums_by_group), and f32 A (and
+Q8_0's bf16 A) is scaled and split into f16 hi + lo (prepare_split).
 
 Shared memory: the ring, the reduction area, mbarriers, 8 output scales,
 then A (and the group sums), whose size the host adds at launch; A that does
 not fit runs kquant_mma.py's kernels (f32: the CUDA-core one). A stage's row
 pitch is padded to 32 mod 128 bytes, so the 8 rows a warp's lanes read land
-in different banks (2 wavefronts per 8-byte vector load, the minimum). Q6_K
-blocks (210 bytes) are bulk-copied 8 to a row chunk (1680 bytes, a multiple
-of 16), so its kernels need K a multiple of 2048 and W 16-byte aligned (the
-host checks).
+in different banks (2 wavefronts per 8-byte vector load, the minimum; Q8_0's
+16-bit loads: 16 mod 128, one wavefront). Q6_K and Q8_0 blocks (210 and 34
+bytes) are bulk-copied at least 8 to a row chunk (a multiple of 16 bytes),
+so their kernels need K a multiple of 2048 (Q6_K) or 256 (Q8_0) and W
+16-byte aligned (the host checks).
 
 Measured on the H100 (bench_kquant --matvec, M = 1, 14336 x 4096, against
 the register-fed kernels in the same call; bench/RESULTS.md, session 5):
 Q4_K f16 21.6 -> 18.8 us, Q5_K 24.3 -> 22.1-23.0, Q6_K 29.7 -> 24.4-24.9,
 f32 A (against the CUDA-core kernels) Q4_K 31.5 -> 20.8-21.2, Q5_K 43.0 ->
-24.9-25.1, Q6_K 53.5 -> 26.9-27.0. Tried and left out: 8 consumer warps
+24.9-25.1, Q6_K 53.5 -> 26.9-27.0; Q8_0 (against the CUDA-core kernels)
+f16 32.9 -> 28.2-28.4 us, 73 % of copy. Tried and left out: 8 consumer warps
 with stages of 8 blocks (Q4_K f16 21.8-22.1 against 20.5-20.9 us for 16,
 before the group sums), a ring of 2 or 4 stages (Q4_K 20.0 and 21.2 against
 18.7 us), and PRMT operands loaded from shared memory so that ptxas keeps the

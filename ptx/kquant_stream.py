@@ -91,16 +91,16 @@ ESIZE = {"f16": 2, "bf16": 2, "f32": 4}
 
 def fixed_bytes(fmt):
     """Shared bytes before the activations: ring, reduction, mbarriers (and
-    8 spare bytes), and the f32 kernels' 8 per-row output scales."""
+    8 spare bytes), and the split-A kernels' 8 per-row output scales."""
     lay = layout(fmt)
     return lay.ring + lay.red + (2 * STAGES + 1) * 8 + 8 + 32
 
 
 def shared_bytes(fmt):
     """The most dynamic shared memory a launch may ask for: the host asks
-    for fixed_bytes + M x K x (2, or 4 for f32) (A) + 3 x M x K / 32 x 2
-    (Q4_K, Q5_K: the group sums, three bf16 planes) and takes another kernel
-    when that is more."""
+    for fixed_bytes + M x K x (2, or 4 for f32) (A) + M x K x 4 (Q8_0 with
+    bf16 A: the split A) + 3 x M x K / 32 x 2 (Q4_K, Q5_K: the group sums,
+    three bf16 planes) and takes another kernel when that is more."""
     return SHARED_LIMIT
 
 

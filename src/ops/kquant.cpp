@@ -231,8 +231,8 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
   if (p->rows <= kMatvecMaxRows) {
     bool streamed = false;
     KAIO_TRY(plan_stream_matvec(caller, device, p, &streamed));
-    // The streamed Q6_K and Q8_0 kernels need a 16-byte aligned W:
-    // p->unaligned runs the others.
+    // The streamed Q6_K and Q8_0 kernels need a 16-byte aligned W; the
+    // kernel planned into p->unaligned runs a W that is not.
     if (streamed && p->format != KAIO_QUANT_Q6_K && p->format != KAIO_QUANT_Q8_0) return KAIO_OK;
     OpPlan *out = streamed ? &p->unaligned : &p->launch;
     return p->dtype != KAIO_DTYPE_F32 && p->format != KAIO_QUANT_Q8_0

@@ -18,8 +18,8 @@ struct KquantPlan {
   int64_t rows = 0, cols = 0;                 // values; matmul: rows = M, cols = N
   int64_t k = 0;                              // matmul
   OpPlan launch;                              // the quantize / dequantize / matvec kernel
-  OpPlan unaligned;                           // Q6_K streaming matvec: the kernel for a W
-                                              // that is not 16-byte aligned
+  OpPlan unaligned;                           // streamed Q6_K / Q8_0 matvec: the kernel for
+                                              // a W that is not 16-byte aligned
 
   // M > 8 matmul: W is dequantized into w16 (N x K, f16 or bf16), an f32 A
   // is rounded into a16 (M x K f16), then the tensor-core matmul runs.

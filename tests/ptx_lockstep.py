@@ -1,15 +1,20 @@
 """A small PTX interpreter for host-side checks of warp-level kernels.
 
-It runs one CTA's warps in lockstep, 32 lanes at a time, over a flat
-bytearray standing for device memory (addresses are offsets into it), and
-knows only the instructions the kaio_kq_mma_* kernels use; anything else
-raises NotImplementedError. Branches must be uniform within a warp and
-bar.sync is the only barrier: every warp runs to it, then every warp runs
-on. f32 arithmetic is rounded per operation (Python doubles rounded to f32;
-fma rounds once), and mma.sync m16n8k16 sums its products exactly and
-rounds once, which is not how a tensor core accumulates: a check built on
-this gives the fragment layout and the decoding, not the hardware's
-rounding. Loads check alignment and bounds.
+Two ways to run a CTA over a flat bytearray standing for device memory
+(addresses are offsets into it) and a bytearray of shared memory:
+ * launch(): the kaio_kq_mma_* kernels. Warps run in lockstep, 32 lanes at a
+   time; branches must be uniform within a warp and bar.sync is the only
+   barrier: every warp runs to it, then every warp runs on.
+ * Cta: the kaio_kq_stream_* kernels. Lanes may diverge (each step runs the
+   lanes at the lowest pc), warps run in turn until they exit, reach a
+   bar.sync (named, with a thread count) or wait on an mbarrier phase that
+   has not completed; bulk copies land at once and complete their bytes.
+Only the instructions those kernels use are known; anything else raises
+NotImplementedError. f32 arithmetic is rounded per operation (Python
+doubles rounded to f32; fma rounds once), and mma.sync sums its products
+exactly and rounds once, which is not how a tensor core accumulates: a
+check built on this gives the fragment layouts, the decoding and the
+protocol, not the hardware's rounding. Loads check alignment and bounds.
 """
 import re, struct, math
 
@@ -30,7 +35,10 @@ def h2f(x):
 
 
 def f2h(x):
-    return struct.unpack("<H", struct.pack("<e", x))[0]
+    try:
+        return struct.unpack("<H", struct.pack("<e", x))[0]
+    except OverflowError:        # past f16's range: cvt.rn gives infinity
+        return 0xFC00 if x < 0 else 0x7C00
 
 
 def bf2f(x):
@@ -65,14 +73,20 @@ def regs_of(a):
     return [x.strip() for x in a.strip("{}").split(",")]
 
 
+# shared-memory symbols the kernels address (their offsets in a CTA's window)
+SHARED_SYMBOLS = {"kq_red": 0, "kaio_kq_stream_ring": 0}
+
+
 class Warp:
-    def __init__(self, kern, params, mem, shared, ctaid, warp):
+    def __init__(self, kern, params, mem, smem, ctaid, warp, nctaid=1, cta=None):
         self.instrs, self.labels = kern
-        self.params, self.mem, self.shared = params, mem, shared
+        self.params, self.mem, self.smem = params, mem, smem
         self.R = {}
         self.tid = [l + 32 * warp for l in range(32)]
-        self.ctaid = ctaid
+        self.ctaid, self.nctaid, self.cta = ctaid, nctaid, cta
         self.pc = 0
+        self.lpc = [0] * 32          # per-lane pcs (run_simt)
+        self.done = [False] * 32
 
     def val(self, a):
         if a.startswith("%"):
@@ -80,11 +94,13 @@ class Warp:
                 return list(self.tid)
             if a == "%ctaid.x":
                 return [self.ctaid] * 32
+            if a == "%nctaid.x":
+                return [self.nctaid] * 32
             return self.R[a]
         if a.startswith("0f"):
             return [int(a[2:], 16)] * 32
-        if a == "kq_red":
-            return [0] * 32
+        if a in SHARED_SYMBOLS:
+            return [SHARED_SYMBOLS[a]] * 32
         return [int(a, 0) & M64] * 32
 
     def addr(self, a):
@@ -105,6 +121,45 @@ class Warp:
             if r:
                 return r
 
+    def run_simt(self):
+        """Runs until the warp exits ("ret"), reaches a bar.sync (("bar", args))
+        or an mbarrier wait that is not ready ("yield"). Lanes may diverge:
+        each step runs the lanes at the lowest pc, so structured branches
+        reconverge; warp-wide instructions check that all live lanes are there."""
+        while True:
+            live = [l for l in range(32) if not self.done[l]]
+            if not live:
+                return "ret"
+            pc = min(self.lpc[l] for l in live)
+            at = [not self.done[l] and self.lpc[l] == pc for l in range(32)]
+            pred, op, args = self.instrs[pc]
+            mask = list(at)
+            if pred:
+                neg, p = pred
+                pv = self.R[p]
+                mask = [at[l] and ((not pv[l]) if neg else bool(pv[l])) for l in range(32)]
+            if op in ("bra", "bra.uni"):
+                target = self.labels[args[0]]
+                for l in live:
+                    if at[l]:
+                        self.lpc[l] = target if mask[l] else pc + 1
+                continue
+            if op == "ret":
+                for l in live:
+                    if mask[l]:
+                        self.done[l] = True
+                    elif at[l]:
+                        self.lpc[l] = pc + 1
+                continue
+            if op == "bar.sync":
+                assert all(at[l] for l in live), "bar.sync in divergent code"
+            r = self.step(op, args, mask)
+            for l in live:
+                if at[l]:
+                    self.lpc[l] = pc + 1
+            if r:
+                return r
+
     def setr(self, d, v, mask):
         if d in self.R and not all(mask):
             old = self.R[d]
@@ -121,7 +176,14 @@ class Warp:
         if op == "ret":
             return "ret"
         if op == "bar.sync":
-            return "bar"
+            return "bar" if self.cta is None else ("bar", tuple(int(a, 0) for a in args))
+        if op == "bar.warp.sync":
+            assert all(mask), "bar.warp.sync needs the whole warp"
+            return None
+        if op.startswith("fence."):
+            return None
+        if op.startswith("mbarrier.") or op.startswith("cp.async.bulk."):
+            return self.cta.async_op(self, op, args, mask)
         if op.startswith("ld.param"):
             self.setr(args[0], [self.params[args[1].strip("[]")]] * 32, mask)
             return None
@@ -167,32 +229,46 @@ class Warp:
                     assert a % width == 0 and 0 <= a and a + width <= len(self.mem), "bad store"
                     self.mem[a:a + width] = (v[l] & ((1 << (8 * width)) - 1)).to_bytes(width, "little")
             return None
-        if op == "st.shared.v4.f32":
-            ad = self.addr(args[0])
-            regs = regs_of(args[1])
+        if op.startswith("ld.shared") or op.startswith("st.shared"):
+            store = op.startswith("st")
+            kind = op.split(".")[-1]
+            width = 2 if kind in ("b16", "u16") else 4
+            vec = 4 if ".v4." in op else 2 if ".v2." in op else 1
+            ad = self.addr(args[0] if store else args[1])
+            regs = regs_of(args[1] if store else args[0])
+            outs = [[0] * 32 for _ in regs]
+            vals = [V(r) for r in regs] if store else None
             for l in range(32):
-                if mask[l]:
-                    for i, rg in enumerate(regs):
-                        self.shared[ad[l] // 4 + i] = self.R[rg][l]
+                if not mask[l]:
+                    continue
+                assert ad[l] % (width * vec) == 0, "misaligned %s at %d" % (op, ad[l])
+                for i in range(vec):
+                    a = ad[l] + i * width
+                    assert 0 <= a and a + width <= len(self.smem), "shared OOB at %d" % a
+                    if store:
+                        self.smem[a:a + width] = (vals[i][l] & ((1 << (8 * width)) - 1)).to_bytes(width, "little")
+                    else:
+                        outs[i][l] = int.from_bytes(self.smem[a:a + width], "little")
+            if not store:
+                for i, reg in enumerate(regs):
+                    self.setr(reg, outs[i], mask)
             return None
-        if op == "ld.shared.f32":
-            ad = self.addr(args[1])
-            self.setr(args[0], [self.shared[ad[l] // 4] for l in range(32)], mask)
-            return None
-        if op.startswith("mma.sync"):
+        if op.startswith("mma.sync"):          # m16n8k16 or m16n8k8, f32 accumulate
             d, a, b, c = [regs_of(x) for x in args]
             assert all(mask)
+            kdim = 8 if ".m16n8k8." in op else 16
             cv16 = bf2f if ".bf16" in op else h2f
-            A = [[0.0] * 16 for _ in range(16)]
-            B = [[0.0] * 8 for _ in range(16)]
+            A = [[0.0] * kdim for _ in range(16)]
+            B = [[0.0] * 8 for _ in range(kdim)]
             C = [[0.0] * 8 for _ in range(16)]
             av, bv, cv = [V(x) for x in a], [V(x) for x in b], [V(x) for x in c]
             for l in range(32):
                 g, t = l >> 2, l & 3
-                for ri, (row, col) in enumerate(((g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8))):
+                a_at = ((g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8))[:len(a)]
+                for ri, (row, col) in enumerate(a_at):
                     w = av[ri][l]
                     A[row][col] = cv16(w); A[row][col + 1] = cv16(w >> 16)
-                for ri, kr in enumerate((2 * t, 2 * t + 8)):
+                for ri, kr in enumerate((2 * t, 2 * t + 8)[:len(b)]):
                     w = bv[ri][l]
                     B[kr][g] = cv16(w); B[kr + 1][g] = cv16(w >> 16)
                 for ri, (row, col) in enumerate(((g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1))):
@@ -201,8 +277,7 @@ class Warp:
             for l in range(32):
                 g, t = l >> 2, l & 3
                 for ri, (row, col) in enumerate(((g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1))):
-                    s = C[row][col] + sum(A[row][kk] * B[kk][col] for kk in range(16))
-                    outs[ri][l] = f2b(s)
+                    outs[ri][l] = f2b(C[row][col] + sum(A[row][kk] * B[kk][col] for kk in range(kdim)))
             for ri, rg in enumerate(d):
                 self.setr(rg, outs[ri], mask)
             return None
@@ -309,6 +384,34 @@ class Warp:
             self.setr(d, [f(x[0][l], x[1][l]) for l in Z], mask)
         elif op == "and.pred":
             self.setr(d, [a and b for a, b in zip(s[0], s[1])], mask)
+        elif op in ("add.s32", "sub.s32", "max.s32"):
+            x = [[(v & M32) - ((v & 0x80000000) << 1) for v in col] for col in s]
+            f = {"add.s32": lambda a, b: a + b, "sub.s32": lambda a, b: a - b, "max.s32": max}[op]
+            self.setr(d, [f(x[0][l], x[1][l]) & M32 for l in Z], mask)
+        elif op in ("div.u32", "rem.u32"):
+            x = [[v & M32 for v in col] for col in s]
+            f = (lambda a, b: a // b) if op == "div.u32" else (lambda a, b: a % b)
+            self.setr(d, [f(x[0][l], x[1][l]) if mask[l] else 0 for l in Z], mask)
+        elif op == "selp.b32":
+            self.setr(d, [s[0][l] if s[2][l] else s[1][l] for l in Z], mask)
+        elif op in ("add.rn.f32", "sub.rn.f32", "max.f32", "abs.f32"):
+            x = [[b2f(v) for v in col] for col in s]
+            if op == "add.rn.f32": r = [x[0][l] + x[1][l] for l in Z]
+            elif op == "sub.rn.f32": r = [x[0][l] - x[1][l] for l in Z]
+            elif op == "max.f32": r = [max(x[0][l], x[1][l]) for l in Z]
+            else: r = [abs(x[0][l]) for l in Z]
+            self.setr(d, [f2b(v) for v in r], mask)
+        elif op == "cvt.f32.bf16":
+            self.setr(d, [((v & 0xFFFF) << 16) for v in s[0]], mask)
+        elif op == "cvt.rn.bf16.f32":
+            r = []
+            for v in s[0]:
+                v &= M32
+                r.append(((v + 0x7FFF + ((v >> 16) & 1)) >> 16) & 0xFFFF)   # RNE (finite values)
+            self.setr(d, r, mask)
+        elif op == "shfl.sync.bfly.b32":
+            assert all(mask), "shfl.sync needs the whole warp"
+            self.setr(d, [s[0][l ^ (s[1][l] & 31)] for l in Z], mask)
         else:
             raise NotImplementedError(op)
         return None
@@ -316,9 +419,99 @@ class Warp:
 
 def launch(kern, grid, params, mem, nwarps=8):
     for cta in range(grid):
-        shared = [f2b(float("nan"))] * 1024
-        warps = [Warp(kern, params, mem, shared, cta, w) for w in range(nwarps)]
+        smem = bytearray(struct.pack("<I", f2b(float("nan")))) * 1024
+        warps = [Warp(kern, params, mem, smem, cta, w) for w in range(nwarps)]
         states = [w.run() for w in warps]
         assert all(x == "bar" for x in states), states
         for w in warps:
             assert w.run() == "ret"
+
+
+class Cta:
+    """One CTA of a kernel with divergent lanes, mbarriers, bulk copies and
+    named barriers (the kaio_kq_stream_* kernels): warps run in turn until
+    they block. Bulk copies land at once and complete their bytes on the
+    mbarrier; an mbarrier phase completes when its pending arrivals and
+    bytes both reach 0. Shared memory starts as 0xFF bytes (poison)."""
+
+    def __init__(self, kern, params, mem, nwarps, smem_bytes, ctaid=0, nctaid=1):
+        self.mem = mem
+        self.smem = bytearray(b"\xff") * smem_bytes
+        self.warps = [Warp(kern, params, mem, self.smem, ctaid, w, nctaid, self) for w in range(nwarps)]
+        self.mbar = {}           # address -> [count, pending, tx bytes, completed phases]
+        self.epoch = 0           # bumped on every state change, for deadlock detection
+
+    def _settle(self, a):
+        b = self.mbar[a]
+        assert b[1] >= 0 and b[2] >= 0, "mbarrier over-arrived at %d: %s" % (a, b)
+        if b[1] == 0 and b[2] == 0:
+            b[1], b[3] = b[0], b[3] + 1
+        self.epoch += 1
+
+    def async_op(self, warp, op, args, mask):
+        lanes = [l for l in range(32) if mask[l]]
+        if op.startswith("mbarrier.init"):
+            ad, cnt = warp.addr(args[0]), warp.val(args[1])
+            for l in lanes:
+                assert ad[l] % 8 == 0
+                self.mbar[ad[l]] = [cnt[l], cnt[l], 0, 0]
+        elif op.startswith("mbarrier.arrive.expect_tx"):
+            ad, tx = warp.addr(args[1]), warp.val(args[2])
+            for l in lanes:
+                b = self.mbar[ad[l]]
+                b[2] += tx[l]
+                b[1] -= 1
+                self._settle(ad[l])
+        elif op.startswith("mbarrier.arrive"):
+            ad = warp.addr(args[1])
+            for l in lanes:
+                self.mbar[ad[l]][1] -= 1
+                self._settle(ad[l])
+        elif op.startswith("mbarrier.try_wait.parity"):
+            ad, par = warp.addr(args[1]), warp.val(args[2])
+            ready = [False] * 32
+            for l in lanes:
+                ready[l] = (self.mbar[ad[l]][3] & 1) != (par[l] & 1)
+            warp.setr(args[0], ready, mask)
+            if not all(ready[l] for l in lanes):
+                return "yield"
+        elif op.startswith("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"):
+            dst, src, size, bar = warp.addr(args[0]), warp.addr(args[1]), warp.val(args[2]), warp.addr(args[3])
+            for l in lanes:
+                n = size[l]
+                assert dst[l] % 16 == 0 and src[l] % 16 == 0 and n % 16 == 0 and n > 0, "bulk copy alignment"
+                assert 0 <= src[l] and src[l] + n <= len(self.mem), "bulk copy reads past global memory"
+                assert 0 <= dst[l] and dst[l] + n <= len(self.smem), "bulk copy writes past shared memory"
+                self.smem[dst[l]:dst[l] + n] = self.mem[src[l]:src[l] + n]
+                self.mbar[bar[l]][2] -= n
+                self._settle(bar[l])
+        else:
+            raise NotImplementedError(op)
+        return None
+
+    def run(self):
+        state = {id(w): "run" for w in self.warps}
+        waiting = {}
+        idle = 0
+        while any(v != "ret" for v in state.values()):
+            before = self.epoch
+            for w in self.warps:
+                if state[id(w)] != "run":
+                    continue
+                r = w.run_simt()
+                if r == "ret":
+                    state[id(w)] = "ret"
+                    self.epoch += 1
+                elif r == "yield":
+                    continue
+                else:
+                    bar = r[1]
+                    count = bar[1] if len(bar) > 1 else 32 * len(self.warps)
+                    waiting.setdefault(bar[0], []).append(w)
+                    state[id(w)] = "bar"
+                    if 32 * len(waiting[bar[0]]) >= count:
+                        for x in waiting.pop(bar[0]):
+                            state[id(x)] = "run"
+                    self.epoch += 1
+            idle = idle + 1 if self.epoch == before else 0
+            assert idle < 3, "deadlock: " + str(sorted(set(state.values())))

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""The streaming dequant-matvec kernels (ptx/kquant_stream.py) run on the host
+by tests/ptx_lockstep.py's Cta (divergent lanes, mbarriers, bulk copies,
+named barriers), against C = A · dequant(W)^T in doubles.
+
+    python3 tests/kquant_stream_emulated.py ptx/kquant_stream_sm90.ptx
+
+Every format (Q8_0, Q4_K, Q5_K, Q6_K) with f16, bf16 and f32 A: random block
+bytes (only the f16 scales set to small finite values), A rows padded with
+NaN poison, C rows padded (the padding must stay untouched), two CTAs of a
+grid striding over 16-row tiles, more stages than the ring holds, a partial
+last tile and stage. One case has two stages per tile. This checks the
+producer / consumer protocol, the fragment layouts, the group sums and the
+f32 / bf16 split without a GPU; GpuKquant.QuantMatmulMatchesTheF64Reference
+checks the hardware. Tolerance: the Frobenius norm of the error over that of
+sum_k |a_k w_k| (the emulated mma sums exactly): 1e-5.
+"""
+import os
+import random
+import re
+import struct
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kquant_mma_emulated import BB, deq, make_block  # noqa: E402
+from ptx_lockstep import Cta, b2f, bf2f, f2h, h2f, parse_kernel  # noqa: E402
+
+rnd = random.Random(7)
+BB = dict(BB, q8_0=34)
+BE = {"q8_0": 32, "q4_k": 256, "q5_k": 256, "q6_k": 256}
+UNIT = {"q8_0": 32, "q4_k": 64, "q5_k": 64, "q6_k": 128}    # what the host passes as units
+ESIZE = {"f16": 2, "bf16": 2, "f32": 4}
+DTYPE = {"f32": 1, "f16": 2, "bf16": 3}
+
+
+def q8_block():
+    b = bytearray(rnd.randrange(256) for _ in range(34))
+    b[0:2] = struct.pack("<H", f2h(rnd.uniform(-0.01, 0.01)))
+    return b
+
+
+def q8_deq(b):
+    d = h2f(b[0] | (b[1] << 8))
+    return [d * (v - 256 if v >= 128 else v) for v in b[2:34]]
+
+
+def activations(dt, count):
+    """count values of dt: (bytes, the values as doubles)."""
+    vals, raw = [], bytearray()
+    for _ in range(count):
+        x = rnd.uniform(-1, 1) * (2.0 ** rnd.randrange(-3, 4))
+        if dt == "f16":
+            h = f2h(x)
+            raw += struct.pack("<H", h)
+            vals.append(h2f(h))
+        elif dt == "bf16":
+            h = struct.unpack("<I", struct.pack("<f", x))[0] >> 16
+            raw += struct.pack("<H", h)
+            vals.append(bf2f(h))
+        else:
+            raw += struct.pack("<f", x)
+            vals.append(struct.unpack("<f", struct.pack("<f", x))[0])
+    return raw, vals
+
+
+def run(text, fmt, dt, M, N, nblk, ctas=2):
+    name = "kaio_kq_stream_%s_%s" % (fmt, dt)
+    kern = parse_kernel(text, name)
+    launch_line = re.search(r"// kaio-launch: %s block=(\d+) shared_fixed=(\d+)" % name, text)
+    threads, fixed = int(launch_line.group(1)), int(launch_line.group(2))
+    K = nblk * BE[fmt]
+    W, Wd = bytearray(), []
+    for _ in range(N):
+        drow = []
+        for _ in range(nblk):
+            blk = q8_block() if fmt == "q8_0" else make_block(fmt)
+            drow += q8_deq(blk) if fmt == "q8_0" else deq(fmt, blk)
+            W += blk
+        Wd.append(drow)
+    lda = K + 8
+    abytes, avals = bytearray(), []
+    for _ in range(M):
+        raw, vals = activations(dt, K)
+        abytes += raw + b"\xff" * (8 * ESIZE[dt])       # NaN poison past K
+        avals.append(vals)
+    aoff = 4096
+    woff = (aoff + len(abytes) + 4096) // 16 * 16
+    coff = (woff + len(W) + 4096) // 16 * 16
+    ldc = N + 3
+    mem = bytearray(coff + M * ldc * 4 + 4096)
+    mem[aoff:aoff + len(abytes)] = abytes
+    mem[woff:woff + len(W)] = W
+    mem[coff:coff + M * ldc * 4] = b"\xff" * (M * ldc * 4)
+    params = dict(a=aoff, w=woff, c=coff, m=M, n=N, units=K // UNIT[fmt], lda=lda,
+                  w_stride=nblk * BB[fmt], ldc=ldc, a_dtype=DTYPE[dt], out_dtype=1)
+    smem = fixed + M * K * ESIZE[dt] + (M * K * 4 if fmt == "q8_0" and dt == "bf16" else 0)
+    smem += 3 * M * (K // 32) * 2 if fmt in ("q4_k", "q5_k") else 0
+    for cta in range(ctas):
+        Cta(kern, params, mem, threads // 32, smem, cta, ctas).run()
+    err = norm = 0.0
+    for m in range(M):
+        for n in range(N):
+            raw = int.from_bytes(mem[coff + 4 * (m * ldc + n):coff + 4 * (m * ldc + n) + 4], "little")
+            assert raw != 0xFFFFFFFF, "C[%d, %d] not written" % (m, n)
+            terms = [avals[m][kk] * Wd[n][kk] for kk in range(K)]
+            err += (b2f(raw) - sum(terms)) ** 2
+            norm += sum(abs(x) for x in terms) ** 2
+        for n in range(N, ldc):
+            o = coff + 4 * (m * ldc + n)
+            assert mem[o:o + 4] == b"\xff" * 4, "padding written"
+    rel = (err / norm) ** 0.5
+    print(fmt, dt, "M", M, "N", N, "blocks", nblk, "CTAs", ctas, "rel err %.3g" % rel, flush=True)
+    return rel
+
+
+def main():
+    text = open(sys.argv[1]).read()
+    bad = 0
+    # N = 70: 5 tiles (the last of 6 rows) over 2 CTAs, so CTA 0 runs 3 stages
+    # into a ring of 3 and CTA 1 2; blocks per row: less than a stage (Q8_0:
+    # 16 of 64, K-quants 2 of 16, Q6_K the 8 its chunks need)
+    for dt in ("f16", "bf16", "f32"):
+        for fmt, nblk in (("q8_0", 16), ("q4_k", 2), ("q5_k", 2), ("q6_k", 8)):
+            bad += not (run(text, fmt, dt, 3, 70, nblk) < 1e-5)
+    # one CTA, 7 tiles of one stage each: the ring wraps twice
+    bad += not (run(text, "q4_k", "f16", 2, 100, 1, ctas=1) < 1e-5)
+    # two stages per tile (17 blocks: 16 + 1)
+    bad += not (run(text, "q5_k", "bf16", 1, 20, 17, ctas=1) < 1e-5)
+    print("%d case(s) over tolerance" % bad)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

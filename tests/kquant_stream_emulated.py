@@ -13,7 +13,7 @@ last tile and stage. One case has two stages per tile. This checks the
 producer / consumer protocol, the fragment layouts, the group sums and the
 f32 / bf16 split without a GPU; GpuKquant.QuantMatmulMatchesTheF64Reference
 checks the hardware. Tolerance: the Frobenius norm of the error over that of
-sum_k |a_k w_k| (the emulated mma sums exactly): 1e-5.
+sum_k |a_k w_k| (the emulated mma sums exactly): 1e-5, plus 2^-11 for f16 C.
 """
 import os
 import random
@@ -63,7 +63,7 @@ def activations(dt, count):
     return raw, vals
 
 
-def run(text, fmt, dt, M, N, nblk, ctas=2):
+def run(text, fmt, dt, M, N, nblk, ctas=2, out_f16=False):
     name = "kaio_kq_stream_%s_%s" % (fmt, dt)
     kern = parse_kernel(text, name)
     launch_line = re.search(r"// kaio-launch: %s block=(\d+) shared_fixed=(\d+)" % name, text)
@@ -86,13 +86,13 @@ def run(text, fmt, dt, M, N, nblk, ctas=2):
     aoff = 4096
     woff = (aoff + len(abytes) + 4096) // 16 * 16
     coff = (woff + len(W) + 4096) // 16 * 16
-    ldc = N + 3
-    mem = bytearray(coff + M * ldc * 4 + 4096)
+    ldc, csize = N + 3, 2 if out_f16 else 4
+    mem = bytearray(coff + M * ldc * csize + 4096)
     mem[aoff:aoff + len(abytes)] = abytes
     mem[woff:woff + len(W)] = W
-    mem[coff:coff + M * ldc * 4] = b"\xff" * (M * ldc * 4)
+    mem[coff:coff + M * ldc * csize] = b"\xff" * (M * ldc * csize)
     params = dict(a=aoff, w=woff, c=coff, m=M, n=N, units=K // UNIT[fmt], lda=lda,
-                  w_stride=nblk * BB[fmt], ldc=ldc, a_dtype=DTYPE[dt], out_dtype=1)
+                  w_stride=nblk * BB[fmt], ldc=ldc, a_dtype=DTYPE[dt], out_dtype=2 if out_f16 else 1)
     smem = fixed + M * K * ESIZE[dt] + (M * K * 4 if fmt == "q8_0" and dt == "bf16" else 0)
     smem += 3 * M * (K // 32) * 2 if fmt in ("q4_k", "q5_k") else 0
     for cta in range(ctas):
@@ -100,16 +100,18 @@ def run(text, fmt, dt, M, N, nblk, ctas=2):
     err = norm = 0.0
     for m in range(M):
         for n in range(N):
-            raw = int.from_bytes(mem[coff + 4 * (m * ldc + n):coff + 4 * (m * ldc + n) + 4], "little")
-            assert raw != 0xFFFFFFFF, "C[%d, %d] not written" % (m, n)
+            o = coff + csize * (m * ldc + n)
+            raw = int.from_bytes(mem[o:o + csize], "little")
+            assert raw != (1 << (8 * csize)) - 1, "C[%d, %d] not written" % (m, n)
             terms = [avals[m][kk] * Wd[n][kk] for kk in range(K)]
-            err += (b2f(raw) - sum(terms)) ** 2
+            err += ((h2f(raw) if out_f16 else b2f(raw)) - sum(terms)) ** 2
             norm += sum(abs(x) for x in terms) ** 2
         for n in range(N, ldc):
-            o = coff + 4 * (m * ldc + n)
-            assert mem[o:o + 4] == b"\xff" * 4, "padding written"
+            o = coff + csize * (m * ldc + n)
+            assert mem[o:o + csize] == b"\xff" * csize, "padding written"
     rel = (err / norm) ** 0.5
-    print(fmt, dt, "M", M, "N", N, "blocks", nblk, "CTAs", ctas, "rel err %.3g" % rel, flush=True)
+    print(fmt, dt, "M", M, "N", N, "blocks", nblk, "CTAs", ctas, "f16 C" if out_f16 else "f32 C",
+          "rel err %.3g" % rel, flush=True)
     return rel
 
 
@@ -126,6 +128,8 @@ def main():
     bad += not (run(text, "q4_k", "f16", 2, 100, 1, ctas=1) < 1e-5)
     # two stages per tile (17 blocks: 16 + 1)
     bad += not (run(text, "q5_k", "bf16", 1, 20, 17, ctas=1) < 1e-5)
+    # f16 C (one 2^-11 rounding of each output), with the f32 split's unscale
+    bad += not (run(text, "q8_0", "f32", 2, 40, 8, out_f16=True) < 1e-5 + 2.0 ** -11)
     print("%d case(s) over tolerance" % bad)
     return 1 if bad else 0
 

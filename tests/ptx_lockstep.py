@@ -1,20 +1,18 @@
 """A small PTX interpreter for host-side checks of warp-level kernels.
 
-Two ways to run a CTA over a flat bytearray standing for device memory
-(addresses are offsets into it) and a bytearray of shared memory:
- * launch(): the kaio_kq_mma_* kernels. Warps run in lockstep, 32 lanes at a
-   time; branches must be uniform within a warp and bar.sync is the only
-   barrier: every warp runs to it, then every warp runs on.
- * Cta: the kaio_kq_stream_* kernels. Lanes may diverge (each step runs the
-   lanes at the lowest pc), warps run in turn until they exit, reach a
-   bar.sync (named, with a thread count) or wait on an mbarrier phase that
-   has not completed; bulk copies land at once and complete their bytes.
-Only the instructions those kernels use are known; anything else raises
-NotImplementedError. f32 arithmetic is rounded per operation (Python
-doubles rounded to f32; fma rounds once), and mma.sync sums its products
-exactly and rounds once, which is not how a tensor core accumulates: a
-check built on this gives the fragment layouts, the decoding and the
-protocol, not the hardware's rounding. Loads check alignment and bounds.
+It runs a CTA (Cta, or launch() for a grid) over a flat bytearray standing
+for device memory (addresses are offsets into it) and a bytearray of shared
+memory. Lanes may diverge (each step runs the lanes at the lowest pc, so
+structured branches reconverge), and warps run in turn until they exit,
+reach a bar.sync (named, with a thread count) or wait on an mbarrier phase
+that has not completed; bulk copies land at once and complete their bytes.
+Only the instructions the kaio_kq_mma_* and kaio_kq_stream_* kernels use
+are known; anything else raises NotImplementedError. f32 arithmetic is
+rounded per operation (Python doubles rounded to f32; fma rounds once), and
+mma.sync sums its products exactly and rounds once, which is not how a
+tensor core accumulates: a check built on this gives the fragment layouts,
+the decoding and the protocol, not the hardware's rounding. Loads check
+alignment and bounds.
 """
 import re, struct, math
 
@@ -78,14 +76,13 @@ SHARED_SYMBOLS = {"kq_red": 0, "kaio_kq_stream_ring": 0}
 
 
 class Warp:
-    def __init__(self, kern, params, mem, smem, ctaid, warp, nctaid=1, cta=None):
+    def __init__(self, kern, params, mem, smem, ctaid, warp, nctaid, cta):
         self.instrs, self.labels = kern
         self.params, self.mem, self.smem = params, mem, smem
         self.R = {}
         self.tid = [l + 32 * warp for l in range(32)]
         self.ctaid, self.nctaid, self.cta = ctaid, nctaid, cta
-        self.pc = 0
-        self.lpc = [0] * 32          # per-lane pcs (run_simt)
+        self.lpc = [0] * 32          # per-lane pcs
         self.done = [False] * 32
 
     def val(self, a):
@@ -108,18 +105,6 @@ class Warp:
         base = self.val(m.group(1))
         o = int(m.group(2) or 0)
         return [(b + o) & M64 for b in base]
-
-    def run(self):
-        while True:
-            pred, op, args = self.instrs[self.pc]
-            self.pc += 1
-            mask = [True] * 32
-            if pred:
-                neg, p = pred
-                mask = [(not v) if neg else bool(v) for v in self.R[p]]
-            r = self.step(op, args, mask)
-            if r:
-                return r
 
     def run_simt(self):
         """Runs until the warp exits ("ret"), reaches a bar.sync (("bar", args))
@@ -167,16 +152,10 @@ class Warp:
         self.R[d] = list(v)
 
     def step(self, op, args, mask):
+        """One instruction other than bra and ret (run_simt moves the pcs)."""
         V = self.val
-        if op in ("bra", "bra.uni"):
-            if any(mask):
-                assert all(mask), "divergent branch"
-                self.pc = self.labels[args[0]]
-            return None
-        if op == "ret":
-            return "ret"
         if op == "bar.sync":
-            return "bar" if self.cta is None else ("bar", tuple(int(a, 0) for a in args))
+            return ("bar", tuple(int(a, 0) for a in args))
         if op == "bar.warp.sync":
             assert all(mask), "bar.warp.sync needs the whole warp"
             return None
@@ -417,16 +396,6 @@ class Warp:
         return None
 
 
-def launch(kern, grid, params, mem, nwarps=8):
-    for cta in range(grid):
-        smem = bytearray(struct.pack("<I", f2b(float("nan")))) * 1024
-        warps = [Warp(kern, params, mem, smem, cta, w) for w in range(nwarps)]
-        states = [w.run() for w in warps]
-        assert all(x == "bar" for x in states), states
-        for w in warps:
-            assert w.run() == "ret"
-
-
 class Cta:
     """One CTA of a kernel with divergent lanes, mbarriers, bulk copies and
     named barriers (the kaio_kq_stream_* kernels): warps run in turn until
@@ -515,3 +484,9 @@ class Cta:
                     self.epoch += 1
             idle = idle + 1 if self.epoch == before else 0
             assert idle < 3, "deadlock: " + str(sorted(set(state.values())))
+
+
+def launch(kern, grid, params, mem, nwarps=8, smem_bytes=4096):
+    """Runs every CTA of a grid in turn."""
+    for cta in range(grid):
+        Cta(kern, params, mem, nwarps, smem_bytes, cta, grid).run()

@@ -22,13 +22,11 @@ class FakeKquant : public ::testing::Test {
     buf_ = kt::make_buffer(dev_.get(), 1 << 20);
   }
   std::string last_kernel() {
-    char name[128] = {0};
-    unsigned grid[3], block[3], shared;
-    EXPECT_EQ(kt::fake().last_launch(name, sizeof name, grid, block, &shared), 0);
-    grid_ = grid[0];
-    block_ = block[0];
-    shared_ = shared;
-    return name;
+    const kt::Launch l = kt::last_launch();
+    grid_ = l.grid[0];
+    block_ = l.block[0];
+    shared_ = l.shared;
+    return l.name;
   }
   kaio_tensor at(kaio_dtype dt, int64_t rows, int64_t cols, uint64_t offset) {
     kaio_tensor t = kaio_tensor_2d(buf_.get(), dt, rows, cols);
@@ -160,30 +158,22 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
 // test: a fresh process) with compute capability 8.0; exits 0 when all holds,
 // else with the failed check's code.
 [[noreturn]] void kquant_matvec_before_sm90() {
-  setenv("KAIO_FAKE_CC", "80", 1);
-  kt::Device dev = kt::open_device(0);
-  kt::Stream stream = kt::make_stream(dev.get());
-  kt::Buffer buf = kt::make_buffer(dev.get(), 1 << 20);
-  auto at = [&](kaio_dtype dt, int64_t rows, int64_t cols, uint64_t offset) {
-    kaio_tensor t = kaio_tensor_2d(buf.get(), dt, rows, cols);
-    t.offset_bytes = offset;
-    return t;
+  const kt::FakeChild child("80", 1 << 20);
+  auto launched = [](const char *want, unsigned want_grid, unsigned want_block) {
+    const kt::Launch l = kt::last_launch();
+    return l.name == want && l.grid[0] == want_grid && l.block[0] == want_block;
   };
-  auto launched = [&](const char *want, unsigned want_grid, unsigned want_block) {
-    char name[128] = {0};
-    unsigned grid[3], block[3], shared;
-    return kt::fake().last_launch(name, sizeof name, grid, block, &shared) == 0 &&
-           std::string(name) == want && grid[0] == want_grid && block[0] == want_block;
-  };
-  kaio_tensor a = at(KAIO_DTYPE_F16, 3, 512, 0), abf = at(KAIO_DTYPE_BF16, 3, 512, 0),
-              w4 = at(KAIO_DTYPE_U8, 40, 288, 16384), c = at(KAIO_DTYPE_F32, 3, 40, 65536);
-  if (kaio_quant_matmul(stream.get(), &a, &w4, &c, KAIO_QUANT_Q4_K) != KAIO_OK) std::_Exit(2);
+  kaio_stream *stream = child.stream.get();
+  kaio_tensor a = child.at(KAIO_DTYPE_F16, 3, 512, 0), abf = child.at(KAIO_DTYPE_BF16, 3, 512, 0),
+              w4 = child.at(KAIO_DTYPE_U8, 40, 288, 16384), c = child.at(KAIO_DTYPE_F32, 3, 40, 65536);
+  if (kaio_quant_matmul(stream, &a, &w4, &c, KAIO_QUANT_Q4_K) != KAIO_OK) std::_Exit(2);
   if (!launched("kaio_kq_mma_q4_k_f16_w4", 3, 128)) std::_Exit(3);
-  if (kaio_quant_matmul(stream.get(), &abf, &w4, &c, KAIO_QUANT_Q4_K) != KAIO_OK) std::_Exit(4);
+  if (kaio_quant_matmul(stream, &abf, &w4, &c, KAIO_QUANT_Q4_K) != KAIO_OK) std::_Exit(4);
   if (!launched("kaio_kq_mma_q4_k_bf16_w4", 3, 128)) std::_Exit(5);
-  kaio_tensor along = at(KAIO_DTYPE_F16, 3, 8448, 0), wlong = at(KAIO_DTYPE_U8, 40, 33 * 176, 65536),
-              clong = at(KAIO_DTYPE_F32, 3, 40, 524288);
-  if (kaio_quant_matmul(stream.get(), &along, &wlong, &clong, KAIO_QUANT_Q5_K) != KAIO_OK)
+  kaio_tensor along = child.at(KAIO_DTYPE_F16, 3, 8448, 0),
+              wlong = child.at(KAIO_DTYPE_U8, 40, 33 * 176, 65536),
+              clong = child.at(KAIO_DTYPE_F32, 3, 40, 524288);
+  if (kaio_quant_matmul(stream, &along, &wlong, &clong, KAIO_QUANT_Q5_K) != KAIO_OK)
     std::_Exit(6);
   if (!launched("kaio_kq_mma_q5_k_f16", 3, 256)) std::_Exit(7);
   std::_Exit(0);

@@ -237,14 +237,11 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
 // Runs in a child (threadsafe death test: a fresh process) with compute
 // capability 8.0; exits 0 when all holds, else with the failed check's code.
 [[noreturn]] void int4_prefill_before_sm90() {
-    setenv("KAIO_FAKE_CC", "80", 1);
-    kt::Device dev = kt::open_device(0);
-    kt::Stream stream = kt::make_stream(dev.get());
-    kt::Buffer buf = kt::make_buffer(dev.get(), 1 << 22);
+    const kt::FakeChild child("80", 1 << 22);
+    kaio_device *dev = child.dev.get();
+    kaio_stream *stream = child.stream.get();
     auto at = [&](int slot, kaio_dtype dt, int64_t rows, int64_t cols) {
-      kaio_tensor t = kaio_tensor_2d(buf.get(), dt, rows, cols);
-      t.offset_bytes = static_cast<uint64_t>(slot) << 16;
-      return t;
+      return child.at(dt, rows, cols, static_cast<uint64_t>(slot) << 16);
     };
     const int64_t m = 64, k = 256, n = 96;
     kaio_matmul_int4_desc d;
@@ -254,7 +251,7 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
                         at(2, KAIO_DTYPE_F16, k / 64, n), at(3, KAIO_DTYPE_F32, m, n)};
     char name[128] = {0};
     unsigned grid[3], block[3], shared;
-    if (kaio_matmul_int4(stream.get(), &t[0], &t[1], nullptr, &t[3], &t[4], &d) != KAIO_OK)
+    if (kaio_matmul_int4(stream, &t[0], &t[1], nullptr, &t[3], &t[4], &d) != KAIO_OK)
       std::_Exit(3);
     if (kt::fake().last_launch(name, sizeof name, grid, block, &shared) != 0 ||
         std::string(name) != "kaio_int4_gemv_f16_m16" || grid[2] != 4)
@@ -264,11 +261,11 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
     d.k = k;
     const unsigned long long allocs = kt::fake().live_allocations();
     kaio_op *op = nullptr;
-    if (kaio_op_create_matmul_int4(&op, dev.get(), &d) != KAIO_OK) std::_Exit(5);
+    if (kaio_op_create_matmul_int4(&op, dev, &d) != KAIO_OK) std::_Exit(5);
     if (kt::fake().live_allocations() != allocs + 1) std::_Exit(6);  // the workspace
     const unsigned long long before = kt::fake().launch_count();
-    if (kaio_op_launch(op, stream.get(), t, 5) != KAIO_OK ||
-        kaio_op_launch(op, stream.get(), t, 5) != KAIO_OK)
+    if (kaio_op_launch(op, stream, t, 5) != KAIO_OK ||
+        kaio_op_launch(op, stream, t, 5) != KAIO_OK)
       std::_Exit(7);
     if (kt::fake().launch_count() != before + 4) std::_Exit(8);
     if (kt::fake().live_allocations() != allocs + 1) std::_Exit(9);  // launches allocate nothing

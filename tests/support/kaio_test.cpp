@@ -52,6 +52,24 @@ const FakeHooks &fake() {
 
 bool on_fake_driver() { return fake().launch_count != nullptr; }
 
+namespace {
+Device open_at_compute_capability(const char *cc) {
+  setenv("KAIO_FAKE_CC", cc, 1);
+  return open_device(0);
+}
+}  // namespace
+
+FakeChild::FakeChild(const char *cc, uint64_t bytes)
+    : dev(open_at_compute_capability(cc)),
+      stream(make_stream(dev.get())),
+      buf(make_buffer(dev.get(), bytes)) {}
+
+kaio_tensor FakeChild::at(kaio_dtype dtype, int64_t rows, int64_t cols, uint64_t offset) const {
+  kaio_tensor t = kaio_tensor_2d(buf.get(), dtype, rows, cols);
+  t.offset_bytes = offset;
+  return t;
+}
+
 Launch last_launch() {
   Launch l;
   char name[128] = {0};

@@ -59,6 +59,18 @@ struct Launch {
 };
 Launch last_launch();
 
+// What a death-test child on the fake driver needs to run at another compute
+// capability: KAIO_FAKE_CC set to `cc` (e.g. "80") before device 0 opens,
+// then a stream and a buffer of `bytes` on it.
+struct FakeChild {
+  FakeChild(const char *cc, uint64_t bytes);
+  // A rank-2 view of the buffer starting `offset` bytes in.
+  kaio_tensor at(kaio_dtype dtype, int64_t rows, int64_t cols, uint64_t offset) const;
+  Device dev;
+  Stream stream;
+  Buffer buf;
+};
+
 // Parameter `index` of the fake driver's last launch, as a T (the test fails
 // if the launch had no such parameter of that size).
 template <class T>

@@ -5,7 +5,8 @@
 //    single-threaded C++ reference (tests/support/kquant_ref) timed on this
 //    machine's CPU;
 //  * dequant-matvec at M = 1 (f16, bf16 and f32 activations, f32 out), W N x K for
-//    (N, K) = (14336, 4096) and (4096, 14336): weight bytes per second,
+//    (N, K) = (14336, 4096) and (4096, 14336) (an 8B model's FFN), and
+//    (28672, 8192) and (8192, 28672) (a 70B model's): weight bytes per second,
 //    against the copy bandwidth, against a plain read of the same weight
 //    bytes (support/plain_read.hpp: the ceiling at this size) and against
 //    cuBLAS GemmEx f16 (A 1 x K, B the f16 weights N x K transposed, f32
@@ -130,11 +131,11 @@ int run(int iters, bool matvec_only) {
   std::string why;
   const std::unique_ptr<kaio_bench::Cublas> cublas = kaio_bench::Cublas::open(stream.get(), &why);
   if (!cublas) std::printf("\ncuBLAS not available: %s\n", why.c_str());
-  std::printf("\n== dequant-matvec M = 1: A 1 x K (K-quants: tensor-core kernels, streamed on sm_90; Q8_0: CUDA-core kernel), W N x K quantized, C f32 ==\n");
+  std::printf("\n== dequant-matvec M = 1: A 1 x K (tensor-core kernels streamed on sm_90 where A fits in shared memory), W N x K quantized, C f32 ==\n");
   std::printf("format A     N x K        | kaio us  weight GB/s  %%copy | read us  %%read | cuBLAS f16 us  speedup\n");
   const kaio_bench::PlainRead plain_read(device.get(), info.sm_count);
   struct Shape { int64_t n, k; };
-  for (const Shape s : {Shape{14336, 4096}, Shape{4096, 14336}}) {
+  for (const Shape s : {Shape{14336, 4096}, Shape{4096, 14336}, Shape{28672, 8192}, Shape{8192, 28672}}) {
     double cublas_us = -1;
     if (cublas) {
       const uint64_t wb = static_cast<uint64_t>(s.n * s.k) * 2;

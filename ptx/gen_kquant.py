@@ -111,6 +111,7 @@ class Kernel(ElementwiseKernel):
         self.maxnreg = 0
         self.block, self.min_ctas = BLOCK, 0    # a body may launch fewer threads
         self.shared_fixed = 0                   # a body whose launch sizes a shared tail
+        self.ring_stage = self.ring_stages = 0  # ... and a ring of up to ring_stages stages
 
     # ---- strict IEEE f32 arithmetic (never contracted) ----
     def mul(self, a, b): return self.f("mul.rn.f32", a, b)
@@ -148,6 +149,8 @@ class Kernel(ElementwiseKernel):
         if self.block != BLOCK:    # the host launches what the PTX says (module_cache)
             entry = ".visible .entry %s(" % self.name
             extra = " shared_fixed=%d" % self.shared_fixed if self.shared_fixed else ""
+            if self.ring_stage:
+                extra += " ring_stage=%d ring_stages=%d" % (self.ring_stage, self.ring_stages)
             out = out.replace(entry, "// kaio-launch: %s block=%d%s\n%s" % (self.name, self.block, extra, entry), 1)
         if self.maxnreg:
             out = out.replace("\n{\n", "\n.maxnreg %d\n{\n" % self.maxnreg, 1)
@@ -986,6 +989,8 @@ def dequantize(k, p, fmt):
 MV_PARAMS = [(".u64", "a"), (".u64", "w"), (".u64", "c"), (".u32", "m"), (".u32", "n"),
              (".u32", "units"), (".u64", "lda"), (".u64", "w_stride"), (".u64", "ldc"),
              (".u32", "a_dtype"), (".u32", "out_dtype")]
+# the streaming kernels also take their ring depth (kquant_stream.py)
+STREAM_PARAMS = MV_PARAMS + [(".u32", "stages")]
 
 
 STAGE_LIMIT = 40 * 1024   # shared bytes for A staging (static shared memory stays < 48 KiB)
@@ -1166,7 +1171,7 @@ def build():
     stream = [HEADER_SM90, ".extern .shared .align 128 .b8 %s[];\n" % kquant_stream.SMEM_SYMBOL]
     for dt in ("f16", "bf16", "f32"):
         for fmt in kquant_stream.FORMATS:
-            stream.append(kernel("kaio_kq_stream_%s_%s" % (fmt, dt), MV_PARAMS,
+            stream.append(kernel("kaio_kq_stream_%s_%s" % (fmt, dt), STREAM_PARAMS,
                                  "%s dequant-matvec on tensor cores, %s A, M <= 8, weights streamed by "
                                  "bulk copies (see kquant_stream.py)." % (fmt, dt),
                                  kquant_stream.stream_matvec, fmt, dt,

@@ -22,15 +22,18 @@ one bulk copy per row (rows past N re-read row N-1; their results are never
 stored). Consumer warp c (warps 1 .. CW) multiplies block c of every stage,
 reading its fragments from the stage as kquant_mma.py reads them from global
 memory, and arrives on the stage's "empty" mbarrier; at the end of a tile
-the CW partial sums are added in shared memory in warp order (deterministic)
-and stored. Before the first tile the consumers prepare A once per CTA:
+the CW partial sums go into the slot of its last stage (all warps done with
+its weights), are added in warp order (deterministic) and stored, and only
+then is that slot released. Before the first tile the consumers prepare A once per CTA:
 Q4_K/Q5_K get the sums of its 32-value groups (the min part becomes one
 m16n8k8 per split per block: kquant_mma.min_sums_by_group), and f32 A (and
 Q8_0's bf16 A) is scaled and split into f16 hi + lo (prepare_split).
 
-Shared memory: the ring, the reduction area, mbarriers, 8 output scales,
-then A (and the group sums), whose size the host adds at launch; A that does
-not fit runs kquant_mma.py's kernels (f32: the CUDA-core one). A stage's row
+Shared memory: the ring, a 32-byte scratch, mbarriers, 8 output scales,
+then A (and the group sums), whose size the host adds at launch. The ring's
+depth is the kernel's last parameter: MAX_STAGES where A leaves room, else
+2 (a larger A, as f32 A at K = 28672); A that does not fit beside 2 runs
+kquant_mma.py's kernels (f32: the CUDA-core one). A stage's row
 pitch is padded to 32 mod 128 bytes, so the 8 rows a warp's lanes read land
 in different banks (2 wavefronts per 8-byte vector load, the minimum; Q8_0's
 16-bit loads: 16 mod 128, one wavefront). Q6_K and Q8_0 blocks (210 and 34
@@ -51,6 +54,14 @@ selectors immediate (no change), and two consumer warps per block (each a
 half, stages of 8 blocks in a ring of 6, to shorten the last stage's compute
 after the last bytes land: Q4_K f16 19.7 against 18.7-18.9 us, Q6_K 26.3-26.6
 against 24.6-24.8).
+
+Session 6 (same bench, against the previous library in one call): the
+reduction moved from a 16 KB area of its own into the last stage's slot and
+the ring's depth became a parameter (2 when 3 does not fit). Q4_K f16 14336
+x 4096 18.8 -> 17.8 us, 4096 x 14336 19.9 -> 17.7; Q6_K f16 25.1 -> 23.6;
+Q8_0 f16 28.3 -> 27.2. At K = 28672 (8192 x 28672) kernels that fell back
+stream now: Q6_K f16 101.8 -> 72.9 us, f32 180.8 -> 88.2; Q4_K f32 105.0 ->
+59.0; Q5_K f32 151.5 -> 76.4; Q8_0 f32 123.3 -> 99.1.
 """
 
 import collections
@@ -65,12 +76,12 @@ FORMATS = ("q8_0", "q4_k", "q5_k", "q6_k")
 GEOMETRY = {fmt: (BLOCK_BYTES[fmt], BLOCK_ELEMS, 1, 32) for fmt in ("q4_k", "q5_k", "q6_k")}
 GEOMETRY["q8_0"] = (q8.BLOCK_BYTES, q8.BLOCK_ELEMS, q8.BLOCKS_PER_WARP, 16)
 CONSUMERS = 16             # consumer warps per CTA
-STAGES = 3                 # ring depth
+MAX_STAGES = 3             # ring depth, when A leaves room for it (else fewer: the host's `stages`)
 SHARED_LIMIT = 227 * 1024  # dynamic shared memory a block may opt in to (sm_90)
 ROWS = 16                  # weight rows per tile (the mma's M side)
 SMEM_SYMBOL = "kaio_kq_stream_ring"
 
-Layout = collections.namedtuple("Layout", "pitch stage ring red")
+Layout = collections.namedtuple("Layout", "pitch stage")
 
 
 def stage_blocks(fmt):
@@ -78,29 +89,35 @@ def stage_blocks(fmt):
 
 
 def layout(fmt):
-    """Byte sizes: a stage row's pitch, a stage, the ring, the reduction area."""
+    """Byte sizes: a stage row's pitch, a stage (a multiple of 128, so every
+    stage keeps the ring's bank pattern), the reduction area."""
     row = stage_blocks(fmt) * GEOMETRY[fmt][0]
     pitch = row + (GEOMETRY[fmt][3] - row % 128) % 128
-    stage = ROWS * pitch
-    red = 2 * CONSUMERS * 32 * 16      # two tiles' partial sums, alternating
-    return Layout(pitch, stage, STAGES * stage, red)
+    assert ROWS * pitch >= CONSUMERS * 32 * 16     # a stage holds a tile's partial sums
+    return Layout(pitch, ROWS * pitch)
+
+
+# prepare_split's scratch: the largest |x| of each of A's (up to 8) rows,
+# then in its place the row's scale s_m
+PREP_BYTES = 8 * 4
 
 
 ESIZE = {"f16": 2, "bf16": 2, "f32": 4}
 
 
 def fixed_bytes(fmt):
-    """Shared bytes before the activations: ring, reduction, mbarriers (and
-    8 spare bytes), and the split-A kernels' 8 per-row output scales."""
-    lay = layout(fmt)
-    return lay.ring + lay.red + (2 * STAGES + 1) * 8 + 8 + 32
+    """Shared bytes between the ring and the activations: the split-A
+    kernels' scratch, mbarriers (and 8 spare bytes) and 8 per-row output
+    scales. (A tile's partial sums are added in its last stage's slot.)"""
+    return PREP_BYTES + (2 * MAX_STAGES + 1) * 8 + 8 + 32
 
 
 def shared_bytes(fmt):
     """The most dynamic shared memory a launch may ask for: the host asks
-    for fixed_bytes + M x K x (2, or 4 for f32) (A) + M x K x 4 (Q8_0 with
-    bf16 A: the split A) + 3 x M x K / 32 x 2 (Q4_K, Q5_K: the group sums,
-    three bf16 planes) and takes another kernel when that is more."""
+    for `stages` x layout(fmt).stage (the ring; MAX_STAGES when that fits,
+    else 2) + fixed_bytes + M x K x (2, or 4 for f32) (A) + M x K x 4 (Q8_0
+    with bf16 A: the split A) + 3 x M x K / 32 x 2 (Q4_K, Q5_K: the group
+    sums, three bf16 planes) and takes another kernel when that is more."""
     return SHARED_LIMIT
 
 
@@ -171,7 +188,7 @@ def group_sums(k, p, dt, nblk, act, ct, arow, t):
     return sums_reader(k, arow, ngroups, t, xs, plane)
 
 
-def prepare_split(k, p, fmt, src_dt, nblk, act, dst, ct, cw, lane, red, row_scale, arow, t):
+def prepare_split(k, p, fmt, src_dt, nblk, act, dst, ct, lane, prep, row_scale, arow, t):
     """A (f32, or bf16 for Q8_0), made once per CTA after it lands at act:
     each row m is scaled by a power of two s_m (exact) that puts its largest
     |x| in [2^14, 2^15), and each scaled value x' is split into f16 hi =
@@ -204,7 +221,9 @@ def prepare_split(k, p, fmt, src_dt, nblk, act, dst, ct, cw, lane, red, row_scal
         k.op("ld.shared.v4.%s {%s}, [%s+%d]" % ("f32" if src_dt == "f32" else "b32", ", ".join(w), addr, off))
         return values(w)
 
-    # 1. the largest |x| of each row: per thread, per warp (to red), per row
+    # 1. the largest |x| of each row: per thread, per warp, then across the
+    #    warps by an atomic max on the bits (|x| >= 0, NaN dropped by max.f32)
+    #    into prep[m], which the first thread zeroed before the start barrier
     m = k.var_r("0")
     rows_l = k.label("rowmax")
     k.place(rows_l)
@@ -222,22 +241,19 @@ def prepare_split(k, p, fmt, src_dt, nblk, act, dst, ct, cw, lane, red, row_scal
         k.op("max.f32 %s, %s, %s" % (mx, mx, k.f("shfl.sync.bfly.b32", mx, str(sh), "31", "-1")))
     wrote = k.label("rowmax_w")
     k.op("@%s bra %s" % (k.p("setp.ne.u32", lane, "0"), wrote))
-    k.op("st.shared.f32 [%s], %s" % (k.r("mad.lo.u32", k.r("mad.lo.u32", m, str(CONSUMERS), cw), "4", red), mx))
+    k.op("red.shared.max.u32 [%s], %s" % (k.r("mad.lo.u32", m, "4", prep), k.r("mov.b32", mx)))
     k.place(wrote)
     k.op("add.u32 %s, %s, 1" % (m, m))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", m, p["m"]), rows_l))
     k.op("bar.sync 1, %d" % (32 * CONSUMERS))
     # 2. thread m < M: t = clamp(exponent(max) - 14, -126, 113); s = 2^-t
-    #    (kept at red + 512 + 4m), 1 / s = 2^t (row_scale[m])
+    #    (kept at prep[m], over the max), 1 / s = 2^t (row_scale[m])
     scaled = k.label("scaled")
     k.op("@%s bra %s" % (k.p("setp.ge.u32", ct, p["m"]), scaled))
-    maxes = k.r("mad.lo.u32", ct, str(4 * CONSUMERS), red)
-    rmax = k.f("ld.shared.f32", "[%s]" % maxes)
-    for c in range(1, CONSUMERS):
-        k.op("max.f32 %s, %s, %s" % (rmax, rmax, k.f("ld.shared.f32", "[%s+%d]" % (maxes, 4 * c))))
-    e = k.r("and.b32", k.r("shr.u32", k.r("mov.b32", rmax), "23"), "255")
+    maxes = k.r("mad.lo.u32", ct, "4", prep)
+    e = k.r("and.b32", k.r("shr.u32", k.r("ld.shared.b32", "[%s]" % maxes), "23"), "255")
     tt = k.r("max.s32", k.r("sub.s32", e, "141"), "-126")
-    k.op("st.shared.b32 [%s+512], %s" % (k.r("mad.lo.u32", ct, "4", red), k.r("shl.b32", k.r("sub.s32", "127", tt), "23")))
+    k.op("st.shared.b32 [%s], %s" % (maxes, k.r("shl.b32", k.r("sub.s32", "127", tt), "23")))
     k.op("st.shared.b32 [%s], %s" % (k.r("mad.lo.u32", ct, "4", row_scale), k.r("shl.b32", k.r("add.s32", tt, "127"), "23")))
     k.place(scaled)
     k.op("bar.sync 1, %d" % (32 * CONSUMERS))
@@ -246,7 +262,7 @@ def prepare_split(k, p, fmt, src_dt, nblk, act, dst, ct, cw, lane, red, row_scal
     plane = k.r("shl.b32", k.r("mul.lo.u32", k.r("shr.u32", k_elems, "5"), p["m"]), "1")
 
     def body(idx, ngroups, total):
-        scale = k.f("ld.shared.f32", "[%s+512]" % k.r("mad.lo.u32", k.r("div.u32", idx, ngroups), "4", red))
+        scale = k.f("ld.shared.f32", "[%s]" % k.r("mad.lo.u32", k.r("div.u32", idx, ngroups), "4", prep))
         src = k.r("mad.lo.u32", idx, str(32 * esize), act)     # group idx: 32 values
         out = k.r("mad.lo.u32", idx, "128", dst)               # its 4 split chunks
         xv = []
@@ -279,18 +295,20 @@ def prepare_split(k, p, fmt, src_dt, nblk, act, dst, ct, cw, lane, red, row_scal
 
 
 def stream_matvec(k, p, fmt, dt):
-    (bb, be, bpw, _), lay, stages, sb = GEOMETRY[fmt], layout(fmt), STAGES, stage_blocks(fmt)
+    (bb, be, bpw, _), lay, sb = GEOMETRY[fmt], layout(fmt), stage_blocks(fmt)
     # f32 A, and bf16 A for Q8_0 (int8 quants are not exact in bf16's mma
     # arithmetic), run in f16 from A split into hi + lo (prepare_split)
     split = dt == "f32" or (fmt == "q8_0" and dt == "bf16")
-    k.block, k.min_ctas, k.shared_fixed = 32 * (CONSUMERS + 1), 1, fixed_bytes(fmt)
+    k.block, k.min_ctas = 32 * (CONSUMERS + 1), 1
+    k.shared_fixed, k.ring_stage, k.ring_stages = fixed_bytes(fmt), lay.stage, MAX_STAGES
+    stages = p["stages"]                                # 2 .. MAX_STAGES: what the host found room for
     ring = k.r("mov.u32", SMEM_SYMBOL)
-    red = k.r("add.u32", ring, str(lay.ring))
-    full = k.r("add.u32", red, str(lay.red))            # stages mbarriers: the stage is loaded
-    empty = k.r("add.u32", full, str(8 * stages))       # stages mbarriers: the stage is read
-    act_bar = k.r("add.u32", empty, str(8 * stages))    # the activations are loaded
+    prep = k.r("mad.lo.u32", stages, str(lay.stage), ring)   # after the ring: prepare_split's scratch
+    full = k.r("add.u32", prep, str(PREP_BYTES))        # stages mbarriers: the stage is loaded
+    empty = k.r("add.u32", full, str(8 * MAX_STAGES))   # stages mbarriers: the stage is read
+    act_bar = k.r("add.u32", empty, str(8 * MAX_STAGES))  # the activations are loaded
     row_scale = k.r("add.u32", act_bar, "16")          # split A: 1 / s_m (prepare_split)
-    act = k.r("add.u32", ring, str(fixed_bytes(fmt)))   # A as M x K, packed
+    act = k.r("add.u32", prep, str(fixed_bytes(fmt)))   # A as M x K, packed
     log2_esize = ESIZE[dt].bit_length() - 1
     tid = k.r("mov.u32", "%tid.x")
     warp = k.r("shr.u32", tid, "5")
@@ -305,17 +323,22 @@ def stream_matvec(k, p, fmt, dt):
 
     init_done = k.label("init_done")
     k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, "0"), init_done))
-    for s in range(stages):
+    for s in range(MAX_STAGES):
         k.op("mbarrier.init.shared::cta.b64 [%s+%d], 1" % (full, 8 * s))
         k.op("mbarrier.init.shared::cta.b64 [%s+%d], %d" % (empty, 8 * s, 32 * CONSUMERS))
     k.op("mbarrier.init.shared::cta.b64 [%s], 1" % act_bar)
+    for m in range(8):
+        k.op("st.shared.b32 [%s+%d], 0" % (prep, 4 * m))
     k.op("fence.mbarrier_init.release.cluster")
     k.place(init_done)
     k.op("bar.sync 0")
 
-    def stage_slot(i):
-        """Stage i's ring slot and the parity of its (i / stages)-th use."""
-        return k.r("rem.u32", i, str(stages)), k.r("and.b32", k.r("div.u32", i, str(stages)), "1")
+    def next_slot(slot, parity):
+        """The ring slot after slot, and the parity of its use (flips at a wrap)."""
+        k.op("add.u32 %s, %s, 1" % (slot, slot))
+        wrap = k.p("setp.eq.u32", slot, stages)
+        k.op("@%s mov.b32 %s, 0" % (wrap, slot))
+        k.op("@%s xor.b32 %s, %s, 1" % (wrap, parity, parity))
 
     def wait(bar, slot, parity):
         addr = k.r("mad.lo.u32", slot, "8", bar)
@@ -344,6 +367,7 @@ def stream_matvec(k, p, fmt, dt):
     k.op("add.u32 %s, %s, 1" % (m_i, m_i))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", m_i, p["m"]), arow_l))
     i = k.var_r("0")
+    slot, parity = k.var_r("0"), k.var_r("0")
     tile = k.var_r(tile0)
     ptile, pdone = k.label("ptile"), k.label("pdone")
     k.op("@%s bra %s" % (k.p("setp.ge.u32", tile, ntiles), exit_))
@@ -357,9 +381,8 @@ def stream_matvec(k, p, fmt, dt):
     kc = k.var_r("0")
     pstage = k.label("pstage")
     k.place(pstage)
-    slot, parity = stage_slot(i)
     first_use = k.label("first_use")
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", i, str(stages)), first_use))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", i, stages), first_use))
     wait(empty, slot, k.r("xor.b32", parity, "1"))
     k.place(first_use)
     nb = k.r("min.u32", k.r("sub.u32", nblk, kc), str(sb))
@@ -372,6 +395,7 @@ def stream_matvec(k, p, fmt, dt):
         k.op("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s], %s, [%s]"
              % (k.r("add.u32", dst, str(r * lay.pitch)), k.rd("add.u64", rows[r], src_off), row_bytes, fbar))
     k.op("add.u32 %s, %s, 1" % (i, i))
+    next_slot(slot, parity)
     k.op("add.u32 %s, %s, %d" % (kc, kc, sb))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", kc, nblk), pstage))
     k.op("add.u32 %s, %s, %s" % (tile, tile, ctas))
@@ -389,14 +413,13 @@ def stream_matvec(k, p, fmt, dt):
     dst = act if dt == "f32" else k.r("mad.lo.u32", act_row, p["m"], act)
     abase = k.r("mad.lo.u32", arow, k.r("shl.b32", k_elems, "2" if split else str(log2_esize)),
                 dst if split else act)
-    ci = k.var_r("0")
+    cslot, cparity = k.var_r("0"), k.var_r("0")
     ctile = k.var_r(tile0)
-    rpar = k.var_r("0")                                   # which reduction half this tile uses
     always = k.p("setp.eq.u32", tid, tid)
     k.op("@%s bra %s" % (k.p("setp.ge.u32", ctile, ntiles), exit_))
     wait(act_bar, k.r("mov.u32", "0"), k.r("mov.u32", "0"))
     if split:
-        gs = prepare_split(k, p, fmt, dt, nblk, act, dst, ct, cw, lane, red, row_scale, arow, t)
+        gs = prepare_split(k, p, fmt, dt, nblk, act, dst, ct, lane, prep, row_scale, arow, t)
     else:
         gs = group_sums(k, p, dt, nblk, act, ct, arow, t) if fmt in ("q4_k", "q5_k") else None
     cx = Ctx(k, "f16" if split or fmt == "q8_0" else dt, act_space="shared", group_sums=gs, split_act=split)
@@ -408,11 +431,10 @@ def stream_matvec(k, p, fmt, dt):
     ckc = k.var_r("0")
     cstage, skip = k.label("cstage"), k.label("skip")
     k.place(cstage)
-    slot, parity = stage_slot(ci)
-    wait(full, slot, parity)
+    wait(full, cslot, cparity)
     bi = k.r("mad.lo.u32", cw, str(bpw), ckc)          # the warp's first block (all or none exist)
     k.op("@%s bra %s" % (k.p("setp.ge.u32", bi, nblk), skip))
-    blk = k.r("mad.lo.u32", slot, str(lay.stage), lane_row)
+    blk = k.r("mad.lo.u32", cslot, str(lay.stage), lane_row)
     if fmt == "q8_0":
         q8.q8_0_warp_blocks(k, cx, blk, lay.pitch, bi, abase, t, acc)
     else:
@@ -423,21 +445,35 @@ def stream_matvec(k, p, fmt, dt):
     # every consumer thread releases its own reads of the stage (a lane-0
     # arrive after bar.warp.sync is enough in the memory model, but
     # compute-sanitizer's racecheck reported the producer's next copies as
-    # racing with the other lanes' reads)
-    k.op("mbarrier.arrive.shared::cta.b64 _, [%s]" % k.r("mad.lo.u32", slot, "8", empty))
-    k.op("add.u32 %s, %s, 1" % (ci, ci))
+    # racing with the other lanes' reads); the tile's last stage is released
+    # after the reduction below, which reuses its slot
+    empty_slot = k.r("mad.lo.u32", cslot, "8", empty)
     k.op("add.u32 %s, %s, %d" % (ckc, ckc, sb))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", ckc, nblk), cstage))
+    last = k.p("setp.ge.u32", ckc, nblk)
+    reduce_l = k.label("reduce")
+    k.op("@%s bra %s" % (last, reduce_l))
+    k.op("mbarrier.arrive.shared::cta.b64 _, [%s]" % empty_slot)
+    next_slot(cslot, cparity)
+    k.op("bra %s" % cstage)
 
-    # the tile's CW partial sums, added in warp order (sum_warp_partials' layout)
-    half = k.r("mad.lo.u32", rpar, str(lay.red // 2), red)
-    k.op("st.shared.v4.f32 [%s], {%s}" % (k.r("mad.lo.u32", ct, "16", half), ", ".join(acc)))
+    # the tile's CW partial sums, added in warp order (store_row_sums'
+    # layout), in the slot of its last stage once every warp is done reading
+    # its weights: no shared memory of its own, which leaves room for a
+    # larger A or a deeper ring
+    k.place(reduce_l)
+    part = k.r("mad.lo.u32", cslot, str(lay.stage), ring)
+    k.op("bar.sync 1, %d" % (32 * CONSUMERS))
+    k.op("st.shared.v4.f32 [%s], {%s}" % (k.r("mad.lo.u32", ct, "16", part), ", ".join(acc)))
+    # the producer's next bulk copy into this slot (async proxy) must land
+    # after these writes (generic proxy)
+    k.op("fence.proxy.async.shared::cta")
     k.op("bar.sync 1, %d" % (32 * CONSUMERS))
     stored = k.label("stored")
     k.op("@%s bra %s" % (k.p("setp.ge.u32", ct, "128"), stored))
-    store_row_sums(k, p, half, ct, CONSUMERS, k.r("shl.b32", ctile, "4"), row_scale if split else None)
+    store_row_sums(k, p, part, ct, CONSUMERS, k.r("shl.b32", ctile, "4"), row_scale if split else None)
     k.place(stored)
-    k.op("xor.b32 %s, %s, 1" % (rpar, rpar))
+    k.op("mbarrier.arrive.shared::cta.b64 _, [%s]" % empty_slot)
+    next_slot(cslot, cparity)
     k.op("add.u32 %s, %s, %s" % (ctile, ctile, ctas))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", ctile, ntiles), ctile_l))
     k.place(exit_)

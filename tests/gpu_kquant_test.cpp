@@ -161,17 +161,22 @@ TEST_F(GpuKquant, QuantMatmulMatchesTheF64Reference) {
   struct Shape { int64_t m, n, k; };
   // Before sm_90, K > 32 x 256 (8448, 12800) runs the 8-warp tensor-core
   // matvec and smaller K its 4-warp variant. On sm_90 the streaming kernel
-  // (one CTA per SM, 16-row tiles, stages of 8 blocks per row) takes them all,
-  // but Q6_K with K not a multiple of 2048, and these reach its corners:
-  // (1, 2113, 2048) more tiles than an H100's 132 SMs, the last one 1 row;
-  // (2, 4300, 512) up to 3 tiles per CTA (both reduction halves reused) and
-  // 2-block stages; (1, 40, 2304) a last stage of 1 block; (3, 300, 14336)
-  // 7 stages per tile through a ring of 3; (4, 40, 2048) Q6_K streamed with
-  // M > 1. A's rows are padded (lda = K + 8) for every M <= 8.
+  // (one CTA per SM, 16-row tiles, stages of 16 blocks per row, Q8_0 64)
+  // takes them all, but Q6_K with K not a multiple of 2048 and an A too large
+  // for shared memory, and these reach its corners:
+  // - (1, 2113, 2048): more tiles than an H100's 132 SMs, the last one 1 row;
+  // - (2, 4300, 512): up to 3 tiles per CTA and 2-block stages;
+  // - (1, 40, 2304): a last stage of 1 block;
+  // - (3, 300, 14336): 7 stages per tile through a ring of 3, or of 2 where A
+  //   leaves no room for 3 (Q6_K);
+  // - (2, 37, 14336): f32 A, through a ring of 2 for Q5_K and Q6_K;
+  // - (8, 20, 8448): a ring of 2 for Q4_K (f16, bf16 A) and Q8_0 (f16 A);
+  // - (4, 40, 2048): Q6_K streamed with M > 1.
+  // A's rows are padded (lda = K + 8) for every M <= 8.
   const Shape shapes[] = {{1, 1, 256}, {1, 67, 1024}, {3, 130, 512}, {5, 8, 256},
                           {8, 31, 768}, {9, 40, 256}, {33, 129, 512}, {2, 17, 8448},
                           {7, 5, 12800}, {1, 2113, 2048}, {2, 4300, 512}, {1, 40, 2304},
-                          {3, 300, 14336}, {4, 40, 2048}};
+                          {3, 300, 14336}, {2, 37, 14336}, {8, 20, 8448}, {4, 40, 2048}};
   for (Format f : kFormats)
     for (kaio_dtype adt : kFloatTypes)
       for (kaio_dtype odt : {KAIO_DTYPE_F32, KAIO_DTYPE_F16})

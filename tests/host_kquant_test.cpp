@@ -102,6 +102,7 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
   EXPECT_EQ(matmul(a, w4, c, KAIO_QUANT_Q4_K), "kaio_kq_stream_q4_k_f16");
   EXPECT_EQ(grid_, 3u);  // 3 tiles of 16 rows
   EXPECT_EQ(block_, 544u);
+  EXPECT_EQ(kt::launch_param<unsigned>(11), 3u) << "a ring of 3 stages";
   const unsigned shared_m3 = shared_;
   EXPECT_EQ(matmul(at(KAIO_DTYPE_F16, 1, 512, 0), w4, at(KAIO_DTYPE_F32, 1, 40, 65536), KAIO_QUANT_Q4_K),
             "kaio_kq_stream_q4_k_f16");
@@ -127,16 +128,28 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
   EXPECT_EQ(matmul(a2k, at(KAIO_DTYPE_U8, 40, 8 * 210, 65538), clong, KAIO_QUANT_Q6_K),
             "kaio_kq_mma_q6_k_f16_w4");
   EXPECT_EQ(grid_, 3u);
-  // an A of 8 x 8448 (132 KiB, 8.25 KiB of group sums) does not fit beside
-  // the ring: register-fed
+  // an A of 8 x 8448 (132 KiB, 8.25 KiB of group sums) fits beside a ring
+  // of 2 stages; one of 8 x 9472 (148 KiB) beside none: register-fed
   EXPECT_EQ(matmul(at(KAIO_DTYPE_F16, 8, 8448, 0), at(KAIO_DTYPE_U8, 40, 33 * 144, 262144),
                    at(KAIO_DTYPE_F32, 8, 40, 524288), KAIO_QUANT_Q4_K),
+            "kaio_kq_stream_q4_k_f16");
+  EXPECT_EQ(kt::launch_param<unsigned>(11), 2u);
+  EXPECT_EQ(matmul(at(KAIO_DTYPE_F16, 8, 9472, 0), at(KAIO_DTYPE_U8, 40, 37 * 144, 262144),
+                   at(KAIO_DTYPE_F32, 8, 40, 524288), KAIO_QUANT_Q4_K),
             "kaio_kq_mma_q4_k_f16");
-  // f32 A streams too (4 bytes a value); one that does not fit runs the
+  // f32 A streams too (4 bytes a value); one of 8 x 4096 (128 KiB) leaves
+  // room for a ring of 2 stages only, one of 8 x 4864 for none: the
   // CUDA-core kernel
   EXPECT_EQ(matmul(a32, w4, c, KAIO_QUANT_Q4_K), "kaio_kq_stream_q4_k_f32");
   EXPECT_EQ(grid_, 3u);
+  EXPECT_EQ(kt::launch_param<unsigned>(11), 3u);
   EXPECT_EQ(matmul(at(KAIO_DTYPE_F32, 8, 4096, 0), at(KAIO_DTYPE_U8, 40, 16 * 144, 262144),
+                   at(KAIO_DTYPE_F32, 8, 40, 524288), KAIO_QUANT_Q4_K),
+            "kaio_kq_stream_q4_k_f32");
+  EXPECT_EQ(kt::launch_param<unsigned>(11), 2u) << "a ring of 2 stages";
+  EXPECT_LE(shared_, 227u * 1024);
+  EXPECT_GT(shared_, 8u * 4096 * 4);
+  EXPECT_EQ(matmul(at(KAIO_DTYPE_F32, 8, 4864, 0), at(KAIO_DTYPE_U8, 40, 19 * 144, 262144),
                    at(KAIO_DTYPE_F32, 8, 40, 524288), KAIO_QUANT_Q4_K),
             "kaio_kq_matvec_q4_k_m8");
   EXPECT_EQ(grid_, 5u);

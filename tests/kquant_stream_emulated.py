@@ -9,7 +9,8 @@ Every format (Q8_0, Q4_K, Q5_K, Q6_K) with f16, bf16 and f32 A: random block
 bytes (only the f16 scales set to small finite values), A rows padded with
 NaN poison, C rows padded (the padding must stay untouched), two CTAs of a
 grid striding over 16-row tiles, more stages than the ring holds, a partial
-last tile and stage. One case has two stages per tile. This checks the
+last tile and stage. One case has two stages per tile, two run a ring of 2
+(the host's choice for a large A). This checks the
 producer / consumer protocol, the fragment layouts, the group sums and the
 f32 / bf16 split without a GPU; GpuKquant.QuantMatmulMatchesTheF64Reference
 checks the hardware. Tolerance: the Frobenius norm of the error over that of
@@ -63,11 +64,13 @@ def activations(dt, count):
     return raw, vals
 
 
-def run(text, fmt, dt, M, N, nblk, ctas=2, out_f16=False):
+def run(text, fmt, dt, M, N, nblk, ctas=2, out_f16=False, stages=3):
     name = "kaio_kq_stream_%s_%s" % (fmt, dt)
     kern = parse_kernel(text, name)
-    launch_line = re.search(r"// kaio-launch: %s block=(\d+) shared_fixed=(\d+)" % name, text)
-    threads, fixed = int(launch_line.group(1)), int(launch_line.group(2))
+    launch_line = re.search(r"// kaio-launch: %s block=(\d+) shared_fixed=(\d+) ring_stage=(\d+) ring_stages=(\d+)"
+                            % name, text)
+    threads, fixed, stage = (int(launch_line.group(i)) for i in (1, 2, 3))
+    assert 2 <= stages <= int(launch_line.group(4))
     K = nblk * BE[fmt]
     W, Wd = bytearray(), []
     for _ in range(N):
@@ -92,8 +95,9 @@ def run(text, fmt, dt, M, N, nblk, ctas=2, out_f16=False):
     mem[woff:woff + len(W)] = W
     mem[coff:coff + M * ldc * csize] = b"\xff" * (M * ldc * csize)
     params = dict(a=aoff, w=woff, c=coff, m=M, n=N, units=K // UNIT[fmt], lda=lda,
-                  w_stride=nblk * BB[fmt], ldc=ldc, a_dtype=DTYPE[dt], out_dtype=2 if out_f16 else 1)
-    smem = fixed + M * K * ESIZE[dt] + (M * K * 4 if fmt == "q8_0" and dt == "bf16" else 0)
+                  w_stride=nblk * BB[fmt], ldc=ldc, a_dtype=DTYPE[dt], out_dtype=2 if out_f16 else 1,
+                  stages=stages)
+    smem = stages * stage + fixed + M * K * ESIZE[dt] + (M * K * 4 if fmt == "q8_0" and dt == "bf16" else 0)
     smem += 3 * M * (K // 32) * 2 if fmt in ("q4_k", "q5_k") else 0
     for cta in range(ctas):
         Cta(kern, params, mem, threads // 32, smem, cta, ctas).run()
@@ -110,7 +114,7 @@ def run(text, fmt, dt, M, N, nblk, ctas=2, out_f16=False):
             o = coff + csize * (m * ldc + n)
             assert mem[o:o + csize] == b"\xff" * csize, "padding written"
     rel = (err / norm) ** 0.5
-    print(fmt, dt, "M", M, "N", N, "blocks", nblk, "CTAs", ctas, "f16 C" if out_f16 else "f32 C",
+    print(fmt, dt, "M", M, "N", N, "blocks", nblk, "CTAs", ctas, "stages", stages, "f16 C" if out_f16 else "f32 C",
           "rel err %.3g" % rel, flush=True)
     return rel
 
@@ -128,6 +132,10 @@ def main():
     bad += not (run(text, "q4_k", "f16", 2, 100, 1, ctas=1) < 1e-5)
     # two stages per tile (17 blocks: 16 + 1)
     bad += not (run(text, "q5_k", "bf16", 1, 20, 17, ctas=1) < 1e-5)
+    # a ring of 2 (the host's choice when A leaves no room for 3): 7 and 5
+    # stages through it, the slots and parities wrapping at 2
+    bad += not (run(text, "q6_k", "f32", 2, 100, 8, ctas=1, stages=2) < 1e-5)
+    bad += not (run(text, "q4_k", "f16", 1, 40, 33, ctas=1, stages=2) < 1e-5)
     # f16 C (one 2^-11 rounding of each output), with the f32 split's unscale
     bad += not (run(text, "q8_0", "f32", 2, 40, 8, out_f16=True) < 1e-5 + 2.0 ** -11)
     print("%d case(s) over tolerance" % bad)

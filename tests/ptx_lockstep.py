@@ -208,6 +208,15 @@ class Warp:
                     assert a % width == 0 and 0 <= a and a + width <= len(self.mem), "bad store"
                     self.mem[a:a + width] = (v[l] & ((1 << (8 * width)) - 1)).to_bytes(width, "little")
             return None
+        if op == "red.shared.max.u32":        # lanes in order: max is order-free
+            ad, v = self.addr(args[0]), V(args[1])
+            for l in range(32):
+                if mask[l]:
+                    a = ad[l]
+                    assert a % 4 == 0 and 0 <= a and a + 4 <= len(self.smem), "bad red.shared at %d" % a
+                    old = int.from_bytes(self.smem[a:a + 4], "little")
+                    self.smem[a:a + 4] = max(old, v[l] & 0xFFFFFFFF).to_bytes(4, "little")
+            return None
         if op.startswith("ld.shared") or op.startswith("st.shared"):
             store = op.startswith("st")
             kind = op.split(".")[-1]

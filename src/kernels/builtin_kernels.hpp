@@ -277,8 +277,10 @@ struct BuiltinKernel {
 // A resolved kernel and what its PTX annotations say about launching it:
 // `// kaio-shared-bytes: <entry> <bytes>`,
 // `// kaio-launch: <entry> block=<threads> cols_per_block=<columns>
-// shared_fixed=<bytes>` (a kernel whose launch adds a sized tail to that
-// much dynamic shared memory, up to shared_bytes) and
+// shared_fixed=<bytes> ring_stage=<bytes> ring_stages=<count>` (a kernel
+// whose launch adds a sized tail to shared_fixed bytes of dynamic shared
+// memory, up to shared_bytes, and a ring of up to ring_stages stages of
+// ring_stage bytes, its depth a kernel parameter) and
 // `// kaio-tma: <entry> <param> ... box=<inner>,<outer> ...`: box_a is the
 // box of the entry's first tensor map (tmap_a; the attention kernels' tmap_q,
 // whose box tmap_do shares; the int4 kernel's tmap_x), box_b of its second
@@ -290,6 +292,8 @@ struct BuiltinFunction {
   unsigned block = 0;           // 0 when not annotated
   unsigned cols_per_block = 0;  // 0 when not annotated
   unsigned shared_fixed = 0;    // 0 when not annotated
+  unsigned ring_stage = 0;      // 0 when not annotated
+  unsigned ring_stages = 0;     // 0 when not annotated
   unsigned box_a[2] = {0, 0};   // TMA boxes; 0 when not annotated
   unsigned box_b[2] = {0, 0};
 };

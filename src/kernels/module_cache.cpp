@@ -98,6 +98,8 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
   r.block = static_cast<unsigned>(annotation_value(launch, "block", 0));
   r.cols_per_block = static_cast<unsigned>(annotation_value(launch, "cols_per_block", 0));
   r.shared_fixed = shared_fixed;
+  r.ring_stage = static_cast<unsigned>(annotation_value(launch, "ring_stage", 0));
+  r.ring_stages = static_cast<unsigned>(annotation_value(launch, "ring_stages", 0));
   const std::string entry = k.name;
   for (const char *first : {" tmap_a", " tmap_q", " tmap_x"})
     annotation_pair(ptx_annotation(ptx, "tma", (entry + first).c_str()), "box", r.box_a);

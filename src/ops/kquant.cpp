@@ -22,6 +22,7 @@ constexpr int64_t kRowsPerMmaBlock = 16;    // the tensor-core matvec: one mma t
 constexpr int64_t kSuperblock = 256;          // values per Q4_K / Q5_K / Q6_K block
 constexpr int64_t kMmaNarrowMaxBlocks = 32;   // K <= 8192: the 4-warp tensor-core matvec
 constexpr int64_t kStreamChunkBlocks = 8;     // Q6_K / Q8_0 blocks per 16-byte multiple
+constexpr int64_t kStreamMinStages = 2;       // a ring of 1 could not overlap copies and arithmetic
 constexpr unsigned kConvertPerThread = 8;   // the convert kernels' elements per thread
 
 bool known_format(kaio_quant_format f) { return f >= KAIO_QUANT_Q8_0 && f <= KAIO_QUANT_Q6_K; }
@@ -155,10 +156,13 @@ kaio_status plan_dequantize(const char *caller, kaio_device *device, KquantPlan 
 
 // sm_90: the streaming tensor-core matvec (ptx/kquant_stream.py), one
 // persistent CTA per SM, when A (and what the kernel makes of it) fits in
-// shared memory after the kernel's fixed part. Q6_K and Q8_0 rows are copied
-// in chunks of kStreamChunkBlocks blocks (1680 and 272 bytes, multiples of
-// 16), so K must be a multiple of that and W 16-byte aligned (checked at
-// launch: p->unaligned runs otherwise).
+// shared memory beside the kernel's fixed part and a ring of stages: the
+// deepest ring the kernel takes, else a shallower one down to
+// kStreamMinStages (a larger A: 2 stages still overlap the copies with the
+// arithmetic, and measured far faster than the fallback kernels). Q6_K and
+// Q8_0 rows are copied in chunks of kStreamChunkBlocks blocks (1680 and 272
+// bytes, multiples of 16), so K must be a multiple of that and W 16-byte
+// aligned (checked at launch: p->unaligned runs otherwise).
 kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPlan *p,
                                bool *planned) {
   *planned = false;
@@ -175,12 +179,15 @@ kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPl
   // (kquant_stream.py: prepare_split, group_sums)
   const int64_t values = p->rows * p->k;
   const bool q45 = p->format == KAIO_QUANT_Q4_K || p->format == KAIO_QUANT_Q5_K;
-  const int64_t shared = fn.shared_fixed + values * static_cast<int64_t>(kaio_dtype_size(p->dtype)) +
-                         (p->format == KAIO_QUANT_Q8_0 && p->dtype == KAIO_DTYPE_BF16 ? values * 4 : 0) +
-                         (q45 ? 3 * (values / 32) * 2 : 0);
-  if (shared > fn.shared_bytes) return KAIO_OK;
+  const int64_t tail = fn.shared_fixed + values * static_cast<int64_t>(kaio_dtype_size(p->dtype)) +
+                       (p->format == KAIO_QUANT_Q8_0 && p->dtype == KAIO_DTYPE_BF16 ? values * 4 : 0) +
+                       (q45 ? 3 * (values / 32) * 2 : 0);
+  int64_t stages = fn.ring_stages;
+  while (stages >= kStreamMinStages && tail + stages * fn.ring_stage > fn.shared_bytes) --stages;
+  if (stages < kStreamMinStages) return KAIO_OK;
   KAIO_TRY(resolve(caller, device, id, &p->launch));
-  p->launch.shared_bytes = static_cast<unsigned>(shared);
+  p->launch.shared_bytes = static_cast<unsigned>(tail + stages * fn.ring_stage);
+  p->ring_stages = static_cast<unsigned>(stages);
   const int64_t tiles = (p->cols + kRowsPerMmaBlock - 1) / kRowsPerMmaBlock;
   p->launch.grid = static_cast<unsigned>(std::min<int64_t>(tiles, device->info.sm_count));
   *planned = true;
@@ -312,7 +319,8 @@ kaio_status launch_matmul_kq(const char *caller, const kaio_device *device, cons
         k / (p.format == KAIO_QUANT_Q6_K ? 128 : p.format == KAIO_QUANT_Q8_0 ? 32 : 64));
     unsigned long long lda = a.row_stride, ws = w.row_stride, ldc = c.row_stride;
     unsigned adt = static_cast<unsigned>(p.dtype), odt = static_cast<unsigned>(p.out_dtype);
-    void *params[] = {&aa, &wa, &ca, &um, &un, &units, &lda, &ws, &ldc, &adt, &odt};
+    unsigned stages = p.ring_stages;  // the streaming kernels' last parameter; the others have none
+    void *params[] = {&aa, &wa, &ca, &um, &un, &units, &lda, &ws, &ldc, &adt, &odt, &stages};
     const bool aligned = w.address % 16 == 0 && (n == 1 || w.row_stride % 16 == 0);
     return launch_builtin(caller, device, aligned || !p.unaligned.function ? p.launch : p.unaligned,
                           stream, params);

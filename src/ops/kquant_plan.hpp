@@ -20,6 +20,7 @@ struct KquantPlan {
   OpPlan launch;                              // the quantize / dequantize / matvec kernel
   OpPlan unaligned;                           // streamed Q6_K / Q8_0 matvec: the kernel for
                                               // a W that is not 16-byte aligned
+  unsigned ring_stages = 0;                   // streamed matvec: its ring's depth
 
   // M > 8 matmul: W is dequantized into w16 (N x K, f16 or bf16), an f32 A
   // is rounded into a16 (M x K f16), then the tensor-core matmul runs.

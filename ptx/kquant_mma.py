@@ -90,9 +90,10 @@ class Ctx:
     to bit 0 and fma.bf16x2 (x * 1 - (128 + bias); sm_80 has no bf16 sub)
     removes the offset."""
 
-    def __init__(self, k, dt, act_space="global", group_sums=None, split_act=False):
+    def __init__(self, k, dt, act_space="global", group_sums=None, split_act=False, act_paired=False):
         self.k, self.dt, self.act_space, self.group_sums = k, dt, act_space, group_sums
         self.split_act = split_act      # A as f16 hi + lo (act_base); f16 math only
+        self.act_paired = act_paired    # A stored in mma pairs (act_groups, act_pair)
         self.x16 = dt == "f16"     # high nibbles stay in place as 16 u
         self.magic = k.r("mov.b32", "0x64006400" if self.x16 else "0x43004300")
         self.ones = k.r("mov.b32", ONES[dt])
@@ -160,7 +161,11 @@ def act_base(k, cx, abase, kblk, t, per_lane):
     Split activations (cx.split_act, kquant_stream.py's f32 A) sit in 8-value
     chunks of 32 bytes, [8 f16 hi][8 f16 lo]: element e at byte 32 (e / 8) +
     2 (e % 8); kblk is a multiple of 256 and t * per_lane either a chunk
-    (8) or inside the first (2)."""
+    (8) or inside the first (2). Paired Q6_K activations (per_lane 2,
+    cx.act_paired: act_pair) hold a lane's two words at 8 t in each 16-value
+    span of 32 bytes (split: [16 hi][16 lo], 64 bytes)."""
+    if cx.act_paired and per_lane == 2:
+        return k.r("mad.lo.u32", t, "8", k.r("mad.lo.u32", kblk, "4" if cx.split_act else "2", abase))
     if cx.split_act:
         lane = k.r("mul.lo.u32", t, "32" if per_lane == 8 else str(2 * per_lane))
         return k.r("add.u32", lane, k.r("mad.lo.u32", kblk, "4", abase))
@@ -175,8 +180,18 @@ def act_pair(k, cx, base, kofs, off2):
     whose slots 2t, 2t+1, 2t+8, 2t+9 hold the activations at k + (0, off2, 1,
     off2 + 1), k = kofs (even) elements past base (act_base): b0 = (a[k],
     a[k+off2]), b1 = (a[k+1], a[k+off2+1]). Split: kofs and off2 are
-    multiples of 8, whole chunks."""
+    multiples of 8, whole chunks. Paired (cx.act_paired; off2 = 8, kofs a
+    multiple of 16): each 16-value span stored as (a0, a8), (a1, a9), ...,
+    (a7, a15), so b0, b1 are one 8-byte load."""
     ld = LOAD[cx.act_space]
+    if cx.act_paired:
+        assert off2 == 8 and kofs % 16 == 0
+        out = []
+        for part in ((0, 32) if cx.split_act else (0,)):
+            w = k.regs("r", 2)
+            k.op("%s.v2.b32 {%s}, [%s+%d]" % (ld, ", ".join(w), base, (4 if cx.split_act else 2) * kofs + part))
+            out.append(w)
+        return out
     out = []
     for part in ((0, 16) if cx.split_act else (None,)):
         o0, o1 = (2 * kofs, 2 * (kofs + off2)) if part is None else (4 * kofs + part, 4 * (kofs + off2) + part)
@@ -191,7 +206,9 @@ def act_groups(k, cx, base):
     its B fragments (one, or hi and lo for split activations): each group's 8
     values (k = 64c + 32half + 0..7 past base, 16-byte aligned: the host
     checks A's address and row stride) come in one 16-byte load (split: two),
-    issued a group ahead of its mma."""
+    issued a group ahead of its mma, and are re-paired with prmt as (x0, x2),
+    (x1, x3) for step 0 and (x4, x6), (x5, x7) for step 1, unless a kernel
+    stored them so (cx.act_paired: kquant_stream.py, once per CTA)."""
     words = {}
     parts = (0, 16) if cx.split_act else (None,)
 
@@ -209,8 +226,15 @@ def act_groups(k, cx, base):
         if i + 1 < len(order):
             load(*order[i + 1])
         ws = words.pop(key)
-        yield key, [[[k.r("prmt.b32", w[2 * s], w[2 * s + 1], sel) for sel in ("0x5410", "0x7632")] for w in ws]
-                    for s in (0, 1)]
+        if cx.act_paired:
+            yield key, [[[w[2 * s], w[2 * s + 1]] for w in ws] for s in (0, 1)]
+        else:
+            yield key, [[pair_words(k, w[2 * s], w[2 * s + 1]) for w in ws] for s in (0, 1)]
+
+
+def pair_words(k, w0, w1):
+    """Words (x0, x1), (x2, x3) -> (x0, x2), (x1, x3): act_groups' pairing."""
+    return [k.r("prmt.b32", w0, w1, sel) for sel in ("0x5410", "0x7632")]
 
 
 def ld_u16_pair(k, addr, off_lo, off_hi, space="global"):
@@ -350,6 +374,14 @@ def q45_finish(k, per_row, dsum, msum, acc, valid):
         k.op("@%s add.f32 %s, %s, %s" % (valid, acc[i], acc[i], v))
 
 
+def bcast_half(k, x, high):
+    """x's low (high) f16 in both halves."""
+    lo, hi = k.reg("h"), k.reg("h")
+    k.op("mov.b32 {%s, %s}, %s" % (lo, hi, x))
+    h = hi if high else lo
+    return k.r("mov.b32", "{%s, %s}" % (h, h))
+
+
 def compute_q45_f16(k, cx, rows, abase, kblk, t, acc, valid, q5):
     """f16 A: each group's integer scale is folded into its weights, which
     stay exact: (1024 + u) * sc - 1024 * sc = u * sc <= 31 * 63 < 2048 is an
@@ -358,26 +390,32 @@ def compute_q45_f16(k, cx, rows, abase, kblk, t, acc, valid, q5):
     sum_j m_j * sum(x of group j) comes from a second mma whose A holds m_j
     (exact f16 integers). Per superblock and row only d and dmin are applied
     in f32, instead of two scales and four f32 updates per group."""
-    c1024, cneg1024 = k.r("mov.b32", "0x64006400"), k.r("mov.b32", "0xE400E400")
-    c16th, cneg64 = k.r("mov.b32", "0x2C002C00"), k.r("mov.b32", "0xD400D400")
+    # per chunk c and row, both its groups' scales at once: (1024 + sc_2c,
+    # 1024 + sc_2c+1) -> (sc_2c, sc_2c+1 / 16) (the high nibbles stay in
+    # place as 16 u) -> x -1024; each group's fma takes its half of both
+    # (bcast_half, which ptxas folds into the HFMA2's operand selects)
+    one_16th, neg_1024_64 = k.r("mov.b32", "0x2C003C00"), k.r("mov.b32", "0xD400E400")
+    cneg1024 = k.r("mov.b32", "0xE400E400")
     b64 = k.r("mov.b32", "0x64646464")
     per_row = [q45_header(k, rw) for rw in rows]
     ab = act_base(k, cx, abase, kblk, t, 8)
     dsum = msum = None
+    pairs = []
     for (c, half), bfrag in act_groups(k, cx, ab):
         j = 2 * c + half
-        sel = "0x%X" % (0x4040 | ((j % 4) << 8) | (j % 4))   # byte j%4 under 0x64, both halves
-        scs, nbs, mins = [], [], []
-        for _, _, sm in per_row:
-            h = k.r("prmt.b32", sm[j // 4], b64, sel)          # f16 1024 + sc
-            if half:   # the nibble stays in place as 16 u: sc / 16 = (1024 + sc) / 16 - 64
-                sc2 = k.r("fma.rn.f16x2", h, c16th, cneg64)
-            else:
-                sc2 = k.r("sub.rn.f16x2", h, c1024)
-            scs.append(sc2)
-            nbs.append(k.r("mul.rn.f16x2", sc2, cneg1024))
-            if not cx.group_sums:
-                mins.append(k.r("sub.rn.f16x2", k.r("prmt.b32", sm[2 + j // 4], b64, sel), c1024))
+        if not half:
+            sel = "0x%X" % (0x4040 | (((j + 1) % 4) << 8) | (j % 4))   # bytes j%4, j%4 + 1 under 0x64
+            pairs = []
+            for _, _, sm in per_row:
+                sc2 = k.r("fma.rn.f16x2", k.r("prmt.b32", sm[j // 4], b64, sel), one_16th, neg_1024_64)
+                pairs.append((sc2, k.r("mul.rn.f16x2", sc2, cneg1024)))
+        scs = [bcast_half(k, sc2, half) for sc2, _ in pairs]
+        nbs = [bcast_half(k, nb2, half) for _, nb2 in pairs]
+        mins = []
+        if not cx.group_sums:
+            sel = "0x%X" % (0x4040 | ((j % 4) << 8) | (j % 4))           # byte j%4 under 0x64, both halves
+            for _, _, sm in per_row:
+                mins.append(cx.half2(k.r("prmt.b32", sm[2 + j // 4], b64, sel), 0))
         for s in (0, 1):
             a = []
             for pair in (0, 1):
@@ -431,6 +469,8 @@ def compute_q45_bf16(k, cx, rows, abase, kblk, t, acc, valid, q5):
 
 def compute_q6_k(k, cx, rows, abase, kblk, t, acc, valid):
     ab = act_base(k, cx, abase, kblk, t, 2)
+    # each row's d, and d / 16 for the in-place high nibbles (exact: a power of two)
+    ds = [(rw["d"], cx.hi_scale(rw["d"], True)) for rw in rows]
     for hh in (0, 1):
         for l0 in (0, 16):
             for q in range(4):
@@ -451,9 +491,9 @@ def compute_q6_k(k, cx, rows, abase, kblk, t, acc, valid):
                     d = mma(cx, a, b, d)
                 gi = 8 * hh + 2 * q + l0 // 16
                 scs = []
-                for rw in rows:
+                for rw, d_row in zip(rows, ds):
                     sc = k.r("bfe.s32", rw["sc"][gi // 2], str(8 * (gi % 2)), "8")
-                    scs.append(cx.hi_scale(k.f("mul.f32", rw["d"], k.f("cvt.rn.f32.s32", sc)), q >= 2))
+                    scs.append(k.f("mul.f32", d_row[q >= 2], k.f("cvt.rn.f32.s32", sc)))
                 accumulate(k, acc, valid, scs, d)
 
 

@@ -169,7 +169,8 @@ TEST_F(GpuKquant, QuantMatmulMatchesTheF64Reference) {
   // - (1, 40, 2304): a last stage of 1 block;
   // - (3, 300, 14336): 7 stages per tile through a ring of 3, or of 2 where A
   //   leaves no room for 3 (Q6_K);
-  // - (2, 37, 14336): f32 A, through a ring of 2 for Q5_K and Q6_K;
+  // - (2, 37, 14336): f32 A (and Q8_0's bf16 A, split likewise), through a
+  //   ring of 2 for Q5_K and Q6_K;
   // - (8, 20, 8448): a ring of 2 for Q4_K (f16, bf16 A) and Q8_0 (f16 A);
   // - (4, 40, 2048): Q6_K streamed with M > 1.
   // A's rows are padded (lda = K + 8) for every M <= 8.

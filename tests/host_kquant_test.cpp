@@ -71,12 +71,12 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
   KT_OK(kaio_quant_matmul(stream_.get(), &a, &w, &c, KAIO_QUANT_Q8_0));
   EXPECT_EQ(last_kernel(), "kaio_kq_stream_q8_0_f16");
   const unsigned q8_f16_shared = shared_;
-  // bf16 A keeps its 2 bytes a value and adds its f16 hi + lo split (4);
-  // f32 A is split in place
+  // bf16 and f32 A are held as their f16 hi + lo split only (4 bytes a
+  // value against f16's 2)
   kaio_tensor a_bf = at(KAIO_DTYPE_BF16, 3, 512, 0), a_f32 = at(KAIO_DTYPE_F32, 3, 512, 0);
   KT_OK(kaio_quant_matmul(stream_.get(), &a_bf, &w, &c, KAIO_QUANT_Q8_0));
   EXPECT_EQ(last_kernel(), "kaio_kq_stream_q8_0_bf16");
-  EXPECT_EQ(shared_ - q8_f16_shared, 3u * 512 * 4);
+  EXPECT_EQ(shared_ - q8_f16_shared, 3u * 512 * 2);
   KT_OK(kaio_quant_matmul(stream_.get(), &a_f32, &w, &c, KAIO_QUANT_Q8_0));
   EXPECT_EQ(last_kernel(), "kaio_kq_stream_q8_0_f32");
   EXPECT_EQ(shared_ - q8_f16_shared, 3u * 512 * 2);

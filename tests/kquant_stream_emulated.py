@@ -97,7 +97,8 @@ def run(text, fmt, dt, M, N, nblk, ctas=2, out_f16=False, stages=3):
     params = dict(a=aoff, w=woff, c=coff, m=M, n=N, units=K // UNIT[fmt], lda=lda,
                   w_stride=nblk * BB[fmt], ldc=ldc, a_dtype=DTYPE[dt], out_dtype=2 if out_f16 else 1,
                   stages=stages)
-    smem = stages * stage + fixed + M * K * ESIZE[dt] + (M * K * 4 if fmt == "q8_0" and dt == "bf16" else 0)
+    split = dt == "f32" or (fmt == "q8_0" and dt == "bf16")
+    smem = stages * stage + fixed + M * K * (4 if split else 2)
     smem += 3 * M * (K // 32) * 2 if fmt in ("q4_k", "q5_k") else 0
     for cta in range(ctas):
         Cta(kern, params, mem, threads // 32, smem, cta, ctas).run()

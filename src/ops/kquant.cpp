@@ -174,14 +174,13 @@ kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPl
   const KernelId id = with_dtype_offset(KernelId::kq_stream_q8_0_f16, dtype * 4 + format_index(p->format));
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, id, &fn));
-  // A; Q8_0's bf16 A split into f16 hi + lo after it (4 bytes a value; f32
-  // is split in place); Q4_K/Q5_K's 32-value group sums as three bf16 planes
-  // (kquant_stream.py: prepare_split, group_sums)
+  // A (2 bytes a value), or A split into f16 hi + lo (4 bytes a value: f32
+  // A, and Q8_0's bf16 A); Q4_K/Q5_K's 32-value group sums as three bf16
+  // planes (kquant_stream.py: prepare_split, group_sums)
   const int64_t values = p->rows * p->k;
   const bool q45 = p->format == KAIO_QUANT_Q4_K || p->format == KAIO_QUANT_Q5_K;
-  const int64_t tail = fn.shared_fixed + values * static_cast<int64_t>(kaio_dtype_size(p->dtype)) +
-                       (p->format == KAIO_QUANT_Q8_0 && p->dtype == KAIO_DTYPE_BF16 ? values * 4 : 0) +
-                       (q45 ? 3 * (values / 32) * 2 : 0);
+  const bool split = p->dtype == KAIO_DTYPE_F32 || (p->format == KAIO_QUANT_Q8_0 && p->dtype == KAIO_DTYPE_BF16);
+  const int64_t tail = fn.shared_fixed + values * (split ? 4 : 2) + (q45 ? 3 * (values / 32) * 2 : 0);
   int64_t stages = fn.ring_stages;
   while (stages >= kStreamMinStages && tail + stages * fn.ring_stage > fn.shared_bytes) --stages;
   if (stages < kStreamMinStages) return KAIO_OK;

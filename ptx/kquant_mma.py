@@ -436,7 +436,6 @@ def compute_q45_bf16(k, cx, rows, abase, kblk, t, acc, valid, q5):
     comes from a second mma with A = m_j (exact bf16 integers), accumulated over
     the superblock as in compute_q45_f16."""
     b43 = k.r("mov.b32", "0x43000000")    # prmt's bytes 4-6 zero, byte 7 0x43
-    neg128 = k.r("mov.b32", "0xC300C300")
     per_row = [q45_header(k, rw) for rw in rows]
     ab = act_base(k, cx, abase, kblk, t, 8)
     dsum, msum = [k.var_f("0f00000000") for _ in range(4)], None
@@ -449,7 +448,7 @@ def compute_q45_bf16(k, cx, rows, abase, kblk, t, acc, valid, q5):
             scs.append(k.f("sub.f32", f, "0f43000000"))
             if not cx.group_sums:
                 h = k.r("prmt.b32", sm[2 + j // 4], b43, "0x%X" % (0x7070 | ((j % 4) << 8) | (j % 4)))
-                mins.append(k.r("fma.rn.bf16x2", h, cx.ones, neg128))
+                mins.append(cx.half2(h, 0))
         dq = None
         for s in (0, 1):
             b = bfrag[s][0]     # bf16 A is never split

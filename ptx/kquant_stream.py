@@ -17,17 +17,21 @@ completing on an mbarrier), so the next stages' bytes are in flight while
 this one is multiplied and no register holds a load.
 
 Mapping: warp 0 is the producer (lane 0 first copies A into shared memory,
-then the stages; the other lanes exit). A stage holds 16 rows x CW blocks,
-one bulk copy per row (rows past N re-read row N-1; their results are never
-stored). Consumer warp c (warps 1 .. CW) multiplies block c of every stage,
-reading its fragments from the stage as kquant_mma.py reads them from global
-memory, and arrives on the stage's "empty" mbarrier; at the end of a tile
-the CW partial sums go into the slot of its last stage (all warps done with
-its weights), are added in warp order (deterministic) and stored, and only
-then is that slot released. Before the first tile the consumers prepare A once per CTA:
-Q4_K/Q5_K get the sums of its 32-value groups (the min part becomes one
-m16n8k8 per split per block: kquant_mma.min_sums_by_group), and f32 A (and
-Q8_0's bf16 A) is scaled and split into f16 hi + lo (prepare_split).
+but Q8_0's bf16 A, then the stages; the other lanes exit). A stage holds 16
+rows x CW blocks, one bulk copy per row (rows past N re-read row N-1; their
+results are never stored). Consumer warp c (warps 1 .. CW) multiplies block
+c of every stage, reading its fragments from the stage as kquant_mma.py
+reads them from global memory, and arrives on the stage's "empty" mbarrier;
+at the end of a tile the CW partial sums go into the slot of its last stage
+(all warps done with its weights), are added in warp order (deterministic)
+and stored, and only then is that slot released. Before the first tile the
+consumers prepare A once per CTA:
+- Q4_K/Q5_K get the sums of its 32-value groups (the min part becomes one
+  m16n8k8 per split per block: kquant_mma.min_sums_by_group);
+- f32 A (and Q8_0's bf16 A) is scaled and split into f16 hi + lo
+  (prepare_split);
+- the K-quants' A is stored in the pairs the mma's B fragments take
+  (Ctx.act_paired), so no step re-pairs it with prmt.
 
 Shared memory: the ring, a 32-byte scratch, mbarriers, 8 output scales,
 then A (and the group sums), whose size the host adds at launch. The ring's
@@ -61,7 +65,14 @@ the ring's depth became a parameter (2 when 3 does not fit). Q4_K f16 14336
 x 4096 18.8 -> 17.8 us, 4096 x 14336 19.9 -> 17.7; Q6_K f16 25.1 -> 23.6;
 Q8_0 f16 28.3 -> 27.2. At K = 28672 (8192 x 28672) kernels that fell back
 stream now: Q6_K f16 101.8 -> 72.9 us, f32 180.8 -> 88.2; Q4_K f32 105.0 ->
-59.0; Q5_K f32 151.5 -> 76.4; Q8_0 f32 123.3 -> 99.1.
+59.0; Q5_K f32 151.5 -> 76.4; Q8_0 f32 123.3 -> 99.1. Then A stored in mma
+pairs, paired scales and d / 16 per Q6_K block: Q4_K f16 14336 x 4096 18.0
+-> 17.4-17.6 us, Q6_K f32 4096 x 14336 27.5 -> 25.8-26.0. The remaining gap
+to a plain read is fixed, not a rate: from 33 to 132 MB of Q4_K weights the
+kernel adds 32.9 us for 99 MB (3.01 TB/s, the copy bandwidth) where the read
+adds 32.1, but it pays about 6.5 us at any size against the read's 4.3 (the
+last stage's arithmetic after its bytes land, the reduction, and a last
+round of tiles that not every CTA has).
 """
 
 import collections

@@ -6,7 +6,9 @@
 //    machine's CPU;
 //  * dequant-matvec at M = 1 (f16, bf16 and f32 activations, f32 out), W N x K for
 //    (N, K) = (14336, 4096) and (4096, 14336) (an 8B model's FFN), and
-//    (28672, 8192) and (8192, 28672) (a 70B model's): weight bytes per second,
+//    (28672, 8192) and (8192, 28672) (a 70B model's), (18944, 3584) and
+//    (3584, 18944) (a 7B model's whose K is not a multiple of 2048 values):
+//    weight bytes per second,
 //    against the copy bandwidth, against a plain read of the same weight
 //    bytes (support/plain_read.hpp: the ceiling at this size) and against
 //    cuBLAS GemmEx f16 (A 1 x K, B the f16 weights N x K transposed, f32
@@ -135,7 +137,8 @@ int run(int iters, bool matvec_only) {
   std::printf("format A     N x K        | kaio us  weight GB/s  %%copy | read us  %%read | cuBLAS f16 us  speedup\n");
   const kaio_bench::PlainRead plain_read(device.get(), info.sm_count);
   struct Shape { int64_t n, k; };
-  for (const Shape s : {Shape{14336, 4096}, Shape{4096, 14336}, Shape{28672, 8192}, Shape{8192, 28672}}) {
+  for (const Shape s : {Shape{14336, 4096}, Shape{4096, 14336}, Shape{28672, 8192}, Shape{8192, 28672},
+                        Shape{18944, 3584}, Shape{3584, 18944}}) {
     double cublas_us = -1;
     if (cublas) {
       const uint64_t wb = static_cast<uint64_t>(s.n * s.k) * 2;

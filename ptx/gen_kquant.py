@@ -989,8 +989,9 @@ def dequantize(k, p, fmt):
 MV_PARAMS = [(".u64", "a"), (".u64", "w"), (".u64", "c"), (".u32", "m"), (".u32", "n"),
              (".u32", "units"), (".u64", "lda"), (".u64", "w_stride"), (".u64", "ldc"),
              (".u32", "a_dtype"), (".u32", "out_dtype")]
-# the streaming kernels also take their ring depth (kquant_stream.py)
-STREAM_PARAMS = MV_PARAMS + [(".u32", "stages")]
+# the streaming kernels also take their ring depth and whether W's rows need
+# 16-byte windows (kquant_stream.py)
+STREAM_PARAMS = MV_PARAMS + [(".u32", "stages"), (".u32", "windows")]
 
 
 STAGE_LIMIT = 40 * 1024   # shared bytes for A staging (static shared memory stays < 48 KiB)

@@ -35,15 +35,24 @@ consumers prepare A once per CTA:
 
 Shared memory: the ring, a 32-byte scratch, mbarriers, 8 output scales,
 then A (and the group sums), whose size the host adds at launch. The ring's
-depth is the kernel's last parameter: MAX_STAGES where A leaves room, else
-2 (a larger A, as f32 A at K = 28672); A that does not fit beside 2 runs
-kquant_mma.py's kernels (f32: the CUDA-core one). A stage's row
-pitch is padded to 32 mod 128 bytes, so the 8 rows a warp's lanes read land
-in different banks (2 wavefronts per 8-byte vector load, the minimum; Q8_0's
-16-bit loads: 16 mod 128, one wavefront). Q6_K and Q8_0 blocks (210 and 34
-bytes) are bulk-copied at least 8 to a row chunk (a multiple of 16 bytes),
-so their kernels need K a multiple of 2048 (Q6_K) or 256 (Q8_0) and W
-16-byte aligned (the host checks).
+depth is a kernel parameter (`stages`): MAX_STAGES where A leaves room,
+else 2 (a larger A, as f32 A at K = 28672); A that does not fit beside 2
+runs kquant_mma.py's kernels (f32: the CUDA-core one). A stage's row pitch
+is padded to 32 mod 128 bytes, so the 8 rows a warp's lanes read land in
+different banks (2 wavefronts per 8-byte vector load, the minimum; Q8_0's
+16-bit loads: 16 mod 128, one wavefront).
+
+Q6_K and Q8_0 blocks (210 and 34 bytes) put a row's chunk at any even
+address. Bulk copies need 16-byte aligned ends, so when the host says so
+(`windows`: W's rows off 16 bytes, or K not a multiple of 8 blocks) each
+row's chunk is copied in the 16-byte aligned window around it and read
+from the window's offset (the host checks W starts 16-byte aligned and its
+buffer holds the last window's up to 15 extra bytes, else the fallback
+kernels run). Measured (same bench, 18944 x 3584 and 3584 x 18944, K not a
+multiple of 2048): Q6_K f16 39.5 -> 27.0 and 40.9 -> 28.0 us, f32 62.6 ->
+29.4 and 68.2 -> 34.1 (the register-fed and CUDA-core kernels before);
+aligned rows take plain copies, within 0-4 % of before (Q6_K f32 24.4 ->
+25.5 us at 14336 x 4096).
 
 Measured on the H100 (bench_kquant --matvec, M = 1, 14336 x 4096, against
 the register-fed kernels in the same call; bench/RESULTS.md, session 5):
@@ -100,10 +109,19 @@ def stage_blocks(fmt):
     return CONSUMERS * GEOMETRY[fmt][2]
 
 
+def windowed(fmt):
+    """Q6_K and Q8_0 blocks (210 and 34 bytes) leave a row's chunk at any
+    even address: each is copied in the 16-byte aligned window around it,
+    and read from the window's offset (stream_matvec)."""
+    return GEOMETRY[fmt][0] % 16 != 0
+
+
 def layout(fmt):
     """Byte sizes: a stage row's pitch, a stage (a multiple of 128, so every
-    stage keeps the ring's bank pattern), the reduction area."""
+    stage keeps the ring's bank pattern)."""
     row = stage_blocks(fmt) * GEOMETRY[fmt][0]
+    if windowed(fmt):
+        row = (row + 15 + 15) // 16 * 16      # the window: up to 15 bytes before, rounded up
     pitch = row + (GEOMETRY[fmt][3] - row % 128) % 128
     assert ROWS * pitch >= CONSUMERS * 32 * 16     # a stage holds a tile's partial sums
     return Layout(pitch, ROWS * pitch)
@@ -464,6 +482,7 @@ def stream_matvec(k, p, fmt, dt):
     for r in range(ROWS):
         row = k.r("min.u32", k.r("add.u32", row0, str(r)), nlast)
         rows.append(k.rd("mad.lo.u64", k.rd("cvt.u64.u32", row), p["w_stride"], p["w"]))
+
     kc = k.var_r("0")
     pstage = k.label("pstage")
     k.place(pstage)
@@ -474,12 +493,34 @@ def stream_matvec(k, p, fmt, dt):
     nb = k.r("min.u32", k.r("sub.u32", nblk, kc), str(sb))
     row_bytes = k.r("mul.lo.u32", nb, str(bb))
     fbar = k.r("mad.lo.u32", slot, "8", full)
-    k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %s" % (fbar, k.r("shl.b32", row_bytes, "4")))
     dst = k.r("mad.lo.u32", slot, str(lay.stage), ring)
     src_off = k.rd("mul.wide.u32", kc, str(bb))
-    for r in range(ROWS):
+
+    def copy(r, src, size):
         k.op("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s], %s, [%s]"
-             % (k.r("add.u32", dst, str(r * lay.pitch)), k.rd("add.u64", rows[r], src_off), row_bytes, fbar))
+             % (k.r("add.u32", dst, str(r * lay.pitch)), src, size, fbar))
+
+    copied = k.label("copied")
+    if windowed(fmt):
+        # rows at any even address (the host's `windows`): each row's chunk
+        # from its 16-byte aligned window, start - (start & 15), its size
+        # rounded up to 16 (the host checks the last row's rounding stays in
+        # W's buffer), each expected as it is issued, then one arrive
+        plain = k.label("plain")
+        k.op("@%s bra %s" % (k.p("setp.eq.u32", p["windows"], "0"), plain))
+        for r in range(ROWS):
+            src = k.rd("add.u64", rows[r], src_off)
+            delta = k.r("and.b32", k.r("cvt.u32.u64", src), "15")
+            size = k.r("and.b32", k.r("add.u32", delta, k.r("add.u32", row_bytes, "15")), "-16")
+            k.op("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%s], %s" % (fbar, size))
+            copy(r, k.rd("sub.u64", src, k.rd("cvt.u64.u32", delta)), size)
+        k.op("mbarrier.arrive.shared::cta.b64 _, [%s]" % fbar)
+        k.op("bra %s" % copied)
+        k.place(plain)
+    k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %s" % (fbar, k.r("shl.b32", row_bytes, "4")))
+    for r in range(ROWS):
+        copy(r, k.rd("add.u64", rows[r], src_off), row_bytes)
+    k.place(copied)
     k.op("add.u32 %s, %s, 1" % (i, i))
     next_slot(slot, parity)
     k.op("add.u32 %s, %s, %d" % (kc, kc, sb))
@@ -516,19 +557,32 @@ def stream_matvec(k, p, fmt, dt):
     lane_row = k.r("mad.lo.u32", g, str(lay.pitch), k.r("mad.lo.u32", cw, str(bpw * bb), ring))
     ctile_l = k.label("ctile")
     k.place(ctile_l)
+    if windowed(fmt):
+        # the low bits of rows g and g + 8's first bytes (the producer's
+        # clamped rows), to which a stage adds its chunk's offset: the
+        # windows' deltas
+        row_lo = []
+        for off in (0, 8):
+            row = k.r("min.u32", k.r("add.u32", k.r("shl.b32", ctile, "4"), k.r("add.u32", g, str(off))),
+                      k.r("sub.u32", p["n"], "1"))
+            row_lo.append(k.r("mad.lo.u32", row, k.r("cvt.u32.u64", p["w_stride"]), k.r("cvt.u32.u64", p["w"])))
     acc = [k.var_f("0f00000000") for _ in range(4)]
     ckc = k.var_r("0")
     cstage, skip = k.label("cstage"), k.label("skip")
     k.place(cstage)
     wait(full, cslot, cparity)
-    bi = k.r("mad.lo.u32", cw, str(bpw), ckc)          # the warp's first block (all or none exist)
+    bi = k.r("mad.lo.u32", cw, str(bpw), ckc)          # the warp's first block
     k.op("@%s bra %s" % (k.p("setp.ge.u32", bi, nblk), skip))
     blk = k.r("mad.lo.u32", cslot, str(lay.stage), lane_row)
+    row_addrs = [k.r("add.u32", blk, str(8 * ri * lay.pitch)) for ri in range(2)]     # rows g, g + 8
+    if windowed(fmt):
+        chunk = k.r("mul.lo.u32", ckc, str(bb))
+        row_addrs = [k.r("add.u32", a, k.r("and.b32", k.r("add.u32", lo, chunk), "15"))
+                     for a, lo in zip(row_addrs, row_lo)]
     if fmt == "q8_0":
-        q8.q8_0_warp_blocks(k, cx, blk, lay.pitch, bi, abase, t, acc)
+        q8.q8_0_warp_blocks(k, cx, row_addrs, bi, nblk, abase, t, acc)
     else:
-        loaded = [load_block(k, fmt, k.r("add.u32", blk, str(8 * ri * lay.pitch)), t, space="shared")
-                  for ri in range(2)]
+        loaded = [load_block(k, fmt, a, t, space="shared") for a in row_addrs]
         compute_block(k, fmt, cx, loaded, abase, k.r("mul.lo.u32", bi, str(be)), t, acc, always)
     k.place(skip)
     # every consumer thread releases its own reads of the stage (a lane-0

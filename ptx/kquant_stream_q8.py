@@ -22,30 +22,36 @@ BLOCK_BYTES, BLOCK_ELEMS = 34, 32
 BLOCKS_PER_WARP = 4
 
 
-def q8_0_warp_blocks(k, cx, blk, pitch, bi0, abase, t, acc):
-    """acc += the products of blocks bi0 .. bi0 + BLOCKS_PER_WARP - 1 of rows
-    g, g + 8, whose bytes start at blk (row g; row g + 8 is 8 pitches on) in
-    shared memory, with A's row at abase (f16, or split: kquant_mma.act_base)."""
-    qa = k.r("add.u32", blk, k.r("mad.lo.u32", t, "2", "2"))      # row g's first pair: qs + 2t
+def q8_0_warp_blocks(k, cx, rows, bi0, nblk, abase, t, acc):
+    """acc += the products of blocks bi0 .. bi0 + BLOCKS_PER_WARP - 1 (those
+    below nblk) of rows g, g + 8, whose bytes start at rows[0], rows[1] in
+    shared memory, with A's row at abase (f16, or split: kquant_mma.act_base).
+    A block past the row's end is multiplied with its row's last activations
+    (stale stage bytes: registers only) and not added."""
+    lane = k.r("mad.lo.u32", t, "2", "2")
+    qa = [k.r("add.u32", r, lane) for r in rows]                  # each row's first pair: qs + 2t
     magic = cx.magic                                               # f16 0x6400 pairs
     flip = k.r("mov.b32", "0x00800080")
     bias = k.r("mov.b32", "0x64806480")                            # f16 1152, both halves
     act_lane = k.r("mul.lo.u32", t, "4")
     for b in range(BLOCKS_PER_WARP):
         kb = k.r("add.u32", bi0, str(b))                           # block index in the row
+        valid = k.p("setp.lt.u32", kb, nblk) if b else None          # bi0 itself exists
+        if valid:
+            kb = k.r("min.u32", kb, k.r("sub.u32", nblk, "1"))
         # block kb starts at element 32 kb: byte 64 kb, or 128 kb when split
         ab = k.r("mad.lo.u32", kb, str((4 if cx.split_act else 2) * BLOCK_ELEMS), k.r("add.u32", abase, act_lane))
         scales = []
-        for r8 in (0, 8 * pitch):
+        for row in rows:
             h = k.reg("h")
-            k.op("ld.shared.b16 %s, [%s+%d]" % (h, blk, BLOCK_BYTES * b + r8))
+            k.op("ld.shared.b16 %s, [%s+%d]" % (h, row, BLOCK_BYTES * b))
             scales.append(k.f("cvt.f32.f16", h))
         dq = None
         for s in (0, 1):
             a = []
             for koff in (0, 8):          # slots 2t, 2t+1, then 2t+8, 2t+9
-                for r8 in (0, 8 * pitch):
-                    w = k.r("ld.shared.u16", "[%s+%d]" % (qa, BLOCK_BYTES * b + r8 + 16 * s + koff))
+                for q in qa:
+                    w = k.r("ld.shared.u16", "[%s+%d]" % (q, BLOCK_BYTES * b + 16 * s + koff))
                     x = k.r("lop3.b32", k.r("prmt.b32", w, magic, "0x7150"), flip, "0", "0x3C")   # a ^ b
                     a.append(k.r("sub.rn.f16x2", x, bias))
             parts = (0, 16) if cx.split_act else (None,)
@@ -57,4 +63,4 @@ def q8_0_warp_blocks(k, cx, blk, pitch, bi0, abase, t, acc):
                 bw = [k.r("ld.shared.b32", "[%s+%d]" % (ab, o)) for o in (o0, o1)]
                 dq = mma(cx, a, bw, dq)
         for i in range(4):
-            k.op("fma.rn.f32 %s, %s, %s, %s" % (acc[i], scales[i // 2], dq[i], acc[i]))
+            k.op("%sfma.rn.f32 %s, %s, %s, %s" % ("@%s " % valid if valid else "", acc[i], scales[i // 2], dq[i], acc[i]))

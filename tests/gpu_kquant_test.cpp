@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <iterator>
 #include <vector>
 
 #include "support/kaio_test.hpp"
@@ -162,8 +163,8 @@ TEST_F(GpuKquant, QuantMatmulMatchesTheF64Reference) {
   // Before sm_90, K > 32 x 256 (8448, 12800) runs the 8-warp tensor-core
   // matvec and smaller K its 4-warp variant. On sm_90 the streaming kernel
   // (one CTA per SM, 16-row tiles, stages of 16 blocks per row, Q8_0 64)
-  // takes them all, but Q6_K with K not a multiple of 2048 and an A too large
-  // for shared memory, and these reach its corners:
+  // takes them all but an A too large for shared memory, and these reach its
+  // corners:
   // - (1, 2113, 2048): more tiles than an H100's 132 SMs, the last one 1 row;
   // - (2, 4300, 512): up to 3 tiles per CTA and 2-block stages;
   // - (1, 40, 2304): a last stage of 1 block;
@@ -172,16 +173,26 @@ TEST_F(GpuKquant, QuantMatmulMatchesTheF64Reference) {
   // - (2, 37, 14336): f32 A (and Q8_0's bf16 A, split likewise), through a
   //   ring of 2 for Q5_K and Q6_K;
   // - (8, 20, 8448): a ring of 2 for Q4_K (f16, bf16 A) and Q8_0 (f16 A);
-  // - (4, 40, 2048): Q6_K streamed with M > 1.
+  // - (4, 40, 2048): Q6_K streamed with M > 1;
+  // - K not a multiple of 2048 (Q6_K) or 128 (Q8_0, 4 blocks a warp), and
+  //   odd N: rows at any even address, copied in 16-byte windows.
   // A's rows are padded (lda = K + 8) for every M <= 8.
   const Shape shapes[] = {{1, 1, 256}, {1, 67, 1024}, {3, 130, 512}, {5, 8, 256},
                           {8, 31, 768}, {9, 40, 256}, {33, 129, 512}, {2, 17, 8448},
                           {7, 5, 12800}, {1, 2113, 2048}, {2, 4300, 512}, {1, 40, 2304},
                           {3, 300, 14336}, {2, 37, 14336}, {8, 20, 8448}, {4, 40, 2048}};
+  // Q8_0 only: rows of 35 and 19 blocks, so a stage's last warp has 1-3
+  // blocks of its 4 (the others are skipped)
+  const Shape q8_only[] = {{2, 45, 1120}, {1, 19, 608}};
+  auto shapes_of = [&](Format f) {
+    std::vector<Shape> out(std::begin(shapes), std::end(shapes));
+    if (f == Format::q8_0) out.insert(out.end(), std::begin(q8_only), std::end(q8_only));
+    return out;
+  };
   for (Format f : kFormats)
     for (kaio_dtype adt : kFloatTypes)
       for (kaio_dtype odt : {KAIO_DTYPE_F32, KAIO_DTYPE_F16})
-        for (const Shape &s : shapes) {
+        for (const Shape &s : shapes_of(f)) {
           SCOPED_TRACE(std::string(kqref::format_name(f)) + " A " + kaio_dtype_name(adt) +
                        " C " + kaio_dtype_name(odt) + " " + std::to_string(s.m) + "x" +
                        std::to_string(s.n) + "x" + std::to_string(s.k));
@@ -202,7 +213,12 @@ TEST_F(GpuKquant, QuantMatmulMatchesTheF64Reference) {
           for (int64_t r = 0; r < s.m; ++r)
             std::copy_n(&packed[static_cast<size_t>(r * s.k) * esize], static_cast<size_t>(s.k) * esize,
                         &ab[static_cast<size_t>(r) * lda * esize]);
-          kt::Buffer abuf = upload(ab.data(), ab.size()), wbuf = upload(wq.data(), wq.size());
+          // W's buffer 16 bytes longer than W: sm_90 streams Q6_K and Q8_0 rows
+          // in 16-byte windows, which may reach past W's last byte (the host
+          // test covers the buffer that ends there)
+          std::vector<uint8_t> wpad(wq);
+          wpad.resize(wq.size() + 16, 0xA5);
+          kt::Buffer abuf = upload(ab.data(), ab.size()), wbuf = upload(wpad.data(), wpad.size());
           const size_t cbytes = static_cast<size_t>(s.m * s.n) * kaio_dtype_size(odt);
           kt::Buffer cbuf = kt::make_buffer(dev(), cbytes);
           ASSERT_EQ(kaio_buffer_memset(cbuf.get(), stream(), 0, 0xFF, cbytes), KAIO_OK);

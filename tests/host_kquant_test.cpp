@@ -63,13 +63,15 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
   EXPECT_EQ(last_kernel(), "kaio_kq_quantize_q4_k_ggml");
   KT_OK(kaio_dequantize(stream_.get(), &q, &x, KAIO_QUANT_Q6_K));
   EXPECT_EQ(last_kernel(), "kaio_kq_dequantize_q6_k");
-  // matvec: A 3 x 512 f16, W 40 x 512 Q8_0, C 3 x 40 f32: streamed on sm_90
-  // (16 blocks a row: chunks of 8); W 2 bytes off 16, or K = 480 (15
-  // blocks): the CUDA-core kernel, 8 weight rows per CTA
+  // matvec: A 3 x 512 f16, W 40 x 512 Q8_0, C 3 x 40 f32: streamed on sm_90,
+  // each row's chunk copied in its 16-byte window; a W 2 bytes off 16, or
+  // one whose buffer ends inside the last row's window: the CUDA-core
+  // kernel, 8 weight rows per CTA
   kaio_tensor a = at(KAIO_DTYPE_F16, 3, 512, 0), w = at(KAIO_DTYPE_U8, 40, 544, 16384),
               c = at(KAIO_DTYPE_F32, 3, 40, 65536);
   KT_OK(kaio_quant_matmul(stream_.get(), &a, &w, &c, KAIO_QUANT_Q8_0));
   EXPECT_EQ(last_kernel(), "kaio_kq_stream_q8_0_f16");
+  EXPECT_EQ(kt::launch_param<unsigned>(12), 0u) << "16-byte aligned rows: plain copies";
   const unsigned q8_f16_shared = shared_;
   // bf16 and f32 A are held as their f16 hi + lo split only (4 bytes a
   // value against f16's 2)
@@ -84,8 +86,15 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
   KT_OK(kaio_quant_matmul(stream_.get(), &a, &w_off, &c, KAIO_QUANT_Q8_0));
   EXPECT_EQ(last_kernel(), "kaio_kq_matvec_q8_0_m4");
   EXPECT_EQ(grid_, 5u);
+  // K = 480: rows of 15 blocks (510 bytes), at every even address
   kaio_tensor a480 = at(KAIO_DTYPE_F16, 3, 480, 0), w480 = at(KAIO_DTYPE_U8, 40, 510, 16384);
   KT_OK(kaio_quant_matmul(stream_.get(), &a480, &w480, &c, KAIO_QUANT_Q8_0));
+  EXPECT_EQ(last_kernel(), "kaio_kq_stream_q8_0_f16");
+  EXPECT_EQ(kt::launch_param<unsigned>(12), 1u) << "rows off 16 bytes: windows";
+  kt::Buffer exact = kt::make_buffer(dev_.get(), 39 * 510);   // ends 2 bytes past a multiple of 16
+  kaio_tensor w_end = kaio_tensor_2d(exact.get(), KAIO_DTYPE_U8, 39, 510);
+  kaio_tensor c39 = at(KAIO_DTYPE_F32, 3, 39, 65536);
+  KT_OK(kaio_quant_matmul(stream_.get(), &a480, &w_end, &c39, KAIO_QUANT_Q8_0));
   EXPECT_EQ(last_kernel(), "kaio_kq_matvec_q8_0_m4");
   // K-quants on sm_90 (the fake device): the streaming tensor-core matvec,
   // one CTA of 17 warps per SM (the fake has 4) and at most one per 16-row
@@ -114,17 +123,19 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
                    KAIO_QUANT_Q5_K),
             "kaio_kq_stream_q5_k_bf16");
   EXPECT_EQ(grid_, 4u);
-  // Q6_K streams rows in chunks of 8 blocks (1680 bytes, 16-byte aligned
-  // copies): K = 33 x 256 and a W 2 bytes off 16 take the register-fed kernel
+  // Q6_K rows at any even address stream too (K = 33 x 256: 6930-byte
+  // rows); a W 2 bytes off 16 takes the register-fed kernel
   const kaio_tensor clong = at(KAIO_DTYPE_F32, 3, 40, 524288);
   EXPECT_EQ(matmul(at(KAIO_DTYPE_F16, 3, 8448, 0), at(KAIO_DTYPE_U8, 40, 33 * 210, 65536), clong,
                    KAIO_QUANT_Q6_K),
-            "kaio_kq_mma_q6_k_f16");
+            "kaio_kq_stream_q6_k_f16");
   EXPECT_EQ(grid_, 3u);
-  EXPECT_EQ(block_, 256u);
+  EXPECT_EQ(block_, 544u);
+  EXPECT_EQ(kt::launch_param<unsigned>(12), 1u);
   const kaio_tensor a2k = at(KAIO_DTYPE_F16, 3, 2048, 0);
   EXPECT_EQ(matmul(a2k, at(KAIO_DTYPE_U8, 40, 8 * 210, 65536), clong, KAIO_QUANT_Q6_K),
             "kaio_kq_stream_q6_k_f16");
+  EXPECT_EQ(kt::launch_param<unsigned>(12), 0u);
   EXPECT_EQ(matmul(a2k, at(KAIO_DTYPE_U8, 40, 8 * 210, 65538), clong, KAIO_QUANT_Q6_K),
             "kaio_kq_mma_q6_k_f16_w4");
   EXPECT_EQ(grid_, 3u);

@@ -64,7 +64,7 @@ def activations(dt, count):
     return raw, vals
 
 
-def run(text, fmt, dt, M, N, nblk, ctas=2, out_f16=False, stages=3):
+def run(text, fmt, dt, M, N, nblk, ctas=2, out_f16=False, stages=3, windows=None):
     name = "kaio_kq_stream_%s_%s" % (fmt, dt)
     kern = parse_kernel(text, name)
     launch_line = re.search(r"// kaio-launch: %s block=(\d+) shared_fixed=(\d+) ring_stage=(\d+) ring_stages=(\d+)"
@@ -97,6 +97,11 @@ def run(text, fmt, dt, M, N, nblk, ctas=2, out_f16=False, stages=3):
     params = dict(a=aoff, w=woff, c=coff, m=M, n=N, units=K // UNIT[fmt], lda=lda,
                   w_stride=nblk * BB[fmt], ldc=ldc, a_dtype=DTYPE[dt], out_dtype=2 if out_f16 else 1,
                   stages=stages)
+    # Q6_K / Q8_0 rows off 16 bytes take 16-byte windows (the host's rule;
+    # a case may force them on aligned rows)
+    if windows is None:
+        windows = int(fmt in ("q6_k", "q8_0") and (nblk % 8 != 0 or woff % 16 != 0 or params["w_stride"] % 16 != 0))
+    params["windows"] = windows
     split = dt == "f32" or (fmt == "q8_0" and dt == "bf16")
     smem = stages * stage + fixed + M * K * (4 if split else 2)
     smem += 3 * M * (K // 32) * 2 if fmt in ("q4_k", "q5_k") else 0
@@ -115,7 +120,8 @@ def run(text, fmt, dt, M, N, nblk, ctas=2, out_f16=False, stages=3):
             o = coff + csize * (m * ldc + n)
             assert mem[o:o + csize] == b"\xff" * csize, "padding written"
     rel = (err / norm) ** 0.5
-    print(fmt, dt, "M", M, "N", N, "blocks", nblk, "CTAs", ctas, "stages", stages, "f16 C" if out_f16 else "f32 C",
+    print(fmt, dt, "M", M, "N", N, "blocks", nblk, "CTAs", ctas, "stages", stages, "windows", windows,
+          "f16 C" if out_f16 else "f32 C",
           "rel err %.3g" % rel, flush=True)
     return rel
 
@@ -137,6 +143,12 @@ def main():
     # stages through it, the slots and parities wrapping at 2
     bad += not (run(text, "q6_k", "f32", 2, 100, 8, ctas=1, stages=2) < 1e-5)
     bad += not (run(text, "q4_k", "f16", 1, 40, 33, ctas=1, stages=2) < 1e-5)
+    # Q6_K and Q8_0 rows at any even address (5 and 19 blocks a row: 1050
+    # and 646 bytes): each chunk copied in its 16-byte window
+    bad += not (run(text, "q6_k", "f16", 2, 37, 5) < 1e-5)
+    bad += not (run(text, "q8_0", "bf16", 1, 23, 19) < 1e-5)
+    bad += not (run(text, "q6_k", "f32", 1, 20, 21, ctas=1, stages=2) < 1e-5)
+    bad += not (run(text, "q8_0", "f16", 2, 20, 16, windows=1) < 1e-5)      # windows on aligned rows
     # f16 C (one 2^-11 rounding of each output), with the f32 split's unscale
     bad += not (run(text, "q8_0", "f32", 2, 40, 8, out_f16=True) < 1e-5 + 2.0 ** -11)
     print("%d case(s) over tolerance" % bad)

@@ -296,13 +296,15 @@ class Warp:
                         v |= (a if i & 4 else ~a) & (b if i & 2 else ~b) & (c if i & 1 else ~c)
                 r.append(v & M32)
             self.setr(d, r, mask)
-        elif op in ("add.u64", "mul.lo.u64", "mad.lo.u64", "mul.wide.u32"):
+        elif op in ("add.u64", "sub.u64", "and.b64", "mul.lo.u64", "mad.lo.u64", "mul.wide.u32"):
             if op == "add.u64": r = [s[0][l] + s[1][l] for l in Z]
+            elif op == "sub.u64": r = [s[0][l] - s[1][l] for l in Z]
+            elif op == "and.b64": r = [s[0][l] & s[1][l] for l in Z]
             elif op == "mul.lo.u64": r = [s[0][l] * s[1][l] for l in Z]
             elif op == "mad.lo.u64": r = [s[0][l] * s[1][l] + s[2][l] for l in Z]
             else: r = [(s[0][l] & M32) * (s[1][l] & M32) for l in Z]
             self.setr(d, [v & M64 for v in r], mask)
-        elif op == "cvt.u64.u32":
+        elif op in ("cvt.u64.u32", "cvt.u32.u64"):
             self.setr(d, [v & M32 for v in s[0]], mask)
         elif op == "cvt.u32.u16":
             self.setr(d, [v & 0xFFFF for v in s[0]], mask)
@@ -433,6 +435,11 @@ class Cta:
             for l in lanes:
                 assert ad[l] % 8 == 0
                 self.mbar[ad[l]] = [cnt[l], cnt[l], 0, 0]
+        elif op.startswith("mbarrier.expect_tx"):
+            ad, tx = warp.addr(args[0]), warp.val(args[1])
+            for l in lanes:
+                self.mbar[ad[l]][2] += tx[l]
+                self._settle(ad[l])
         elif op.startswith("mbarrier.arrive.expect_tx"):
             ad, tx = warp.addr(args[1]), warp.val(args[2])
             for l in lanes:

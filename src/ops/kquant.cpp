@@ -21,7 +21,6 @@ constexpr int64_t kRowsPerMatvecBlock = 8;  // one warp per weight row
 constexpr int64_t kRowsPerMmaBlock = 16;    // the tensor-core matvec: one mma tile of rows
 constexpr int64_t kSuperblock = 256;          // values per Q4_K / Q5_K / Q6_K block
 constexpr int64_t kMmaNarrowMaxBlocks = 32;   // K <= 8192: the 4-warp tensor-core matvec
-constexpr int64_t kStreamChunkBlocks = 8;     // Q6_K / Q8_0 blocks per 16-byte multiple
 constexpr int64_t kStreamMinStages = 2;       // a ring of 1 could not overlap copies and arithmetic
 constexpr unsigned kConvertPerThread = 8;   // the convert kernels' elements per thread
 
@@ -160,16 +159,14 @@ kaio_status plan_dequantize(const char *caller, kaio_device *device, KquantPlan 
 // deepest ring the kernel takes, else a shallower one down to
 // kStreamMinStages (a larger A: 2 stages still overlap the copies with the
 // arithmetic, and measured far faster than the fallback kernels). Q6_K and
-// Q8_0 rows are copied in chunks of kStreamChunkBlocks blocks (1680 and 272
-// bytes, multiples of 16), so K must be a multiple of that and W 16-byte
-// aligned (checked at launch: p->unaligned runs otherwise).
+// Q8_0 rows (210 and 34-byte blocks) are copied in 16-byte aligned windows,
+// which needs W to start 16-byte aligned and its buffer to hold the last
+// row's window (checked at launch: stream_windows_fit; p->unaligned runs
+// otherwise).
 kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPlan *p,
                                bool *planned) {
   *planned = false;
-  const bool chunked = p->format == KAIO_QUANT_Q6_K || p->format == KAIO_QUANT_Q8_0;
-  if (device->info.cc_major < 9 ||
-      (chunked && (p->k / kquant_block_elems(p->format)) % kStreamChunkBlocks != 0))
-    return KAIO_OK;
+  if (device->info.cc_major < 9) return KAIO_OK;
   const int dtype = p->dtype == KAIO_DTYPE_F16 ? 0 : p->dtype == KAIO_DTYPE_BF16 ? 1 : 2;
   const KernelId id = with_dtype_offset(KernelId::kq_stream_q8_0_f16, dtype * 4 + format_index(p->format));
   BuiltinFunction fn;
@@ -237,8 +234,9 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
   if (p->rows <= kMatvecMaxRows) {
     bool streamed = false;
     KAIO_TRY(plan_stream_matvec(caller, device, p, &streamed));
-    // The streamed Q6_K and Q8_0 kernels need a 16-byte aligned W; the
-    // kernel planned into p->unaligned runs a W that is not.
+    // The streamed Q6_K and Q8_0 kernels need a 16-byte aligned W with room
+    // for the last window; the kernel planned into p->unaligned runs a W
+    // that has not.
     if (streamed && p->format != KAIO_QUANT_Q6_K && p->format != KAIO_QUANT_Q8_0) return KAIO_OK;
     OpPlan *out = streamed ? &p->unaligned : &p->launch;
     return p->dtype != KAIO_DTYPE_F32 && p->format != KAIO_QUANT_Q8_0
@@ -300,6 +298,25 @@ kaio_status launch_dequantize(const char *caller, const kaio_device *device, con
   return launch_builtin(caller, device, plan, stream, params);
 }
 
+// Whether the streamed Q6_K / Q8_0 matvec may read W: its bulk copies take
+// each row's chunk in the 16-byte aligned window around it, so W must start
+// 16-byte aligned (no window reaches before it) and its buffer must hold the
+// up to 15 bytes that the last row's window reads past W's end.
+bool stream_windows_fit(const CheckedView &w, const kaio_tensor &view) {
+  const uint64_t end = w.address + w.span_bytes;
+  return w.address % 16 == 0 && (end + 15) / 16 * 16 <= view.buffer->ptr + view.buffer->size;
+}
+
+// Whether those copies need the windows at all: not when every row chunk
+// starts and ends on 16 bytes (rows 16-byte aligned, whole 8-block runs of
+// 210 or 34 bytes), where the kernel issues plain copies.
+unsigned stream_windows(const KquantPlan &p, const CheckedView &w) {
+  if (p.format != KAIO_QUANT_Q6_K && p.format != KAIO_QUANT_Q8_0) return 0;
+  const bool aligned = w.address % 16 == 0 && (w.rows == 1 || w.row_stride % 16 == 0) &&
+                       (p.k / kquant_block_elems(p.format)) % 8 == 0;
+  return aligned ? 0 : 1;
+}
+
 kaio_status launch_matmul_kq(const char *caller, const kaio_device *device, const KquantPlan &p,
                              kaio_stream *stream, const kaio_tensor *t) {
   const int64_t m = p.rows, n = p.cols, k = p.k;
@@ -318,10 +335,11 @@ kaio_status launch_matmul_kq(const char *caller, const kaio_device *device, cons
         k / (p.format == KAIO_QUANT_Q6_K ? 128 : p.format == KAIO_QUANT_Q8_0 ? 32 : 64));
     unsigned long long lda = a.row_stride, ws = w.row_stride, ldc = c.row_stride;
     unsigned adt = static_cast<unsigned>(p.dtype), odt = static_cast<unsigned>(p.out_dtype);
-    unsigned stages = p.ring_stages;  // the streaming kernels' last parameter; the others have none
-    void *params[] = {&aa, &wa, &ca, &um, &un, &units, &lda, &ws, &ldc, &adt, &odt, &stages};
-    const bool aligned = w.address % 16 == 0 && (n == 1 || w.row_stride % 16 == 0);
-    return launch_builtin(caller, device, aligned || !p.unaligned.function ? p.launch : p.unaligned,
+    // the streaming kernels' last two parameters; the others have none
+    unsigned stages = p.ring_stages, windows = stream_windows(p, w);
+    void *params[] = {&aa, &wa, &ca, &um, &un, &units, &lda, &ws, &ldc, &adt, &odt, &stages, &windows};
+    return launch_builtin(caller, device,
+                          !p.unaligned.function || stream_windows_fit(w, t[1]) ? p.launch : p.unaligned,
                           stream, params);
   }
   KAIO_TRY(launch_dequantize(caller, device, p.launch, stream, w, n, k, p.w16->ptr,

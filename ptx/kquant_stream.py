@@ -62,7 +62,7 @@ f32 A (against the CUDA-core kernels) Q4_K 31.5 -> 20.8-21.2, Q5_K 43.0 ->
 f16 32.9 -> 28.2-28.4 us, 73 % of copy. Tried and left out: 8 consumer warps
 with stages of 8 blocks (Q4_K f16 21.8-22.1 against 20.5-20.9 us for 16,
 before the group sums), a ring of 2 or 4 stages (Q4_K 20.0 and 21.2 against
-18.7 us), and PRMT operands loaded from shared memory so that ptxas keeps the
+18.7 us; 4 again in session 6, after the reduction moved: 17.5 -> 20.0), and PRMT operands loaded from shared memory so that ptxas keeps the
 selectors immediate (no change), and two consumer warps per block (each a
 half, stages of 8 blocks in a ring of 6, to shorten the last stage's compute
 after the last bytes land: Q4_K f16 19.7 against 18.7-18.9 us, Q6_K 26.3-26.6

@@ -25,7 +25,7 @@ reads them from global memory, and arrives on the stage's "empty" mbarrier;
 at the end of a tile the CW partial sums go into the slot of its last stage
 (all warps done with its weights), are added in warp order (deterministic)
 and stored, and only then is that slot released. Before the first tile the
-consumers prepare A once per CTA:
+consumers prepare A once per CTA (kquant_stream_act.py):
 - Q4_K/Q5_K get the sums of its 32-value groups (the min part becomes one
   m16n8k8 per split per block: kquant_mma.min_sums_by_group);
 - f32 A (and Q8_0's bf16 A) is scaled and split into f16 hi + lo
@@ -86,9 +86,9 @@ round of tiles that not every CTA has).
 
 import collections
 
+import kquant_stream_act as act_prep
 import kquant_stream_q8 as q8
-from kquant_mma import (BLOCK_BYTES, BLOCK_ELEMS, UNITS_PER_BLOCK, Ctx, compute_block, load_block, pair_words,
-                        store_row_sums)
+from kquant_mma import BLOCK_BYTES, BLOCK_ELEMS, UNITS_PER_BLOCK, Ctx, compute_block, load_block, store_row_sums
 
 FORMATS = ("q8_0", "q4_k", "q5_k", "q6_k")
 # per format: block bytes, values per block, blocks per consumer warp in a
@@ -127,7 +127,6 @@ def layout(fmt):
     return Layout(pitch, ROWS * pitch)
 
 
-ROWMAX_LOADS = 4           # prepare_split: 16-byte loads per thread in flight for the row maxima
 # prepare_split's scratch: the largest |x| of each of A's (up to 8) rows,
 # then in its place the row's scale s_m
 PREP_BYTES = 8 * 4
@@ -150,248 +149,6 @@ def shared_bytes(fmt):
     and Q8_0's bf16 A) + 3 x M x K / 32 x 2 (Q4_K, Q5_K: the group sums,
     three bf16 planes) and takes another kernel when that is more."""
     return SHARED_LIMIT
-
-
-def store_sum_planes(k, x, addr, plane):
-    """X (f32) as three bf16 at addr, addr + plane, addr + 2 plane: hi =
-    bf16(X), mid = bf16(X - hi), lo = bf16(X - hi - mid), both differences
-    exact in f32: 24 bits and f32's range."""
-    rest = x
-    for i in range(3):
-        h = k.reg("h")
-        k.op("cvt.rn.bf16.f32 %s, %s" % (h, rest))
-        k.op("st.shared.b16 [%s], %s" % (k.r("mad.lo.u32", plane, str(i), addr), h))
-        if i < 2:
-            rest = k.f("sub.rn.f32", rest, k.f("cvt.f32.bf16", h))
-
-
-def sums_reader(k, arow, ngroups, t, xs, plane):
-    """What kquant_mma.min_sums_by_group reads the planes with: this lane's
-    addresses (activation row arow, groups 2t, 2t + 1 of block 0) in each
-    plane, and its constants."""
-    lane = k.r("mad.lo.u32", k.r("mad.lo.u32", arow, ngroups, k.r("shl.b32", t, "1")), "2", xs)
-    return {"lanes": [lane, k.r("add.u32", lane, plane), k.r("mad.lo.u32", plane, "2", lane)],
-            "t_hi": k.p("setp.ge.u32", t, "2"), "shift": k.r("shl.b32", k.r("and.b32", t, "1"), "4"),
-            "b43": k.r("mov.b32", "0x43434343"), "ones": k.r("mov.b32", "0x3F803F80"),
-            "neg128": k.r("mov.b32", "0xC300C300")}
-
-
-def for_each_group(k, p, ngroups, ct, body):
-    """body(idx, ngroups, total) for groups idx = ct, ct + 32 CW, ... < total
-    = M x ngroups (ngroups a row: K / 32, or pair_spans' K / 16; the consumer
-    threads share the groups of all rows of A), then a consumer barrier."""
-    total = k.r("mul.lo.u32", ngroups, p["m"])
-    idx = k.var_r(ct)
-    loop, done = k.label("groups"), k.label("groups_done")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", idx, total), done))
-    k.place(loop)
-    body(idx, ngroups, total)
-    k.op("add.u32 %s, %s, %d" % (idx, idx, 32 * CONSUMERS))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", idx, total), loop))
-    k.place(done)
-    k.op("bar.sync 1, %d" % (32 * CONSUMERS))
-
-
-def group_sums(k, p, dt, nblk, act, ct, arow, t):
-    """Q4_K/Q5_K with f16/bf16 A: X_j, the f32 sum of each 32-value group of
-    A, made once per CTA after A lands (each sum in order, so every CTA gets
-    the same bits) and stored after A as three bf16 planes [M][K / 32]; and A
-    re-paired in place for the mma (Ctx.act_paired), which saves the
-    consumers 4 prmt a group and block."""
-    k_bytes = k.r("shl.b32", nblk, "9")
-    xs = k.r("mad.lo.u32", k_bytes, p["m"], act)          # after M x K x 2 bytes
-    plane = k.r("shl.b32", k.r("mul.lo.u32", k.r("shl.b32", nblk, "3"), p["m"]), "1")
-
-    def body(idx, ngroups, total):
-        src = k.r("mad.lo.u32", idx, "64", act)          # group idx: 32 values, 64 bytes
-        x = None
-        for q in range(4):
-            w = k.regs("r", 4)
-            k.op("ld.shared.v4.b32 {%s}, [%s+%d]" % (", ".join(w), src, 16 * q))
-            k.op("st.shared.v4.b32 [%s+%d], {%s}"
-                 % (src, 16 * q, ", ".join(pair_words(k, w[0], w[1]) + pair_words(k, w[2], w[3]))))
-            for word in w:
-                lo, hi = k.reg("h"), k.reg("h")
-                k.op("mov.b32 {%s, %s}, %s" % (lo, hi, word))
-                for half in (lo, hi):
-                    v = k.f("cvt.f32.%s" % dt, half)
-                    x = v if x is None else k.f("add.rn.f32", x, v)
-        store_sum_planes(k, x, k.r("mad.lo.u32", idx, "2", xs), plane)
-
-    ngroups = k.r("shl.b32", nblk, "3")
-    for_each_group(k, p, ngroups, ct, body)
-    return sums_reader(k, arow, ngroups, t, xs, plane)
-
-
-def split_layout(fmt):
-    """Where prepare_split puts a 32-value group's f16 halves (128 bytes):
-    (byte offset, hi 0 / lo 1, the 4 value pairs of the 16-byte store).
-    Q8_0: 8-value chunks [8 hi][8 lo] in order (kquant_mma.act_base);
-    Q4_K/Q5_K: the same chunks paired for the mma as group_sums pairs A;
-    Q6_K: 16-value spans [16 hi][16 lo] paired as pair_spans pairs A."""
-    out = []
-    for c in range(4):
-        if fmt == "q6_k":
-            sp, half = divmod(c, 2)          # span sp, words 4 half .. 4 half + 3
-            pairs = [(16 * sp + i, 16 * sp + i + 8) for i in range(4 * half, 4 * half + 4)]
-            out += [(64 * sp + 16 * half, 0, pairs), (64 * sp + 32 + 16 * half, 1, pairs)]
-        else:
-            order = ((0, 2), (1, 3), (4, 6), (5, 7)) if fmt in ("q4_k", "q5_k") else ((0, 1), (2, 3), (4, 5), (6, 7))
-            pairs = [(8 * c + a, 8 * c + b) for a, b in order]
-            out += [(32 * c, 0, pairs), (32 * c + 16, 1, pairs)]
-    return out
-
-
-def pair_spans(k, p, nblk, act, ct):
-    """Q6_K with f16/bf16 A: A re-paired in place, once per CTA, each
-    16-value span as (a0, a8), (a1, a9), ..., (a7, a15) (Ctx.act_paired,
-    kquant_mma.act_pair), which saves the consumers 2 prmt a step."""
-    def body(idx, nspans, total):
-        src = k.r("mad.lo.u32", idx, "32", act)
-        w = k.regs("r", 8)
-        for h in range(2):
-            k.op("ld.shared.v4.b32 {%s}, [%s+%d]" % (", ".join(w[4 * h:4 * h + 4]), src, 16 * h))
-        words = []
-        for j in range(4):
-            words += pair_words(k, w[j], w[j + 4])
-        for h in range(2):
-            k.op("st.shared.v4.b32 [%s+%d], {%s}" % (src, 16 * h, ", ".join(words[4 * h:4 * h + 4])))
-
-    for_each_group(k, p, k.r("shl.b32", nblk, "4"), ct, body)     # K / 16 spans a row
-
-
-def prepare_split(k, p, fmt, src_dt, nblk, dst, ct, lane, prep, row_scale, arow, t):
-    """A (f32, or bf16 for Q8_0), made once per CTA: each row m is scaled by
-    a power of two s_m (exact) that puts its largest |x| in [2^14, 2^15), and
-    each scaled value x' is split into f16 hi = f16(x') and lo = f16(x' - hi)
-    (22 bits; no overflow), stored at dst in 8-value chunks of [8 hi][8 lo]
-    (kquant_mma.act_base). The mma then runs in f16, twice per step, and each
-    output is multiplied by 1 / s_m (row_scale[m]) when stored. Q4_K/Q5_K:
-    the group sums are of x' and stored after the split A as in group_sums.
-    Returns their reader, or None.
-
-    f32 A was bulk-copied to dst and is split in place. bf16 A is read from
-    global memory (twice; after the first CTA from L2), so that shared memory
-    holds only its split (its raw copy beside the split did not fit at K =
-    28672: Q8_0 bf16 8192 x 28672 119.0 -> 100.0 us, but 27.7 -> 29.1 at 4096
-    x 14336; reading f32 A so cost 3.6-7.6 us at K = 14336 where the bulk copy
-    is free, so f32 keeps it)."""
-    q45 = fmt in ("q4_k", "q5_k")
-    esize, per_load = ESIZE[src_dt], 16 // ESIZE[src_dt]
-    log2_k = (GEOMETRY[fmt][1]).bit_length() - 1
-    k_elems = k.r("shl.b32", nblk, str(log2_k))
-    k_loads = k.r("shr.u32", k_elems, str(per_load.bit_length() - 1))    # 16-byte loads per row
-    space = "shared" if src_dt == "f32" else "global"
-    if space == "global":
-        lda_bytes = k.rd("mul.lo.u64", p["lda"], str(esize))
-
-        def at(m, col_bytes):
-            """Byte col_bytes of row m of A."""
-            return k.rd("add.u64", k.rd("mad.lo.u64", k.rd("cvt.u64.u32", m), lda_bytes, p["a"]),
-                        k.rd("cvt.u64.u32", col_bytes))
-    else:
-        row_bytes = k.r("mul.lo.u32", k_elems, str(esize))
-
-        def at(m, col_bytes):
-            return k.r("add.u32", k.r("mad.lo.u32", m, row_bytes, dst), col_bytes)
-
-    def values(w):
-        """The f32 values of a 16-byte load."""
-        if src_dt == "f32":
-            return w
-        out = []
-        for word in w:
-            lo, hi = k.reg("h"), k.reg("h")
-            k.op("mov.b32 {%s, %s}, %s" % (lo, hi, word))
-            out += [k.f("cvt.f32.bf16", lo), k.f("cvt.f32.bf16", hi)]
-        return out
-
-    def load16(addr, off=0, pred=None):
-        w = k.regs("f" if src_dt == "f32" else "r", 4)
-        if pred:       # a load not made leaves zeros (|x| = 0 for the max)
-            for r in w:
-                k.op("mov.b32 %s, 0" % r)
-        k.op("%s%s.v4.%s {%s}, [%s+%d]" % ("@%s " % pred if pred else "", "ld.global.nc" if space == "global" else "ld.shared",
-                                           "f32" if src_dt == "f32" else "b32", ", ".join(w), addr, off))
-        return values(w)
-
-    # 1. the largest |x| of each row: per thread, per warp, then across the
-    #    warps by an atomic max on the bits (|x| >= 0, NaN dropped by max.f32)
-    #    into prep[m], which the first thread zeroed before the start barrier
-    m = k.var_r("0")
-    rows_l = k.label("rowmax")
-    k.place(rows_l)
-    mx = k.var_f("0f00000000")
-    i = k.var_r(ct)
-    elems, elems_done = k.label("rowmax_e"), k.label("rowmax_e_done")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", i, k_loads), elems_done))
-    k.place(elems)
-    # ROWMAX_LOADS loads in flight per thread and pass (a global A's latency)
-    vals = []
-    for u in range(ROWMAX_LOADS):
-        iu = k.r("add.u32", i, str(32 * CONSUMERS * u)) if u else i
-        vals += load16(at(m, k.r("shl.b32", iu, "4")), pred=k.p("setp.lt.u32", iu, k_loads) if u else None)
-    for v in vals:
-        k.op("max.f32 %s, %s, %s" % (mx, mx, k.f("abs.f32", v)))
-    k.op("add.u32 %s, %s, %d" % (i, i, 32 * CONSUMERS * ROWMAX_LOADS))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", i, k_loads), elems))
-    k.place(elems_done)
-    for sh in (16, 8, 4, 2, 1):
-        k.op("max.f32 %s, %s, %s" % (mx, mx, k.f("shfl.sync.bfly.b32", mx, str(sh), "31", "-1")))
-    wrote = k.label("rowmax_w")
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", lane, "0"), wrote))
-    k.op("red.shared.max.u32 [%s], %s" % (k.r("mad.lo.u32", m, "4", prep), k.r("mov.b32", mx)))
-    k.place(wrote)
-    k.op("add.u32 %s, %s, 1" % (m, m))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", m, p["m"]), rows_l))
-    k.op("bar.sync 1, %d" % (32 * CONSUMERS))
-    # 2. thread m < M: t = clamp(exponent(max) - 14, -126, 113); s = 2^-t
-    #    (kept at prep[m], over the max), 1 / s = 2^t (row_scale[m])
-    scaled = k.label("scaled")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", ct, p["m"]), scaled))
-    maxes = k.r("mad.lo.u32", ct, "4", prep)
-    e = k.r("and.b32", k.r("shr.u32", k.r("ld.shared.b32", "[%s]" % maxes), "23"), "255")
-    tt = k.r("max.s32", k.r("sub.s32", e, "141"), "-126")
-    k.op("st.shared.b32 [%s], %s" % (maxes, k.r("shl.b32", k.r("sub.s32", "127", tt), "23")))
-    k.op("st.shared.b32 [%s], %s" % (k.r("mad.lo.u32", ct, "4", row_scale), k.r("shl.b32", k.r("add.s32", tt, "127"), "23")))
-    k.place(scaled)
-    k.op("bar.sync 1, %d" % (32 * CONSUMERS))
-    # 3. scale, split, and (Q4_K/Q5_K) the group sums of x'
-    xs = k.r("mad.lo.u32", k.r("shl.b32", k_elems, "2"), p["m"], dst)   # after M x K x 4 bytes
-    plane = k.r("shl.b32", k.r("mul.lo.u32", k.r("shr.u32", k_elems, "5"), p["m"]), "1")
-
-    def body(idx, ngroups, total):
-        row = k.r("div.u32", idx, ngroups)
-        scale = k.f("ld.shared.f32", "[%s]" % k.r("mad.lo.u32", row, "4", prep))
-        col = k.r("sub.u32", idx, k.r("mul.lo.u32", row, ngroups))      # group idx: 32 values
-        src = at(row, k.r("mul.lo.u32", col, str(32 * esize)))
-        out = k.r("mad.lo.u32", idx, "128", dst)               # its 4 split chunks
-        xv = []
-        for q in range(32 // per_load):
-            xv += [k.f("mul.f32", v, scale) for v in load16(src, 16 * q)]
-        if q45:
-            x = xv[0]
-            for v in xv[1:]:
-                x = k.f("add.rn.f32", x, v)
-            store_sum_planes(k, x, k.r("mad.lo.u32", idx, "2", xs), plane)
-        his, los = [], []
-        for v in xv:
-            h, l = k.reg("h"), k.reg("h")
-            k.op("cvt.rn.f16.f32 %s, %s" % (h, v))
-            k.op("cvt.rn.f16.f32 %s, %s" % (l, k.f("sub.rn.f32", v, k.f("cvt.f32.f16", h))))
-            his.append(h)
-            los.append(l)
-        for off, part, pairs in split_layout(fmt):
-            words = []
-            for j0, j1 in pairs:
-                wd = k.reg("r")
-                k.op("mov.b32 %s, {%s, %s}" % (wd, (his, los)[part][j0], (his, los)[part][j1]))
-                words.append(wd)
-            k.op("st.shared.v4.b32 [%s+%d], {%s}" % (out, off, ", ".join(words)))
-
-    ngroups = k.r("shr.u32", k_elems, "5")
-    for_each_group(k, p, ngroups, ct, body)
-    return sums_reader(k, arow, ngroups, t, xs, plane) if q45 else None
 
 
 def stream_matvec(k, p, fmt, dt):
@@ -546,11 +303,11 @@ def stream_matvec(k, p, fmt, dt):
         wait(act_bar, k.r("mov.u32", "0"), k.r("mov.u32", "0"))
     gs = None
     if split:
-        gs = prepare_split(k, p, fmt, dt, nblk, act, ct, lane, prep, row_scale, arow, t)
+        gs = act_prep.prepare_split(k, p, fmt, dt, be, nblk, act, ct, 32 * CONSUMERS, lane, prep, row_scale, arow, t)
     elif fmt in ("q4_k", "q5_k"):
-        gs = group_sums(k, p, dt, nblk, act, ct, arow, t)
+        gs = act_prep.group_sums(k, p, dt, nblk, act, ct, 32 * CONSUMERS, arow, t)
     elif fmt == "q6_k":
-        pair_spans(k, p, nblk, act, ct)
+        act_prep.pair_spans(k, p, nblk, act, ct, 32 * CONSUMERS)
     cx = Ctx(k, "f16" if split or fmt == "q8_0" else dt, act_space="shared", group_sums=gs, split_act=split,
              act_paired=fmt != "q8_0")
     # this lane's rows g and g + 8 at the warp's first block of a stage

@@ -314,15 +314,18 @@ def stream_matvec(k, p, fmt, dt):
     lane_row = k.r("mad.lo.u32", g, str(lay.pitch), k.r("mad.lo.u32", cw, str(bpw * bb), ring))
     ctile_l = k.label("ctile")
     k.place(ctile_l)
+    # rows g and g + 8 in a stage slot: with windows, each 16-byte window
+    # starts (start & 15) before its row's chunk (the producer's clamped
+    # rows); a stage's chunks start a multiple of 16 bytes apart (sb x bb),
+    # so that offset is the row's, for the whole tile
     if windowed(fmt):
-        # the low bits of rows g and g + 8's first bytes (the producer's
-        # clamped rows), to which a stage adds its chunk's offset: the
-        # windows' deltas
-        row_lo = []
-        for off in (0, 8):
+        assert sb * bb % 16 == 0
+        row_bases = [lane_row, k.r("add.u32", lane_row, str(8 * lay.pitch))]
+        for i, off in enumerate((0, 8)):
             row = k.r("min.u32", k.r("add.u32", k.r("shl.b32", ctile, "4"), k.r("add.u32", g, str(off))),
                       k.r("sub.u32", p["n"], "1"))
-            row_lo.append(k.r("mad.lo.u32", row, k.r("cvt.u32.u64", p["w_stride"]), k.r("cvt.u32.u64", p["w"])))
+            start = k.r("mad.lo.u32", row, k.r("cvt.u32.u64", p["w_stride"]), k.r("cvt.u32.u64", p["w"]))
+            row_bases[i] = k.r("add.u32", row_bases[i], k.r("and.b32", start, "15"))
     acc = [k.var_f("0f00000000") for _ in range(4)]
     ckc = k.var_r("0")
     cstage, skip = k.label("cstage"), k.label("skip")
@@ -330,12 +333,12 @@ def stream_matvec(k, p, fmt, dt):
     wait(full, cslot, cparity)
     bi = k.r("mad.lo.u32", cw, str(bpw), ckc)          # the warp's first block
     k.op("@%s bra %s" % (k.p("setp.ge.u32", bi, nblk), skip))
-    blk = k.r("mad.lo.u32", cslot, str(lay.stage), lane_row)
-    row_addrs = [k.r("add.u32", blk, str(8 * ri * lay.pitch)) for ri in range(2)]     # rows g, g + 8
     if windowed(fmt):
-        chunk = k.r("mul.lo.u32", ckc, str(bb))
-        row_addrs = [k.r("add.u32", a, k.r("and.b32", k.r("add.u32", lo, chunk), "15"))
-                     for a, lo in zip(row_addrs, row_lo)]
+        slot_base = k.r("mul.lo.u32", cslot, str(lay.stage))
+        row_addrs = [k.r("add.u32", slot_base, base) for base in row_bases]
+    else:
+        blk = k.r("mad.lo.u32", cslot, str(lay.stage), lane_row)
+        row_addrs = [k.r("add.u32", blk, str(8 * ri * lay.pitch)) for ri in range(2)]
     if fmt == "q8_0":
         q8.q8_0_warp_blocks(k, cx, row_addrs, bi, nblk, abase, t, acc)
     else:

@@ -748,7 +748,8 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_dequantize(kaio_stream *stream, const k
  * M <= 8: bandwidth-bound kernels read W once and never dequantize it to
  * memory; on sm_90 they stream W fastest when A fits in shared memory and,
  * for Q6_K and Q8_0, W starts 16-byte aligned with at least 15 more bytes
- * of its buffer after it (else slower kernels run). M > 8: the op dequantizes W into an N x K f16 workspace (bf16 when
+ * of its buffer after it (else slower kernels run).
+ * M > 8: the op dequantizes W into an N x K f16 workspace (bf16 when
  * A is bf16) that it owns, rounds an f32 A to f16 into a second M x K
  * workspace (A must then be contiguous), and runs the tensor-core matmul
  * (kaio_matmul's kernels): the products then see f16/bf16-rounded operands.

@@ -173,11 +173,13 @@ kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPl
   KAIO_TRY(device->modules->function(caller, id, &fn));
   // A (2 bytes a value), or A split into f16 hi + lo (4 bytes a value: f32
   // A, and Q8_0's bf16 A); Q4_K/Q5_K's 32-value group sums as three bf16
-  // planes (kquant_stream.py: prepare_split, group_sums)
+  // planes (kquant_stream_act.py: prepare_split, group_sums)
   const int64_t values = p->rows * p->k;
   const bool q45 = p->format == KAIO_QUANT_Q4_K || p->format == KAIO_QUANT_Q5_K;
-  const bool split = p->dtype == KAIO_DTYPE_F32 || (p->format == KAIO_QUANT_Q8_0 && p->dtype == KAIO_DTYPE_BF16);
-  const int64_t tail = fn.shared_fixed + values * (split ? 4 : 2) + (q45 ? 3 * (values / 32) * 2 : 0);
+  const bool split =
+      p->dtype == KAIO_DTYPE_F32 || (p->format == KAIO_QUANT_Q8_0 && p->dtype == KAIO_DTYPE_BF16);
+  const int64_t tail =
+      fn.shared_fixed + values * (split ? 4 : 2) + (q45 ? 3 * (values / 32) * 2 : 0);
   int64_t stages = fn.ring_stages;
   while (stages >= kStreamMinStages && tail + stages * fn.ring_stage > fn.shared_bytes) --stages;
   if (stages < kStreamMinStages) return KAIO_OK;
@@ -337,10 +339,10 @@ kaio_status launch_matmul_kq(const char *caller, const kaio_device *device, cons
     unsigned adt = static_cast<unsigned>(p.dtype), odt = static_cast<unsigned>(p.out_dtype);
     // the streaming kernels' last two parameters; the others have none
     unsigned stages = p.ring_stages, windows = stream_windows(p, w);
-    void *params[] = {&aa, &wa, &ca, &um, &un, &units, &lda, &ws, &ldc, &adt, &odt, &stages, &windows};
-    return launch_builtin(caller, device,
-                          !p.unaligned.function || stream_windows_fit(w, t[1]) ? p.launch : p.unaligned,
-                          stream, params);
+    void *params[] = {&aa, &wa,  &ca,  &um,  &un,     &units,  &lda,
+                      &ws, &ldc, &adt, &odt, &stages, &windows};
+    const bool stream_ok = !p.unaligned.function || stream_windows_fit(w, t[1]);
+    return launch_builtin(caller, device, stream_ok ? p.launch : p.unaligned, stream, params);
   }
   KAIO_TRY(launch_dequantize(caller, device, p.launch, stream, w, n, k, p.w16->ptr,
                              static_cast<unsigned long long>(k), p.matmul.dtype));

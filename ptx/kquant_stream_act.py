@@ -91,20 +91,27 @@ def group_sums(k, p, dt, nblk, act, ct, threads, arow, t):
 
 def split_layout(fmt):
     """Where prepare_split puts a 32-value group's f16 halves (128 bytes):
-    (byte offset, hi 0 / lo 1, the 4 value pairs of the 16-byte store).
-    Q8_0: 8-value chunks [8 hi][8 lo] in order (kquant_mma.act_base);
-    Q4_K/Q5_K: the same chunks paired for the mma as group_sums pairs A;
+    (byte offset of a 16-byte store, its 4 words as (hi 0 / lo 1, value,
+    value)).
+    Q8_0: 8-value chunks of 32 bytes, each pair's hi and lo words side by
+    side (hi01 lo01 hi23 lo23 ...), so a lane's 8-byte load takes both
+    (kquant_stream_q8);
+    Q4_K/Q5_K: 8-value chunks [8 hi][8 lo] (kquant_mma.act_base), paired for
+    the mma as group_sums pairs A;
     Q6_K: 16-value spans [16 hi][16 lo] paired as pair_spans pairs A."""
     out = []
     for c in range(4):
-        if fmt == "q6_k":
+        if fmt == "q8_0":
+            for h in range(2):
+                out.append((32 * c + 16 * h, [(part, 8 * c + 4 * h + 2 * j, 8 * c + 4 * h + 2 * j + 1)
+                                              for j in range(2) for part in (0, 1)]))
+        elif fmt == "q6_k":
             sp, half = divmod(c, 2)          # span sp, words 4 half .. 4 half + 3
             pairs = [(16 * sp + i, 16 * sp + i + 8) for i in range(4 * half, 4 * half + 4)]
-            out += [(64 * sp + 16 * half, 0, pairs), (64 * sp + 32 + 16 * half, 1, pairs)]
+            out += [(64 * sp + 16 * half + 32 * part, [(part, a, b) for a, b in pairs]) for part in (0, 1)]
         else:
-            order = ((0, 2), (1, 3), (4, 6), (5, 7)) if fmt in ("q4_k", "q5_k") else ((0, 1), (2, 3), (4, 5), (6, 7))
-            pairs = [(8 * c + a, 8 * c + b) for a, b in order]
-            out += [(32 * c, 0, pairs), (32 * c + 16, 1, pairs)]
+            pairs = [(8 * c + a, 8 * c + b) for a, b in ((0, 2), (1, 3), (4, 6), (5, 7))]
+            out += [(32 * c + 16 * part, [(part, a, b) for a, b in pairs]) for part in (0, 1)]
     return out
 
 
@@ -248,9 +255,9 @@ def prepare_split(k, p, fmt, src_dt, block_elems, nblk, dst, ct, threads, lane, 
             k.op("cvt.rn.f16.f32 %s, %s" % (l, k.f("sub.rn.f32", v, k.f("cvt.f32.f16", h))))
             his.append(h)
             los.append(l)
-        for off, part, pairs in split_layout(fmt):
+        for off, store in split_layout(fmt):
             words = []
-            for j0, j1 in pairs:
+            for part, j0, j1 in store:
                 wd = k.reg("r")
                 k.op("mov.b32 %s, {%s, %s}" % (wd, (his, los)[part][j0], (his, los)[part][j1]))
                 words.append(wd)

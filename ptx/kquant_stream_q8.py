@@ -33,7 +33,7 @@ def q8_0_warp_blocks(k, cx, rows, bi0, nblk, abase, t, acc):
     magic = cx.magic                                               # f16 0x6400 pairs
     flip = k.r("mov.b32", "0x00800080")
     bias = k.r("mov.b32", "0x64806480")                            # f16 1152, both halves
-    act_lane = k.r("mul.lo.u32", t, "4")
+    act_lane = k.r("mul.lo.u32", t, "8" if cx.split_act else "4")   # split: a pair's hi and lo words
     for b in range(BLOCKS_PER_WARP):
         kb = k.r("add.u32", bi0, str(b))                           # block index in the row
         valid = k.p("setp.lt.u32", kb, nblk) if b else None          # bi0 itself exists
@@ -54,13 +54,14 @@ def q8_0_warp_blocks(k, cx, rows, bi0, nblk, abase, t, acc):
                     w = k.r("ld.shared.u16", "[%s+%d]" % (q, BLOCK_BYTES * b + 16 * s + koff))
                     x = k.r("lop3.b32", k.r("prmt.b32", w, magic, "0x7150"), flip, "0", "0x3C")   # a ^ b
                     a.append(k.r("sub.rn.f16x2", x, bias))
-            parts = (0, 16) if cx.split_act else (None,)
-            for part in parts:
-                if part is None:
-                    o0, o1 = 32 * s, 32 * s + 16
-                else:
-                    o0, o1 = 64 * s + part, 64 * s + 32 + part
-                bw = [k.r("ld.shared.b32", "[%s+%d]" % (ab, o)) for o in (o0, o1)]
+            if cx.split_act:     # chunks 2s, 2s + 1: (hi, lo) of this lane's pair in each
+                hl = [k.regs("r", 2) for _ in range(2)]
+                for i, o in enumerate((64 * s, 64 * s + 32)):
+                    k.op("ld.shared.v2.b32 {%s}, [%s+%d]" % (", ".join(hl[i]), ab, o))
+                for part in (0, 1):
+                    dq = mma(cx, a, [hl[0][part], hl[1][part]], dq)
+            else:
+                bw = [k.r("ld.shared.b32", "[%s+%d]" % (ab, o)) for o in (32 * s, 32 * s + 16)]
                 dq = mma(cx, a, bw, dq)
         for i in range(4):
             k.op("%sfma.rn.f32 %s, %s, %s, %s" % ("@%s " % valid if valid else "", acc[i], scales[i // 2], dq[i], acc[i]))

@@ -96,6 +96,10 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
   kaio_tensor c39 = at(KAIO_DTYPE_F32, 3, 39, 65536);
   KT_OK(kaio_quant_matmul(stream_.get(), &a480, &w_end, &c39, KAIO_QUANT_Q8_0));
   EXPECT_EQ(last_kernel(), "kaio_kq_matvec_q8_0_m4");
+  kt::Buffer rounded = kt::make_buffer(dev_.get(), (39 * 510 + 15) / 16 * 16);  // holds the window
+  kaio_tensor w_rounded = kaio_tensor_2d(rounded.get(), KAIO_DTYPE_U8, 39, 510);
+  KT_OK(kaio_quant_matmul(stream_.get(), &a480, &w_rounded, &c39, KAIO_QUANT_Q8_0));
+  EXPECT_EQ(last_kernel(), "kaio_kq_stream_q8_0_f16");
   // K-quants on sm_90 (the fake device): the streaming tensor-core matvec,
   // one CTA of 17 warps per SM (the fake has 4) and at most one per 16-row
   // tile, with A (M x K x 2 bytes) and its group sums at the end of its

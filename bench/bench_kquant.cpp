@@ -4,15 +4,14 @@
 //    (kaio_buffer_copy, read + write) and against the project's
 //    single-threaded C++ reference (tests/support/kquant_ref) timed on this
 //    machine's CPU;
-//  * dequant-matvec at M = 1 (f16, bf16 and f32 activations, f32 out), W N x K for
-//    (N, K) = (14336, 4096) and (4096, 14336) (an 8B model's FFN), and
+//  * dequant-matvec at M = 1 (f16, bf16 and f32 activations, f32 out), W N x K
+//    for (N, K) = (14336, 4096) and (4096, 14336) (an 8B model's FFN),
 //    (28672, 8192) and (8192, 28672) (a 70B model's), (18944, 3584) and
-//    (3584, 18944) (a 7B model's whose K is not a multiple of 2048 values):
-//    weight bytes per second,
-//    against the copy bandwidth, against a plain read of the same weight
-//    bytes (support/plain_read.hpp: the ceiling at this size) and against
-//    cuBLAS GemmEx f16 (A 1 x K, B the f16 weights N x K transposed, f32
-//    out) on the same logical shape.
+//    (3584, 18944) (a 7B model's, K not a multiple of 2048 values): weight
+//    bytes per second against the copy bandwidth, against a plain read of
+//    the same weight bytes (support/plain_read.hpp: the ceiling at this
+//    size) and against cuBLAS GemmEx f16 (A 1 x K, B the f16 weights N x K
+//    transposed, f32 out) on the same logical shape.
 // --matvec skips the quantize rows.
 // Timing: median of --iters launches after warm-ups, one event pair each
 // (support/timing.hpp); operands rotated through copies covering 2 x L2
@@ -175,9 +174,9 @@ int run(int iters, bool matvec_only) {
       const double read_us = timer.median_us([&](uint64_t set) {
         plain_read.enqueue(stream.get(), kaio_buffer_device_ptr(arena.get()) + lay.offset(set, 1), wb);
       }, lay.sets);
-      // K-quants run the tensor-core matvecs (on sm_90 the streaming one,
-      // for f32 A too); Q8_0 always the CUDA-core one (the f16 bits reread
-      // as bf16 or f32: finite values).
+      // A's f16 bits reread as bf16 or f32 for the other dtypes: finite
+      // values. Which kernel runs is the library's choice (on sm_90 the
+      // streaming matvec for every format and dtype here).
       for (kaio_dtype adt : {KAIO_DTYPE_F16, KAIO_DTYPE_BF16, KAIO_DTYPE_F32}) {
         kaio_op *raw = nullptr;
         CHECK(kaio_op_create_quant_matmul(&raw, device.get(), f, adt, KAIO_DTYPE_F32, 1, s.n, s.k));

@@ -1170,7 +1170,7 @@ def build():
                                   "%s dequant-matvec on tensor cores, %s A, M <= 8, %d warps (see kquant_mma.py)."
                                   % (fmt, dt, v.warps), mma_matvec, fmt, dt, v))
     stream = [HEADER_SM90, ".extern .shared .align 128 .b8 %s[];\n" % kquant_stream.SMEM_SYMBOL]
-    for dt in ("f16", "bf16", "f32"):
+    for dt in ("f32", "f16", "bf16"):      # float_variant order (the host indexes by it)
         for fmt in kquant_stream.FORMATS:
             stream.append(kernel("kaio_kq_stream_%s_%s" % (fmt, dt), STREAM_PARAMS,
                                  "%s dequant-matvec on tensor cores, %s A, M <= 8, weights streamed by "

@@ -153,8 +153,9 @@ def shared_bytes(fmt):
 
 def stream_matvec(k, p, fmt, dt):
     (bb, be, bpw, _), lay, sb = GEOMETRY[fmt], layout(fmt), stage_blocks(fmt)
-    # f32 A, and bf16 A for Q8_0 (int8 quants are not exact in bf16's mma
-    # arithmetic), run in f16 from A split into hi + lo (prepare_split)
+    # f32 A, and bf16 A for Q8_0 (bf16 has no magic-number conversion for
+    # 8-bit quants: 0x43 | u is exact for 7 bits), run in f16 from A split
+    # into hi + lo (prepare_split)
     split = dt == "f32" or (fmt == "q8_0" and dt == "bf16")
     k.block, k.min_ctas = 32 * (CONSUMERS + 1), 1
     k.shared_fixed, k.ring_stage, k.ring_stages = fixed_bytes(fmt), lay.stage, MAX_STAGES
@@ -177,6 +178,14 @@ def stream_matvec(k, p, fmt, dt):
     ntiles = k.r("shr.u32", k.r("add.u32", p["n"], str(ROWS - 1)), "4")
     ctas = k.r("mov.u32", "%nctaid.x")
     tile0 = k.r("mov.u32", "%ctaid.x")
+    nlast = k.r("sub.u32", p["n"], "1")
+
+    def tile_row(first, r):
+        """W's row for row r (a register or a constant) of the tile whose
+        first row is `first`: the producer copies it, the consumers find its
+        window's offset; rows past N re-read row N-1 (their results are
+        never stored)."""
+        return k.r("min.u32", k.r("add.u32", first, r), nlast)
 
     init_done = k.label("init_done")
     k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, "0"), init_done))
@@ -230,15 +239,12 @@ def stream_matvec(k, p, fmt, dt):
     i = k.var_r("0")
     slot, parity = k.var_r("0"), k.var_r("0")
     tile = k.var_r(tile0)
-    ptile, pdone = k.label("ptile"), k.label("pdone")
+    ptile = k.label("ptile")
     k.op("@%s bra %s" % (k.p("setp.ge.u32", tile, ntiles), exit_))
     k.place(ptile)
-    nlast = k.r("sub.u32", p["n"], "1")
     row0 = k.r("shl.b32", tile, "4")
-    rows = []
-    for r in range(ROWS):
-        row = k.r("min.u32", k.r("add.u32", row0, str(r)), nlast)
-        rows.append(k.rd("mad.lo.u64", k.rd("cvt.u64.u32", row), p["w_stride"], p["w"]))
+    rows = [k.rd("mad.lo.u64", k.rd("cvt.u64.u32", tile_row(row0, str(r))), p["w_stride"], p["w"])
+            for r in range(ROWS)]
 
     kc = k.var_r("0")
     pstage = k.label("pstage")
@@ -315,17 +321,17 @@ def stream_matvec(k, p, fmt, dt):
     ctile_l = k.label("ctile")
     k.place(ctile_l)
     # rows g and g + 8 in a stage slot: with windows, each 16-byte window
-    # starts (start & 15) before its row's chunk (the producer's clamped
-    # rows); a stage's chunks start a multiple of 16 bytes apart (sb x bb),
-    # so that offset is the row's, for the whole tile
+    # starts (start & 15) before its row's chunk; a stage's chunks start a
+    # multiple of 16 bytes apart (sb x bb), so that offset is the row's, for
+    # the whole tile
     if windowed(fmt):
         assert sb * bb % 16 == 0
-        row_bases = [lane_row, k.r("add.u32", lane_row, str(8 * lay.pitch))]
-        for i, off in enumerate((0, 8)):
-            row = k.r("min.u32", k.r("add.u32", k.r("shl.b32", ctile, "4"), k.r("add.u32", g, str(off))),
-                      k.r("sub.u32", p["n"], "1"))
+        row_bases, crow0 = [], k.r("shl.b32", ctile, "4")
+        for off in (0, 8):
+            row = tile_row(crow0, k.r("add.u32", g, str(off)))
             start = k.r("mad.lo.u32", row, k.r("cvt.u32.u64", p["w_stride"]), k.r("cvt.u32.u64", p["w"]))
-            row_bases[i] = k.r("add.u32", row_bases[i], k.r("and.b32", start, "15"))
+            row_bases.append(k.r("add.u32", k.r("add.u32", lane_row, str(off * lay.pitch)),
+                                 k.r("and.b32", start, "15")))
     acc = [k.var_f("0f00000000") for _ in range(4)]
     ckc = k.var_r("0")
     cstage, skip = k.label("cstage"), k.label("skip")

@@ -36,7 +36,8 @@ enum class ModuleId : int {
 // are ordered variant (sync, async), input dtype (f16, bf16), then the
 // transposes of A and B (nn, nt, tn, tt). k-quant kernels are ordered by
 // format (q8_0, q4_k, q5_k, q6_k), then mode (ggml, candle) or M bucket;
-// the tensor-core matvecs by dtype (f16, bf16[, f32]), then format. Attention
+// the tensor-core matvecs by dtype (mma: f16, bf16; stream: f32, f16, bf16,
+// float_variant's order), then format. Attention
 // kernels: dtype (f16, bf16), then head dim (32, 64, 96, 128[, 256]).
 // clang-format off
 #define KAIO_BUILTIN_KERNELS(X)                                                   \
@@ -226,6 +227,10 @@ enum class ModuleId : int {
   X(kq_mma_q4_k_bf16_w4, kquant_dequant, "kaio_kq_mma_q4_k_bf16_w4") \
   X(kq_mma_q5_k_bf16_w4, kquant_dequant, "kaio_kq_mma_q5_k_bf16_w4") \
   X(kq_mma_q6_k_bf16_w4, kquant_dequant, "kaio_kq_mma_q6_k_bf16_w4") \
+  X(kq_stream_q8_0_f32, kquant_stream_sm90, "kaio_kq_stream_q8_0_f32") \
+  X(kq_stream_q4_k_f32, kquant_stream_sm90, "kaio_kq_stream_q4_k_f32") \
+  X(kq_stream_q5_k_f32, kquant_stream_sm90, "kaio_kq_stream_q5_k_f32") \
+  X(kq_stream_q6_k_f32, kquant_stream_sm90, "kaio_kq_stream_q6_k_f32") \
   X(kq_stream_q8_0_f16, kquant_stream_sm90, "kaio_kq_stream_q8_0_f16") \
   X(kq_stream_q4_k_f16, kquant_stream_sm90, "kaio_kq_stream_q4_k_f16") \
   X(kq_stream_q5_k_f16, kquant_stream_sm90, "kaio_kq_stream_q5_k_f16") \
@@ -234,10 +239,6 @@ enum class ModuleId : int {
   X(kq_stream_q4_k_bf16, kquant_stream_sm90, "kaio_kq_stream_q4_k_bf16") \
   X(kq_stream_q5_k_bf16, kquant_stream_sm90, "kaio_kq_stream_q5_k_bf16") \
   X(kq_stream_q6_k_bf16, kquant_stream_sm90, "kaio_kq_stream_q6_k_bf16") \
-  X(kq_stream_q8_0_f32, kquant_stream_sm90, "kaio_kq_stream_q8_0_f32") \
-  X(kq_stream_q4_k_f32, kquant_stream_sm90, "kaio_kq_stream_q4_k_f32") \
-  X(kq_stream_q5_k_f32, kquant_stream_sm90, "kaio_kq_stream_q5_k_f32") \
-  X(kq_stream_q6_k_f32, kquant_stream_sm90, "kaio_kq_stream_q6_k_f32") \
   X(int4_gemv_f16_m16_g128_w8, quant_int4, "kaio_int4_gemv_f16_m16_g128_w8") \
   X(int4_gemv_bf16_m16_g128_w8, quant_int4, "kaio_int4_gemv_bf16_m16_g128_w8") \
   X(int4_gemv_f16_m16_g128_w4s2, quant_int4, "kaio_int4_gemv_f16_m16_g128_w4s2") \

@@ -167,8 +167,8 @@ kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPl
                                bool *planned) {
   *planned = false;
   if (device->info.cc_major < 9) return KAIO_OK;
-  const int dtype = p->dtype == KAIO_DTYPE_F16 ? 0 : p->dtype == KAIO_DTYPE_BF16 ? 1 : 2;
-  const KernelId id = with_dtype_offset(KernelId::kq_stream_q8_0_f16, dtype * 4 + format_index(p->format));
+  const KernelId id = with_dtype_offset(KernelId::kq_stream_q8_0_f32,
+                                        float_variant(p->dtype) * 4 + format_index(p->format));
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, id, &fn));
   // A (2 bytes a value), or A split into f16 hi + lo (4 bytes a value: f32
@@ -310,11 +310,12 @@ bool stream_windows_fit(const CheckedView &w, const kaio_tensor &view) {
 }
 
 // Whether those copies need the windows at all: not when every row chunk
-// starts and ends on 16 bytes (rows 16-byte aligned, whole 8-block runs of
-// 210 or 34 bytes), where the kernel issues plain copies.
+// starts and ends on 16 bytes (W starts 16-byte aligned, as
+// stream_windows_fit requires; rows a multiple of 16 bytes apart; whole
+// 8-block runs of 210 or 34 bytes), where the kernel issues plain copies.
 unsigned stream_windows(const KquantPlan &p, const CheckedView &w) {
   if (p.format != KAIO_QUANT_Q6_K && p.format != KAIO_QUANT_Q8_0) return 0;
-  const bool aligned = w.address % 16 == 0 && (w.rows == 1 || w.row_stride % 16 == 0) &&
+  const bool aligned = (w.rows == 1 || w.row_stride % 16 == 0) &&
                        (p.k / kquant_block_elems(p.format)) % 8 == 0;
   return aligned ? 0 : 1;
 }

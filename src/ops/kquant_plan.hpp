@@ -19,7 +19,8 @@ struct KquantPlan {
   int64_t k = 0;                              // matmul
   OpPlan launch;                              // the quantize / dequantize / matvec kernel
   OpPlan unaligned;                           // streamed Q6_K / Q8_0 matvec: the kernel for
-                                              // a W that is not 16-byte aligned
+                                              // a W its windows do not fit
+                                              // (stream_windows_fit)
   unsigned ring_stages = 0;                   // streamed matvec: its ring's depth
 
   // M > 8 matmul: W is dequantized into w16 (N x K, f16 or bf16), an f32 A

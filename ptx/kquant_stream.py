@@ -82,6 +82,13 @@ kernel adds 32.9 us for 99 MB (3.01 TB/s, the copy bandwidth) where the read
 adds 32.1, but it pays about 6.5 us at any size against the read's 4.3 (the
 last stage's arithmetic after its bytes land, the reduction, and a last
 round of tiles that not every CTA has).
+
+Session 7: the f32 split (and Q8_0's bf16 split) went from a thread a
+32-value group, whose 16-byte shared accesses hit the same banks 8 lanes at
+a time, to four lanes a group (kquant_stream_act.for_each_group_by_quad):
+Q4_K f32 4096 x 14336 20.7-20.9 -> 18.7-18.8 us, 3584 x 18944 24.1-24.5 ->
+21.4-21.5, 8192 x 28672 56.9 -> 52.6; Q8_0 f32 8192 x 28672 99.2-99.4 ->
+93.7-94.2, 3584 x 18944 35.3-36.0 -> 32.4-32.7 (two interleaved runs).
 """
 
 import collections

@@ -89,30 +89,86 @@ def group_sums(k, p, dt, nblk, act, ct, threads, arow, t):
     return sums_reader(k, arow, ngroups, t, xs, plane)
 
 
-def split_layout(fmt):
-    """Where prepare_split puts a 32-value group's f16 halves (128 bytes):
-    (byte offset of a 16-byte store, its 4 words as (hi 0 / lo 1, value,
-    value)).
-    Q8_0: 8-value chunks of 32 bytes, each pair's hi and lo words side by
-    side (hi01 lo01 hi23 lo23 ...), so a lane's 8-byte load takes both
+def quarter_stores(fmt):
+    """Where prepare_split puts the f16 halves of a quarter of a 32-value
+    group (the 8 values one lane holds, at quarter_base): (byte offset, its
+    4 words as (hi 0 / lo 1, value, value)), values numbered 0-7 in the lane.
+    Q8_0: [hi01 lo01 hi23 lo23][hi45 lo45 hi67 lo67], each pair's hi and lo
+    words side by side, so a lane's 8-byte load takes both
     (kquant_stream_q8);
-    Q4_K/Q5_K: 8-value chunks [8 hi][8 lo] (kquant_mma.act_base), paired for
-    the mma as group_sums pairs A;
-    Q6_K: 16-value spans [16 hi][16 lo] paired as pair_spans pairs A."""
-    out = []
-    for c in range(4):
-        if fmt == "q8_0":
-            for h in range(2):
-                out.append((32 * c + 16 * h, [(part, 8 * c + 4 * h + 2 * j, 8 * c + 4 * h + 2 * j + 1)
-                                              for j in range(2) for part in (0, 1)]))
-        elif fmt == "q6_k":
-            sp, half = divmod(c, 2)          # span sp, words 4 half .. 4 half + 3
-            pairs = [(16 * sp + i, 16 * sp + i + 8) for i in range(4 * half, 4 * half + 4)]
-            out += [(64 * sp + 16 * half + 32 * part, [(part, a, b) for a, b in pairs]) for part in (0, 1)]
-        else:
-            pairs = [(8 * c + a, 8 * c + b) for a, b in ((0, 2), (1, 3), (4, 6), (5, 7))]
-            out += [(32 * c + 16 * part, [(part, a, b) for a, b in pairs]) for part in (0, 1)]
-    return out
+    Q4_K/Q5_K: [8 hi][8 lo] (kquant_mma.act_base), paired for the mma as
+    group_sums pairs A;
+    Q6_K: half of a 16-value span, paired as pair_spans pairs A: values 0-3
+    are span values i, 4-7 the i + 8 (quad_exchange_spans), [4 hi][4 lo]
+    32 bytes apart."""
+    if fmt == "q8_0":
+        return [(16 * h, [(part, 4 * h + 2 * j, 4 * h + 2 * j + 1) for j in range(2) for part in (0, 1)])
+                for h in range(2)]
+    if fmt == "q6_k":
+        return [(32 * part, [(part, j, 4 + j) for j in range(4)]) for part in (0, 1)]
+    return [(16 * part, [(part, a, b) for a, b in ((0, 2), (1, 3), (4, 6), (5, 7))]) for part in (0, 1)]
+
+
+def quarter_base(k, fmt, q):
+    """The byte offset of quarter q's stores in its group's 128 split bytes:
+    32 q, but Q6_K's span q / 2, half q % 2: 64 (q / 2) + 16 (q % 2)."""
+    if fmt == "q6_k":
+        return k.r("add.u32", k.r("shl.b32", k.r("shr.u32", q, "1"), "6"), k.r("shl.b32", k.r("and.b32", q, "1"), "4"))
+    return k.r("shl.b32", q, "5")
+
+
+def for_each_group_by_quad(k, p, ngroups, ct, threads, body):
+    """body(group, valid) for groups ct / 4, ct / 4 + threads / 4, ... <
+    total = M x ngroups, four lanes a group (lane % 4 its quarter), then a
+    barrier of the consumers.
+    Why four: a warp's 16-byte accesses then cover 8 consecutive groups'
+    quarters, 2 lanes a bank at most; with a thread a group (128 split bytes
+    each) all 8 lanes of a phase hit the same banks, which cost the f32
+    split 2-3.7 us at K = 14336-18944 and 6-7 us at K = 28672 (bench_kquant,
+    against a build that skipped the split). Two groups a pass, their sum
+    chains interleaved, measured no faster.
+    The warp runs while any of its 8 groups is < total (its lanes meet in
+    shuffles); a lane past the end gets `group` clamped to the last
+    (addresses in range) and `valid` false: it must neither load nor store."""
+    total = k.r("mul.lo.u32", ngroups, p["m"])
+    last = k.r("sub.u32", total, "1")
+    idx = k.var_r(k.r("shr.u32", ct, "2"))
+    loop, done = k.label("quads"), k.label("quads_done")
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", k.r("and.b32", idx, "-8"), total), done))
+    k.place(loop)
+    body(k.r("min.u32", idx, last), k.p("setp.lt.u32", idx, total))
+    k.op("add.u32 %s, %s, %d" % (idx, idx, threads // 4))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", k.r("and.b32", idx, "-8"), total), loop))
+    k.place(done)
+    k.op("bar.sync 1, %d" % threads)
+
+
+def quad_sum(k, xv, lane):
+    """The sum of a group's 32 values in element order, each add rounded
+    (the bits every CTA must agree on), from four lanes holding 8 each in
+    order: lane 0 of the quad sums its 8 and passes the sum on to lane 1, ...
+    Every lane of the quad returns the whole sum."""
+    quad0 = k.r("and.b32", lane, "-4")
+    s = None
+    for j in range(4):
+        c = xv[0] if j == 0 else k.f("add.rn.f32", s, xv[0])
+        for v in xv[1:]:
+            c = k.f("add.rn.f32", c, v)
+        s = k.f("shfl.sync.idx.b32", c, k.r("or.b32", quad0, str(j)), "31", "-1")
+    return s
+
+
+def quad_exchange_spans(k, xv, q):
+    """Q6_K: quarters 2s and 2s + 1 hold span s's values 0-7 and 8-15; after
+    the exchange quarter 2s + h holds the span's i and i + 8 for i = 4h ..
+    4h + 3 (its quarter_stores' pairs), as values 0-3 and 4-7."""
+    odd = k.p("setp.ne.u32", k.r("and.b32", q, "1"), "0")
+    out_i, out_i8 = [], []
+    for j in range(4):
+        got = k.f("shfl.sync.bfly.b32", k.f("selp.b32", xv[j], xv[4 + j], odd), "1", "31", "-1")
+        out_i.append(k.f("selp.b32", got, xv[j], odd))
+        out_i8.append(k.f("selp.b32", xv[4 + j], got, odd))
+    return out_i + out_i8
 
 
 def pair_spans(k, p, nblk, act, ct, threads):
@@ -137,11 +193,12 @@ def prepare_split(k, p, fmt, src_dt, block_elems, nblk, dst, ct, threads, lane, 
     """A (f32, or bf16 for Q8_0), made once per CTA: each row m is scaled by
     a power of two s_m (exact) that puts its largest |x| in [2^14, 2^15), and
     each scaled value x' is split into f16 hi = f16(x') and lo = f16(x' - hi)
-    (22 bits; no overflow), stored at dst in 8-value chunks of [8 hi][8 lo]
-    (kquant_mma.act_base). The mma then runs in f16, twice per step, and each
-    output is multiplied by 1 / s_m (row_scale[m]) when stored. Q4_K/Q5_K:
-    the group sums are of x' and stored after the split A as in group_sums.
-    Returns their reader, or None.
+    (22 bits; no overflow), stored at dst as its format's kernel reads it
+    (quarter_stores), four lanes a 32-value group (for_each_group_by_quad).
+    The mma then runs in f16, twice per step, and each output is multiplied
+    by 1 / s_m (row_scale[m]) when stored. Q4_K/Q5_K: the group sums are of
+    x' (quad_sum) and stored after the split A as in group_sums. Returns
+    their reader, or None.
 
     f32 A was bulk-copied to dst and is split in place. bf16 A is read from
     global memory (twice; after the first CTA from L2), so that shared memory
@@ -234,20 +291,30 @@ def prepare_split(k, p, fmt, src_dt, block_elems, nblk, dst, ct, threads, lane, 
     xs = k.r("mad.lo.u32", k.r("shl.b32", k_elems, "2"), p["m"], dst)   # after M x K x 4 bytes
     plane = k.r("shl.b32", k.r("mul.lo.u32", k.r("shr.u32", k_elems, "5"), p["m"]), "1")
 
-    def body(idx, ngroups, total):
-        row = k.r("div.u32", idx, ngroups)
+    q = k.r("and.b32", lane, "3")
+    out_base = quarter_base(k, fmt, q)
+    ngroups = k.r("shr.u32", k_elems, "5")
+
+    def body(group, valid):
+        row = k.r("div.u32", group, ngroups)
         scale = k.f("ld.shared.f32", "[%s]" % k.r("mad.lo.u32", row, "4", prep))
-        col = k.r("sub.u32", idx, k.r("mul.lo.u32", row, ngroups))      # group idx: 32 values
-        src = at(row, k.r("mul.lo.u32", col, str(32 * esize)))
-        out = k.r("mad.lo.u32", idx, "128", dst)               # its 4 split chunks
+        col = k.r("sub.u32", group, k.r("mul.lo.u32", row, ngroups))
+        src = at(row, k.r("mad.lo.u32", col, str(32 * esize), k.r("mul.lo.u32", q, str(8 * esize))))
         xv = []
-        for q in range(32 // per_load):
-            xv += [k.f("mul.f32", v, scale) for v in load16(src, 16 * q)]
+        for off in range(0, 8 * esize, 16):          # this quarter's 8 values (zeros past the end)
+            xv += [k.f("mul.f32", v, scale) for v in load16(src, off, pred=valid)]
         if q45:
-            x = xv[0]
-            for v in xv[1:]:
-                x = k.f("add.rn.f32", x, v)
-            store_sum_planes(k, x, k.r("mad.lo.u32", idx, "2", xs), plane)
+            x = quad_sum(k, xv, lane)
+            stored = k.label("sums_stored")
+            k.op("@!%s bra %s" % (k.p("and.pred", k.p("setp.eq.u32", q, "3"), valid), stored))
+            store_sum_planes(k, x, k.r("mad.lo.u32", group, "2", xs), plane)
+            k.place(stored)
+        if fmt == "q6_k":
+            xv = quad_exchange_spans(k, xv, q)
+            # a quarter's stores overwrite bytes its neighbour read; the
+            # shuffles already order them, but racecheck needs the warp
+            # barrier to see it
+            k.op("bar.warp.sync -1")
         his, los = [], []
         for v in xv:
             h, l = k.reg("h"), k.reg("h")
@@ -255,14 +322,14 @@ def prepare_split(k, p, fmt, src_dt, block_elems, nblk, dst, ct, threads, lane, 
             k.op("cvt.rn.f16.f32 %s, %s" % (l, k.f("sub.rn.f32", v, k.f("cvt.f32.f16", h))))
             his.append(h)
             los.append(l)
-        for off, store in split_layout(fmt):
+        out = k.r("mad.lo.u32", group, "128", k.r("add.u32", dst, out_base))
+        for off, store in quarter_stores(fmt):
             words = []
             for part, j0, j1 in store:
                 wd = k.reg("r")
                 k.op("mov.b32 %s, {%s, %s}" % (wd, (his, los)[part][j0], (his, los)[part][j1]))
                 words.append(wd)
-            k.op("st.shared.v4.b32 [%s+%d], {%s}" % (out, off, ", ".join(words)))
+            k.op("@%s st.shared.v4.b32 [%s+%d], {%s}" % (valid, out, off, ", ".join(words)))
 
-    ngroups = k.r("shr.u32", k_elems, "5")
-    for_each_group(k, p, ngroups, ct, threads, body)
+    for_each_group_by_quad(k, p, ngroups, ct, threads, body)
     return sums_reader(k, arow, ngroups, t, xs, plane) if q45 else None

@@ -10,7 +10,8 @@ bytes (only the f16 scales set to small finite values), A rows padded with
 NaN poison, C rows padded (the padding must stay untouched), two CTAs of a
 grid striding over 16-row tiles, more stages than the ring holds, a partial
 last tile and stage. One case has two stages per tile, two run a ring of 2
-(the host's choice for a large A). This checks the
+(the host's choice for a large A), two split A with lanes past its end
+or in three passes. This checks the
 producer / consumer protocol, the fragment layouts, the group sums and the
 f32 / bf16 split without a GPU; GpuKquant.QuantMatmulMatchesTheF64Reference
 checks the hardware. Tolerance: the Frobenius norm of the error over that of
@@ -149,6 +150,10 @@ def main():
     bad += not (run(text, "q8_0", "bf16", 1, 23, 19) < 1e-5)
     bad += not (run(text, "q6_k", "f32", 1, 20, 21, ctas=1, stages=2) < 1e-5)
     bad += not (run(text, "q8_0", "f16", 2, 20, 16, windows=1) < 1e-5)      # windows on aligned rows
+    # the split by quads of lanes: 57 groups (a warp's last 8 partly past
+    # the end) and 272 (three passes of the 128 groups the consumers take)
+    bad += not (run(text, "q8_0", "f32", 3, 20, 19, ctas=1) < 1e-5)
+    bad += not (run(text, "q4_k", "f32", 2, 20, 17, ctas=1) < 1e-5)
     # f16 C (one 2^-11 rounding of each output), with the f32 split's unscale
     bad += not (run(text, "q8_0", "f32", 2, 40, 8, out_f16=True) < 1e-5 + 2.0 ** -11)
     print("%d case(s) over tolerance" % bad)

@@ -402,6 +402,9 @@ class Warp:
         elif op == "shfl.sync.bfly.b32":
             assert all(mask), "shfl.sync needs the whole warp"
             self.setr(d, [s[0][l ^ (s[1][l] & 31)] for l in Z], mask)
+        elif op == "shfl.sync.idx.b32":
+            assert all(mask), "shfl.sync needs the whole warp"
+            self.setr(d, [s[0][s[1][l] & 31] for l in Z], mask)
         else:
             raise NotImplementedError(op)
         return None

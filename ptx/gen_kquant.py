@@ -360,16 +360,17 @@ def quantize_q8_0(k, p):
 
 # ---------------------------------------------------------------- Q6_K -----
 
-def qx_pass(k, mode, xs, w, wx, iscale):
+def qx_pass(k, mode, xs, weights, iscale):
     """One make_qx_quants pass at iscale: (sumlx, suml2) in element order,
-    and the clamped quants (signed, -32..31, as floats)."""
+    and the clamped quants (signed, -32..31, as floats). weights(i) gives
+    element i's (w, w x)."""
     sumlx, suml2 = k.var_f(ZERO), k.var_f(ZERO)
     ls = []
     for i, v in enumerate(xs):
         l = clamp_f(k, round_f(k, mode, k.mul(iscale, v)), -32, 31)
-        fl = l
-        k.setf(sumlx, k.add(sumlx, k.mul(wx[i], fl)))
-        k.setf(suml2, k.add(suml2, k.mul(k.mul(w[i], fl), fl)))
+        w, wx = weights(i)
+        k.setf(sumlx, k.add(sumlx, k.mul(wx, l)))
+        k.setf(suml2, k.add(suml2, k.mul(k.mul(w, l), l)))
         ls.append(l)
     return sumlx, suml2, ls
 
@@ -386,7 +387,7 @@ def q6_search_ggml(k, xs, lraw):
     w = [k.mul(v, v) for v in xs]
     wx = [k.mul(w[i], v) for i, v in enumerate(xs)]
     iscale0 = k.div(f32(-32.0), mx)
-    sumlx, suml2, _ = qx_pass(k, "ggml", xs, w, wx, iscale0)
+    sumlx, suml2, _ = qx_pass(k, "ggml", xs, lambda i: (w[i], wx[i]), iscale0)
     nz = k.p("setp.neu.f32", suml2, ZERO)
     k.setf(scale, k.f("selp.f32", k.div(sumlx, suml2), ZERO, nz))
     best = k.var_f(k.mul(scale, sumlx))
@@ -396,7 +397,7 @@ def q6_search_ggml(k, xs, lraw):
     k.place(loop)
     fis = k.cvt_f(is_)
     iscale = k.div(k.f("neg.f32", k.add(f32(32.0), k.mul(f32(0.1), fis))), mx)
-    sumlx, suml2, _ = qx_pass(k, "ggml", xs, w, wx, iscale)
+    sumlx, suml2, _ = qx_pass(k, "ggml", xs, lambda i: (w[i], wx[i]), iscale)
     pos = k.p("setp.gt.f32", suml2, ZERO)
     better = k.p("setp.gt.f32", k.mul(sumlx, sumlx), k.mul(best, suml2))
     win = k.p("and.pred", pos, better)
@@ -422,10 +423,15 @@ def q6_search_candle(k, xs, lraw):
     for r in lraw:
         k.setr(r, "0")
     k.op("@%s bra %s" % (zero, done))
-    w = [k.mul(v, v) for v in xs]
-    wx = [k.mul(w[i], v) for i, v in enumerate(xs)]
+
+    def weights(i):
+        """Element i's w = x x and w x, made where they are used: kept for
+        all 16 elements they took 32 registers (106 in all, 2 CTAs an SM)."""
+        w = k.mul(xs[i], xs[i])
+        return w, k.mul(w, xs[i])
+
     L = [k.reg("f") for _ in xs]    # signed quants, as floats
-    sumlx, suml2, ls = qx_pass(k, "candle", xs, w, wx, k.div(f32(-32.0), mx))
+    sumlx, suml2, ls = qx_pass(k, "candle", xs, weights, k.div(f32(-32.0), mx))
     for i in range(16):
         k.setf(L[i], ls[i])
     k.setf(scale, k.div(sumlx, suml2))
@@ -435,7 +441,7 @@ def q6_search_candle(k, xs, lraw):
     loop, out = k.label("rs_loop"), k.label("rs_out")
     k.place(loop)
     isc = k.div(ONE, scale)
-    slx, sl2, ls = qx_pass(k, "candle", xs, w, wx, isc)
+    slx, sl2, ls = qx_pass(k, "candle", xs, weights, isc)
     changed = k.var_r("0")
     for i in range(16):
         k.op("or.b32 %s, %s, %s" % (changed, changed, k.r("selp.u32", "1", "0", k.p("setp.neu.f32", ls[i], L[i]))))
@@ -460,14 +466,15 @@ def q6_search_candle(k, xs, lraw):
     for i, v in enumerate(xs):
         nxt = k.label("cd_next")
         fl = L[i]
-        slx = k.var_f(k.sub(sumlx, k.mul(wx[i], fl)))
+        w, wx = weights(i)
+        slx = k.var_f(k.sub(sumlx, k.mul(wx, fl)))
         k.op("@!%s bra %s" % (k.p("setp.gt.f32", slx, ZERO), nxt))
-        sl2 = k.var_f(k.sub(suml2, k.mul(k.mul(w[i], fl), fl)))
+        sl2 = k.var_f(k.sub(suml2, k.mul(k.mul(w, fl), fl)))
         new_l = clamp_f(k, away_f(k, k.div(k.mul(v, sl2), slx)), -32, 31)
         k.op("@%s bra %s" % (k.p("setp.eq.f32", new_l, L[i]), nxt))
         fn = new_l
-        k.setf(slx, k.add(slx, k.mul(wx[i], fn)))
-        k.setf(sl2, k.add(sl2, k.mul(k.mul(w[i], fn), fn)))
+        k.setf(slx, k.add(slx, k.mul(wx, fn)))
+        k.setf(sl2, k.add(sl2, k.mul(k.mul(w, fn), fn)))
         ok = k.p("setp.gt.f32", sl2, ZERO)
         better = k.p("setp.gt.f32", k.mul(k.mul(slx, slx), suml2), k.mul(k.mul(sumlx, sumlx), sl2))
         k.op("@!%s bra %s" % (k.p("and.pred", ok, better), nxt))
@@ -509,6 +516,12 @@ def ld_l(k, base, off):
 
 
 def quantize_q6_k(k, p, mode):
+    if mode == "candle":
+        # candle's coordinate descent is one serial chain a thread, bound by
+        # latency (54 % issue in ncu at 2 CTAs an SM): 4 CTAs, which the
+        # weights made where they are used (q6_search_candle) fit in 64
+        # registers without spilling
+        k.min_ctas = 4
     k.shared.append(".shared .align 4 .f32 kq_scales[%d]" % BLOCK)
     k.shared.append(".shared .align 4 .b8 kq_l[%d]" % (BLOCK * 16))
     active, j, xaddr, qaddr, tid = group_setup(k, p, 16, 256, 210, 16)

@@ -214,6 +214,35 @@ TEST(LangExamples, UnpackQ6MatchesABitByBitReference) {
           << r << "," << j;
 }
 
+// abs has no u32 form, so an untyped literal expression that takes one is
+// i32 wherever i32 may stand: under a cast and as a shift amount (the GPU
+// test's random programs found both rejected). A u32 store still asks for
+// the cast, and literal expressions without abs keep the context's type.
+TEST(LangTypes, ALiteralExpressionWithAbsIsSignedUnderACastAndAsAShiftAmount) {
+  const std::string src = R"(kernel t(a: tensor<u32>, b: tensor<i32>, c: tensor<u32>) {
+    a = (3 - abs(0 - 5)) as u32;
+    b = 1 << (abs(0 - 3) + 1);
+    c = ((0 - 8) >> 1) as u32;
+})";
+  kaio::lang::Compiled c;
+  kaio::lang::Diagnostic d;
+  ASSERT_TRUE(kaio::lang::compile(src, &c, &d)) << kaio::lang::format_diagnostic(src, d);
+  std::vector<kt::LangView> t = {make_view(DType::u32, 1, 2), make_view(DType::i32, 1, 2),
+                                 make_view(DType::u32, 1, 2)};
+  for (auto &v : t) std::fill(v.bytes.begin(), v.bytes.end(), 0xAB);  // poison
+  kt::interpret(c.kernel, t, {});
+  for (int64_t j = 0; j < 2; ++j) {
+    EXPECT_EQ(kt::view_value(t[0], 0, j), 4294967294.0);  // 3 - 5 in i32, then as u32
+    EXPECT_EQ(kt::view_value(t[1], 0, j), 16.0);
+    EXPECT_EQ(kt::view_value(t[2], 0, j), 2147483644.0);  // (2^32 - 8) >> 1 in u32
+  }
+  const std::string store = "kernel t(a: tensor<u32>) {\n  a = 1 + abs(2);\n}\n";
+  ASSERT_FALSE(kaio::lang::compile(store, &c, &d));
+  EXPECT_EQ(d.message, "this integer expression cannot be u32; convert it with 'as u32'");
+  EXPECT_EQ(d.pos.line, 2);
+  EXPECT_EQ(d.pos.col, 11);
+}
+
 TEST(LangExamples, DequantQ8AndSiluGateMatchTheirFormulas) {
   kaio::lang::Compiled q8 = compile_example("dequant_q8");
   const int64_t rows = 2, cols = 70;

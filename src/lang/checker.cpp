@@ -157,6 +157,17 @@ class Checker {
     }
   }
 
+  // Whether an untyped integer expression takes an abs somewhere: abs has
+  // no u32 form, so such an expression is signed (i32) wherever i32 is
+  // allowed, as under a cast or as a shift amount.
+  static bool takes_abs(const Expr &e) {
+    if (e.type != Type::int_lit) return false;
+    if (e.kind == ExprKind::call && e.builtin == Builtin::abs) return true;
+    for (const auto &a : e.args)
+      if (takes_abs(*a)) return true;
+    return false;
+  }
+
   // Operators that only exist on integers: an untyped literal expression
   // built with them stays an integer even where an f32 is wanted.
   static bool integer_only(const Expr &e) {
@@ -193,8 +204,10 @@ class Checker {
       case ExprKind::cast: {
         Expr &a = *e.args[0];
         expr(a);
-        // an untyped integer operand is an integer: (7 / 2) as f32 is 3.0
-        settle(a, e.cast_to == Type::f32 ? Type::i32 : e.cast_to, false);
+        // an untyped integer operand is an integer: (7 / 2) as f32 is 3.0,
+        // and (1 + abs(2)) as u32 adds in i32
+        const bool as_i32 = e.cast_to == Type::f32 || (e.cast_to == Type::u32 && takes_abs(a));
+        settle(a, as_i32 ? Type::i32 : e.cast_to, false);
         e.type = e.cast_to;
         e.varying = a.varying;
         return;
@@ -324,7 +337,7 @@ class Checker {
           error_at(e.pos, op + " needs integer operands, not " + type_name(a.type) + " and " +
                               type_name(b.type));
         if (a.type == Type::int_lit && b.type != Type::int_lit) settle(a, b.type, false);
-        settle(b, Type::u32, false);
+        settle(b, takes_abs(b) ? Type::i32 : Type::u32, false);
         e.type = a.type;
         return;
       case Tok::eq: case Tok::ne: case Tok::lt: case Tok::le: case Tok::gt: case Tok::ge:

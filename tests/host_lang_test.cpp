@@ -235,8 +235,9 @@ TEST(LangExamples, UnpackQ6MatchesABitByBitReference) {
 
 // abs has no u32 form, so an untyped literal expression that takes one is
 // i32 wherever i32 may stand: under a cast and as a shift amount (the GPU
-// test's random programs found both rejected). A u32 store still asks for
-// the cast, and literal expressions without abs keep the context's type.
+// test's random programs found both rejected). A u32 store of one reports
+// the i32 and asks for the cast; literal expressions without abs keep the
+// context's type.
 TEST(LangTypes, ALiteralExpressionWithAbsIsSignedUnderACastAndAsAShiftAmount) {
   const std::string src = R"(kernel t(a: tensor<u32>, b: tensor<i32>, c: tensor<u32>) {
     a = (3 - abs(0 - 5)) as u32;
@@ -257,9 +258,9 @@ TEST(LangTypes, ALiteralExpressionWithAbsIsSignedUnderACastAndAsAShiftAmount) {
   }
   const std::string store = "kernel t(a: tensor<u32>) {\n  a = 1 + abs(2);\n}\n";
   ASSERT_FALSE(kaio::lang::compile(store, &c, &d));
-  EXPECT_EQ(d.message, "this integer expression cannot be u32; convert it with 'as u32'");
+  EXPECT_EQ(d.message, "cannot store i32 into 'a' (tensor<u32>, takes u32); convert with 'as u32'");
   EXPECT_EQ(d.pos.line, 2);
-  EXPECT_EQ(d.pos.col, 11);
+  EXPECT_EQ(d.pos.col, 9);
 }
 
 TEST(LangExamples, DequantQ8AndSiluGateMatchTheirFormulas) {

@@ -146,7 +146,7 @@ class Checker {
     if (default_only && t != Type::i32 && t != Type::f32) t = Type::i32;
     if (t == Type::boolean) t = Type::i32;
     if (t == Type::f32 && integer_only(e)) t = Type::i32;
-    if (t == Type::u32 && e.kind == ExprKind::call && e.builtin == Builtin::abs) t = Type::i32;
+    if (t == Type::u32 && takes_abs(e)) t = Type::i32;
     e.type = t;
     for (auto &a : e.args) {
       if (a->type != Type::int_lit) continue;
@@ -158,8 +158,9 @@ class Checker {
   }
 
   // Whether an untyped integer expression takes an abs somewhere: abs has
-  // no u32 form, so such an expression is signed (i32) wherever i32 is
-  // allowed, as under a cast or as a shift amount.
+  // no u32 form, so settle makes the whole expression i32 where u32 was
+  // asked. A cast or a shift amount takes that; a u32 operand or store then
+  // reports the mismatch and asks for 'as u32'.
   static bool takes_abs(const Expr &e) {
     if (e.type != Type::int_lit) return false;
     if (e.kind == ExprKind::call && e.builtin == Builtin::abs) return true;
@@ -204,10 +205,8 @@ class Checker {
       case ExprKind::cast: {
         Expr &a = *e.args[0];
         expr(a);
-        // an untyped integer operand is an integer: (7 / 2) as f32 is 3.0,
-        // and (1 + abs(2)) as u32 adds in i32
-        const bool as_i32 = e.cast_to == Type::f32 || (e.cast_to == Type::u32 && takes_abs(a));
-        settle(a, as_i32 ? Type::i32 : e.cast_to, false);
+        // an untyped integer operand is an integer: (7 / 2) as f32 is 3.0
+        settle(a, e.cast_to == Type::f32 ? Type::i32 : e.cast_to, false);
         e.type = e.cast_to;
         e.varying = a.varying;
         return;
@@ -337,7 +336,7 @@ class Checker {
           error_at(e.pos, op + " needs integer operands, not " + type_name(a.type) + " and " +
                               type_name(b.type));
         if (a.type == Type::int_lit && b.type != Type::int_lit) settle(a, b.type, false);
-        settle(b, takes_abs(b) ? Type::i32 : Type::u32, false);
+        settle(b, Type::u32, false);
         e.type = a.type;
         return;
       case Tok::eq: case Tok::ne: case Tok::lt: case Tok::le: case Tok::gt: case Tok::ge:

@@ -399,12 +399,10 @@ class Warp:
                 v &= M32
                 r.append(((v + 0x7FFF + ((v >> 16) & 1)) >> 16) & 0xFFFF)   # RNE (finite values)
             self.setr(d, r, mask)
-        elif op == "shfl.sync.bfly.b32":
+        elif op in ("shfl.sync.bfly.b32", "shfl.sync.idx.b32"):
             assert all(mask), "shfl.sync needs the whole warp"
-            self.setr(d, [s[0][l ^ (s[1][l] & 31)] for l in Z], mask)
-        elif op == "shfl.sync.idx.b32":
-            assert all(mask), "shfl.sync needs the whole warp"
-            self.setr(d, [s[0][s[1][l] & 31] for l in Z], mask)
+            bfly = op == "shfl.sync.bfly.b32"      # source lane l ^ b, else b
+            self.setr(d, [s[0][((l ^ s[1][l]) if bfly else s[1][l]) & 31] for l in Z], mask)
         else:
             raise NotImplementedError(op)
         return None

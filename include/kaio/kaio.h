@@ -327,9 +327,16 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_buffer_create(kaio_buffer **out, kaio_d
                                                         uint64_t size_bytes);
 
 /* Wraps foreign device memory [device_ptr, device_ptr + size_bytes), e.g. a
- * candle CudaSlice. The range is checked against the allocation the driver
- * knows for device_ptr and against device. kaio never frees it.
- * Ownership: caller owns *out (the wrapper); the memory is foreign. */
+ * candle CudaSlice or a PyTorch tensor's data. Accepted: cuMemAlloc /
+ * cudaMalloc memory of device's primary context, stream-ordered pool memory
+ * (cuMemAllocAsync / cudaMallocAsync: candle, JAX, PyTorch's async backend)
+ * and virtual memory (cuMemCreate + cuMemMap, over one or several adjacent
+ * mappings: PyTorch's expandable segments) with read-write access for device.
+ * Every byte of the range is checked with the driver: memory of another
+ * device or of another context gives KAIO_ERROR_WRONG_DEVICE, a range past
+ * the allocation or into unmapped addresses KAIO_ERROR_OUT_OF_BOUNDS, host,
+ * unknown or inaccessible memory KAIO_ERROR_INVALID_ARGUMENT. kaio never
+ * frees it. Ownership: caller owns *out (the wrapper); the memory is foreign. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_buffer_wrap(kaio_buffer **out, kaio_device *device,
                                                       uint64_t device_ptr, uint64_t size_bytes);
 

@@ -8,6 +8,7 @@
 #include "core/firewall.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/context_scope.hpp"
+#include "runtime/foreign_memory.hpp"
 #include "runtime/handle_check.hpp"
 #include "runtime/tensor_view.hpp"
 
@@ -31,37 +32,6 @@ kaio_status check_stream_device(const char *fn, const kaio_stream *stream,
               "%s: argument '%s' lives on device %d but 'stream' is on device %d; use a stream "
               "of device %d.",
               fn, arg, buffer->device->ordinal, stream->device->ordinal, buffer->device->ordinal);
-}
-
-// Wrapping must not let a view reach past memory the driver gave out: the
-// range must sit inside one allocation of this device's context.
-kaio_status check_foreign_range(const char *fn, const kaio_device *device, uint64_t ptr,
-                                uint64_t size) {
-  const kaio::driver::Api *api = device->api;
-  cu::CUcontext owner = nullptr;
-  cu::CUdeviceptr start = 0;
-  size_t range = 0;
-  if (api->cuPointerGetAttribute(&owner, cu::CU_POINTER_ATTRIBUTE_CONTEXT, ptr) ||
-      api->cuPointerGetAttribute(&start, cu::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ptr) ||
-      api->cuPointerGetAttribute(&range, cu::CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr))
-    return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                "%s: argument 'device_ptr' (0x%" PRIx64 ") is not device memory the driver "
-                "knows; pass a pointer from cuMemAlloc, cudaMalloc or a framework allocator.",
-                fn, ptr);
-  if (owner != device->context)
-    return fail(KAIO_ERROR_WRONG_DEVICE,
-                "%s: argument 'device_ptr' (0x%" PRIx64 ") belongs to another context than "
-                "device %d's primary context; wrap it with the device it was allocated on.",
-                fn, ptr, device->ordinal);
-  uint64_t end = 0;
-  if (__builtin_add_overflow(ptr, size, &end) || end > start + range)
-    return fail(KAIO_ERROR_OUT_OF_BOUNDS,
-                "%s: arguments 'device_ptr' + 'size_bytes' (0x%" PRIx64 " + %" PRIu64
-                ") run past the end of the allocation [0x%" PRIx64 ", 0x%" PRIx64
-                "); wrap at most %" PRIu64 " bytes.",
-                fn, ptr, size, static_cast<uint64_t>(start), static_cast<uint64_t>(start + range),
-                static_cast<uint64_t>(start + range - ptr));
-  return KAIO_OK;
 }
 
 kaio_status make_buffer(kaio_buffer **out, kaio_device *device, cu::CUdeviceptr ptr,
@@ -122,7 +92,7 @@ KAIO_API kaio_status kaio_buffer_wrap(kaio_buffer **out, kaio_device *device, ui
       return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: argument 'size_bytes' is 0.", fn);
     kaio::ContextScope scope(device);
     KAIO_TRY(scope.status(fn));
-    KAIO_TRY(check_foreign_range(fn, device, device_ptr, size_bytes));
+    KAIO_TRY(kaio::check_foreign_memory(fn, device, device_ptr, size_bytes));
     return make_buffer(out, device, device_ptr, size_bytes, false);
   });
 }

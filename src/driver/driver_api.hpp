@@ -52,6 +52,8 @@ using namespace kaio::cu;
     (CUdeviceptr dst, unsigned char value, size_t count, CUstream stream))                         \
   X(cuPointerGetAttribute, 4000, "cuPointerGetAttribute", true, CUresult,                          \
     (void *data, int attribute, CUdeviceptr ptr))                                                  \
+  X(cuPointerGetAttributes, 7000, "cuPointerGetAttributes", true, CUresult,                        \
+    (unsigned count, int *attributes, void **data, CUdeviceptr ptr))                               \
   X(cuStreamCreate, 2000, "cuStreamCreate", true, CUresult, (CUstream *stream, unsigned flags))    \
   X(cuStreamDestroy, 4000, "cuStreamDestroy_v2", true, CUresult, (CUstream stream))                \
   X(cuStreamSynchronize, 2000, "cuStreamSynchronize", true, CUresult, (CUstream stream))           \

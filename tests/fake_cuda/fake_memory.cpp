@@ -17,17 +17,6 @@ constexpr float kElapsedMs = 0.25f;
 
 using AllocationEntry = std::map<CUdeviceptr, Allocation>::value_type;
 
-// The allocation (start, info) holding all of [ptr, ptr + bytes); bytes >= 1.
-const AllocationEntry *find_range(CUdeviceptr ptr, size_t bytes) {
-  auto &allocations = state().allocations;
-  auto it = allocations.upper_bound(ptr);
-  if (it == allocations.begin()) return nullptr;
-  --it;
-  CUdeviceptr offset = ptr - it->first;
-  if (offset >= it->second.size || bytes > it->second.size - offset) return nullptr;
-  return &*it;
-}
-
 void *host(CUdeviceptr ptr) { return reinterpret_cast<void *>(static_cast<uintptr_t>(ptr)); }
 
 CUresult copy_to_device(CUdeviceptr dst, const void *src, size_t bytes) {
@@ -59,7 +48,84 @@ CUresult lookup_event(CUevent handle, CUevent_st **out) {
   return check_active(e->ctx);
 }
 
+
+// The value type of each attribute the fake answers.
+size_t attribute_size(int attribute) {
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      return 4;
+    default:
+      return 8;
+  }
+}
+
+// One handle per device's default pool; only compared, never dereferenced.
+void *default_pool(int device) {
+  static char pools[64];
+  return &pools[device % 64];
+}
+
+CUresult pointer_attribute(const AllocationEntry &entry, int attribute, void *data) {
+  const auto &[start, a] = entry;
+  bool mapping = a.kind == MemoryKind::mapping;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<CUcontext *>(data) = a.ctx;
+      break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned *>(data) =
+          a.kind == MemoryKind::pinned_host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+      break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int *>(data) = a.device;
+      break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:  // a mapping reports its whole reservation
+      *static_cast<CUdeviceptr *>(data) = mapping ? a.reserved_start : start;
+      break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *static_cast<size_t *>(data) = mapping ? a.reserved_size : a.size;
+      break;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+      *static_cast<unsigned long long *>(data) =
+          mapping ? a.access : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+      *static_cast<void **>(data) = a.kind == MemoryKind::pool ? default_pool(a.device) : nullptr;
+      break;
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+      *static_cast<CUdeviceptr *>(data) = start;
+      break;
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+      *static_cast<size_t *>(data) = a.size;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
+
+const AllocationEntry *find_range(CUdeviceptr ptr, size_t bytes) {
+  auto &allocations = state().allocations;
+  auto it = allocations.upper_bound(ptr);
+  if (it == allocations.begin()) return nullptr;
+  --it;
+  const AllocationEntry *first = &*it;
+  CUdeviceptr offset = ptr - it->first;
+  if (offset >= it->second.size) return nullptr;
+  size_t left = it->second.size - offset;  // bytes of this piece from ptr on
+  while (bytes > left) {                    // continue into an adjacent mapping
+    const Allocation &a = it->second;
+    CUdeviceptr end = it->first + a.size;
+    if (a.kind != MemoryKind::mapping || ++it == allocations.end() || it->first != end ||
+        it->second.kind != MemoryKind::mapping || it->second.reserved_start != a.reserved_start)
+      return nullptr;
+    left += it->second.size;
+  }
+  return first;
+}
 
 bool is_special_stream(CUstream stream) {
   return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
@@ -89,7 +155,7 @@ CUresult kaio_fake_cuMemAlloc(CUdeviceptr *ptr, size_t bytes) {
   void *block = std::aligned_alloc(kAllocationAlignment, rounded);
   if (!block) return CUDA_ERROR_OUT_OF_MEMORY;
   CUdeviceptr address = reinterpret_cast<uintptr_t>(block);
-  s.allocations[address] = Allocation{bytes, ctx};
+  s.allocations[address] = Allocation{bytes, ctx, ctx->device};
   used += bytes;
   *ptr = address;
   return CUDA_SUCCESS;
@@ -102,7 +168,8 @@ CUresult kaio_fake_cuMemFree(CUdeviceptr ptr) {
   if (ptr == 0) return CUDA_SUCCESS;
   State &s = state();
   auto it = s.allocations.find(ptr);
-  if (it == s.allocations.end() || it->second.pinned_host) return CUDA_ERROR_INVALID_VALUE;
+  if (it == s.allocations.end() || it->second.kind != MemoryKind::device)
+    return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = check_active(it->second.ctx)) return r;
   s.used_bytes.at(it->second.ctx->device) -= it->second.size;
   std::free(host(ptr));
@@ -120,7 +187,8 @@ CUresult kaio_fake_cuMemHostAlloc(void **out, size_t bytes, unsigned flags) {
   size_t rounded = (bytes + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment;
   void *block = std::aligned_alloc(kAllocationAlignment, rounded);
   if (!block) return CUDA_ERROR_OUT_OF_MEMORY;
-  state().allocations[reinterpret_cast<uintptr_t>(block)] = Allocation{bytes, ctx, true};
+  state().allocations[reinterpret_cast<uintptr_t>(block)] =
+      Allocation{bytes, ctx, ctx->device, MemoryKind::pinned_host};
   *out = block;
   return CUDA_SUCCESS;
 }
@@ -131,7 +199,7 @@ CUresult kaio_fake_cuMemHostGetDevicePointer(CUdeviceptr *out, void *p, unsigned
   if (CUresult r = current_context(&ctx)) return r;
   auto &allocations = state().allocations;
   auto it = allocations.find(reinterpret_cast<uintptr_t>(p));
-  if (!out || flags || it == allocations.end() || !it->second.pinned_host)
+  if (!out || flags || it == allocations.end() || it->second.kind != MemoryKind::pinned_host)
     return CUDA_ERROR_INVALID_VALUE;
   *out = it->first;
   return CUDA_SUCCESS;
@@ -143,7 +211,8 @@ CUresult kaio_fake_cuMemFreeHost(void *p) {
   if (CUresult r = current_context(&ctx)) return r;
   auto &allocations = state().allocations;
   auto it = allocations.find(reinterpret_cast<uintptr_t>(p));
-  if (it == allocations.end() || !it->second.pinned_host) return CUDA_ERROR_INVALID_VALUE;
+  if (it == allocations.end() || it->second.kind != MemoryKind::pinned_host)
+    return CUDA_ERROR_INVALID_VALUE;
   std::free(p);
   allocations.erase(it);
   return CUDA_SUCCESS;
@@ -206,25 +275,22 @@ CUresult kaio_fake_cuPointerGetAttribute(void *data, int attribute, CUdeviceptr 
   if (CUresult r = check_init()) return r;
   const AllocationEntry *entry = data ? find_range(ptr, 1) : nullptr;
   if (!entry) return CUDA_ERROR_INVALID_VALUE;
-  const auto &[start, a] = *entry;
-  switch (attribute) {
-    case CU_POINTER_ATTRIBUTE_CONTEXT:
-      *static_cast<CUcontext *>(data) = a.ctx;
-      break;
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-      *static_cast<unsigned *>(data) = CU_MEMORYTYPE_DEVICE;
-      break;
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-      *static_cast<CUdeviceptr *>(data) = start;
-      break;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-      *static_cast<size_t *>(data) = a.size;
-      break;
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-      *static_cast<int *>(data) = a.ctx->device;
-      break;
-    default:
-      return CUDA_ERROR_INVALID_VALUE;
+  return pointer_attribute(*entry, attribute, data);
+}
+
+// Unlike the singular call, unknown memory is no error: every value reads
+// as zero (the documented behaviour, which libkaio relies on).
+CUresult kaio_fake_cuPointerGetAttributes(unsigned count, int *attributes, void **data,
+                                          CUdeviceptr ptr) {
+  auto lock = lock_state();
+  if (CUresult r = check_init()) return r;
+  if (count == 0 || !attributes || !data) return CUDA_ERROR_INVALID_VALUE;
+  const AllocationEntry *entry = find_range(ptr, 1);
+  static const AllocationEntry unknown{0, Allocation{}};
+  for (unsigned i = 0; i < count; ++i) {
+    if (!data[i]) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = pointer_attribute(entry ? *entry : unknown, attributes[i], data[i])) return r;
+    if (!entry) std::memset(data[i], 0, attribute_size(attributes[i]));
   }
   return CUDA_SUCCESS;
 }

@@ -49,9 +49,6 @@ using namespace kaio::cu;
 
 // Codes and enumerators the fake needs beyond those libkaio declares.
 constexpr CUresult CUDA_ERROR_CONTEXT_IS_DESTROYED = 709;
-constexpr int CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;
-constexpr int CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
-constexpr unsigned CU_MEMORYTYPE_DEVICE = 2;
 constexpr int CU_FUNC_ATTRIBUTE_PTX_VERSION = 5;
 constexpr int CU_FUNC_ATTRIBUTE_BINARY_VERSION = 6;
 constexpr int CU_FUNC_ATTRIBUTE_CACHE_MODE_CA = 7;
@@ -73,10 +70,38 @@ struct Config {
 // Reads the KAIO_FAKE_* environment; malformed values fall back to defaults.
 Config read_config();
 
+// How a piece of memory was made; the pointer attributes differ by kind as
+// they do on the real driver (src/runtime/foreign_memory.cpp lists them).
+enum class MemoryKind {
+  device,       // cuMemAlloc: owned by its context
+  pinned_host,  // cuMemHostAlloc: freed by cuMemFreeHost only
+  pool,         // cuMemAllocAsync: no context, the device's default pool
+  mapping,      // cuMemMap of a cuMemCreate handle into a reserved range
+};
+
 struct Allocation {
   size_t size = 0;
-  CUcontext ctx = nullptr;
-  bool pinned_host = false;  // cuMemHostAlloc: freed by cuMemFreeHost only
+  CUcontext ctx = nullptr;  // null for pool memory and mappings
+  int device = 0;
+  MemoryKind kind = MemoryKind::device;
+  // Mappings only: the reserved range around them, and the access that
+  // cuMemSetAccess granted to their device (none until then).
+  CUdeviceptr reserved_start = 0;
+  size_t reserved_size = 0;
+  unsigned long long access = 0;
+};
+
+// cuMemAddressReserve: backed by host memory at once, so a mapping's bytes
+// are the reservation's bytes at that address.
+struct Reservation {
+  size_t size = 0;
+};
+
+// cuMemCreate: physical memory of one device. The fake gives each mapping
+// its own bytes, so two mappings of one handle do not alias.
+struct PhysicalAllocation {
+  size_t size = 0;
+  int device = 0;
 };
 
 struct Launch {
@@ -106,6 +131,9 @@ struct State {
   std::vector<std::unique_ptr<CUctx_st>> contexts;
   std::vector<unsigned long long> used_bytes;  // per device
   std::map<CUdeviceptr, Allocation> allocations;
+  std::map<CUdeviceptr, Reservation> reservations;
+  std::map<unsigned long long, PhysicalAllocation> physical;
+  unsigned long long next_physical = 1;
   Registry<CUstream_st> streams;
   Registry<CUevent_st> events;
   Registry<CUmod_st> modules;
@@ -134,6 +162,9 @@ bool is_special_stream(CUstream stream);
 // stream (no current context needed, as with the real driver), else the
 // current one.
 CUresult stream_context(CUstream stream, CUcontext *ctx);
+// The allocation (start, info) holding all of [ptr, ptr + bytes), bytes >= 1;
+// a range may run across adjacent mappings of one reservation.
+const std::map<CUdeviceptr, Allocation>::value_type *find_range(CUdeviceptr ptr, size_t bytes);
 
 }  // namespace kaio::fake
 

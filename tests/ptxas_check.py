@@ -10,9 +10,16 @@ For each file: require a .version and a .target line, run
 ptxas error, missing directive or spill (a spill in a bandwidth-bound kernel is
 a performance bug we want to see in CI, not in a profile).  Exit 77 (Meson's
 "skipped") when no ptxas is installed, so machines without the CUDA toolkit
-still pass the test suite.
+still pass the test suite; but exit 1 when CI=true or KAIO_REQUIRE_PTXAS=1,
+where .ci/run installs the toolkit (.ci/cuda_toolkit.sh) and a missing ptxas
+means the check silently stopped running.
+
+Files are assembled in parallel (os.cpu_count() ptxas processes, largest file
+first) to stay well inside the test's timeout on a small machine; the output
+is printed in the files' order, the same whatever finishes first.
 """
 
+import concurrent.futures
 import os
 import re
 import shutil
@@ -79,36 +86,56 @@ def parse(output):
 
 
 def check_file(ptxas, path):
-    """Returns (ok, rows) for one file."""
+    """Returns (ok, rows, messages) for one file; runs in a worker thread, so
+    it prints nothing itself."""
+    messages = []
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except OSError as exc:
-        print("FAIL %s: %s" % (path, exc))
-        return False, []
+        messages.append("FAIL %s: %s" % (path, exc))
+        return False, [], messages
     directives = dict((m.group(1), m.group(2)) for m in DIRECTIVE.finditer(text))
     missing = [d for d in ("version", "target") if d not in directives]
     if missing:
-        print("FAIL %s: no .%s line" % (path, " / .".join(missing)))
-        return False, []
+        messages.append("FAIL %s: no .%s line" % (path, " / .".join(missing)))
+        return False, [], messages
     target = directives["target"].rstrip(",")
     cmd = [ptxas, "-arch=%s" % target, "-v", "-o", os.devnull, path]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
     if proc.returncode != 0:
-        print("FAIL %s: ptxas exited %d\n%s" % (path, proc.returncode, proc.stdout.rstrip()))
-        return False, []
+        messages.append("FAIL %s: ptxas exited %d\n%s" % (path, proc.returncode, proc.stdout.rstrip()))
+        return False, [], messages
     kernels = parse(proc.stdout)
     if not kernels:
-        print("FAIL %s: ptxas reported no entry functions" % path)
-        return False, []
+        messages.append("FAIL %s: ptxas reported no entry functions" % path)
+        return False, [], messages
     ok = True
     for k in kernels:
         if k["regs"] is None:
-            print("FAIL %s: no register count for %s" % (path, k["name"]))
+            messages.append("FAIL %s: no register count for %s" % (path, k["name"]))
             ok = False
         if k["spill_st"] or k["spill_ld"]:
             ok = False
-    return ok, [(path, target, directives["version"], k) for k in kernels]
+    return ok, [(path, target, directives["version"], k) for k in kernels], messages
+
+
+def required():
+    return os.environ.get("CI") == "true" or os.environ.get("KAIO_REQUIRE_PTXAS") == "1"
+
+
+def check_all(ptxas, files):
+    """check_file over every file, in parallel; results in the files' order.
+    The largest files start first, so a big one is not left alone at the end."""
+    def size(path):
+        try:
+            return os.path.getsize(path)
+        except OSError:
+            return 0
+    workers = max(1, min(os.cpu_count() or 1, len(files)))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {path: pool.submit(check_file, ptxas, path) for path in sorted(files, key=size, reverse=True)}
+        return [futures[path].result() for path in files]
 
 
 def main(argv):
@@ -117,6 +144,10 @@ def main(argv):
         return 2
     ptxas = find_ptxas()
     if not ptxas:
+        if required():
+            print("FAIL: ptxas not found, and CI=true or KAIO_REQUIRE_PTXAS=1 requires it: run "
+                  ".ci/cuda_toolkit.sh and source the env.sh it writes (or set PTXAS)")
+            return 1
         print("SKIP: ptxas not found (set PTXAS or put the CUDA toolkit's bin on PATH)")
         return SKIP
     files = collect(argv[1:])
@@ -124,8 +155,9 @@ def main(argv):
         print("FAIL: no .ptx files under %s" % " ".join(argv[1:]))
         return 1
     ok, rows = True, []
-    for path in files:
-        file_ok, file_rows = check_file(ptxas, path)
+    for file_ok, file_rows, messages in check_all(ptxas, files):
+        for m in messages:
+            print(m)
         ok &= file_ok
         rows += file_rows
     if rows:

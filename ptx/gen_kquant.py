@@ -16,11 +16,13 @@ Bit-exactness rules every quantize kernel follows (kquants.md §2.7):
     unrolled here, so each element's value lives in its own register);
   * argmax with the first index winning on ties, NaN never winning;
   * ggml's nearest_int (round half to even) is its own v + 1.5*2^23
-    rounding in the searches' hot loops (rne_f) and cvt.rni.s32.f32 in the
-    final passes; candle's f32::round (half away from zero) + saturating
-    `as i32` is built from the same rounding (away_f) or from cvt.rzi
-    (candle_round). The hot loops stay in the float domain because
-    conversion instructions issue at a fraction of the ALU rate.
+    rounding: as a float in the searches' hot loops (rne_f, whose values
+    are bounded; an infinite qkx2 iscale is made 0 first), and bit for bit,
+    infinities and NaN included, in the final passes (ggml_nearest);
+    candle's f32::round (half away from zero) + saturating `as i32` is
+    built from the same rounding (away_f) or from cvt.rzi (candle_round).
+    The hot loops stay in the float domain because conversion instructions
+    issue at a fraction of the ALU rate.
 
 Quantize kernels: kaio_kq_quantize_<fmt>_<mode>, one thread per scale group
 (Q8_0: a 32-value block; Q6_K: a 16-value sub-block; Q4_K/Q5_K: a 32-value
@@ -92,6 +94,8 @@ def f32(value):
 
 
 ZERO, ONE = f32(0.0), f32(1.0)
+MAGIC = f32(12582912.0)   # 1.5 * 2^23: adding it rounds to an integer
+INF = "0f7F800000"
 
 # format: (block elements, block bytes, values per thread group)
 FORMATS = {
@@ -158,8 +162,16 @@ class Kernel(ElementwiseKernel):
 
 
 def ggml_nearest(k, v):
-    """ggml's nearest_int: round half to even (exact for |v| < 2^22)."""
-    return k.r("cvt.rni.s32.f32", v)
+    """ggml's nearest_int bit for bit on every input: the low 23 bits of
+    v + 1.5*2^23, less 2^22. That is round half to even for |v| < 2^22, and
+    beyond it what x86-64 gives: -4194304 for ±inf, a wrapped value for
+    larger finite v; and 0 for NaN (x86's default NaN has mantissa 2^22;
+    the GPU's canonical NaN would give 2^22 - 1). cvt.rni would saturate
+    instead, which a final pass's (x + dm) / d reaches where dmin is an
+    infinite f16 and d is not."""
+    t = k.r("mov.b32", k.add(v, MAGIC))
+    i = k.r("sub.s32", k.r("and.b32", t, "0x007FFFFF"), "0x00400000")
+    return k.r("selp.s32", i, "0", k.p("setp.num.f32", v, v))
 
 
 def candle_round(k, v):
@@ -181,7 +193,6 @@ def nearest(k, mode, v):
 # The searches round and clamp every value of every candidate: those run in
 # the float domain, with full-rate add/sub/min/max instead of conversions
 # (which issue at a fraction of that rate and would bound the kernels).
-MAGIC = f32(12582912.0)   # 1.5 * 2^23: adding it rounds to an integer
 
 
 def rne_f(k, v):
@@ -307,10 +318,13 @@ def store_f16_of(k, pred, addr, off, value):
 
 # ---------------------------------------------------------------- Q8_0 -----
 
-def quantize_q8_0(k, p):
+def quantize_q8_0(k, p, mode):
     """Thread per block; the CTA's 256 blocks are assembled in shared memory
     and then written with consecutive 2-byte stores (34-byte blocks written
-    by one thread each would scatter every store over 32 sectors)."""
+    by one thread each would scatter every store over 32 sectors). The modes
+    differ where 1/d overflows (amax below about 3.7e-37) and x * id is
+    ±inf: ggml's (int8_t) roundf gives 0 on x86-64 (int8_bits of ±inf is
+    0), candle's saturating `as i8` 127 / -128 (clamped first)."""
     k.shared.append(".shared .align 4 .b8 kq_stage[%d]" % (BLOCK * 34))
     _, _, xaddr, _, tid = group_setup(k, p, 1, 32, 34, 32)
     xs = load_values(k, xaddr, 32, p["in_dtype"])
@@ -325,7 +339,10 @@ def quantize_q8_0(k, p):
     dh = k.reg("h")
     k.op("cvt.rn.f16.f32 %s, %s" % (dh, d))
     k.op("st.shared.b16 [%s], %s" % (stage, dh))
-    qs = [int8_bits(k, away_f(k, k.mul(v, idv))) for v in xs]
+    if mode == "candle":
+        qs = [int8_bits(k, clamp_f(k, away_f(k, k.mul(v, idv)), -128, 127)) for v in xs]
+    else:
+        qs = [int8_bits(k, away_f(k, k.mul(v, idv))) for v in xs]
     for i in range(16):
         w = k.r("or.b32", k.r("and.b32", qs[2 * i], "0xFF"), k.r("shl.b32", k.r("and.b32", qs[2 * i + 1], "0xFF"), "8"))
         h = k.reg("h")
@@ -582,6 +599,14 @@ def quantize_q6_k(k, p, mode):
 
 # ------------------------------------------------------------ Q4_K / Q5_K --
 
+def finite_or_zero(k, iscale):
+    """A qkx2 iscale for its rounding loops: an infinite one (max - min of a
+    few subnormals) is 0. ggml rounds inf * (x - min) (and the NaN of
+    inf * 0) to 0 after its clamp; rne_f and clamp_f would give nmax, so
+    the loops round 0 * (x - min) = 0 instead (no test in the hot loop)."""
+    return k.f("selp.f32", iscale, ZERO, k.p("setp.lt.f32", k.f("abs.f32", iscale), INF))
+
+
 def qkx2_search(k, xs, nmax, rmin, nstep):
     """ggml's make_qkx2_quants(32, nmax, x, w, L, &the_min, Laux, rmin, 0.1,
     nstep, false) with w = av_x + |x|. Returns (scale, the_min, lsel_iscale,
@@ -607,6 +632,7 @@ def qkx2_search(k, xs, nmax, rmin, nstep):
     fnmax = f32(float(nmax))
     iscale = k.div(fnmax, k.sub(mx, mn))
     k.setf(scale, k.div(ONE, iscale))
+    iscale = finite_or_zero(k, iscale)
     k.setf(lsel_iscale, iscale)
     k.setf(lsel_min, mn)
     best = k.var_f(ZERO)
@@ -619,6 +645,7 @@ def qkx2_search(k, xs, nmax, rmin, nstep):
     k.place(loop)
     rng = k.sub(mx, mn)
     isc = k.div(k.add(k.add(f32(rmin), k.mul(f32(0.1), k.cvt_f(is_))), fnmax), rng)
+    isc = finite_or_zero(k, isc)
     s_l, s_l2, s_xl = k.var_f(ZERO), k.var_f(ZERO), k.var_f(ZERO)
     fls = []
     for i, v in enumerate(xs):
@@ -715,11 +742,15 @@ def quantize_q45_k(k, p, mode, q5):
     mb = k.r("add.u32", g0, k.r("mov.u32", "kq_mins"))
     scales = [k.f("ld.shared.f32", "[%s+%d]" % (sb, 4 * i)) for i in range(8)]
     mins = [k.f("ld.shared.f32", "[%s+%d]" % (mb, 4 * i)) for i in range(8)]
-    # max over the 8 (start 0, strict '>'; candle's f32::max fold gives the same)
+    # max over the 8, from 0. ggml: strict '>'. candle's x86-64
+    # `fold(0.0, |max, &val| val.max(max))` takes val also on a tie (maxss
+    # returns its second operand): mins that are all ±0 end on the last
+    # one's sign, so dmin is -0.0 (0x8000) where mins[7] is; NaN never wins
+    cmp = "setp.gt.f32" if mode == "ggml" else "setp.ge.f32"
     max_scale, max_min = k.var_f(ZERO), k.var_f(ZERO)
     for i in range(8):
-        k.setf(max_scale, scales[i], k.p("setp.gt.f32", scales[i], max_scale))
-        k.setf(max_min, mins[i], k.p("setp.gt.f32", mins[i], max_min))
+        k.setf(max_scale, scales[i], k.p(cmp, scales[i], max_scale))
+        k.setf(max_min, mins[i], k.p(cmp, mins[i], max_min))
     inv_scale = k.f("selp.f32", k.div(f32(63.0), max_scale), ZERO, k.p("setp.gt.f32", max_scale, ZERO))
     inv_min = k.f("selp.f32", k.div(f32(63.0), max_min), ZERO, k.p("setp.gt.f32", max_min, ZERO))
 
@@ -1155,7 +1186,7 @@ def kernel(name, params, doc, body, *args, shared_bytes=0):
 
 def quantize_body(k, p, fmt, mode):
     if fmt == "q8_0":
-        quantize_q8_0(k, p)
+        quantize_q8_0(k, p, mode)
     elif fmt == "q6_k":
         quantize_q6_k(k, p, mode)
     else:

@@ -1,7 +1,11 @@
 // k-quant kernels on the GPU against the C++ reference (tests/support/
-// kquant_ref, itself checked byte for byte against ggml's library):
+// kquant_ref, itself checked byte for byte against ggml's library in GGML
+// mode and against candle-core's QTensor::quantize in CANDLE mode):
 //  * quantize: every format x mode x input dtype x input distribution,
-//    0 differing blocks; odd row counts, padded strides, outputs poisoned;
+//    the edges of the f32 range included (1e-30 down to subnormals, 1e7 up
+//    to 3e38, both mixed with ordinary values, ±0 blocks; f16 inputs within
+//    f16's range), 0 differing blocks; odd row counts, padded strides,
+//    outputs poisoned; one edge block alone in a row;
 //  * dequantize: f32 bit-identical to the reference, f16/bf16 its RNE rounding;
 //  * dequant-matmul: against an f64 product of the reference's dequantized
 //    weights and the same rounded activations. Tolerance (Frobenius norm of
@@ -69,7 +73,10 @@ class GpuKquant : public kt::GpuTest {
                               int64_t cols, int64_t x_pad, int64_t q_pad, bool prepared) {
     const int64_t be = kqref::block_elems(f), bb = kqref::block_bytes(f);
     const int64_t row_bytes = cols / be * bb, ldx = cols + x_pad, ldq = row_bytes + q_pad;
-    std::vector<float> x = kqref::make_inputs(dist, rows * ldx, kt::test_seed() + rows);
+    // f16 inputs take the edge distributions within f16's range (1e7 would
+    // be infinite there); bf16 has f32's range
+    std::vector<float> x = kqref::make_inputs(dist, rows * ldx, kt::test_seed() + rows,
+                                              dt == KAIO_DTYPE_F16 ? kqref::Range::f16 : kqref::Range::f32);
     std::vector<uint8_t> xb = to_dtype(dt, &x);
     kt::Buffer xbuf = upload(xb.data(), xb.size());
     kt::Buffer qbuf = kt::make_buffer(dev(), static_cast<uint64_t>(rows * ldq));
@@ -127,6 +134,39 @@ TEST_F(GpuKquant, QuantizeOddShapesAndPaddedStrides) {
         EXPECT_EQ(quantize_mismatches(f, mode, KAIO_DTYPE_F32, Dist::uniform, rows, cols, 0, 0, false), 0);
         EXPECT_EQ(quantize_mismatches(f, mode, KAIO_DTYPE_BF16, Dist::outliers, rows, cols, 8, 16, true), 0);
       }
+}
+
+// The named edge superblocks (kqref::edge_blocks), one a row, so a
+// mismatch names its case.
+TEST_F(GpuKquant, QuantizeEdgeBlocksByteIdentical) {
+  for (kaio_dtype dt : kFloatTypes) {
+    const std::vector<kqref::EdgeBlock> edges =
+        kqref::edge_blocks(dt == KAIO_DTYPE_F16 ? kqref::Range::f16 : kqref::Range::f32);
+    const int64_t rows = static_cast<int64_t>(edges.size()), cols = 256;
+    std::vector<float> x;
+    for (const kqref::EdgeBlock &e : edges) x.insert(x.end(), e.x.begin(), e.x.end());
+    std::vector<uint8_t> xb = to_dtype(dt, &x);
+    kt::Buffer xbuf = upload(xb.data(), xb.size());
+    for (Format f : kFormats)
+      for (Mode mode : {Mode::ggml, Mode::candle}) {
+        SCOPED_TRACE(std::string(kqref::format_name(f)) + " " + kqref::mode_name(mode) + " from " +
+                     kaio_dtype_name(dt));
+        const int64_t row_bytes = cols / kqref::block_elems(f) * kqref::block_bytes(f);
+        kt::Buffer qbuf = kt::make_buffer(dev(), static_cast<uint64_t>(rows * row_bytes));
+        ASSERT_EQ(kaio_buffer_memset(qbuf.get(), stream(), 0, 0xA5, rows * row_bytes), KAIO_OK);
+        kaio_tensor xt = kaio_tensor_2d(xbuf.get(), dt, rows, cols);
+        kaio_tensor qt = kaio_tensor_2d(qbuf.get(), KAIO_DTYPE_U8, rows, row_bytes);
+        KT_OK(kaio_quantize(stream(), &xt, &qt, api_format(f),
+                            mode == Mode::ggml ? KAIO_QUANT_MODE_GGML : KAIO_QUANT_MODE_CANDLE));
+        const std::vector<uint8_t> got = download(qbuf.get(), static_cast<size_t>(rows * row_bytes));
+        std::vector<uint8_t> want(static_cast<size_t>(row_bytes));
+        for (int64_t r = 0; r < rows; ++r) {
+          kqref::quantize_row(f, mode, &x[static_cast<size_t>(r * cols)], cols, want.data());
+          EXPECT_EQ(std::memcmp(&got[static_cast<size_t>(r * row_bytes)], want.data(), want.size()), 0)
+              << edges[static_cast<size_t>(r)].name;
+        }
+      }
+  }
 }
 
 TEST_F(GpuKquant, DequantizeMatchesTheReference) {

@@ -115,6 +115,20 @@ TEST_F(KquantOracle, GgmlModeQuantizeIsByteIdenticalOnEveryDistribution) {
   }
 }
 
+// The named edge superblocks, one by one, so a difference names its case.
+TEST_F(KquantOracle, GgmlModeQuantizeIsByteIdenticalOnEdgeBlocks) {
+  for (kqref::Range range : {kqref::Range::f32, kqref::Range::f16})
+    for (const kqref::EdgeBlock &e : kqref::edge_blocks(range))
+      for (int fi = 0; fi < 4; ++fi) {
+        const Format f = kFormats[fi];
+        const size_t bytes = static_cast<size_t>(256 / kqref::block_elems(f) * kqref::block_bytes(f));
+        std::vector<uint8_t> ours(bytes, 0xA5), theirs(bytes, 0x5A);
+        kqref::quantize_row(f, Mode::ggml, e.x.data(), 256, ours.data());
+        oracle_.quantize[fi](e.x.data(), theirs.data(), 256);
+        EXPECT_EQ(ours, theirs) << kqref::format_name(f) << " " << e.name;
+      }
+}
+
 // Dequantization of the oracle's own blocks and of random blocks (finite
 // f16 scales), compared as bit patterns.
 TEST_F(KquantOracle, DequantizeIsBitIdentical) {
@@ -145,6 +159,7 @@ TEST_F(KquantOracle, DequantizeIsBitIdentical) {
   }
 }
 
+// On ordinary values; Q8_0's one difference is pinned below.
 TEST(KquantRef, CandleModeAgreesWithGgmlOnQ8_0AndDiffersOnKQuants) {
   std::vector<float> x = kqref::make_inputs(Dist::gaussian, 64 * 256, kt::test_seed());
   for (Format f : kFormats) {
@@ -163,7 +178,9 @@ TEST(KquantRef, CandleModeAgreesWithGgmlOnQ8_0AndDiffersOnKQuants) {
 // candle's quirks (kquants.md §2.6): a constant sub-block quantizes to
 // scale 0 and min 0 in Q4K/Q5K, so an all-ones superblock dequantizes to 0
 // (ggml gives ~1); an all-zero Q6K superblock stores d = -0.0 (0x8000) where
-// ggml stores 0x0000; all rounding is half away from zero.
+// ggml stores 0x0000; all rounding is half away from zero; and the two
+// edge cases below. tests/host_kquant_candle_test.cpp checks all of it
+// against candle itself.
 TEST(KquantRef, CandleModeReproducesCandleQuirks) {
   std::vector<float> ones(256, 1.0f), zeros(256, 0.0f), back(256);
   for (Format f : {Format::q4_k, Format::q5_k}) {
@@ -180,6 +197,37 @@ TEST(KquantRef, CandleModeReproducesCandleQuirks) {
   kqref::quantize_row(Format::q6_k, Mode::ggml, zeros.data(), 256, g.data());
   EXPECT_EQ(c[208] | (c[209] << 8), 0x8000);
   EXPECT_EQ(g[208] | (g[209] << 8), 0x0000);
+  // Q8_0 where 1/d overflows (amax below about 3.7e-37): d is 0x0000 in
+  // both, but x * id is ±inf (NaN for 0): ggml's (int8_t) roundf gives 0 on
+  // x86-64, candle's saturating `as i8` 127 / -128 (0 for NaN). Both
+  // dequantize to 0. Bytes checked against both libraries by the oracle tests.
+  std::vector<float> tiny(32);
+  for (int i = 0; i < 32; ++i) tiny[static_cast<size_t>(i)] = i == 3 ? 0.0f : (i % 2 ? -1e-38f : 1.5e-38f);
+  std::vector<uint8_t> q8c(34), q8g(34);
+  kqref::quantize_row(Format::q8_0, Mode::candle, tiny.data(), 32, q8c.data());
+  kqref::quantize_row(Format::q8_0, Mode::ggml, tiny.data(), 32, q8g.data());
+  EXPECT_EQ(q8c[0] | q8c[1] << 8, 0x0000);
+  EXPECT_EQ(q8g[0] | q8g[1] << 8, 0x0000);
+  for (int i = 0; i < 32; ++i) {
+    EXPECT_EQ(static_cast<int8_t>(q8c[static_cast<size_t>(2 + i)]), i == 3 ? 0 : (i % 2 ? -128 : 127)) << i;
+    EXPECT_EQ(q8g[static_cast<size_t>(2 + i)], 0) << i;
+  }
+  // Q4K/Q5K: candle's x86-64 max fold over the mins returns the new value on
+  // a ±0 tie, so where every min is zero dmin takes the last one's sign. A
+  // {0, 15} sub-block's min is clamped from above zero (-0.0), a constant
+  // one's is +0.0. ggml stores 0x0000 for both.
+  std::vector<float> last_clamped(256, 1.0f), last_constant(256, 15.0f);
+  for (int i = 224; i < 256; ++i) last_clamped[static_cast<size_t>(i)] = i % 2 ? 15.0f : 0.0f;
+  for (int i = 0; i < 224; ++i) last_constant[static_cast<size_t>(i)] = i % 2 ? 15.0f : 0.0f;
+  for (Format f : {Format::q4_k, Format::q5_k}) {
+    std::vector<uint8_t> c(static_cast<size_t>(kqref::block_bytes(f))), g(c.size());
+    kqref::quantize_row(f, Mode::candle, last_clamped.data(), 256, c.data());
+    kqref::quantize_row(f, Mode::ggml, last_clamped.data(), 256, g.data());
+    EXPECT_EQ(c[2] | c[3] << 8, 0x8000) << kqref::format_name(f);
+    EXPECT_EQ(g[2] | g[3] << 8, 0x0000) << kqref::format_name(f);
+    kqref::quantize_row(f, Mode::candle, last_constant.data(), 256, c.data());
+    EXPECT_EQ(c[2] | c[3] << 8, 0x0000) << kqref::format_name(f);
+  }
   // A single +1 spike: d = 0x0c00 in GGML mode (kquants.md §2.3) and scale -128.
   std::vector<float> spike(256, 0.0f);
   spike[0] = 1.0f;

@@ -699,13 +699,20 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_kernel_launch(const kaio_kernel *kernel
 typedef int32_t kaio_quant_format;
 enum { KAIO_QUANT_Q8_0 = 1, KAIO_QUANT_Q4_K = 2, KAIO_QUANT_Q5_K = 3, KAIO_QUANT_Q6_K = 4 };
 
-/* Which reference quantize reproduces byte for byte:
+/* Which reference quantize reproduces byte for byte, on every finite
+ * input (subnormals, values up to 3e38 and signed zeros included):
  * GGML   ggml's quantize_row_*_ref (what llama.cpp's llama-quantize writes
- *        without an importance matrix);
- * CANDLE candle's QTensor::quantize (an older port; differs from GGML on
- *        Q4_K, Q5_K and Q6_K, including its quirks: a constant 32-value
- *        sub-block of Q4_K/Q5_K quantizes to 0, an all-zero Q6_K superblock
- *        stores d = -0.0). For Q8_0 both are the same. */
+ *        without an importance matrix), as built for x86-64;
+ * CANDLE candle-core 0.11's QTensor::quantize on x86-64 (an older port;
+ *        differs from GGML on Q4_K, Q5_K and Q6_K, including its quirks: a
+ *        constant 32-value sub-block of Q4_K/Q5_K quantizes to 0, an
+ *        all-zero Q6_K superblock stores d = -0.0, and a Q4_K/Q5_K
+ *        superblock whose sub-block mins are all zero stores the sign of
+ *        the last one in dmin, -0.0 (0x8000) where that min was clamped
+ *        from above zero). Q8_0 is the same in both modes except for a
+ *        block whose largest magnitude is below about 3.7e-37 (1/d
+ *        overflows): GGML writes quants 0, CANDLE 127 / -128 by sign (0 for
+ *        zeros); d is 0 and the block dequantizes to 0 in both. */
 typedef int32_t kaio_quant_mode;
 enum { KAIO_QUANT_MODE_GGML = 0, KAIO_QUANT_MODE_CANDLE = 1 };
 

@@ -53,7 +53,23 @@ void put_f16(uint8_t *p, float v) {
 float get_f16(const uint8_t *p) { return f16_to_f32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
 
 // ---------------------------------------------------------------- Q8_0 ----
-void quantize_q8_0(const float *x, uint8_t *y) {
+// The modes differ only where 1/d overflows (amax below about 3.7e-37):
+// x * id is then ±inf, or NaN for a zero x. ggml's `(int8_t) roundf(v)` is
+// undefined there; on x86-64 it is cvttss2si's 0x80000000 cut to a byte,
+// 0 (the oracle test pins this). candle's `f32::round(v) as i8` saturates:
+// 127 for +inf, -128 for -inf, 0 for NaN.
+int8_t q8_0_ggml(float v) {
+  const float r = std::round(v);
+  if (!(r >= -2147483648.0f && r < 2147483648.0f)) return 0;  // out of int32: 0x80000000
+  return static_cast<int8_t>(static_cast<int32_t>(r));
+}
+int8_t q8_0_candle(float v) {
+  const float r = std::round(v);
+  if (std::isnan(r)) return 0;
+  return static_cast<int8_t>(r >= 127.0f ? 127 : r <= -128.0f ? -128 : static_cast<int>(r));
+}
+
+void quantize_q8_0(const float *x, uint8_t *y, Mode mode) {
   float amax = 0.0f;
   for (int j = 0; j < 32; ++j) {
     float a = std::fabs(x[j]);
@@ -64,7 +80,7 @@ void quantize_q8_0(const float *x, uint8_t *y) {
   put_f16(y, d);
   for (int j = 0; j < 32; ++j) {
     float v = x[j] * id;
-    y[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::round(v)));
+    y[2 + j] = static_cast<uint8_t>(mode == Mode::ggml ? q8_0_ggml(v) : q8_0_candle(v));
   }
 }
 
@@ -378,6 +394,26 @@ float ggml_qkx2_quants(const float *x, const float *w, uint8_t *L, float *the_mi
 }
 
 // ------------------------------------------------ CANDLE: Q4_K / Q5_K ----
+// Rust's a.max(b) (a the receiver) as candle's x86-64 build computes it:
+// NaN loses to a number, and a tie, which only +0 and -0 make with
+// different bits, returns a (LLVM lowers maxnum to maxss with a as its
+// second operand). So candle's `fold(0.0, |max, &val| val.max(max))` over
+// mins that are all zeros ends on the sign of the last one, and -0.0 there
+// (a min clamped from above zero) stores dmin 0x8000. aarch64's fmaxnm
+// returns +0 instead; this follows x86-64. The candle oracle test pins it.
+float rust_max(float a, float b) {
+  if (std::isnan(a)) return b;
+  if (std::isnan(b)) return a;
+  return b > a ? b : a;
+}
+
+// Rust's a.min(b) likewise: a on a tie.
+float rust_min(float a, float b) {
+  if (std::isnan(a)) return b;
+  if (std::isnan(b)) return a;
+  return b < a ? b : a;
+}
+
 // candle's make_qkx1_quants(nmax, 5, x): unweighted, no candidate search;
 // returns (scale, -min). Its quants are not returned (the caller starts the
 // final pass from zeros).
@@ -394,7 +430,7 @@ float candle_qkx1_quants(const float *x, int nmax, float *the_min) {
     *the_min = 0.0f;
     return 0.0f;
   }
-  float min = mn < 0.0f ? mn : 0.0f;
+  float min = rust_min(mn, 0.0f);  // -0.0 stays -0.0
   float iscale = static_cast<float>(nmax) / (mx - min);
   float scale = 1.0f / iscale;
   uint8_t L[32] = {0};
@@ -421,20 +457,6 @@ float candle_qkx1_quants(const float *x, int nmax, float *the_min) {
   }
   *the_min = -min;
   return scale;
-}
-
-// Rust's f32::max: NaN loses to a number. Ties (only +0 vs -0 can tie with
-// different bits) keep b here. Known open point: LLVM's x86 lowering of
-// maxnum may return a (the receiver) on ties, which would make candle's
-// `fold(0.0, |max, &val| val.max(max))` end on -0.0 when every sub-block's
-// min is clamped to 0 (its the_min is -0.0), i.e. store dmin 0x8000 where
-// this reference stores 0x0000; aarch64's fmaxnm returns +0. Only the sign
-// of a zero dmin can differ; the dequantized values are the same. Not
-// checked against candle itself (no candle build here).
-float rust_max(float a, float b) {
-  if (std::isnan(a)) return b;
-  if (std::isnan(b)) return a;
-  return a > b ? a : b;
 }
 
 // Q4_K (nmax 15) and Q5_K (nmax 31) superblock, both modes.
@@ -575,7 +597,7 @@ void quantize_row(Format format, Mode mode, const float *x, int64_t n, uint8_t *
     const float *xb = x + b * be;
     uint8_t *yb = out + b * bb;
     switch (format) {
-      case Format::q8_0: quantize_q8_0(xb, yb); break;
+      case Format::q8_0: quantize_q8_0(xb, yb, mode); break;
       case Format::q4_k: quantize_q45_k(xb, yb, mode, false); break;
       case Format::q5_k: quantize_q45_k(xb, yb, mode, true); break;
       case Format::q6_k: quantize_q6_k(xb, yb, mode); break;

@@ -12,8 +12,8 @@
 # crates.io. The CUDA 13.0 toolkit comes from .ci/cuda_toolkit.sh into
 # $KAIO_CUDA_PREFIX (default ~/.cache/kaio-cuda-13.0; installed if missing).
 # CARGO_TARGET_DIR is honoured; unset, it is BUILDDIR/kaio-candle-target. The
-# first build compiles candle's CUDA kernels with nvcc: about half an hour on
-# 2 cores.
+# first build compiles candle's CUDA kernels with nvcc (sm_90 only): ~8 min
+# on an idle 2-core machine, ~30 min on a loaded one; later builds take seconds.
 # Exit status: 0 when the crate built and no test failed.
 set -uo pipefail
 

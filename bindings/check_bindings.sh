@@ -42,7 +42,7 @@ export PKG_CONFIG_PATH="$build/meson-uninstalled${PKG_CONFIG_PATH:+:$PKG_CONFIG_
 # ---- Rust ------------------------------------------------------------------
 # Counts libtest's "test result" lines; tests that skipped themselves (no GPU)
 # are logged to KAIO_TEST_SKIP_LOG and moved from passed to skipped; ignored
-# doctests (the candle example, which is not compiled) count as skipped.
+# tests count as skipped.
 cargo_test() { # cargo-binary target-dir log skip-log
   (cd "$here/rust" && CARGO_TARGET_DIR=$2 LIBKAIO_CUDA_DRIVER=$fake KAIO_TEST_SKIP_LOG=$4 \
     "$1" test --offline --workspace) >"$3" 2>&1

@@ -78,6 +78,14 @@ export KAIO_TEST_SKIP_LOG=$skips
 start=$(date +%s)
 (cd "$here" && cargo test --locked --features cuda) >"$log" 2>&1
 rc=$?
+# The candle bench and the Llama-block example build against the crate (same
+# target dir, so only their own code compiles); they run on a GPU only.
+for dir in "$repo/bench/candle" "$repo/examples/candle_llama_block"; do
+  if ! (cd "$dir" && cargo build --locked) >>"$log" 2>&1; then
+    echo "error: $dir does not build" >>"$log"
+    rc=1
+  fi
+done
 echo "kaio-candle: cargo test --features cuda took $(($(date +%s) - start)) s (target dir $CARGO_TARGET_DIR)"
 grep -E '^(test result|SKIPPED|error)|FAILED|panicked' "$log"
 if [ "$rc" -ne 0 ]; then tail -n 80 "$log"; fi

@@ -95,6 +95,9 @@ fn main() -> Result<()> {
                 (DType::BF16, kaio_candle::matmul_tc_bf16),
             ] {
                 let (c, kt) = compare(&dev, a.iters, dtype, &[&[m, k], &[k, n]], |t| t[0].matmul(&t[1]), |t| f(&t[0], &t[1]))?;
+                // B as an nn.Linear weight [N, K] used as w.t(), as candle's Linear does.
+                let (ct, ktt) =
+                    compare(&dev, a.iters, dtype, &[&[m, k], &[n, k]], |t| t[0].matmul(&t[1].t()?), |t| f(&t[0], &t[1].t()?))?;
                 let tflops = |us: f64| 2.0 * (m * n * k) as f64 / us / 1e6;
                 row(
                     &format!("matmul {dtype:?}"),
@@ -102,6 +105,13 @@ fn main() -> Result<()> {
                     c,
                     kt,
                     &format!("candle {:.0} TFLOP/s ({dtype:?} out), kaio {:.0} TFLOP/s (f32 out)", tflops(c), tflops(kt)),
+                );
+                row(
+                    &format!("matmul {dtype:?}, b = w.t()"),
+                    &format!("{m}x{n}x{k}"),
+                    ct,
+                    ktt,
+                    &format!("candle {:.0} TFLOP/s, kaio {:.0} TFLOP/s", tflops(ct), tflops(ktt)),
                 );
             }
         }

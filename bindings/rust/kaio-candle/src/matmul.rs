@@ -30,8 +30,10 @@ fn input_dtype(kind: MatmulTc) -> DType {
     }
 }
 
-/// (A, B) as matrices, with M, N, K.
-fn operands(op: &str, kind: MatmulTc, a: &CudaStorage, al: &Layout, b: &CudaStorage, bl: &Layout) -> Result<(Matrix, Matrix)> {
+/// A and B as matrices: A M x K; B K x N, or (when the bool is true) B's
+/// transpose N x K, for a `b` that is the `.t()` of a row-major [N, K]
+/// tensor (an nn.Linear weight), which libkaio reads as it is.
+fn operands(op: &str, kind: MatmulTc, a: &CudaStorage, al: &Layout, b: &CudaStorage, bl: &Layout) -> Result<(Matrix, Matrix, bool)> {
     let want = input_dtype(kind);
     layout::dtype(op, "a", a.dtype(), &[want])?;
     layout::dtype(op, "b", b.dtype(), &[want])?;
@@ -41,11 +43,22 @@ fn operands(op: &str, kind: MatmulTc, a: &CudaStorage, al: &Layout, b: &CudaStor
     }
     layout::rank(op, "b", bl.dims(), 2, "K, N")?;
     let am = layout::matrix(op, "a", al)?;
-    let bm = layout::matrix(op, "b", bl)?;
-    if am.cols != bm.rows {
-        bail!("kaio-candle::{op}: 'a' is {:?} and 'b' is {:?}: K differs ({} vs {})", al.dims(), bl.dims(), am.cols, bm.rows)
+    let k = bl.dims()[0];
+    if am.cols != k {
+        bail!("kaio-candle::{op}: 'a' is {:?} and 'b' is {:?}: K differs ({} vs {k})", al.dims(), bl.dims(), am.cols)
     }
-    Ok((am, bm))
+    let transposed = bl.stride()[0] == 1 && k > 1 && bl.dims()[1] > 1;
+    if transposed {
+        return Ok((am, layout::matrix(op, "b", &bl.transpose(0, 1)?)?, true));
+    }
+    Ok((am, layout::matrix(op, "b", bl)?, false))
+}
+
+fn variant(kind: MatmulTc) -> kaio::MatmulVariant {
+    match kind {
+        MatmulTc::F16Async | MatmulTc::Bf16Async => kaio::MatmulVariant::Async,
+        _ => kaio::MatmulVariant::Auto,
+    }
 }
 
 /// The forward op.
@@ -59,8 +72,8 @@ impl CustomOp2 for MatmulTcOp {
     no_cpu_fwd!(2, |op| name(op.0));
     fn cuda_fwd(&self, a: &CudaStorage, al: &Layout, b: &CudaStorage, bl: &Layout) -> Result<(CudaStorage, Shape)> {
         let op = name(self.0);
-        let (am, bm) = operands(op, self.0, a, al, b, bl)?;
-        let (m, k, n) = (am.rows, am.cols, bm.cols);
+        let (am, bm, trans_b) = operands(op, self.0, a, al, b, bl)?;
+        let (m, k, n) = (am.rows, am.cols, if trans_b { bm.rows } else { bm.cols });
         let mut dims = al.dims().to_vec();
         *dims.last_mut().unwrap() = n;
         let shape = Shape::from(dims);
@@ -74,7 +87,22 @@ impl CustomOp2 for MatmulTcOp {
         }
         let ctx = context(dev)?;
         let kind = self.0;
-        let prepared = ctx.op((op, vec![m as i64, n as i64, k as i64]), |d| kaio::Op::matmul_tc(d, kind, m, n, k))?;
+        let prepared = if trans_b {
+            // The same kernels' family through the general matmul, B read
+            // transposed (M <= 16 runs libkaio's GEMV kernels there).
+            let desc = kaio::MatmulDesc {
+                in_dtype: crate::storage::kaio_dtype(op, input_dtype(kind))?,
+                trans_b: kaio::Trans::T,
+                variant: variant(kind),
+                m,
+                n,
+                k,
+                ..Default::default()
+            };
+            ctx.op((op, vec![1, m as i64, n as i64, k as i64]), |d| kaio::Op::matmul(d, &desc))?
+        } else {
+            ctx.op((op, vec![0, m as i64, n as i64, k as i64]), |d| kaio::Op::matmul_tc(d, kind, m, n, k))?
+        };
         let stream = dev.cuda_stream();
         let (ra, rb) = (read(&ctx, op, a, &stream)?, read(&ctx, op, b, &stream)?);
         let rc = write(&ctx, op, &mut out, &stream)?;
@@ -85,6 +113,8 @@ impl CustomOp2 for MatmulTcOp {
     }
     fn bwd(&self, a: &Tensor, b: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let (k, n) = b.dims2()?;
+        // libkaio's backward takes B K x N row-major; a transposed B is copied.
+        let b = &if b.stride()[1] == 1 { b.clone() } else { b.contiguous()? };
         let m = a.elem_count() / k.max(1);
         let a2 = a.reshape((m, k))?;
         let g2 = grad.to_dtype(DType::F32)?.reshape((m, n))?;
@@ -121,7 +151,10 @@ impl CustomOp3 for MatmulTcGrad {
         bl: &Layout,
     ) -> Result<(CudaStorage, Shape)> {
         let op = "matmul_tc_backward";
-        let (am, bm) = operands(op, self.kind, a, al, b, bl)?;
+        let (am, bm, trans_b) = operands(op, self.kind, a, al, b, bl)?;
+        if trans_b {
+            bail!("kaio-candle::{op}: B must be row-major here (the forward's bwd copies it)")
+        }
         let (m, k, n) = (am.rows, am.cols, bm.cols);
         layout::dtype(op, "grad", dc.dtype(), &[DType::F32])?;
         let dcm = layout::matrix(op, "grad", dcl)?;
@@ -138,10 +171,7 @@ impl CustomOp3 for MatmulTcGrad {
         let mut out = alloc(dev, in_dtype, rows * cols)?;
         let ctx = context(dev)?;
         let kd = crate::storage::kaio_dtype(op, in_dtype)?;
-        let variant = match self.kind {
-            MatmulTc::F16Async | MatmulTc::Bf16Async => kaio::MatmulVariant::Async,
-            _ => kaio::MatmulVariant::Auto,
-        };
+        let variant = variant(self.kind);
         let desc = kaio::MatmulBackwardDesc {
             in_dtype: kd,
             grad_dtype: kaio::Dtype::F32,
@@ -172,8 +202,10 @@ fn apply(kind: MatmulTc, a: &Tensor, b: &Tensor) -> Result<Tensor> {
 }
 
 /// f32 `a · b` for f16 `a` `[.., M, K]` and `b` `[K, N]` (libkaio picks the
-/// kernel). K and N must be multiples of 8 (libkaio's tensor-core contract);
-/// a start that is not 16-byte aligned is copied first.
+/// kernel). `b` may also be the `.t()` of a row-major `[N, K]` tensor (an
+/// nn.Linear weight), read as it is, with no copy. K and N must be multiples
+/// of 8 (libkaio's tensor-core contract); a start that is not 16-byte
+/// aligned is copied first.
 pub fn matmul_tc(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     apply(MatmulTc::F16, a, b)
 }

@@ -50,6 +50,12 @@ fn matmul_tc_variants_match_candles_matmul() -> Result<()> {
             assert_eq!(got.dims(), want.dims(), "{name} {adims:?} x [{k}, {n}]");
             let err = max_rel_tensors(&got, &want)? / (k as f64).sqrt();
             assert!(err < 1e-5, "{name} {adims:?} x [{k}, {n}]: error {err:e} per sqrt(K)");
+            // B as the .t() of an nn.Linear-style [N, K] weight: read transposed, no copy.
+            let w = offset_randn(&dev, dtype, &[n, k], 8)?;
+            let got = f(&a, &w.t()?)?;
+            let want = a32.broadcast_matmul(&w.to_dtype(DType::F32)?.t()?)?;
+            let err = max_rel_tensors(&got, &want)? / (k as f64).sqrt();
+            assert!(err < 1e-5, "{name} {adims:?} x [{n}, {k}]ᵀ: error {err:e} per sqrt(K)");
         }
     }
     Ok(())
@@ -60,15 +66,18 @@ fn matmul_tc_backward_matches_candles_gradients() -> Result<()> {
     let Some(dev) = gpu("matmul_tc_backward_matches_candles_gradients") else { return Ok(()) };
     for (name, dtype, f) in MATMUL_VARIANTS {
         // M free (libkaio's backward needs it in 8s: the op pads), K and N in 8s.
-        for &(m, k, n) in &[(1usize, 8usize, 8usize), (7, 16, 8), (65, 136, 40), (64, 40, 24)] {
+        // The last case takes B as the .t() of an [N, K] Var (an nn.Linear weight).
+        for &(m, k, n, bt) in &[(1usize, 8usize, 8usize, false), (7, 16, 8, false), (65, 136, 40, false), (64, 40, 24, false), (9, 24, 16, true)] {
             let a = Var::from_tensor(&Tensor::randn(0f32, 1., (m, k), &dev)?.to_dtype(dtype)?)?;
-            let b = Var::from_tensor(&Tensor::randn(0f32, 1., (k, n), &dev)?.to_dtype(dtype)?)?;
+            let bdims = if bt { (n, k) } else { (k, n) };
+            let b = Var::from_tensor(&Tensor::randn(0f32, 1., bdims, &dev)?.to_dtype(dtype)?)?;
+            let as_b = |t: &Tensor| if bt { t.t() } else { Ok(t.clone()) };
             let w = Tensor::randn(0f32, 1., (m, n), &dev)?;
-            let ours = (f(a.as_tensor(), b.as_tensor())? * &w)?.sum_all()?.backward()?;
+            let ours = (f(a.as_tensor(), &as_b(b.as_tensor())?)? * &w)?.sum_all()?.backward()?;
             // candle's own: the same product in f32, gradients cast back.
             let a32 = Var::from_tensor(&a.as_tensor().to_dtype(DType::F32)?)?;
             let b32 = Var::from_tensor(&b.as_tensor().to_dtype(DType::F32)?)?;
-            let theirs = (a32.as_tensor().matmul(b32.as_tensor())? * &w)?.sum_all()?.backward()?;
+            let theirs = (a32.as_tensor().matmul(&as_b(b32.as_tensor())?)? * &w)?.sum_all()?.backward()?;
             for (which, mine, theirs, reduced) in [
                 ("dA", ours.get(a.as_tensor()), theirs.get(a32.as_tensor()), n),
                 ("dB", ours.get(b.as_tensor()), theirs.get(b32.as_tensor()), m),
@@ -132,7 +141,7 @@ fn norms_and_activations_match_candle_nn() -> Result<()> {
 fn wrong_inputs_get_clear_errors() -> Result<()> {
     let Some(dev) = gpu("wrong_inputs_get_clear_errors") else { return Ok(()) };
     let a = Tensor::randn(0f32, 1., (8, 16), &dev)?.to_dtype(DType::F16)?;
-    let bt = Tensor::randn(0f32, 1., (8, 16), &dev)?.to_dtype(DType::F16)?.t()?;
+    let bt = Tensor::randn(0f32, 1., (1, 8), &dev)?.to_dtype(DType::F16)?.broadcast_as((16, 8))?;
     let e = kaio_candle::matmul_tc(&a, &bt).unwrap_err().to_string();
     assert!(e.contains("kaio-candle::matmul_tc") && e.contains("'b'") && e.contains(".contiguous()"), "{e}");
     let e = kaio_candle::matmul_tc_bf16(&a, &a.t()?.contiguous()?).unwrap_err().to_string();

@@ -64,7 +64,7 @@ func (b *Buffer) Close() error {
 	if b == nil {
 		return nil
 	}
-	return release(b, &b.ptr, func(p *C.kaio_buffer) { C.kaio_buffer_destroy(p) })
+	return release(b, (*unsafe.Pointer)(unsafe.Pointer(&b.ptr)), func(p unsafe.Pointer) { C.kaio_buffer_destroy((*C.kaio_buffer)(p)) })
 }
 
 // DevicePtr is the CUdeviceptr, e.g. for kernel arguments; 0 once closed.

@@ -134,7 +134,7 @@ func (d *Device) Close() error {
 	if d == nil {
 		return nil
 	}
-	return release(d, &d.ptr, func(p *C.kaio_device) { C.kaio_device_destroy(p) })
+	return release(d, (*unsafe.Pointer)(unsafe.Pointer(&d.ptr)), func(p unsafe.Pointer) { C.kaio_device_destroy((*C.kaio_device)(p)) })
 }
 
 // Info describes the device.

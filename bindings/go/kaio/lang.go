@@ -71,7 +71,7 @@ func (k *LangKernel) Close() error {
 	if k == nil {
 		return nil
 	}
-	return release(k, &k.ptr, func(p *C.kaio_lang_kernel) { C.kaio_lang_kernel_destroy(p) })
+	return release(k, (*unsafe.Pointer)(unsafe.Pointer(&k.ptr)), func(p unsafe.Pointer) { C.kaio_lang_kernel_destroy((*C.kaio_lang_kernel)(p)) })
 }
 
 // PTX is the PTX the kernel was built from.

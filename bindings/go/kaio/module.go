@@ -44,7 +44,7 @@ func (m *Module) Close() error {
 	if m == nil {
 		return nil
 	}
-	return release(m, &m.ptr, func(p *C.kaio_module) { C.kaio_module_destroy(p) })
+	return release(m, (*unsafe.Pointer)(unsafe.Pointer(&m.ptr)), func(p unsafe.Pointer) { C.kaio_module_destroy((*C.kaio_module)(p)) })
 }
 
 // Kernel looks up an .entry by name (ErrKernelNotFound if there is none).
@@ -80,7 +80,7 @@ func (k *Kernel) Close() error {
 	if k == nil {
 		return nil
 	}
-	return release(k, &k.ptr, func(p *C.kaio_kernel) { C.kaio_kernel_destroy(p) })
+	return release(k, (*unsafe.Pointer)(unsafe.Pointer(&k.ptr)), func(p unsafe.Pointer) { C.kaio_kernel_destroy((*C.kaio_kernel)(p)) })
 }
 
 // KernelAttributes is what the driver reports about a kernel.

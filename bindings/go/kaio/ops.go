@@ -3,7 +3,10 @@ package kaio
 // #include "shim.h"
 import "C"
 
-import "runtime"
+import (
+	"runtime"
+	"unsafe"
+)
 
 // GeluMode picks the GELU formula.
 type GeluMode int32
@@ -77,7 +80,7 @@ func (o *Op) Close() error {
 	if o == nil {
 		return nil
 	}
-	return release(o, &o.ptr, func(p *C.kaio_op) { C.kaio_op_destroy(p) })
+	return release(o, (*unsafe.Pointer)(unsafe.Pointer(&o.ptr)), func(p unsafe.Pointer) { C.kaio_op_destroy((*C.kaio_op)(p)) })
 }
 
 func (o *Op) raw() *C.kaio_op {

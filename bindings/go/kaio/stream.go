@@ -72,7 +72,7 @@ func (s *Stream) Close() error {
 	if s == nil {
 		return nil
 	}
-	return release(s, &s.ptr, func(p *C.kaio_stream) { C.kaio_stream_destroy(p) })
+	return release(s, (*unsafe.Pointer)(unsafe.Pointer(&s.ptr)), func(p unsafe.Pointer) { C.kaio_stream_destroy((*C.kaio_stream)(p)) })
 }
 
 // Synchronize blocks until all queued work has finished, reporting errors
@@ -138,7 +138,7 @@ func (ev *Event) Close() error {
 	if ev == nil {
 		return nil
 	}
-	return release(ev, &ev.ptr, func(p *C.kaio_event) { C.kaio_event_destroy(p) })
+	return release(ev, (*unsafe.Pointer)(unsafe.Pointer(&ev.ptr)), func(p unsafe.Pointer) { C.kaio_event_destroy((*C.kaio_event)(p)) })
 }
 
 // Record records the event at the current end of s.

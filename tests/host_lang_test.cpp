@@ -105,7 +105,8 @@ TEST(LangFuzz, RandomProgramsCompileAndMutationsNeverCrash) {
   chain += "; }";
   kaio::lang::Kernel k;
   kaio::lang::Diagnostic d;
-  EXPECT_TRUE(kaio::lang::check_source(chain, &k, &d)) << d.message;
+  EXPECT_FALSE(kaio::lang::check_source(chain, &k, &d));  // deeper than kMaxExprDepth
+  EXPECT_NE(d.message.find("deeper than 48 levels"), std::string::npos) << d.message;
   std::string deep = "kernel k(x: tensor<f32>, out: tensor<f32>) { out = ";
   for (int j = 0; j < 100000; ++j) deep += "-";
   deep += "x; }";

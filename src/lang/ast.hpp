@@ -49,6 +49,7 @@ struct Expr {
   double float_value = 0.0;
   Type cast_to = Type::f32;
   std::vector<std::unique_ptr<Expr>> args;  // operands, call arguments, indices, if: cond/then/else
+  int depth = 1;  // 1 + the deepest arg's depth (parser); at most kMaxExprDepth
   // checked
   Type type = Type::int_lit;
   bool varying = false;  // depends on the element position (or reads memory)

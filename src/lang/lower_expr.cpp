@@ -37,23 +37,49 @@ Val ExprLowerer::lower(const Expr &e, ElemContext *elem, const std::string &guar
   return lower_varying(e, elem, guard);
 }
 
+bool ExprLowerer::let_ready(int let, const ElemContext *elem) const {
+  if (!k_.lets[let].varying) return uniform_lets_[let].has_value();
+  return elem && elem->lets.count(let);
+}
+
 Val ExprLowerer::let_value(int let, ElemContext *elem) {
+  if (!let_ready(let, elem)) {
+    // Lower the lets this one needs first, in source order, so lowering a
+    // let never recurses into another one: a long chain of lets (a reduction
+    // of the last of them meets them all unlowered) costs no stack.
+    std::vector<char> need(static_cast<size_t>(let) + 1, 0);
+    need[let] = 1;
+    std::vector<const Expr *> todo;
+    for (int j = let; j >= 0; --j) {
+      if (!need[j] || let_ready(j, elem) || k_.lets[j].reduction != Builtin::none) continue;
+      todo.push_back(k_.lets[j].value);
+      while (!todo.empty()) {
+        const Expr *e = todo.back();
+        todo.pop_back();
+        if (e->kind == ExprKind::name && e->ref == RefKind::let && e->index < j) need[e->index] = 1;
+        for (const auto &a : e->args) todo.push_back(a.get());
+      }
+    }
+    for (int j = 0; j <= let; ++j)
+      if (need[j] && !let_ready(j, elem)) lower_let(j, elem);
+  }
+  const LetInfo &info = k_.lets[let];
+  if (!info.varying) return *uniform_lets_[let];
+  return elem->lets.find(let)->second;
+}
+
+void ExprLowerer::lower_let(int let, ElemContext *elem) {
   const LetInfo &info = k_.lets[let];
   if (!info.varying) {
-    if (!uniform_lets_[let]) {
-      std::string *saved = b_.out;
-      if (elem) b_.out = preamble;
-      uniform_lets_[let] = lower(*info.value, nullptr, "");
-      b_.out = saved;
-    }
-    return *uniform_lets_[let];
+    std::string *saved = b_.out;
+    if (elem) b_.out = preamble;
+    uniform_lets_[let] = lower(*info.value, nullptr, "");
+    b_.out = saved;
+    return;
   }
-  auto it = elem->lets.find(let);
-  if (it != elem->lets.end()) return it->second;
   // a let is evaluated for every element, whatever branch first uses it
   Val v = lower(*info.value, elem, elem->guard);
   elem->lets[let] = v;
-  return v;
 }
 
 Val ExprLowerer::lower_varying(const Expr &e, ElemContext *elem, const std::string &guard) {

@@ -64,6 +64,8 @@ class ExprLowerer {
   std::string and_pred(const std::string &a, const std::string &b);
 
  private:
+  bool let_ready(int let, const ElemContext *elem) const;
+  void lower_let(int let, ElemContext *elem);  // its lets are ready
   Val lower_varying(const Expr &e, ElemContext *elem, const std::string &guard);
   Val name(const Expr &e, ElemContext *elem, const std::string &guard);
   Val index(const Expr &e, ElemContext *elem, const std::string &guard);

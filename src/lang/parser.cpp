@@ -1,6 +1,8 @@
 #include "lang/parser.hpp"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 namespace kaio::lang {
 namespace {
@@ -119,6 +121,20 @@ class Parser {
       error_at(pos, "expression nested deeper than " + std::to_string(kMaxDepth) + " levels");
   }
 
+  // Sets e's depth from its args; `pos` is where a too-deep tree is reported
+  // (the operator, 'as' or name that crosses the limit).
+  std::unique_ptr<Expr> deepen(std::unique_ptr<Expr> e, Pos pos) {
+    int d = 0;
+    for (const auto &a : e->args) d = std::max(d, a->depth);
+    e->depth = d + 1;
+    if (e->depth > kMaxExprDepth) too_deep(pos);
+    return e;
+  }
+  [[noreturn]] static void too_deep(Pos pos) {
+    error_at(pos, "expression deeper than " + std::to_string(kMaxExprDepth) +
+                      " levels (each operator, cast and call adds one); split it with 'let'");
+  }
+
   std::unique_ptr<Expr> make(ExprKind k, Pos pos) {
     auto e = std::make_unique<Expr>();
     e->kind = k;
@@ -157,12 +173,14 @@ class Parser {
     expect(Tok::kw_else, "after the if's value (an if-expression needs an else)");
     if (peek().kind == Tok::kw_if) {
       e->args.push_back(if_else(depth + 1));
-      return e;
+      Pos pos = e->pos;
+      return deepen(std::move(e), pos);
     }
     expect(Tok::lbrace, "after 'else'");
     e->args.push_back(expr(depth + 1));
     expect(Tok::rbrace, "to close the else value");
-    return e;
+    Pos pos = e->pos;
+    return deepen(std::move(e), pos);
   }
 
   std::unique_ptr<Expr> binary(int min_prec, int depth) {
@@ -181,7 +199,7 @@ class Parser {
       e->op = k;
       e->args.push_back(std::move(lhs));
       e->args.push_back(std::move(rhs));
-      lhs = std::move(e);
+      lhs = deepen(std::move(e), pos);
     }
   }
 
@@ -189,14 +207,21 @@ class Parser {
   // (-x) as u32), which binds tighter than any binary operator.
   std::unique_ptr<Expr> prefix(int depth) {
     enter(peek().pos, depth);
-    Tok k = peek().kind;
-    if (k == Tok::minus || k == Tok::bang || k == Tok::tilde) {
-      auto e = make(ExprKind::unary, next().pos);
-      e->op = k;
-      e->args.push_back(prefix(depth + 1));
-      return e;
+    // a run of prefix operators is a loop, not a recursion: its length is
+    // bounded by the tree depth alone
+    std::vector<Token> ops;
+    while (peek().kind == Tok::minus || peek().kind == Tok::bang || peek().kind == Tok::tilde) {
+      if (static_cast<int>(ops.size()) >= kMaxExprDepth - 1) too_deep(peek().pos);
+      ops.push_back(next());
     }
-    return postfix(depth + 1);
+    auto e = postfix(depth + 1);
+    for (size_t i = ops.size(); i-- > 0;) {
+      auto u = make(ExprKind::unary, ops[i].pos);
+      u->op = ops[i].kind;
+      u->args.push_back(std::move(e));
+      e = deepen(std::move(u), ops[i].pos);
+    }
+    return e;
   }
 
   std::unique_ptr<Expr> unary(int depth) {
@@ -207,7 +232,8 @@ class Parser {
       if (!scalar_from(t.text, &c->cast_to))
         error_at(t.pos, "cannot cast to '" + std::string(t.text) + "'; cast to f32, i32 or u32");
       c->args.push_back(std::move(e));
-      e = std::move(c);
+      Pos pos = c->pos;
+      e = deepen(std::move(c), pos);
     }
     return e;
   }
@@ -223,7 +249,8 @@ class Parser {
       ix->args.push_back(expr(depth + 1));
       if (accept(Tok::comma)) ix->args.push_back(expr(depth + 1));
       expect(Tok::rbracket, "to close the index");
-      return ix;
+      Pos pos = ix->pos;
+      return deepen(std::move(ix), pos);
     }
     return e;
   }
@@ -265,7 +292,7 @@ class Parser {
             while (accept(Tok::comma));
           }
           expect(Tok::rparen, "to close the call's arguments");
-          return e;
+          return deepen(std::move(e), pos);
         }
         auto e = make(ExprKind::name, pos);
         e->name = name;

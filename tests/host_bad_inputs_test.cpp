@@ -310,3 +310,46 @@ INSTANTIATE_TEST_SUITE_P(Table, BadInput, ::testing::ValuesIn(cases()), case_nam
 TEST(BadInputTable, HasAtLeastFortyCases) { EXPECT_GE(cases().size(), 40u); }
 
 }  // namespace
+
+// A struct_size past any descriptor's size is refused before a byte of the
+// caller's memory is written (it says how many bytes init zeroes).
+TEST(DescInit, AHugeStructSizeIsRefusedAndWritesNothing) {
+  struct Init {
+    const char *name;
+    kaio_status (*call)(void *, size_t);
+  };
+  const Init inits[] = {
+      {"kaio_matmul_desc_init",
+       [](void *p, size_t n) { return kaio_matmul_desc_init(static_cast<kaio_matmul_desc *>(p), n); }},
+      {"kaio_matmul_backward_desc_init",
+       [](void *p, size_t n) {
+         return kaio_matmul_backward_desc_init(static_cast<kaio_matmul_backward_desc *>(p), n);
+       }},
+      {"kaio_attention_desc_init",
+       [](void *p, size_t n) { return kaio_attention_desc_init(static_cast<kaio_attention_desc *>(p), n); }},
+      {"kaio_matmul_int8_desc_init",
+       [](void *p, size_t n) {
+         return kaio_matmul_int8_desc_init(static_cast<kaio_matmul_int8_desc *>(p), n);
+       }},
+      {"kaio_matmul_int4_desc_init",
+       [](void *p, size_t n) {
+         return kaio_matmul_int4_desc_init(static_cast<kaio_matmul_int4_desc *>(p), n);
+       }},
+      {"kaio_qkv_int4_desc_init",
+       [](void *p, size_t n) { return kaio_qkv_int4_desc_init(static_cast<kaio_qkv_int4_desc *>(p), n); }},
+      {"kaio_qkv_int8_desc_init",
+       [](void *p, size_t n) { return kaio_qkv_int8_desc_init(static_cast<kaio_qkv_int8_desc *>(p), n); }},
+  };
+  for (const Init &init : inits) {
+    std::vector<unsigned char> mem(8192, 0xA5);
+    for (size_t size : {size_t{4097}, size_t{1} << 32, SIZE_MAX}) {
+      EXPECT_EQ(init.call(mem.data(), size), KAIO_ERROR_INVALID_ARGUMENT) << init.name << " " << size;
+      std::string msg = kaio_last_error();
+      EXPECT_NE(msg.find(init.name), std::string::npos) << msg;
+      EXPECT_NE(msg.find("'struct_size'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("sizeof(*desc)"), std::string::npos) << msg;
+    }
+    for (unsigned char c : mem) ASSERT_EQ(c, 0xA5) << init.name << " wrote the caller's memory";
+    EXPECT_EQ(init.call(mem.data(), 4096), KAIO_OK) << init.name;  // the bound itself is fine
+  }
+}

@@ -50,6 +50,13 @@ TEST(KquantAbi, BlockSizesAndRowBytes) {
   EXPECT_EQ(kaio_quant_row_bytes(KAIO_QUANT_Q4_K, 100), 0);
   EXPECT_EQ(kaio_quant_block_elems(0), 0);
   EXPECT_EQ(kaio_quant_row_bytes(9, 256), 0);
+  // Q8_0 takes more bytes than values (34 per 32): the largest cols overflow
+  // int64 and give 0; the largest that fits gives its exact size. K-quant rows
+  // are smaller than cols, so any valid cols fits.
+  EXPECT_EQ(kaio_quant_row_bytes(KAIO_QUANT_Q8_0, INT64_MAX / 32 * 32), 0);
+  const int64_t fits = INT64_MAX / 34 * 32;
+  EXPECT_EQ(kaio_quant_row_bytes(KAIO_QUANT_Q8_0, fits), INT64_MAX / 34 * 34);
+  EXPECT_EQ(kaio_quant_row_bytes(KAIO_QUANT_Q6_K, INT64_MAX / 256 * 256), INT64_MAX / 256 * 210);
 }
 
 TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {

@@ -718,7 +718,8 @@ enum { KAIO_QUANT_MODE_GGML = 0, KAIO_QUANT_MODE_CANDLE = 1 };
 
 /* Values per block (32 or 256) and bytes per block, or 0 for an unknown
  * format; bytes of one quantized row of `cols` values, or 0 when the format
- * is unknown or cols is not a positive multiple of the block. Any thread. */
+ * is unknown, cols is not a positive multiple of the block, or the row would
+ * take more than INT64_MAX bytes. Any thread. */
 KAIO_API int64_t kaio_quant_block_elems(kaio_quant_format format);
 KAIO_API int64_t kaio_quant_block_bytes(kaio_quant_format format);
 KAIO_API int64_t kaio_quant_row_bytes(kaio_quant_format format, int64_t cols);

@@ -84,8 +84,11 @@ KAIO_API int64_t kaio_quant_block_bytes(kaio_quant_format format) {
 
 KAIO_API int64_t kaio_quant_row_bytes(kaio_quant_format format, int64_t cols) {
   const int64_t be = kaio::kquant_block_elems(format);
-  if (be == 0 || cols < 1 || cols % be != 0) return 0;
-  return cols / be * kaio::kquant_block_bytes(format);
+  int64_t bytes = 0;
+  if (be == 0 || cols < 1 || cols % be != 0 ||
+      __builtin_mul_overflow(cols / be, kaio::kquant_block_bytes(format), &bytes))
+    return 0;  // no such row, or more bytes than int64 holds
+  return bytes;
 }
 
 KAIO_API kaio_status kaio_op_create_quantize(kaio_op **out, kaio_device *device,

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/desc_init.hpp"
 #include "core/error.hpp"
 #include "core/firewall.hpp"
 #include "ops/op_handle.hpp"
@@ -149,15 +150,7 @@ KAIO_API kaio_status kaio_matmul_backward_desc_init(kaio_matmul_backward_desc *d
                                                     size_t struct_size) {
   constexpr const char *fn = "kaio_matmul_backward_desc_init";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    if (!desc) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'desc' is NULL.", fn);
-    if (struct_size < sizeof(kaio_matmul_backward_desc))
-      return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
-                  "%s: argument 'struct_size' is %zu but must be at least %zu.", fn, struct_size,
-                  sizeof(kaio_matmul_backward_desc));
-    std::memset(desc, 0, struct_size);
-    *desc = default_backward_desc();
-    desc->struct_size = static_cast<uint32_t>(struct_size);
-    return KAIO_OK;
+    return kaio::init_desc(fn, desc, struct_size, default_backward_desc());
   });
 }
 
@@ -213,15 +206,7 @@ KAIO_API kaio_status kaio_matmul_tc_backward(kaio_stream *stream, const kaio_ten
 KAIO_API kaio_status kaio_matmul_desc_init(kaio_matmul_desc *desc, size_t struct_size) {
   constexpr const char *fn = "kaio_matmul_desc_init";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    if (!desc) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'desc' is NULL.", fn);
-    if (struct_size < sizeof(kaio_matmul_desc))
-      return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
-                  "%s: argument 'struct_size' is %zu but must be at least %zu.", fn, struct_size,
-                  sizeof(kaio_matmul_desc));
-    std::memset(desc, 0, struct_size);
-    *desc = default_desc();
-    desc->struct_size = static_cast<uint32_t>(struct_size);
-    return KAIO_OK;
+    return kaio::init_desc(fn, desc, struct_size, default_desc());
   });
 }
 

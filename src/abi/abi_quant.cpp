@@ -5,6 +5,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "core/desc_init.hpp"
 #include "core/error.hpp"
 #include "core/firewall.hpp"
 #include "ops/op_handle.hpp"
@@ -36,19 +37,6 @@ kaio_status read_desc(const char *fn, const char *init, const Desc *in, Desc *ou
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: desc->reserved is %u but must be 0.", fn,
                   out->reserved);
   }
-  return KAIO_OK;
-}
-
-template <typename Desc>
-kaio_status init_desc(const char *fn, Desc *desc, size_t struct_size, const Desc &defaults) {
-  if (!desc) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'desc' is NULL.", fn);
-  if (struct_size < sizeof(Desc))
-    return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
-                "%s: argument 'struct_size' is %zu but must be at least %zu.", fn, struct_size,
-                sizeof(Desc));
-  std::memset(desc, 0, struct_size);
-  *desc = defaults;
-  desc->struct_size = static_cast<uint32_t>(struct_size);
   return KAIO_OK;
 }
 
@@ -199,7 +187,9 @@ extern "C" {
 
 KAIO_API kaio_status kaio_matmul_int8_desc_init(kaio_matmul_int8_desc *desc, size_t struct_size) {
   constexpr const char *fn = "kaio_matmul_int8_desc_init";
-  return kaio::firewall(fn, [&] { return init_desc(fn, desc, struct_size, int8_defaults()); });
+  return kaio::firewall(fn, [&] {
+    return kaio::init_desc(fn, desc, struct_size, int8_defaults());
+  });
 }
 
 KAIO_API kaio_status kaio_op_create_matmul_int8(kaio_op **out, kaio_device *device,
@@ -232,7 +222,9 @@ KAIO_API kaio_status kaio_matmul_int8(kaio_stream *stream, const kaio_tensor *a,
 
 KAIO_API kaio_status kaio_matmul_int4_desc_init(kaio_matmul_int4_desc *desc, size_t struct_size) {
   constexpr const char *fn = "kaio_matmul_int4_desc_init";
-  return kaio::firewall(fn, [&] { return init_desc(fn, desc, struct_size, int4_defaults()); });
+  return kaio::firewall(fn, [&] {
+    return kaio::init_desc(fn, desc, struct_size, int4_defaults());
+  });
 }
 
 KAIO_API kaio_status kaio_op_create_matmul_int4(kaio_op **out, kaio_device *device,
@@ -274,7 +266,9 @@ KAIO_API kaio_status kaio_int4_repack_kaio(kaio_stream *stream, const kaio_tenso
 
 KAIO_API kaio_status kaio_qkv_int4_desc_init(kaio_qkv_int4_desc *desc, size_t struct_size) {
   constexpr const char *fn = "kaio_qkv_int4_desc_init";
-  return kaio::firewall(fn, [&] { return init_desc(fn, desc, struct_size, qkv_defaults()); });
+  return kaio::firewall(fn, [&] {
+    return kaio::init_desc(fn, desc, struct_size, qkv_defaults());
+  });
 }
 
 KAIO_API kaio_status kaio_op_create_qkv_project_int4(kaio_op **out, kaio_device *device,
@@ -311,7 +305,9 @@ KAIO_API kaio_status kaio_qkv_project_int4(kaio_stream *stream, const kaio_tenso
 
 KAIO_API kaio_status kaio_qkv_int8_desc_init(kaio_qkv_int8_desc *desc, size_t struct_size) {
   constexpr const char *fn = "kaio_qkv_int8_desc_init";
-  return kaio::firewall(fn, [&] { return init_desc(fn, desc, struct_size, qkv8_defaults()); });
+  return kaio::firewall(fn, [&] {
+    return kaio::init_desc(fn, desc, struct_size, qkv8_defaults());
+  });
 }
 
 KAIO_API kaio_status kaio_op_create_qkv_project_int8(kaio_op **out, kaio_device *device,

@@ -9,7 +9,7 @@ kaio_buffer_wrap and its current stream with kaio_stream_wrap, so both sides
 read the very same memory. Timing: CUDA events around each call, warm-up
 first, median of --iters runs (>= 20). TFLOP/s counts the forward as
 4*B*Hq*Sq*Sk*D (halved when causal) and the backward as 2.5x that, the
-convention of FlashAttention's benchmarks and of shared/reference/h100-baselines.md.
+convention of FlashAttention's benchmarks.
 "O diff" is max |O_libkaio - O_reference| (the FA2 backend's O, or the math path's for f32).
 Inputs: f16 (or --dtype bf16), N(0, 1), BSHD contiguous; SDPA gets the
 (B, H, S, D) transposes of the same tensors.  Causal is bottom-right in

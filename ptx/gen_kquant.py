@@ -5,8 +5,8 @@
     python3 ptx/gen_kquant.py --check  # exit 1 if a committed file differs from a fresh run
 
 Byte layouts and the two reference algorithms (GGML: ggml's current
-quantize_row_*_ref; CANDLE: candle's QTensor::quantize) are described in
-shared/reference/kquants.md; tests/support/kquant_ref.cpp is the C++ version
+quantize_row_*_ref; CANDLE: candle's QTensor::quantize) are summarised in
+README.md ("GGUF k-quants"); tests/support/kquant_ref.cpp is the C++ version
 the GPU output is compared with, byte for byte.
 
 Bit-exactness rules every quantize kernel follows (kquants.md §2.7):

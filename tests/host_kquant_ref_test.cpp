@@ -1,6 +1,7 @@
 // The project's C++ k-quant reference (tests/support/kquant_ref) against
 // ggml's own reference library, byte for byte, and its CANDLE mode against
-// the quirks shared/reference/kquants.md §2.6 lists.
+// candle's own quirks (tests/host_kquant_candle_test.cpp checks those bytes
+// against candle-core itself).
 //
 // The oracle is libggml-base.so from the npm package
 // @node-llama-cpp/linux-x64@3.22.1 (ggml 0.25.1, built without FMA), fetched

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The tensor-core dequant-matvec kernels (ptx/kquant_mma.py) run on the host
 by tests/ptx_lockstep.py, against C = A · dequant(W)^T in doubles, with W's
-dequantization written here from shared/reference/kquants.md section 3.
+dequantization written here from ggml's block layouts (dequantize_row_*).
 
     python3 tests/kquant_mma_emulated.py ptx/kquant_dequant.ptx
 

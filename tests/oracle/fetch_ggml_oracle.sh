@@ -2,8 +2,9 @@
 # Fetches ggml's reference quantizers (libggml-base.so from the npm package
 # @node-llama-cpp/linux-x64, MIT) into .oracle/ at the repository root, where
 # tests/meson.build points the k-quant oracle test (KAIO_GGML_ORACLE).
-# Checks the package's and the library's sha256; shared/reference/kquants.md
-# §6 says why this build is the strict-IEEE reference (no FMA instructions).
+# Checks the package's and the library's sha256. This build is the strict-IEEE
+# reference: its quantizers contain no FMA instructions, so every f32 operation
+# rounds on its own, as ours do.
 # Idempotent: does nothing when the verified library is already there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,6 +1,6 @@
-// Input distributions for the k-quant tests: the ones that separated
-// implementations in shared/reference/kquants.md (§6, "Suggested test
-// inputs"), shared by the oracle test and the GPU tests.
+// Input distributions for the k-quant tests: the ones that tell the
+// implementations apart (ties, constant and sparse blocks, extreme ranges),
+// shared by the oracle test and the GPU tests.
 #pragma once
 
 #include <cstdint>

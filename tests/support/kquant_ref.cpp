@@ -1,5 +1,5 @@
 // CPU reference for the GGUF k-quants; see kquant_ref.hpp. Written from the
-// algorithm descriptions in shared/reference/kquants.md §1-§3. Every float
+// reference algorithms (ggml's quantize_row_*_ref, candle's k_quants.rs). Every float
 // expression below is written in the reference's evaluation order (left to
 // right, each * and + rounded on its own); the file is compiled with
 // -ffp-contract=off so the compiler keeps it that way.

@@ -1,8 +1,8 @@
 // The project's own CPU reference for the GGUF k-quants Q8_0, Q4_K, Q5_K and
 // Q6_K: quantize in two modes (GGML: ggml's current quantize_row_*_ref;
 // CANDLE: candle's QTensor::quantize, a 2023 port of llama.cpp's k_quants.c)
-// and dequantize (identical in both). Byte layouts and both algorithms are
-// described in shared/reference/kquants.md.
+// and dequantize (identical in both). Byte layouts are ggml's block_q*
+// structs; the algorithms follow the two references line by line.
 //
 // Bit-exactness with the references needs strict IEEE f32: this file's .cpp
 // must be compiled with -ffp-contract=off (no FMA contraction) and without

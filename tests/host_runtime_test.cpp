@@ -39,7 +39,12 @@ TEST_F(FakeRuntime, DeviceInfoAndSharedHandles) {
   kt::Device a = kt::open_device(1);
   kt::Device b = kt::open_device(1);
   ASSERT_TRUE(a && b);
-  EXPECT_EQ(a.get(), b.get()) << "one ordinal shares one device (and its module cache)";
+  // Each open is its own handle (destroyed on its own) to one shared device:
+  // the same borrowed handle, context and module cache.
+  EXPECT_NE(a.get(), b.get());
+  kt::Stream sa = kt::make_stream(a.get()), sb = kt::make_stream(b.get());
+  EXPECT_EQ(kaio_stream_device(sa.get()), kaio_stream_device(sb.get()));
+  EXPECT_EQ(kaio_device_native_context(a.get()), kaio_device_native_context(b.get()));
   kaio_device_info info{};
   info.struct_size = sizeof info;
   KT_OK(kaio_device_get_info(a.get(), &info));

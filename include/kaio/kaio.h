@@ -28,6 +28,10 @@
  *                              caller keeps them alive while kaio uses them.
  *            Every _destroy accepts NULL and may be called from any thread,
  *            but must not race with other calls on the same handle.
+ * Handles    Opaque values, not addresses of memory to read. Each is issued
+ *            once: a destroyed handle (destroyed again, or used later, even
+ *            after new objects were made) gives KAIO_ERROR_INVALID_HANDLE or,
+ *            for _destroy, nothing; so do NULL and handles of another type.
  * Threads    Global functions (status names, versions, last error, probe)
  *            are safe from any thread at any time. A kaio_device is internally
  *            synchronised: concurrent calls on one device, and on objects made

@@ -45,17 +45,14 @@ kaio_status create(const char *fn, kaio_op **out, kaio_device *device,
                    const kaio_attention_desc *desc, bool backward) {
   if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
   *out = nullptr;
-  KAIO_TRY(kaio::check_handle(fn, "device", device));
+  KAIO_TRY(kaio::resolve_handle(fn, "device", device));
   kaio_attention_desc d;
   KAIO_TRY(read_desc(fn, desc, &d));
   auto op = std::make_unique<kaio_op>();
   auto &attention = op->body.emplace<std::unique_ptr<kaio::AttentionPlan, kaio::AttentionPlanDeleter>>(
       new kaio::AttentionPlan);
   KAIO_TRY(kaio::plan_attention(fn, device, d, backward, attention.get()));
-  op->device = device;
-  kaio::device_retain(device);
-  *out = op.release();
-  return KAIO_OK;
+  return kaio::publish_op(fn, out, device, std::move(op));
 }
 
 kaio_status require_qkvo(const char *fn, const kaio_tensor *q, const kaio_tensor *k,
@@ -74,7 +71,7 @@ kaio_status require_qkvo(const char *fn, const kaio_tensor *q, const kaio_tensor
 kaio_status one_shot(const char *fn, kaio_stream *stream, const kaio_tensor *q,
                      const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *o,
                      const kaio_tensor *lse, const kaio_attention_desc &desc) {
-  KAIO_TRY(kaio::check_stream(fn, stream));
+  KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
   KAIO_TRY(require_qkvo(fn, q, k, v, o));
   kaio::AttentionPlan plan;
   KAIO_TRY(kaio::plan_attention(fn, stream->device, desc, false, &plan));
@@ -167,8 +164,10 @@ extern "C" {
                                    const kaio_tensor *k, const kaio_tensor *v,               \
                                    const kaio_tensor *out) {                                 \
     constexpr const char *fn = "kaio_" #name;                                                \
-    return kaio::firewall(                                                                   \
-        fn, [&] { return kaio::run_attention_f32(fn, stream, q, k, v, out, nullptr, causal); }); \
+    return kaio::firewall(fn, [&]() -> kaio_status {                                         \
+      KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));                                  \
+      return kaio::run_attention_f32(fn, stream, q, k, v, out, nullptr, causal);             \
+    });                                                                                      \
   }                                                                                          \
   KAIO_API kaio_status kaio_##name##_with_stats(kaio_stream *stream, const kaio_tensor *q,   \
                                                 const kaio_tensor *k, const kaio_tensor *v,  \
@@ -179,6 +178,7 @@ extern "C" {
       if (!lse)                                                                              \
         return fail(KAIO_ERROR_INVALID_ARGUMENT,                                             \
                     "%s: argument 'lse' is NULL; pass an f32 [1, S] view.", fn);             \
+      KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));                                  \
       return kaio::run_attention_f32(fn, stream, q, k, v, out, lse, causal);                 \
     });                                                                                      \
   }                                                                                          \
@@ -189,8 +189,10 @@ extern "C" {
       const kaio_tensor *dv) {                                                               \
     constexpr const char *fn = "kaio_" #name "_backward";                                    \
     const kaio_tensor *const views[9] = {dout, q, k, v, out, lse, dq, dk, dv};               \
-    return kaio::firewall(                                                                   \
-        fn, [&] { return kaio::run_attention_f32_backward(fn, stream, views, causal); });     \
+    return kaio::firewall(fn, [&]() -> kaio_status {                                         \
+      KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));                                  \
+      return kaio::run_attention_f32_backward(fn, stream, views, causal);                    \
+    });                                                                                      \
   }
 
 KAIO_FLASH_F32(attention_flash, false)

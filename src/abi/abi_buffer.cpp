@@ -8,6 +8,7 @@
 #include "core/firewall.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/context_scope.hpp"
+#include "runtime/device_memory.hpp"
 #include "runtime/foreign_memory.hpp"
 #include "runtime/handle_check.hpp"
 #include "runtime/tensor_view.hpp"
@@ -24,9 +25,8 @@ kaio_status check_host(const char *fn, const char *arg, const void *host, uint64
               fn, arg, size);
 }
 
-kaio_status check_stream_device(const char *fn, const kaio_stream *stream,
-                                const kaio_buffer *buffer, const char *arg) {
-  KAIO_TRY(kaio::check_stream(fn, stream));
+kaio_status same_device(const char *fn, const kaio_stream *stream, const char *arg,
+                        const kaio_buffer *buffer) {
   if (stream->device == buffer->device) return KAIO_OK;
   return fail(KAIO_ERROR_WRONG_DEVICE,
               "%s: argument '%s' lives on device %d but 'stream' is on device %d; use a stream "
@@ -34,15 +34,23 @@ kaio_status check_stream_device(const char *fn, const kaio_stream *stream,
               fn, arg, buffer->device->ordinal, stream->device->ordinal, buffer->device->ordinal);
 }
 
-kaio_status make_buffer(kaio_buffer **out, kaio_device *device, cu::CUdeviceptr ptr,
-                        uint64_t size, bool owned) {
+// Resolves the stream handle in place; it must be on the buffer's device.
+kaio_status check_stream_device(const char *fn, kaio_stream *&stream, const kaio_buffer *buffer,
+                                const char *arg) {
+  KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+  return same_device(fn, stream, arg, buffer);
+}
+
+kaio_status make_buffer(const char *fn, kaio_buffer **out, kaio_device *device,
+                        cu::CUdeviceptr ptr, uint64_t size, bool owned) {
   auto b = std::make_unique<kaio_buffer>();
   b->device = device;
   b->ptr = ptr;
   b->size = size;
   b->owned = owned;
+  KAIO_TRY(kaio::publish_handle(fn, out, b.get()));
+  b.release();
   kaio::device_retain(device);
-  *out = b.release();
   return KAIO_OK;
 }
 
@@ -56,25 +64,16 @@ KAIO_API kaio_status kaio_buffer_create(kaio_buffer **out, kaio_device *device,
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::check_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
     if (size_bytes == 0)
       return fail(KAIO_ERROR_INVALID_DIMENSION,
                   "%s: argument 'size_bytes' is 0; allocate at least 1 byte.", fn);
     if (size_bytes > SIZE_MAX)
       return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: argument 'size_bytes' is too large.", fn);
-    kaio::ContextScope scope(device);
-    KAIO_TRY(scope.status(fn));
     cu::CUdeviceptr ptr = 0;
-    if (cu::CUresult r = device->api->cuMemAlloc(&ptr, static_cast<size_t>(size_bytes))) {
-      kaio_status s = fail_driver(r, fn, "cuMemAlloc");
-      if (s == KAIO_ERROR_OUT_OF_DEVICE_MEMORY)
-        fail(s, "%s: cannot allocate %" PRIu64 " bytes on device %d (%" PRIu64
-             " bytes total): out of device memory.",
-             fn, size_bytes, device->ordinal, device->info.total_memory);
-      return s;
-    }
-    kaio_status s = make_buffer(out, device, ptr, size_bytes, true);
-    if (s != KAIO_OK) device->api->cuMemFree(ptr);
+    KAIO_TRY(kaio::allocate_device_memory(fn, device, size_bytes, &ptr));
+    kaio_status s = make_buffer(fn, out, device, ptr, size_bytes, true);
+    if (s != KAIO_OK) kaio::free_device_memory(device, ptr);
     return s;
   });
 }
@@ -85,7 +84,7 @@ KAIO_API kaio_status kaio_buffer_wrap(kaio_buffer **out, kaio_device *device, ui
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::check_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
     if (device_ptr == 0)
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'device_ptr' is 0.", fn);
     if (size_bytes == 0)
@@ -93,19 +92,16 @@ KAIO_API kaio_status kaio_buffer_wrap(kaio_buffer **out, kaio_device *device, ui
     kaio::ContextScope scope(device);
     KAIO_TRY(scope.status(fn));
     KAIO_TRY(kaio::check_foreign_memory(fn, device, device_ptr, size_bytes));
-    return make_buffer(out, device, device_ptr, size_bytes, false);
+    return make_buffer(fn, out, device, device_ptr, size_bytes, false);
   });
 }
 
-KAIO_API void kaio_buffer_destroy(kaio_buffer *buffer) {
+KAIO_API void kaio_buffer_destroy(kaio_buffer *handle) {
   kaio::firewall_void([&] {
-    if (!kaio::is_live(buffer)) return;
+    kaio_buffer *buffer = kaio::retire_handle(handle);
+    if (!buffer) return;
     kaio_device *device = buffer->device;
-    if (buffer->owned) {
-      kaio::ContextScope scope(device);
-      if (scope.status("kaio_buffer_destroy") == KAIO_OK) device->api->cuMemFree(buffer->ptr);
-    }
-    buffer->tag = kaio::HandleTag::dead;
+    if (buffer->owned) kaio::free_device_memory(device, buffer->ptr);
     delete buffer;
     kaio::device_release(device);
   });
@@ -115,7 +111,7 @@ KAIO_API kaio_status kaio_buffer_write(kaio_buffer *buffer, uint64_t offset, con
                                        uint64_t size) {
   constexpr const char *fn = "kaio_buffer_write";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::check_handle(fn, "buffer", buffer));
+    KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
     KAIO_TRY(check_host(fn, "src", src, size));
     KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
     if (size == 0) return KAIO_OK;
@@ -138,7 +134,7 @@ KAIO_API kaio_status kaio_buffer_read(const kaio_buffer *buffer, uint64_t offset
                                       uint64_t size) {
   constexpr const char *fn = "kaio_buffer_read";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::check_handle(fn, "buffer", buffer));
+    KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
     KAIO_TRY(check_host(fn, "dst", dst, size));
     KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
     if (size == 0) return KAIO_OK;
@@ -154,7 +150,7 @@ KAIO_API kaio_status kaio_buffer_write_async(kaio_buffer *buffer, kaio_stream *s
                                              uint64_t offset, const void *src, uint64_t size) {
   constexpr const char *fn = "kaio_buffer_write_async";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::check_handle(fn, "buffer", buffer));
+    KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
     KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
     KAIO_TRY(check_host(fn, "src", src, size));
     KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
@@ -172,7 +168,7 @@ KAIO_API kaio_status kaio_buffer_read_async(const kaio_buffer *buffer, kaio_stre
                                             uint64_t offset, void *dst, uint64_t size) {
   constexpr const char *fn = "kaio_buffer_read_async";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::check_handle(fn, "buffer", buffer));
+    KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
     KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
     KAIO_TRY(check_host(fn, "dst", dst, size));
     KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
@@ -190,7 +186,7 @@ KAIO_API kaio_status kaio_buffer_memset(kaio_buffer *buffer, kaio_stream *stream
                                         uint64_t offset, uint8_t value, uint64_t size) {
   constexpr const char *fn = "kaio_buffer_memset";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::check_handle(fn, "buffer", buffer));
+    KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
     KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
     KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
     if (size == 0) return KAIO_OK;
@@ -208,10 +204,10 @@ KAIO_API kaio_status kaio_buffer_copy(kaio_buffer *dst, uint64_t dst_offset,
                                       kaio_stream *stream) {
   constexpr const char *fn = "kaio_buffer_copy";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::check_handle(fn, "dst", dst));
-    KAIO_TRY(kaio::check_handle(fn, "src", src));
+    KAIO_TRY(kaio::resolve_handle(fn, "dst", dst));
+    KAIO_TRY(kaio::resolve_handle(fn, "src", src));
     KAIO_TRY(check_stream_device(fn, stream, dst, "dst"));
-    KAIO_TRY(check_stream_device(fn, stream, src, "src"));
+    KAIO_TRY(same_device(fn, stream, "src", src));
     KAIO_TRY(kaio::check_range(fn, "dst", dst, dst_offset, size));
     KAIO_TRY(kaio::check_range(fn, "src", src, src_offset, size));
     if (size == 0) return KAIO_OK;
@@ -228,15 +224,18 @@ KAIO_API kaio_status kaio_buffer_copy(kaio_buffer *dst, uint64_t dst_offset,
 }
 
 KAIO_API uint64_t kaio_buffer_device_ptr(const kaio_buffer *buffer) {
-  return kaio::is_live(buffer) ? buffer->ptr : 0;
+  const kaio_buffer *b = kaio::find_handle(buffer);
+  return b ? b->ptr : 0;
 }
 
 KAIO_API uint64_t kaio_buffer_size(const kaio_buffer *buffer) {
-  return kaio::is_live(buffer) ? buffer->size : 0;
+  const kaio_buffer *b = kaio::find_handle(buffer);
+  return b ? b->size : 0;
 }
 
 KAIO_API kaio_device *kaio_buffer_device(const kaio_buffer *buffer) {
-  return kaio::is_live(buffer) ? buffer->device : nullptr;
+  const kaio_buffer *b = kaio::find_handle(buffer);
+  return b ? b->device->borrowed_handle : nullptr;
 }
 
 }  // extern "C"

@@ -34,20 +34,25 @@ KAIO_API kaio_status kaio_device_open(kaio_device **out, int32_t ordinal) {
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    return kaio::device_open(fn, ordinal, out);
+    kaio_device *device = nullptr;
+    KAIO_TRY(kaio::device_open(fn, ordinal, &device));
+    // each open is its own handle to the shared device
+    kaio_status s = kaio::publish_handle(fn, out, device);
+    if (s != KAIO_OK) kaio::device_release(device);
+    return s;
   });
 }
 
 KAIO_API void kaio_device_destroy(kaio_device *device) {
   kaio::firewall_void([&] {
-    if (kaio::is_live(device)) kaio::device_release(device);
+    if (kaio_device *object = kaio::retire_handle(device)) kaio::device_release(object);
   });
 }
 
 KAIO_API kaio_status kaio_device_get_info(const kaio_device *device, kaio_device_info *info) {
   constexpr const char *fn = "kaio_device_get_info";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::check_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
     if (!info) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'info' is NULL.", fn);
     if (info->struct_size < sizeof(kaio_device_info))
       return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
@@ -62,7 +67,8 @@ KAIO_API kaio_status kaio_device_get_info(const kaio_device *device, kaio_device
 }
 
 KAIO_API void *kaio_device_native_context(const kaio_device *device) {
-  return kaio::is_live(device) ? static_cast<void *>(device->context) : nullptr;
+  const kaio_device *object = kaio::find_handle(device);
+  return object ? static_cast<void *>(object->context) : nullptr;
 }
 
 }  // extern "C"

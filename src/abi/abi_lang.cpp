@@ -12,6 +12,7 @@
 #include "ops/lang_kernel.hpp"
 #include "runtime/context_scope.hpp"
 #include "runtime/handle_check.hpp"
+#include "runtime/stream.hpp"
 
 using kaio::fail;
 using kaio::fail_driver;
@@ -48,7 +49,6 @@ kaio_status copy_text(const char *fn, const std::string &text, char *buf, size_t
 void destroy_kernel(kaio_lang_kernel *k) {
   kaio_device *device = k->device;
   k->error_flag.reset();  // the memory lives on while a stream has it noted
-  k->tag = kaio::HandleTag::dead;
   delete k;
   if (device) kaio::device_release(device);
 }
@@ -63,7 +63,7 @@ KAIO_API kaio_status kaio_lang_kernel_create(kaio_lang_kernel **out, kaio_device
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::check_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
     auto compiled = std::make_shared<lang::Compiled>();
     KAIO_TRY(compile_or_fail(fn, source, compiled.get()));
     KAIO_TRY(kaio::require_arch(fn, device, 8, 0, "kernel-language kernels (PTX sm_80)"));
@@ -89,14 +89,15 @@ KAIO_API kaio_status kaio_lang_kernel_create(kaio_lang_kernel **out, kaio_device
     k->compiled = compiled;
     k->error_flag = std::make_shared<kaio::LangErrorFlag>(k->source, std::move(compiled));
     KAIO_TRY(k->error_flag->allocate(fn, device));
-    *out = k.release();
+    KAIO_TRY(kaio::publish_handle(fn, out, k.get()));
+    k.release();
     return KAIO_OK;
   });
 }
 
 KAIO_API void kaio_lang_kernel_destroy(kaio_lang_kernel *kernel) {
   kaio::firewall_void([&] {
-    if (kaio::is_live(kernel)) destroy_kernel(kernel);
+    if (kaio_lang_kernel *object = kaio::retire_handle(kernel)) destroy_kernel(object);
   });
 }
 
@@ -115,7 +116,7 @@ KAIO_API kaio_status kaio_lang_kernel_ptx(const kaio_lang_kernel *kernel, char *
                                           size_t *out_length) {
   constexpr const char *fn = "kaio_lang_kernel_ptx";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::check_handle(fn, "kernel", kernel));
+    KAIO_TRY(kaio::resolve_handle(fn, "kernel", kernel));
     return copy_text(fn, kernel->compiled->ptx, buf, cap, out_length);
   });
 }
@@ -125,7 +126,8 @@ KAIO_API kaio_status kaio_lang_kernel_launch(const kaio_lang_kernel *kernel, kai
                                              const double *scalars, size_t scalar_count) {
   constexpr const char *fn = "kaio_lang_kernel_launch";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::check_handle(fn, "kernel", kernel));
+    KAIO_TRY(kaio::resolve_handle(fn, "kernel", kernel));
+    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
     return kaio::lang_launch(fn, *kernel, stream, tensors, tensor_count, scalars, scalar_count);
   });
 }
@@ -133,7 +135,7 @@ KAIO_API kaio_status kaio_lang_kernel_launch(const kaio_lang_kernel *kernel, kai
 KAIO_API kaio_status kaio_lang_kernel_check(const kaio_lang_kernel *kernel) {
   constexpr const char *fn = "kaio_lang_kernel_check";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::check_handle(fn, "kernel", kernel));
+    KAIO_TRY(kaio::resolve_handle(fn, "kernel", kernel));
     // a host-mapped word: no driver call; the caller has synchronised
     const uint64_t value = kernel->error_flag->take();
     return value ? kernel->error_flag->report(fn, value) : KAIO_OK;

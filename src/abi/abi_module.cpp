@@ -74,7 +74,6 @@ void module_release(kaio_module *module) {
     ContextScope scope(device);
     if (scope.status("kaio_module_destroy") == KAIO_OK) device->api->cuModuleUnload(module->native);
   }
-  module->tag = HandleTag::dead;
   delete module;
   device_release(device);
 }
@@ -89,7 +88,7 @@ KAIO_API kaio_status kaio_module_load_ptx(kaio_module **out, kaio_device *device
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::check_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
     if (!ptx || !*ptx)
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: argument 'ptx' is %s; pass NUL-terminated PTX text.", fn,
@@ -99,15 +98,19 @@ KAIO_API kaio_status kaio_module_load_ptx(kaio_module **out, kaio_device *device
     KAIO_TRY(scope.status(fn));
     KAIO_TRY(kaio::jit_load(fn, device, ptx, "argument 'ptx'", &m->native));
     m->device = device;
+    if (kaio_status s = kaio::publish_handle(fn, out, m.get())) {
+      device->api->cuModuleUnload(m->native);
+      return s;
+    }
+    m.release();
     kaio::device_retain(device);
-    *out = m.release();
     return KAIO_OK;
   });
 }
 
 KAIO_API void kaio_module_destroy(kaio_module *module) {
   kaio::firewall_void([&] {
-    if (kaio::is_live(module)) kaio::module_release(module);
+    if (kaio_module *object = kaio::retire_handle(module)) kaio::module_release(object);
   });
 }
 
@@ -117,7 +120,7 @@ KAIO_API kaio_status kaio_module_get_kernel(kaio_kernel **out, kaio_module *modu
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::check_handle(fn, "module", module));
+    KAIO_TRY(kaio::resolve_handle(fn, "module", module));
     if (!name || !*name)
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'name' is %s.", fn,
                   name ? "empty" : "NULL");
@@ -136,17 +139,18 @@ KAIO_API kaio_status kaio_module_get_kernel(kaio_kernel **out, kaio_module *modu
     if (r) return fail_driver(r, fn, "cuModuleGetFunction");
     k->param_bytes = packed_param_bytes(device->api, k->native);
     k->module = module;
+    KAIO_TRY(kaio::publish_handle(fn, out, k.get()));
+    k.release();
     module->refs.fetch_add(1, std::memory_order_relaxed);
-    *out = k.release();
     return KAIO_OK;
   });
 }
 
-KAIO_API void kaio_kernel_destroy(kaio_kernel *kernel) {
+KAIO_API void kaio_kernel_destroy(kaio_kernel *handle) {
   kaio::firewall_void([&] {
-    if (!kaio::is_live(kernel)) return;
+    kaio_kernel *kernel = kaio::retire_handle(handle);
+    if (!kernel) return;
     kaio_module *module = kernel->module;
-    kernel->tag = kaio::HandleTag::dead;
     delete kernel;
     kaio::module_release(module);
   });
@@ -156,7 +160,7 @@ KAIO_API kaio_status kaio_kernel_get_attributes(const kaio_kernel *kernel,
                                                 kaio_kernel_attributes *attrs) {
   constexpr const char *fn = "kaio_kernel_get_attributes";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::check_handle(fn, "kernel", kernel));
+    KAIO_TRY(kaio::resolve_handle(fn, "kernel", kernel));
     if (!attrs) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'attrs' is NULL.", fn);
     if (attrs->struct_size < sizeof(kaio_kernel_attributes))
       return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
@@ -192,8 +196,8 @@ KAIO_API kaio_status kaio_kernel_launch(const kaio_kernel *kernel, kaio_stream *
                                         size_t args_size) {
   constexpr const char *fn = "kaio_kernel_launch";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::check_handle(fn, "kernel", kernel));
-    KAIO_TRY(kaio::check_stream(fn, stream));
+    KAIO_TRY(kaio::resolve_handle(fn, "kernel", kernel));
+    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
     kaio_device *device = kernel->module->device;
     if (stream->device != device)
       return fail(KAIO_ERROR_WRONG_DEVICE,

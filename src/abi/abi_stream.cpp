@@ -34,7 +34,7 @@ KAIO_API kaio_status kaio_stream_create(kaio_stream **out, kaio_device *device, 
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::check_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
     if (flags & ~static_cast<uint32_t>(KAIO_STREAM_NON_BLOCKING))
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: argument 'flags' is 0x%x; use KAIO_STREAM_DEFAULT or "
@@ -49,8 +49,12 @@ KAIO_API kaio_status kaio_stream_create(kaio_stream **out, kaio_device *device, 
     s->owned = true;
     s->error_flags = std::make_shared<kaio::ErrorFlagRegistry>();
     s->device = device;
+    if (kaio_status st = kaio::publish_handle(fn, out, s.get())) {
+      device->api->cuStreamDestroy(s->native);
+      return st;
+    }
+    s.release();
     kaio::device_retain(device);
-    *out = s.release();
     return KAIO_OK;
   });
 }
@@ -60,7 +64,7 @@ KAIO_API kaio_status kaio_stream_wrap(kaio_stream **out, kaio_device *device, vo
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::check_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
     auto native = static_cast<cu::CUstream>(cu_stream);
     bool special = native == nullptr || native == cu::CU_STREAM_LEGACY ||
                    native == cu::CU_STREAM_PER_THREAD;
@@ -81,8 +85,9 @@ KAIO_API kaio_status kaio_stream_wrap(kaio_stream **out, kaio_device *device, vo
     s->native = native;
     s->owned = false;
     s->device = device;
+    KAIO_TRY(kaio::publish_handle(fn, out, s.get()));
+    s.release();
     kaio::device_retain(device);
-    *out = s.release();
     return KAIO_OK;
   });
 }
@@ -90,7 +95,7 @@ KAIO_API kaio_status kaio_stream_wrap(kaio_stream **out, kaio_device *device, vo
 KAIO_API kaio_status kaio_stream_synchronize(kaio_stream *stream) {
   constexpr const char *fn = "kaio_stream_synchronize";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::check_stream(fn, stream));
+    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
     kaio::ContextScope scope(stream->device);
     KAIO_TRY(scope.status(fn));
     // launches noted before this ticket have completed once the sync returns
@@ -104,8 +109,8 @@ KAIO_API kaio_status kaio_stream_synchronize(kaio_stream *stream) {
 KAIO_API kaio_status kaio_stream_wait_event(kaio_stream *stream, kaio_event *event) {
   constexpr const char *fn = "kaio_stream_wait_event";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::check_stream(fn, stream));
-    KAIO_TRY(kaio::check_handle(fn, "event", event));
+    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+    KAIO_TRY(kaio::resolve_handle(fn, "event", event));
     // Cross-device waits are legal in CUDA, so only the context push needs care:
     // the wait is issued in the stream's context.
     kaio::ContextScope scope(stream->device);
@@ -117,22 +122,24 @@ KAIO_API kaio_status kaio_stream_wait_event(kaio_stream *stream, kaio_event *eve
 }
 
 KAIO_API void *kaio_stream_native(const kaio_stream *stream) {
-  return kaio::is_live(stream) ? static_cast<void *>(stream->native) : nullptr;
+  const kaio_stream *s = kaio::find_handle(stream);
+  return s ? static_cast<void *>(s->native) : nullptr;
 }
 
 KAIO_API kaio_device *kaio_stream_device(const kaio_stream *stream) {
-  return kaio::is_live(stream) ? stream->device : nullptr;
+  const kaio_stream *s = kaio::find_handle(stream);
+  return s ? s->device->borrowed_handle : nullptr;
 }
 
-KAIO_API void kaio_stream_destroy(kaio_stream *stream) {
+KAIO_API void kaio_stream_destroy(kaio_stream *handle) {
   kaio::firewall_void([&] {
-    if (!kaio::is_live(stream)) return;
+    kaio_stream *stream = kaio::retire_handle(handle);
+    if (!stream) return;
     kaio_device *device = stream->device;
     if (stream->owned) {
       kaio::ContextScope scope(device);
       if (scope.status("kaio_stream_destroy") == KAIO_OK) device->api->cuStreamDestroy(stream->native);
     }
-    stream->tag = kaio::HandleTag::dead;
     delete stream;
     kaio::device_release(device);
   });
@@ -143,7 +150,7 @@ KAIO_API kaio_status kaio_event_create(kaio_event **out, kaio_device *device, ui
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::check_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
     if (flags & ~static_cast<uint32_t>(KAIO_EVENT_DISABLE_TIMING))
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: argument 'flags' is 0x%x; use KAIO_EVENT_DEFAULT or "
@@ -157,8 +164,12 @@ KAIO_API kaio_status kaio_event_create(kaio_event **out, kaio_device *device, ui
       return fail_driver(r, fn, "cuEventCreate");
     e->device = device;
     e->timing = !(flags & KAIO_EVENT_DISABLE_TIMING);
+    if (kaio_status st = kaio::publish_handle(fn, out, e.get())) {
+      device->api->cuEventDestroy(e->native);
+      return st;
+    }
+    e.release();
     kaio::device_retain(device);
-    *out = e.release();
     return KAIO_OK;
   });
 }
@@ -166,8 +177,8 @@ KAIO_API kaio_status kaio_event_create(kaio_event **out, kaio_device *device, ui
 KAIO_API kaio_status kaio_event_record(kaio_event *event, kaio_stream *stream) {
   constexpr const char *fn = "kaio_event_record";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::check_handle(fn, "event", event));
-    KAIO_TRY(kaio::check_stream(fn, stream));
+    KAIO_TRY(kaio::resolve_handle(fn, "event", event));
+    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
     KAIO_TRY(same_device(fn, "event", event->device, "stream", stream->device));
     kaio::ContextScope scope(stream->device);
     KAIO_TRY(scope.status(fn));
@@ -181,7 +192,7 @@ KAIO_API kaio_status kaio_event_record(kaio_event *event, kaio_stream *stream) {
 KAIO_API kaio_status kaio_event_synchronize(kaio_event *event) {
   constexpr const char *fn = "kaio_event_synchronize";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::check_handle(fn, "event", event));
+    KAIO_TRY(kaio::resolve_handle(fn, "event", event));
     kaio::ContextScope scope(event->device);
     KAIO_TRY(scope.status(fn));
     if (cu::CUresult r = event->device->api->cuEventSynchronize(event->native))
@@ -196,8 +207,8 @@ KAIO_API kaio_status kaio_event_elapsed_ms(float *out_ms, kaio_event *start, kai
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out_ms) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out_ms' is NULL.", fn);
     *out_ms = 0.0f;
-    KAIO_TRY(kaio::check_handle(fn, "start", start));
-    KAIO_TRY(kaio::check_handle(fn, "end", end));
+    KAIO_TRY(kaio::resolve_handle(fn, "start", start));
+    KAIO_TRY(kaio::resolve_handle(fn, "end", end));
     KAIO_TRY(same_device(fn, "start", start->device, "end", end->device));
     if (!start->timing || !end->timing)
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
@@ -214,15 +225,15 @@ KAIO_API kaio_status kaio_event_elapsed_ms(float *out_ms, kaio_event *start, kai
   });
 }
 
-KAIO_API void kaio_event_destroy(kaio_event *event) {
+KAIO_API void kaio_event_destroy(kaio_event *handle) {
   kaio::firewall_void([&] {
-    if (!kaio::is_live(event)) return;
+    kaio_event *event = kaio::retire_handle(handle);
+    if (!event) return;
     kaio_device *device = event->device;
     {
       kaio::ContextScope scope(device);
       if (scope.status("kaio_event_destroy") == KAIO_OK) device->api->cuEventDestroy(event->native);
     }
-    event->tag = kaio::HandleTag::dead;
     delete event;
     kaio::device_release(device);
   });

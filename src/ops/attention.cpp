@@ -187,7 +187,7 @@ unsigned long long bstride(const CheckedView &v, int64_t seq) {
 
 }  // namespace
 
-AttentionPlan::~AttentionPlan() { kaio_buffer_destroy(workspace); }
+AttentionPlan::~AttentionPlan() = default;
 
 void AttentionPlanDeleter::operator()(AttentionPlan *plan) const { delete plan; }
 
@@ -254,7 +254,7 @@ kaio_status plan_attention(const char *caller, kaio_device *device,
   plan->dq.grid_y = bh;
   plan->dkdv.grid = blocks(d.seq_k, plan->dkdv.cols);
   plan->dkdv.grid_y = static_cast<unsigned>(d.batch * d.heads_kv);
-  return kaio_buffer_create(&plan->workspace, device, static_cast<uint64_t>(rows) * 4);
+  return DeviceMemory::allocate(caller, device, static_cast<uint64_t>(rows) * 4, &plan->workspace);
 }
 
 namespace {
@@ -346,7 +346,7 @@ kaio_status run_backward_sm90(const char *caller, const kaio_device *device,
       KAIO_TRY(encode_bshd_map(caller, device, v, dt, d.seq_k, d.heads_kv, box->kv, &kside[1]));
     }
   }
-  unsigned long long pl = lse.address, p_ws = plan.workspace->ptr, lse_rs = lse.row_stride;
+  unsigned long long pl = lse.address, p_ws = plan.workspace->ptr(), lse_rs = lse.row_stride;
   unsigned sq = static_cast<unsigned>(d.seq_q), sk = static_cast<unsigned>(d.seq_k),
            hq = static_cast<unsigned>(d.heads_q),
            group = static_cast<unsigned>(d.heads_q / d.heads_kv);
@@ -389,7 +389,7 @@ kaio_status run_backward(const char *caller, const kaio_device *device, const At
                           {{"dO", &dout}, {"Q", &q}, {"K", &k}, {"V", &v}, {"O", &o},
                            {"LSE", &lse}, {"dQ", &dq}, {"dK", &dk}, {"dV", &dv}}));
 
-  unsigned long long p_do = dout.address, p_o = o.address, p_ws = plan.workspace->ptr;
+  unsigned long long p_do = dout.address, p_o = o.address, p_ws = plan.workspace->ptr();
   unsigned rows = static_cast<unsigned>(B * Sq * Hq), sq = static_cast<unsigned>(Sq),
            hq = static_cast<unsigned>(Hq), hd = static_cast<unsigned>(D),
            o_f32 = d.o_dtype == KAIO_DTYPE_F32 ? 1u : 0u;

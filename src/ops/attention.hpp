@@ -28,7 +28,7 @@ struct AttentionPlan {
   OpPlan pre;                  // backward: Dv = rowsum(dO ∘ O)
   OpPlan dq;                   // backward: dQ over query tiles
   OpPlan dkdv;                 // backward: dK, dV over key tiles
-  kaio_buffer *workspace = nullptr;  // backward: Dv, B·Hq·Sq f32
+  Workspace workspace;  // backward: Dv, B·Hq·Sq f32
   ~AttentionPlan();
 };
 

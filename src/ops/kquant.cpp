@@ -265,9 +265,10 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
   if (p->dtype == KAIO_DTYPE_F32) {
     KAIO_TRY(resolve(caller, device, KernelId::convert_f32_f16, &p->convert_a));
     p->convert_a.grid = blocks_for((p->rows * p->k + kConvertPerThread - 1) / kConvertPerThread);
-    KAIO_TRY(kaio_buffer_create(&p->a16, device, static_cast<uint64_t>(p->rows * p->k) * 2));
+    KAIO_TRY(DeviceMemory::allocate(caller, device, static_cast<uint64_t>(p->rows * p->k) * 2,
+                                    &p->a16));
   }
-  return kaio_buffer_create(&p->w16, device, static_cast<uint64_t>(p->cols * p->k) * 2);
+  return DeviceMemory::allocate(caller, device, static_cast<uint64_t>(p->cols * p->k) * 2, &p->w16);
 }
 
 kaio_status launch_quantize(const char *caller, const kaio_device *device, const KquantPlan &p,
@@ -304,9 +305,9 @@ kaio_status launch_dequantize(const char *caller, const kaio_device *device, con
 // each row's chunk in the 16-byte aligned window around it, so W must start
 // 16-byte aligned (no window reaches before it) and its buffer must hold the
 // up to 15 bytes that the last row's window reads past W's end.
-bool stream_windows_fit(const CheckedView &w, const kaio_tensor &view) {
+bool stream_windows_fit(const CheckedView &w) {
   const uint64_t end = w.address + w.span_bytes;
-  return w.address % 16 == 0 && (end + 15) / 16 * 16 <= view.buffer->ptr + view.buffer->size;
+  return w.address % 16 == 0 && (end + 15) / 16 * 16 <= w.buffer->ptr + w.buffer->size;
 }
 
 // Whether those copies need the windows at all: not when every row chunk
@@ -342,21 +343,21 @@ kaio_status launch_matmul_kq(const char *caller, const kaio_device *device, cons
     unsigned stages = p.ring_stages, windows = stream_windows(p, w);
     void *params[] = {&aa, &wa,  &ca,  &um,  &un,     &units,  &lda,
                       &ws, &ldc, &adt, &odt, &stages, &windows};
-    const bool stream_ok = !p.unaligned.function || stream_windows_fit(w, t[1]);
+    const bool stream_ok = !p.unaligned.function || stream_windows_fit(w);
     return launch_builtin(caller, device, stream_ok ? p.launch : p.unaligned, stream, params);
   }
-  KAIO_TRY(launch_dequantize(caller, device, p.launch, stream, w, n, k, p.w16->ptr,
+  KAIO_TRY(launch_dequantize(caller, device, p.launch, stream, w, n, k, p.w16->ptr(),
                              static_cast<unsigned long long>(k), p.matmul.dtype));
   kaio_tensor a16 = t[0];
   if (p.dtype == KAIO_DTYPE_F32) {
     KAIO_TRY(check_contiguous(caller, "A", a));
-    unsigned long long src = a.address, dst = p.a16->ptr;
+    unsigned long long src = a.address, dst = p.a16->ptr();
     unsigned long long count = static_cast<unsigned long long>(m * k);
     void *params[] = {&src, &dst, &count};
     KAIO_TRY(launch_builtin(caller, device, p.convert_a, stream, params));
-    a16 = kaio_tensor_2d(p.a16, KAIO_DTYPE_F16, m, k);
+    a16 = kaio_tensor_2d(p.a16->handle(), KAIO_DTYPE_F16, m, k);
   }
-  const kaio_tensor mm[] = {a16, kaio_tensor_2d(p.w16, p.matmul.dtype, n, k), t[2]};
+  const kaio_tensor mm[] = {a16, kaio_tensor_2d(p.w16->handle(), p.matmul.dtype, n, k), t[2]};
   return run_op(caller, device, p.matmul, stream, mm, 3);
 }
 
@@ -372,10 +373,7 @@ int64_t kquant_block_bytes(kaio_quant_format format) {
   return known_format(format) ? bytes[format_index(format)] : 0;
 }
 
-KquantPlan::~KquantPlan() {
-  kaio_buffer_destroy(w16);
-  kaio_buffer_destroy(a16);
-}
+KquantPlan::~KquantPlan() = default;
 
 void KquantPlanDeleter::operator()(KquantPlan *plan) const { delete plan; }
 

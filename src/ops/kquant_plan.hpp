@@ -28,8 +28,8 @@ struct KquantPlan {
   bool tensor_core = false;
   OpPlan convert_a;
   OpPlan matmul;
-  kaio_buffer *w16 = nullptr;
-  kaio_buffer *a16 = nullptr;
+  Workspace w16;
+  Workspace a16;
 
   KquantPlan() = default;
   KquantPlan(const KquantPlan &) = delete;

@@ -59,7 +59,7 @@ kaio_status plan_matmul_backward(const char *caller, kaio_device *device, Backwa
   const int64_t elems = plan->m * plan->n;
   const int64_t per_block = kConvertBlock * kConvertPerThread;
   c.grid = static_cast<unsigned>(std::min<int64_t>((elems + per_block - 1) / per_block, INT32_MAX));
-  return kaio_buffer_create(&plan->workspace, device, static_cast<uint64_t>(elems) * 2);
+  return DeviceMemory::allocate(caller, device, static_cast<uint64_t>(elems) * 2, &plan->workspace);
 }
 
 kaio_status run_matmul_backward(const char *caller, const kaio_device *device,
@@ -86,11 +86,11 @@ kaio_status run_matmul_backward(const char *caller, const kaio_device *device,
     KAIO_TRY(check_dtype(caller, "dC", g, KAIO_DTYPE_F32));
     KAIO_TRY(check_shape(caller, "dC", g, plan.m, plan.n));
     KAIO_TRY(check_contiguous(caller, "dC", g));
-    unsigned long long src = g.address, dst = plan.workspace->ptr;
+    unsigned long long src = g.address, dst = plan.workspace->ptr();
     unsigned long long n = static_cast<unsigned long long>(plan.m * plan.n);
     void *params[] = {&src, &dst, &n};
     KAIO_TRY(launch_builtin(caller, device, plan.convert, stream, params));
-    dc16 = kaio_tensor_2d(plan.workspace, plan.in_dtype, plan.m, plan.n);
+    dc16 = kaio_tensor_2d(plan.workspace->handle(), plan.in_dtype, plan.m, plan.n);
   }
   // Argument names in messages follow the product they feed.
   if (!skipped(da)) {

@@ -122,8 +122,9 @@ kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *pl
     BuiltinFunction reduce;
     KAIO_TRY(device->modules->function(caller, KernelId::splitk_reduce, &reduce));
     p.reduce = reduce.function;
-    KAIO_TRY(kaio_buffer_create(&plan->workspace, device,
-                                static_cast<uint64_t>(p.splits) * m * n * sizeof(float)));
+    KAIO_TRY(DeviceMemory::allocate(caller, device,
+                                      static_cast<uint64_t>(p.splits) * m * n * sizeof(float),
+                                      &plan->workspace));
   }
   // Persistent: at most one CTA per SM, each walking work items.
   plan->grid = static_cast<unsigned>(
@@ -151,7 +152,7 @@ kaio_status launch_matmul_sm90(const char *caller, const kaio_device *device, co
   unsigned long long split_elems = 0;
   if (p.splits > 1) {
     // The splits write f32 partial products, M x N each, into the workspace.
-    unsigned long long ws = plan.workspace->ptr, ws_ld = n;
+    unsigned long long ws = plan.workspace->ptr(), ws_ld = n;
     float one = 1.0f, zero = 0.0f;
     unsigned f32 = KAIO_DTYPE_F32, splits = p.splits;
     split_elems = static_cast<unsigned long long>(m) * n;

@@ -5,16 +5,21 @@
 #include "ops/attention.hpp"
 #include "ops/kquant_plan.hpp"
 #include "ops/quant.hpp"
+#include "runtime/handle_check.hpp"
 
 kaio_op::kaio_op() = default;
 
-kaio_op::~kaio_op() {
-  if (auto *plan = std::get_if<kaio::OpPlan>(&body)) kaio_buffer_destroy(plan->workspace);
-  if (auto *backward = std::get_if<std::unique_ptr<kaio::BackwardPlan>>(&body); backward && *backward)
-    kaio_buffer_destroy((*backward)->workspace);
-}
+kaio_op::~kaio_op() = default;  // the plans' workspaces free themselves
 
 namespace kaio {
+
+kaio_status publish_op(const char *caller, kaio_op **out, kaio_device *device,
+                       std::unique_ptr<kaio_op> op) {
+  KAIO_TRY(publish_handle(caller, out, op.get()));
+  op.release()->device = device;
+  device_retain(device);
+  return KAIO_OK;
+}
 
 kaio_status run_op_handle(const char *caller, const kaio_op &op, kaio_stream *stream,
                           const kaio_tensor *tensors, size_t count) {

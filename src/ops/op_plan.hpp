@@ -9,6 +9,7 @@
 
 #include "driver/cuda_abi.hpp"
 #include "runtime/device.hpp"
+#include "runtime/device_memory.hpp"
 #include "runtime/handle.hpp"
 
 namespace kaio {
@@ -54,7 +55,7 @@ struct OpPlan {
   // Set by kaio_op_create_*: the plan may own a workspace, freed with the op.
   // One-shot plans never allocate.
   bool prepared = false;
-  kaio_buffer *workspace = nullptr;
+  Workspace workspace;
 };
 
 // Checks dims, dtype, options and the device's architecture, then resolves
@@ -115,7 +116,7 @@ struct BackwardPlan {
   OpPlan da;       // dA = dC · Bᵀ
   OpPlan db;       // dB = Aᵀ · dC
   OpPlan convert;  // f32 dC -> in_dtype, when grad_dtype is f32
-  kaio_buffer *workspace = nullptr;
+  Workspace workspace;
 };
 
 BackwardPlan make_backward_plan(const kaio_matmul_backward_desc &desc);

@@ -9,7 +9,7 @@
 
 namespace kaio {
 
-QuantPlan::~QuantPlan() { kaio_buffer_destroy(workspace); }
+QuantPlan::~QuantPlan() = default;
 
 void QuantPlanDeleter::operator()(QuantPlan *plan) const { delete plan; }
 

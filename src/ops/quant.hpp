@@ -35,7 +35,7 @@ struct QuantPlan {
   bool prefill = false;
   OpPlan dequant;
   OpPlan matmul;
-  kaio_buffer *workspace = nullptr;           // owned
+  Workspace workspace;
   ~QuantPlan();
 };
 

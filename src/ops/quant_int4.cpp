@@ -223,8 +223,9 @@ kaio_status plan_prefill(const char *caller, kaio_device *device, QuantPlan *p) 
   mm.matmul.out_dtype = p->out_dtype;
   mm.matmul.k = p->k;
   KAIO_TRY(plan_matmul(caller, device, &mm));
-  KAIO_TRY(kaio_buffer_create(&p->workspace, device,
-                              static_cast<uint64_t>(p->k) * static_cast<uint64_t>(p->n[0]) * 2));
+  KAIO_TRY(DeviceMemory::allocate(caller, device,
+                                    static_cast<uint64_t>(p->k) * static_cast<uint64_t>(p->n[0]) * 2,
+                                    &p->workspace));
   p->prefill = true;
   return KAIO_OK;
 }
@@ -364,8 +365,8 @@ kaio_status run_int4(const char *caller, const kaio_device *device, const QuantP
     return launch_builtin(caller, device, p.kernel, stream, params);
   }
   if (p.prefill) {
-    kaio_tensor ws = kaio_tensor_2d(p.workspace, p.in_dtype, p.k, p.n[0]);
-    unsigned long long pw = p.workspace->ptr, ldw = static_cast<unsigned long long>(p.n[0]);
+    kaio_tensor ws = kaio_tensor_2d(p.workspace->handle(), p.in_dtype, p.k, p.n[0]);
+    unsigned long long pw = p.workspace->ptr(), ldw = static_cast<unsigned long long>(p.n[0]);
     unsigned group = static_cast<unsigned>(p.group);
     void *dq[] = {&qw[0], &ldqw[0], &qz[0], &ldqz[0], &sc[0], &ldsc[0], &pw, &ldw,
                   &un[0], &group, &xmask, &zoff};

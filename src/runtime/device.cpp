@@ -8,6 +8,7 @@
 #include "driver/driver_loader.hpp"
 #include "kernels/module_cache.hpp"
 #include "runtime/context_scope.hpp"
+#include "runtime/handle_registry.hpp"
 
 namespace kaio {
 namespace {
@@ -85,6 +86,11 @@ kaio_status device_open(const char *caller, int32_t ordinal, kaio_device **out) 
     return fail_driver(r, caller, "cuDevicePrimaryCtxRetain");
   KAIO_TRY(query_info(caller, d.get()));  // on failure ~kaio_device releases the context
   d->modules = std::make_unique<ModuleCache>(d.get());
+  d->borrowed_handle =
+      static_cast<kaio_device *>(handle_issue(HandleTag::device, d.get(), HandleUse::borrowed));
+  if (!d->borrowed_handle)
+    return fail(KAIO_ERROR_OUT_OF_HOST_MEMORY, "%s: cannot issue a handle for device %d.", caller,
+                ordinal);
   g_registry[ordinal] = d.get();
   *out = d.release();
   return KAIO_OK;
@@ -115,7 +121,8 @@ kaio_status require_arch(const char *caller, const kaio_device *device, int majo
 kaio_device::kaio_device() = default;
 
 kaio_device::~kaio_device() {
-  tag = kaio::HandleTag::dead;
+  if (borrowed_handle)
+    kaio::handle_retire(kaio::HandleTag::device, borrowed_handle, kaio::HandleUse::borrowed);
   if (modules) {
     kaio::ContextScope scope(this);
     modules.reset();  // unloads under the device's context

@@ -27,6 +27,8 @@ struct kaio_device {
   kaio::cu::CUcontext context = nullptr;
   kaio_device_info info{};
   std::unique_ptr<kaio::ModuleCache> modules;
+  // what kaio_buffer_device and kaio_stream_device hand out; lives with the object
+  kaio_device *borrowed_handle = nullptr;
 
   kaio_device();
   ~kaio_device();

@@ -1,6 +1,6 @@
-// Every public handle starts with a type tag, so a NULL, freed or wrong-type
-// pointer coming through a binding's untyped path is reported as
-// KAIO_ERROR_INVALID_HANDLE instead of being dereferenced as something else.
+// Handle tags. The ABI layer turns each handle a user passes into its object
+// through the registry (runtime/handle_registry.hpp); the objects also carry
+// their tag, which internal checks (is_live) compare.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,6 @@
 namespace kaio {
 
 enum class HandleTag : uint32_t {
-  dead = 0xDEADDEADu,
   device = 0x4B444556u,  // "KDEV"
   stream = 0x4B53544Du,
   event = 0x4B45564Eu,
@@ -19,9 +18,15 @@ enum class HandleTag : uint32_t {
   lang_kernel = 0x4B4C414Eu,  // "KLAN"
 };
 
+// Whether p lies in the registry's handle range: true of every handle ever
+// issued, false of every object.
+bool handle_in_range(const void *p);
+
+// For objects inside the library, never for a user's handle: an unresolved
+// handle is refused without being dereferenced.
 template <class T>
-bool is_live(const T *handle) {
-  return handle != nullptr && handle->tag == T::kTag;
+bool is_live(const T *object) {
+  return object != nullptr && !handle_in_range(object) && object->tag == T::kTag;
 }
 
 }  // namespace kaio

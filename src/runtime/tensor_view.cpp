@@ -8,7 +8,9 @@
 namespace kaio {
 
 kaio_status check_stream(const char *caller, const kaio_stream *stream) {
-  return check_handle(caller, "stream", stream);
+  if (is_live(stream)) return KAIO_OK;
+  return fail(KAIO_ERROR_INTERNAL, "%s: internal error: the stream handle was not resolved. Please "
+              "report this.", caller);
 }
 
 kaio_status check_view(const char *caller, const char *arg, const kaio_tensor *view,
@@ -16,11 +18,11 @@ kaio_status check_view(const char *caller, const char *arg, const kaio_tensor *v
   if (!view)
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
                 caller, arg);
-  const kaio_buffer *b = view->buffer;
-  if (!is_live(b))
+  const kaio_buffer *b = find_handle(view->buffer);
+  if (!b)
     return fail(KAIO_ERROR_INVALID_HANDLE,
                 "%s: argument '%s' has %s buffer; set %s.buffer to a live kaio_buffer.", caller,
-                arg, b ? "a destroyed or invalid" : "a NULL", arg);
+                arg, view->buffer ? "a destroyed or invalid" : "a NULL", arg);
   size_t esize = kaio_dtype_size(view->dtype);
   if (esize == 0)
     return fail(KAIO_ERROR_INVALID_DTYPE,
@@ -74,6 +76,7 @@ kaio_status check_view(const char *caller, const char *arg, const kaio_tensor *v
   out->cols = view->cols;
   out->row_stride = stride;
   out->span_bytes = static_cast<uint64_t>(bytes);
+  out->buffer = b;
   return KAIO_OK;
 }
 

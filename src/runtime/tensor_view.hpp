@@ -17,6 +17,7 @@ struct CheckedView {
   int64_t cols = 0;
   int64_t row_stride = 0;       // elements; never 0 once checked
   uint64_t span_bytes = 0;      // from element (0,0) to one past the last element
+  const kaio_buffer *buffer = nullptr;
   bool contiguous() const { return row_stride == cols; }
 };
 
@@ -42,7 +43,7 @@ kaio_status check_no_partial_overlap(const char *caller, const char *a_name,
                                      const CheckedView &a, const char *b_name,
                                      const CheckedView &b, bool allow_identical);
 
-// The stream handle check every stream-taking call makes.
+// That a stream the ABI layer resolved is a live object.
 kaio_status check_stream(const char *caller, const kaio_stream *stream);
 
 }  // namespace kaio

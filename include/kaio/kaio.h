@@ -113,7 +113,7 @@ enum {
 
     /* -2xx: the environment cannot run the request. */
     KAIO_ERROR_DRIVER_NOT_FOUND = -200,  /* libcuda.so.1 could not be opened             */
-    KAIO_ERROR_DRIVER_TOO_OLD = -201,    /* a required driver entry point is missing     */
+    KAIO_ERROR_DRIVER_TOO_OLD = -201,    /* driver lacks an entry point or PTX ISA    */
     KAIO_ERROR_NO_DEVICE = -202,         /* no CUDA device, or ordinal out of range      */
     KAIO_ERROR_UNSUPPORTED_ARCH = -203,  /* the device's compute capability is too low   */
 

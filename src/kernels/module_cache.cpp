@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "kernels/embedded_ptx.hpp"
 #include "kernels/jit.hpp"
+#include "kernels/module_driver.hpp"
 #include "kernels/ptx_annotations.hpp"
 #include "kernels/ptx_entry.hpp"
 #include "runtime/context_scope.hpp"
@@ -55,6 +56,19 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
     return KAIO_OK;
   }
   const BuiltinKernel &k = builtin_kernel(id);
+  // Said before the JIT can say CUDA_ERROR_UNSUPPORTED_PTX_VERSION: the ops
+  // choose families the driver loads, so this is the backstop for a path
+  // that did not ask.
+  if (!driver_loads(device_, k.module)) {
+    const ModuleNeed need = module_need(k.module);
+    return fail(KAIO_ERROR_DRIVER_TOO_OLD,
+                "%s: built-in kernel %s (module '%s') is PTX ISA %d.%d, which needs an NVIDIA "
+                "driver for CUDA %s (r%d) or newer, but this driver is CUDA %s. Update the "
+                "driver to r%d+.",
+                caller, k.name, module_name(k.module), need.isa.major, need.isa.minor,
+                cuda_version_text(need.cuda).c_str(), need.driver_branch,
+                cuda_version_text(device_->api->driver_version).c_str(), need.driver_branch);
+  }
   ContextScope scope(device_);
   KAIO_TRY(scope.status(caller));
   cu::CUmodule &module = modules_[index];
@@ -108,6 +122,13 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
   slot.store(f, std::memory_order_release);  // publishes resolved_[index]
   *out = resolved_[index];
   return KAIO_OK;
+}
+
+const char *ModuleCache::kernel_name(cu::CUfunction f) const {
+  for (size_t i = 0; i < functions_.size(); ++i)
+    if (f && functions_[i].load(std::memory_order_acquire) == f)
+      return builtin_kernel(static_cast<KernelId>(i)).name;
+  return "(none)";
 }
 
 }  // namespace kaio

@@ -31,6 +31,10 @@ class ModuleCache {
   // raised here, once, so launches need no attribute calls.
   kaio_status function(const char *caller, KernelId id, BuiltinFunction *out);
 
+  // The built-in kernel's entry name for a function this cache resolved
+  // ("(none)" otherwise): for KAIO_LOG, never on a launch path.
+  const char *kernel_name(cu::CUfunction f) const;
+
   // Thread-safe. JIT-loads `ptx` once per distinct `key` (the source it was
   // compiled from, e.g. a kernel-language program) and keeps the module
   // while the device lives; later calls with the same key return it.

@@ -5,10 +5,14 @@
 #include <cinttypes>
 #include <climits>
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <tuple>
 
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
+#include "ops/kernel_family.hpp"
+#include "ops/plan_log.hpp"
 #include "ops/tensor_map.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/context_scope.hpp"
@@ -56,12 +60,24 @@ kaio_status resolve(const char *caller, kaio_device *device, KernelId id, OpPlan
   return KAIO_OK;
 }
 
-// SM90 (checked against the device above), or AUTO where the sm_90a
-// kernels exist: head dims 64 and 128 on compute capability 9.0.
-bool uses_sm90(const kaio_attention_desc &d, const kaio_device *device) {
-  return d.variant == KAIO_ATTENTION_SM90 ||
-         (d.variant == KAIO_ATTENTION_AUTO && dim_index(kSm90Dims, 2, d.head_dim) >= 0 &&
-          sm90a_device(device));
+// SM90 (checked against the device in plan_attention), or AUTO where the
+// sm_90a kernels exist (head dims 64 and 128) and can run: compute
+// capability 9.0 and a driver that loads their PTX. why: for KAIO_LOG.
+bool uses_sm90(const kaio_attention_desc &d, const FamilyCheck &hopper, std::string *why) {
+  const bool sm90 = d.variant == KAIO_ATTENTION_SM90 ||
+                    (d.variant == KAIO_ATTENTION_AUTO &&
+                     dim_index(kSm90Dims, 2, d.head_dim) >= 0 && hopper.ok());
+  if (!log_enabled()) return sm90;
+  if (d.variant == KAIO_ATTENTION_AUTO)
+    *why = sm90 ? "AUTO: " + hopper.why
+           : dim_index(kSm90Dims, 2, d.head_dim) < 0
+               ? "AUTO: sm_80; the sm_90a kernels take head dims 64 and 128"
+               : "AUTO: sm_80; " + hopper.why;
+  else
+    *why = d.variant == KAIO_ATTENTION_SM90 ? "variant KAIO_ATTENTION_SM90"
+           : d.variant == KAIO_ATTENTION_SM80 ? "variant KAIO_ATTENTION_SM80"
+                                               : "variant KAIO_ATTENTION_SM80_M128";
+  return sm90;
 }
 
 unsigned blocks(int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); }
@@ -191,8 +207,10 @@ AttentionPlan::~AttentionPlan() = default;
 
 void AttentionPlanDeleter::operator()(AttentionPlan *plan) const { delete plan; }
 
-kaio_status plan_attention(const char *caller, kaio_device *device,
-                           const kaio_attention_desc &desc, bool backward, AttentionPlan *plan) {
+namespace {
+
+kaio_status plan_unlogged(const char *caller, kaio_device *device,
+                          const kaio_attention_desc &desc, bool backward, AttentionPlan *plan) {
   kaio_attention_desc d = desc;
   if (d.out_dtype == 0) d.out_dtype = d.dtype;
   if (d.o_dtype == 0) d.o_dtype = d.dtype;
@@ -206,20 +224,29 @@ kaio_status plan_attention(const char *caller, kaio_device *device,
   plan->causal_off = d.mask == KAIO_ATTENTION_CAUSAL ? static_cast<int32_t>(d.seq_k - d.seq_q) : 0;
   const int dt = d.dtype == KAIO_DTYPE_BF16 ? 1 : 0;
   const unsigned bh = static_cast<unsigned>(d.batch * d.heads_q);
-  if (d.variant == KAIO_ATTENTION_SM90 && !sm90a_device(device))
+  const ModuleId sm90_module =
+      backward ? ModuleId::attention_bwd_sm90 : ModuleId::attention_fwd_sm90;
+  const FamilyCheck hopper = check_family(device, sm90_module, true);
+  if (d.variant == KAIO_ATTENTION_SM90 && hopper.verdict == FamilyCheck::Verdict::driver)
+    return fail_variant_driver(caller, "desc->variant", "KAIO_ATTENTION_SM90",
+                               "KAIO_ATTENTION_AUTO", device, sm90_module);
+  if (d.variant == KAIO_ATTENTION_SM90 && !hopper.ok())
     return fail(KAIO_ERROR_UNSUPPORTED_ARCH,
                 "%s: desc->variant is KAIO_ATTENTION_SM90 but device %d has compute capability "
                 "%d.%d (or a driver without cuTensorMapEncodeTiled); that variant needs exactly "
                 "9.0 (sm_90a). Use KAIO_ATTENTION_AUTO.",
                 caller, device->ordinal, device->info.cc_major, device->info.cc_minor);
+  std::string why;
+  const bool sm90 = uses_sm90(d, hopper, &why);
   if (!backward) {
-    if (uses_sm90(d, device)) {
+    if (sm90) {
       const KernelId id = with_dtype_offset(KernelId::attn_fwd_sm90_f16_d64,
                                             dt * 2 + (d.head_dim == 128 ? 1 : 0));
       KAIO_TRY(resolve(caller, device, id, &plan->fwd, &plan->fwd_box));
       plan->sm90 = true;
       plan->fwd.grid = blocks(d.seq_q, plan->fwd.cols);
       plan->fwd.grid_y = bh;
+      log_kernel(device, plan->fwd.function, why);
       return KAIO_OK;
     }
     const int di = dim_index(kFwdDims, 5, d.head_dim);
@@ -230,11 +257,13 @@ kaio_status plan_attention(const char *caller, kaio_device *device,
     KAIO_TRY(resolve(caller, device, id, &plan->fwd));
     plan->fwd.grid = blocks(d.seq_q, plan->fwd.cols);
     plan->fwd.grid_y = bh;
+    log_kernel(device, plan->fwd.function, why);
     return KAIO_OK;
   }
   const int di = dim_index(kBwdDims, 4, d.head_dim);
   KAIO_TRY(resolve(caller, device, with_dtype_offset(KernelId::attn_bwd_pre_f16, dt), &plan->pre));
-  if (uses_sm90(d, device)) {
+  log_kernel(device, plan->pre.function, "sm_80, the only family");
+  if (sm90) {
     const int i = dt * 2 + (d.head_dim == 128 ? 1 : 0);
     KAIO_TRY(resolve(caller, device, with_dtype_offset(KernelId::attn_bwd_dq_sm90_f16_d64, i),
                      &plan->dq, &plan->dq_box));
@@ -248,6 +277,8 @@ kaio_status plan_attention(const char *caller, kaio_device *device,
                      with_dtype_offset(KernelId::attn_bwd_dkdv_f16_d32, dt * 4 + di),
                      &plan->dkdv));
   }
+  log_kernel(device, plan->dq.function, why);
+  log_kernel(device, plan->dkdv.function, why);
   const int64_t rows = d.batch * d.seq_q * d.heads_q;
   plan->pre.grid = blocks(rows, kPreRowsPerBlock);
   plan->dq.grid = blocks(d.seq_q, plan->dq.cols);
@@ -255,6 +286,23 @@ kaio_status plan_attention(const char *caller, kaio_device *device,
   plan->dkdv.grid = blocks(d.seq_k, plan->dkdv.cols);
   plan->dkdv.grid_y = static_cast<unsigned>(d.batch * d.heads_kv);
   return DeviceMemory::allocate(caller, device, static_cast<uint64_t>(rows) * 4, &plan->workspace);
+}
+
+}  // namespace
+
+kaio_status plan_attention(const char *caller, kaio_device *device,
+                           const kaio_attention_desc &desc, bool backward, AttentionPlan *plan) {
+  return log_plan(
+      caller, [&] { return plan_unlogged(caller, device, desc, backward, plan); },
+      [&] {
+        char s[192];
+        std::snprintf(s, sizeof s,
+                      "%s B=%" PRId64 " Sq=%" PRId64 " Sk=%" PRId64 " Hq=%" PRId64
+                      " Hkv=%" PRId64 " D=%" PRId64 " %s",
+                      backward ? "backward" : "forward", desc.batch, desc.seq_q, desc.seq_k,
+                      desc.heads_q, desc.heads_kv, desc.head_dim, kaio_dtype_name(desc.dtype));
+        return std::string(s);
+      });
 }
 
 namespace {

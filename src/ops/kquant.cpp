@@ -4,10 +4,14 @@
 #include <algorithm>
 #include <cinttypes>
 #include <climits>
+#include <cstdio>
+#include <string>
 
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
+#include "ops/kernel_family.hpp"
 #include "ops/kquant_plan.hpp"
+#include "ops/plan_log.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/stream.hpp"
 #include "runtime/tensor_view.hpp"
@@ -163,10 +167,14 @@ kaio_status plan_dequantize(const char *caller, kaio_device *device, KquantPlan 
 // which needs W to start 16-byte aligned and its buffer to hold the last
 // row's window (checked at launch: stream_windows_fit; p->unaligned runs
 // otherwise).
+// why: for KAIO_LOG, why it was or was not planned.
 kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPlan *p,
-                               bool *planned) {
+                               bool *planned, std::string *why) {
   *planned = false;
-  if (device->info.cc_major < 9) return KAIO_OK;
+  // Where the device runs sm_90 and the driver loads the kernel's PTX.
+  const FamilyCheck hopper = check_family(device, ModuleId::kquant_stream_sm90, false);
+  *why = hopper.why;
+  if (!hopper.ok()) return KAIO_OK;
   const KernelId id = with_dtype_offset(KernelId::kq_stream_q8_0_f32,
                                         float_variant(p->dtype) * 4 + format_index(p->format));
   BuiltinFunction fn;
@@ -182,7 +190,10 @@ kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPl
       fn.shared_fixed + values * (split ? 4 : 2) + (q45 ? 3 * (values / 32) * 2 : 0);
   int64_t stages = fn.ring_stages;
   while (stages >= kStreamMinStages && tail + stages * fn.ring_stage > fn.shared_bytes) --stages;
-  if (stages < kStreamMinStages) return KAIO_OK;
+  if (stages < kStreamMinStages) {
+    if (log_enabled()) *why = "A does not fit the streaming kernel's shared memory";
+    return KAIO_OK;
+  }
   KAIO_TRY(resolve(caller, device, id, &p->launch));
   p->launch.shared_bytes = static_cast<unsigned>(tail + stages * fn.ring_stage);
   p->ring_stages = static_cast<unsigned>(stages);
@@ -235,15 +246,22 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
   KAIO_TRY(check_values(caller, "W (N x K)", p->format, p->cols, p->k));
   if (p->rows <= kMatvecMaxRows) {
     bool streamed = false;
-    KAIO_TRY(plan_stream_matvec(caller, device, p, &streamed));
+    std::string why;
+    KAIO_TRY(plan_stream_matvec(caller, device, p, &streamed, &why));
+    if (streamed && log_enabled()) log_kernel(device, p->launch.function, "AUTO: M <= 8, " + why);
     // The streamed Q6_K and Q8_0 kernels need a 16-byte aligned W with room
     // for the last window; the kernel planned into p->unaligned runs a W
     // that has not.
     if (streamed && p->format != KAIO_QUANT_Q6_K && p->format != KAIO_QUANT_Q8_0) return KAIO_OK;
     OpPlan *out = streamed ? &p->unaligned : &p->launch;
-    return p->dtype != KAIO_DTYPE_F32 && p->format != KAIO_QUANT_Q8_0
-               ? plan_mma_matvec(caller, device, *p, out)
-               : plan_cuda_core_matvec(caller, device, *p, out);
+    KAIO_TRY(p->dtype != KAIO_DTYPE_F32 && p->format != KAIO_QUANT_Q8_0
+                 ? plan_mma_matvec(caller, device, *p, out)
+                 : plan_cuda_core_matvec(caller, device, *p, out));
+    if (log_enabled())
+      log_kernel(device, out->function,
+                 streamed ? std::string("for a W the streaming kernel's windows do not fit")
+                          : "AUTO: M <= 8, sm_80 matvec; " + why);
+    return KAIO_OK;
   }
   // Tensor-core path: dequantize W into the workspace, then C = A · W16ᵀ.
   p->tensor_core = true;
@@ -253,6 +271,7 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
   dq.rows = p->cols;
   dq.cols = p->k;
   KAIO_TRY(plan_dequantize(caller, device, &dq, &p->launch));
+  log_kernel(device, p->launch.function, "M > 8: dequantize W, then the matmul");
   p->matmul.kind = OpKind::matmul;
   p->matmul.dtype = ws;
   p->matmul.rows = p->rows;
@@ -264,6 +283,7 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
   KAIO_TRY(plan_op(caller, device, &p->matmul));
   if (p->dtype == KAIO_DTYPE_F32) {
     KAIO_TRY(resolve(caller, device, KernelId::convert_f32_f16, &p->convert_a));
+    log_kernel(device, p->convert_a.function, "A is f32: rounded to f16 first");
     p->convert_a.grid = blocks_for((p->rows * p->k + kConvertPerThread - 1) / kConvertPerThread);
     KAIO_TRY(DeviceMemory::allocate(caller, device, static_cast<uint64_t>(p->rows * p->k) * 2,
                                     &p->a16));
@@ -377,7 +397,9 @@ KquantPlan::~KquantPlan() = default;
 
 void KquantPlanDeleter::operator()(KquantPlan *plan) const { delete plan; }
 
-kaio_status plan_kquant(const char *caller, kaio_device *device, KquantPlan *plan) {
+namespace {
+
+kaio_status plan_unlogged(const char *caller, kaio_device *device, KquantPlan *plan) {
   if (!known_format(plan->format))
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: argument 'format' is %d; use KAIO_QUANT_Q8_0 (1), KAIO_QUANT_Q4_K (2), "
@@ -385,17 +407,43 @@ kaio_status plan_kquant(const char *caller, kaio_device *device, KquantPlan *pla
                 caller, plan->format);
   KAIO_TRY(require_arch(caller, device, 8, 0, "k-quant kernels (PTX sm_80)"));
   switch (plan->kind) {
-    case KquantPlan::Kind::quantize: return plan_quantize(caller, device, plan);
+    case KquantPlan::Kind::quantize:
+      KAIO_TRY(plan_quantize(caller, device, plan));
+      log_kernel(device, plan->launch.function, "sm_80, the only family");
+      return KAIO_OK;
     case KquantPlan::Kind::dequantize:
       if (!is_float(plan->dtype))
         return fail(KAIO_ERROR_INVALID_DTYPE,
                     "%s: out_dtype is %s (%d); dequantize writes KAIO_DTYPE_F32, KAIO_DTYPE_F16 "
                     "or KAIO_DTYPE_BF16.",
                     caller, kaio_dtype_name(plan->dtype), plan->dtype);
-      return plan_dequantize(caller, device, plan, &plan->launch);
+      KAIO_TRY(plan_dequantize(caller, device, plan, &plan->launch));
+      log_kernel(device, plan->launch.function, "sm_80, the only family");
+      return KAIO_OK;
     case KquantPlan::Kind::matmul: return plan_matmul_kq(caller, device, plan);
   }
   return fail(KAIO_ERROR_INTERNAL, "%s: unknown k-quant op kind.", caller);
+}
+
+std::string subject(const KquantPlan &p) {
+  static const char *kinds[] = {"quantize", "dequantize", "matmul"};
+  char s[160];
+  const int kind = static_cast<int>(p.kind);
+  if (p.kind == KquantPlan::Kind::matmul)
+    std::snprintf(s, sizeof s, "%s %s M=%" PRId64 " N=%" PRId64 " K=%" PRId64 " %s",
+                  kinds[kind], format_name(p.format), p.rows, p.cols, p.k,
+                  kaio_dtype_name(p.dtype));
+  else
+    std::snprintf(s, sizeof s, "%s %s %" PRId64 " x %" PRId64 " %s", kinds[kind],
+                  format_name(p.format), p.rows, p.cols, kaio_dtype_name(p.dtype));
+  return s;
+}
+
+}  // namespace
+
+kaio_status plan_kquant(const char *caller, kaio_device *device, KquantPlan *plan) {
+  return log_plan(caller, [&] { return plan_unlogged(caller, device, plan); },
+                  [&] { return subject(*plan); });
 }
 
 kaio_status run_kquant(const char *caller, const kaio_device *device, const KquantPlan &plan,

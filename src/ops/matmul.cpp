@@ -3,11 +3,14 @@
 #include <cinttypes>
 #include <climits>
 #include <cmath>
+#include <string>
 
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
+#include "ops/kernel_family.hpp"
 #include "ops/matmul_sm90.hpp"
 #include "ops/op_plan.hpp"
+#include "ops/plan_log.hpp"
 #include "runtime/tensor_view.hpp"
 
 namespace kaio {
@@ -118,13 +121,25 @@ kaio_status plan_matmul(const char *caller, kaio_device *device, OpPlan *plan) {
     plan->block = fn.block;
     plan->grid = static_cast<unsigned>((n + fn.cols_per_block - 1) / fn.cols_per_block);
     plan->grid_y = 1;
+    log_kernel(device, fn.function, "AUTO: M <= 16, B transposed: the decode kernel");
     return KAIO_OK;
   }
-  if (sm90_applies(device, *plan)) return plan_matmul_sm90(caller, device, plan);
-  // Elsewhere AUTO means the cp.async pipeline.
-  if (p.variant == KAIO_MATMUL_AUTO) p.variant = KAIO_MATMUL_ASYNC;
+  const kaio_matmul_variant asked = p.variant;
+  FamilyCheck hopper;
+  if (p.variant == KAIO_MATMUL_AUTO) {
+    // The wgmma kernels where the device runs sm_90a and the driver loads
+    // their PTX; elsewhere AUTO means the cp.async pipeline.
+    hopper = check_family(device, ModuleId::matmul_sm90, true);
+    if (hopper.ok()) return plan_matmul_sm90(caller, device, plan, hopper.why);
+    p.variant = KAIO_MATMUL_ASYNC;
+  }
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, kernel_for(*plan), &fn));
+  if (log_enabled())
+    log_kernel(device, fn.function,
+               asked == KAIO_MATMUL_AUTO ? "AUTO: sm_80 cp.async; " + hopper.why
+               : asked == KAIO_MATMUL_SYNC ? std::string("variant KAIO_MATMUL_SYNC")
+                                           : std::string("variant KAIO_MATMUL_ASYNC"));
   plan->function = fn.function;
   plan->shared_bytes = fn.shared_bytes;
   plan->block = kBlock;

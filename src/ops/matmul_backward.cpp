@@ -3,11 +3,14 @@
 // f32 dC is rounded to the 16-bit input type first, into the op's workspace.
 #include <algorithm>
 #include <cinttypes>
+#include <cstdio>
+#include <string>
 
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/kquant_plan.hpp"
 #include "ops/op_plan.hpp"
+#include "ops/plan_log.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/context_scope.hpp"
 #include "runtime/stream.hpp"
@@ -37,9 +40,7 @@ OpPlan product(const BackwardPlan &p, int64_t m, int64_t n, int64_t k, kaio_tran
 
 bool skipped(const kaio_tensor &t) { return t.buffer == nullptr; }
 
-}  // namespace
-
-kaio_status plan_matmul_backward(const char *caller, kaio_device *device, BackwardPlan *plan) {
+kaio_status plan_unlogged(const char *caller, kaio_device *device, BackwardPlan *plan) {
   if (plan->grad_dtype != plan->in_dtype && plan->grad_dtype != KAIO_DTYPE_F32)
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: grad_dtype is %s but must be in_dtype (%s) or KAIO_DTYPE_F32.", caller,
@@ -59,7 +60,22 @@ kaio_status plan_matmul_backward(const char *caller, kaio_device *device, Backwa
   const int64_t elems = plan->m * plan->n;
   const int64_t per_block = kConvertBlock * kConvertPerThread;
   c.grid = static_cast<unsigned>(std::min<int64_t>((elems + per_block - 1) / per_block, INT32_MAX));
+  log_kernel(device, c.function, "dC is f32: rounded first");
   return DeviceMemory::allocate(caller, device, static_cast<uint64_t>(elems) * 2, &plan->workspace);
+}
+
+}  // namespace
+
+// Logs dA's and dB's kernels (plan_matmul notes them), then the rounding.
+kaio_status plan_matmul_backward(const char *caller, kaio_device *device, BackwardPlan *plan) {
+  return log_plan(
+      caller, [&] { return plan_unlogged(caller, device, plan); },
+      [&] {
+        char s[128];
+        std::snprintf(s, sizeof s, "backward M=%" PRId64 " N=%" PRId64 " K=%" PRId64 " %s",
+                      plan->m, plan->n, plan->k, kaio_dtype_name(plan->in_dtype));
+        return std::string(s);
+      });
 }
 
 kaio_status run_matmul_backward(const char *caller, const kaio_device *device,

@@ -6,6 +6,7 @@
 #include "kernels/module_cache.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/context_scope.hpp"
+#include "ops/plan_log.hpp"
 #include "ops/tensor_map.hpp"
 #include "runtime/stream.hpp"
 
@@ -91,13 +92,8 @@ KernelId kernel_for(const OpPlan &plan, const TileFamily &family) {
 
 }  // namespace
 
-bool sm90_applies(const kaio_device *device, const OpPlan &plan) {
-  const MatmulParams &p = plan.matmul;
-  // sm_90a code runs on compute capability 9.0 exactly.
-  return p.variant == KAIO_MATMUL_AUTO && sm90a_device(device);
-}
-
-kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *plan) {
+kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *plan,
+                             const std::string &why) {
   MatmulParams &p = plan->matmul;
   const int64_t m = plan->rows, n = plan->cols, sms = device->info.sm_count;
   const int64_t ksteps = (p.k + kStepK - 1) / kStepK;
@@ -130,6 +126,10 @@ kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *pl
   plan->grid = static_cast<unsigned>(
       std::min<int64_t>(tiles_of(m, n, *choice.family) * p.splits, sms));
   plan->grid_y = 1;
+  if (log_enabled())
+    log_kernel(device, fn.function,
+               "AUTO: " + why +
+                   (p.splits > 1 ? ", K split " + std::to_string(p.splits) + " ways" : ""));
   return KAIO_OK;
 }
 

@@ -1,8 +1,11 @@
 #include "ops/op_plan.hpp"
 
 #include <cinttypes>
+#include <cstdio>
+#include <string>
 
 #include "core/error.hpp"
+#include "ops/plan_log.hpp"
 #include "runtime/context_scope.hpp"
 #include "runtime/stream.hpp"
 #include "runtime/tensor_view.hpp"
@@ -43,7 +46,9 @@ int float_variant(kaio_dtype dtype) {
   }
 }
 
-kaio_status plan_op(const char *caller, kaio_device *device, OpPlan *plan) {
+namespace {
+
+kaio_status plan_unlogged(const char *caller, kaio_device *device, OpPlan *plan) {
   if (plan->kind == OpKind::matmul) return plan_matmul(caller, device, plan);
   if (float_variant(plan->dtype) < 0)
     return fail(KAIO_ERROR_INVALID_DTYPE,
@@ -55,9 +60,30 @@ kaio_status plan_op(const char *caller, kaio_device *device, OpPlan *plan) {
                 "%s: the shape is %" PRId64 " x %" PRId64 "; rows and cols must be >= 1.", caller,
                 plan->rows, plan->cols);
   KAIO_TRY(require_arch(caller, device, 8, 0, "built-in ops (bf16 conversions, PTX sm_80)"));
-  if (plan->kind == OpKind::silu_gate || plan->kind == OpKind::gelu)
-    return plan_elementwise(caller, device, plan);
-  return plan_rows(caller, device, plan);
+  KAIO_TRY(plan->kind == OpKind::silu_gate || plan->kind == OpKind::gelu
+               ? plan_elementwise(caller, device, plan)
+               : plan_rows(caller, device, plan));
+  log_kernel(device, plan->function, "sm_80, the only family");
+  return KAIO_OK;
+}
+
+std::string subject(const OpPlan &plan) {
+  char s[160];
+  if (plan.kind == OpKind::matmul)
+    std::snprintf(s, sizeof s, "M=%" PRId64 " N=%" PRId64 " K=%" PRId64 " %s %s%s", plan.rows,
+                  plan.cols, plan.matmul.k, kaio_dtype_name(plan.dtype),
+                  plan.matmul.trans_a ? "t" : "n", plan.matmul.trans_b ? "t" : "n");
+  else
+    std::snprintf(s, sizeof s, "%" PRId64 " x %" PRId64 " %s", plan.rows, plan.cols,
+                  kaio_dtype_name(plan.dtype));
+  return s;
+}
+
+}  // namespace
+
+kaio_status plan_op(const char *caller, kaio_device *device, OpPlan *plan) {
+  return log_plan(caller, [&] { return plan_unlogged(caller, device, plan); },
+                  [&] { return subject(*plan); });
 }
 
 kaio_status check_op_stream(const char *caller, const kaio_device *device,

@@ -3,6 +3,8 @@
 #include "ops/quant.hpp"
 
 #include <cinttypes>
+#include <cstdio>
+#include <string>
 
 #include "core/error.hpp"
 #include "runtime/stream.hpp"
@@ -26,6 +28,20 @@ kaio_status check_aligned_view(const char *caller, const char *arg, const kaio_t
                 caller, arg, static_cast<uint64_t>(out->address % 256), out->row_stride, why,
                 align, stride_elems);
   return KAIO_OK;
+}
+
+std::string quant_subject(const QuantPlan &p) {
+  char s[160];
+  const char *kind = p.kind == QuantKind::int8 ? "int8" : p.kind == QuantKind::int4 ? "int4"
+                     : p.kind == QuantKind::qkv_int4 ? "qkv int4" : "qkv int8";
+  int n = std::snprintf(s, sizeof s, "%s M=%" PRId64 " N=%" PRId64, kind, p.m, p.n[0]);
+  for (int i = 1; i < p.nproj; ++i)
+    n += std::snprintf(s + n, sizeof s - n, ",%" PRId64, p.n[i]);
+  std::snprintf(s + n, sizeof s - n, " K=%" PRId64 " %s", p.k,
+                kaio_dtype_name(p.kind == QuantKind::int8       ? KAIO_DTYPE_I8
+                                : p.kind == QuantKind::qkv_int8 ? KAIO_DTYPE_F16
+                                                                : p.in_dtype));
+  return s;
 }
 
 kaio_status run_quant(const char *caller, const kaio_device *device, const QuantPlan &plan,

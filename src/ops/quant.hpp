@@ -5,6 +5,8 @@
 
 #include <kaio/kaio.h>
 
+#include <string>
+
 #include "ops/op_plan.hpp"
 #include "runtime/tensor_view.hpp"
 
@@ -38,6 +40,9 @@ struct QuantPlan {
   Workspace workspace;
   ~QuantPlan();
 };
+
+// "int4 M=64 N=4096 K=4096 f16": a plan's line in KAIO_LOG.
+std::string quant_subject(const QuantPlan &plan);
 
 kaio_status plan_int8(const char *caller, kaio_device *device, QuantPlan *plan);
 kaio_status run_int8(const char *caller, const kaio_device *device, const QuantPlan &plan,

@@ -6,9 +6,12 @@
 // workspace they own and run the tensor-core matmul.
 #include <cinttypes>
 #include <climits>
+#include <string>
 
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
+#include "ops/kernel_family.hpp"
+#include "ops/plan_log.hpp"
 #include "ops/quant.hpp"
 #include "ops/tensor_map.hpp"
 #include "runtime/context_scope.hpp"
@@ -170,7 +173,8 @@ int64_t fused_cost(const QuantPlan &p, const FusedTile &f, int64_t sms, int64_t 
   return (ctas + sms - 1) / sms * ((steps + f.split - 1) / f.split) * f.step_cost;
 }
 
-kaio_status plan_fused(const char *caller, kaio_device *device, QuantPlan *p) {
+kaio_status plan_fused(const char *caller, kaio_device *device, QuantPlan *p,
+                       const std::string &why) {
   const int64_t sms = device->info.sm_count;
   const int64_t steps = (p->k + kFusedStepK - 1) / kFusedStepK;
   const FusedTile *best = &kFusedTiles[0];
@@ -194,10 +198,12 @@ kaio_status plan_fused(const char *caller, kaio_device *device, QuantPlan *p) {
     p->box_b[i] = fn.box_b[i];
   }
   p->fused = true;
+  if (log_enabled()) log_kernel(device, kp.function, "AUTO: M > 16, " + why);
   return KAIO_OK;
 }
 
-kaio_status plan_prefill(const char *caller, kaio_device *device, QuantPlan *p) {
+kaio_status plan_prefill(const char *caller, kaio_device *device, QuantPlan *p,
+                         const std::string &why) {
   if (p->k / 8 > kMaxGridYZ)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: K is %" PRId64 "; the prefill path dequantizes at most %" PRId64
@@ -215,6 +221,8 @@ kaio_status plan_prefill(const char *caller, kaio_device *device, QuantPlan *p) 
   d.block = fn.block;
   d.grid = static_cast<unsigned>((p->n[0] + fn.cols_per_block - 1) / fn.cols_per_block);
   d.grid_y = static_cast<unsigned>(p->k / 8);
+  if (log_enabled())
+    log_kernel(device, d.function, "AUTO: M > 16, dequantize then matmul; " + why);
   OpPlan &mm = p->matmul;
   mm.kind = OpKind::matmul;
   mm.dtype = p->in_dtype;
@@ -230,9 +238,8 @@ kaio_status plan_prefill(const char *caller, kaio_device *device, QuantPlan *p) 
   return KAIO_OK;
 }
 
-}  // namespace
-
-kaio_status plan_int4(const char *caller, kaio_device *device, QuantPlan *p, bool allow_prefill) {
+kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *p,
+                          bool allow_prefill) {
   if (!is_half(p->in_dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: in_dtype is %s (%d); int4 matmul takes KAIO_DTYPE_F16 or KAIO_DTYPE_BF16 "
@@ -281,11 +288,15 @@ kaio_status plan_int4(const char *caller, kaio_device *device, QuantPlan *p, boo
   // Op handles past kFusedMaxRows dequantize once per launch and run the
   // matmul, which is then faster (bench_quant on the H100: M = 4096 at 0.89x
   // cuBLAS f16 against 0.71x fused); one-shot calls own no workspace.
+  // The fused kernel where the device runs sm_90a and the driver loads it.
   const bool fused_rows = p->m <= kFusedMaxRows || !allow_prefill;
-  if (p->kind == QuantKind::int4 && p->m > kDecodeMaxRows && fused_rows && sm90a_device(device))
-    return plan_fused(caller, device, p);
-  if (allow_prefill && p->kind == QuantKind::int4 && p->m > kDecodeMaxRows)
-    return plan_prefill(caller, device, p);
+  const bool tall = p->kind == QuantKind::int4 && p->m > kDecodeMaxRows;
+  const FamilyCheck hopper = tall ? check_family(device, ModuleId::quant_int4_sm90, true)
+                                  : FamilyCheck{};
+  if (tall && fused_rows && hopper.ok()) return plan_fused(caller, device, p, hopper.why);
+  if (allow_prefill && tall)
+    return plan_prefill(caller, device, p,
+                        hopper.ok() ? "M > " + std::to_string(kFusedMaxRows) : hopper.why);
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, gemv_kernel(*p, device->info.sm_count), &fn));
   if (fn.block == 0 || fn.cols_per_block == 0)
@@ -300,7 +311,19 @@ kaio_status plan_int4(const char *caller, kaio_device *device, QuantPlan *p, boo
   kp.grid = static_cast<unsigned>((nmax + fn.cols_per_block - 1) / fn.cols_per_block);
   kp.grid_y = static_cast<unsigned>(p->nproj);
   kp.grid_z = static_cast<unsigned>((p->m + rows_per_block - 1) / rows_per_block);
+  if (log_enabled())
+    log_kernel(device, kp.function,
+               tall ? "AUTO: one-shot M > 16, the decode kernel; " + hopper.why
+               : p->kind == QuantKind::qkv_int4 ? std::string("QKV: the decode kernel, the only family")
+                                                   : std::string("M <= 16: the decode kernel"));
   return KAIO_OK;
+}
+
+}  // namespace
+
+kaio_status plan_int4(const char *caller, kaio_device *device, QuantPlan *p, bool allow_prefill) {
+  return log_plan(caller, [&] { return plan_unlogged(caller, device, p, allow_prefill); },
+                  [&] { return quant_subject(*p); });
 }
 
 kaio_status run_int4(const char *caller, const kaio_device *device, const QuantPlan &p,

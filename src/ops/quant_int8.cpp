@@ -6,9 +6,12 @@
 #include <cinttypes>
 #include <climits>
 #include <cmath>
+#include <string>
 
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
+#include "ops/kernel_family.hpp"
+#include "ops/plan_log.hpp"
 #include "ops/quant.hpp"
 #include "ops/tensor_map.hpp"
 #include "runtime/context_scope.hpp"
@@ -22,11 +25,6 @@ constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kKAlign = 16;           // 16-byte cp.async chunks of s8 along K
 constexpr int64_t kMaxK = 131071;         // K * 128 * 128 stays below 2^31
 constexpr int64_t kHopperTileM = 128, kHopperStepK = 128;
-
-bool hopper_applies(const kaio_device *device, const QuantPlan &p) {
-  return p.variant == KAIO_MATMUL_AUTO && device->info.cc_major == 9 &&
-         device->info.cc_minor == 0 && device->api->cuTensorMapEncodeTiled != nullptr;
-}
 
 // 128 x 256 tiles, or 128 x 128 when the wide ones would leave more than
 // half the SMs idle (the same trade as the f16 matmul's narrow tiles).
@@ -58,9 +56,7 @@ kaio_status check_scale_vector(const char *caller, const char *arg, const kaio_t
   return KAIO_OK;
 }
 
-}  // namespace
-
-kaio_status plan_int8(const char *caller, kaio_device *device, QuantPlan *plan) {
+kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *plan) {
   if (!int8_out(plan->out_dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: out_dtype is %s (%d); use KAIO_DTYPE_F32, KAIO_DTYPE_F16, KAIO_DTYPE_BF16 "
@@ -97,7 +93,11 @@ kaio_status plan_int8(const char *caller, kaio_device *device, QuantPlan *plan) 
                 caller, plan->variant);
   KAIO_TRY(require_arch(caller, device, 8, 0, "int8 matmul (mma.sync m16n8k32 s8)"));
   BuiltinFunction fn;
-  if (hopper_applies(device, *plan)) {
+  // AUTO: wgmma s8 where the device runs sm_90a and the driver loads it.
+  const FamilyCheck hopper = plan->variant == KAIO_MATMUL_AUTO
+                                 ? check_family(device, ModuleId::matmul_sm90, true)
+                                 : FamilyCheck{};
+  if (hopper.ok()) {
     const int64_t tile_n = hopper_tile_n(m, n, device->info.sm_count);
     KAIO_TRY(device->modules->function(
         caller, tile_n == 128 ? KernelId::matmul_int8_sm90_n128 : KernelId::matmul_int8_sm90,
@@ -117,9 +117,14 @@ kaio_status plan_int8(const char *caller, kaio_device *device, QuantPlan *plan) 
     // Persistent: at most one CTA per SM, each walking tiles.
     const int64_t tiles = ((m + kHopperTileM - 1) / kHopperTileM) * ((n + tile_n - 1) / tile_n);
     kp.grid = static_cast<unsigned>(std::min<int64_t>(tiles, device->info.sm_count));
+    if (log_enabled()) log_kernel(device, fn.function, "AUTO: " + hopper.why);
     return KAIO_OK;
   }
   KAIO_TRY(device->modules->function(caller, KernelId::matmul_int8_sm80_async, &fn));
+  if (log_enabled())
+    log_kernel(device, fn.function,
+               plan->variant == KAIO_MATMUL_AUTO ? "AUTO: sm_80 cp.async; " + hopper.why
+                                                 : std::string("variant KAIO_MATMUL_ASYNC"));
   OpPlan &kp = plan->kernel;
   kp.function = fn.function;
   kp.shared_bytes = fn.shared_bytes;
@@ -127,6 +132,13 @@ kaio_status plan_int8(const char *caller, kaio_device *device, QuantPlan *plan) 
   kp.grid = static_cast<unsigned>((n + kTile - 1) / kTile);
   kp.grid_y = static_cast<unsigned>((m + kTile - 1) / kTile);
   return KAIO_OK;
+}
+
+}  // namespace
+
+kaio_status plan_int8(const char *caller, kaio_device *device, QuantPlan *plan) {
+  return log_plan(caller, [&] { return plan_unlogged(caller, device, plan); },
+                  [&] { return quant_subject(*plan); });
 }
 
 kaio_status run_int8(const char *caller, const kaio_device *device, const QuantPlan &plan,

@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
+#include "ops/plan_log.hpp"
 #include "ops/quant.hpp"
 
 namespace kaio {
@@ -20,9 +21,7 @@ const char *const kProj[3] = {"q", "k", "v"};
 
 std::string named(const char *base, int p) { return std::string(base) + "_" + kProj[p]; }
 
-}  // namespace
-
-kaio_status plan_qkv_int8(const char *caller, kaio_device *device, QuantPlan *p) {
+kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *p) {
   const kaio_dtype out = p->out_dtype;
   if (out != KAIO_DTYPE_F16 && out != KAIO_DTYPE_BF16 && out != KAIO_DTYPE_F32)
     return fail(KAIO_ERROR_INVALID_DTYPE,
@@ -65,7 +64,15 @@ kaio_status plan_qkv_int8(const char *caller, kaio_device *device, QuantPlan *p)
   kp.grid = static_cast<unsigned>((nmax + fn.cols_per_block - 1) / fn.cols_per_block);
   kp.grid_y = 3;
   kp.grid_z = static_cast<unsigned>((p->m + rows - 1) / rows);
+  log_kernel(device, kp.function, "sm_80, the only family");
   return KAIO_OK;
+}
+
+}  // namespace
+
+kaio_status plan_qkv_int8(const char *caller, kaio_device *device, QuantPlan *p) {
+  return log_plan(caller, [&] { return plan_unlogged(caller, device, p); },
+                  [&] { return quant_subject(*p); });
 }
 
 kaio_status run_qkv_int8(const char *caller, const kaio_device *device, const QuantPlan &p,

@@ -22,11 +22,6 @@ int tma_dtype_of(kaio_dtype dtype) {
   }
 }
 
-bool sm90a_device(const kaio_device *device) {
-  return device->info.cc_major == 9 && device->info.cc_minor == 0 &&
-         device->api->cuTensorMapEncodeTiled != nullptr;
-}
-
 kaio_status encode_tensor_map(const char *caller, const kaio_device *device,
                               const CheckedView &v, kaio_dtype dtype, const unsigned box[2],
                               TensorMap *out, bool swizzle) {

@@ -13,10 +13,6 @@ struct alignas(64) TensorMap {
   unsigned long long opaque[16];
 };
 
-// Whether the device runs the sm_90a kernels: compute capability 9.0
-// exactly (sm_90a code runs nowhere else) and a driver that encodes maps.
-bool sm90a_device(const kaio_device *device);
-
 // A row-major view as a 2-D map, as the kernels' `// kaio-tma:` lines
 // describe: dim 0 is the view's columns (the contiguous one), dim 1 its rows;
 // out-of-bounds elements read as zeros; a 128-byte swizzle unless swizzle is

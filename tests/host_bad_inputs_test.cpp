@@ -68,6 +68,19 @@ kaio_status create_mm(World &w, void (*edit)(kaio_matmul_desc &)) {
   return s;
 }
 
+kaio_status create_backward(World &w, int64_t m, int64_t n, int64_t k) {
+  kaio_matmul_backward_desc d;
+  kaio_status s = kaio_matmul_backward_desc_init(&d, sizeof d);
+  if (s != KAIO_OK) return s;
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  kaio_op *o = nullptr;
+  s = kaio_op_create_matmul_backward(&o, w.dev0.get(), &d);
+  kaio_op_destroy(o);
+  return s;
+}
+
 std::vector<Case> cases() {
   using V = std::vector<const char *>;
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -216,6 +229,13 @@ std::vector<Case> cases() {
        [](World &w) { return create_mm(w, [](kaio_matmul_desc &d) { d.variant = 9; }); }},
       {"matmul K not a multiple of 8", KAIO_ERROR_INVALID_DIMENSION, V{"K is 12", "multiple of 8", "16"},
        [](World &w) { return create_mm(w, [](kaio_matmul_desc &d) { d.k = 12; }); }},
+      // the backward's products reduce over N (dA) and M (dB): those are named
+      {"matmul backward N not a multiple of 8", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_op_create_matmul_backward", "N is 4097", "4104"},
+       [](World &w) { return create_backward(w, 64, 4097, 64); }},
+      {"matmul backward M not a multiple of 8", KAIO_ERROR_INVALID_DIMENSION, V{"M is 30", "32"},
+       [](World &w) { return create_backward(w, 30, 64, 64); }},
+      {"matmul backward zero K", KAIO_ERROR_INVALID_DIMENSION, V{"M, N, K are 64, 64, 0"},
+       [](World &w) { return create_backward(w, 64, 64, 0); }},
       {"matmul zero M", KAIO_ERROR_INVALID_DIMENSION, V{"M, N, K are 0, 8, 32"},
        [](World &w) { return create_mm(w, [](kaio_matmul_desc &d) { d.m = 0; }); }},
       {"matmul M past the grid", KAIO_ERROR_INVALID_DIMENSION, V{"Split M"},

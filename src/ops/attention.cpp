@@ -373,27 +373,39 @@ kaio_status run_forward(const char *caller, const kaio_device *device, const Att
   return launch_builtin(caller, device, plan.fwd, stream, params);
 }
 
+// The sm_90a backward kernels' tensor maps, encoded before anything is
+// enqueued. dq: Q, dO, K, V; dkdv: K, V, Q, dO.
+struct BackwardMaps {
+  TensorMap dq[4], dkdv[4];
+};
+
+kaio_status encode_backward_maps(const char *caller, const kaio_device *device,
+                                 const AttentionPlan &plan, const CheckedView &dout,
+                                 const CheckedView &q, const CheckedView &k, const CheckedView &v,
+                                 BackwardMaps *out) {
+  const kaio_attention_desc &d = plan.desc;
+  ContextScope scope(device);
+  KAIO_TRY(scope.status(caller));
+  const kaio_dtype dt = d.dtype;
+  for (const auto &[maps, box, query_first] :
+       {std::tuple{out->dq, &plan.dq_box, true}, std::tuple{out->dkdv, &plan.dkdv_box, false}}) {
+    TensorMap *qside = maps + (query_first ? 0 : 2), *kside = maps + (query_first ? 2 : 0);
+    KAIO_TRY(encode_bshd_map(caller, device, q, dt, d.seq_q, d.heads_q, box->q, &qside[0]));
+    KAIO_TRY(encode_bshd_map(caller, device, dout, dt, d.seq_q, d.heads_q, box->q, &qside[1]));
+    KAIO_TRY(encode_bshd_map(caller, device, k, dt, d.seq_k, d.heads_kv, box->kv, &kside[0]));
+    KAIO_TRY(encode_bshd_map(caller, device, v, dt, d.seq_k, d.heads_kv, box->kv, &kside[1]));
+  }
+  return KAIO_OK;
+}
+
 // dQ, then dK and dV, on the sm_90a kernels (Dv is in the workspace).
 kaio_status run_backward_sm90(const char *caller, const kaio_device *device,
                               const AttentionPlan &plan, kaio_stream *stream,
-                              const CheckedView &dout, const CheckedView &q, const CheckedView &k,
-                              const CheckedView &v, const CheckedView &lse, const CheckedView &dq,
-                              const CheckedView &dk, const CheckedView &dv) {
+                              const BackwardMaps &encoded, const CheckedView &lse,
+                              const CheckedView &dq, const CheckedView &dk, const CheckedView &dv) {
   const kaio_attention_desc &d = plan.desc;
-  TensorMap dq_maps[4], dkdv_maps[4];  // dq: Q, dO, K, V; dkdv: K, V, Q, dO
-  {
-    ContextScope scope(device);
-    KAIO_TRY(scope.status(caller));
-    const kaio_dtype dt = d.dtype;
-    for (const auto &[maps, box, query_first] :
-         {std::tuple{dq_maps, &plan.dq_box, true}, std::tuple{dkdv_maps, &plan.dkdv_box, false}}) {
-      TensorMap *qside = maps + (query_first ? 0 : 2), *kside = maps + (query_first ? 2 : 0);
-      KAIO_TRY(encode_bshd_map(caller, device, q, dt, d.seq_q, d.heads_q, box->q, &qside[0]));
-      KAIO_TRY(encode_bshd_map(caller, device, dout, dt, d.seq_q, d.heads_q, box->q, &qside[1]));
-      KAIO_TRY(encode_bshd_map(caller, device, k, dt, d.seq_k, d.heads_kv, box->kv, &kside[0]));
-      KAIO_TRY(encode_bshd_map(caller, device, v, dt, d.seq_k, d.heads_kv, box->kv, &kside[1]));
-    }
-  }
+  BackwardMaps maps = encoded;  // the launch takes non-const parameter pointers
+  TensorMap *dq_maps = maps.dq, *dkdv_maps = maps.dkdv;
   unsigned long long pl = lse.address, p_ws = plan.workspace->ptr(), lse_rs = lse.row_stride;
   unsigned sq = static_cast<unsigned>(d.seq_q), sk = static_cast<unsigned>(d.seq_k),
            hq = static_cast<unsigned>(d.heads_q),
@@ -444,9 +456,10 @@ kaio_status run_backward(const char *caller, const kaio_device *device, const At
   unsigned long long do_bs = bstride(dout, Sq), do_ss = dout.row_stride, o_bs = bstride(o, Sq),
                      o_ss = o.row_stride;
   void *pre[] = {&p_do, &p_o, &p_ws, &rows, &sq, &hq, &hd, &do_bs, &do_ss, &o_bs, &o_ss, &o_f32};
+  BackwardMaps maps;
+  if (plan.sm90) KAIO_TRY(encode_backward_maps(caller, device, plan, dout, q, k, v, &maps));
   KAIO_TRY(launch_builtin(caller, device, plan.pre, stream, pre));
-  if (plan.sm90)
-    return run_backward_sm90(caller, device, plan, stream, dout, q, k, v, lse, dq, dk, dv);
+  if (plan.sm90) return run_backward_sm90(caller, device, plan, stream, maps, lse, dq, dk, dv);
 
   unsigned long long pq = q.address, pk = k.address, pv = v.address, pl = lse.address;
   unsigned sk = static_cast<unsigned>(Sk), group = static_cast<unsigned>(Hq / Hkv);

@@ -11,6 +11,7 @@
 #include "kernels/module_cache.hpp"
 #include "ops/kernel_family.hpp"
 #include "ops/kquant_plan.hpp"
+#include "ops/matmul_launch.hpp"
 #include "ops/plan_log.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/stream.hpp"
@@ -366,19 +367,23 @@ kaio_status launch_matmul_kq(const char *caller, const kaio_device *device, cons
     const bool stream_ok = !p.unaligned.function || stream_windows_fit(w);
     return launch_builtin(caller, device, stream_ok ? p.launch : p.unaligned, stream, params);
   }
+  // the product's views are checked before anything is enqueued
+  const bool round_a = p.dtype == KAIO_DTYPE_F32;
+  if (round_a) KAIO_TRY(check_contiguous(caller, "A", a));
+  const kaio_tensor mm[] = {
+      round_a ? kaio_tensor_2d(p.a16->handle(), KAIO_DTYPE_F16, m, k) : t[0],
+      kaio_tensor_2d(p.w16->handle(), p.matmul.dtype, n, k), t[2]};
+  MatmulLaunch product;
+  KAIO_TRY(prepare_matmul(caller, device, p.matmul, mm, {"A", "W", "C"}, &product));
   KAIO_TRY(launch_dequantize(caller, device, p.launch, stream, w, n, k, p.w16->ptr(),
                              static_cast<unsigned long long>(k), p.matmul.dtype));
-  kaio_tensor a16 = t[0];
-  if (p.dtype == KAIO_DTYPE_F32) {
-    KAIO_TRY(check_contiguous(caller, "A", a));
+  if (round_a) {
     unsigned long long src = a.address, dst = p.a16->ptr();
     unsigned long long count = static_cast<unsigned long long>(m * k);
     void *params[] = {&src, &dst, &count};
     KAIO_TRY(launch_builtin(caller, device, p.convert_a, stream, params));
-    a16 = kaio_tensor_2d(p.a16->handle(), KAIO_DTYPE_F16, m, k);
   }
-  const kaio_tensor mm[] = {a16, kaio_tensor_2d(p.w16->handle(), p.matmul.dtype, n, k), t[2]};
-  return run_op(caller, device, p.matmul, stream, mm, 3);
+  return enqueue_matmul(caller, device, p.matmul, stream, product);
 }
 
 }  // namespace

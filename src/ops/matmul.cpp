@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/kernel_family.hpp"
+#include "ops/matmul_launch.hpp"
 #include "ops/matmul_sm90.hpp"
 #include "ops/op_plan.hpp"
 #include "ops/plan_log.hpp"
@@ -92,20 +93,23 @@ kaio_status plan_matmul(const char *caller, kaio_device *device, OpPlan *plan) {
                 "%s: variant is %d; use KAIO_MATMUL_AUTO, KAIO_MATMUL_SYNC or KAIO_MATMUL_ASYNC.",
                 caller, p.variant);
   const int64_t m = plan->rows, n = plan->cols, k = p.k;
+  const char *dim = p.dims;  // [0] rows, [1] cols, [2] the reduction
   if (m < 1 || n < 1 || k < 1 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: M, N, K are %" PRId64 ", %" PRId64 ", %" PRId64
                 "; each must be between 1 and %d.",
-                caller, m, n, k, INT32_MAX);
+                caller, dim[0] == 'M' ? m : dim[1] == 'M' ? n : k,
+                dim[0] == 'N' ? m : dim[1] == 'N' ? n : k, dim[0] == 'K' ? m : dim[1] == 'K' ? n : k,
+                INT32_MAX);
   if (k % kChunkElems != 0)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
-                "%s: K is %" PRId64 " but must be a multiple of 8; pad A's and B's K dimension "
-                "with zeros to %" PRId64 ".",
-                caller, k, (k + kChunkElems - 1) / kChunkElems * kChunkElems);
+                "%s: %c is %" PRId64 " but must be a multiple of 8 (the products reduce over "
+                "it); pad the operands' %c dimension with zeros to %" PRId64 ".",
+                caller, dim[2], k, dim[2], (k + kChunkElems - 1) / kChunkElems * kChunkElems);
   if ((m + kTileM - 1) / kTileM > kMaxGridY)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
-                "%s: M is %" PRId64 "; at most %" PRId64 " rows per call. Split M.", caller, m,
-                kMaxGridY * kTileM);
+                "%s: %c is %" PRId64 "; at most %" PRId64 " rows per call. Split %c.", caller,
+                dim[0], m, kMaxGridY * kTileM, dim[0]);
   if (!std::isfinite(p.alpha) || !std::isfinite(p.beta))
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: alpha is %g and beta is %g; both must be finite.",
                 caller, static_cast<double>(p.alpha), static_cast<double>(p.beta));
@@ -148,22 +152,38 @@ kaio_status plan_matmul(const char *caller, kaio_device *device, OpPlan *plan) {
   return KAIO_OK;
 }
 
-kaio_status run_matmul(const char *caller, const kaio_device *device, const OpPlan &plan,
-                       kaio_stream *stream, const kaio_tensor *tensors) {
+kaio_status prepare_matmul(const char *caller, const kaio_device *device, const OpPlan &plan,
+                           const kaio_tensor *tensors, const MatmulNames &names,
+                           MatmulLaunch *out) {
   const MatmulParams &p = plan.matmul;
   const int64_t m = plan.rows, n = plan.cols, k = p.k;
-  CheckedView a, b, c;
-  KAIO_TRY(check_operand(caller, "A", &tensors[0], device, plan.dtype,
+  CheckedView &a = out->a, &b = out->b, &c = out->c;
+  KAIO_TRY(check_operand(caller, names[0], &tensors[0], device, plan.dtype,
                          p.trans_a == KAIO_TRANS_T ? k : m, p.trans_a == KAIO_TRANS_T ? m : k, &a));
-  KAIO_TRY(check_operand(caller, "B", &tensors[1], device, plan.dtype,
+  KAIO_TRY(check_operand(caller, names[1], &tensors[1], device, plan.dtype,
                          p.trans_b == KAIO_TRANS_T ? n : k, p.trans_b == KAIO_TRANS_T ? k : n, &b));
-  KAIO_TRY(check_view(caller, "C", &tensors[2], device, &c));
-  KAIO_TRY(check_dtype(caller, "C", c, p.out_dtype));
-  KAIO_TRY(check_shape(caller, "C", c, m, n));
-  KAIO_TRY(check_no_partial_overlap(caller, "A", a, "C", c, false));
-  KAIO_TRY(check_no_partial_overlap(caller, "B", b, "C", c, false));
-  if (p.tma) return launch_matmul_sm90(caller, device, plan, stream, a, b, c);
+  KAIO_TRY(check_view(caller, names[2], &tensors[2], device, &c));
+  KAIO_TRY(check_dtype(caller, names[2], c, p.out_dtype));
+  KAIO_TRY(check_shape(caller, names[2], c, m, n));
+  KAIO_TRY(check_no_partial_overlap(caller, names[0], a, names[2], c, false));
+  KAIO_TRY(check_no_partial_overlap(caller, names[1], b, names[2], c, false));
+  if (p.tma) return encode_matmul_sm90_maps(caller, device, plan, out);
+  return KAIO_OK;
+}
 
+kaio_status run_matmul(const char *caller, const kaio_device *device, const OpPlan &plan,
+                       kaio_stream *stream, const kaio_tensor *tensors) {
+  MatmulLaunch launch;
+  KAIO_TRY(prepare_matmul(caller, device, plan, tensors, {"A", "B", "C"}, &launch));
+  return enqueue_matmul(caller, device, plan, stream, launch);
+}
+
+kaio_status enqueue_matmul(const char *caller, const kaio_device *device, const OpPlan &plan,
+                           kaio_stream *stream, const MatmulLaunch &launch) {
+  const MatmulParams &p = plan.matmul;
+  if (p.tma) return enqueue_matmul_sm90(caller, device, plan, stream, launch);
+  const CheckedView &a = launch.a, &b = launch.b, &c = launch.c;
+  const int64_t m = plan.rows, n = plan.cols, k = p.k;
   unsigned long long pa = a.address, pb = b.address, pc = c.address;
   unsigned um = static_cast<unsigned>(m), un = static_cast<unsigned>(n),
            uk = static_cast<unsigned>(k);

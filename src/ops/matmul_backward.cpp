@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/kquant_plan.hpp"
+#include "ops/matmul_launch.hpp"
 #include "ops/op_plan.hpp"
 #include "ops/plan_log.hpp"
 #include "runtime/buffer.hpp"
@@ -22,8 +23,8 @@ namespace {
 constexpr unsigned kConvertBlock = 256;
 constexpr int64_t kConvertPerThread = 8;
 
-OpPlan product(const BackwardPlan &p, int64_t m, int64_t n, int64_t k, kaio_trans ta,
-               kaio_trans tb, kaio_matmul_variant variant, float beta) {
+OpPlan product(const BackwardPlan &p, const char *dims, int64_t m, int64_t n, int64_t k,
+               kaio_trans ta, kaio_trans tb, kaio_matmul_variant variant, float beta) {
   OpPlan q;
   q.kind = OpKind::matmul;
   q.dtype = p.in_dtype;
@@ -34,6 +35,7 @@ OpPlan product(const BackwardPlan &p, int64_t m, int64_t n, int64_t k, kaio_tran
   q.matmul.trans_b = tb;
   q.matmul.variant = variant;
   q.matmul.k = k;
+  q.matmul.dims = dims;
   q.matmul.beta = beta;
   return q;
 }
@@ -93,30 +95,45 @@ kaio_status run_matmul_backward(const char *caller, const kaio_device *device,
                 caller, tensors ? count : 0);
   const kaio_tensor &dc = tensors[0], &a = tensors[1], &b = tensors[2], &da = tensors[3],
                     &db = tensors[4];
-  if (skipped(da) && skipped(db)) return KAIO_OK;  // nothing asked for
+  const bool want_da = !skipped(da), want_db = !skipped(db);
+  if (!want_da && !want_db) return KAIO_OK;  // nothing asked for
 
-  kaio_tensor dc16 = dc;
-  if (plan.grad_dtype == KAIO_DTYPE_F32) {
-    CheckedView g;
-    KAIO_TRY(check_view(caller, "dC", &dc, device, &g));
-    KAIO_TRY(check_dtype(caller, "dC", g, KAIO_DTYPE_F32));
-    KAIO_TRY(check_shape(caller, "dC", g, plan.m, plan.n));
-    KAIO_TRY(check_contiguous(caller, "dC", g));
+  // Everything is checked, under the names of the caller's arguments, before
+  // anything is enqueued: a failing call leaves the stream untouched.
+  CheckedView g;
+  KAIO_TRY(check_view(caller, "dC", &dc, device, &g));
+  KAIO_TRY(check_dtype(caller, "dC", g, plan.grad_dtype));
+  KAIO_TRY(check_shape(caller, "dC", g, plan.m, plan.n));
+  const bool round_dc = plan.grad_dtype == KAIO_DTYPE_F32;
+  if (round_dc) KAIO_TRY(check_contiguous(caller, "dC", g));
+  const kaio_tensor dc16 =
+      round_dc ? kaio_tensor_2d(plan.workspace->handle(), plan.in_dtype, plan.m, plan.n) : dc;
+  MatmulLaunch for_da, for_db;
+  if (want_da) {
+    const kaio_tensor t[] = {dc16, b, da};
+    KAIO_TRY(prepare_matmul(caller, device, plan.da, t, {"dC", "B", "dA"}, &for_da));
+  }
+  if (want_db) {
+    const kaio_tensor t[] = {a, dc16, db};
+    KAIO_TRY(prepare_matmul(caller, device, plan.db, t, {"A", "dC", "dB"}, &for_db));
+  }
+  // Gradients must not share memory with each other or with any input: dA is
+  // written before dB's product reads A and dC.
+  if (want_da && want_db) {
+    KAIO_TRY(check_no_partial_overlap(caller, "dA", for_da.c, "dB", for_db.c, false));
+    KAIO_TRY(check_no_partial_overlap(caller, "dA", for_da.c, "A", for_db.a, false));
+    KAIO_TRY(check_no_partial_overlap(caller, "dB", for_db.c, "B", for_da.b, false));
+  }
+  if (round_dc && want_da) KAIO_TRY(check_no_partial_overlap(caller, "dA", for_da.c, "dC", g, false));
+  if (round_dc && want_db) KAIO_TRY(check_no_partial_overlap(caller, "dB", for_db.c, "dC", g, false));
+  if (round_dc) {
     unsigned long long src = g.address, dst = plan.workspace->ptr();
     unsigned long long n = static_cast<unsigned long long>(plan.m * plan.n);
     void *params[] = {&src, &dst, &n};
     KAIO_TRY(launch_builtin(caller, device, plan.convert, stream, params));
-    dc16 = kaio_tensor_2d(plan.workspace->handle(), plan.in_dtype, plan.m, plan.n);
   }
-  // Argument names in messages follow the product they feed.
-  if (!skipped(da)) {
-    const kaio_tensor t[] = {dc16, b, da};
-    KAIO_TRY(run_matmul(caller, device, plan.da, stream, t));
-  }
-  if (!skipped(db)) {
-    const kaio_tensor t[] = {a, dc16, db};
-    KAIO_TRY(run_matmul(caller, device, plan.db, stream, t));
-  }
+  if (want_da) KAIO_TRY(enqueue_matmul(caller, device, plan.da, stream, for_da));
+  if (want_db) KAIO_TRY(enqueue_matmul(caller, device, plan.db, stream, for_db));
   return KAIO_OK;
 }
 
@@ -128,8 +145,8 @@ BackwardPlan make_backward_plan(const kaio_matmul_backward_desc &d) {
   p.in_dtype = d.in_dtype;
   p.grad_dtype = d.grad_dtype;
   p.out_dtype = d.out_dtype;
-  p.da = product(p, d.m, d.k, d.n, KAIO_TRANS_N, KAIO_TRANS_T, d.variant, d.beta);
-  p.db = product(p, d.k, d.n, d.m, KAIO_TRANS_T, KAIO_TRANS_N, d.variant, d.beta);
+  p.da = product(p, "MKN", d.m, d.k, d.n, KAIO_TRANS_N, KAIO_TRANS_T, d.variant, d.beta);
+  p.db = product(p, "KNM", d.k, d.n, d.m, KAIO_TRANS_T, KAIO_TRANS_N, d.variant, d.beta);
   return p;
 }
 

@@ -133,17 +133,20 @@ kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *pl
   return KAIO_OK;
 }
 
-kaio_status launch_matmul_sm90(const char *caller, const kaio_device *device, const OpPlan &plan,
-                               kaio_stream *stream, const CheckedView &a, const CheckedView &b,
-                               const CheckedView &c) {
+kaio_status encode_matmul_sm90_maps(const char *caller, const kaio_device *device,
+                                    const OpPlan &plan, MatmulLaunch *launch) {
   const MatmulParams &p = plan.matmul;
-  TensorMap map_a, map_b;
-  {
-    ContextScope scope(device);
-    KAIO_TRY(scope.status(caller));
-    KAIO_TRY(encode_tensor_map(caller, device, a, plan.dtype, p.box_a, &map_a));
-    KAIO_TRY(encode_tensor_map(caller, device, b, plan.dtype, p.box_b, &map_b));
-  }
+  ContextScope scope(device);
+  KAIO_TRY(scope.status(caller));
+  KAIO_TRY(encode_tensor_map(caller, device, launch->a, plan.dtype, p.box_a, &launch->map_a));
+  return encode_tensor_map(caller, device, launch->b, plan.dtype, p.box_b, &launch->map_b);
+}
+
+kaio_status enqueue_matmul_sm90(const char *caller, const kaio_device *device, const OpPlan &plan,
+                                kaio_stream *stream, const MatmulLaunch &launch) {
+  const MatmulParams &p = plan.matmul;
+  const CheckedView &c = launch.c;
+  TensorMap map_a = launch.map_a, map_b = launch.map_b;
   unsigned long long pc = c.address, ldc = c.row_stride;
   unsigned m = static_cast<unsigned>(plan.rows), n = static_cast<unsigned>(plan.cols),
            k = static_cast<unsigned>(p.k);

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "ops/matmul_launch.hpp"
 #include "ops/op_plan.hpp"
 #include "runtime/tensor_view.hpp"
 
@@ -14,8 +15,11 @@ namespace kaio {
 kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *plan,
                              const std::string &why);
 
-kaio_status launch_matmul_sm90(const char *caller, const kaio_device *device, const OpPlan &plan,
-                               kaio_stream *stream, const CheckedView &a, const CheckedView &b,
-                               const CheckedView &c);
+// The two halves of a launch (ops/matmul_launch.hpp): A's and B's tensor
+// maps from the checked views, then the kernel (and split-K's reduction).
+kaio_status encode_matmul_sm90_maps(const char *caller, const kaio_device *device,
+                                    const OpPlan &plan, MatmulLaunch *launch);
+kaio_status enqueue_matmul_sm90(const char *caller, const kaio_device *device, const OpPlan &plan,
+                                kaio_stream *stream, const MatmulLaunch &launch);
 
 }  // namespace kaio

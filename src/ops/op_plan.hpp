@@ -23,6 +23,9 @@ struct MatmulParams {
   kaio_trans trans_b = KAIO_TRANS_N;
   kaio_matmul_variant variant = KAIO_MATMUL_AUTO;
   int64_t k = 0;
+  // the names of (rows, cols, k) in the caller's terms: the backward's
+  // products are dA [M, K] reducing N and dB [K, N] reducing M
+  const char *dims = "MNK";
   float alpha = 1.0f;
   float beta = 0.0f;
   // Hopper path: A and B reach the kernel as TMA tensor maps with these

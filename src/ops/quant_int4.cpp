@@ -12,6 +12,7 @@
 #include "kernels/module_cache.hpp"
 #include "ops/kernel_family.hpp"
 #include "ops/plan_log.hpp"
+#include "ops/matmul_launch.hpp"
 #include "ops/quant.hpp"
 #include "ops/tensor_map.hpp"
 #include "runtime/context_scope.hpp"
@@ -388,14 +389,17 @@ kaio_status run_int4(const char *caller, const kaio_device *device, const QuantP
     return launch_builtin(caller, device, p.kernel, stream, params);
   }
   if (p.prefill) {
-    kaio_tensor ws = kaio_tensor_2d(p.workspace->handle(), p.in_dtype, p.k, p.n[0]);
+    // the product's views are checked before the dequantization is enqueued
+    const kaio_tensor mm[] = {t[0], kaio_tensor_2d(p.workspace->handle(), p.in_dtype, p.k, p.n[0]),
+                              t[4]};
+    MatmulLaunch product;
+    KAIO_TRY(prepare_matmul(caller, device, p.matmul, mm, {xname, "qweight", "C"}, &product));
     unsigned long long pw = p.workspace->ptr(), ldw = static_cast<unsigned long long>(p.n[0]);
     unsigned group = static_cast<unsigned>(p.group);
     void *dq[] = {&qw[0], &ldqw[0], &qz[0], &ldqz[0], &sc[0], &ldsc[0], &pw, &ldw,
                   &un[0], &group, &xmask, &zoff};
     KAIO_TRY(launch_builtin(caller, device, p.dequant, stream, dq));
-    const kaio_tensor mm[] = {t[0], ws, t[4]};
-    return run_matmul(caller, device, p.matmul, stream, mm);
+    return enqueue_matmul(caller, device, p.matmul, stream, product);
   }
   unsigned long long px = x.address, ldx = x.row_stride;
   unsigned gshift = group_shift(p);

@@ -497,3 +497,29 @@ TEST_F(LangGpu, UnpackExamplesMatchTheInterpreter) {
 }
 
 }  // namespace
+
+namespace {
+
+// Destroying the last kernel of a source unloads its module (bounded
+// caches): work already queued with it still runs to the end.
+TEST_F(LangGpu, KernelDestroyedWhileQueuedStillRunsToTheEnd) {
+  const int64_t n = int64_t{1} << 26;  // 256 MiB each way: milliseconds of work
+  kt::Buffer xb = kt::make_buffer(dev(), n * 4), ob = kt::make_buffer(dev(), n * 4);
+  KT_OK(kaio_buffer_memset(xb.get(), stream(), 0, 0, n * 4));  // x = 0.0
+  kaio_tensor v[2] = {kaio_tensor_2d(xb.get(), KAIO_DTYPE_F32, 1, n),
+                      kaio_tensor_2d(ob.get(), KAIO_DTYPE_F32, 1, n)};
+  LangKernel k(create("kernel queued_then_unloaded(x: tensor<f32>, out: tensor<f32>) {\n"
+                      "    out = x * 2.0 + 3.0;\n"
+                      "}\n"));
+  ASSERT_TRUE(k);
+  for (int i = 0; i < 4; ++i) KT_OK(kaio_lang_kernel_launch(k.get(), stream(), v, 2, nullptr, 0));
+  k.reset();
+  KT_OK(kaio_stream_synchronize(stream()));
+  for (int64_t i : {int64_t{0}, n / 3, n - 1}) {
+    float got = 0.0f;
+    KT_OK(kaio_buffer_read(ob.get(), static_cast<uint64_t>(i) * 4, &got, 4));
+    EXPECT_EQ(got, 3.0f) << "element " << i;
+  }
+}
+
+}  // namespace

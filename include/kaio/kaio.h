@@ -1210,8 +1210,11 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_lang_kernel_create(kaio_lang_kernel **o
                                                              const char *source);
 
 /* Accepts NULL. Must not race with launches of the same handle. Launches
- * still queued may run; a stream that noted the kernel's error flag keeps
- * it until its next sync reports it. */
+ * still queued run to the end; a stream that noted the kernel's error flag
+ * keeps it until its next sync reports it. Kernels made from one source
+ * share a module; destroying the last of them unloads it (a driver call
+ * that waits for the device), so destroy kernels outside graph capture and
+ * after destroying graphs that launch them. */
 KAIO_API void kaio_lang_kernel_destroy(kaio_lang_kernel *kernel);
 
 /* Compiles `source` to PTX without a device or driver, for inspection and

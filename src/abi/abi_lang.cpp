@@ -46,8 +46,11 @@ kaio_status copy_text(const char *fn, const std::string &text, char *buf, size_t
   return KAIO_OK;
 }
 
+// A kernel holds a reference to its device and, through its source, to the
+// device's module of that source: the last kernel of a source unloads it.
 void destroy_kernel(kaio_lang_kernel *k) {
   kaio_device *device = k->device;
+  if (device) device->modules->release_source_module(k->source);
   k->error_flag.reset();  // the memory lives on while a stream has it noted
   delete k;
   if (device) kaio::device_release(device);
@@ -67,10 +70,13 @@ KAIO_API kaio_status kaio_lang_kernel_create(kaio_lang_kernel **out, kaio_device
     auto compiled = std::make_shared<lang::Compiled>();
     KAIO_TRY(compile_or_fail(fn, source, compiled.get()));
     KAIO_TRY(kaio::require_arch(fn, device, 8, 0, "kernel-language kernels (PTX sm_80)"));
-    cu::CUmodule module = nullptr;
-    KAIO_TRY(device->modules->source_module(fn, source, compiled->ptx.c_str(), &module));
     std::unique_ptr<kaio_lang_kernel, void (*)(kaio_lang_kernel *)> k(new kaio_lang_kernel,
                                                                         destroy_kernel);
+    k->source = source;
+    cu::CUmodule module = nullptr;
+    KAIO_TRY(device->modules->source_module(fn, k->source, compiled->ptx.c_str(), &module));
+    k->device = device;  // from here destroy_kernel releases the module and device
+    kaio::device_retain(device);
     const std::string base = lang::entry_base(compiled->kernel);
     const char *suffix[2][4] = {{"_scalar", "_vector", nullptr, nullptr},
                                 {"_warp", "_block", "_warp_cached", "_block_cached"}};
@@ -83,9 +89,6 @@ KAIO_API kaio_status kaio_lang_kernel_create(kaio_lang_kernel **out, kaio_device
       if (cu::CUresult r = device->api->cuModuleGetFunction(&k->entries[e], module, name.c_str()))
         return fail_driver(r, fn, "cuModuleGetFunction");
     }
-    k->device = device;
-    kaio::device_retain(device);
-    k->source = source;
     k->compiled = compiled;
     k->error_flag = std::make_shared<kaio::LangErrorFlag>(k->source, std::move(compiled));
     KAIO_TRY(k->error_flag->allocate(fn, device));

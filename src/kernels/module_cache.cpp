@@ -18,23 +18,39 @@ namespace kaio {
 ModuleCache::~ModuleCache() {
   for (cu::CUmodule m : modules_)
     if (m) device_->api->cuModuleUnload(m);
-  for (auto &entry : source_modules_) device_->api->cuModuleUnload(entry.second);
+  for (auto &entry : source_modules_) device_->api->cuModuleUnload(entry.second.module);
 }
 
 kaio_status ModuleCache::source_module(const char *caller, const std::string &key,
                                        const char *ptx, cu::CUmodule *out) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = source_modules_.find(key); it != source_modules_.end()) {
-    *out = it->second;
+    ++it->second.refs;
+    *out = it->second.module;
     return KAIO_OK;
   }
   ContextScope scope(device_);
   KAIO_TRY(scope.status(caller));
   cu::CUmodule module = nullptr;
   KAIO_TRY(jit_load(caller, device_, ptx, "the kernel's generated PTX", &module));
-  source_modules_.emplace(key, module);
+  try {
+    source_modules_.emplace(key, SourceModule{module, 1});
+  } catch (...) {
+    device_->api->cuModuleUnload(module);
+    throw;
+  }
   *out = module;
   return KAIO_OK;
+}
+
+void ModuleCache::release_source_module(const std::string &key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = source_modules_.find(key);
+  if (it == source_modules_.end() || --it->second.refs > 0) return;
+  ContextScope scope(device_);
+  if (scope.status("kaio_lang_kernel_destroy") == KAIO_OK)
+    device_->api->cuModuleUnload(it->second.module);
+  source_modules_.erase(it);
 }
 
 namespace {

@@ -36,10 +36,13 @@ class ModuleCache {
   const char *kernel_name(cu::CUfunction f) const;
 
   // Thread-safe. JIT-loads `ptx` once per distinct `key` (the source it was
-  // compiled from, e.g. a kernel-language program) and keeps the module
-  // while the device lives; later calls with the same key return it.
+  // compiled from, e.g. a kernel-language program); later calls with the
+  // same key share the module. Each successful call is one reference, and
+  // release_source_module drops it: the last one unloads the module, so a
+  // server building kernels from user input does not accumulate modules.
   kaio_status source_module(const char *caller, const std::string &key, const char *ptx,
                             cu::CUmodule *out);
+  void release_source_module(const std::string &key);
 
  private:
   const kaio_device *device_;
@@ -48,7 +51,11 @@ class ModuleCache {
   std::array<cu::CUmodule, static_cast<size_t>(KernelId::count)> modules_{};
   std::array<std::atomic<cu::CUfunction>, static_cast<size_t>(KernelId::count)> functions_{};
   std::array<BuiltinFunction, static_cast<size_t>(KernelId::count)> resolved_{};
-  std::unordered_map<std::string, cu::CUmodule> source_modules_;  // guarded by mutex_
+  struct SourceModule {
+    cu::CUmodule module;
+    int64_t refs;
+  };
+  std::unordered_map<std::string, SourceModule> source_modules_;  // guarded by mutex_
 };
 
 }  // namespace kaio

@@ -43,6 +43,8 @@ const FakeHooks &fake() {
     h.last_launch = reinterpret_cast<decltype(h.last_launch)>(dlsym(lib, "kaio_fake_last_launch"));
     h.live_allocations =
         reinterpret_cast<decltype(h.live_allocations)>(dlsym(lib, "kaio_fake_live_allocations"));
+    h.live_modules =
+        reinterpret_cast<decltype(h.live_modules)>(dlsym(lib, "kaio_fake_live_modules"));
     h.last_launch_param =
         reinterpret_cast<decltype(h.last_launch_param)>(dlsym(lib, "kaio_fake_last_launch_param"));
     return h;

@@ -47,6 +47,7 @@ struct FakeHooks {
   int (*last_launch)(char *name, size_t cap, unsigned grid[3], unsigned block[3],
                      unsigned *shared) = nullptr;
   unsigned long long (*live_allocations)() = nullptr;
+  unsigned long long (*live_modules)() = nullptr;
   int (*last_launch_param)(size_t index, void *out, size_t size) = nullptr;
 };
 const FakeHooks &fake();

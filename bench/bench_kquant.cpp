@@ -207,6 +207,10 @@ int main(int argc, char **argv) {
   bool matvec_only = false;
   for (int i = 1; i < argc; ++i) {
     const char *usage = "usage: bench_kquant [--iters N] [--matvec]   (--matvec: the dequant-matvec rows only)\n";
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::printf("%s", usage);
+      return 0;
+    }
     if (std::strcmp(argv[i], "--matvec") == 0) {
       matvec_only = true;
     } else if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {

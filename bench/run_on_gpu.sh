@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session, run on the device machine from the repository root with
 # a release build carried in build-gpu/ (built here: meson setup build-gpu
-# --buildtype=release && ninja -C build-gpu). Writes logs under $OUT.
+# -Dtests=enabled && ninja -C build-gpu). Writes logs under $OUT.
 #   $1: what to run: any of tests,sanitizer,bench,ncu (default tests,sanitizer,bench)
 set -uo pipefail
 what="${1:-tests,sanitizer,bench}"

@@ -30,7 +30,7 @@ record() {
 }
 
 if [ ! -f "$fake" ] || [ ! -f "$build/meson-uninstalled/kaio-uninstalled.pc" ]; then
-  echo "check_bindings: $build is not a built libkaio build dir with tests" >&2
+  echo "check_bindings: $build is not a built libkaio build dir with tests (meson setup $build -Dtests=enabled && ninja -C $build)" >&2
   record 0 1 0 bindings
   exit 1
 fi

@@ -23,7 +23,7 @@ trap 'rm -rf "$tmp"' EXIT
 passed=0 failed=0
 
 if [ ! -f "$fake" ]; then
-  echo "check_consumers: $fake is missing: build libkaio with tests enabled" >&2
+  echo "check_consumers: $fake is missing: build libkaio with tests enabled (meson setup $build -Dtests=enabled)" >&2
   exit 1
 fi
 

@@ -90,7 +90,9 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
   cu::CUmodule &module = modules_[index];
   const char *ptx = embedded_ptx(module_name(k.module));
   if (!ptx)
-    return fail(KAIO_ERROR_INTERNAL, "%s: built-in module '%s' is missing from this build.",
+    return fail(KAIO_ERROR_INTERNAL,
+                "%s: built-in module '%s' is missing from this build or could not be inflated "
+                "(out of host memory?).",
                 caller, module_name(k.module));
   const std::string single = ptx_single_entry(ptx, k.name);
   if (single.empty())

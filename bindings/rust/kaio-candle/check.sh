@@ -32,7 +32,7 @@ record() { # passed failed skipped
 }
 
 if [ ! -f "$fake" ] || [ ! -f "$build/meson-uninstalled/kaio-uninstalled.pc" ]; then
-  echo "kaio-candle: $build is not a built libkaio build dir with tests" >&2
+  echo "kaio-candle: $build is not a built libkaio build dir with tests (meson setup $build -Dtests=enabled && ninja -C $build)" >&2
   record 0 1 0
   exit 1
 fi

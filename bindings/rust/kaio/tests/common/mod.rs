@@ -102,7 +102,8 @@ fn load() -> Result<Fake, String> {
             }
             None => {
                 return Err("LIBKAIO_CUDA_DRIVER is unset and kaio-sys found no Meson build dir with \
-                            tests/libkaio_fake_cuda.so: set LIBKAIO_CUDA_DRIVER=<builddir>/tests/libkaio_fake_cuda.so"
+                            tests/libkaio_fake_cuda.so (meson setup build -Dtests=enabled): \
+                            set LIBKAIO_CUDA_DRIVER=<builddir>/tests/libkaio_fake_cuda.so"
                     .to_string())
             }
         },

@@ -313,7 +313,8 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_event_record(kaio_event *event, kaio_st
  * the same event. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_event_synchronize(kaio_event *event);
 /* Milliseconds between two completed records. Events created with
- * KAIO_EVENT_DISABLE_TIMING give KAIO_ERROR_INVALID_ARGUMENT. */
+ * KAIO_EVENT_DISABLE_TIMING, or never recorded, give
+ * KAIO_ERROR_INVALID_ARGUMENT. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_event_elapsed_ms(float *out_ms, kaio_event *start,
                                                            kaio_event *end);
 /* Accepts NULL. */

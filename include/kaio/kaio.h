@@ -149,6 +149,8 @@ enum {
 KAIO_API const char *kaio_status_name(kaio_status status);
 
 /* The calling thread's last error message, or "" if none was set. Never NULL.
+ * Kept whole up to 80 KiB (a JIT log included); a longer one is cut and ends
+ * with "... (N bytes cut)".
  * Valid until the next kaio call on this thread that returns a kaio_status;
  * functions that cannot fail (status, dtype and version names, the
  * kaio_last_error* family, handle getters such as kaio_buffer_size) never

@@ -183,7 +183,8 @@ KAIO_API const char *kaio_version_string(void);
  * Driver probe
  *
  * The driver is libcuda.so.1, opened on first use. The environment variable
- * LIBKAIO_CUDA_DRIVER, if set, names another file to open instead.
+ * LIBKAIO_CUDA_DRIVER, if set, names another file to open instead (a setuid
+ * or setgid program ignores it, as it does KAIO_LOG).
  * ======================================================================== */
 typedef struct kaio_probe_info {
     uint32_t struct_size;        /* in: sizeof(kaio_probe_info)                   */

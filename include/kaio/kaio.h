@@ -149,6 +149,8 @@ enum {
 KAIO_API const char *kaio_status_name(kaio_status status);
 
 /* The calling thread's last error message, or "" if none was set. Never NULL.
+ * Kept whole up to 80 KiB (a JIT log included); a longer one is cut and ends
+ * with "... (N bytes cut)".
  * Valid until the next kaio call on this thread that returns a kaio_status;
  * functions that cannot fail (status, dtype and version names, the
  * kaio_last_error* family, handle getters such as kaio_buffer_size) never
@@ -181,7 +183,8 @@ KAIO_API const char *kaio_version_string(void);
  * Driver probe
  *
  * The driver is libcuda.so.1, opened on first use. The environment variable
- * LIBKAIO_CUDA_DRIVER, if set, names another file to open instead.
+ * LIBKAIO_CUDA_DRIVER, if set, names another file to open instead (a setuid
+ * or setgid program ignores it, as it does KAIO_LOG).
  * ======================================================================== */
 typedef struct kaio_probe_info {
     uint32_t struct_size;        /* in: sizeof(kaio_probe_info)                   */
@@ -313,7 +316,8 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_event_record(kaio_event *event, kaio_st
  * the same event. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_event_synchronize(kaio_event *event);
 /* Milliseconds between two completed records. Events created with
- * KAIO_EVENT_DISABLE_TIMING give KAIO_ERROR_INVALID_ARGUMENT. */
+ * KAIO_EVENT_DISABLE_TIMING, or never recorded, give
+ * KAIO_ERROR_INVALID_ARGUMENT. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_event_elapsed_ms(float *out_ms, kaio_event *start,
                                                            kaio_event *end);
 /* Accepts NULL. */

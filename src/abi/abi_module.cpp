@@ -63,6 +63,23 @@ kaio_status check_config(const char *fn, const kaio_launch_config *c) {
   return KAIO_OK;
 }
 
+// The driver's answer past a limit is a bare CUDA_ERROR_INVALID_VALUE.
+kaio_status check_device_limits(const char *fn, const kaio_device *device,
+                                const kaio_launch_config &c) {
+  const kaio::DimOverLimit over = kaio::dim_over_limit(device, c.grid, c.block);
+  if (!over.what) return KAIO_OK;
+  const char axis = "xyz"[over.axis];
+  const bool grid = over.what[0] == 'g';
+  return fail(KAIO_ERROR_INVALID_DIMENSION,
+              "%s: argument 'config' has %s[%d] (%c) = %u but device %d allows at most %u "
+              "there; %s.",
+              fn, over.what, over.axis, axis, over.value, device->ordinal, over.limit,
+              grid ? (over.axis == 0 ? "split the launch into several"
+                                     : "fold that dimension into grid x, which allows far more "
+                                       "blocks, or split the launch")
+                   : "reshape the block within the device's per-dimension limits");
+}
+
 }  // namespace
 
 namespace kaio {
@@ -207,6 +224,7 @@ KAIO_API kaio_status kaio_kernel_launch(const kaio_kernel *kernel, kaio_stream *
     KAIO_TRY(check_config(fn, config));
     const kaio_launch_config cfg = normalized(*config);
     config = &cfg;
+    KAIO_TRY(check_device_limits(fn, device, cfg));
     if (!args && args_size != 0)
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'args' is NULL but args_size is %zu.",
                   fn, args_size);

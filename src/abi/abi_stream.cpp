@@ -2,6 +2,7 @@
 #include <kaio/kaio.h>
 
 #include <memory>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
@@ -185,6 +186,7 @@ KAIO_API kaio_status kaio_event_record(kaio_event *event, kaio_stream *stream) {
     if (cu::CUresult r = stream->device->api->cuEventRecord(event->native, stream->native))
       return fail_driver(r, fn, "cuEventRecord");
     event->error_flags = stream->error_flags;  // a reference count, no allocation
+    event->recorded.store(true, std::memory_order_release);
     return KAIO_OK;
   });
 }
@@ -215,6 +217,12 @@ KAIO_API kaio_status kaio_event_elapsed_ms(float *out_ms, kaio_event *start, kai
                   "%s: argument '%s' was created with KAIO_EVENT_DISABLE_TIMING; time with events "
                   "created with KAIO_EVENT_DEFAULT.",
                   fn, start->timing ? "end" : "start");
+    for (const auto &[name, e] : {std::pair{"start", start}, std::pair{"end", end}})
+      if (!e->recorded.load(std::memory_order_acquire))
+        return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                    "%s: argument '%s' has never been recorded, so it marks no point in time; "
+                    "record it with kaio_event_record first.",
+                    fn, name);
     kaio::ContextScope scope(start->device);
     KAIO_TRY(scope.status(fn));
     if (cu::CUresult r = start->device->api->cuEventElapsedTime(out_ms, start->native, end->native))

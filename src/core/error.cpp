@@ -1,5 +1,6 @@
 #include "core/error.hpp"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -35,26 +36,57 @@ void record(kaio_status status, int32_t driver_code, const char *text) noexcept 
   }
 }
 
+// Formats into the last error whole (a JIT log can run to tens of KiB), up
+// to kMaxErrorMessage bytes; past that the tail is cut and the cut counted.
+void record_formatted(kaio_status status, int32_t driver_code, const char *format,
+                      va_list args) noexcept {
+  char small[1024];
+  va_list again;
+  va_copy(again, args);
+  int len = std::vsnprintf(small, sizeof small, format, args);
+  if (len < 0) {
+    va_end(again);
+    record(status, driver_code, "kaio: error message could not be formatted");
+    return;
+  }
+  if (static_cast<size_t>(len) < sizeof small) {
+    va_end(again);
+    record(status, driver_code, small);
+    return;
+  }
+  try {
+    const size_t full = static_cast<size_t>(len), kept = std::min(full, kMaxErrorMessage);
+    std::string text(full + 1, '\0');
+    std::vsnprintf(text.data(), text.size(), format, again);
+    text.resize(kept);
+    if (kept < full) text += "... (" + std::to_string(full - kept) + " bytes cut)";
+    va_end(again);
+    LastError &e = last_error();
+    e.status = status;
+    e.driver_code = driver_code;
+    e.message = std::move(text);
+  } catch (...) {
+    va_end(again);
+    record(status, driver_code, small);  // the first 1023 bytes, rather than nothing
+  }
+}
+
 }  // namespace
 
 kaio_status fail(kaio_status status, const char *format, ...) {
-  char text[2048];
   va_list args;
   va_start(args, format);
-  std::vsnprintf(text, sizeof text, format, args);
+  record_formatted(status, 0, format, args);
   va_end(args);
-  record(status, 0, text);
   return status;
 }
 
 kaio_status fail_with_driver_code(kaio_status status, int32_t driver_code, const char *format,
                                   ...) {
-  char text[2048];
   va_list args;
   va_start(args, format);
-  std::vsnprintf(text, sizeof text, format, args);
+  record_formatted(status, driver_code, format, args);
   va_end(args);
-  record(status, driver_code, text);
   return status;
 }
 
@@ -100,11 +132,8 @@ kaio_status fail_driver(cu::CUresult result, const char *function, const char *w
                          ? " The context is now unusable: destroy every kaio object of this "
                            "device and restart the process."
                          : "";
-  char buf[1024];
-  std::snprintf(buf, sizeof buf, "%s: %s failed: %s (%d: %s).%s", function, what, name, result,
-                text, hint);
-  record(status, result, buf);
-  return status;
+  return fail_with_driver_code(status, result, "%s: %s failed: %s (%d: %s).%s", function, what,
+                               name, result, text, hint);
 }
 
 void clear_last_error() { record(KAIO_OK, 0, ""); }

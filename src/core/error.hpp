@@ -5,9 +5,15 @@
 
 #include <kaio/kaio.h>
 
+#include <cstddef>
+
 #include "driver/cuda_abi.hpp"
 
 namespace kaio {
+
+// The longest last-error message kept; a longer one is cut, saying how many
+// bytes were cut. Room for a whole JIT log (kJitLogBytes) and its preamble.
+constexpr size_t kMaxErrorMessage = 80 * 1024;
 
 // Records status and a printf-style message as this thread's last error and
 // returns status, so call sites read `return fail(KAIO_ERROR_..., "...")`.

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/env.hpp"
 #include "core/error.hpp"
 
 namespace kaio::driver {
@@ -47,7 +48,7 @@ void *resolve(void *lib, GetProcAddress get_proc, const char *base, int version,
 
 void load_once() {
   LoadResult &r = g_result;
-  const char *env = std::getenv(kDriverEnv);
+  const char *env = read_env(kDriverEnv);  // ignored by setuid programs
   const char *path = env && *env ? env : kDefaultDriver;
 
   dlerror();

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -9,13 +10,15 @@ namespace kaio {
 
 kaio_status jit_load(const char *caller, const kaio_device *device, const char *ptx,
                      const char *what, cu::CUmodule *out) {
-  char log[4096] = {0};
+  // A log of many errors runs long; keep all of it (kaio_last_error does).
+  std::vector<char> buffer(kJitLogBytes, '\0');
+  char *log = buffer.data();
   int options[] = {cu::CU_JIT_ERROR_LOG_BUFFER, cu::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void *values[] = {log, reinterpret_cast<void *>(static_cast<uintptr_t>(sizeof log))};
+  void *values[] = {log, reinterpret_cast<void *>(static_cast<uintptr_t>(buffer.size()))};
   cu::CUresult r = device->api->cuModuleLoadDataEx(out, ptx, 2, options, values);
   if (r == cu::CUDA_SUCCESS) return KAIO_OK;
   *out = nullptr;
-  log[sizeof log - 1] = '\0';
+  buffer.back() = '\0';
   kaio_status status = status_from_driver(r);
   const char *name = nullptr;
   device->api->cuGetErrorName(r, &name);
@@ -29,7 +32,7 @@ kaio_status jit_load(const char *caller, const kaio_device *device, const char *
       "%s: JIT compilation of %s for device %d (sm_%d%d) failed: %s (%d).%s JIT log: %s%s",
       caller, what, device->ordinal, device->info.cc_major, device->info.cc_minor,
       name ? name : "unknown", r, hint, log[0] ? log : "(empty)",
-      std::strlen(log) == sizeof log - 1 ? " [log truncated]" : "");
+      std::strlen(log) == buffer.size() - 1 ? " [log truncated by the driver's buffer]" : "");
 }
 
 }  // namespace kaio

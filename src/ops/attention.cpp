@@ -150,9 +150,10 @@ kaio_status check_desc(const char *caller, const kaio_attention_desc &d, bool ba
                 backward ? "32, 64, 96 or 128" : "32, 64, 96, 128 or 256");
   if (d.batch * d.heads_q > kMaxGridY)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
-                "%s: batch * heads_q is %" PRId64 "; at most %" PRId64 " per call. Split the "
-                "batch.",
-                caller, d.batch * d.heads_q, kMaxGridY);
+                "%s: batch * heads_q (desc->batch %" PRId64 " * desc->heads_q %" PRId64
+                ") is %" PRId64 ", but the kernels run one grid row per (batch, head) and a grid has at most %"
+                PRId64 " rows; split the batch across calls.",
+                caller, d.batch, d.heads_q, d.batch * d.heads_q, kMaxGridY);
   if (d.batch * d.heads_q * d.seq_q > INT32_MAX)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: batch * heads_q * seq_q is %" PRId64 "; at most %d per call. Split the "

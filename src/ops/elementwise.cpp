@@ -34,6 +34,17 @@ kaio_status plan_elementwise(const char *caller, kaio_device *device, OpPlan *pl
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: %" PRId64 " x %" PRId64 " elements overflow 64 bits.", caller, plan->rows,
                 plan->cols);
+  // The kernels walk u64 byte offsets and step up to a grid stride (< 2^45
+  // bytes) past the end; 2^62 bytes leaves that room, and is more memory
+  // than any device has.
+  const int64_t esize = static_cast<int64_t>(kaio_dtype_size(plan->dtype));
+  const int64_t max_elements = (int64_t{1} << 62) / esize;
+  if (n > max_elements)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: the shape is %" PRId64 " x %" PRId64 " (%" PRId64 " elements); element-wise "
+                "ops take at most %" PRId64 " %s elements (2^62 bytes), as their kernels address "
+                "bytes with 64-bit offsets. Check rows and cols, or split the tensor.",
+                caller, plan->rows, plan->cols, n, max_elements, kaio_dtype_name(plan->dtype));
   KernelId id = with_dtype_offset(first_kernel(*plan), float_variant(plan->dtype));
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, id, &fn));

@@ -123,6 +123,16 @@ kaio_status run_op(const char *caller, const kaio_device *device, const OpPlan &
 
 kaio_status launch_builtin(const char *caller, const kaio_device *device, const OpPlan &plan,
                            kaio_stream *stream, void **params) {
+  // Planning refuses dims whose grid would not fit; this catches a plan that
+  // missed one before the driver answers a bare CUDA_ERROR_INVALID_VALUE.
+  const uint32_t grid[3] = {plan.grid, plan.grid_y, plan.grid_z}, block[3] = {plan.block, 1, 1};
+  const DimOverLimit over = dim_over_limit(device, grid, block);
+  if (over.what)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: the op's dimensions need a launch %s of %u in %c but device %d allows at "
+                "most %u; split the call into smaller ones (and please report this: planning "
+                "should have refused these dimensions).",
+                caller, over.what, over.value, "xyz"[over.axis], device->ordinal, over.limit);
   ContextScope scope(device);
   KAIO_TRY(scope.status(caller));
   cu::CUresult r =

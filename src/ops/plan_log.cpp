@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/env.hpp"
 #include "kernels/module_cache.hpp"
 
 namespace kaio {
@@ -14,14 +15,6 @@ struct Pending {
   std::string kernels;  // "name (why); name (why)"
 };
 thread_local Pending t_pending;
-
-const char *read_env(const char *name) {
-#if defined(__GLIBC__)
-  return secure_getenv(name);  // ignored in setuid programs
-#else
-  return std::getenv(name);
-#endif
-}
 
 bool creates_op(const char *caller) {
   static constexpr char kPrefix[] = "kaio_op_create_";

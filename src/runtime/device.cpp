@@ -38,6 +38,17 @@ kaio_status query_info(const char *caller, kaio_device *d) {
       return fail_driver(r, caller, "cuDeviceGetAttribute");
     *a.value = v;
   }
+  for (int axis = 0; axis < 3; ++axis) {
+    int grid = 0, block = 0;
+    if (cu::CUresult r = api->cuDeviceGetAttribute(
+            &grid, cu::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X + axis, d->cu_device))
+      return fail_driver(r, caller, "cuDeviceGetAttribute(MAX_GRID_DIM)");
+    if (cu::CUresult r = api->cuDeviceGetAttribute(
+            &block, cu::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X + axis, d->cu_device))
+      return fail_driver(r, caller, "cuDeviceGetAttribute(MAX_BLOCK_DIM)");
+    d->max_grid[axis] = static_cast<uint32_t>(grid);
+    d->max_block[axis] = static_cast<uint32_t>(block);
+  }
   int l2 = 0;
   if (cu::CUresult r = api->cuDeviceGetAttribute(&l2, cu::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
                                                  d->cu_device))
@@ -105,6 +116,17 @@ void device_release(kaio_device *device) {
       g_registry[device->ordinal] == device)
     g_registry[device->ordinal] = nullptr;
   delete device;
+}
+
+DimOverLimit dim_over_limit(const kaio_device *device, const uint32_t grid[3],
+                            const uint32_t block[3]) {
+  for (int axis = 0; axis < 3; ++axis) {
+    if (grid[axis] > device->max_grid[axis])
+      return {"grid", axis, grid[axis], device->max_grid[axis]};
+    if (block[axis] > device->max_block[axis])
+      return {"block", axis, block[axis], device->max_block[axis]};
+  }
+  return {};
 }
 
 kaio_status require_arch(const char *caller, const kaio_device *device, int major, int minor,

@@ -26,6 +26,9 @@ struct kaio_device {
   kaio::cu::CUdevice cu_device = 0;
   kaio::cu::CUcontext context = nullptr;
   kaio_device_info info{};
+  // CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_* and _MAX_BLOCK_DIM_*, x y z
+  uint32_t max_grid[3] = {0, 0, 0};
+  uint32_t max_block[3] = {0, 0, 0};
   std::unique_ptr<kaio::ModuleCache> modules;
   // what kaio_buffer_device and kaio_stream_device hand out; lives with the object
   kaio_device *borrowed_handle = nullptr;
@@ -41,6 +44,16 @@ kaio_status device_open(const char *caller, int32_t ordinal, kaio_device **out);
 void device_retain(kaio_device *device);
 // Drops a reference; the last one releases the primary context.
 void device_release(kaio_device *device);
+
+// The first launch dimension past the device's limit, if any (what is NULL
+// when all fit): what is "grid" or "block", axis 0..2 for x, y, z.
+struct DimOverLimit {
+  const char *what = nullptr;
+  int axis = 0;
+  uint32_t value = 0, limit = 0;
+};
+DimOverLimit dim_over_limit(const kaio_device *device, const uint32_t grid[3],
+                            const uint32_t block[3]);
 
 // Fails with KAIO_ERROR_UNSUPPORTED_ARCH unless the device has compute
 // capability major.minor or newer; `what` names the feature needing it.

@@ -102,7 +102,13 @@ kaio_status check_foreign_memory(const char *fn, const kaio_device *device, uint
   if (!query(api, ptr, &f)) return unknown(fn, ptr, ptr);
   KAIO_TRY(check_owner(fn, device, ptr, f));
   uint64_t end = 0, range_end = f.range_start + f.range_size;
-  if (__builtin_add_overflow(ptr, size, &end) || end > range_end)
+  if (__builtin_add_overflow(ptr, size, &end))
+    return fail(KAIO_ERROR_OUT_OF_BOUNDS,
+                "%s: arguments 'device_ptr' + 'size_bytes' (0x%" PRIx64 " + %" PRIu64
+                ") exceed 2^64; the allocation ends at 0x%" PRIx64 ", so wrap at most %" PRIu64
+                " bytes.",
+                fn, ptr, size, range_end, range_end - ptr);
+  if (end > range_end)
     return fail(KAIO_ERROR_OUT_OF_BOUNDS,
                 "%s: arguments 'device_ptr' + 'size_bytes' (0x%" PRIx64 " + %" PRIu64
                 ") run past the end of the allocation [0x%" PRIx64 ", 0x%" PRIx64

@@ -2,6 +2,7 @@
 // wrapper around a foreign CUstream; both retain their device.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "runtime/device.hpp"
@@ -27,6 +28,9 @@ struct kaio_event {
   kaio_device *device = nullptr;
   kaio::cu::CUevent native = nullptr;
   bool timing = true;
+  // Set by kaio_event_record: the driver's error for timing an unrecorded
+  // event (CUDA_ERROR_INVALID_HANDLE) would not say which event or why.
+  std::atomic<bool> recorded{false};
   // the recording stream's error flags, reported by kaio_event_synchronize
   std::shared_ptr<kaio::ErrorFlagRegistry> error_flags;
 };

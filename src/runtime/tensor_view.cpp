@@ -57,14 +57,21 @@ kaio_status check_view(const char *caller, const char *arg, const kaio_tensor *v
                 ") spans more bytes than fit in 64 bits.",
                 caller, arg, view->rows, view->cols, stride);
   uint64_t end = 0;
-  if (__builtin_add_overflow(view->offset_bytes, static_cast<uint64_t>(bytes), &end) ||
-      end > b->size)
+  // A wrapped sum would print as a small number that looks in bounds.
+  if (__builtin_add_overflow(view->offset_bytes, static_cast<uint64_t>(bytes), &end))
+    return fail(KAIO_ERROR_OUT_OF_BOUNDS,
+                "%s: argument '%s' (%" PRId64 " x %" PRId64 " %s, row_stride %" PRId64
+                ") has offset_bytes %" PRIu64 " + %" PRId64 " bytes spanned, which exceeds "
+                "2^64; its buffer holds %" PRIu64 " bytes, so use an offset_bytes within it.",
+                caller, arg, view->rows, view->cols, kaio_dtype_name(view->dtype), stride,
+                view->offset_bytes, bytes, b->size);
+  if (end > b->size)
     return fail(KAIO_ERROR_OUT_OF_BOUNDS,
                 "%s: argument '%s' (%" PRId64 " x %" PRId64 " %s, row_stride %" PRId64
                 ", offset_bytes %" PRIu64 ") needs bytes up to %" PRIu64
                 " but its buffer holds %" PRIu64 "; use a smaller view or a larger buffer.",
                 caller, arg, view->rows, view->cols, kaio_dtype_name(view->dtype), stride,
-                view->offset_bytes, view->offset_bytes + static_cast<uint64_t>(bytes), b->size);
+                view->offset_bytes, end, b->size);
   if (b->device != device)
     return fail(KAIO_ERROR_WRONG_DEVICE,
                 "%s: argument '%s' lives on device %d but the call runs on device %d; copy it "

@@ -256,10 +256,23 @@ const Entry *Module::find(std::string_view name) const {
 }
 
 Result parse(std::string_view text) {
-  if (size_t pos = text.find(kJitErrorToken); pos != std::string_view::npos) {
-    auto line = 1 + std::count(text.begin(), text.begin() + pos, '\n');
-    return rejected(Failure::invalid,
-                    "line " + std::to_string(line) + " contains " + std::string(kJitErrorToken));
+  if (text.find(kJitErrorToken) != std::string_view::npos) {
+    // As ptxas does: one line per error, then the fatal summary, so a module
+    // with many errors gives a long log.
+    Result r;
+    r.failure = Failure::invalid;
+    size_t line = 1, start = 0;
+    while (start <= text.size()) {
+      size_t end = std::min(text.find('\n', start), text.size());
+      if (text.substr(start, end - start).find(kJitErrorToken) != std::string_view::npos)
+        r.log += "ptxas application ptx input, line " + std::to_string(line) +
+                 "; error   : fake JIT rejected the module: line " + std::to_string(line) +
+                 " contains " + std::string(kJitErrorToken) + "\n";
+      start = end + 1;
+      ++line;
+    }
+    r.log += "ptxas fatal   : Ptx assembly aborted due to errors";
+    return r;
   }
   std::string clean = strip_comments(text);
   Tokens tokens = tokenize(clean);

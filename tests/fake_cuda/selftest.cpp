@@ -477,6 +477,12 @@ void test_jit_errors() {
   j = load(ptx_with("8.0", "sm_80", "// KAIO_FAKE_JIT_ERROR\n").c_str(), &m);
   CHECK_EQ(j.result, CUDA_ERROR_INVALID_PTX);
   CHECK(j.log.find("line 4 contains KAIO_FAKE_JIT_ERROR") != std::string::npos);
+  // one log line per error, then ptxas's fatal summary
+  j = load(ptx_with("8.0", "sm_80", "// KAIO_FAKE_JIT_ERROR\n\n// KAIO_FAKE_JIT_ERROR\n").c_str(), &m);
+  CHECK_EQ(j.result, CUDA_ERROR_INVALID_PTX);
+  CHECK(j.log.find("ptxas application ptx input, line 4; error   : ") == 0);
+  CHECK(j.log.find("\nptxas application ptx input, line 6; error   : ") != std::string::npos);
+  CHECK(j.log.ends_with("\nptxas fatal   : Ptx assembly aborted due to errors"));
   j = load(ptx_with("8.0", "sm_80", ".entry bad(.param .pred p)\n{ ret; }\n").c_str(), &m);
   CHECK_EQ(j.result, CUDA_ERROR_INVALID_PTX);
   CHECK(j.log.find("unsupported .param type '.pred'") != std::string::npos);

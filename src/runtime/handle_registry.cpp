@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <mutex>
 #include <new>
-#include <shared_mutex>
 #include <unordered_map>
 
 namespace kaio {
@@ -27,7 +26,7 @@ struct Registry {
   uintptr_t base = 0;
   uintptr_t slots = 0;
   uintptr_t next = 0;
-  std::shared_mutex mutex;
+  std::mutex mutex;
   std::unordered_map<uintptr_t, Entry> live;
 
   Registry() {
@@ -54,7 +53,7 @@ Registry &registry() {
 void *handle_issue(HandleTag tag, void *object, HandleUse use) {
   Registry &r = registry();
   if (r.slots == 0) return nullptr;
-  std::unique_lock lock(r.mutex);
+  std::lock_guard lock(r.mutex);
   if (r.live.size() >= r.slots) return nullptr;
   uintptr_t address = 0;
   do {
@@ -71,7 +70,7 @@ void *handle_issue(HandleTag tag, void *object, HandleUse use) {
 void *handle_find(HandleTag tag, const void *handle) {
   if (!handle_in_range(handle)) return nullptr;
   Registry &r = registry();
-  std::shared_lock lock(r.mutex);
+  std::lock_guard lock(r.mutex);
   auto it = r.live.find(reinterpret_cast<uintptr_t>(handle));
   return it != r.live.end() && it->second.tag == tag ? it->second.object : nullptr;
 }
@@ -79,7 +78,7 @@ void *handle_find(HandleTag tag, const void *handle) {
 void *handle_retire(HandleTag tag, const void *handle, HandleUse use) {
   if (!handle_in_range(handle)) return nullptr;
   Registry &r = registry();
-  std::unique_lock lock(r.mutex);
+  std::lock_guard lock(r.mutex);
   auto it = r.live.find(reinterpret_cast<uintptr_t>(handle));
   if (it == r.live.end() || it->second.tag != tag || it->second.use != use) return nullptr;
   void *object = it->second.object;
@@ -95,7 +94,7 @@ bool handle_in_range(const void *p) {
 
 size_t handle_live_count() {
   Registry &r = registry();
-  std::shared_lock lock(r.mutex);
+  std::lock_guard lock(r.mutex);
   return r.live.size();
 }
 

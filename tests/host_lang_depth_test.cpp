@@ -1,11 +1,12 @@
 // Expression depth in the kernel language: every chain (x+x+...+x, casts,
 // comparisons, &&/||, prefix operators, calls, indexing, ifs) counts toward
 // one tree-depth limit (48, lang/parser.hpp's kMaxExprDepth). Programs at
-// the limit compile, through the C ABI, on a thread with a 256 KiB stack;
-// one level more is KAIO_ERROR_KERNEL_SOURCE at the line:col where the
-// limit is crossed; the reproducers (a 21,820-term sum, a
-// 100,000-long cast chain) are rejected quickly instead of overflowing the
-// stack. Each compile on the small stack measures its high-water mark.
+// the limit compile, through the C ABI, on a thread with a 256 KiB stack
+// (1 MiB under ASan); one level more is KAIO_ERROR_KERNEL_SOURCE at the
+// line:col where the limit is crossed; the reproducers (a
+// 21,820-term sum, a 100,000-long cast chain) are rejected quickly instead
+// of overflowing the stack. Each compile on the small stack measures its
+// high-water mark.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>

@@ -22,14 +22,9 @@ void *run_job(void *p) {
   return nullptr;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef KT_ASAN
 #define KAIO_NO_ASAN __attribute__((no_sanitize_address))
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KAIO_NO_ASAN __attribute__((no_sanitize_address))
-#endif
-#endif
-#ifndef KAIO_NO_ASAN
+#else
 #define KAIO_NO_ASAN
 #endif
 

@@ -1,19 +1,16 @@
 // Expression depth in the kernel language: every chain (x+x+...+x, casts,
 // comparisons, &&/||, prefix operators, calls, indexing, ifs) counts toward
 // one tree-depth limit (48, lang/parser.hpp's kMaxExprDepth). Programs at
-// the limit compile, through the C ABI, on a thread with a 256 KiB stack;
-// one level more is KAIO_ERROR_KERNEL_SOURCE at the line:col where the
-// limit is crossed; the reproducers (a 21,820-term sum, a
-// 100,000-long cast chain) are rejected quickly instead of overflowing the
-// stack. Each compile on the small stack measures its high-water mark.
-#include <pthread.h>
-#include <sys/mman.h>
-
+// the limit compile, through the C ABI, on a thread with a 256 KiB stack
+// (1 MiB under ASan); one level more is KAIO_ERROR_KERNEL_SOURCE at the
+// line:col where the limit is crossed; the reproducers (a
+// 21,820-term sum, a 100,000-long cast chain) are rejected quickly instead
+// of overflowing the stack. Each compile on the small stack measures its
+// high-water mark.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -21,65 +18,13 @@
 
 #include "lang/parser.hpp"
 #include "support/kaio_test.hpp"
+#include "support/small_stack.hpp"
 
 namespace {
 
 constexpr int kLimit = 48;
 static_assert(kLimit == kaio::lang::kMaxExprDepth, "README and tests state 48");
-constexpr size_t kStack = 256 * 1024;
-constexpr size_t kGuard = 64 * 1024;  // PROT_NONE below the stack: an overflow faults
-constexpr unsigned char kPaint = 0xA5;
-
-struct Job {
-  std::function<void()> fn;
-};
-
-void *run_job(void *p) {
-  static_cast<Job *>(p)->fn();
-  return nullptr;
-}
-
-#if defined(__SANITIZE_ADDRESS__)
-#define KAIO_NO_ASAN __attribute__((no_sanitize_address))
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KAIO_NO_ASAN __attribute__((no_sanitize_address))
-#endif
-#endif
-#ifndef KAIO_NO_ASAN
-#define KAIO_NO_ASAN
-#endif
-
-KAIO_NO_ASAN size_t untouched_bytes(const unsigned char *low, size_t size) {
-  size_t n = 0;
-  while (n < size && low[n] == kPaint) ++n;
-  return n;
-}
-
-// Runs fn on a thread whose whole stack (thread descriptor and TLS
-// included, as glibc places them) is kStack bytes, with a guard region
-// below it; returns how many bytes of it were ever touched.
-size_t run_on_small_stack(std::function<void()> fn) {
-  void *map = mmap(nullptr, kGuard + kStack, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  EXPECT_NE(map, MAP_FAILED);
-  if (map == MAP_FAILED) return 0;
-  unsigned char *base = static_cast<unsigned char *>(map);
-  EXPECT_EQ(mprotect(base, kGuard, PROT_NONE), 0);
-  unsigned char *stack = base + kGuard;
-  std::memset(stack, kPaint, kStack);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  EXPECT_EQ(pthread_attr_setstack(&attr, stack, kStack), 0);
-  Job job{std::move(fn)};
-  pthread_t t;
-  EXPECT_EQ(pthread_create(&t, &attr, run_job, &job), 0);
-  pthread_join(t, nullptr);
-  pthread_attr_destroy(&attr);
-  const size_t used = kStack - untouched_bytes(stack, kStack);
-  munmap(map, kGuard + kStack);
-  return used;
-}
+constexpr size_t kStack = kt::kSmallStack;
 
 struct Result {
   kaio_status status = KAIO_OK;
@@ -91,7 +36,7 @@ struct Result {
 Result compile_small(const std::string &src) {
   Result r;
   auto t0 = std::chrono::steady_clock::now();
-  r.stack = run_on_small_stack([&] {
+  r.stack = kt::run_on_small_stack([&] {
     size_t length = 0;
     r.status = kaio_lang_compile_ptx(src.c_str(), nullptr, 0, &length);
     if (r.status != KAIO_OK) r.error = kaio_last_error();  // thread-local

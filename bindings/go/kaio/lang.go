@@ -16,30 +16,55 @@ type LangKernel struct {
 }
 
 // copiedText reads a string through a C "copy into buf, report the full
-// length" call: once to measure, once to copy.
-func copiedText(call func(buf *C.char, cap C.size_t, n *C.size_t, e *C.kg_err) C.kaio_status) (string, error) {
+// length" call: first into guess bytes, again at the reported length only
+// when the text did not fit. It also returns how many calls that took.
+func copiedText(guess int, call func(buf *C.char, cap C.size_t, n *C.size_t, e *C.kg_err) C.kaio_status) (string, int, error) {
 	var n C.size_t
 	var e C.kg_err
-	if err := check(call(nil, 0, &n, &e), &e); err != nil {
-		return "", err
+	size := C.size_t(guess)
+	buf := (*C.char)(C.malloc(size))
+	defer func() { C.free(unsafe.Pointer(buf)) }()
+	if err := check(call(buf, size, &n, &e), &e); err != nil {
+		return "", 1, err
 	}
-	buf := (*C.char)(C.malloc(n + 1))
-	defer C.free(unsafe.Pointer(buf))
+	if n < size {
+		return C.GoStringN(buf, C.int(n)), 1, nil
+	}
+	C.free(unsafe.Pointer(buf))
+	buf = (*C.char)(C.malloc(n + 1))
 	if err := check(call(buf, n+1, &n, &e), &e); err != nil {
-		return "", err
+		return "", 2, err
 	}
-	return C.GoStringN(buf, C.int(n)), nil
+	return C.GoStringN(buf, C.int(n)), 2, nil
+}
+
+// ptxRoom is room for the PTX of source: every call of
+// kaio_lang_compile_ptx compiles, so the first buffer is big enough for any
+// ordinary kernel (a few KiB of PTX for a few lines; at most about 65 bytes
+// of PTX per byte of source, for lines of exp); only past 64 MiB may it take
+// two compiles. Pages never written are never touched.
+func ptxRoom(source string) int {
+	if len(source) > (64<<20-64<<10)/128 {
+		return 64 << 20
+	}
+	return 64<<10 + 128*len(source)
+}
+
+// compileLangPTX is CompileLangPTX, also saying how many compiles it took.
+func compileLangPTX(source string) (string, int, error) {
+	src := C.CString(source)
+	defer C.free(unsafe.Pointer(src))
+	return copiedText(ptxRoom(source), func(buf *C.char, cap C.size_t, n *C.size_t, e *C.kg_err) C.kaio_status {
+		return C.kg_lang_compile_ptx(src, buf, cap, n, e)
+	})
 }
 
 // CompileLangPTX compiles kernel-language source to PTX with no device or
 // driver. Rejected source is ErrKernelSource with line:col, the reason and
 // a caret excerpt in the message.
 func CompileLangPTX(source string) (string, error) {
-	src := C.CString(source)
-	defer C.free(unsafe.Pointer(src))
-	return copiedText(func(buf *C.char, cap C.size_t, n *C.size_t, e *C.kg_err) C.kaio_status {
-		return C.kg_lang_compile_ptx(src, buf, cap, n, e)
-	})
+	ptx, _, err := compileLangPTX(source)
+	return ptx, err
 }
 
 // NewLangKernel compiles source and loads it on the device (cached per
@@ -77,7 +102,7 @@ func (k *LangKernel) Close() error {
 // PTX is the PTX the kernel was built from.
 func (k *LangKernel) PTX() (string, error) {
 	p := k.raw()
-	s, err := copiedText(func(buf *C.char, cap C.size_t, n *C.size_t, e *C.kg_err) C.kaio_status {
+	s, _, err := copiedText(64*1024, func(buf *C.char, cap C.size_t, n *C.size_t, e *C.kg_err) C.kaio_status {
 		return C.kg_lang_kernel_ptx(p, buf, cap, n, e)
 	})
 	runtime.KeepAlive(k)

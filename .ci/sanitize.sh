@@ -23,7 +23,8 @@ start=$(date +%s)
 status=0
 # b_lundef=false: libkaio.so leaves the sanitizer runtime to the executable.
 meson setup "${reconfigure[@]}" "$build" -Dbuildtype=debugoptimized \
-  -Db_sanitize=address,undefined -Db_lundef=false -Dexamples=disabled -Dbench=disabled ||
+  -Db_sanitize=address,undefined -Db_lundef=false -Dtests=enabled -Dexamples=disabled \
+  -Dbench=disabled ||
   status=$?
 if [ "$status" -eq 0 ]; then
   # halt_on_error: a UBSan report is fatal, as ASan's are; meson test would

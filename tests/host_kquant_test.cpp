@@ -226,6 +226,8 @@ struct BadCase {
   std::vector<const char *> parts;
   std::function<kaio_status(FakeKquant &)> call;
 };
+// by name: gtest would otherwise print the struct's bytes, padding included
+void PrintTo(const BadCase &c, std::ostream *os) { *os << c.name; }
 
 class FakeKquantBad : public FakeKquant, public ::testing::WithParamInterface<BadCase> {};
 

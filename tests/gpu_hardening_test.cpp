@@ -89,6 +89,7 @@ TEST_F(GpuHardening, KaioLogNamesTheKernelAutoPlanned) {
         std::rewind(log);
         text.resize(std::fread(text.data(), 1, text.size(), log));
         std::fprintf(report, "KAIO_LOG: %s", text.c_str());
+        std::fflush(report);  // _Exit flushes nothing
         const bool ok = text.rfind("kaio: kaio_op_create_matmul: M=4096 N=4096 K=4096 bf16", 0) == 0 &&
                         text.find(" -> kaio_matmul_sm90") != std::string::npos &&
                         text.find("AUTO") != std::string::npos;

@@ -5,20 +5,11 @@
 #include <string>
 #include <vector>
 
-#include "support/kaio_test.hpp"
+#include "support/fake_device_test.hpp"
 
 namespace {
 
-class FakeEnqueueNothing : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!kt::on_fake_driver()) GTEST_SKIP() << "needs the fake driver (meson test, suite host)";
-    dev = kt::open_device(0);
-    stream = kt::make_stream(dev.get());
-  }
-  kt::Device dev;
-  kt::Stream stream;
-};
+class FakeEnqueueNothing : public kt::FakeDeviceTest {};
 
 // dC [M, N], A [M, K], B [K, N], dA [M, K], dB [K, N] in one buffer each,
 // for an op made with grad_dtype `grad` and beta 1.
@@ -57,18 +48,18 @@ struct Backward {
 TEST_F(FakeEnqueueNothing, MatmulBackwardChecksEveryViewAndOverlapFirst) {
   for (kaio_dtype grad : {KAIO_DTYPE_F16, KAIO_DTYPE_F32}) {
     SCOPED_TRACE(kaio_dtype_name(grad));
-    Backward bw(dev.get(), grad);
+    Backward bw(dev_.get(), grad);
     ASSERT_TRUE(bw.op);
     std::vector<kaio_tensor> t = bw.views();
     const unsigned long long launches = kt::fake().launch_count();
-    KT_OK(kaio_op_launch(bw.op.get(), stream.get(), t.data(), 5));
+    KT_OK(kaio_op_launch(bw.op.get(), stream_.get(), t.data(), 5));
     EXPECT_GT(kt::fake().launch_count(), launches);
 
     auto rejected = [&](std::vector<kaio_tensor> v, kaio_status status,
                         std::vector<const char *> parts, const char *what) {
       SCOPED_TRACE(what);
       const unsigned long long before = kt::fake().launch_count();
-      kt::expect_rejected(kaio_op_launch(bw.op.get(), stream.get(), v.data(), 5), status, parts,
+      kt::expect_rejected(kaio_op_launch(bw.op.get(), stream_.get(), v.data(), 5), status, parts,
                           before);
     };
     // dB's view is wrong: dA's product (and dC's rounding) must not run first
@@ -117,20 +108,20 @@ TEST_F(FakeEnqueueNothing, MatmulBackwardChecksEveryViewAndOverlapFirst) {
 TEST_F(FakeEnqueueNothing, QuantMatmulChecksTheProductBeforeDequantizing) {
   const int64_t m = 16, n = 64, k = 256;
   kaio_op *o = nullptr;
-  KT_OK(kaio_op_create_quant_matmul(&o, dev.get(), KAIO_QUANT_Q4_K, KAIO_DTYPE_F32, KAIO_DTYPE_F32,
+  KT_OK(kaio_op_create_quant_matmul(&o, dev_.get(), KAIO_QUANT_Q4_K, KAIO_DTYPE_F32, KAIO_DTYPE_F32,
                                     m, n, k));
   kt::Op op(o);
-  kt::Buffer a = kt::make_buffer(dev.get(), m * k * 4);
-  kt::Buffer w = kt::make_buffer(dev.get(), n * kaio_quant_row_bytes(KAIO_QUANT_Q4_K, k));
-  kt::Buffer c = kt::make_buffer(dev.get(), m * n * 4);
+  kt::Buffer a = kt::make_buffer(dev_.get(), m * k * 4);
+  kt::Buffer w = kt::make_buffer(dev_.get(), n * kaio_quant_row_bytes(KAIO_QUANT_Q4_K, k));
+  kt::Buffer c = kt::make_buffer(dev_.get(), m * n * 4);
   kaio_tensor t[] = {kaio_tensor_2d(a.get(), KAIO_DTYPE_F32, m, k),
                      kaio_tensor_2d(w.get(), KAIO_DTYPE_U8, n,
                                     kaio_quant_row_bytes(KAIO_QUANT_Q4_K, k)),
                      kaio_tensor_2d(c.get(), KAIO_DTYPE_F32, m, n)};
-  KT_OK(kaio_op_launch(op.get(), stream.get(), t, 3));
+  KT_OK(kaio_op_launch(op.get(), stream_.get(), t, 3));
   t[2].dtype = KAIO_DTYPE_F16;
   const unsigned long long before = kt::fake().launch_count();
-  kt::expect_rejected(kaio_op_launch(op.get(), stream.get(), t, 3), KAIO_ERROR_INVALID_DTYPE,
+  kt::expect_rejected(kaio_op_launch(op.get(), stream_.get(), t, 3), KAIO_ERROR_INVALID_DTYPE,
                       {"'C'"}, before);
 }
 

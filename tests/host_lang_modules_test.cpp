@@ -4,31 +4,23 @@
 #include <string>
 #include <vector>
 
-#include "support/kaio_test.hpp"
+#include "support/fake_device_test.hpp"
 
 namespace {
 
-class FakeLangModules : public ::testing::Test {
+class FakeLangModules : public kt::FakeDeviceTest {
  protected:
-  void SetUp() override {
-    if (!kt::on_fake_driver() || !kt::fake().live_modules)
-      GTEST_SKIP() << "needs the fake driver (meson test, suite host)";
-    dev = kt::open_device(0);
-    stream = kt::make_stream(dev.get());
-  }
   kaio_lang_kernel *create(const std::string &src) {
     kaio_lang_kernel *k = nullptr;
-    EXPECT_EQ(kaio_lang_kernel_create(&k, dev.get(), src.c_str()), KAIO_OK) << kaio_last_error();
+    EXPECT_EQ(kaio_lang_kernel_create(&k, dev_.get(), src.c_str()), KAIO_OK) << kaio_last_error();
     return k;
   }
   kaio_status launch(kaio_lang_kernel *k) {
-    kt::Buffer x = kt::make_buffer(dev.get(), 64 * 4), out = kt::make_buffer(dev.get(), 64 * 4);
+    kt::Buffer x = kt::make_buffer(dev_.get(), 64 * 4), out = kt::make_buffer(dev_.get(), 64 * 4);
     const kaio_tensor t[] = {kaio_tensor_2d(x.get(), KAIO_DTYPE_F32, 1, 64),
                              kaio_tensor_2d(out.get(), KAIO_DTYPE_F32, 1, 64)};
-    return kaio_lang_kernel_launch(k, stream.get(), t, 2, nullptr, 0);
+    return kaio_lang_kernel_launch(k, stream_.get(), t, 2, nullptr, 0);
   }
-  kt::Device dev;
-  kt::Stream stream;
 };
 
 std::string source(int i) {
@@ -37,6 +29,7 @@ std::string source(int i) {
 }
 
 TEST_F(FakeLangModules, TheLastKernelOfASourceUnloadsItsModule) {
+  ASSERT_NE(kt::fake().live_modules, nullptr) << "the fake driver lacks kaio_fake_live_modules";
   const unsigned long long base = kt::fake().live_modules();
   for (int i = 0; i < 200; ++i) {
     kaio_lang_kernel *k = create(source(i));
@@ -57,7 +50,7 @@ TEST_F(FakeLangModules, TheLastKernelOfASourceUnloadsItsModule) {
   EXPECT_EQ(kt::fake().live_modules(), base);
   // a failed create (the device cannot run it) leaves nothing behind
   kaio_lang_kernel *bad = nullptr;
-  EXPECT_EQ(kaio_lang_kernel_create(&bad, dev.get(), "kernel k(x: tensor<f32>) { out = 1.0; }"),
+  EXPECT_EQ(kaio_lang_kernel_create(&bad, dev_.get(), "kernel k(x: tensor<f32>) { out = 1.0; }"),
             KAIO_ERROR_KERNEL_SOURCE);
   EXPECT_EQ(kt::fake().live_modules(), base);
 }

@@ -27,20 +27,19 @@ with pitch 33 words, so lanes reading one element per row (scores) and lanes
 reading one column each (P.V accumulation) both hit 32 distinct banks.
 """
 
-import argparse
-import os
 import sys
 
-from ptx_emitter import load_params, write_or_check
-from gen_attention_sm80 import Kernel, header
+from kaio_ptx import cli
+from kaio_ptx.attention import NEG_INF, Kernel
+from kaio_ptx.params import load_params
+from kaio_ptx.preamble import extern_shared, preamble
+from kaio_ptx.warp import warp_reduce
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 SMEM = "kaio_attn_smem"
 DIMS = (32, 64, 128, 256)
 RW = 8          # rows per warp
 TILE = 32       # rows per CTA and per tile of the other side
 TP = 33         # transposed tile pitch, words
-NEG_INF = "0fFF800000"
 LOG2E = "0f3FB8AA3B"
 NEG_LOG2E = "0fBFB8AA3B"
 LN2 = "0f3F317218"
@@ -52,13 +51,6 @@ BWD_PARAMS = [(".u64", "dout"), (".u64", "q"), (".u64", "k"), (".u64", "v"), (".
               (".u64", "lse"), (".u64", "ga"), (".u64", "gb"),
               (".u64", "lddo"), (".u64", "ldq"), (".u64", "ldk"), (".u64", "ldv"), (".u64", "ldo"),
               (".u64", "ldga"), (".u64", "ldgb")] + COMMON
-
-
-def warp_reduce(k, x, op):
-    for m in (16, 8, 4, 2, 1):
-        o = k.reg("f")
-        k.op("shfl.sync.bfly.b32 %s, %s, %d, 0x1f, 0xffffffff" % (o, x, m))
-        k.op("%s %s, %s, %s" % (op, x, x, o))
 
 
 class Ctx:
@@ -506,7 +498,7 @@ def dkdv(dm):
 
 
 def generate():
-    parts = [header("gen_attention_f32.py")]
+    parts = [preamble(__file__, "7.0", "sm_80") + extern_shared(SMEM, 128)]
     for dm in DIMS:
         parts.append("\n" + fwd(dm))
         parts.append("\n" + dq(dm))
@@ -514,12 +506,5 @@ def generate():
     return {"attention_f32.ptx": "".join(parts)}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--check", action="store_true", help="fail if the committed file is stale")
-    args = ap.parse_args()
-    return write_or_check(HERE, generate(), args.check, "gen_attention_f32.py")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.main(__file__, __doc__, generate))

@@ -59,13 +59,15 @@ with ldmatrix (8 rows of 16 bytes, rows 16 bytes apart modulo 128) and the
 R B operand's scalar loads (rows 2t, 2t+1, column g) hit 32 distinct banks.
 """
 
-import os
 import sys
 
-from ptx_emitter import load_params, main_for
-from gen_attention_sm80 import Kernel, header
+from kaio_ptx import cli
+from kaio_ptx.attention import NEG_INF, Kernel
+from kaio_ptx.params import load_params
+from kaio_ptx.preamble import extern_shared, preamble
+from kaio_ptx.warp import shfl_reduce
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+SMEM = "kaio_attn_smem"
 DIMS = (32, 64, 128)
 # groups of 2 warps splitting the other side's tiles, and tile buffers per
 # group: the forward and dK/dV (up to 254 registers) fit 4 groups,
@@ -76,7 +78,6 @@ OWN = 32            # own rows per CTA
 TILE = 16           # other-side rows per tile
 UNROLL = 8          # k8 steps per iteration of the A B^T loop
 NN_GROUP = 4        # accumulators the R B product interleaves
-NEG_INF = "0fFF800000"
 LOG2E = "0f3FB8AA3B"
 NEG_LOG2E = "0fBFB8AA3B"
 ZERO = "0f00000000"
@@ -369,7 +370,7 @@ class Ctx:
         self.ldb = {n: k.rd("shl.b64", P[n], 2) for n in ("lddo", "ldq", "ldk", "ldv", "ldo", "lddq", "lddk", "lddv")}
         self.causal = k.p("setp.ne.u32", P["causal"], 0)
         self.sl2 = k.f("mul.f32", P["scale"], LOG2E)
-        self.base = k.r("mov.u32", "kaio_attn_smem")
+        self.base = k.r("mov.u32", SMEM)
         self.scratch = k.r("add.u32", self.base, self.own_bytes)
         self.own = [k.r("add.u32", self.base, 2 * i * self.plane) for i in range(len(owns))]
         self.gbase = k.r("add.u32", k.r("mad.lo.u32", L.group, group_bytes, self.base), self.own_bytes)
@@ -621,10 +622,7 @@ def backward_kernel(kind, dm):
 
 
 def quad_reduce(k, x, op):
-    for m in (1, 2):
-        o = k.reg("f")
-        k.op("shfl.sync.bfly.b32 %s, %s, %d, 0x1f, 0xffffffff" % (o, x, m))
-        k.op("%s %s, %s, %s" % (op, x, x, o))
+    shfl_reduce(k, x, op, (1, 2))    # not kaio_ptx.warp's order: the order fixes the rounding
 
 
 def softmax_step(k, x, m, candidate):
@@ -727,7 +725,7 @@ def forward_kernel(dm):
 
 
 def generate():
-    parts = [header("gen_attention_f32_tc.py"), "\n" + rowsum()]
+    parts = [preamble(__file__, "7.0", "sm_80") + extern_shared(SMEM, 128), "\n" + rowsum()]
     for dm in DIMS:
         parts.append("\n" + forward_kernel(dm))
         parts.append("\n" + backward_kernel("dkdv", dm))
@@ -736,4 +734,4 @@ def generate():
 
 
 if __name__ == "__main__":
-    sys.exit(main_for(__doc__, generate, HERE, "gen_attention_f32_tc.py"))
+    sys.exit(cli.main(__file__, __doc__, generate))

@@ -16,6 +16,11 @@ def quad_reduce(k, x, op):
     shfl_reduce(k, x, op, (2, 1))
 
 
+def warp_reduce(k, x, op):
+    """Across the whole warp."""
+    shfl_reduce(k, x, op, (16, 8, 4, 2, 1))
+
+
 def sum_warp_partials(k, smem, tid, threads, rows, cols, warps, row_base, col_base, m, n, store):
     """The split-K tail of the decode kernels: `warps` warps each left a
     rows x cols tile of f32 partial sums in shared memory (warp w's at

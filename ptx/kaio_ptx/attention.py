@@ -1,0 +1,108 @@
+"""What the attention kernels (sm_80 mma.sync, f32, sm_90a wgmma) share:
+their 128-thread entry with launch annotations, the (batch, head) split of
+the grid, BSHD addressing, masking, key-block counts and the row stores."""
+
+from kaio_ptx.emitter import PtxEmitter
+from kaio_ptx.mma import pack
+
+NEG_INF = "0fFF800000"
+LN2_HEX = "0f3F317218"      # ln 2
+
+
+class Kernel(PtxEmitter):
+    """An entry with kaio-shared-bytes and kaio-launch annotations; threads
+    (128 unless set) is the block size, directives extra lines after .maxntid."""
+
+    def __init__(self, name, doc, params, shared_bytes, rows_per_cta):
+        super().__init__()
+        self.name, self.doc, self.params = name, doc, params
+        self.shared_bytes, self.rows_per_cta = shared_bytes, rows_per_cta
+        self.threads = 128
+        self.directives = []
+
+    def text(self):
+        ann = ["// kaio-shared-bytes: %s %d" % (self.name, self.shared_bytes),
+               "// kaio-launch: %s block=%d cols_per_block=%d" % (self.name, self.threads, self.rows_per_cta)]
+        return self.entry_text(self.name, self.doc, ann, self.params,
+                               [".maxntid %d, 1, 1" % self.threads] + self.directives)
+
+    def zero_f(self, regs):
+        for reg in regs:
+            self.op("mov.f32 %s, 0f00000000" % reg)
+
+
+def bh_split(k, heads, group=None):
+    """(b, h) from ctaid.y = b * heads + h; also the KV head h / group."""
+    y = k.r("mov.u32", "%ctaid.y")
+    b = k.r("div.u32", y, heads)
+    h = k.r("sub.u32", y, k.r("mul.lo.u32", b, heads))
+    return y, b, h
+
+
+def tensor_base(k, ptr, b, bs, h, d):
+    """Address of row 0 of head h in batch b: ptr + (b*bs + h*d)*2."""
+    el = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(b), bs), k.rd("mul.wide.u32", h, d))
+    return k.rd("add.u64", ptr, k.rd("shl.b64", el, 1))
+
+
+def out_base(k, ptr, b, bs, h, d, out_dtype):
+    """Like tensor_base for an output whose element size follows out_dtype."""
+    el = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(b), bs), k.rd("mul.wide.u32", h, d))
+    is32 = k.p("setp.eq.u32", out_dtype, 1)
+    sh = k.r("selp.b32", 2, 1, is32)
+    return k.rd("add.u64", ptr, k.rd("shl.b64", el, sh))
+
+
+def mask_tile(k, s, colbase, lims, ncols, fill, t2):
+    """s[nt][e] = fill where the column (colbase + 8 nt + t2 + (e & 1)) is not
+    below lims[e >> 1] (signed)."""
+    c0 = k.r("add.s32", colbase, t2)
+    for nt in range(ncols // 8):
+        for e in range(4):
+            col = k.r("add.s32", c0, 8 * nt + (e & 1))
+            ok = k.p("setp.lt.s32", col, lims[e >> 1])
+            k.op("selp.f32 %s, %s, %s, %s" % (s[nt][e], s[nt][e], fill, ok))
+
+
+def store_rows(k, acc, d, row0, nrows, out_base, sstride, out_dtype, t2, scale=None):
+    """Writes a warp's 16 x d accumulator (acc[nt][e]: row row0 + 8*(e >= 2),
+    col 8 nt + t2 + (e & 1)) to rows < nrows of a BSHD tensor at out_base
+    (address of this (b, h)'s row 0, column 0), converting to out_dtype."""
+    vals = acc
+    if scale is not None:
+        vals = [[k.f("mul.f32", x, scale) for x in tile] for tile in acc]
+    done = k.label("stored")
+    for r in range(2):
+        row = k.r("add.u32", row0, 8 * r)
+        ok = k.p("setp.lt.s32", row, nrows)
+        rowel = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(row), sstride), k.wide(t2))
+        for code, name, esize in ((1, "f32", 4), (2, "f16", 2), (3, "bf16", 2)):
+            nxt = k.label("not_" + name)
+            k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", out_dtype, code), nxt))
+            ptr = k.rd("add.u64", out_base, k.rd("shl.b64", rowel, esize.bit_length() - 1))
+            for nt in range(d // 8):
+                x0, x1 = vals[nt][2 * r], vals[nt][2 * r + 1]
+                off = 8 * nt * esize
+                if name == "f32":
+                    k.op("@%s st.global.v2.f32 [%s+%d], {%s, %s}" % (ok, ptr, off, x0, x1))
+                else:
+                    w = pack(k, name, x1, x0)
+                    k.op("@%s st.global.b32 [%s+%d], %s" % (ok, ptr, off, w))
+            k.op("bra.uni %s_%d" % (done, r))
+            k.place(nxt)
+        k.place("%s_%d" % (done, r))
+
+
+def key_blocks(k, P, m0, bm, bn):
+    """(number of key blocks of bn keys, first block start that needs the
+    mask), CTA-uniform, for the query rows [m0, m0 + bm)."""
+    sq, sk, off = P["seq_q"], P["seq_k"], P["causal_off"]
+    causal = k.p("setp.ne.u32", P["causal"], 0)
+    last = k.r("sub.u32", k.r("min.u32", k.r("add.u32", m0, bm), sq), 1)
+    n_end_c = k.r("min.s32", k.r("add.s32", k.r("add.s32", last, off), 1), sk)
+    n_end = k.r("max.s32", k.r("selp.b32", n_end_c, sk, causal), 0)
+    nblocks = k.r("shr.u32", k.r("add.u32", n_end, bn - 1), bn.bit_length() - 1)
+    first_mask_sk = k.r("sub.s32", sk, bn)                             # kv0 + bn > seq_k
+    first_mask_c = k.r("sub.s32", k.r("add.s32", m0, off), bn - 1)     # kv0 + bn - 1 > m0 + off
+    first_mask = k.r("selp.b32", k.r("min.s32", first_mask_sk, first_mask_c), first_mask_sk, causal)
+    return nblocks, first_mask

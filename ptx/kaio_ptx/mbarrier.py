@@ -1,0 +1,32 @@
+"""mbarriers and the stage rings they guard (sm_90)."""
+
+
+def init(k, tid, bars, inits):
+    """Thread 0 initialises the mbarriers at bars + offset with their
+    arrival counts ((offset, count) in order), fences them for the async
+    proxy, then the whole CTA synchronises."""
+    skip = k.label("no_init")
+    k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), skip))
+    for off, count in inits:
+        k.op("mbarrier.init.shared::cta.b64 [%s+%d], %d" % (bars, off, count))
+    k.op("fence.mbarrier_init.release.cluster")
+    k.op("fence.proxy.async.shared::cta")
+    k.place(skip)
+    k.op("bar.sync 0")
+
+
+def wait(k, bar, parity, hint):
+    """Spin on mbarrier.try_wait.parity until phase `parity` of bar has completed."""
+    top = k.label(hint)
+    p = k.reg("p")
+    k.place(top)
+    k.op("mbarrier.try_wait.parity.shared::cta.b64 %s, [%s], %s" % (p, bar, parity))
+    k.op("@!%s bra %s" % (p, top))
+
+
+def advance_ring(k, s, ph, stages):
+    """Stage s of a ring of `stages` to the next; the phase bit ph flips on wrap."""
+    k.op("add.u32 %s, %s, 1" % (s, s))
+    wrap = k.p("setp.eq.u32", s, stages)
+    k.op("@%s mov.u32 %s, 0" % (wrap, s))
+    k.op("@%s xor.b32 %s, %s, 1" % (wrap, ph, ph))

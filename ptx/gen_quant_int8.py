@@ -38,15 +38,13 @@ scaling order, so both give the same bits); this kernel stays the sm_80
 path, KAIO_MATMUL_ASYNC on any device, and the i32-output path.
 """
 
-import os
 import sys
 
-import gen_matmul_sm80 as mm
-from ptx_emitter import load_params, main_for
+from kaio_ptx import cli, sm80_gemm as mm
+from kaio_ptx.params import load_params
+from kaio_ptx.preamble import extern_shared, preamble
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_NAME = "quant_int8.ptx"
-HEADER = mm.HEADER.replace("gen_matmul_sm80.py", "gen_quant_int8.py")
 
 PARAMS = [(".u64", "a"), (".u64", "b"), (".u64", "c"), (".u32", "m"), (".u32", "n"),
           (".u32", "k"), (".u64", "lda"), (".u64", "ldb"), (".u64", "ldc"),
@@ -82,7 +80,7 @@ def epilogue(k, P, acc, tid, blk_m, blk_n, wm, wn):
 
     sa = scales(P["sa"], rows, row_ok, has_sa)
     sb = scales(P["sb"], cols, col_ok, has_sb)
-    rstart = [k.rd("mul.lo.u64", mm.wide(k, r), P["ldc"]) for r in rows]
+    rstart = [k.rd("mul.lo.u64", k.wide(r), P["ldc"]) for r in rows]
     done = k.label("done")
     for code, name, esize in ((6, "i32", 4), (1, "f32", 4), (2, "f16", 2), (3, "bf16", 2)):
         nxt = k.label("not_" + name)
@@ -94,7 +92,7 @@ def epilogue(k, P, acc, tid, blk_m, blk_n, wm, wn):
                 for e in range(2):
                     ci = 2 * nj + e
                     ok = k.p("and.pred", row_ok[r], col_ok[ci])
-                    elem = k.rd("add.u64", rstart[r], mm.wide(k, cols[ci]))
+                    elem = k.rd("add.u64", rstart[r], k.wide(cols[ci]))
                     addr = k.rd("add.u64", P["c"], k.rd("shl.b64", elem, esize.bit_length() - 1))
                     a = acc[mi][nj][2 * hi + e]
                     if name == "i32":
@@ -162,14 +160,9 @@ grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (name, stages, mm.ST
 
 
 def generate():
-    text = (HEADER + "\n// dynamic shared memory of every kernel below\n"
-            ".extern .shared .align 128 .b8 %s[];\n" % mm.SMEM_SYM + "\n" + int8_kernel())
+    text = preamble(__file__, "7.0", "sm_80") + extern_shared(mm.SMEM_SYM, 128) + "\n" + int8_kernel()
     return {OUT_NAME: text}
 
 
-def main():
-    return main_for(__doc__, generate, HERE, "gen_quant_int8.py")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.main(__file__, __doc__, generate))

@@ -48,7 +48,8 @@ consumer warp).
 import sys
 
 from kaio_ptx import cli, tma
-from kaio_ptx.attention import NEG_INF, bh_split, key_blocks, mask_tile, out_base, store_rows
+from kaio_ptx.attention import bh_split, key_blocks, mask_tile, out_base, store_rows
+from kaio_ptx.literals import NEG_LOG2E
 from kaio_ptx.mbarrier import advance_ring
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
@@ -63,7 +64,6 @@ DIMS = (64, 128)
 DTYPES = ("f16", "bf16")
 PROD_REGS, CONS_REGS = 24, 240
 NTHREADS = 384
-NEG_LOG2E = "0fBFB8AA3B"
 
 HEADER = preamble(__file__, "8.0", "sm_90a") + extern_shared(SMEM, 1024)
 

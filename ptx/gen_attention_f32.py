@@ -30,7 +30,8 @@ reading one column each (P.V accumulation) both hit 32 distinct banks.
 import sys
 
 from kaio_ptx import cli
-from kaio_ptx.attention import NEG_INF, Kernel
+from kaio_ptx.attention import Kernel
+from kaio_ptx.literals import LN2, LOG2E, NEG_INF, NEG_LOG2E
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.warp import warp_reduce
@@ -40,9 +41,6 @@ DIMS = (32, 64, 128, 256)
 RW = 8          # rows per warp
 TILE = 32       # rows per CTA and per tile of the other side
 TP = 33         # transposed tile pitch, words
-LOG2E = "0f3FB8AA3B"
-NEG_LOG2E = "0fBFB8AA3B"
-LN2 = "0f3F317218"
 
 COMMON = [(".u32", "seq"), (".u32", "dim"), (".f32", "scale"), (".u32", "causal")]
 FWD_PARAMS = [(".u64", "q"), (".u64", "k"), (".u64", "v"), (".u64", "o"), (".u64", "lse"),

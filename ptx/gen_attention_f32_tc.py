@@ -62,7 +62,8 @@ R B operand's scalar loads (rows 2t, 2t+1, column g) hit 32 distinct banks.
 import sys
 
 from kaio_ptx import cli
-from kaio_ptx.attention import NEG_INF, Kernel
+from kaio_ptx.attention import Kernel
+from kaio_ptx.literals import LN2, LOG2E, NEG_INF, NEG_LOG2E, ZERO
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.warp import shfl_reduce
@@ -78,10 +79,6 @@ OWN = 32            # own rows per CTA
 TILE = 16           # other-side rows per tile
 UNROLL = 8          # k8 steps per iteration of the A B^T loop
 NN_GROUP = 4        # accumulators the R B product interleaves
-LOG2E = "0f3FB8AA3B"
-NEG_LOG2E = "0fBFB8AA3B"
-ZERO = "0f00000000"
-LN2 = "0f3F317218"
 
 X3_PARAMS = [(".u64", "dout"), (".u64", "q"), (".u64", "k"), (".u64", "v"), (".u64", "o"),
              (".u64", "lse"), (".u64", "dq"), (".u64", "dk"), (".u64", "dv"),

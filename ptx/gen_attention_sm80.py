@@ -51,7 +51,8 @@ tensor start); no byte outside the tensors is read or written.
 import sys
 
 from kaio_ptx import cli
-from kaio_ptx.attention import LN2_HEX, NEG_INF, Kernel, bh_split, mask_tile, out_base, store_rows, tensor_base
+from kaio_ptx.attention import Kernel, bh_split, mask_tile, out_base, store_rows, tensor_base
+from kaio_ptx.literals import LN2, NEG_INF
 from kaio_ptx.mma import pack
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
@@ -394,7 +395,7 @@ def fwd_kernel(dt, d, mt=1):
                     k.op("mul.f32 %s, %s, %s" % (tile[e], tile[e], inv))
             lg = k.f("lg2.approx.ftz.f32", l[ri])
             lse2 = k.f("fma.rn.f32", m[ri], sl2, lg)
-            lse = k.f("mul.f32", lse2, LN2_HEX)
+            lse = k.f("mul.f32", lse2, LN2)
             lse_vals.append(k.f("selp.f32", lse, NEG_INF, pos))
     ob = out_base(k, P["o"], b, P["o_bs"], h, d, P["out_dtype"])
     for i in range(mt):

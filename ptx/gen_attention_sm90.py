@@ -67,9 +67,9 @@ Design
 import sys
 
 from kaio_ptx import cli, tma
-from kaio_ptx.attention import LN2_HEX, NEG_INF, bh_split, key_blocks, mask_tile, out_base, store_rows
+from kaio_ptx.attention import bh_split, key_blocks, mask_tile, out_base, store_rows
+from kaio_ptx.literals import LN2, NEG_INF
 from kaio_ptx.mbarrier import advance_ring
-from kaio_ptx.mma import pack
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.sm90 import Kernel
@@ -346,7 +346,7 @@ class Consumer:
                 if (i >> 1) & 1 == r:
                     k.op("mul.f32 %s, %s, %s" % (x, x, inv))
             lse2 = k.f("fma.rn.f32", self.m[r], P["scale_log2"], k.f("lg2.approx.ftz.f32", self.l[r]))
-            lse_vals.append(k.f("selp.f32", k.f("mul.f32", lse2, LN2_HEX), NEG_INF, pos))
+            lse_vals.append(k.f("selp.f32", k.f("mul.f32", lse2, LN2), NEG_INF, pos))
         ob = out_base(k, P["o"], P["b"], P["o_bs"], P["h"], d, P["out_dtype"])
         tiles = [self.O[4 * c:4 * c + 4] for c in range(d // 8)]
         store_rows(k, tiles, d, self.row0, P["seq_q"], ob, P["o_ss"], P["out_dtype"], self.t2)

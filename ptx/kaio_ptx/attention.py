@@ -5,9 +5,6 @@ the grid, BSHD addressing, masking, key-block counts and the row stores."""
 from kaio_ptx.emitter import PtxEmitter
 from kaio_ptx.mma import pack
 
-NEG_INF = "0fFF800000"
-LN2_HEX = "0f3F317218"      # ln 2
-
 
 class Kernel(PtxEmitter):
     """An entry with kaio-shared-bytes and kaio-launch annotations; threads

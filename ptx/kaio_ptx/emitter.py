@@ -56,7 +56,8 @@ class PtxEmitter:
 
     def entry_text(self, name, doc, annotations, params, directives, shared_decl=None):
         """The .entry: doc comment, annotation lines, parameters, directives
-        (".maxntid ..."), register declarations, shared declaration, body."""
+        (".maxntid ..."), register declarations, shared declaration(s): one
+        string or a list, body."""
         out = ["// " + line if line else "//" for line in doc.strip("\n").split("\n")]
         out += annotations
         out.append(".visible .entry %s(" % name)
@@ -67,8 +68,8 @@ class PtxEmitter:
         for kind, ptx_type in self.REG_TYPES:
             if self.count[kind]:
                 out.append("\t.reg %s %%%s<%d>;" % (ptx_type, kind, self.count[kind]))
-        if shared_decl:
-            out.append("\t" + shared_decl + ";")
+        for decl in [shared_decl] if isinstance(shared_decl, str) else shared_decl or []:
+            out.append("\t" + decl + ";")
         out.append("")
         out.extend(self.lines)
         out.append("}")

@@ -4,7 +4,8 @@
     python3 ptx/gen_attention_sm80.py          # write ptx/attention_fwd_sm80.ptx, ptx/attention_bwd_sm80.ptx
     python3 ptx/gen_attention_sm80.py --check  # exit 1 if a committed file differs from a fresh run
 
-Only the Python standard library is used; the output depends on nothing but this file.
+Only the Python standard library is used; the output depends on nothing but this
+file and ptx/kaio_ptx.
 
 Tensors (all element strides; a "row" is one (batch, position) of a BSHD tensor):
   Q  (b, s, h, d) at q + (b*q_bs + s*q_ss + h*D + d)*2      s < seq_q, h < heads_q

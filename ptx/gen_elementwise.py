@@ -8,7 +8,8 @@
 Every op exists for three dtypes and for several memory paths (16-byte vectors,
 scalars, a tail); generating them keeps the arithmetic written once per op, so
 the dtype variants cannot drift apart. Only the Python standard library is used
-and the output depends on nothing but this file, so --check is reproducible.
+and the output depends on nothing but this file and ptx/kaio_ptx, so --check is
+reproducible.
 
 Conventions of the emitted PTX: .version 7.0 / .target sm_80 (loadable by any
 driver since CUDA 11.0 and JIT-compiled for newer GPUs); math in f32; f16/bf16

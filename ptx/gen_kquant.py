@@ -63,7 +63,7 @@ reference (f32 accumulation in this order); tests use a tolerance.
   u32 out_dtype (1 f32, 2 f16)). a 16-byte aligned, lda * esize % 16 == 0.
 
 Only the Python standard library is used; the output depends on nothing but
-this file.
+this file and ptx/kaio_ptx.
 """
 
 import sys

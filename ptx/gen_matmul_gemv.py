@@ -5,7 +5,7 @@
     python3 ptx/gen_matmul_gemv.py --check  # exit 1 if the committed file differs from a fresh run
 
 Only the Python standard library is used and the output depends on nothing but
-this file, so --check is reproducible.
+this file and ptx/kaio_ptx, so --check is reproducible.
 
 Kernels: kaio_matmul_gemv_<in>_m<MT>, in in {f16, bf16}, MT in {1, 2, 4, 8, 16}
 (the rows of A one kernel handles; the host picks the smallest MT >= M).

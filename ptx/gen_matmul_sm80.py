@@ -5,7 +5,7 @@
     python3 ptx/gen_matmul_sm80.py --check  # exit 1 if a committed file differs from a fresh run
 
 Only the Python standard library is used and the output depends on nothing but
-this file, so --check is reproducible.
+this file and ptx/kaio_ptx, so --check is reproducible.
 
 Kernels: kaio_matmul_sm80_<variant>_<in>_<la><lb>, variant in {sync, async},
 in in {f16, bf16}, la, lb in {n, t}; 8 per file.

@@ -64,6 +64,7 @@ import sys
 from kaio_ptx import cli
 from kaio_ptx.attention import Kernel
 from kaio_ptx.literals import LN2, LOG2E, NEG_INF, NEG_LOG2E, ZERO
+from kaio_ptx.mma import ldmatrix_x4
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.warp import shfl_reduce
@@ -211,12 +212,6 @@ class Loader:
                  % (sptr, simm, addr, k.r("selp.b32", 4, 0, ok)))
 
 
-def ldsm4(k, addr, imm):
-    regs = k.regs("r", 4)
-    k.op("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%s}, [%s+%d]" % (", ".join(regs), addr, imm))
-    return regs
-
-
 def gemm_nt(k, L, dm, a_tile, a_row0, b_tile, nterms, a_small_off):
     """16 x 16 block of A B^T over DM: A = the warp's 16 rows of an own tile
     (from row a_row0 = 16h), B = the 16 rows of a tile.  Returns two C
@@ -248,8 +243,8 @@ def gemm_nt(k, L, dm, a_tile, a_row0, b_tile, nterms, a_small_off):
         k.place(loop)
     for s in range(unroll):
         # A comes split already: big at a_tile, small at a_tile + a_small_off
-        asplit = [ldsm4(k, aptr, 32 * s + plane) for plane in (0, a_small_off)]
-        b = ldsm4(k, bptr, 32 * s)
+        asplit = [ldmatrix_x4(k, aptr, 32 * s + plane) for plane in (0, a_small_off)]
+        b = ldmatrix_x4(k, bptr, 32 * s)
         for n in range(2):
             mma3(k, terms[n], asplit, split_all(k, b[2 * n:2 * n + 2]))
     if unroll < steps:

@@ -54,7 +54,7 @@ import sys
 from kaio_ptx import cli
 from kaio_ptx.attention import Kernel, bh_split, mask_tile, out_base, store_rows, tensor_base
 from kaio_ptx.literals import LN2, NEG_INF
-from kaio_ptx.mma import pack
+from kaio_ptx.mma import ldmatrix_x4, pack
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.warp import quad_reduce
@@ -76,13 +76,6 @@ def pitch(d):
 def mma(k, dt, d, a, b):
     k.op("mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 {%s}, {%s}, {%s}, {%s}"
          % (dt, dt, ", ".join(d), ", ".join(a), ", ".join(b), ", ".join(d)))
-
-
-def ldsm(k, addr, imm, trans=False):
-    regs = k.regs("r", 4)
-    k.op("ldmatrix.sync.aligned.m8n8.x4%s.shared.b16 {%s}, [%s+%d]"
-         % (".trans" if trans else "", ", ".join(regs), addr, imm))
-    return regs
 
 
 class Lanes:
@@ -159,9 +152,9 @@ def gemm_abT(k, dt, accs, a_addr, b_addr, d, ncols):
     at b_addr lane address).  Each B fragment feeds every m tile."""
     p = pitch(d)
     for kk in range(d // 16):
-        a = [ldsm(k, a_addr, i * 16 * p + kk * 32) for i in range(len(accs))]
+        a = [ldmatrix_x4(k, a_addr, i * 16 * p + kk * 32) for i in range(len(accs))]
         for np_ in range(ncols // 16):
-            b = ldsm(k, b_addr, np_ * 16 * p + kk * 32)
+            b = ldmatrix_x4(k, b_addr, np_ * 16 * p + kk * 32)
             for i, acc in enumerate(accs):
                 mma(k, dt, acc[2 * np_], a[i], b[0:2])
                 mma(k, dt, acc[2 * np_ + 1], a[i], b[2:4])
@@ -176,7 +169,7 @@ def gemm_pv(k, dt, accs, pfrags, bt_addr, d, nk):
               pack(k, dt, pf[2 * j + 1][1], pf[2 * j + 1][0]),
               pack(k, dt, pf[2 * j + 1][3], pf[2 * j + 1][2])] for pf in pfrags]
         for np_ in range(d // 16):
-            b = ldsm(k, bt_addr, j * 16 * p + np_ * 32, trans=True)
+            b = ldmatrix_x4(k, bt_addr, j * 16 * p + np_ * 32, trans=True)
             for i, acc in enumerate(accs):
                 mma(k, dt, acc[2 * np_], a[i], b[0:2])
                 mma(k, dt, acc[2 * np_ + 1], a[i], b[2:4])

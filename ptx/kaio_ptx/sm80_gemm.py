@@ -5,6 +5,7 @@ XOR-swizzled tiles and read with ldmatrix.  The design is described in
 ptx/gen_matmul_sm80.py's docstring."""
 
 from kaio_ptx.emitter import PtxEmitter
+from kaio_ptx.mma import ldmatrix_x4
 
 BLOCK = 256                 # blockDim (256, 1, 1)
 BM = BN = 128               # CTA tile
@@ -226,14 +227,10 @@ class Operand:
 
     def load_frags(self, addrs, kk, dst=None):
         k = self.k
-        trans = "" if self.kmajor else ".trans"
         out = []
         for i in range(self.nld):
             ri, imm = self.frag(kk, i)
-            regs = dst[i] if dst else k.regs("r", 4)
-            k.op("ldmatrix.sync.aligned.m8n8.x4%s.shared.b16 {%s}, [%s+%d]"
-                 % (trans, ", ".join(regs), addrs[ri], imm))
-            out.append(regs)
+            out.append(ldmatrix_x4(k, addrs[ri], imm, not self.kmajor, dst[i] if dst else None))
         return out
 
 

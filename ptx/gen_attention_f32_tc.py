@@ -61,7 +61,7 @@ R B operand's scalar loads (rows 2t, 2t+1, column g) hit 32 distinct banks.
 
 import sys
 
-from kaio_ptx import cli
+from kaio_ptx import cli, cp_async
 from kaio_ptx.attention import Kernel
 from kaio_ptx.literals import LN2, LOG2E, NEG_INF, NEG_LOG2E, ZERO
 from kaio_ptx.mma import ldmatrix_x4
@@ -202,14 +202,13 @@ class Loader:
                 row_ok = None
             simm = (row * pitch(self.dm) + col) * 4
             if not guarded:
-                k.op("cp.async.ca.shared.global [%s+%d], [%s+%d], 4" % (sptr, simm, ptr, col * 4))
+                cp_async.copy(k, "%s+%d" % (sptr, simm), "%s+%d" % (ptr, col * 4), 4)
                 continue
             if row_ok is None:
                 row_ok = k.p("setp.gt.s32", lim, row)
             ok = k.p("and.pred", row_ok, self.col_ok[col])
             addr = k.rd("selp.b64", k.rd("add.u64", ptr, col * 4), src, ok)
-            k.op("cp.async.ca.shared.global [%s+%d], [%s], 4, %s"
-                 % (sptr, simm, addr, k.r("selp.b32", 4, 0, ok)))
+            cp_async.copy(k, "%s+%d" % (sptr, simm), addr, 4, k.r("selp.b32", 4, 0, ok))
 
 
 def gemm_nt(k, L, dm, a_tile, a_row0, b_tile, nterms, a_small_off):
@@ -543,7 +542,7 @@ def backward_kernel(kind, dm):
         src = k.rd("selp.b64", dv_src, lse_src, k.p("setp.ne.u32", hi, 0))
         src = k.rd("selp.b64", src, P["lse"], ok)
         dst = k.r("add.u32", buf, k.r("add.u32", 2 * x.block_bytes, k.r("shl.b32", L.gtid, 2)))
-        k.op("@%s cp.async.ca.shared.global [%s], [%s], 4, %s" % (sub, dst, src, k.r("selp.b32", 4, 0, ok)))
+        cp_async.copy(k, dst, src, 4, k.r("selp.b32", 4, 0, ok), sub)
 
     # tiles of the other side this CTA needs: causal dK/dV starts at the CTA's
     # first key (queries i >= j), causal dQ stops after its last query

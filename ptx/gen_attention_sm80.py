@@ -51,7 +51,7 @@ tensor start); no byte outside the tensors is read or written.
 
 import sys
 
-from kaio_ptx import cli
+from kaio_ptx import cli, cp_async
 from kaio_ptx.attention import Kernel, bh_split, mask_tile, out_base, store_rows, tensor_base
 from kaio_ptx.literals import LN2, NEG_INF
 from kaio_ptx.mma import ldmatrix_x4, pack
@@ -136,12 +136,10 @@ class TileLoader:
             ok = k.p("setp.lt.s32", row, valid_rows)
             size = k.r("selp.b32", 16, 0, ok)
             src = k.rd("selp.b64", gptr, clamp, ok)
-            guard = ""
+            inside = None
             if self.rpi * self.cpr != NTHREADS or (i + 1) * self.rpi > self.rows:
                 inside = k.p("setp.lt.u32", row, min(self.rows, (i + 1) * self.rpi))
-                guard = "@%s " % inside
-            k.op("%scp.async.cg.shared.global [%s+%d], [%s], 16, %s"
-                 % (guard, sdst, i * self.rpi * pitch(self.d), src, size))
+            cp_async.copy(k, "%s+%d" % (sdst, i * self.rpi * pitch(self.d)), src, 16, size, inside)
             if i + 1 < self.iters:
                 gptr = k.rd("add.u64", gptr, step)
 
@@ -645,8 +643,8 @@ def bwd_dkdv_kernel(dt, d):
         lsrc = k.rd("selp.b64", lsrc, P["lse"], ok)
         dsrc = k.rd("selp.b64", dsrc, P["dv"], ok)
         sv = k.r("add.u32", dst, k.r("add.u32", k.r("shl.b32", L.tid, 2), 2 * qt_bytes))
-        k.op("cp.async.ca.shared.global [%s], [%s], 4, %s" % (sv, lsrc, size))
-        k.op("cp.async.ca.shared.global [%s+%d], [%s], 4, %s" % (sv, vec_bytes, dsrc, size))
+        cp_async.copy(k, sv, lsrc, 4, size)
+        cp_async.copy(k, "%s+%d" % (sv, vec_bytes), dsrc, 4, size)
         k.place(vec)
         return q0t
 

@@ -4,6 +4,7 @@ operands staged global -> shared (cp.async or through registers) into
 XOR-swizzled tiles and read with ldmatrix.  The design is described in
 ptx/gen_matmul_sm80.py's docstring."""
 
+from kaio_ptx import cp_async
 from kaio_ptx.emitter import PtxEmitter
 from kaio_ptx.mma import ldmatrix_x4
 
@@ -138,8 +139,7 @@ class Operand:
             full = ok if self.kmajor else k.p("and.pred", ok, self.full)
             size = k.r("selp.b32", 16, 0, full)
             src = k.rd("selp.b64", self.ptr[s], self.base, full)
-            guard = "" if self.kmajor else "@!%s " % self.part
-            k.op("%scp.async.cg.shared.global [%s+%d], [%s], 16, %s" % (guard, dst, s * 4096, src, size))
+            cp_async.copy(k, "%s+%d" % (dst, s * 4096), src, 16, size, None if self.kmajor else "!" + self.part)
         if not self.kmajor:
             skip = k.label("no_edge_" + self.tag)
             k.op("@!%s bra.uni %s" % (self.edge, skip))

@@ -96,6 +96,8 @@ H100 (run of 2026-11-22, f16, median of 40 single-launch event timings,
 import sys
 
 from kaio_ptx import cli
+from kaio_ptx.control import cases
+from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
 from kaio_ptx.emitter import PtxEmitter
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import preamble
@@ -224,9 +226,7 @@ def epilogue_one(k, P, row, col, s, pbeta):
     elem = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(row), P["ldc"]), k.wide(col))
     v = k.f("mul.rn.f32", P["alpha"], s)
     done = k.label("stored")
-    for code, name, esize in ((1, "f32", 4), (2, "f16", 2), (3, "bf16", 2)):
-        nxt = k.label("not_" + name)
-        k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", P["out_dtype"], code), nxt))
+    for code, name, esize in cases(k, P["out_dtype"], OUT_DTYPES, done):
         pc = k.rd("add.u64", P["c"], k.rd("shl.b64", elem, log2(esize)))
         o = k.reg("f")
         if name == "f32":
@@ -240,15 +240,7 @@ def epilogue_one(k, P, row, col, s, pbeta):
             k.op("@%s ld.global.u16 %s, [%s]" % (pbeta, w, pc))
             k.op("@%s shl.b32 %s, %s, 16" % (pbeta, o, w))
         k.op("@%s fma.rn.f32 %s, %s, %s, %s" % (pbeta, v, P["beta"], o, v))
-        if name == "f32":
-            k.op("st.global.f32 [%s], %s" % (pc, v))
-        else:
-            h = k.reg("h")
-            k.op("cvt.rn.%s.f32 %s, %s" % (name, h, v))
-            k.op("st.global.b16 [%s], %s" % (pc, h))
-        k.op("bra.uni %s" % done)
-        k.place(nxt)
-    k.place(done)
+        store_f32_as(k, name, pc, v)
 
 
 def gemv_kernel(dt, mt, cfg, opts):

@@ -84,6 +84,8 @@ generate(opts) takes knobs that were measured and left off (DEFAULT_OPTS):
 import sys
 
 from kaio_ptx import cli
+from kaio_ptx.control import cases
+from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.sm80_gemm import (BM, BN, DEFAULT_OPTS, MT, NT, PARAMS, SMEM_SYM, STAGE_BYTES, SYNC_STAGES,
@@ -116,9 +118,7 @@ def epilogue(k, P, acc, tid, blk_m, blk_n, wm, wn):
     elem0 = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(row0), P["ldc"]), k.wide(col0))
     done = k.label("done")
 
-    for code, name, esize in ((1, "f32", 4), (2, "f16", 2), (3, "bf16", 2)):
-        nxt = k.label("not_" + name)
-        k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", P["out_dtype"], code), nxt))
+    for code, name, esize in cases(k, P["out_dtype"], OUT_DTYPES, done):
         k.note("out dtype %s" % name)
         pc = k.rd("add.u64", P["c"], k.rd("shl.b64", elem0, esize.bit_length() - 1))
         rstride = k.rd("shl.b64", P["ldc"], (esize.bit_length() - 1) + 3)   # 8 rows in bytes
@@ -186,18 +186,8 @@ def epilogue(k, P, acc, tid, blk_m, blk_n, wm, wn):
                         k.op("@%s ld.global.u16 %s, [%s+%d]" % (okb, w, prow, off))
                         k.op("@%s shl.b32 %s, %s, 16" % (okb, o, w))
                     k.op("@%s fma.rn.f32 %s, %s, %s, %s" % (okb, v, P["beta"], o, v))
-                    if name == "f32":
-                        k.op("@%s st.global.f32 [%s+%d], %s" % (ok, prow, off, v))
-                    else:
-                        h = k.reg("h")
-                        k.op("cvt.rn.%s.f32 %s, %s" % (name, h, v))
-                        k.op("@%s st.global.b16 [%s+%d], %s" % (ok, prow, off, h))
-        k.op("bra.uni %s" % done)
-        k.place(nxt)
-    k.place(done)
+                    store_f32_as(k, name, "%s+%d" % (prow, off), v, ok)
     k.op("ret")
-
-
 
 
 def matmul_kernel(variant, dt, la, lb, opts=None):

@@ -74,6 +74,8 @@ import collections
 import sys
 
 from kaio_ptx import cli
+from kaio_ptx.control import cases
+from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
 from kaio_ptx.emitter import PtxEmitter
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import preamble
@@ -154,19 +156,9 @@ def neg_bias(k, dt, zpair):
 
 def output_store(k, out_dtype, base, elem, v):
     done = k.label("stored")
-    for code, name, esize in ((1, "f32", 4), (2, "f16", 2), (3, "bf16", 2)):
-        nxt = k.label("not_" + name)
-        k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", out_dtype, code), nxt))
+    for code, name, esize in cases(k, out_dtype, OUT_DTYPES, done):
         addr = k.rd("add.u64", base, k.rd("shl.b64", elem, esize.bit_length() - 1))
-        if name == "f32":
-            k.op("st.global.f32 [%s], %s" % (addr, v))
-        else:
-            h = k.reg("h")
-            k.op("cvt.rn.%s.f32 %s, %s" % (name, h, v))
-            k.op("st.global.b16 [%s], %s" % (addr, h))
-        k.op("bra.uni %s" % done)
-        k.place(nxt)
-    k.place(done)
+        store_f32_as(k, name, addr, v)
 
 
 def gemv_kernel(dt, mt, wfmt="int4", contig=None):

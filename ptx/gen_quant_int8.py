@@ -41,6 +41,8 @@ path, KAIO_MATMUL_ASYNC on any device, and the i32-output path.
 import sys
 
 from kaio_ptx import cli, sm80_gemm as mm
+from kaio_ptx.control import cases
+from kaio_ptx.dtypes import I32, OUT_DTYPES, store_f32_as
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
 
@@ -82,9 +84,7 @@ def epilogue(k, P, acc, tid, blk_m, blk_n, wm, wn):
     sb = scales(P["sb"], cols, col_ok, has_sb)
     rstart = [k.rd("mul.lo.u64", k.wide(r), P["ldc"]) for r in rows]
     done = k.label("done")
-    for code, name, esize in ((6, "i32", 4), (1, "f32", 4), (2, "f16", 2), (3, "bf16", 2)):
-        nxt = k.label("not_" + name)
-        k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", P["out_dtype"], code), nxt))
+    for code, name, esize in cases(k, P["out_dtype"], (I32,) + OUT_DTYPES, done):
         k.note("out dtype %s" % name)
         for r in range(2 * mm.MT):
             mi, hi = r // 2, r % 2
@@ -102,15 +102,7 @@ def epilogue(k, P, acc, tid, blk_m, blk_n, wm, wn):
                     v = k.f("mul.rn.f32", v, P["alpha"])
                     v = k.f("mul.rn.f32", v, sa[r])
                     v = k.f("mul.rn.f32", v, sb[ci])
-                    if name == "f32":
-                        k.op("@%s st.global.f32 [%s], %s" % (ok, addr, v))
-                    else:
-                        h = k.reg("h")
-                        k.op("cvt.rn.%s.f32 %s, %s" % (name, h, v))
-                        k.op("@%s st.global.b16 [%s], %s" % (ok, addr, h))
-        k.op("bra.uni %s" % done)
-        k.place(nxt)
-    k.place(done)
+                    store_f32_as(k, name, addr, v, ok)
     k.op("ret")
 
 

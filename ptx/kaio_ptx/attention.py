@@ -2,6 +2,8 @@
 their 128-thread entry with launch annotations, the (batch, head) split of
 the grid, BSHD addressing, masking, key-block counts and the row stores."""
 
+from kaio_ptx.control import cases
+from kaio_ptx.dtypes import OUT_DTYPES
 from kaio_ptx.emitter import PtxEmitter
 from kaio_ptx.mma import pack
 
@@ -73,9 +75,7 @@ def store_rows(k, acc, d, row0, nrows, out_base, sstride, out_dtype, t2, scale=N
         row = k.r("add.u32", row0, 8 * r)
         ok = k.p("setp.lt.s32", row, nrows)
         rowel = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(row), sstride), k.wide(t2))
-        for code, name, esize in ((1, "f32", 4), (2, "f16", 2), (3, "bf16", 2)):
-            nxt = k.label("not_" + name)
-            k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", out_dtype, code), nxt))
+        for code, name, esize in cases(k, out_dtype, OUT_DTYPES, "%s_%d" % (done, r)):
             ptr = k.rd("add.u64", out_base, k.rd("shl.b64", rowel, esize.bit_length() - 1))
             for nt in range(d // 8):
                 x0, x1 = vals[nt][2 * r], vals[nt][2 * r + 1]
@@ -85,9 +85,6 @@ def store_rows(k, acc, d, row0, nrows, out_base, sstride, out_dtype, t2, scale=N
                 else:
                     w = pack(k, name, x1, x0)
                     k.op("@%s st.global.b32 [%s+%d], %s" % (ok, ptr, off, w))
-            k.op("bra.uni %s_%d" % (done, r))
-            k.place(nxt)
-        k.place("%s_%d" % (done, r))
 
 
 def key_blocks(k, P, m0, bm, bn):

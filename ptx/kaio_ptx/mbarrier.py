@@ -1,17 +1,17 @@
 """mbarriers and the stage rings they guard (sm_90)."""
 
+from kaio_ptx.control import skip_if
+
 
 def init(k, tid, bars, inits):
     """Thread 0 initialises the mbarriers at bars + offset with their
     arrival counts ((offset, count) in order), fences them for the async
     proxy, then the whole CTA synchronises."""
-    skip = k.label("no_init")
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), skip))
-    for off, count in inits:
-        k.op("mbarrier.init.shared::cta.b64 [%s+%d], %d" % (bars, off, count))
-    k.op("fence.mbarrier_init.release.cluster")
-    k.op("fence.proxy.async.shared::cta")
-    k.place(skip)
+    with skip_if(k, k.p("setp.ne.u32", tid, 0), "no_init"):
+        for off, count in inits:
+            k.op("mbarrier.init.shared::cta.b64 [%s+%d], %d" % (bars, off, count))
+        k.op("fence.mbarrier_init.release.cluster")
+        k.op("fence.proxy.async.shared::cta")
     k.op("bar.sync 0")
 
 

@@ -1,6 +1,8 @@
 """Warp-level reductions: butterfly shuffles and the split-K sum of warps'
 partial tiles through shared memory."""
 
+from kaio_ptx.control import skip_if
+
 
 def shfl_reduce(k, x, op, masks):
     """x = op(x, x of lane ^ m) in place for each lane mask m in order (the
@@ -38,12 +40,10 @@ def sum_warp_partials(k, smem, tid, threads, rows, cols, warps, row_base, col_ba
         ok = k.p("setp.lt.and.u32", row, m, k.p("setp.lt.u32", col, n))
         if (rep + 1) * threads > nout:
             ok = k.p("setp.lt.and.u32", o, nout, ok)
-        nxt = k.label("out_skip")
-        k.op("@!%s bra %s" % (ok, nxt))
-        addr = k.r("add.u32", smem, k.r("shl.b32", o, 2))
-        ssum = k.f("ld.shared.f32", "[%s]" % addr)
-        for w in range(1, warps):
-            part = k.f("ld.shared.f32", "[%s+%d]" % (addr, w * nout * 4))
-            k.op("add.f32 %s, %s, %s" % (ssum, ssum, part))
-        store(row, col, ssum)
-        k.place(nxt)
+        with skip_if(k, "!" + ok, "out_skip"):
+            addr = k.r("add.u32", smem, k.r("shl.b32", o, 2))
+            ssum = k.f("ld.shared.f32", "[%s]" % addr)
+            for w in range(1, warps):
+                part = k.f("ld.shared.f32", "[%s+%d]" % (addr, w * nout * 4))
+                k.op("add.f32 %s, %s, %s" % (ssum, ssum, part))
+            store(row, col, ssum)

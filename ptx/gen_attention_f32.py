@@ -259,10 +259,10 @@ def kernel(kind, dm, params, smem):
     doc = ("%s: f32 single-head attention %s, head dim <= %d, 32 rows per CTA, %d groups of 4 warps."
            % (name, kind, dm, GROUPS))
     k = Kernel(name, doc, params, smem, TILE)
-    k.threads = 128 * GROUPS
+    k.block = 128 * GROUPS
     # One CTA per SM is enough (the large-D kernels use over 168 registers);
     # without it ptxas aims at more CTAs and spills.
-    k.directives = [".minnctapersm 1"]
+    k.min_ctas = 1
     return k
 
 

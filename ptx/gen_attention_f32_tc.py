@@ -293,8 +293,8 @@ def gemm_nn(k, L, dm, accs, frags, b_tile, fold=None):
 
 def kernel(name, doc, smem, cols, threads):
     k = Kernel(name, doc, X3_PARAMS, smem, cols)
-    k.threads = threads
-    k.directives = [".minnctapersm 1"]
+    k.block = threads
+    k.min_ctas = 1
     return k
 
 
@@ -302,7 +302,7 @@ def rowsum():
     name = "kaio_attn_f32_rowsum"
     k = Kernel(name, name + ": Dv_i = sum_d dO_id O_id into dq[i, 0], one warp per row.",
                X3_PARAMS, 0, 8)
-    k.threads = 256
+    k.block = 256
     P = load_params(k, X3_PARAMS, POINTERS)
     tid = k.r("mov.u32", "%tid.x")
     lane = k.r("and.b32", tid, 31)

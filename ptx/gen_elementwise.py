@@ -23,12 +23,13 @@ import struct
 import sys
 
 from kaio_ptx import cli
-from kaio_ptx.block_kernel import BLOCK, Kernel
+from kaio_ptx.kernel import Kernel
 from kaio_ptx.literals import NEG_INF, ONE, ZERO, f32
 from kaio_ptx.preamble import preamble
 
 HEADER = preamble(__file__, "7.0", "sm_80")
 
+BLOCK = 256           # every kernel is launched with blockDim (256, 1, 1)
 WARPS = BLOCK // 32
 LOG2E = 1.4426950408889634
 
@@ -306,7 +307,7 @@ def stream(k, dt, ptrs, inputs, math_fn, width, unroll, off0, step, limit, done)
 
 def elementwise_kernel(name, dt, inputs, math_fn, doc, unroll=2):
     params = [(".u64", p) for p in inputs + ["out", "n"]]
-    k = Kernel(name, params, doc)
+    k = Kernel(name, doc, params, BLOCK, shared=[])
     ptrs = load_params(k, inputs + ["out"])
     n = k.rd("ld.param.u64", "[n]")
     tid = k.r("mov.u32", "%tid.x")
@@ -617,7 +618,8 @@ def row_kernel(op, dt, shape, doc):
     ptr_names = ["x", "w", "out"] if op.uses_w else ["x", "out"]
     params = ([(".u64", p) for p in ptr_names] + [(".u32", "rows"), (".u32", "cols"),
               (".u64", "x_stride"), (".u64", "out_stride")] + op.extra_params)
-    k = Kernel(name, params, doc.format(name=name, params=", ".join(p for _, p in params), dt=dt.name))
+    doc = doc.format(name=name, params=", ".join(p for _, p in params), dt=dt.name)
+    k = Kernel(name, doc, params, BLOCK, shared=[])
     ptrs = load_params(k, ptr_names)
     sizes = load_params(k, ["rows", "cols"], ".u32")
     strides = {s: k.rd("ld.param.u64", "[%s]" % s) for s in ("x_stride", "out_stride")}

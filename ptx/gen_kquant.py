@@ -68,8 +68,7 @@ this file and ptx/kaio_ptx.
 
 import sys
 
-from kaio_ptx import cli
-from kaio_ptx.block_kernel import BLOCK, Kernel as BlockKernel
+from kaio_ptx import cli, kernel
 from kaio_ptx.literals import INF, ONE, ZERO, f32
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import preamble
@@ -78,6 +77,7 @@ import kquant_stream
 
 HEADER = preamble(__file__, "7.0", "sm_80")
 HEADER_SM90 = preamble(__file__, "8.0", "sm_90")
+BLOCK = 256
 MAGIC = f32(12582912.0)   # 1.5 * 2^23: adding it rounds to an integer
 
 # format: (block elements, block bytes, values per thread group)
@@ -89,14 +89,12 @@ FORMATS = {
 }
 
 
-class Kernel(BlockKernel):
-    """The 256-thread entry of kaio_ptx.block_kernel, plus strict-IEEE
-    helpers and an optional .maxnreg."""
+class Kernel(kernel.Kernel):
+    """A 256-thread entry (a body may launch fewer threads), plus strict-IEEE
+    helpers."""
 
     def __init__(self, name, params, doc):
-        super().__init__(name, params, doc)
-        self.maxnreg = 0
-        self.block, self.min_ctas = BLOCK, 0    # a body may launch fewer threads
+        super().__init__(name, doc, params, BLOCK, shared=[])
         self.shared_fixed = 0                   # a body whose launch sizes a shared tail
         self.ring_stage = self.ring_stages = 0  # ... and a ring of up to ring_stages stages
 
@@ -127,21 +125,12 @@ class Kernel(BlockKernel):
         return self.r("min.s32", self.r("max.s32", i, str(lo)), str(hi))
 
     def text(self):
-        out = super().text()
-        if self.block != BLOCK or self.min_ctas:
-            launch = ".maxntid %d, 1, 1" % self.block
-            if self.min_ctas:    # caps ptxas at 65536 / (block * min_ctas) registers
-                launch += "\n.minnctapersm %d" % self.min_ctas
-            out = out.replace(".maxntid %d, 1, 1" % BLOCK, launch, 1)
         if self.block != BLOCK:    # the host launches what the PTX says (module_cache)
-            entry = ".visible .entry %s(" % self.name
             extra = " shared_fixed=%d" % self.shared_fixed if self.shared_fixed else ""
             if self.ring_stage:
                 extra += " ring_stage=%d ring_stages=%d" % (self.ring_stage, self.ring_stages)
-            out = out.replace(entry, "// kaio-launch: %s block=%d%s\n%s" % (self.name, self.block, extra, entry), 1)
-        if self.maxnreg:
-            out = out.replace("\n{\n", "\n.maxnreg %d\n{\n" % self.maxnreg, 1)
-        return out
+            self.annotations = ["// kaio-launch: %s block=%d%s" % (self.name, self.block, extra)]
+        return super().text()
 
 
 def ggml_nearest(k, v):

@@ -98,7 +98,7 @@ import sys
 from kaio_ptx import cli
 from kaio_ptx.control import cases
 from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
-from kaio_ptx.emitter import PtxEmitter
+from kaio_ptx.kernel import Kernel
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import preamble
 from kaio_ptx.warp import sum_warp_partials
@@ -129,19 +129,6 @@ DEFAULT_OPTS = {"b_ld": "ld.global.cg", "a_ld": "ld.global.nc"}
 # --------------------------------------------------------------------------
 # Kernel builder: virtual registers, labels, text.
 # --------------------------------------------------------------------------
-
-class Kernel(PtxEmitter):
-    def __init__(self, name, doc, block, cols, shared_decl):
-        self.name, self.doc, self.block, self.cols = name, doc, block, cols
-        self.shared_decl = shared_decl
-        super().__init__()
-
-    def text(self):
-        ann = ["// kaio-shared-bytes: %s 0" % self.name,
-               "// kaio-launch: %s block=%d cols_per_block=%d" % (self.name, self.block, self.cols)]
-        return self.entry_text(self.name, self.doc, ann, PARAMS,
-                               [".maxntid %d, 1, 1" % self.block], self.shared_decl)
-
 
 def log2(x):
     assert x > 0 and x & (x - 1) == 0, x
@@ -259,7 +246,7 @@ def gemv_kernel(dt, mt, cfg, opts):
 grid (ceil(N/%d), 1, 1), block (%d, 1, 1).""" % (
         name, mt, dt, "mma.sync" if engine == "mma" else "CUDA-core fma", X, nt, wk, SK, U,
         red_bytes, X, threads)
-    k = Kernel(name, doc, threads, X, ".shared .align 16 .b8 %s[%d]" % (sym, red_bytes))
+    k = Kernel(name, doc, PARAMS, threads, 0, X, shared=".shared .align 16 .b8 %s[%d]" % (sym, red_bytes))
 
     P = load_params(k, PARAMS, ("a", "b", "c"))
 

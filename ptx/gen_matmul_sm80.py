@@ -86,10 +86,11 @@ import sys
 from kaio_ptx import cli
 from kaio_ptx.control import cases
 from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
+from kaio_ptx.kernel import Kernel
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
-from kaio_ptx.sm80_gemm import (BM, BN, DEFAULT_OPTS, MT, NT, PARAMS, SMEM_SYM, STAGE_BYTES, SYNC_STAGES,
-                                TILE_BYTES, Kernel, Operand, main_loop)
+from kaio_ptx.sm80_gemm import (BLOCK, BM, BN, DEFAULT_OPTS, MT, NT, PARAMS, SMEM_SYM, STAGE_BYTES,
+                                SYNC_STAGES, TILE_BYTES, Operand, main_loop)
 
 HEADER = preamble(__file__, "7.0", "sm_80")
 
@@ -206,7 +207,7 @@ grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (
         name, la, "K x M" if la == "t" else "M x K", lb, "N x K" if lb == "t" else "K x N", dt,
         "cp.async.cg 16-byte copies" if variant == "async" else "ld.global.v4 -> st.shared",
         stages, STAGE_BYTES, "dynamic" if dyn else "static")
-    k = Kernel(name, doc, shared_decl, dyn)
+    k = Kernel(name, doc, PARAMS, BLOCK, dyn, shared=shared_decl)
     k.maxnreg = o["maxnreg"]
     mma = "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32" % (dt, dt)
 

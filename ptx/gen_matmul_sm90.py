@@ -149,7 +149,7 @@ Measured on an H100 80GB HBM3 (driver 580.159.04), through kaio_module_load_ptx
 
 import sys
 
-from kaio_ptx import cli
+from kaio_ptx import cli, tma
 from kaio_ptx.mbarrier import advance_ring
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.sm90 import Kernel
@@ -542,8 +542,7 @@ def matmul_kernel(dt, la, lb, cfg):
             rc = blk if roff == 0 else k.r("min.u32", k.r("add.u32", blk, roff),
                                            k.r("and.b32", last[op.tag], "0xFFFFFFF8"))
             coords = (kc, rc) if op.kmajor else (rc, kc)
-            k.op("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%s+%d], [%s, {%s, %s}], [%s]" % (stage, off0 + soff, tm, coords[0], coords[1], full))
+            tma.load(k, "%s+%d" % (stage, off0 + soff), tm, coords, full)
     advance_ring(k, s, ph, stages)
     k.op("add.u32 %s, %s, %d" % (kc, kc, bk))
     k.op("add.u32 %s, %s, 1" % (kt, kt))

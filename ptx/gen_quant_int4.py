@@ -76,7 +76,7 @@ import sys
 from kaio_ptx import cli
 from kaio_ptx.control import cases
 from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
-from kaio_ptx.emitter import PtxEmitter
+from kaio_ptx.kernel import Kernel
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import preamble
 from kaio_ptx.warp import sum_warp_partials
@@ -116,20 +116,6 @@ DQ_PARAMS = [(".u64", "qw"), (".u64", "ldqw"), (".u64", "qz"), (".u64", "ldqz"),
              (".u64", "ldsc"), (".u64", "w"), (".u64", "ldw"), (".u32", "n"), (".u32", "group"),
              (".u32", "xmask"), (".u32", "zoff")]
 DQ_BLOCK = 256
-
-
-class Kernel(PtxEmitter):
-    def __init__(self, name, doc, params, block, annotations, shared_decl=None, min_ctas=0):
-        self.name, self.doc, self.params, self.block = name, doc, params, block
-        self.annotations, self.shared_decl, self.min_ctas = annotations, shared_decl, min_ctas
-        super().__init__()
-
-    def text(self):
-        directives = [".maxntid %d, 1, 1" % self.block]
-        if self.min_ctas:    # caps ptxas at 65536 / (block * min_ctas) registers
-            directives.append(".minnctapersm %d" % self.min_ctas)
-        return self.entry_text(self.name, self.doc, self.annotations, self.params, directives,
-                               self.shared_decl)
 
 
 def null_safe(k, P, name):
@@ -188,8 +174,8 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
     ann = ["// kaio-shared-bytes: %s 0" % name,
            "// kaio-launch: %s block=%d cols_per_block=%d" % (name, threads, X)]
     params, per_proj = (GEMV_PARAMS, PER_PROJ) if i4 else (GEMV8_PARAMS, PER_PROJ8)
-    k = Kernel(name, doc, params, threads, ann, ".shared .align 16 .b8 %s[%d]" % (sym, red_bytes),
-               contig.min_ctas if contig else 0)
+    k = Kernel(name, doc, params, threads, annotations=ann,
+               shared=".shared .align 16 .b8 %s[%d]" % (sym, red_bytes), min_ctas=contig.min_ctas if contig else 0)
     pnames = ("qw", "qz", "sc", "out") if i4 else ("w", "sc", "out")
     ptrs = ["x"] + ["%s_%s" % (nm, p) for p in PROJ for nm in pnames]
     P = load_params(k, params, ptrs)
@@ -456,7 +442,7 @@ Host guarantees: N %% 8 == 0, ldw %% 8 == 0, w 16-byte aligned (plus matmul_int4
 grid (ceil(N / %d), K / 8, 1), block (%d, 1, 1).""" % (name, dt, DQ_COLS, per_block, DQ_BLOCK)
     ann = ["// kaio-shared-bytes: %s 0" % name,
            "// kaio-launch: %s block=%d cols_per_block=%d" % (name, DQ_BLOCK, per_block)]
-    k = Kernel(name, doc, DQ_PARAMS, DQ_BLOCK, ann)
+    k = Kernel(name, doc, DQ_PARAMS, DQ_BLOCK, annotations=ann)
     P = load_params(k, DQ_PARAMS, ("qw", "qz", "sc", "w"))
     null_safe(k, P, "qz")
     cst = constants(k, dt)
@@ -513,7 +499,7 @@ Thread: r = ctaid.x * %d + tid.x (r < rows), c = ctaid.y; coalesced stores.
 grid (ceil(rows / %d), cols, 1), block (%d, 1, 1).""" % (name, DQ_BLOCK, DQ_BLOCK, DQ_BLOCK)
     ann = ["// kaio-shared-bytes: %s 0" % name,
            "// kaio-launch: %s block=%d cols_per_block=%d" % (name, DQ_BLOCK, DQ_BLOCK)]
-    k = Kernel(name, doc, TR_PARAMS, DQ_BLOCK, ann)
+    k = Kernel(name, doc, TR_PARAMS, DQ_BLOCK, annotations=ann)
     P = load_params(k, TR_PARAMS, ("src", "dst"))
     r = k.r("mad.lo.u32", k.r("mov.u32", "%ctaid.x"), DQ_BLOCK, k.r("mov.u32", "%tid.x"))
     k.op("@%s ret" % k.p("setp.ge.u32", r, P["rows"]))

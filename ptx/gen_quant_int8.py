@@ -43,6 +43,7 @@ import sys
 from kaio_ptx import cli, sm80_gemm as mm
 from kaio_ptx.control import cases
 from kaio_ptx.dtypes import I32, OUT_DTYPES, store_f32_as
+from kaio_ptx.kernel import Kernel
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
 
@@ -114,7 +115,7 @@ def int8_kernel():
 %s: C = scale(A * B^T), A M x K s8, B N x K s8, exact s32 accumulation.
 cp.async.cg 16-byte copies; %d shared stages of %d bytes (dynamic).
 grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (name, stages, mm.STAGE_BYTES)
-    k = mm.Kernel(name, doc, None, dyn, PARAMS)
+    k = Kernel(name, doc, PARAMS, mm.BLOCK, dyn)
     P = load_params(k, PARAMS, ("a", "b", "c", "sa", "sb"))
     # A null scale vector stays null (cvta of 0 is not 0 in general).
     for s in ("sa", "sb"):

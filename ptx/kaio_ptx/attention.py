@@ -2,28 +2,18 @@
 their 128-thread entry with launch annotations, the (batch, head) split of
 the grid, BSHD addressing, masking, key-block counts and the row stores."""
 
+from kaio_ptx import kernel
 from kaio_ptx.control import cases
 from kaio_ptx.dtypes import OUT_DTYPES
-from kaio_ptx.emitter import PtxEmitter
 from kaio_ptx.mma import pack
 
 
-class Kernel(PtxEmitter):
-    """An entry with kaio-shared-bytes and kaio-launch annotations; threads
-    (128 unless set) is the block size, directives extra lines after .maxntid."""
+class Kernel(kernel.Kernel):
+    """An entry with both launch annotations, 128 threads unless block is
+    changed."""
 
     def __init__(self, name, doc, params, shared_bytes, rows_per_cta):
-        super().__init__()
-        self.name, self.doc, self.params = name, doc, params
-        self.shared_bytes, self.rows_per_cta = shared_bytes, rows_per_cta
-        self.threads = 128
-        self.directives = []
-
-    def text(self):
-        ann = ["// kaio-shared-bytes: %s %d" % (self.name, self.shared_bytes),
-               "// kaio-launch: %s block=%d cols_per_block=%d" % (self.name, self.threads, self.rows_per_cta)]
-        return self.entry_text(self.name, self.doc, ann, self.params,
-                               [".maxntid %d, 1, 1" % self.threads] + self.directives)
+        super().__init__(name, doc, params, 128, shared_bytes, rows_per_cta)
 
     def zero_f(self, regs):
         for reg in regs:

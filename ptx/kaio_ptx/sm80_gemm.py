@@ -5,7 +5,6 @@ XOR-swizzled tiles and read with ldmatrix.  The design is described in
 ptx/gen_matmul_sm80.py's docstring."""
 
 from kaio_ptx import cp_async
-from kaio_ptx.emitter import PtxEmitter
 from kaio_ptx.mma import ldmatrix_x4
 
 BLOCK = 256                 # blockDim (256, 1, 1)
@@ -22,22 +21,6 @@ SMEM_SYM = "kaio_mm_smem"
 PARAMS = [(".u64", "a"), (".u64", "b"), (".u64", "c"), (".u32", "m"), (".u32", "n"),
           (".u32", "k"), (".u64", "lda"), (".u64", "ldb"), (".u64", "ldc"),
           (".f32", "alpha"), (".f32", "beta"), (".u32", "out_dtype")]
-
-
-class Kernel(PtxEmitter):
-    def __init__(self, name, doc, shared_decl, shared_bytes, params=PARAMS):
-        self.name, self.doc = name, doc
-        self.shared_decl, self.shared_bytes = shared_decl, shared_bytes
-        self.params = params
-        super().__init__()
-
-    def text(self):
-        directives = [".maxntid %d, 1, 1" % BLOCK]
-        if getattr(self, "maxnreg", 0):
-            directives.append(".maxnreg %d" % self.maxnreg)
-        return self.entry_text(self.name, self.doc,
-                               ["// kaio-shared-bytes: %s %d" % (self.name, self.shared_bytes)],
-                               self.params, directives, self.shared_decl)
 
 
 class Operand:

@@ -93,6 +93,8 @@ Q4_K f32 4096 x 14336 20.7-20.9 -> 18.7-18.8 us, 3584 x 18944 24.1-24.5 ->
 
 import collections
 
+from kaio_ptx import mbarrier
+from kaio_ptx.control import skip_if
 import kquant_stream_act as act_prep
 import kquant_stream_q8 as q8
 from kquant_mma import BLOCK_BYTES, BLOCK_ELEMS, UNITS_PER_BLOCK, Ctx, compute_block, load_block, store_row_sums
@@ -194,16 +196,14 @@ def stream_matvec(k, p, fmt, dt):
         never stored)."""
         return k.r("min.u32", k.r("add.u32", first, r), nlast)
 
-    init_done = k.label("init_done")
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, "0"), init_done))
-    for s in range(MAX_STAGES):
-        k.op("mbarrier.init.shared::cta.b64 [%s+%d], 1" % (full, 8 * s))
-        k.op("mbarrier.init.shared::cta.b64 [%s+%d], %d" % (empty, 8 * s, 32 * CONSUMERS))
-    k.op("mbarrier.init.shared::cta.b64 [%s], 1" % act_bar)
-    for m in range(8):
-        k.op("st.shared.b32 [%s+%d], 0" % (prep, 4 * m))
-    k.op("fence.mbarrier_init.release.cluster")
-    k.place(init_done)
+    with skip_if(k, k.p("setp.ne.u32", tid, "0"), "init_done"):
+        for s in range(MAX_STAGES):
+            k.op("mbarrier.init.shared::cta.b64 [%s+%d], 1" % (full, 8 * s))
+            k.op("mbarrier.init.shared::cta.b64 [%s+%d], %d" % (empty, 8 * s, 32 * CONSUMERS))
+        k.op("mbarrier.init.shared::cta.b64 [%s], 1" % act_bar)
+        for m in range(8):
+            k.op("st.shared.b32 [%s+%d], 0" % (prep, 4 * m))
+        k.op("fence.mbarrier_init.release.cluster")
     k.op("bar.sync 0")
 
     def next_slot(slot, parity):
@@ -215,11 +215,7 @@ def stream_matvec(k, p, fmt, dt):
 
     def wait(bar, slot, parity):
         addr = k.r("mad.lo.u32", slot, "8", bar)
-        spin = k.label("spin")
-        k.place(spin)
-        ready = k.reg("p")
-        k.op("mbarrier.try_wait.parity.shared::cta.b64 %s, [%s], %s" % (ready, addr, parity))
-        k.op("@!%s bra %s" % (ready, spin))
+        mbarrier.wait(k, addr, parity, "spin")
         return addr
 
     consumer = k.label("consumer")

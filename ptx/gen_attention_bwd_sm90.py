@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Generate libkaio's sm_90a (Hopper) FlashAttention backward: TMA + wgmma.
 
-    python3 ptx/gen_attention_bwd_sm90.py          # write ptx/attention_bwd_sm90.ptx
-    python3 ptx/gen_attention_bwd_sm90.py --check  # exit 1 if the committed file is stale
+    python3 ptx/gen_attention_bwd_sm90.py --out-dir DIR  # write DIR/attention_bwd_sm90.ptx
 
 Kernels, dt in {f16, bf16}, D in {64, 128}:
   kaio_attn_bwd_dq_sm90_<dt>_d<D>    dQ over blocks of 128 query rows

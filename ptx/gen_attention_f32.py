@@ -2,8 +2,7 @@
 """Generate libkaio's f32 single-head FlashAttention kernels (KAIO's attention_flash
 family): plain f32 FMA on the CUDA cores, no tensor cores, no 16-bit rounding.
 
-    python3 ptx/gen_attention_f32.py          # write ptx/attention_f32.ptx
-    python3 ptx/gen_attention_f32.py --check  # exit 1 if the committed file differs
+    python3 ptx/gen_attention_f32.py --out-dir DIR  # write DIR/attention_f32.ptx
 
 Tensors are row-major f32 [S, D] (row strides ld* in elements, any value >= D),
 self-attention (one sequence length S), scale 1/sqrt(D) given by the host,

@@ -2,8 +2,7 @@
 """Generate libkaio's tensor-core f32 single-head flash attention, forward
 and backward (kaio_attention_flash* for head dims D <= 128).
 
-    python3 ptx/gen_attention_f32_tc.py          # write ptx/attention_f32_tc.ptx
-    python3 ptx/gen_attention_f32_tc.py --check  # exit 1 if the committed file differs
+    python3 ptx/gen_attention_f32_tc.py --out-dir DIR  # write DIR/attention_f32_tc.ptx
 
 Why tensor cores: the CUDA-core kernels (gen_attention_f32.py) are bound by
 shared-memory loads per FMA and ran the backward at 0.55x PyTorch's f32 math

@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Generate libkaio's sm_80 FlashAttention-2-style kernels (mma.sync m16n8k16).
 
-    python3 ptx/gen_attention_sm80.py          # write ptx/attention_fwd_sm80.ptx, ptx/attention_bwd_sm80.ptx
-    python3 ptx/gen_attention_sm80.py --check  # exit 1 if a committed file differs from a fresh run
+    python3 ptx/gen_attention_sm80.py --out-dir DIR  # write DIR/attention_fwd_sm80.ptx, DIR/attention_bwd_sm80.ptx
 
 Only the Python standard library is used; the output depends on nothing but this
 file and ptx/kaio_ptx.

@@ -2,8 +2,7 @@
 """Generate libkaio's sm_90a (Hopper) FlashAttention forward: TMA + wgmma,
 a producer warpgroup and two consumer warpgroups, FlashAttention-3 style.
 
-    python3 ptx/gen_attention_sm90.py          # write ptx/attention_fwd_sm90.ptx
-    python3 ptx/gen_attention_sm90.py --check  # exit 1 if the committed file is stale
+    python3 ptx/gen_attention_sm90.py --out-dir DIR  # write DIR/attention_fwd_sm90.ptx
 
 Kernels: kaio_attn_fwd_sm90_<dt>_d<D>, dt in {f16, bf16}, D in {64, 128}.
 Same contract as the sm_80 forward (ptx/gen_attention_sm80.py: BSHD tensors,

@@ -1,14 +1,13 @@
 #!/usr/bin/env python3
 """Generate libkaio's elementwise and row-wise PTX kernels.
 
-    python3 ptx/gen_elementwise.py          # write ptx/elementwise.ptx and ptx/rows.ptx
-    python3 ptx/gen_elementwise.py --check  # exit 1 if a committed file differs from a fresh run
+    python3 ptx/gen_elementwise.py --out-dir DIR  # write DIR/elementwise.ptx and DIR/rows.ptx
     python3 ptx/gen_elementwise.py --refit  # re-derive the gelu_erf polynomial tables and print them
 
 Every op exists for three dtypes and for several memory paths (16-byte vectors,
 scalars, a tail); generating them keeps the arithmetic written once per op, so
 the dtype variants cannot drift apart. Only the Python standard library is used
-and the output depends on nothing but this file and ptx/kaio_ptx, so --check is
+and the output depends on nothing but this file and ptx/kaio_ptx, so the build is
 reproducible.
 
 Conventions of the emitted PTX: .version 7.0 / .target sm_80 (loadable by any

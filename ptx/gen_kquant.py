@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Generate libkaio's GGUF k-quant kernels (Q8_0, Q4_K, Q5_K, Q6_K).
 
-    python3 ptx/gen_kquant.py          # write ptx/kquant_quantize.ptx and ptx/kquant_dequant.ptx
-    python3 ptx/gen_kquant.py --check  # exit 1 if a committed file differs from a fresh run
+    python3 ptx/gen_kquant.py --out-dir DIR  # write DIR/kquant_{quantize,dequant,stream_sm90}.ptx
 
 Byte layouts and the two reference algorithms (GGML: ggml's current
 quantize_row_*_ref; CANDLE: candle's QTensor::quantize) are summarised in

@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
 """Generate libkaio's small-M ("decode") matmul kernels: C = alpha * A * B^T + beta * C.
 
-    python3 ptx/gen_matmul_gemv.py          # write ptx/matmul_gemv.ptx
-    python3 ptx/gen_matmul_gemv.py --check  # exit 1 if the committed file differs from a fresh run
+    python3 ptx/gen_matmul_gemv.py --out-dir DIR  # write DIR/matmul_gemv.ptx
 
 Only the Python standard library is used and the output depends on nothing but
-this file and ptx/kaio_ptx, so --check is reproducible.
+this file and ptx/kaio_ptx, so the build is reproducible.
 
 Kernels: kaio_matmul_gemv_<in>_m<MT>, in in {f16, bf16}, MT in {1, 2, 4, 8, 16}
 (the rows of A one kernel handles; the host picks the smallest MT >= M).

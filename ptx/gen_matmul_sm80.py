@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
 """Generate libkaio's sm_80 tensor-core matmul kernels (mma.sync, no wgmma).
 
-    python3 ptx/gen_matmul_sm80.py          # write ptx/matmul_sm80_sync.ptx and ptx/matmul_sm80_async.ptx
-    python3 ptx/gen_matmul_sm80.py --check  # exit 1 if a committed file differs from a fresh run
+    python3 ptx/gen_matmul_sm80.py --out-dir DIR  # write DIR/matmul_sm80_sync.ptx and DIR/matmul_sm80_async.ptx
 
 Only the Python standard library is used and the output depends on nothing but
-this file and ptx/kaio_ptx, so --check is reproducible.
+this file and ptx/kaio_ptx, so the build is reproducible.
 
 Kernels: kaio_matmul_sm80_<variant>_<in>_<la><lb>, variant in {sync, async},
 in in {f16, bf16}, la, lb in {n, t}; 8 per file.

@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
 """Generate libkaio's sm_90a (Hopper) tensor-core matmul kernels: TMA + wgmma.
 
-    python3 ptx/gen_matmul_sm90.py          # write ptx/matmul_sm90.ptx
-    python3 ptx/gen_matmul_sm90.py --check  # exit 1 if the committed file differs from a fresh run
+    python3 ptx/gen_matmul_sm90.py --out-dir DIR  # write DIR/matmul_sm90.ptx
 
 Only the Python standard library is used and the output depends on nothing but
-this file and ptx/kaio_ptx, so --check is reproducible.
+this file and ptx/kaio_ptx, so the build is reproducible.
 
 Kernels: kaio_matmul_sm90_<in>_<la><lb>[_n128], in in {f16, bf16}, la, lb in
 {n, t}; 16 entries: CTA tiles 128 x 256, and 128 x 128 (_n128, 6 stages) for

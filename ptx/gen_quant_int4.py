@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Generate libkaio's W4A16 kernels for GPTQ-packed weights.
 
-    python3 ptx/gen_quant_int4.py          # write ptx/quant_int4.ptx
-    python3 ptx/gen_quant_int4.py --check  # exit 1 if the committed file differs from a fresh run
+    python3 ptx/gen_quant_int4.py --out-dir DIR  # write DIR/quant_int4.ptx
 
 The weight format (GPTQ checkpoints) for a logical K x N weight W:
   qweight u32 [K/8, N] row-major: W(k, n) is nibble k % 8 (bits 4(k%8)..+3)

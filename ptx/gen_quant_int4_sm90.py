@@ -2,8 +2,7 @@
 """Generate libkaio's sm_90a W4A16 prefill kernel: GPTQ weights dequantized in
 registers straight into wgmma, no dequantized copy in memory.
 
-    python3 ptx/gen_quant_int4_sm90.py          # write ptx/quant_int4_sm90.ptx
-    python3 ptx/gen_quant_int4_sm90.py --check  # exit 1 if the committed file is stale
+    python3 ptx/gen_quant_int4_sm90.py --out-dir DIR  # write DIR/quant_int4_sm90.ptx
 
 Kernels: kaio_int4_mm_sm90_<dt>_m<BM>, dt in {f16, bf16} (activations and
 scales), BM in {256, 128} activation rows per CTA, and kaio_int4_mm_sm90_<dt>_

@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Generate libkaio's W8A8 matmul kernel: C = scale(A_s8 * B_s8^T), s32 accumulation.
 
-    python3 ptx/gen_quant_int8.py          # write ptx/quant_int8.ptx
-    python3 ptx/gen_quant_int8.py --check  # exit 1 if the committed file differs from a fresh run
+    python3 ptx/gen_quant_int8.py --out-dir DIR  # write DIR/quant_int8.ptx
 
 Kernel: kaio_matmul_int8_sm80_async.
 

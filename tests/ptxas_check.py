@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Assemble hand-written PTX with ptxas and report per-kernel resources.
 
-    python3 tests/ptxas_check.py ptx examples      # directories: every *.ptx below them
-    python3 tests/ptxas_check.py ptx/rows.ptx      # or files
+    python3 tests/ptxas_check.py build/ptx examples   # directories: every *.ptx below them
+    python3 tests/ptxas_check.py build/ptx/rows.ptx   # or files
+
+The ptxas test runs it on examples/; the built-in modules are checked by
+ptx/lock.py (the ptx-lock test), which calls check_all here.
 
 For each file: require a .version and a .target line, run
 `ptxas -arch=<target> -v -o /dev/null <file>`, and print one line per kernel

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Write every built-in PTX module into one folder, for reading, for the
+emulators and for ptxas.
+
+    python3 ptx/generate.py DIR
+
+Runs every ptx/gen_*.py with --out-dir DIR (in parallel) and copies the
+hand-written modules (the .ptx files kept in ptx/).  The build does the same
+per generator (ptx/meson.build), into <build>/ptx."""
+
+import concurrent.futures
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def generators():
+    return sorted(glob.glob(os.path.join(HERE, "gen_*.py")))
+
+
+def hand_written():
+    return sorted(glob.glob(os.path.join(HERE, "*.ptx")))
+
+
+def generate(out_dir):
+    """Writes every module into out_dir; returns the failures' messages."""
+    os.makedirs(out_dir, exist_ok=True)
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+
+    def run(gen):
+        proc = subprocess.run([sys.executable, gen, "--out-dir", out_dir], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        return None if proc.returncode == 0 else "%s exited %d\n%s" % (gen, proc.returncode, proc.stdout)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        failures = [m for m in pool.map(run, generators()) if m]
+    for path in hand_written():
+        shutil.copyfile(path, os.path.join(out_dir, os.path.basename(path)))
+    return failures
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
+        return 2
+    failures = generate(argv[1])
+    for m in failures:
+        print(m, file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,5 +1,5 @@
 // Every built-in module, as the library stores it (deflated by
-// src/kernels/embed_ptx.py), inflates back to its ptx/ file byte for byte,
+// src/kernels/embed_ptx.py), inflates back to its <build>/ptx file byte for byte,
 // twice (the second call returns the text inflated by the first), and an
 // unknown name gives nullptr.
 //   usage: embedded_ptx_test FILE.ptx...

@@ -3,7 +3,7 @@
 by tests/ptx_lockstep.py, against C = A · dequant(W)^T in doubles, with W's
 dequantization written here from ggml's block layouts (dequantize_row_*).
 
-    python3 tests/kquant_mma_emulated.py ptx/kquant_dequant.ptx
+    python3 tests/kquant_mma_emulated.py build/ptx/kquant_dequant.ptx
 
 Random block bytes (every bit pattern is a valid block; only d, dmin are
 set to small finite f16), f16 or bf16 A with a padded row stride, odd N, M

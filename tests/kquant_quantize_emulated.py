@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The k-quant quantize kernels (ptx/kquant_quantize.ptx, from
+"""The k-quant quantize kernels (kquant_quantize.ptx, built by
 ptx/gen_kquant.py) run on the host against the C++ reference, byte for byte.
 
-    python3 tests/kquant_quantize_emulated.py ptx/kquant_quantize.ptx KQUANT_REF_TOOL [--quick]
+    python3 tests/kquant_quantize_emulated.py build/ptx/kquant_quantize.ptx KQUANT_REF_TOOL [--quick]
 
 KQUANT_REF_TOOL is tests/kquant_ref_tool (built by meson): it writes the
 test inputs (tests/support/kquant_inputs: every distribution, the edges of

@@ -3,7 +3,7 @@
 by tests/ptx_lockstep.py's Cta (divergent lanes, mbarriers, bulk copies,
 named barriers), against C = A · dequant(W)^T in doubles.
 
-    python3 tests/kquant_stream_emulated.py ptx/kquant_stream_sm90.ptx
+    python3 tests/kquant_stream_emulated.py build/ptx/kquant_stream_sm90.ptx
 
 Every format (Q8_0, Q4_K, Q5_K, Q6_K) with f16, bf16 and f32 A: random block
 bytes (only the f16 scales set to small finite values), A rows padded with

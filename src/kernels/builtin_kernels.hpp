@@ -1,5 +1,5 @@
-// The kernels libkaio ships, by module. Modules are the PTX files in ptx/,
-// embedded at build time; each loads once per device, on first use.
+// The kernels libkaio ships, by module. Modules are the PTX files the build
+// generates from ptx/ (ptx/meson.build), embedded; each loads once per device, on first use.
 #pragma once
 
 #include <cstddef>

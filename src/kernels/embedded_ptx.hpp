@@ -22,7 +22,7 @@ struct EmbeddedModule {
 extern const EmbeddedModule kEmbeddedModules[];
 extern const size_t kEmbeddedModuleCount;
 
-// Module `name` (a file stem in ptx/), or nullptr.
+// Module `name` (a file stem in <build>/ptx/), or nullptr.
 const EmbeddedModule *embedded_module(const char *name);
 
 // The PTX of module `name`, or nullptr when there is no such module (or,

@@ -3,6 +3,7 @@
 emulators and for ptxas.
 
     python3 ptx/generate.py DIR
+    python3 ptx/generate.py --check-meson   # every generator and module is in ptx/meson.build
 
 Runs every ptx/gen_*.py with --out-dir DIR (in parallel) and copies the
 hand-written modules (the .ptx files kept in ptx/).  The build does the same
@@ -43,7 +44,24 @@ def generate(out_dir):
     return failures
 
 
+def unlisted():
+    """The ptx/*.py and kaio_ptx/*.py files ptx/meson.build does not name:
+    it cannot glob, and a file missing there would not rebuild the PTX."""
+    with open(os.path.join(HERE, "meson.build"), encoding="utf-8") as fh:
+        text = fh.read()
+    names = [os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, "*.py"))
+             + glob.glob(os.path.join(HERE, "kaio_ptx", "*.py"))]
+    tools = {"generate.py", "lock.py", os.path.join("kaio_ptx", "renumber.py")}
+    return sorted(n for n in names if n not in tools and "'%s'" % n not in text)
+
+
 def main(argv):
+    if argv[1:] == ["--check-meson"]:
+        missing = unlisted()
+        for n in missing:
+            print("FAIL: ptx/%s is not in ptx/meson.build: add it to kaio_ptx_lib, kquant_family "
+                  "or ptx_generators" % n)
+        return 1 if missing else 0
     if len(argv) != 2:
         print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
         return 2

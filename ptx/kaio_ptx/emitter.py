@@ -3,6 +3,8 @@ type, labels, and one-line helpers that allocate a destination register.
 A generator's kernel class subclasses it (or one of the library's kernel
 classes) and produces its text with entry_text()."""
 
+from kaio_ptx import manifest
+
 
 class PtxEmitter:
     REG_TYPES = (("p", ".pred"), ("h", ".b16"), ("r", ".b32"), ("f", ".f32"), ("rd", ".b64"))
@@ -58,6 +60,7 @@ class PtxEmitter:
         """The .entry: doc comment, annotation lines, parameters, directives
         (".maxntid ..."), register declarations, shared declaration(s): one
         string or a list, body."""
+        manifest.record_entry(name, annotations, directives)
         out = ["// " + line if line else "//" for line in doc.strip("\n").split("\n")]
         out += annotations
         out.append(".visible .entry %s(" % name)

@@ -1,6 +1,7 @@
 """The kernel class most generators use: one .entry whose launch facts are
 fields a body may still change until text() is called."""
 
+from kaio_ptx import manifest
 from kaio_ptx.emitter import PtxEmitter
 
 
@@ -11,11 +12,13 @@ class Kernel(PtxEmitter):
     annotations: more comment lines after those.  min_ctas: .minnctapersm
     (caps ptxas at 65536 / (block * min_ctas) registers); maxnreg: .maxnreg;
     directives: more lines after those.  shared: static shared declarations
-    (one string or a list)."""
+    (one string or a list).  keys: the entry's selector keys for the
+    manifest (kaio_ptx/manifest.py)."""
 
     def __init__(self, name, doc, params, block, shared_bytes=None, cols_per_block=None,
-                 annotations=None, shared=None, min_ctas=0):
+                 annotations=None, shared=None, min_ctas=0, keys=None):
         super().__init__()
+        manifest.keys(name, **(keys or {}))
         self.name, self.doc, self.params, self.block = name, doc, params, block
         self.shared_bytes, self.cols_per_block = shared_bytes, cols_per_block
         self.annotations = annotations or []

@@ -1,0 +1,76 @@
+"""The kernel manifest (issue 20, item 2, first step): per entry, the launch
+facts the host needs, as data, written by a generator's --manifest FILE.
+
+Today the facts come from what every entry already passes to
+PtxEmitter.entry_text (its directives and its kaio-* annotation lines, which
+this reads here, at generation time) plus keys a generator adds with keys();
+next, generators pass the facts as fields and the build turns the manifests
+into the C++ kernel table (see ptx/kaio_ptx/README.md, "The manifest")."""
+
+import re
+
+_entries = {}  # entry name -> facts, in generation order
+
+_DIRECTIVE = re.compile(r"^\.(maxntid|reqntid|reqnctapercluster)\s+([\d,\s]+)$")
+_ANNOTATION = re.compile(r"^// kaio-([a-z-]+): (\S+) ?(.*)$")
+
+
+def _dims(text):
+    dims = [int(x) for x in text.replace(" ", "").split(",") if x]
+    return dims + [1] * (3 - len(dims))
+
+
+def _fields(text):
+    """'a=1 b=2,3 c=x' -> {'a': 1, 'b': [2, 3], 'c': 'x'}."""
+    out = {}
+    for item in text.split():
+        key, _, value = item.partition("=")
+        parts = value.split(",")
+        values = [int(p) if re.fullmatch(r"-?\d+", p) else p for p in parts]
+        out[key] = values[0] if len(values) == 1 else values
+    return out
+
+
+def record_entry(name, annotations, directives):
+    """Called by PtxEmitter.entry_text for every entry."""
+    facts = _entries.setdefault(name, {"entry": name, "keys": {}})
+    facts.update(block=None, cluster=[1, 1, 1], dynamic_shared_bytes=0, tma=[], launch={})
+    for line in directives:
+        m = _DIRECTIVE.match(line.strip())
+        if m:
+            key = "cluster" if m.group(1) == "reqnctapercluster" else "block"
+            facts[key] = _dims(m.group(2))
+    for line in annotations:
+        m = _ANNOTATION.match(line.strip())
+        if not m or m.group(2) != name:
+            continue
+        tag, rest = m.group(1), m.group(3)
+        if tag == "shared-bytes":
+            facts["dynamic_shared_bytes"] = int(rest)
+        elif tag == "tma":
+            param, _, fields = rest.partition(" ")
+            facts["tma"].append(dict(param=param, **_fields(fields)))
+        elif tag == "launch":
+            facts["launch"] = _fields(rest)
+
+
+def keys(name, **values):
+    """The selector keys of entry name (dtype, transposes, head_dim, tile,
+    row bucket, variant, ...), as the generator's loops know them."""
+    _entries.setdefault(name, {"entry": name, "keys": {}})["keys"].update(values)
+
+
+def take(files, family):
+    """The manifest of one generator run: every recorded entry with the
+    module (output file stem) whose text defines it, then the record is
+    cleared.  files: {file name: text}."""
+    where = {}
+    for fname, text in files.items():
+        for m in re.finditer(r"^(?:\.visible\s+)?\.entry\s+(\w+)", text, re.M):
+            where[m.group(1)] = fname[:-len(".ptx")]
+    out = []
+    for name, facts in _entries.items():
+        if name in where:
+            out.append(dict(facts, module=where[name], family=family))
+    _entries.clear()
+    return sorted(out, key=lambda f: (f["module"], f["entry"]))

@@ -206,7 +206,8 @@ grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (
         name, la, "K x M" if la == "t" else "M x K", lb, "N x K" if lb == "t" else "K x N", dt,
         "cp.async.cg 16-byte copies" if variant == "async" else "ld.global.v4 -> st.shared",
         stages, STAGE_BYTES, "dynamic" if dyn else "static")
-    k = Kernel(name, doc, PARAMS, BLOCK, dyn, shared=shared_decl)
+    k = Kernel(name, doc, PARAMS, BLOCK, dyn, shared=shared_decl,
+               keys={"variant": variant, "dtype": dt, "trans_a": la == "t", "trans_b": lb == "t"})
     k.maxnreg = o["maxnreg"]
     mma = "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32" % (dt, dt)
 

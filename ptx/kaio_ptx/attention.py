@@ -12,8 +12,8 @@ class Kernel(kernel.Kernel):
     """An entry with both launch annotations, 128 threads unless block is
     changed."""
 
-    def __init__(self, name, doc, params, shared_bytes, rows_per_cta):
-        super().__init__(name, doc, params, 128, shared_bytes, rows_per_cta)
+    def __init__(self, name, doc, params, shared_bytes, rows_per_cta, keys=None):
+        super().__init__(name, doc, params, 128, shared_bytes, rows_per_cta, keys=keys)
 
     def zero_f(self, regs):
         for reg in regs:

@@ -46,7 +46,7 @@ consumer warp).
 
 import sys
 
-from kaio_ptx import cli, tma
+from kaio_ptx import cli, manifest, tma
 from kaio_ptx.attention import bh_split, key_blocks, mask_tile, out_base, store_rows
 from kaio_ptx.literals import NEG_LOG2E
 from kaio_ptx.mbarrier import advance_ring
@@ -221,6 +221,7 @@ def zero(k, regs):
 
 def dq_kernel(dt, d):
     name = "kaio_attn_bwd_dq_sm90_%s_d%d" % (dt, d)
+    manifest.keys(name, **{"pass": "bwd_dq", "dtype": dt, "head_dim": d})
     L = Layout(d, 3)
     k = Kernel()
     P = load_params(k, DQ_SCALARS, ("lse", "dv", "grad"))
@@ -306,6 +307,7 @@ def dq_kernel(dt, d):
 
 def dkdv_kernel(dt, d):
     name = "kaio_attn_bwd_dkdv_sm90_%s_d%d" % (dt, d)
+    manifest.keys(name, **{"pass": "bwd_dkdv", "dtype": dt, "head_dim": d})
     L = Layout(d, 2)
     k = Kernel()
     P = load_params(k, DKDV_SCALARS, ("lse", "dv", "grad_a", "grad_b"))

@@ -28,7 +28,7 @@ reading one column each (P.V accumulation) both hit 32 distinct banks.
 
 import sys
 
-from kaio_ptx import cli
+from kaio_ptx import cli, manifest
 from kaio_ptx.attention import Kernel
 from kaio_ptx.literals import LN2, LOG2E, NEG_INF, NEG_LOG2E
 from kaio_ptx.params import load_params
@@ -255,6 +255,7 @@ GROUPS = 2
 
 def kernel(kind, dm, params, smem):
     name = "kaio_attn_f32_%s_d%d" % (kind, dm)
+    manifest.keys(name, **{"pass": kind, "head_dim": dm})
     doc = ("%s: f32 single-head attention %s, head dim <= %d, 32 rows per CTA, %d groups of 4 warps."
            % (name, kind, dm, GROUPS))
     k = Kernel(name, doc, params, smem, TILE)

@@ -60,7 +60,7 @@ R B operand's scalar loads (rows 2t, 2t+1, column g) hit 32 distinct banks.
 
 import sys
 
-from kaio_ptx import cli, cp_async
+from kaio_ptx import cli, cp_async, manifest
 from kaio_ptx.attention import Kernel
 from kaio_ptx.literals import LN2, LOG2E, NEG_INF, NEG_LOG2E, ZERO
 from kaio_ptx.mma import ldmatrix_x4
@@ -299,6 +299,7 @@ def kernel(name, doc, smem, cols, threads):
 
 def rowsum():
     name = "kaio_attn_f32_rowsum"
+    manifest.keys(name, **{"pass": "bwd_pre"})
     k = Kernel(name, name + ": Dv_i = sum_d dO_id O_id into dq[i, 0], one warp per row.",
                X3_PARAMS, 0, 8)
     k.block = 256
@@ -509,6 +510,7 @@ def backward_kernel(kind, dm):
     nacc = 2 if is_kv else 1
     nregs = dm // 2                                    # C registers per 16 x DM accumulator
     name = "kaio_attn_f32x3_%s_d%d" % (kind, dm)
+    manifest.keys(name, **{"pass": kind, "head_dim": dm})
     doc = ("%s: f32 single-head attention backward (%s), head dim <= %d, split-TF32 mma.sync,\n"
            "32 rows per CTA, %d groups of 2 warps, %d tile buffer(s) per group."
            % (name, "dK, dV" if is_kv else "dQ", dm, groups, nbuf))
@@ -634,6 +636,7 @@ def forward_kernel(dm):
     groups, nbuf = SHAPES["fwd"]
     nregs = dm // 2
     name = "kaio_attn_f32x3_fwd_d%d" % dm
+    manifest.keys(name, **{"pass": "fwd", "head_dim": dm})
     doc = ("%s: f32 single-head attention forward, head dim <= %d, split-TF32 mma.sync,\n"
            "32 query rows per CTA, %d groups of 2 warps, %d tile buffer(s) per group."
            % (name, dm, groups, nbuf))

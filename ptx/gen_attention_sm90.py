@@ -65,7 +65,7 @@ Design
 
 import sys
 
-from kaio_ptx import cli, tma
+from kaio_ptx import cli, manifest, tma
 from kaio_ptx.attention import bh_split, key_blocks, mask_tile, out_base, store_rows
 from kaio_ptx.literals import LN2, NEG_INF
 from kaio_ptx.mbarrier import advance_ring
@@ -363,6 +363,7 @@ class Consumer:
 
 def fwd_kernel(dt, d):
     name = "kaio_attn_fwd_sm90_%s_d%d" % (dt, d)
+    manifest.keys(name, **{"pass": "fwd", "dtype": dt, "head_dim": d})
     L = Layout(d)
     k = Kernel()
     P = load_params(k, SCALARS, ("o", "lse"))

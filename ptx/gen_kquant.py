@@ -67,7 +67,7 @@ this file and ptx/kaio_ptx.
 
 import sys
 
-from kaio_ptx import cli, kernel
+from kaio_ptx import cli, kernel, manifest
 from kaio_ptx.literals import INF, ONE, ZERO, f32
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import preamble
@@ -1148,7 +1148,9 @@ MODES = ("ggml", "candle")
 MTS = (1, 2, 4, 8)
 
 
-def kernel(name, params, doc, body, *args, shared_bytes=0):
+def kernel(name, params, doc, body, *args, shared_bytes=0, keys=None):
+    manifest.keys(name, **(keys or {}))
+    manifest.facts(name, dynamic_shared_bytes=shared_bytes)
     k = Kernel(name, params, doc)
     p = load_params(k, params, [n for t, n in params if t == ".u64" and n in ("x", "q", "y", "a", "w", "c")])
     body(k, p, *args)
@@ -1170,20 +1172,23 @@ def build():
         for mode in MODES:
             name = "kaio_kq_quantize_%s_%s" % (fmt, mode)
             quant.append(kernel(name, QUANT_PARAMS, "%s quantize, %s mode (see the file header)." % (fmt, mode),
-                                quantize_body, fmt, mode))
+                                quantize_body, fmt, mode, keys={"op": "quantize", "format": fmt, "mode": mode}))
     deq = [HEADER]
     for fmt in FORMATS:
-        deq.append(kernel("kaio_kq_dequantize_%s" % fmt, DEQ_PARAMS, "%s dequantize." % fmt, dequantize, fmt))
+        deq.append(kernel("kaio_kq_dequantize_%s" % fmt, DEQ_PARAMS, "%s dequantize." % fmt, dequantize, fmt,
+                          keys={"op": "dequantize", "format": fmt}))
     for fmt in FORMATS:
         for mt in MTS:
             deq.append(kernel("kaio_kq_matvec_%s_m%d" % (fmt, mt), MV_PARAMS,
-                              "%s dequant-matvec for M <= %d." % (fmt, mt), matvec, fmt, mt))
+                              "%s dequant-matvec for M <= %d." % (fmt, mt), matvec, fmt, mt,
+                              keys={"op": "matvec", "format": fmt, "rows": mt}))
     for v in MMA_VARIANTS:
         for dt in ("f16", "bf16"):
             for fmt in MMA_FORMATS:
                 deq.append(kernel("kaio_kq_mma_%s_%s%s" % (fmt, dt, v.suffix), MV_PARAMS,
                                   "%s dequant-matvec on tensor cores, %s A, M <= 8, %d warps (see kquant_mma.py)."
-                                  % (fmt, dt, v.warps), mma_matvec, fmt, dt, v))
+                                  % (fmt, dt, v.warps), mma_matvec, fmt, dt, v,
+                                  keys={"op": "mma", "format": fmt, "dtype": dt, "variant": v.suffix.lstrip("_")}))
     stream = [HEADER_SM90, ".extern .shared .align 128 .b8 %s[];\n" % kquant_stream.SMEM_SYMBOL]
     for dt in ("f32", "f16", "bf16"):      # float_variant order (the host indexes by it)
         for fmt in kquant_stream.FORMATS:
@@ -1191,7 +1196,8 @@ def build():
                                  "%s dequant-matvec on tensor cores, %s A, M <= 8, weights streamed by "
                                  "bulk copies (see kquant_stream.py)." % (fmt, dt),
                                  kquant_stream.stream_matvec, fmt, dt,
-                                 shared_bytes=kquant_stream.shared_bytes(fmt)))
+                                 shared_bytes=kquant_stream.shared_bytes(fmt),
+                                 keys={"op": "stream", "format": fmt, "dtype": dt}))
     return {"kquant_quantize.ptx": "\n".join(quant), "kquant_dequant.ptx": "\n".join(deq),
             "kquant_stream_sm90.ptx": "\n".join(stream)}
 

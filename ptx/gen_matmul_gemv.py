@@ -94,7 +94,7 @@ H100 (run of 2026-11-22, f16, median of 40 single-launch event timings,
 
 import sys
 
-from kaio_ptx import cli
+from kaio_ptx import cli, manifest
 from kaio_ptx.control import cases
 from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
 from kaio_ptx.kernel import Kernel
@@ -237,6 +237,7 @@ def gemv_kernel(dt, mt, cfg, opts):
     SK = 32 * U                     # K elements per step
     red_bytes = wk * mt * X * 4     # partial sums [warp][row][col]
     name = "kaio_matmul_gemv_%s_m%d" % (dt, mt)
+    manifest.keys(name, dtype=dt, rows=mt)
     sym = "kaio_gemv_red"
     doc = """
 %s: C = alpha * A * B^T + beta * C for M <= %d, %s inputs, f32 accumulation.

@@ -148,7 +148,7 @@ Measured on an H100 80GB HBM3 (driver 580.159.04), through kaio_module_load_ptx
 
 import sys
 
-from kaio_ptx import cli, tma
+from kaio_ptx import cli, manifest, tma
 from kaio_ptx.mbarrier import advance_ring
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.sm90 import Kernel
@@ -454,6 +454,7 @@ def matmul_kernel(dt, la, lb, cfg):
     bn, ncons, stages = cfg["bn"], cfg["consumers"], cfg["stages"]
     bm, stage_bytes, bar_off, shared = layout(cfg)
     name = "kaio_matmul_sm90_%s_%s%s%s" % (dt, la, lb, cfg["suffix"])
+    manifest.keys(name, dtype=dt, trans_a=la == "t", trans_b=lb == "t", tile=cfg["suffix"].lstrip("_") or "default")
     int8 = dt == "s8"
     # K per 128-byte swizzle row: 64 16-bit or 128 8-bit elements
     bk, lg_bk = (128, 7) if int8 else (BK, 6)

@@ -72,7 +72,7 @@ Measured (H100, bench/bench_quant, group 128 with qzeros, 2026-11-22; see bench/
 import collections
 import sys
 
-from kaio_ptx import cli
+from kaio_ptx import cli, manifest
 from kaio_ptx.control import cases
 from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
 from kaio_ptx.kernel import Kernel
@@ -159,6 +159,7 @@ def gemv_kernel(dt, mt, wfmt="int4", contig=None):
     name = ("kaio_int4_gemv_%s_m%d" if i4 else "kaio_int8w_gemv_%s_m%d") % (dt, mt)
     if contig:
         name += "_g128" + contig.suffix
+    manifest.keys(name, weights=wfmt, dtype=dt, rows=mt, variant=("g128" + contig.suffix) if contig else "")
     threads = 32 * WK
     red_bytes = WK * mt * X * 4
     sym = "kaio_int4_red"
@@ -432,6 +433,7 @@ DQ_COLS = 8                  # columns per thread of the dequantize kernel
 
 def dequant_kernel(dt):
     name = "kaio_int4_dequant_%s" % dt
+    manifest.keys(name, dtype=dt)
     per_block = DQ_COLS * DQ_BLOCK
     doc = """
 %s: W (K x N row-major %s, ldw) = dequant(qweight, qzeros, scales).
@@ -492,6 +494,7 @@ TR_PARAMS = [(".u64", "src"), (".u64", "lds"), (".u64", "dst"), (".u64", "ldd"),
 
 def transpose_kernel():
     name = "kaio_int4_transpose_u32"
+    manifest.keys(name, dtype="u32")
     doc = """
 %s: dst[c][r] = src[r][c] for u32 words (KAIO's N x K/8 packing -> K/8 x N).
 Thread: r = ctaid.x * %d + tid.x (r < rows), c = ctaid.y; coalesced stores.

@@ -39,7 +39,7 @@ path, KAIO_MATMUL_ASYNC on any device, and the i32-output path.
 
 import sys
 
-from kaio_ptx import cli, sm80_gemm as mm
+from kaio_ptx import cli, manifest, sm80_gemm as mm
 from kaio_ptx.control import cases
 from kaio_ptx.dtypes import I32, OUT_DTYPES, store_f32_as
 from kaio_ptx.kernel import Kernel
@@ -108,6 +108,7 @@ def epilogue(k, P, acc, tid, blk_m, blk_n, wm, wn):
 
 def int8_kernel():
     name = "kaio_matmul_int8_sm80_async"
+    manifest.keys(name, variant="async", dtype="s8", trans_a=False, trans_b=True)
     stages = mm.ASYNC_STAGES
     dyn = stages * mm.STAGE_BYTES
     doc = """

@@ -9,7 +9,8 @@ into the C++ kernel table (see ptx/kaio_ptx/README.md, "The manifest")."""
 
 import re
 
-_entries = {}  # entry name -> facts, in generation order
+_entries = {}  # entry name -> facts read from its entry_text, in generation order
+_given = {}    # entry name -> facts and keys a generator gave (they win)
 
 _DIRECTIVE = re.compile(r"^\.(maxntid|reqntid|reqnctapercluster)\s+([\d,\s]+)$")
 _ANNOTATION = re.compile(r"^// kaio-([a-z-]+): (\S+) ?(.*)$")
@@ -33,8 +34,8 @@ def _fields(text):
 
 def record_entry(name, annotations, directives):
     """Called by PtxEmitter.entry_text for every entry."""
-    facts = _entries.setdefault(name, {"entry": name, "keys": {}})
-    facts.update(block=None, cluster=[1, 1, 1], dynamic_shared_bytes=0, tma=[], launch={})
+    facts = _entries[name] = dict(entry=name, keys={}, block=None, cluster=[1, 1, 1],
+                                  dynamic_shared_bytes=0, tma=[], launch={})
     for line in directives:
         m = _DIRECTIVE.match(line.strip())
         if m:
@@ -57,7 +58,13 @@ def record_entry(name, annotations, directives):
 def keys(name, **values):
     """The selector keys of entry name (dtype, transposes, head_dim, tile,
     row bucket, variant, ...), as the generator's loops know them."""
-    _entries.setdefault(name, {"entry": name, "keys": {}})["keys"].update(values)
+    _given.setdefault(name, {"keys": {}})["keys"].update(values)
+
+
+def facts(name, **values):
+    """Launch facts of entry name that its entry_text does not carry (such
+    as dynamic_shared_bytes from an annotation written outside it)."""
+    _given.setdefault(name, {"keys": {}}).update(values)
 
 
 def take(files, family):
@@ -68,9 +75,12 @@ def take(files, family):
     for fname, text in files.items():
         for m in re.finditer(r"^(?:\.visible\s+)?\.entry\s+(\w+)", text, re.M):
             where[m.group(1)] = fname[:-len(".ptx")]
-    out = []
-    for name, facts in _entries.items():
-        if name in where:
-            out.append(dict(facts, module=where[name], family=family))
+    stray = sorted(n for n in set(_entries) | set(_given) if n not in where)
+    if stray:
+        # keys() given a name no output defines: a typo, or a name changed after.
+        raise SystemExit("manifest: facts for entries no output defines: " + ", ".join(stray))
+    out = [dict(facts, **_given.get(name, {}), module=where[name], family=family)
+           for name, facts in _entries.items()]
     _entries.clear()
+    _given.clear()
     return sorted(out, key=lambda f: (f["module"], f["entry"]))

@@ -51,7 +51,7 @@ def unlisted():
         text = fh.read()
     names = [os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, "*.py"))
              + glob.glob(os.path.join(HERE, "kaio_ptx", "*.py"))]
-    tools = {"generate.py", "lock.py", os.path.join("kaio_ptx", "renumber.py")}
+    tools = {"generate.py", "lock.py", "manifest_check.py", os.path.join("kaio_ptx", "renumber.py")}
     return sorted(n for n in names if n not in tools and "'%s'" % n not in text)
 
 

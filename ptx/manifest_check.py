@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Check the kernel manifests the build writes beside the PTX.
+
+    python3 ptx/manifest_check.py DIR     # DIR: <build>/ptx
+
+Every entry of a generated module is in exactly one manifest
+(<gen>.manifest.json), with a block shape and selector keys, and no two
+entries of a family have the same keys (a selector must name one kernel).
+Exit 1 with the offending entries otherwise."""
+
+import glob
+import json
+import os
+import re
+import sys
+
+ENTRY = re.compile(r"^(?:\.visible\s+)?\.entry\s+(\w+)", re.M)
+
+
+def check(ptx_dir):
+    problems, seen, keys = [], {}, {}
+    for path in sorted(glob.glob(os.path.join(ptx_dir, "*.manifest.json"))):
+        with open(path, encoding="utf-8") as fh:
+            for e in json.load(fh)["entries"]:
+                name = e["entry"]
+                if name in seen:
+                    problems.append("%s: in %s and %s" % (name, seen[name], path))
+                seen[name] = path
+                if not e.get("block"):
+                    problems.append("%s: no block shape" % name)
+                if not e.get("keys"):
+                    problems.append("%s: no keys (manifest.keys() in its generator)" % name)
+                k = (e["family"], json.dumps(e["keys"], sort_keys=True))
+                if e.get("keys") and k in keys:
+                    problems.append("%s and %s: the same keys %s in family %s" % (keys[k], name, k[1], k[0]))
+                keys[k] = name
+    if not seen:
+        problems.append("no *.manifest.json in %s (build first: meson compile -C BUILD)" % ptx_dir)
+    modules = {os.path.basename(p)[:-len(".ptx")] for p in glob.glob(os.path.join(ptx_dir, "*.ptx"))}
+    hand = {os.path.basename(p)[:-len(".ptx")]
+            for p in glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "*.ptx"))}
+    for module in sorted(modules - hand):
+        with open(os.path.join(ptx_dir, module + ".ptx"), encoding="utf-8") as fh:
+            for name in ENTRY.findall(fh.read()):
+                if name not in seen:
+                    problems.append("%s (%s.ptx): in no manifest" % (name, module))
+    return problems, len(seen)
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
+        return 2
+    problems, count = check(argv[1])
+    for p in problems:
+        print("FAIL:", p)
+    if not problems:
+        print("OK: %d entries, each with keys, unique within its family" % count)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

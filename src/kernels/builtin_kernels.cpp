@@ -1,5 +1,9 @@
 #include "kernels/builtin_kernels.hpp"
 
+#include <string_view>
+
+#include "kernel_manifest.hpp"  // generated from the generators' manifests (src/meson.build)
+
 namespace kaio {
 namespace {
 
@@ -9,6 +13,19 @@ constexpr BuiltinKernel kKernels[] = {
 #undef KAIO_KERNEL_ROW
 };
 static_assert(sizeof kKernels / sizeof kKernels[0] == static_cast<size_t>(KernelId::count));
+
+// Every row names a kernel a generator writes, in that module (convert.ptx
+// is hand-written, so in no manifest): a wrong row is a compile error.
+constexpr bool generated_in(std::string_view name, std::string_view module) {
+  const manifest::Entry *e = manifest::find(name);
+  return module == "convert" ? e == nullptr : e != nullptr && e->module == module;
+}
+#define KAIO_KERNEL_CHECK(id, module, name)                                     \
+  static_assert(generated_in(name, #module),                                    \
+                "builtin_kernels.hpp: " #id " names " name                      \
+                ", which no generator writes in module " #module " (see ptx/meson.build)");
+KAIO_BUILTIN_KERNELS(KAIO_KERNEL_CHECK)
+#undef KAIO_KERNEL_CHECK
 
 }  // namespace
 

@@ -221,7 +221,7 @@ def zero(k, regs):
 
 def dq_kernel(dt, d):
     name = "kaio_attn_bwd_dq_sm90_%s_d%d" % (dt, d)
-    manifest.keys(name, **{"pass": "bwd_dq", "dtype": dt, "head_dim": d})
+    manifest.keys(name, **{"select": "attn_bwd_sm90", "pass": "bwd_dq", "dtype": dt, "head_dim": d})
     L = Layout(d, 3)
     k = Kernel()
     P = load_params(k, DQ_SCALARS, ("lse", "dv", "grad"))
@@ -307,7 +307,7 @@ def dq_kernel(dt, d):
 
 def dkdv_kernel(dt, d):
     name = "kaio_attn_bwd_dkdv_sm90_%s_d%d" % (dt, d)
-    manifest.keys(name, **{"pass": "bwd_dkdv", "dtype": dt, "head_dim": d})
+    manifest.keys(name, **{"select": "attn_bwd_sm90", "pass": "bwd_dkdv", "dtype": dt, "head_dim": d})
     L = Layout(d, 2)
     k = Kernel()
     P = load_params(k, DKDV_SCALARS, ("lse", "dv", "grad_a", "grad_b"))

@@ -255,7 +255,7 @@ GROUPS = 2
 
 def kernel(kind, dm, params, smem):
     name = "kaio_attn_f32_%s_d%d" % (kind, dm)
-    manifest.keys(name, **{"pass": kind, "head_dim": dm})
+    manifest.keys(name, **{"select": "attn_f32", "pass": kind, "head_dim": dm})
     doc = ("%s: f32 single-head attention %s, head dim <= %d, 32 rows per CTA, %d groups of 4 warps."
            % (name, kind, dm, GROUPS))
     k = Kernel(name, doc, params, smem, TILE)

@@ -299,7 +299,7 @@ def kernel(name, doc, smem, cols, threads):
 
 def rowsum():
     name = "kaio_attn_f32_rowsum"
-    manifest.keys(name, **{"pass": "bwd_pre"})
+    manifest.keys(name, **{"select": "attn_f32_rowsum", "pass": "bwd_pre"})
     k = Kernel(name, name + ": Dv_i = sum_d dO_id O_id into dq[i, 0], one warp per row.",
                X3_PARAMS, 0, 8)
     k.block = 256
@@ -510,7 +510,7 @@ def backward_kernel(kind, dm):
     nacc = 2 if is_kv else 1
     nregs = dm // 2                                    # C registers per 16 x DM accumulator
     name = "kaio_attn_f32x3_%s_d%d" % (kind, dm)
-    manifest.keys(name, **{"pass": kind, "head_dim": dm})
+    manifest.keys(name, **{"select": "attn_f32x3", "pass": kind, "head_dim": dm})
     doc = ("%s: f32 single-head attention backward (%s), head dim <= %d, split-TF32 mma.sync,\n"
            "32 rows per CTA, %d groups of 2 warps, %d tile buffer(s) per group."
            % (name, "dK, dV" if is_kv else "dQ", dm, groups, nbuf))
@@ -636,7 +636,7 @@ def forward_kernel(dm):
     groups, nbuf = SHAPES["fwd"]
     nregs = dm // 2
     name = "kaio_attn_f32x3_fwd_d%d" % dm
-    manifest.keys(name, **{"pass": "fwd", "head_dim": dm})
+    manifest.keys(name, **{"select": "attn_f32x3", "pass": "fwd", "head_dim": dm})
     doc = ("%s: f32 single-head attention forward, head dim <= %d, split-TF32 mma.sync,\n"
            "32 query rows per CTA, %d groups of 2 warps, %d tile buffer(s) per group."
            % (name, dm, groups, nbuf))

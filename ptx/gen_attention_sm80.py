@@ -317,7 +317,7 @@ def fwd_kernel(dt, d, mt=1):
     doc = "%s: FlashAttention forward, %s, head dim %d, %d query rows x %d-key tiles per CTA." % (
         name, dt, d, bm, bn)
     k = Kernel(name, doc, FWD_PARAMS, smem, bm,
-               keys={"pass": "fwd", "dtype": dt, "head_dim": d, "rows_per_cta": bm})
+               keys={"select": "attn_fwd_sm80", "pass": "fwd", "dtype": dt, "head_dim": d, "rows_per_cta": bm})
     P = load_params(k, FWD_PARAMS, ("q", "k", "v", "o"))
     L, b, h, hk, q0, row0, base = row_side(k, P, d, mt)
     s_q = base
@@ -430,7 +430,7 @@ def load_half_f32(k, dt, ptr):
 def pre_kernel(dt):
     name = "kaio_attn_bwd_pre_%s" % dt
     doc = "%s: Dv = rowsum(dO * O) for the attention backward, one warp per (b, s, h) row." % name
-    k = Kernel(name, doc, PRE_PARAMS, 0, 4, keys={"pass": "bwd_pre", "dtype": dt})
+    k = Kernel(name, doc, PRE_PARAMS, 0, 4, keys={"select": "attn_bwd_pre_sm80", "pass": "bwd_pre", "dtype": dt})
     P = load_params(k, PRE_PARAMS, ("dout", "o", "dv"))
     tid = k.r("mov.u32", "%tid.x")
     lane = k.r("and.b32", tid, 31)
@@ -501,7 +501,7 @@ def bwd_dq_kernel(dt, d):
     name = "kaio_attn_bwd_dq_%s_d%d" % (dt, d)
     doc = "%s: attention backward dQ, %s, head dim %d, %d query rows x %d-key tiles per CTA." % (
         name, dt, d, BM, bn)
-    k = Kernel(name, doc, BWD_PARAMS, smem, BM, keys={"pass": "bwd_dq", "dtype": dt, "head_dim": d})
+    k = Kernel(name, doc, BWD_PARAMS, smem, BM, keys={"select": "attn_bwd_sm80", "pass": "bwd_dq", "dtype": dt, "head_dim": d})
     P = load_params(k, BWD_PARAMS, ("q", "k", "v", "dout", "lse", "dv", "grad_a"))
     L, b, h, hk, q0, row0, base = row_side(k, P, d)
     sq = P["seq_q"]
@@ -573,7 +573,7 @@ def bwd_dkdv_kernel(dt, d):
     name = "kaio_attn_bwd_dkdv_%s_d%d" % (dt, d)
     doc = "%s: attention backward dK and dV, %s, head dim %d, %d key rows x %d-query tiles per CTA." % (
         name, dt, d, BM, bq)
-    k = Kernel(name, doc, BWD_PARAMS, smem, BM, keys={"pass": "bwd_dkdv", "dtype": dt, "head_dim": d})
+    k = Kernel(name, doc, BWD_PARAMS, smem, BM, keys={"select": "attn_bwd_sm80", "pass": "bwd_dkdv", "dtype": dt, "head_dim": d})
     P = load_params(k, BWD_PARAMS, ("q", "k", "v", "dout", "lse", "dv", "grad_a", "grad_b"))
     L = Lanes(k, d)
     heads_kv = k.r("div.u32", P["heads_q"], P["group"])

@@ -363,7 +363,7 @@ class Consumer:
 
 def fwd_kernel(dt, d):
     name = "kaio_attn_fwd_sm90_%s_d%d" % (dt, d)
-    manifest.keys(name, **{"pass": "fwd", "dtype": dt, "head_dim": d})
+    manifest.keys(name, **{"select": "attn_fwd_sm90", "pass": "fwd", "dtype": dt, "head_dim": d})
     L = Layout(d)
     k = Kernel()
     P = load_params(k, SCALARS, ("o", "lse"))

@@ -307,7 +307,7 @@ def stream(k, dt, ptrs, inputs, math_fn, width, unroll, off0, step, limit, done)
 def elementwise_kernel(name, dt, inputs, math_fn, doc, unroll=2):
     params = [(".u64", p) for p in inputs + ["out", "n"]]
     op = name[len("kaio_"):-len("_" + dt.name)]
-    k = Kernel(name, doc, params, BLOCK, shared=[], keys={"op": op, "dtype": dt.name})
+    k = Kernel(name, doc, params, BLOCK, shared=[], keys={"select": "elementwise", "op": op, "dtype": dt.name})
     ptrs = load_params(k, inputs + ["out"])
     n = k.rd("ld.param.u64", "[n]")
     tid = k.r("mov.u32", "%tid.x")
@@ -620,7 +620,7 @@ def row_kernel(op, dt, shape, doc):
               (".u64", "x_stride"), (".u64", "out_stride")] + op.extra_params)
     doc = doc.format(name=name, params=", ".join(p for _, p in params), dt=dt.name)
     k = Kernel(name, doc, params, BLOCK, shared=[],
-               keys={"op": op.name, "dtype": dt.name, "row_bucket": shape})
+               keys={"select": "rows", "op": op.name, "dtype": dt.name, "row_bucket": shape})
     ptrs = load_params(k, ptr_names)
     sizes = load_params(k, ["rows", "cols"], ".u32")
     strides = {s: k.rd("ld.param.u64", "[%s]" % s) for s in ("x_stride", "out_stride")}

@@ -1172,23 +1172,23 @@ def build():
         for mode in MODES:
             name = "kaio_kq_quantize_%s_%s" % (fmt, mode)
             quant.append(kernel(name, QUANT_PARAMS, "%s quantize, %s mode (see the file header)." % (fmt, mode),
-                                quantize_body, fmt, mode, keys={"op": "quantize", "format": fmt, "mode": mode}))
+                                quantize_body, fmt, mode, keys={"select": "kq_quantize", "format": fmt, "mode": mode}))
     deq = [HEADER]
     for fmt in FORMATS:
         deq.append(kernel("kaio_kq_dequantize_%s" % fmt, DEQ_PARAMS, "%s dequantize." % fmt, dequantize, fmt,
-                          keys={"op": "dequantize", "format": fmt}))
+                          keys={"select": "kq_dequantize", "format": fmt}))
     for fmt in FORMATS:
         for mt in MTS:
             deq.append(kernel("kaio_kq_matvec_%s_m%d" % (fmt, mt), MV_PARAMS,
                               "%s dequant-matvec for M <= %d." % (fmt, mt), matvec, fmt, mt,
-                              keys={"op": "matvec", "format": fmt, "rows": mt}))
+                              keys={"select": "kq_matvec", "format": fmt, "rows": mt}))
     for v in MMA_VARIANTS:
         for dt in ("f16", "bf16"):
             for fmt in MMA_FORMATS:
                 deq.append(kernel("kaio_kq_mma_%s_%s%s" % (fmt, dt, v.suffix), MV_PARAMS,
                                   "%s dequant-matvec on tensor cores, %s A, M <= 8, %d warps (see kquant_mma.py)."
                                   % (fmt, dt, v.warps), mma_matvec, fmt, dt, v,
-                                  keys={"op": "mma", "format": fmt, "dtype": dt, "variant": v.suffix.lstrip("_")}))
+                                  keys={"select": "kq_mma", "format": fmt, "dtype": dt, "variant": v.suffix.lstrip("_")}))
     stream = [HEADER_SM90, ".extern .shared .align 128 .b8 %s[];\n" % kquant_stream.SMEM_SYMBOL]
     for dt in ("f32", "f16", "bf16"):      # float_variant order (the host indexes by it)
         for fmt in kquant_stream.FORMATS:
@@ -1197,7 +1197,7 @@ def build():
                                  "bulk copies (see kquant_stream.py)." % (fmt, dt),
                                  kquant_stream.stream_matvec, fmt, dt,
                                  shared_bytes=kquant_stream.shared_bytes(fmt),
-                                 keys={"op": "stream", "format": fmt, "dtype": dt}))
+                                 keys={"select": "kq_stream", "format": fmt, "dtype": dt}))
     return {"kquant_quantize.ptx": "\n".join(quant), "kquant_dequant.ptx": "\n".join(deq),
             "kquant_stream_sm90.ptx": "\n".join(stream)}
 

@@ -454,7 +454,7 @@ def matmul_kernel(dt, la, lb, cfg):
     bn, ncons, stages = cfg["bn"], cfg["consumers"], cfg["stages"]
     bm, stage_bytes, bar_off, shared = layout(cfg)
     name = "kaio_matmul_sm90_%s_%s%s%s" % (dt, la, lb, cfg["suffix"])
-    manifest.keys(name, dtype=dt, trans_a=la == "t", trans_b=lb == "t", tile=cfg["suffix"].lstrip("_") or "default")
+    manifest.keys(name, dtype=dt, trans_a=la == "t", trans_b=lb == "t", tile=cfg["suffix"].lstrip("_") or "n256")
     int8 = dt == "s8"
     # K per 128-byte swizzle row: 64 16-bit or 128 8-bit elements
     bk, lg_bk = (128, 7) if int8 else (BK, 6)

@@ -159,7 +159,7 @@ def gemv_kernel(dt, mt, wfmt="int4", contig=None):
     name = ("kaio_int4_gemv_%s_m%d" if i4 else "kaio_int8w_gemv_%s_m%d") % (dt, mt)
     if contig:
         name += "_g128" + contig.suffix
-    manifest.keys(name, weights=wfmt, dtype=dt, rows=mt, variant=("g128" + contig.suffix) if contig else "")
+    manifest.keys(name, select="quant_gemv", weights=wfmt, dtype=dt, rows=mt, variant=("g128" + contig.suffix) if contig else "")
     threads = 32 * WK
     red_bytes = WK * mt * X * 4
     sym = "kaio_int4_red"
@@ -433,7 +433,7 @@ DQ_COLS = 8                  # columns per thread of the dequantize kernel
 
 def dequant_kernel(dt):
     name = "kaio_int4_dequant_%s" % dt
-    manifest.keys(name, dtype=dt)
+    manifest.keys(name, select="int4_dequant", dtype=dt)
     per_block = DQ_COLS * DQ_BLOCK
     doc = """
 %s: W (K x N row-major %s, ldw) = dequant(qweight, qzeros, scales).
@@ -494,7 +494,7 @@ TR_PARAMS = [(".u64", "src"), (".u64", "lds"), (".u64", "dst"), (".u64", "ldd"),
 
 def transpose_kernel():
     name = "kaio_int4_transpose_u32"
-    manifest.keys(name, dtype="u32")
+    manifest.keys(name, select="int4_transpose", dtype="u32")
     doc = """
 %s: dst[c][r] = src[r][c] for u32 words (KAIO's N x K/8 packing -> K/8 x N).
 Thread: r = ctaid.x * %d + tid.x (r < rows), c = ctaid.y; coalesced stores.

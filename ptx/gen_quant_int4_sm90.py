@@ -396,7 +396,7 @@ def epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp):
 
 def mm_kernel(dt, bm, split=False):
     name = "kaio_int4_mm_sm90_%s_m%d%s" % (dt, bm, "_k2" if split else "")
-    manifest.keys(name, dtype=dt, tile_m=bm, split_k=2 if split else 1)
+    manifest.keys(name, select="int4_mm_sm90", dtype=dt, tile_m=bm, split_k=2 if split else 1)
     T = Tile(bm)
     assert not split or T.bar_off >= (bm // 4) * 256 * 4, "the half tile must fit in the stages"
     k = Kernel()

@@ -4,8 +4,9 @@
     python3 ptx/manifest_check.py DIR     # DIR: <build>/ptx
 
 Every entry of a generated module is in exactly one manifest
-(<gen>.manifest.json), with a block shape and selector keys, and no two
-entries of a family have the same keys (a selector must name one kernel).
+(<gen>.manifest.json), with a block shape and selector keys; the entries
+of one selector (keys["select"], else the family) have the same key names
+and no two the same values, so a selector names one kernel.
 Exit 1 with the offending entries otherwise."""
 
 import glob
@@ -17,8 +18,13 @@ import sys
 ENTRY = re.compile(r"^(?:\.visible\s+)?\.entry\s+(\w+)", re.M)
 
 
+def selector(entry):
+    """The C++ selector that picks this entry: keys["select"], else its family."""
+    return entry["keys"].get("select", entry["family"])
+
+
 def check(ptx_dir):
-    problems, seen, keys = [], {}, {}
+    problems, seen, keys, keysets = [], {}, {}, {}
     for path in sorted(glob.glob(os.path.join(ptx_dir, "*.manifest.json"))):
         with open(path, encoding="utf-8") as fh:
             for e in json.load(fh)["entries"]:
@@ -30,10 +36,15 @@ def check(ptx_dir):
                     problems.append("%s: no block shape" % name)
                 if not e.get("keys"):
                     problems.append("%s: no keys (manifest.keys() in its generator)" % name)
-                k = (e["family"], json.dumps(e["keys"], sort_keys=True))
+                sel = selector(e)
+                k = (sel, json.dumps(e["keys"], sort_keys=True))
                 if e.get("keys") and k in keys:
-                    problems.append("%s and %s: the same keys %s in family %s" % (keys[k], name, k[1], k[0]))
+                    problems.append("%s and %s: the same keys %s in selector %s" % (keys[k], name, k[1], k[0]))
                 keys[k] = name
+                names = sorted(e["keys"])
+                if keysets.setdefault(sel, (names, name))[0] != names:
+                    problems.append("%s and %s: selector %s with different key names %s and %s"
+                                    % (keysets[sel][1], name, sel, keysets[sel][0], names))
     if not seen:
         problems.append("no *.manifest.json in %s (build first: meson compile -C BUILD)" % ptx_dir)
     modules = {os.path.basename(p)[:-len(".ptx")] for p in glob.glob(os.path.join(ptx_dir, "*.ptx"))}
@@ -55,7 +66,7 @@ def main(argv):
     for p in problems:
         print("FAIL:", p)
     if not problems:
-        print("OK: %d entries, each with keys, unique within its family" % count)
+        print("OK: %d entries, each with keys, unique within its selector" % count)
     return 1 if problems else 0
 
 

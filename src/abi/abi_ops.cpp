@@ -42,7 +42,7 @@ kaio_status one_shot(const char *fn, kaio_stream *stream, OpPlan plan,
   KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
   kaio::CheckedView x;
   KAIO_TRY(kaio::check_view(fn, "x", &tensors[0], stream->device, &x));
-  if (kaio::float_variant(x.dtype) < 0)
+  if (!kaio::is_float_dtype(x.dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: argument 'x' has dtype %s; this op takes f32, f16 or bf16.", fn,
                 kaio_dtype_name(x.dtype));

@@ -9,7 +9,6 @@
 #include "kernels/embedded_ptx.hpp"
 #include "kernels/jit.hpp"
 #include "kernels/module_driver.hpp"
-#include "kernels/ptx_annotations.hpp"
 #include "kernels/ptx_entry.hpp"
 #include "runtime/context_scope.hpp"
 
@@ -60,6 +59,12 @@ constexpr unsigned kDefaultSharedLimit = 48 * 1024;
 }  // namespace
 
 kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFunction *out) {
+  // A selector's "no such kernel": the op asked for keys no generator wrote.
+  if (id == KernelId::count)
+    return fail(KAIO_ERROR_INTERNAL,
+                "%s: no built-in kernel for this combination of dtype and shape. Please report "
+                "this.",
+                caller);
   const size_t index = static_cast<size_t>(id);
   auto &slot = functions_[index];
   if (slot.load(std::memory_order_acquire)) {
@@ -71,7 +76,7 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
     *out = resolved_[index];
     return KAIO_OK;
   }
-  const BuiltinKernel &k = builtin_kernel(id);
+  const KernelInfo &k = kernel_info(id);
   // Said before the JIT can say CUDA_ERROR_UNSUPPORTED_PTX_VERSION: the ops
   // choose families the driver loads, so this is the backstop for a path
   // that did not ask.
@@ -105,15 +110,12 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
   cu::CUfunction f = nullptr;
   if (cu::CUresult r = device_->api->cuModuleGetFunction(&f, module, k.name))
     return fail_driver(r, caller, k.name);
-  unsigned shared = static_cast<unsigned>(
-      std::strtoul(ptx_annotation(ptx, "shared-bytes", k.name).c_str(), nullptr, 10));
-  const std::string launch = ptx_annotation(ptx, "launch", k.name);
-  const auto shared_fixed = static_cast<unsigned>(annotation_value(launch, "shared_fixed", 0));
+  unsigned shared = k.dynamic_shared_bytes;
   const auto device_max = static_cast<unsigned>(device_->info.max_shared_per_block);
   // A kernel that sizes a tail per launch needs only its fixed part; the
   // rest of what it asks for is capped at what this device has, and the
   // caller checks its tail against that.
-  if (shared_fixed && shared_fixed <= device_max) shared = std::min(shared, device_max);
+  if (k.shared_fixed && k.shared_fixed <= device_max) shared = std::min(shared, device_max);
   if (shared > device_max)
     return fail(KAIO_ERROR_UNSUPPORTED_ARCH,
                 "%s: kernel %s needs %u bytes of shared memory per block but device %d allows "
@@ -126,17 +128,13 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
   }
   BuiltinFunction &r = resolved_[index];
   r.function = f;
+  r.info = &k;
   r.shared_bytes = shared;
-  r.block = static_cast<unsigned>(annotation_value(launch, "block", 0));
-  r.cols_per_block = static_cast<unsigned>(annotation_value(launch, "cols_per_block", 0));
-  r.shared_fixed = shared_fixed;
-  r.ring_stage = static_cast<unsigned>(annotation_value(launch, "ring_stage", 0));
-  r.ring_stages = static_cast<unsigned>(annotation_value(launch, "ring_stages", 0));
-  const std::string entry = k.name;
-  for (const char *first : {" tmap_a", " tmap_q", " tmap_x"})
-    annotation_pair(ptx_annotation(ptx, "tma", (entry + first).c_str()), "box", r.box_a);
-  for (const char *second : {" tmap_b", " tmap_k", " tmap_qw"})
-    annotation_pair(ptx_annotation(ptx, "tma", (entry + second).c_str()), "box", r.box_b);
+  r.block = k.block[0];
+  r.cols_per_block = k.cols_per_block;
+  r.shared_fixed = k.shared_fixed;
+  r.ring_stage = k.ring_stage;
+  r.ring_stages = k.ring_stages;
   slot.store(f, std::memory_order_release);  // publishes resolved_[index]
   *out = resolved_[index];
   return KAIO_OK;
@@ -145,7 +143,7 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
 const char *ModuleCache::kernel_name(cu::CUfunction f) const {
   for (size_t i = 0; i < functions_.size(); ++i)
     if (f && functions_[i].load(std::memory_order_acquire) == f)
-      return builtin_kernel(static_cast<KernelId>(i)).name;
+      return kernel_info(static_cast<KernelId>(i)).name;
   return "(none)";
 }
 

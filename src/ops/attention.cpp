@@ -36,7 +36,6 @@ int dim_index(const int64_t *dims, size_t n, int64_t d) {
 }
 
 bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
-bool is_float(kaio_dtype d) { return d == KAIO_DTYPE_F32 || is_half(d); }
 
 // Resolves a kernel into out; with boxes (the sm_90a kernels), also its TMA
 // boxes.
@@ -44,15 +43,10 @@ kaio_status resolve(const char *caller, kaio_device *device, KernelId id, OpPlan
                     AttentionPlan::Boxes *boxes = nullptr) {
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, id, &fn));
-  if (fn.block == 0 || fn.cols_per_block == 0 ||
-      (boxes && (fn.box_a[0] == 0 || fn.box_b[0] == 0)))
-    return fail(KAIO_ERROR_INTERNAL, "%s: attention kernel %s lacks its launch annotation.",
-                caller, builtin_kernel(id).name);
-  if (boxes)
-    for (int i = 0; i < 2; ++i) {
-      boxes->q[i] = fn.box_a[i];
-      boxes->kv[i] = fn.box_b[i];
-    }
+  if (fn.cols_per_block == 0 ||
+      (boxes && !(tma_box(fn, "tmap_q", boxes->q) && tma_box(fn, "tmap_k", boxes->kv))))
+    return fail(KAIO_ERROR_INTERNAL, "%s: attention kernel %s lacks its launch facts.", caller,
+                kernel_info(id).name);
   out->function = fn.function;
   out->shared_bytes = fn.shared_bytes;
   out->block = fn.block;
@@ -87,7 +81,7 @@ kaio_status check_desc(const char *caller, const kaio_attention_desc &d, bool ba
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: desc->dtype is %s (%d); attention takes KAIO_DTYPE_F16 or KAIO_DTYPE_BF16.",
                 caller, kaio_dtype_name(d.dtype), d.dtype);
-  if (!is_float(d.out_dtype))
+  if (!is_float_dtype(d.out_dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: desc->out_dtype is %s (%d); use 0 (same as dtype), KAIO_DTYPE_F32, "
                 "KAIO_DTYPE_F16 or KAIO_DTYPE_BF16.",
@@ -223,7 +217,6 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device,
   plan->desc = d;
   plan->causal = d.mask != KAIO_ATTENTION_MASK_NONE;
   plan->causal_off = d.mask == KAIO_ATTENTION_CAUSAL ? static_cast<int32_t>(d.seq_k - d.seq_q) : 0;
-  const int dt = d.dtype == KAIO_DTYPE_BF16 ? 1 : 0;
   const unsigned bh = static_cast<unsigned>(d.batch * d.heads_q);
   const ModuleId sm90_module =
       backward ? ModuleId::attention_bwd_sm90 : ModuleId::attention_fwd_sm90;
@@ -241,41 +234,37 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device,
   const bool sm90 = uses_sm90(d, hopper, &why);
   if (!backward) {
     if (sm90) {
-      const KernelId id = with_dtype_offset(KernelId::attn_fwd_sm90_f16_d64,
-                                            dt * 2 + (d.head_dim == 128 ? 1 : 0));
-      KAIO_TRY(resolve(caller, device, id, &plan->fwd, &plan->fwd_box));
+      KAIO_TRY(resolve(caller, device, kernels::attn_fwd_sm90(d.dtype, d.head_dim), &plan->fwd,
+                       &plan->fwd_box));
       plan->sm90 = true;
       plan->fwd.grid = blocks(d.seq_q, plan->fwd.cols);
       plan->fwd.grid_y = bh;
       log_kernel(device, plan->fwd.function, why);
       return KAIO_OK;
     }
-    const int di = dim_index(kFwdDims, 5, d.head_dim);
     const bool m128 = d.variant == KAIO_ATTENTION_SM80_M128 ||
                       (d.variant == KAIO_ATTENTION_AUTO && d.head_dim <= kMaxM128Dim);
-    const KernelId id = m128 ? with_dtype_offset(KernelId::attn_fwd_m128_f16_d32, dt * 4 + di)
-                             : with_dtype_offset(KernelId::attn_fwd_f16_d32, dt * 5 + di);
-    KAIO_TRY(resolve(caller, device, id, &plan->fwd));
+    KAIO_TRY(resolve(caller, device, kernels::attn_fwd_sm80(d.dtype, d.head_dim, m128 ? 128 : 64),
+                     &plan->fwd));
     plan->fwd.grid = blocks(d.seq_q, plan->fwd.cols);
     plan->fwd.grid_y = bh;
     log_kernel(device, plan->fwd.function, why);
     return KAIO_OK;
   }
-  const int di = dim_index(kBwdDims, 4, d.head_dim);
-  KAIO_TRY(resolve(caller, device, with_dtype_offset(KernelId::attn_bwd_pre_f16, dt), &plan->pre));
+  KAIO_TRY(resolve(caller, device, kernels::attn_bwd_pre_sm80(d.dtype), &plan->pre));
   log_kernel(device, plan->pre.function, "sm_80, the only family");
   if (sm90) {
-    const int i = dt * 2 + (d.head_dim == 128 ? 1 : 0);
-    KAIO_TRY(resolve(caller, device, with_dtype_offset(KernelId::attn_bwd_dq_sm90_f16_d64, i),
+    using kernels::Pass;
+    KAIO_TRY(resolve(caller, device, kernels::attn_bwd_sm90(Pass::bwd_dq, d.dtype, d.head_dim),
                      &plan->dq, &plan->dq_box));
-    KAIO_TRY(resolve(caller, device, with_dtype_offset(KernelId::attn_bwd_dkdv_sm90_f16_d64, i),
+    KAIO_TRY(resolve(caller, device, kernels::attn_bwd_sm90(Pass::bwd_dkdv, d.dtype, d.head_dim),
                      &plan->dkdv, &plan->dkdv_box));
     plan->sm90 = true;
   } else {
-    KAIO_TRY(resolve(caller, device,
-                     with_dtype_offset(KernelId::attn_bwd_dq_f16_d32, dt * 4 + di), &plan->dq));
-    KAIO_TRY(resolve(caller, device,
-                     with_dtype_offset(KernelId::attn_bwd_dkdv_f16_d32, dt * 4 + di),
+    using kernels::Pass;
+    KAIO_TRY(resolve(caller, device, kernels::attn_bwd_sm80(Pass::bwd_dq, d.dtype, d.head_dim),
+                     &plan->dq));
+    KAIO_TRY(resolve(caller, device, kernels::attn_bwd_sm80(Pass::bwd_dkdv, d.dtype, d.head_dim),
                      &plan->dkdv));
   }
   log_kernel(device, plan->dq.function, why);

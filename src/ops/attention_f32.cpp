@@ -16,20 +16,21 @@ namespace {
 constexpr int64_t kMaxDim = 256;
 
 // The kernel variant of head dims <= 32, 64, 128, 256.
-int dim_bucket(int64_t d) { return d <= 32 ? 0 : d <= 64 ? 1 : d <= 128 ? 2 : 3; }
+// The head dim of the kernel that takes D (kMaxDim at most).
+using kernels::Pass;
+
+int64_t dim_bucket(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256; }
 
 // Head dims the split-TF32 tensor-core backward takes (ptx/gen_attention_f32_tc.py);
 // larger ones keep the CUDA-core kernels.
 constexpr int64_t kMaxTensorCoreDim = 128;
 
-// The kernel `id`, or its variant for the head dim when `by_dim`.
 kaio_status plan(const char *caller, kaio_device *device, KernelId id, int64_t seq,
-                 int64_t dim, OpPlan *out, bool by_dim = true) {
+                 OpPlan *out) {
   KAIO_TRY(require_arch(caller, device, 8, 0, "f32 flash attention (PTX sm_80)"));
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, by_dim ? with_dtype_offset(id, dim_bucket(dim)) : id,
-                                     &fn));
-  if (fn.block == 0 || fn.cols_per_block == 0)
+  KAIO_TRY(device->modules->function(caller, id, &fn));
+  if (fn.cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: an f32 attention kernel lacks its launch annotation.",
                 caller);
   out->function = fn.function;
@@ -107,14 +108,14 @@ kaio_status run_attention_f32(const char *caller, kaio_stream *stream, const kai
   float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   OpPlan p;
   if (D <= kMaxTensorCoreDim) {
-    KAIO_TRY(plan(caller, device, KernelId::attn_f32x3_fwd_d32, S, D, &p));
+    KAIO_TRY(plan(caller, device, kernels::attn_f32x3(Pass::fwd, dim_bucket(D)), S, &p));
     // the backward's parameter list; the gradient slots are unused
     unsigned long long none = 0;
     void *params[] = {&none, &pq,  &pk,  &pv,   &po,   &pl,   &none, &none, &none, &none, &ldq,
                       &ldk,  &ldv, &ldo, &none, &none, &none, &seq,  &dim,  &scale, &c};
     return launch_builtin(caller, device, p, stream, params);
   }
-  KAIO_TRY(plan(caller, device, KernelId::attn_f32_fwd_d32, S, D, &p));
+  KAIO_TRY(plan(caller, device, kernels::attn_f32(Pass::fwd, dim_bucket(D)), S, &p));
   void *params[] = {&pq, &pk, &pv, &po, &pl, &ldq, &ldk, &ldv, &ldo, &seq, &dim, &scale, &c};
   return launch_builtin(caller, device, p, stream, params);
 }
@@ -144,9 +145,9 @@ kaio_status run_attention_f32_backward(const char *caller, kaio_stream *stream,
     // rowsum(dout ∘ out) into column 0 of dq, dK/dV reading it, then dQ
     // (which reads its own rows' sums before overwriting them).
     OpPlan rowsum, dq, dkdv;
-    KAIO_TRY(plan(caller, device, KernelId::attn_f32_rowsum, S, D, &rowsum, false));
-    KAIO_TRY(plan(caller, device, KernelId::attn_f32x3_dq_d32, S, D, &dq));
-    KAIO_TRY(plan(caller, device, KernelId::attn_f32x3_dkdv_d32, S, D, &dkdv));
+    KAIO_TRY(plan(caller, device, kernels::attn_f32_rowsum(), S, &rowsum));
+    KAIO_TRY(plan(caller, device, kernels::attn_f32x3(Pass::dq, dim_bucket(D)), S, &dq));
+    KAIO_TRY(plan(caller, device, kernels::attn_f32x3(Pass::dkdv, dim_bucket(D)), S, &dkdv));
     unsigned long long ptr[9], ld[9];
     for (int i = 0; i < 9; ++i) {
       ptr[i] = v[i].address;
@@ -161,8 +162,8 @@ kaio_status run_attention_f32_backward(const char *caller, kaio_stream *stream,
     return launch_builtin(caller, device, dq, stream, params);
   }
   OpPlan dq, dkdv;
-  KAIO_TRY(plan(caller, device, KernelId::attn_f32_dq_d32, S, D, &dq));
-  KAIO_TRY(plan(caller, device, KernelId::attn_f32_dkdv_d32, S, D, &dkdv));
+  KAIO_TRY(plan(caller, device, kernels::attn_f32(Pass::dq, dim_bucket(D)), S, &dq));
+  KAIO_TRY(plan(caller, device, kernels::attn_f32(Pass::dkdv, dim_bucket(D)), S, &dkdv));
   unsigned long long p_do = v[0].address, pq = v[1].address, pk = v[2].address,
                      pv = v[3].address, po = v[4].address, pl = v[5].address,
                      ga = v[6].address, gb = 0;

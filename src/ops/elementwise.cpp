@@ -10,15 +10,14 @@
 namespace kaio {
 namespace {
 
-constexpr unsigned kBlock = 256;
 // One trip of the grid-stride loop per thread, two 16-byte vectors each: on
 // the H100 this beat persistent grids of 4-16 blocks per SM (~100% of copy
 // bandwidth against 84-98%).
 constexpr int64_t kVectorsPerThread = 2;
 
-KernelId first_kernel(const OpPlan &plan) {
-  if (plan.kind == OpKind::silu_gate) return KernelId::silu_gate_f32;
-  return plan.gelu_mode == KAIO_GELU_ERF ? KernelId::gelu_erf_f32 : KernelId::gelu_tanh_f32;
+kernels::Op kernel_op(const OpPlan &plan) {
+  if (plan.kind == OpKind::silu_gate) return kernels::Op::silu_gate;
+  return plan.gelu_mode == KAIO_GELU_ERF ? kernels::Op::gelu_erf : kernels::Op::gelu_tanh;
 }
 
 }  // namespace
@@ -45,16 +44,16 @@ kaio_status plan_elementwise(const char *caller, kaio_device *device, OpPlan *pl
                 "ops take at most %" PRId64 " %s elements (2^62 bytes), as their kernels address "
                 "bytes with 64-bit offsets. Check rows and cols, or split the tensor.",
                 caller, plan->rows, plan->cols, n, max_elements, kaio_dtype_name(plan->dtype));
-  KernelId id = with_dtype_offset(first_kernel(*plan), float_variant(plan->dtype));
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, id, &fn));
+  KAIO_TRY(device->modules->function(caller, kernels::elementwise(kernel_op(*plan), plan->dtype),
+                                     &fn));
   plan->function = fn.function;
   plan->shared_bytes = fn.shared_bytes;
   const int64_t per_vector = 16 / static_cast<int64_t>(kaio_dtype_size(plan->dtype));
-  const int64_t per_block = per_vector * kVectorsPerThread * kBlock;
+  const int64_t per_block = per_vector * kVectorsPerThread * fn.block;
   int64_t wanted = n / per_block + (n % per_block != 0);
   plan->grid = static_cast<unsigned>(std::clamp<int64_t>(wanted, 1, INT32_MAX));
-  plan->block = kBlock;
+  plan->block = fn.block;
   return KAIO_OK;
 }
 

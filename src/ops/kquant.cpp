@@ -20,7 +20,6 @@
 namespace kaio {
 namespace {
 
-constexpr unsigned kBlock = 256;
 constexpr int64_t kMatvecMaxRows = 8;
 constexpr int64_t kRowsPerMatvecBlock = 8;  // one warp per weight row
 constexpr int64_t kRowsPerMmaBlock = 16;    // the tensor-core matvec: one mma tile of rows
@@ -31,9 +30,6 @@ constexpr unsigned kConvertPerThread = 8;   // the convert kernels' elements per
 
 bool known_format(kaio_quant_format f) { return f >= KAIO_QUANT_Q8_0 && f <= KAIO_QUANT_Q6_K; }
 int format_index(kaio_quant_format f) { return f - KAIO_QUANT_Q8_0; }
-bool is_float(kaio_dtype d) {
-  return d == KAIO_DTYPE_F32 || d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16;
-}
 
 const char *format_name(kaio_quant_format f) {
   static const char *names[] = {"KAIO_QUANT_Q8_0", "KAIO_QUANT_Q4_K", "KAIO_QUANT_Q5_K",
@@ -57,12 +53,13 @@ kaio_status resolve(const char *caller, kaio_device *device, KernelId id, OpPlan
   KAIO_TRY(device->modules->function(caller, id, &fn));
   out->function = fn.function;
   out->shared_bytes = fn.shared_bytes;
-  out->block = fn.block ? fn.block : kBlock;  // a '// kaio-launch:' block, else 256
+  out->block = fn.block;
   return KAIO_OK;
 }
 
-unsigned blocks_for(int64_t threads) {
-  return static_cast<unsigned>((threads + kBlock - 1) / kBlock);
+// Blocks of plan.block threads for `threads` threads.
+unsigned blocks_for(int64_t threads, const OpPlan &plan) {
+  return static_cast<unsigned>((threads + plan.block - 1) / plan.block);
 }
 
 kaio_status check_values(const char *caller, const char *what, kaio_quant_format format,
@@ -135,26 +132,23 @@ kaio_status plan_quantize(const char *caller, kaio_device *device, KquantPlan *p
                 "%s: argument 'mode' is %d; use KAIO_QUANT_MODE_GGML (0) or "
                 "KAIO_QUANT_MODE_CANDLE (1).",
                 caller, p->mode);
-  if (!is_float(p->dtype))
+  if (!is_float_dtype(p->dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: in_dtype is %s (%d); quantize takes KAIO_DTYPE_F32, KAIO_DTYPE_F16 or "
                 "KAIO_DTYPE_BF16 values.",
                 caller, kaio_dtype_name(p->dtype), p->dtype);
   KAIO_TRY(check_values(caller, "x", p->format, p->rows, p->cols));
-  KernelId id = with_dtype_offset(KernelId::kq_quantize_q8_0_ggml,
-                                  format_index(p->format) * 2 + p->mode);
-  KAIO_TRY(resolve(caller, device, id, &p->launch));
+  KAIO_TRY(resolve(caller, device, kernels::kq_quantize(p->format, p->mode), &p->launch));
   const int64_t blocks = p->rows * (p->cols / kquant_block_elems(p->format));
-  p->launch.grid = blocks_for(blocks * quantize_groups(p->format));
+  p->launch.grid = blocks_for(blocks * quantize_groups(p->format), p->launch);
   return KAIO_OK;
 }
 
 kaio_status plan_dequantize(const char *caller, kaio_device *device, KquantPlan *p,
                             OpPlan *out) {
   KAIO_TRY(check_values(caller, "y", p->format, p->rows, p->cols));
-  KernelId id = with_dtype_offset(KernelId::kq_dequantize_q8_0, format_index(p->format));
-  KAIO_TRY(resolve(caller, device, id, out));
-  out->grid = blocks_for(p->rows * (p->cols / 32));
+  KAIO_TRY(resolve(caller, device, kernels::kq_dequantize(p->format), out));
+  out->grid = blocks_for(p->rows * (p->cols / 32), *out);
   return KAIO_OK;
 }
 
@@ -176,8 +170,7 @@ kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPl
   const FamilyCheck hopper = check_family(device, ModuleId::kquant_stream_sm90, false);
   *why = hopper.why;
   if (!hopper.ok()) return KAIO_OK;
-  const KernelId id = with_dtype_offset(KernelId::kq_stream_q8_0_f32,
-                                        float_variant(p->dtype) * 4 + format_index(p->format));
+  const KernelId id = kernels::kq_stream(p->format, p->dtype);
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, id, &fn));
   // A (2 bytes a value), or A split into f16 hi + lo (4 bytes a value: f32
@@ -210,10 +203,9 @@ kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPl
 // CTA, longer rows 8 (measured faster on the H100).
 kaio_status plan_mma_matvec(const char *caller, kaio_device *device, const KquantPlan &p,
                             OpPlan *out) {
-  const int variant = format_index(p.format) - 1 + (p.dtype == KAIO_DTYPE_BF16 ? 3 : 0);
   const bool narrow = p.k / kSuperblock <= kMmaNarrowMaxBlocks;
-  KernelId first = narrow ? KernelId::kq_mma_q4_k_f16_w4 : KernelId::kq_mma_q4_k_f16;
-  KAIO_TRY(resolve(caller, device, with_dtype_offset(first, variant), out));
+  const kernels::Variant variant = narrow ? kernels::Variant::w4 : kernels::Variant::none;
+  KAIO_TRY(resolve(caller, device, kernels::kq_mma(p.format, variant, p.dtype), out));
   out->grid = static_cast<unsigned>((p.cols + kRowsPerMmaBlock - 1) / kRowsPerMmaBlock);
   return KAIO_OK;
 }
@@ -222,16 +214,15 @@ kaio_status plan_mma_matvec(const char *caller, kaio_device *device, const Kquan
 // matvec, a kernel per M bucket (1, 2, 4, 8), a warp per weight row.
 kaio_status plan_cuda_core_matvec(const char *caller, kaio_device *device, const KquantPlan &p,
                                   OpPlan *out) {
-  int bucket = 0;
-  while ((int64_t{1} << bucket) < p.rows) ++bucket;
-  KernelId id = with_dtype_offset(KernelId::kq_matvec_q8_0_m1, format_index(p.format) * 4 + bucket);
-  KAIO_TRY(resolve(caller, device, id, out));
+  int64_t rows = 1;  // rows per kernel: 1, 2, 4, 8
+  while (rows < p.rows) rows *= 2;
+  KAIO_TRY(resolve(caller, device, kernels::kq_matvec(p.format, rows), out));
   out->grid = static_cast<unsigned>((p.cols + kRowsPerMatvecBlock - 1) / kRowsPerMatvecBlock);
   return KAIO_OK;
 }
 
 kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *p) {
-  if (!is_float(p->dtype))
+  if (!is_float_dtype(p->dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: a_dtype is %s (%d); activations are KAIO_DTYPE_F32, KAIO_DTYPE_F16 or "
                 "KAIO_DTYPE_BF16.",
@@ -283,9 +274,10 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
   p->matmul.matmul.k = p->k;
   KAIO_TRY(plan_op(caller, device, &p->matmul));
   if (p->dtype == KAIO_DTYPE_F32) {
-    KAIO_TRY(resolve(caller, device, KernelId::convert_f32_f16, &p->convert_a));
+    KAIO_TRY(resolve(caller, device, kernels::convert(KAIO_DTYPE_F16), &p->convert_a));
     log_kernel(device, p->convert_a.function, "A is f32: rounded to f16 first");
-    p->convert_a.grid = blocks_for((p->rows * p->k + kConvertPerThread - 1) / kConvertPerThread);
+    p->convert_a.grid =
+        blocks_for((p->rows * p->k + kConvertPerThread - 1) / kConvertPerThread, p->convert_a);
     KAIO_TRY(DeviceMemory::allocate(caller, device, static_cast<uint64_t>(p->rows * p->k) * 2,
                                     &p->a16));
   }
@@ -417,7 +409,7 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, KquantPlan *p
       log_kernel(device, plan->launch.function, "sm_80, the only family");
       return KAIO_OK;
     case KquantPlan::Kind::dequantize:
-      if (!is_float(plan->dtype))
+      if (!is_float_dtype(plan->dtype))
         return fail(KAIO_ERROR_INVALID_DTYPE,
                     "%s: out_dtype is %s (%d); dequantize writes KAIO_DTYPE_F32, KAIO_DTYPE_F16 "
                     "or KAIO_DTYPE_BF16.",

@@ -20,7 +20,6 @@ namespace {
 // The sm_80 kernels' CTA tile and block; the grid covers C with these.
 constexpr int64_t kTileM = 128;
 constexpr int64_t kTileN = 128;
-constexpr unsigned kBlock = 256;
 constexpr int64_t kMaxGridY = 65535;
 // 16-byte cp.async / vector loads of 2-byte elements along K (or M, N).
 constexpr int64_t kChunkElems = 8;
@@ -40,17 +39,16 @@ bool use_gemv(const OpPlan &plan) {
 }
 
 KernelId gemv_kernel_for(const OpPlan &plan) {
-  int bucket = 0;  // rows per kernel: 1, 2, 4, 8, 16
-  while ((int64_t{1} << bucket) < plan.rows) ++bucket;
-  return with_dtype_offset(KernelId::matmul_gemv_f16_m1,
-                           (plan.dtype == KAIO_DTYPE_BF16 ? 5 : 0) + bucket);
+  int64_t rows = 1;  // rows per kernel: 1, 2, 4, 8, 16
+  while (rows < plan.rows) rows *= 2;
+  return kernels::matmul_gemv(plan.dtype, rows);
 }
 
 KernelId kernel_for(const OpPlan &plan) {
   const MatmulParams &p = plan.matmul;
-  int index = (p.variant == KAIO_MATMUL_ASYNC ? 8 : 0) + (plan.dtype == KAIO_DTYPE_BF16 ? 4 : 0) +
-              p.trans_a * 2 + p.trans_b;
-  return with_dtype_offset(KernelId::matmul_sm80_sync_f16_nn, index);
+  return kernels::matmul_sm80(
+      p.variant == KAIO_MATMUL_ASYNC ? kernels::Variant::async : kernels::Variant::sync,
+      plan.dtype, p.trans_a == KAIO_TRANS_T, p.trans_b == KAIO_TRANS_T);
 }
 
 kaio_status check_operand(const char *caller, const char *arg, const kaio_tensor *t,
@@ -146,7 +144,7 @@ kaio_status plan_matmul(const char *caller, kaio_device *device, OpPlan *plan) {
                                            : std::string("variant KAIO_MATMUL_ASYNC"));
   plan->function = fn.function;
   plan->shared_bytes = fn.shared_bytes;
-  plan->block = kBlock;
+  plan->block = fn.block;
   plan->grid = static_cast<unsigned>((n + kTileN - 1) / kTileN);
   plan->grid_y = static_cast<unsigned>((m + kTileM - 1) / kTileM);
   return KAIO_OK;

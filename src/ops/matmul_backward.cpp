@@ -20,7 +20,6 @@
 namespace kaio {
 namespace {
 
-constexpr unsigned kConvertBlock = 256;
 constexpr int64_t kConvertPerThread = 8;
 
 OpPlan product(const BackwardPlan &p, const char *dims, int64_t m, int64_t n, int64_t k,
@@ -52,15 +51,13 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, BackwardPlan 
   KAIO_TRY(plan_matmul(caller, device, &plan->db));
   if (plan->grad_dtype != KAIO_DTYPE_F32) return KAIO_OK;
 
-  KernelId id = plan->in_dtype == KAIO_DTYPE_BF16 ? KernelId::convert_f32_bf16
-                                                  : KernelId::convert_f32_f16;
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, id, &fn));
+  KAIO_TRY(device->modules->function(caller, kernels::convert(plan->in_dtype), &fn));
   OpPlan &c = plan->convert;
   c.function = fn.function;
-  c.block = kConvertBlock;
+  c.block = fn.block;
   const int64_t elems = plan->m * plan->n;
-  const int64_t per_block = kConvertBlock * kConvertPerThread;
+  const int64_t per_block = int64_t{fn.block} * kConvertPerThread;
   c.grid = static_cast<unsigned>(std::min<int64_t>((elems + per_block - 1) / per_block, INT32_MAX));
   log_kernel(device, c.function, "dC is f32: rounded first");
   return DeviceMemory::allocate(caller, device, static_cast<uint64_t>(elems) * 2, &plan->workspace);

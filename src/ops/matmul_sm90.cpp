@@ -15,7 +15,6 @@ namespace {
 
 constexpr int64_t kTileM = 128;
 constexpr int64_t kStepK = 64;
-constexpr unsigned kReduceBlock = 256;
 
 // The two kernel families: 128 x 256 tiles, and 128 x 128 (_n128) for
 // shapes whose wide tiles leave SMs idle. kRate is one CTA's tensor-core
@@ -24,10 +23,10 @@ constexpr unsigned kReduceBlock = 256;
 struct TileFamily {
   int64_t tile_n;
   double rate;
-  KernelId first;  // f16 nn; the others follow as in kernel_for
+  kernels::Tile tile;
 };
-constexpr TileFamily kWide = {256, 5.5e12, KernelId::matmul_sm90_f16_nn};
-constexpr TileFamily kNarrow = {128, 4.4e12, KernelId::matmul_sm90_n128_f16_nn};
+constexpr TileFamily kWide = {256, 5.5e12, kernels::Tile::n256};
+constexpr TileFamily kNarrow = {128, 4.4e12, kernels::Tile::n128};
 
 // A cost model in seconds. The main kernel is bound either by its CTAs'
 // tensor cores or by reading A and B (and writing split-K partials) from
@@ -86,8 +85,8 @@ Choice choose(int64_t m, int64_t n, int64_t k, int64_t sms, bool may_split) {
 
 KernelId kernel_for(const OpPlan &plan, const TileFamily &family) {
   const MatmulParams &p = plan.matmul;
-  return with_dtype_offset(family.first,
-                           (plan.dtype == KAIO_DTYPE_BF16 ? 4 : 0) + p.trans_a * 2 + p.trans_b);
+  return kernels::matmul_sm90(plan.dtype, p.trans_a == KAIO_TRANS_T, p.trans_b == KAIO_TRANS_T,
+                              family.tile);
 }
 
 }  // namespace
@@ -100,13 +99,8 @@ kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *pl
   const Choice choice = choose(m, n, p.k, sms, plan->prepared);
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, kernel_for(*plan, *choice.family), &fn));
-  if (fn.block == 0 || fn.box_a[0] == 0 || fn.box_b[0] == 0)
-    return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper matmul kernel lacks its annotations.",
-                caller);
-  for (int i = 0; i < 2; ++i) {
-    p.box_a[i] = fn.box_a[i];
-    p.box_b[i] = fn.box_b[i];
-  }
+  if (!tma_box(fn, "tmap_a", p.box_a) || !tma_box(fn, "tmap_b", p.box_b))
+    return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper matmul kernel lacks its TMA boxes.", caller);
   p.tma = true;
   plan->function = fn.function;
   plan->shared_bytes = fn.shared_bytes;
@@ -116,8 +110,9 @@ kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *pl
   p.splits = static_cast<unsigned>((ksteps + per - 1) / per);
   if (p.splits > 1) {
     BuiltinFunction reduce;
-    KAIO_TRY(device->modules->function(caller, KernelId::splitk_reduce, &reduce));
+    KAIO_TRY(device->modules->function(caller, kernels::splitk_reduce(), &reduce));
     p.reduce = reduce.function;
+    p.reduce_block = reduce.block;
     KAIO_TRY(DeviceMemory::allocate(caller, device,
                                       static_cast<uint64_t>(p.splits) * m * n * sizeof(float),
                                       &plan->workspace));
@@ -164,9 +159,9 @@ kaio_status enqueue_matmul_sm90(const char *caller, const kaio_device *device, c
     KAIO_TRY(launch_builtin(caller, device, plan, stream, params));
     OpPlan reduce = plan;
     reduce.function = p.reduce;
-    reduce.grid = (n + kReduceBlock - 1) / kReduceBlock;
+    reduce.grid = (n + p.reduce_block - 1) / p.reduce_block;
     reduce.grid_y = m;
-    reduce.block = kReduceBlock;
+    reduce.block = p.reduce_block;
     reduce.shared_bytes = 0;
     void *reduce_params[] = {&ws, &pc, &m, &n, &ldc, &splits, &split_elems, &alpha, &beta,
                              &out_dtype};

@@ -37,20 +37,15 @@ const char *tensor_order(OpKind kind) {
 
 }  // namespace
 
-int float_variant(kaio_dtype dtype) {
-  switch (dtype) {
-    case KAIO_DTYPE_F32: return 0;
-    case KAIO_DTYPE_F16: return 1;
-    case KAIO_DTYPE_BF16: return 2;
-    default: return -1;
-  }
+bool is_float_dtype(kaio_dtype dtype) {
+  return dtype == KAIO_DTYPE_F32 || dtype == KAIO_DTYPE_F16 || dtype == KAIO_DTYPE_BF16;
 }
 
 namespace {
 
 kaio_status plan_unlogged(const char *caller, kaio_device *device, OpPlan *plan) {
   if (plan->kind == OpKind::matmul) return plan_matmul(caller, device, plan);
-  if (float_variant(plan->dtype) < 0)
+  if (!is_float_dtype(plan->dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: argument 'dtype' is %s (%d); this op takes KAIO_DTYPE_F32, KAIO_DTYPE_F16 "
                 "or KAIO_DTYPE_BF16.",

@@ -39,6 +39,7 @@ struct MatmulParams {
   unsigned splits = 1;
   unsigned k_steps_per_split = 0;
   cu::CUfunction reduce = nullptr;
+  unsigned reduce_block = 0;
 };
 
 struct OpPlan {
@@ -91,8 +92,8 @@ kaio_status run_matmul(const char *caller, const kaio_device *device, const OpPl
 kaio_status check_op_stream(const char *caller, const kaio_device *device,
                             const kaio_stream *stream);
 
-// Index of the f32/f16/bf16 kernel variant.
-int float_variant(kaio_dtype dtype);
+// F32, F16 or BF16: the float dtypes most ops take.
+bool is_float_dtype(kaio_dtype dtype);
 
 // Enqueues a built-in kernel with the plan's grid, block and shared memory
 // under the device's context.

@@ -62,26 +62,22 @@ int64_t busy_ctas(const QuantPlan &p, int64_t rows_per_block) {
 // and 8 warps; then 4 warps with 4 steps per batch (3 CTAs per SM) while the
 // grid fits in one wave, else with 2 steps (4 CTAs per SM).
 KernelId contig_kernel(const QuantPlan &p, int64_t sms) {
-  const bool bf = p.in_dtype == KAIO_DTYPE_BF16, m16 = p.m > 8;
-  auto pick = [bf](KernelId f16, KernelId bf16) { return bf ? bf16 : f16; };
+  const bool m16 = p.m > 8;
   const int64_t ctas = busy_ctas(p, m16 ? kDecodeMaxRows : 8);
   auto one_wave = [&](int64_t warps) { return ctas * warps <= sms * kWarpsPerSm; };
-  using K = KernelId;
-  if (one_wave(16))
-    return m16 ? pick(K::int4_gemv_f16_m16_g128, K::int4_gemv_bf16_m16_g128)
-               : pick(K::int4_gemv_f16_m8_g128, K::int4_gemv_bf16_m8_g128);
-  if (one_wave(8))
-    return m16 ? pick(K::int4_gemv_f16_m16_g128_w8, K::int4_gemv_bf16_m16_g128_w8)
-               : pick(K::int4_gemv_f16_m8_g128_w8, K::int4_gemv_bf16_m8_g128_w8);
-  if (!m16) return pick(K::int4_gemv_f16_m8_g128_w4, K::int4_gemv_bf16_m8_g128_w4);
-  return ctas <= kW4CtasPerSm * sms ? pick(K::int4_gemv_f16_m16_g128_w4, K::int4_gemv_bf16_m16_g128_w4)
-                                    : pick(K::int4_gemv_f16_m16_g128_w4s2, K::int4_gemv_bf16_m16_g128_w4s2);
+  using V = kernels::Variant;
+  const V variant = one_wave(16)                     ? V::g128
+                    : one_wave(8)                    ? V::g128_w8
+                    : !m16                           ? V::g128_w4
+                    : ctas <= kW4CtasPerSm * sms ? V::g128_w4
+                                                     : V::g128_w4s2;
+  return kernels::quant_gemv(kernels::Weights::int4, variant, p.in_dtype, m16 ? 16 : 8);
 }
 
 KernelId gemv_kernel(const QuantPlan &p, int64_t sms) {
-  const bool bf = p.in_dtype == KAIO_DTYPE_BF16;
   if (p.group >= kContigMinGroup || p.group == p.k) return contig_kernel(p, sms);
-  return with_dtype_offset(KernelId::int4_gemv_f16_m8, (bf ? 2 : 0) + (p.m <= 8 ? 0 : 1));
+  return kernels::quant_gemv(kernels::Weights::int4, kernels::Variant::none, p.in_dtype,
+                            p.m <= 8 ? 8 : 16);
 }
 
 // One weight set's views, checked: qweight, optional qzeros, scales.
@@ -161,12 +157,8 @@ kaio_status check_output(const char *caller, const kaio_device *device, const Qu
 // each) instead of 128 unsplit 128-row ones (64 steps); ties keep no split.
 struct FusedTile {
   int64_t rows, split, step_cost;   // step_cost: one K step's time in 10 ns
-  KernelId f16, bf16;
 };
-constexpr FusedTile kFusedTiles[] = {
-    {256, 1, 102, KernelId::int4_mm_sm90_f16_m256, KernelId::int4_mm_sm90_bf16_m256},
-    {128, 1, 84, KernelId::int4_mm_sm90_f16_m128, KernelId::int4_mm_sm90_bf16_m128},
-    {256, 2, 102, KernelId::int4_mm_sm90_f16_m256_k2, KernelId::int4_mm_sm90_bf16_m256_k2}};
+constexpr FusedTile kFusedTiles[] = {{256, 1, 102}, {128, 1, 84}, {256, 2, 102}};
 constexpr int64_t kFusedStepK = 64;   // K per step (the generator's BK)
 
 int64_t fused_cost(const QuantPlan &p, const FusedTile &f, int64_t sms, int64_t steps) {
@@ -182,22 +174,19 @@ kaio_status plan_fused(const char *caller, kaio_device *device, QuantPlan *p,
   for (const FusedTile &f : kFusedTiles)   // each CTA of a split needs a K step of its own
     if (steps >= f.split && fused_cost(*p, f, sms, steps) < fused_cost(*p, *best, sms, steps))
       best = &f;
-  const KernelId id = p->in_dtype == KAIO_DTYPE_BF16 ? best->bf16 : best->f16;
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, id, &fn));
-  if (fn.block == 0 || fn.cols_per_block == 0 || fn.box_a[0] == 0 || fn.box_b[0] == 0)
-    return fail(KAIO_ERROR_INTERNAL, "%s: the int4 wgmma kernel lacks its annotations.", caller);
+  KAIO_TRY(device->modules->function(
+      caller, kernels::int4_mm_sm90(p->in_dtype, best->rows, best->split), &fn));
+  if (fn.cols_per_block == 0 || !tma_box(fn, "tmap_x", p->box_a) ||
+      !tma_box(fn, "tmap_qw", p->box_b))
+    return fail(KAIO_ERROR_INTERNAL, "%s: the int4 wgmma kernel lacks its launch facts.", caller);
   OpPlan &kp = p->kernel;
   kp.function = fn.function;
   kp.shared_bytes = fn.shared_bytes;
   kp.block = fn.block;
   kp.grid = static_cast<unsigned>((p->n[0] + fn.cols_per_block - 1) / fn.cols_per_block);
-  kp.grid_y = static_cast<unsigned>((p->m + fn.box_a[1] - 1) / fn.box_a[1]);
+  kp.grid_y = static_cast<unsigned>((p->m + p->box_a[1] - 1) / p->box_a[1]);
   kp.grid_z = static_cast<unsigned>(best->split);   // the split kernels' clusters are 1 x 1 x 2
-  for (int i = 0; i < 2; ++i) {
-    p->box_a[i] = fn.box_a[i];
-    p->box_b[i] = fn.box_b[i];
-  }
   p->fused = true;
   if (log_enabled()) log_kernel(device, kp.function, "AUTO: M > 16, " + why);
   return KAIO_OK;
@@ -211,10 +200,8 @@ kaio_status plan_prefill(const char *caller, kaio_device *device, QuantPlan *p,
                 " rows of K. Split K.",
                 caller, p->k, kMaxGridYZ * 8);
   BuiltinFunction fn;
-  KernelId id = p->in_dtype == KAIO_DTYPE_BF16 ? KernelId::int4_dequant_bf16
-                                               : KernelId::int4_dequant_f16;
-  KAIO_TRY(device->modules->function(caller, id, &fn));
-  if (fn.block == 0 || fn.cols_per_block == 0)
+  KAIO_TRY(device->modules->function(caller, kernels::int4_dequant(p->in_dtype), &fn));
+  if (fn.cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 dequantize kernel lacks its annotation.",
                 caller);
   OpPlan &d = p->dequant;
@@ -300,7 +287,7 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *p,
                         hopper.ok() ? "M > " + std::to_string(kFusedMaxRows) : hopper.why);
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, gemv_kernel(*p, device->info.sm_count), &fn));
-  if (fn.block == 0 || fn.cols_per_block == 0)
+  if (fn.cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 decode kernel lacks its annotation.", caller);
   int64_t nmax = 0;
   for (int i = 0; i < p->nproj; ++i) nmax = p->n[i] > nmax ? p->n[i] : nmax;
@@ -448,7 +435,7 @@ kaio_status repack_kaio_int4(const char *caller, kaio_stream *stream, const kaio
   KAIO_TRY(check_no_partial_overlap(caller, "src", s, "dst", d, false));
   KAIO_TRY(require_arch(caller, stream->device, 8, 0, "int4 repack"));
   BuiltinFunction fn;
-  KAIO_TRY(stream->device->modules->function(caller, KernelId::int4_transpose_u32, &fn));
+  KAIO_TRY(stream->device->modules->function(caller, kernels::int4_transpose(), &fn));
   OpPlan plan;
   plan.function = fn.function;
   plan.block = fn.block;

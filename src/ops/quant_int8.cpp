@@ -20,7 +20,6 @@ namespace kaio {
 namespace {
 
 constexpr int64_t kTile = 128;
-constexpr unsigned kBlock = 256;
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kKAlign = 16;           // 16-byte cp.async chunks of s8 along K
 constexpr int64_t kMaxK = 131071;         // K * 128 * 128 stays below 2^31
@@ -100,15 +99,13 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *pl
   if (hopper.ok()) {
     const int64_t tile_n = hopper_tile_n(m, n, device->info.sm_count);
     KAIO_TRY(device->modules->function(
-        caller, tile_n == 128 ? KernelId::matmul_int8_sm90_n128 : KernelId::matmul_int8_sm90,
+        caller,
+        kernels::matmul_sm90(KAIO_DTYPE_I8, false, true,
+                             tile_n == 128 ? kernels::Tile::n128 : kernels::Tile::n256),
         &fn));
-    if (fn.block == 0 || fn.box_a[0] == 0 || fn.box_b[0] == 0)
-      return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper int8 kernel lacks its annotations.",
+    if (!tma_box(fn, "tmap_a", plan->box_a) || !tma_box(fn, "tmap_b", plan->box_b))
+      return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper int8 kernel lacks its TMA boxes.",
                   caller);
-    for (int i = 0; i < 2; ++i) {
-      plan->box_a[i] = fn.box_a[i];
-      plan->box_b[i] = fn.box_b[i];
-    }
     plan->tma = true;
     OpPlan &kp = plan->kernel;
     kp.function = fn.function;
@@ -120,7 +117,7 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *pl
     if (log_enabled()) log_kernel(device, fn.function, "AUTO: " + hopper.why);
     return KAIO_OK;
   }
-  KAIO_TRY(device->modules->function(caller, KernelId::matmul_int8_sm80_async, &fn));
+  KAIO_TRY(device->modules->function(caller, kernels::matmul_int8_sm80(), &fn));
   if (log_enabled())
     log_kernel(device, fn.function,
                plan->variant == KAIO_MATMUL_AUTO ? "AUTO: sm_80 cp.async; " + hopper.why
@@ -128,7 +125,7 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *pl
   OpPlan &kp = plan->kernel;
   kp.function = fn.function;
   kp.shared_bytes = fn.shared_bytes;
-  kp.block = kBlock;
+  kp.block = fn.block;
   kp.grid = static_cast<unsigned>((n + kTile - 1) / kTile);
   kp.grid_y = static_cast<unsigned>((m + kTile - 1) / kTile);
   return KAIO_OK;

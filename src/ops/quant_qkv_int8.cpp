@@ -52,11 +52,13 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *p)
                 kMaxGridZ * kRowsPerTile);
   KAIO_TRY(require_arch(caller, device, 8, 0, "int8 QKV projection (mma.sync m16n8k16)"));
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(
-      caller, p->m <= 8 ? KernelId::int8w_gemv_f16_m8 : KernelId::int8w_gemv_f16_m16, &fn));
-  if (fn.block == 0 || fn.cols_per_block == 0)
-    return fail(KAIO_ERROR_INTERNAL, "%s: the int8 QKV kernel lacks its annotation.", caller);
   const int64_t rows = p->m <= 8 ? 8 : kRowsPerTile;
+  KAIO_TRY(device->modules->function(
+      caller,
+      kernels::quant_gemv(kernels::Weights::int8, kernels::Variant::none, KAIO_DTYPE_F16, rows),
+      &fn));
+  if (fn.cols_per_block == 0)
+    return fail(KAIO_ERROR_INTERNAL, "%s: the int8 QKV kernel lacks its annotation.", caller);
   OpPlan &kp = p->kernel;
   kp.function = fn.function;
   kp.shared_bytes = fn.shared_bytes;

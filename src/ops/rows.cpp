@@ -12,18 +12,16 @@
 namespace kaio {
 namespace {
 
-constexpr unsigned kBlock = 256;
-constexpr int64_t kRowsPerWarpBlock = kBlock / 32;
 // Up to this many columns a warp per row keeps every lane busy without
 // leaving most of a 256-thread block idle.
 constexpr int64_t kWarpMaxCols = 1024;
 
 bool warp_per_row(const OpPlan &plan) { return plan.cols <= kWarpMaxCols; }
 
-KernelId first_kernel(const OpPlan &plan) {
-  bool warp = warp_per_row(plan);
-  if (plan.kind == OpKind::rmsnorm) return warp ? KernelId::rmsnorm_f32_warp : KernelId::rmsnorm_f32_block;
-  return warp ? KernelId::softmax_f32_warp : KernelId::softmax_f32_block;
+KernelId row_kernel(const OpPlan &plan) {
+  return kernels::rows(plan.kind == OpKind::rmsnorm ? kernels::Op::rmsnorm : kernels::Op::softmax,
+                       plan.dtype,
+                       warp_per_row(plan) ? kernels::RowBucket::warp : kernels::RowBucket::block);
 }
 
 }  // namespace
@@ -38,14 +36,14 @@ kaio_status plan_rows(const char *caller, kaio_device *device, OpPlan *plan) {
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: argument 'eps' is %g; it must be finite and >= 0 (1e-5 or 1e-6 are usual).",
                 caller, static_cast<double>(plan->eps));
-  KernelId id = with_dtype_offset(first_kernel(*plan), float_variant(plan->dtype));
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, id, &fn));
+  KAIO_TRY(device->modules->function(caller, row_kernel(*plan), &fn));
   plan->function = fn.function;
   plan->shared_bytes = fn.shared_bytes;
-  plan->block = kBlock;
+  plan->block = fn.block;
+  const int64_t rows_per_block = fn.block / 32;  // a warp per row
   plan->grid = static_cast<unsigned>(warp_per_row(*plan)
-                                         ? (plan->rows + kRowsPerWarpBlock - 1) / kRowsPerWarpBlock
+                                         ? (plan->rows + rows_per_block - 1) / rows_per_block
                                          : plan->rows);
   return KAIO_OK;
 }

@@ -14,12 +14,12 @@ constexpr BuiltinKernel kKernels[] = {
 };
 static_assert(sizeof kKernels / sizeof kKernels[0] == static_cast<size_t>(KernelId::count));
 
-// Every row names a kernel a generator writes, in that module (convert.ptx
-// is hand-written, so in no manifest): a wrong row is a compile error.
+// Every row names a kernel a generator writes, in that module: a wrong row
+// is a compile error.
 #ifndef KAIO_NO_MANIFEST_CHECK
 constexpr bool generated_in(std::string_view name, std::string_view module) {
   const manifest::Entry *e = manifest::find(name);
-  return module == "convert" ? e == nullptr : e != nullptr && e->module == module;
+  return e != nullptr && e->module == module;
 }
 #define KAIO_KERNEL_CHECK(id, module, name)                                     \
   static_assert(generated_in(name, #module),                                    \

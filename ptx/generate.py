@@ -5,14 +5,13 @@ emulators and for ptxas.
     python3 ptx/generate.py DIR
     python3 ptx/generate.py --check-meson   # every generator and module is in ptx/meson.build
 
-Runs every ptx/gen_*.py with --out-dir DIR (in parallel) and copies the
-hand-written modules (the .ptx files kept in ptx/).  The build does the same
-per generator (ptx/meson.build), into <build>/ptx."""
+Runs every ptx/gen_*.py with --out-dir DIR (in parallel).  The build does the
+same per generator (ptx/meson.build), into <build>/ptx.  No module is kept as
+a .ptx file in ptx/: --check-meson fails on one."""
 
 import concurrent.futures
 import glob
 import os
-import shutil
 import subprocess
 import sys
 
@@ -21,10 +20,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def generators():
     return sorted(glob.glob(os.path.join(HERE, "gen_*.py")))
-
-
-def hand_written():
-    return sorted(glob.glob(os.path.join(HERE, "*.ptx")))
 
 
 def generate(out_dir):
@@ -38,10 +33,7 @@ def generate(out_dir):
         return None if proc.returncode == 0 else "%s exited %d\n%s" % (gen, proc.returncode, proc.stdout)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        failures = [m for m in pool.map(run, generators()) if m]
-    for path in hand_written():
-        shutil.copyfile(path, os.path.join(out_dir, os.path.basename(path)))
-    return failures
+        return [m for m in pool.map(run, generators()) if m]
 
 
 def unlisted():
@@ -55,13 +47,22 @@ def unlisted():
     return sorted(n for n in names if n not in tools and "'%s'" % n not in text)
 
 
+def committed_ptx():
+    """.ptx files in ptx/: every module is generated (the build copies none)."""
+    return sorted(os.path.basename(p) for p in glob.glob(os.path.join(HERE, "*.ptx")))
+
+
 def main(argv):
     if argv[1:] == ["--check-meson"]:
         missing = unlisted()
         for n in missing:
             print("FAIL: ptx/%s is not in ptx/meson.build: add it to kaio_ptx_lib, kquant_family "
                   "or ptx_generators" % n)
-        return 1 if missing else 0
+        stray = committed_ptx()
+        for n in stray:
+            print("FAIL: ptx/%s: the build does not use .ptx files kept in ptx/; write it with a "
+                  "generator (ptx/kaio_ptx/README.md) and delete the file" % n)
+        return 1 if missing or stray else 0
     if len(argv) != 2:
         print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
         return 2

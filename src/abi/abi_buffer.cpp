@@ -1,4 +1,5 @@
-// Buffer entry points: allocation, foreign wrapping and copies.
+// Buffer entry points: allocation, foreign wrapping and copies. They check
+// the arguments and resolve the handles; runtime/buffer*.cpp does the work.
 #include <kaio/kaio.h>
 
 #include <cinttypes>
@@ -7,15 +8,11 @@
 #include "core/error.hpp"
 #include "core/firewall.hpp"
 #include "runtime/buffer.hpp"
-#include "runtime/context_scope.hpp"
-#include "runtime/device_memory.hpp"
-#include "runtime/foreign_memory.hpp"
+#include "runtime/buffer_copy.hpp"
 #include "runtime/handle_check.hpp"
-#include "runtime/tensor_view.hpp"
+#include "runtime/stream.hpp"
 
 using kaio::fail;
-using kaio::fail_driver;
-namespace cu = kaio::cu;
 
 namespace {
 
@@ -41,19 +38,6 @@ kaio_status check_stream_device(const char *fn, kaio_stream *&stream, const kaio
   return same_device(fn, stream, arg, buffer);
 }
 
-kaio_status make_buffer(const char *fn, kaio_buffer **out, kaio_device *device,
-                        cu::CUdeviceptr ptr, uint64_t size, bool owned) {
-  auto b = std::make_unique<kaio_buffer>();
-  b->device = device;
-  b->ptr = ptr;
-  b->size = size;
-  b->owned = owned;
-  KAIO_TRY(kaio::publish_handle(fn, out, b.get()));
-  b.release();
-  kaio::device_retain(device);
-  return KAIO_OK;
-}
-
 }  // namespace
 
 extern "C" {
@@ -70,11 +54,9 @@ KAIO_API kaio_status kaio_buffer_create(kaio_buffer **out, kaio_device *device,
                   "%s: argument 'size_bytes' is 0; allocate at least 1 byte.", fn);
     if (size_bytes > SIZE_MAX)
       return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: argument 'size_bytes' is too large.", fn);
-    cu::CUdeviceptr ptr = 0;
-    KAIO_TRY(kaio::allocate_device_memory(fn, device, size_bytes, &ptr));
-    kaio_status s = make_buffer(fn, out, device, ptr, size_bytes, true);
-    if (s != KAIO_OK) kaio::free_device_memory(device, ptr);
-    return s;
+    kaio::BufferPtr buffer;
+    KAIO_TRY(kaio::buffer_allocate(device, size_bytes, &buffer));
+    return kaio::publish_handle(fn, out, std::move(buffer));
   });
 }
 
@@ -89,22 +71,15 @@ KAIO_API kaio_status kaio_buffer_wrap(kaio_buffer **out, kaio_device *device, ui
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'device_ptr' is 0.", fn);
     if (size_bytes == 0)
       return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: argument 'size_bytes' is 0.", fn);
-    kaio::ContextScope scope(device);
-    KAIO_TRY(scope.status(fn));
-    KAIO_TRY(kaio::check_foreign_memory(fn, device, device_ptr, size_bytes));
-    return make_buffer(fn, out, device, device_ptr, size_bytes, false);
+    kaio::BufferPtr buffer;
+    KAIO_TRY(kaio::buffer_wrap(device, device_ptr, size_bytes, &buffer));
+    return kaio::publish_handle(fn, out, std::move(buffer));
   });
 }
 
 KAIO_API void kaio_buffer_destroy(kaio_buffer *handle) {
-  kaio::firewall_void([&] {
-    kaio_buffer *buffer = kaio::retire_handle(handle);
-    if (!buffer) return;
-    kaio_device *device = buffer->device;
-    if (buffer->owned) kaio::free_device_memory(device, buffer->ptr);
-    delete buffer;
-    kaio::device_release(device);
-  });
+  kaio::firewall_void("kaio_buffer_destroy",
+                      [&] { kaio::BufferPtr buffer(kaio::retire_handle(handle)); });
 }
 
 KAIO_API kaio_status kaio_buffer_write(kaio_buffer *buffer, uint64_t offset, const void *src,
@@ -114,19 +89,7 @@ KAIO_API kaio_status kaio_buffer_write(kaio_buffer *buffer, uint64_t offset, con
     KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
     KAIO_TRY(check_host(fn, "src", src, size));
     KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
-    if (size == 0) return KAIO_OK;
-    kaio::ContextScope scope(buffer->device);
-    KAIO_TRY(scope.status(fn));
-    // cuMemcpyHtoD from pageable memory may return once the data is staged,
-    // before it lands; a kernel on a non-blocking stream could then read the
-    // old bytes. Copying on the legacy stream and waiting for it makes the
-    // write complete when this call returns, as documented.
-    const kaio::driver::Api *api = buffer->device->api;
-    if (cu::CUresult r = api->cuMemcpyHtoDAsync(buffer->ptr + offset, src, size, nullptr))
-      return fail_driver(r, fn, "cuMemcpyHtoDAsync");
-    if (cu::CUresult r = api->cuStreamSynchronize(nullptr))
-      return fail_driver(r, fn, "cuStreamSynchronize");
-    return KAIO_OK;
+    return kaio::buffer_write(buffer, offset, src, size);
   });
 }
 
@@ -137,12 +100,7 @@ KAIO_API kaio_status kaio_buffer_read(const kaio_buffer *buffer, uint64_t offset
     KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
     KAIO_TRY(check_host(fn, "dst", dst, size));
     KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
-    if (size == 0) return KAIO_OK;
-    kaio::ContextScope scope(buffer->device);
-    KAIO_TRY(scope.status(fn));
-    if (cu::CUresult r = buffer->device->api->cuMemcpyDtoH(dst, buffer->ptr + offset, size))
-      return fail_driver(r, fn, "cuMemcpyDtoH");
-    return KAIO_OK;
+    return kaio::buffer_read(buffer, offset, dst, size);
   });
 }
 
@@ -154,13 +112,7 @@ KAIO_API kaio_status kaio_buffer_write_async(kaio_buffer *buffer, kaio_stream *s
     KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
     KAIO_TRY(check_host(fn, "src", src, size));
     KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
-    if (size == 0) return KAIO_OK;
-    kaio::ContextScope scope(buffer->device);
-    KAIO_TRY(scope.status(fn));
-    if (cu::CUresult r =
-            buffer->device->api->cuMemcpyHtoDAsync(buffer->ptr + offset, src, size, stream->native))
-      return fail_driver(r, fn, "cuMemcpyHtoDAsync");
-    return KAIO_OK;
+    return kaio::buffer_write_async(buffer, stream, offset, src, size);
   });
 }
 
@@ -172,13 +124,7 @@ KAIO_API kaio_status kaio_buffer_read_async(const kaio_buffer *buffer, kaio_stre
     KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
     KAIO_TRY(check_host(fn, "dst", dst, size));
     KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
-    if (size == 0) return KAIO_OK;
-    kaio::ContextScope scope(buffer->device);
-    KAIO_TRY(scope.status(fn));
-    if (cu::CUresult r =
-            buffer->device->api->cuMemcpyDtoHAsync(dst, buffer->ptr + offset, size, stream->native))
-      return fail_driver(r, fn, "cuMemcpyDtoHAsync");
-    return KAIO_OK;
+    return kaio::buffer_read_async(buffer, stream, offset, dst, size);
   });
 }
 
@@ -189,13 +135,7 @@ KAIO_API kaio_status kaio_buffer_memset(kaio_buffer *buffer, kaio_stream *stream
     KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
     KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
     KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
-    if (size == 0) return KAIO_OK;
-    kaio::ContextScope scope(buffer->device);
-    KAIO_TRY(scope.status(fn));
-    if (cu::CUresult r =
-            buffer->device->api->cuMemsetD8Async(buffer->ptr + offset, value, size, stream->native))
-      return fail_driver(r, fn, "cuMemsetD8Async");
-    return KAIO_OK;
+    return kaio::buffer_memset(buffer, stream, offset, value, size);
   });
 }
 
@@ -211,15 +151,11 @@ KAIO_API kaio_status kaio_buffer_copy(kaio_buffer *dst, uint64_t dst_offset,
     KAIO_TRY(kaio::check_range(fn, "dst", dst, dst_offset, size));
     KAIO_TRY(kaio::check_range(fn, "src", src, src_offset, size));
     if (size == 0) return KAIO_OK;
-    cu::CUdeviceptr d = dst->ptr + dst_offset, s = src->ptr + src_offset;
+    uint64_t d = dst->ptr + dst_offset, s = src->ptr + src_offset;
     if (d < s + size && s < d + size)
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: the 'dst' and 'src' ranges overlap; copy through a temporary buffer.", fn);
-    kaio::ContextScope scope(dst->device);
-    KAIO_TRY(scope.status(fn));
-    if (cu::CUresult r = dst->device->api->cuMemcpyDtoDAsync(d, s, size, stream->native))
-      return fail_driver(r, fn, "cuMemcpyDtoDAsync");
-    return KAIO_OK;
+    return kaio::buffer_copy(dst, dst_offset, src, src_offset, size, stream);
   });
 }
 

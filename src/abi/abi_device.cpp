@@ -44,7 +44,7 @@ KAIO_API kaio_status kaio_device_open(kaio_device **out, int32_t ordinal) {
 }
 
 KAIO_API void kaio_device_destroy(kaio_device *device) {
-  kaio::firewall_void([&] {
+  kaio::firewall_void("kaio_device_destroy", [&] {
     if (kaio_device *object = kaio::retire_handle(device)) kaio::device_release(object);
   });
 }

@@ -99,7 +99,7 @@ KAIO_API kaio_status kaio_lang_kernel_create(kaio_lang_kernel **out, kaio_device
 }
 
 KAIO_API void kaio_lang_kernel_destroy(kaio_lang_kernel *kernel) {
-  kaio::firewall_void([&] {
+  kaio::firewall_void("kaio_lang_kernel_destroy", [&] {
     if (kaio_lang_kernel *object = kaio::retire_handle(kernel)) destroy_kernel(object);
   });
 }

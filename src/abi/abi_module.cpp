@@ -126,7 +126,7 @@ KAIO_API kaio_status kaio_module_load_ptx(kaio_module **out, kaio_device *device
 }
 
 KAIO_API void kaio_module_destroy(kaio_module *module) {
-  kaio::firewall_void([&] {
+  kaio::firewall_void("kaio_module_destroy", [&] {
     if (kaio_module *object = kaio::retire_handle(module)) kaio::module_release(object);
   });
 }
@@ -164,7 +164,7 @@ KAIO_API kaio_status kaio_module_get_kernel(kaio_kernel **out, kaio_module *modu
 }
 
 KAIO_API void kaio_kernel_destroy(kaio_kernel *handle) {
-  kaio::firewall_void([&] {
+  kaio::firewall_void("kaio_kernel_destroy", [&] {
     kaio_kernel *kernel = kaio::retire_handle(handle);
     if (!kernel) return;
     kaio_module *module = kernel->module;

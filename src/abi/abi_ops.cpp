@@ -112,7 +112,7 @@ KAIO_API kaio_status kaio_op_launch(const kaio_op *op, kaio_stream *stream,
 }
 
 KAIO_API void kaio_op_destroy(kaio_op *handle) {
-  kaio::firewall_void([&] {
+  kaio::firewall_void("kaio_op_destroy", [&] {
     kaio_op *op = kaio::retire_handle(handle);
     if (!op) return;
     kaio_device *device = op->device;

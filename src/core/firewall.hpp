@@ -30,7 +30,8 @@ kaio_status firewall(const char *caller, Body &&body) noexcept {
 
 // For void functions (destroy) that must not throw either.
 template <class Body>
-void firewall_void(Body &&body) noexcept {
+void firewall_void(const char *caller, Body &&body) noexcept {
+  ApiCall call(caller);
   try {
     body();
   } catch (...) {

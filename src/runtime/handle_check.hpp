@@ -50,4 +50,12 @@ kaio_status publish_handle(const char *caller, T **out, T *object) {
   return KAIO_OK;
 }
 
+// As above for an object a runtime function made: on failure it is destroyed.
+template <class T, class Delete>
+kaio_status publish_handle(const char *caller, T **out, std::unique_ptr<T, Delete> object) {
+  KAIO_TRY(publish_handle(caller, out, object.get()));
+  object.release();
+  return KAIO_OK;
+}
+
 }  // namespace kaio

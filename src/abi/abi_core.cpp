@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
+#include "driver/driver_error.hpp"
 #include "driver/driver_loader.hpp"
 
 extern "C" {

@@ -5,7 +5,9 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
+#include "driver/driver_error.hpp"
 #include "driver/driver_loader.hpp"
+#include "kernels/device_setup.hpp"
 #include "runtime/device.hpp"
 #include "runtime/handle_check.hpp"
 
@@ -35,7 +37,7 @@ KAIO_API kaio_status kaio_device_open(kaio_device **out, int32_t ordinal) {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
     kaio_device *device = nullptr;
-    KAIO_TRY(kaio::device_open(fn, ordinal, &device));
+    KAIO_TRY(kaio::device_open(fn, ordinal, kaio::setup_device_kernels, &device));
     // each open is its own handle to the shared device
     kaio_status s = kaio::publish_handle(fn, out, device);
     if (s != KAIO_OK) kaio::device_release(device);

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
+#include "driver/driver_error.hpp"
 #include "kernels/module_cache.hpp"
 #include "lang/lower.hpp"
 #include "ops/lang_kernel.hpp"

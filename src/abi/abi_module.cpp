@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
+#include "driver/driver_error.hpp"
 #include "kernels/jit.hpp"
 #include "kernels/user_module.hpp"
 #include "runtime/context_scope.hpp"

@@ -10,6 +10,7 @@
 
 #include "core/env.hpp"
 #include "core/error.hpp"
+#include "driver/driver_error.hpp"
 
 namespace kaio::driver {
 namespace {

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "driver/driver_error.hpp"
 #include "driver/driver_loader.hpp"
-#include "kernels/module_cache.hpp"
 #include "runtime/context_scope.hpp"
 #include "runtime/handle_registry.hpp"
 
@@ -66,7 +66,7 @@ kaio_status query_info(const char *caller, kaio_device *d) {
 
 }  // namespace
 
-kaio_status device_open(const char *caller, int32_t ordinal, kaio_device **out) {
+kaio_status device_open(const char *caller, int32_t ordinal, DeviceSetup setup, kaio_device **out) {
   const driver::Api *api = nullptr;
   KAIO_TRY(driver::load(caller, &api));
   int count = 0;
@@ -96,7 +96,7 @@ kaio_status device_open(const char *caller, int32_t ordinal, kaio_device **out) 
   if (cu::CUresult r = api->cuDevicePrimaryCtxRetain(&d->context, d->cu_device))
     return fail_driver(r, caller, "cuDevicePrimaryCtxRetain");
   KAIO_TRY(query_info(caller, d.get()));  // on failure ~kaio_device releases the context
-  d->modules = std::make_unique<ModuleCache>(d.get());
+  KAIO_TRY(setup(d.get()));
   d->borrowed_handle =
       static_cast<kaio_device *>(handle_issue(HandleTag::device, d.get(), HandleUse::borrowed));
   if (!d->borrowed_handle)

@@ -2,6 +2,7 @@
 
 #include "core/call_context.hpp"
 #include "core/error.hpp"
+#include "driver/driver_error.hpp"
 #include "runtime/context_scope.hpp"
 
 namespace kaio {

@@ -5,6 +5,7 @@
 #include <cinttypes>
 #include <memory>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "core/firewall.hpp"
 #include "runtime/buffer.hpp"
@@ -16,26 +17,25 @@ using kaio::fail;
 
 namespace {
 
-kaio_status check_host(const char *fn, const char *arg, const void *host, uint64_t size) {
+kaio_status check_host(const char *arg, const void *host, uint64_t size) {
   if (host || size == 0) return KAIO_OK;
   return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL but size is %" PRIu64 ".",
-              fn, arg, size);
+              kaio::api_name(), arg, size);
 }
 
-kaio_status same_device(const char *fn, const kaio_stream *stream, const char *arg,
-                        const kaio_buffer *buffer) {
+kaio_status same_device(const kaio_stream *stream, const char *arg, const kaio_buffer *buffer) {
   if (stream->device == buffer->device) return KAIO_OK;
   return fail(KAIO_ERROR_WRONG_DEVICE,
               "%s: argument '%s' lives on device %d but 'stream' is on device %d; use a stream "
               "of device %d.",
-              fn, arg, buffer->device->ordinal, stream->device->ordinal, buffer->device->ordinal);
+              kaio::api_name(), arg, buffer->device->ordinal, stream->device->ordinal,
+              buffer->device->ordinal);
 }
 
 // Resolves the stream handle in place; it must be on the buffer's device.
-kaio_status check_stream_device(const char *fn, kaio_stream *&stream, const kaio_buffer *buffer,
-                                const char *arg) {
-  KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
-  return same_device(fn, stream, arg, buffer);
+kaio_status check_stream_device(kaio_stream *&stream, const kaio_buffer *buffer, const char *arg) {
+  KAIO_TRY(kaio::resolve_handle("stream", stream));
+  return same_device(stream, arg, buffer);
 }
 
 }  // namespace
@@ -48,7 +48,7 @@ KAIO_API kaio_status kaio_buffer_create(kaio_buffer **out, kaio_device *device,
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle("device", device));
     if (size_bytes == 0)
       return fail(KAIO_ERROR_INVALID_DIMENSION,
                   "%s: argument 'size_bytes' is 0; allocate at least 1 byte.", fn);
@@ -66,7 +66,7 @@ KAIO_API kaio_status kaio_buffer_wrap(kaio_buffer **out, kaio_device *device, ui
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle("device", device));
     if (device_ptr == 0)
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'device_ptr' is 0.", fn);
     if (size_bytes == 0)
@@ -86,9 +86,9 @@ KAIO_API kaio_status kaio_buffer_write(kaio_buffer *buffer, uint64_t offset, con
                                        uint64_t size) {
   constexpr const char *fn = "kaio_buffer_write";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
-    KAIO_TRY(check_host(fn, "src", src, size));
-    KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
+    KAIO_TRY(kaio::resolve_handle("buffer", buffer));
+    KAIO_TRY(check_host("src", src, size));
+    KAIO_TRY(kaio::check_range("buffer", buffer, offset, size));
     return kaio::buffer_write(buffer, offset, src, size);
   });
 }
@@ -97,9 +97,9 @@ KAIO_API kaio_status kaio_buffer_read(const kaio_buffer *buffer, uint64_t offset
                                       uint64_t size) {
   constexpr const char *fn = "kaio_buffer_read";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
-    KAIO_TRY(check_host(fn, "dst", dst, size));
-    KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
+    KAIO_TRY(kaio::resolve_handle("buffer", buffer));
+    KAIO_TRY(check_host("dst", dst, size));
+    KAIO_TRY(kaio::check_range("buffer", buffer, offset, size));
     return kaio::buffer_read(buffer, offset, dst, size);
   });
 }
@@ -108,10 +108,10 @@ KAIO_API kaio_status kaio_buffer_write_async(kaio_buffer *buffer, kaio_stream *s
                                              uint64_t offset, const void *src, uint64_t size) {
   constexpr const char *fn = "kaio_buffer_write_async";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
-    KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
-    KAIO_TRY(check_host(fn, "src", src, size));
-    KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
+    KAIO_TRY(kaio::resolve_handle("buffer", buffer));
+    KAIO_TRY(check_stream_device(stream, buffer, "buffer"));
+    KAIO_TRY(check_host("src", src, size));
+    KAIO_TRY(kaio::check_range("buffer", buffer, offset, size));
     return kaio::buffer_write_async(buffer, stream, offset, src, size);
   });
 }
@@ -120,10 +120,10 @@ KAIO_API kaio_status kaio_buffer_read_async(const kaio_buffer *buffer, kaio_stre
                                             uint64_t offset, void *dst, uint64_t size) {
   constexpr const char *fn = "kaio_buffer_read_async";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
-    KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
-    KAIO_TRY(check_host(fn, "dst", dst, size));
-    KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
+    KAIO_TRY(kaio::resolve_handle("buffer", buffer));
+    KAIO_TRY(check_stream_device(stream, buffer, "buffer"));
+    KAIO_TRY(check_host("dst", dst, size));
+    KAIO_TRY(kaio::check_range("buffer", buffer, offset, size));
     return kaio::buffer_read_async(buffer, stream, offset, dst, size);
   });
 }
@@ -132,9 +132,9 @@ KAIO_API kaio_status kaio_buffer_memset(kaio_buffer *buffer, kaio_stream *stream
                                         uint64_t offset, uint8_t value, uint64_t size) {
   constexpr const char *fn = "kaio_buffer_memset";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
-    KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
-    KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
+    KAIO_TRY(kaio::resolve_handle("buffer", buffer));
+    KAIO_TRY(check_stream_device(stream, buffer, "buffer"));
+    KAIO_TRY(kaio::check_range("buffer", buffer, offset, size));
     return kaio::buffer_memset(buffer, stream, offset, value, size);
   });
 }
@@ -144,12 +144,12 @@ KAIO_API kaio_status kaio_buffer_copy(kaio_buffer *dst, uint64_t dst_offset,
                                       kaio_stream *stream) {
   constexpr const char *fn = "kaio_buffer_copy";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "dst", dst));
-    KAIO_TRY(kaio::resolve_handle(fn, "src", src));
-    KAIO_TRY(check_stream_device(fn, stream, dst, "dst"));
-    KAIO_TRY(same_device(fn, stream, "src", src));
-    KAIO_TRY(kaio::check_range(fn, "dst", dst, dst_offset, size));
-    KAIO_TRY(kaio::check_range(fn, "src", src, src_offset, size));
+    KAIO_TRY(kaio::resolve_handle("dst", dst));
+    KAIO_TRY(kaio::resolve_handle("src", src));
+    KAIO_TRY(check_stream_device(stream, dst, "dst"));
+    KAIO_TRY(same_device(stream, "src", src));
+    KAIO_TRY(kaio::check_range("dst", dst, dst_offset, size));
+    KAIO_TRY(kaio::check_range("src", src, src_offset, size));
     if (size == 0) return KAIO_OK;
     uint64_t d = dst->ptr + dst_offset, s = src->ptr + src_offset;
     if (d < s + size && s < d + size)

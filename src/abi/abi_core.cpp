@@ -93,7 +93,7 @@ KAIO_API kaio_status kaio_probe(kaio_probe_info *info) {
     info->device_count = 0;
     info->message[0] = '\0';
     const kaio::driver::Api *api = nullptr;
-    kaio_status s = kaio::driver::load(fn, &api);
+    kaio_status s = kaio::driver::load(&api);
     if (s == KAIO_OK) {
       info->driver_version = api->driver_version;
       int count = 0;

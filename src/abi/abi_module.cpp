@@ -106,7 +106,7 @@ KAIO_API kaio_status kaio_module_load_ptx(kaio_module **out, kaio_device *device
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle("device", device));
     if (!ptx || !*ptx)
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: argument 'ptx' is %s; pass NUL-terminated PTX text.", fn,
@@ -138,7 +138,7 @@ KAIO_API kaio_status kaio_module_get_kernel(kaio_kernel **out, kaio_module *modu
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::resolve_handle(fn, "module", module));
+    KAIO_TRY(kaio::resolve_handle("module", module));
     if (!name || !*name)
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'name' is %s.", fn,
                   name ? "empty" : "NULL");
@@ -178,7 +178,7 @@ KAIO_API kaio_status kaio_kernel_get_attributes(const kaio_kernel *kernel,
                                                 kaio_kernel_attributes *attrs) {
   constexpr const char *fn = "kaio_kernel_get_attributes";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "kernel", kernel));
+    KAIO_TRY(kaio::resolve_handle("kernel", kernel));
     if (!attrs) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'attrs' is NULL.", fn);
     if (attrs->struct_size < sizeof(kaio_kernel_attributes))
       return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
@@ -214,8 +214,8 @@ KAIO_API kaio_status kaio_kernel_launch(const kaio_kernel *kernel, kaio_stream *
                                         size_t args_size) {
   constexpr const char *fn = "kaio_kernel_launch";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "kernel", kernel));
-    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+    KAIO_TRY(kaio::resolve_handle("kernel", kernel));
+    KAIO_TRY(kaio::resolve_handle("stream", stream));
     kaio_device *device = kernel->module->device;
     if (stream->device != device)
       return fail(KAIO_ERROR_WRONG_DEVICE,

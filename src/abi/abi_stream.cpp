@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "core/firewall.hpp"
 #include "runtime/event.hpp"
@@ -14,13 +15,13 @@ using kaio::fail;
 
 namespace {
 
-kaio_status same_device(const char *fn, const char *a, const kaio_device *da, const char *b,
+kaio_status same_device(const char *a, const kaio_device *da, const char *b,
                         const kaio_device *db) {
   if (da == db) return KAIO_OK;
   return fail(KAIO_ERROR_WRONG_DEVICE,
               "%s: argument '%s' is on device %d but '%s' is on device %d; use objects of one "
               "device.",
-              fn, a, da->ordinal, b, db->ordinal);
+              kaio::api_name(), a, da->ordinal, b, db->ordinal);
 }
 
 }  // namespace
@@ -32,7 +33,7 @@ KAIO_API kaio_status kaio_stream_create(kaio_stream **out, kaio_device *device, 
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle("device", device));
     if (flags & ~static_cast<uint32_t>(KAIO_STREAM_NON_BLOCKING))
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: argument 'flags' is 0x%x; use KAIO_STREAM_DEFAULT or "
@@ -49,7 +50,7 @@ KAIO_API kaio_status kaio_stream_wrap(kaio_stream **out, kaio_device *device, vo
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle("device", device));
     kaio::StreamPtr stream;
     KAIO_TRY(kaio::stream_wrap(device, static_cast<kaio::cu::CUstream>(cu_stream), &stream));
     return kaio::publish_handle(fn, out, std::move(stream));
@@ -59,7 +60,7 @@ KAIO_API kaio_status kaio_stream_wrap(kaio_stream **out, kaio_device *device, vo
 KAIO_API kaio_status kaio_stream_synchronize(kaio_stream *stream) {
   constexpr const char *fn = "kaio_stream_synchronize";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+    KAIO_TRY(kaio::resolve_handle("stream", stream));
     return kaio::stream_synchronize(stream);
   });
 }
@@ -67,8 +68,8 @@ KAIO_API kaio_status kaio_stream_synchronize(kaio_stream *stream) {
 KAIO_API kaio_status kaio_stream_wait_event(kaio_stream *stream, kaio_event *event) {
   constexpr const char *fn = "kaio_stream_wait_event";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
-    KAIO_TRY(kaio::resolve_handle(fn, "event", event));
+    KAIO_TRY(kaio::resolve_handle("stream", stream));
+    KAIO_TRY(kaio::resolve_handle("event", event));
     return kaio::stream_wait_event(stream, event);
   });
 }
@@ -93,7 +94,7 @@ KAIO_API kaio_status kaio_event_create(kaio_event **out, kaio_device *device, ui
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle("device", device));
     if (flags & ~static_cast<uint32_t>(KAIO_EVENT_DISABLE_TIMING))
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: argument 'flags' is 0x%x; use KAIO_EVENT_DEFAULT or "
@@ -108,9 +109,9 @@ KAIO_API kaio_status kaio_event_create(kaio_event **out, kaio_device *device, ui
 KAIO_API kaio_status kaio_event_record(kaio_event *event, kaio_stream *stream) {
   constexpr const char *fn = "kaio_event_record";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "event", event));
-    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
-    KAIO_TRY(same_device(fn, "event", event->device, "stream", stream->device));
+    KAIO_TRY(kaio::resolve_handle("event", event));
+    KAIO_TRY(kaio::resolve_handle("stream", stream));
+    KAIO_TRY(same_device("event", event->device, "stream", stream->device));
     return kaio::event_record(event, stream);
   });
 }
@@ -118,7 +119,7 @@ KAIO_API kaio_status kaio_event_record(kaio_event *event, kaio_stream *stream) {
 KAIO_API kaio_status kaio_event_synchronize(kaio_event *event) {
   constexpr const char *fn = "kaio_event_synchronize";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "event", event));
+    KAIO_TRY(kaio::resolve_handle("event", event));
     return kaio::event_synchronize(event);
   });
 }
@@ -128,9 +129,9 @@ KAIO_API kaio_status kaio_event_elapsed_ms(float *out_ms, kaio_event *start, kai
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out_ms) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out_ms' is NULL.", fn);
     *out_ms = 0.0f;
-    KAIO_TRY(kaio::resolve_handle(fn, "start", start));
-    KAIO_TRY(kaio::resolve_handle(fn, "end", end));
-    KAIO_TRY(same_device(fn, "start", start->device, "end", end->device));
+    KAIO_TRY(kaio::resolve_handle("start", start));
+    KAIO_TRY(kaio::resolve_handle("end", end));
+    KAIO_TRY(same_device("start", start->device, "end", end->device));
     if (!start->timing || !end->timing)
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: argument '%s' was created with KAIO_EVENT_DISABLE_TIMING; time with events "

@@ -23,8 +23,9 @@ BufferPtr make_buffer(kaio_device *device, cu::CUdeviceptr ptr, uint64_t size, b
 
 }  // namespace
 
-kaio_status check_range(const char *caller, const char *arg, const kaio_buffer *buffer,
-                        uint64_t offset, uint64_t size) {
+kaio_status check_range(const char *arg, const kaio_buffer *buffer, uint64_t offset,
+                        uint64_t size) {
+  const char *caller = api_name();
   uint64_t end = 0;
   // A wrapped sum would print as a small number that looks in bounds.
   if (__builtin_add_overflow(offset, size, &end))
@@ -64,7 +65,7 @@ kaio_status buffer_allocate(kaio_device *device, uint64_t size, BufferPtr *out) 
 kaio_status buffer_wrap(kaio_device *device, cu::CUdeviceptr ptr, uint64_t size, BufferPtr *out) {
   ContextScope scope(device);
   KAIO_TRY(scope.status(api_name()));
-  KAIO_TRY(check_foreign_memory(api_name(), device, ptr, size));
+  KAIO_TRY(check_foreign_memory(device, ptr, size));
   *out = make_buffer(device, ptr, size, false);
   return KAIO_OK;
 }

@@ -20,9 +20,9 @@ struct kaio_buffer {
 namespace kaio {
 
 // Checks [offset, offset + size) lies in buffer, without overflow. `arg`
-// names the buffer argument in the message.
-kaio_status check_range(const char *caller, const char *arg, const kaio_buffer *buffer,
-                        uint64_t offset, uint64_t size);
+// names the buffer argument in the message, after api_name().
+kaio_status check_range(const char *arg, const kaio_buffer *buffer, uint64_t offset,
+                        uint64_t size);
 
 // Frees an owned buffer's memory, then drops the buffer's device reference.
 struct BufferDelete {

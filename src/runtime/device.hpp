@@ -46,8 +46,9 @@ namespace kaio {
 // per device (its module cache); runs once per shared device.
 using DeviceSetup = kaio_status (*)(kaio_device *device);
 
-// Returns the shared device for ordinal with one more reference.
-kaio_status device_open(const char *caller, int32_t ordinal, DeviceSetup setup, kaio_device **out);
+// Returns the shared device for ordinal with one more reference. Errors
+// name api_name().
+kaio_status device_open(int32_t ordinal, DeviceSetup setup, kaio_device **out);
 void device_retain(kaio_device *device);
 // Drops a reference; the last one releases the primary context.
 void device_release(kaio_device *device);

@@ -45,7 +45,7 @@ kaio_status create(const char *fn, kaio_op **out, kaio_device *device,
                    const kaio_attention_desc *desc, bool backward) {
   if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
   *out = nullptr;
-  KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+  KAIO_TRY(kaio::resolve_handle("device", device));
   kaio_attention_desc d;
   KAIO_TRY(read_desc(fn, desc, &d));
   auto op = std::make_unique<kaio_op>();
@@ -71,7 +71,7 @@ kaio_status require_qkvo(const char *fn, const kaio_tensor *q, const kaio_tensor
 kaio_status one_shot(const char *fn, kaio_stream *stream, const kaio_tensor *q,
                      const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *o,
                      const kaio_tensor *lse, const kaio_attention_desc &desc) {
-  KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+  KAIO_TRY(kaio::resolve_handle("stream", stream));
   KAIO_TRY(require_qkvo(fn, q, k, v, o));
   kaio::AttentionPlan plan;
   KAIO_TRY(kaio::plan_attention(fn, stream->device, desc, false, &plan));
@@ -165,7 +165,7 @@ extern "C" {
                                    const kaio_tensor *out) {                                 \
     constexpr const char *fn = "kaio_" #name;                                                \
     return kaio::firewall(fn, [&]() -> kaio_status {                                         \
-      KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));                                  \
+      KAIO_TRY(kaio::resolve_handle("stream", stream));                                  \
       return kaio::run_attention_f32(fn, stream, q, k, v, out, nullptr, causal);             \
     });                                                                                      \
   }                                                                                          \
@@ -178,7 +178,7 @@ extern "C" {
       if (!lse)                                                                              \
         return fail(KAIO_ERROR_INVALID_ARGUMENT,                                             \
                     "%s: argument 'lse' is NULL; pass an f32 [1, S] view.", fn);             \
-      KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));                                  \
+      KAIO_TRY(kaio::resolve_handle("stream", stream));                                  \
       return kaio::run_attention_f32(fn, stream, q, k, v, out, lse, causal);                 \
     });                                                                                      \
   }                                                                                          \
@@ -190,7 +190,7 @@ extern "C" {
     constexpr const char *fn = "kaio_" #name "_backward";                                    \
     const kaio_tensor *const views[9] = {dout, q, k, v, out, lse, dq, dk, dv};               \
     return kaio::firewall(fn, [&]() -> kaio_status {                                         \
-      KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));                                  \
+      KAIO_TRY(kaio::resolve_handle("stream", stream));                                  \
       return kaio::run_attention_f32_backward(fn, stream, views, causal);                    \
     });                                                                                      \
   }

@@ -1,57 +1,41 @@
-// Buffer entry points: allocation, foreign wrapping and copies.
+// Buffer entry points: allocation, foreign wrapping and copies. They check
+// the arguments and resolve the handles; runtime/buffer*.cpp does the work.
 #include <kaio/kaio.h>
 
 #include <cinttypes>
 #include <memory>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "core/firewall.hpp"
 #include "runtime/buffer.hpp"
-#include "runtime/context_scope.hpp"
-#include "runtime/device_memory.hpp"
-#include "runtime/foreign_memory.hpp"
+#include "runtime/buffer_copy.hpp"
 #include "runtime/handle_check.hpp"
-#include "runtime/tensor_view.hpp"
+#include "runtime/stream.hpp"
 
 using kaio::fail;
-using kaio::fail_driver;
-namespace cu = kaio::cu;
 
 namespace {
 
-kaio_status check_host(const char *fn, const char *arg, const void *host, uint64_t size) {
+kaio_status check_host(const char *arg, const void *host, uint64_t size) {
   if (host || size == 0) return KAIO_OK;
   return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL but size is %" PRIu64 ".",
-              fn, arg, size);
+              kaio::api_name(), arg, size);
 }
 
-kaio_status same_device(const char *fn, const kaio_stream *stream, const char *arg,
-                        const kaio_buffer *buffer) {
+kaio_status same_device(const kaio_stream *stream, const char *arg, const kaio_buffer *buffer) {
   if (stream->device == buffer->device) return KAIO_OK;
   return fail(KAIO_ERROR_WRONG_DEVICE,
               "%s: argument '%s' lives on device %d but 'stream' is on device %d; use a stream "
               "of device %d.",
-              fn, arg, buffer->device->ordinal, stream->device->ordinal, buffer->device->ordinal);
+              kaio::api_name(), arg, buffer->device->ordinal, stream->device->ordinal,
+              buffer->device->ordinal);
 }
 
 // Resolves the stream handle in place; it must be on the buffer's device.
-kaio_status check_stream_device(const char *fn, kaio_stream *&stream, const kaio_buffer *buffer,
-                                const char *arg) {
-  KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
-  return same_device(fn, stream, arg, buffer);
-}
-
-kaio_status make_buffer(const char *fn, kaio_buffer **out, kaio_device *device,
-                        cu::CUdeviceptr ptr, uint64_t size, bool owned) {
-  auto b = std::make_unique<kaio_buffer>();
-  b->device = device;
-  b->ptr = ptr;
-  b->size = size;
-  b->owned = owned;
-  KAIO_TRY(kaio::publish_handle(fn, out, b.get()));
-  b.release();
-  kaio::device_retain(device);
-  return KAIO_OK;
+kaio_status check_stream_device(kaio_stream *&stream, const kaio_buffer *buffer, const char *arg) {
+  KAIO_TRY(kaio::resolve_handle("stream", stream));
+  return same_device(stream, arg, buffer);
 }
 
 }  // namespace
@@ -64,17 +48,15 @@ KAIO_API kaio_status kaio_buffer_create(kaio_buffer **out, kaio_device *device,
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle("device", device));
     if (size_bytes == 0)
       return fail(KAIO_ERROR_INVALID_DIMENSION,
                   "%s: argument 'size_bytes' is 0; allocate at least 1 byte.", fn);
     if (size_bytes > SIZE_MAX)
       return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: argument 'size_bytes' is too large.", fn);
-    cu::CUdeviceptr ptr = 0;
-    KAIO_TRY(kaio::allocate_device_memory(fn, device, size_bytes, &ptr));
-    kaio_status s = make_buffer(fn, out, device, ptr, size_bytes, true);
-    if (s != KAIO_OK) kaio::free_device_memory(device, ptr);
-    return s;
+    kaio::BufferPtr buffer;
+    KAIO_TRY(kaio::buffer_allocate(device, size_bytes, &buffer));
+    return kaio::publish_handle(fn, out, std::move(buffer));
   });
 }
 
@@ -84,49 +66,30 @@ KAIO_API kaio_status kaio_buffer_wrap(kaio_buffer **out, kaio_device *device, ui
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle("device", device));
     if (device_ptr == 0)
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'device_ptr' is 0.", fn);
     if (size_bytes == 0)
       return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: argument 'size_bytes' is 0.", fn);
-    kaio::ContextScope scope(device);
-    KAIO_TRY(scope.status(fn));
-    KAIO_TRY(kaio::check_foreign_memory(fn, device, device_ptr, size_bytes));
-    return make_buffer(fn, out, device, device_ptr, size_bytes, false);
+    kaio::BufferPtr buffer;
+    KAIO_TRY(kaio::buffer_wrap(device, device_ptr, size_bytes, &buffer));
+    return kaio::publish_handle(fn, out, std::move(buffer));
   });
 }
 
 KAIO_API void kaio_buffer_destroy(kaio_buffer *handle) {
-  kaio::firewall_void([&] {
-    kaio_buffer *buffer = kaio::retire_handle(handle);
-    if (!buffer) return;
-    kaio_device *device = buffer->device;
-    if (buffer->owned) kaio::free_device_memory(device, buffer->ptr);
-    delete buffer;
-    kaio::device_release(device);
-  });
+  kaio::firewall_void("kaio_buffer_destroy",
+                      [&] { kaio::BufferPtr buffer(kaio::retire_handle(handle)); });
 }
 
 KAIO_API kaio_status kaio_buffer_write(kaio_buffer *buffer, uint64_t offset, const void *src,
                                        uint64_t size) {
   constexpr const char *fn = "kaio_buffer_write";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
-    KAIO_TRY(check_host(fn, "src", src, size));
-    KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
-    if (size == 0) return KAIO_OK;
-    kaio::ContextScope scope(buffer->device);
-    KAIO_TRY(scope.status(fn));
-    // cuMemcpyHtoD from pageable memory may return once the data is staged,
-    // before it lands; a kernel on a non-blocking stream could then read the
-    // old bytes. Copying on the legacy stream and waiting for it makes the
-    // write complete when this call returns, as documented.
-    const kaio::driver::Api *api = buffer->device->api;
-    if (cu::CUresult r = api->cuMemcpyHtoDAsync(buffer->ptr + offset, src, size, nullptr))
-      return fail_driver(r, fn, "cuMemcpyHtoDAsync");
-    if (cu::CUresult r = api->cuStreamSynchronize(nullptr))
-      return fail_driver(r, fn, "cuStreamSynchronize");
-    return KAIO_OK;
+    KAIO_TRY(kaio::resolve_handle("buffer", buffer));
+    KAIO_TRY(check_host("src", src, size));
+    KAIO_TRY(kaio::check_range("buffer", buffer, offset, size));
+    return kaio::buffer_write(buffer, offset, src, size);
   });
 }
 
@@ -134,15 +97,10 @@ KAIO_API kaio_status kaio_buffer_read(const kaio_buffer *buffer, uint64_t offset
                                       uint64_t size) {
   constexpr const char *fn = "kaio_buffer_read";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
-    KAIO_TRY(check_host(fn, "dst", dst, size));
-    KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
-    if (size == 0) return KAIO_OK;
-    kaio::ContextScope scope(buffer->device);
-    KAIO_TRY(scope.status(fn));
-    if (cu::CUresult r = buffer->device->api->cuMemcpyDtoH(dst, buffer->ptr + offset, size))
-      return fail_driver(r, fn, "cuMemcpyDtoH");
-    return KAIO_OK;
+    KAIO_TRY(kaio::resolve_handle("buffer", buffer));
+    KAIO_TRY(check_host("dst", dst, size));
+    KAIO_TRY(kaio::check_range("buffer", buffer, offset, size));
+    return kaio::buffer_read(buffer, offset, dst, size);
   });
 }
 
@@ -150,17 +108,11 @@ KAIO_API kaio_status kaio_buffer_write_async(kaio_buffer *buffer, kaio_stream *s
                                              uint64_t offset, const void *src, uint64_t size) {
   constexpr const char *fn = "kaio_buffer_write_async";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
-    KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
-    KAIO_TRY(check_host(fn, "src", src, size));
-    KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
-    if (size == 0) return KAIO_OK;
-    kaio::ContextScope scope(buffer->device);
-    KAIO_TRY(scope.status(fn));
-    if (cu::CUresult r =
-            buffer->device->api->cuMemcpyHtoDAsync(buffer->ptr + offset, src, size, stream->native))
-      return fail_driver(r, fn, "cuMemcpyHtoDAsync");
-    return KAIO_OK;
+    KAIO_TRY(kaio::resolve_handle("buffer", buffer));
+    KAIO_TRY(check_stream_device(stream, buffer, "buffer"));
+    KAIO_TRY(check_host("src", src, size));
+    KAIO_TRY(kaio::check_range("buffer", buffer, offset, size));
+    return kaio::buffer_write_async(buffer, stream, offset, src, size);
   });
 }
 
@@ -168,17 +120,11 @@ KAIO_API kaio_status kaio_buffer_read_async(const kaio_buffer *buffer, kaio_stre
                                             uint64_t offset, void *dst, uint64_t size) {
   constexpr const char *fn = "kaio_buffer_read_async";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
-    KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
-    KAIO_TRY(check_host(fn, "dst", dst, size));
-    KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
-    if (size == 0) return KAIO_OK;
-    kaio::ContextScope scope(buffer->device);
-    KAIO_TRY(scope.status(fn));
-    if (cu::CUresult r =
-            buffer->device->api->cuMemcpyDtoHAsync(dst, buffer->ptr + offset, size, stream->native))
-      return fail_driver(r, fn, "cuMemcpyDtoHAsync");
-    return KAIO_OK;
+    KAIO_TRY(kaio::resolve_handle("buffer", buffer));
+    KAIO_TRY(check_stream_device(stream, buffer, "buffer"));
+    KAIO_TRY(check_host("dst", dst, size));
+    KAIO_TRY(kaio::check_range("buffer", buffer, offset, size));
+    return kaio::buffer_read_async(buffer, stream, offset, dst, size);
   });
 }
 
@@ -186,16 +132,10 @@ KAIO_API kaio_status kaio_buffer_memset(kaio_buffer *buffer, kaio_stream *stream
                                         uint64_t offset, uint8_t value, uint64_t size) {
   constexpr const char *fn = "kaio_buffer_memset";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "buffer", buffer));
-    KAIO_TRY(check_stream_device(fn, stream, buffer, "buffer"));
-    KAIO_TRY(kaio::check_range(fn, "buffer", buffer, offset, size));
-    if (size == 0) return KAIO_OK;
-    kaio::ContextScope scope(buffer->device);
-    KAIO_TRY(scope.status(fn));
-    if (cu::CUresult r =
-            buffer->device->api->cuMemsetD8Async(buffer->ptr + offset, value, size, stream->native))
-      return fail_driver(r, fn, "cuMemsetD8Async");
-    return KAIO_OK;
+    KAIO_TRY(kaio::resolve_handle("buffer", buffer));
+    KAIO_TRY(check_stream_device(stream, buffer, "buffer"));
+    KAIO_TRY(kaio::check_range("buffer", buffer, offset, size));
+    return kaio::buffer_memset(buffer, stream, offset, value, size);
   });
 }
 
@@ -204,22 +144,18 @@ KAIO_API kaio_status kaio_buffer_copy(kaio_buffer *dst, uint64_t dst_offset,
                                       kaio_stream *stream) {
   constexpr const char *fn = "kaio_buffer_copy";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "dst", dst));
-    KAIO_TRY(kaio::resolve_handle(fn, "src", src));
-    KAIO_TRY(check_stream_device(fn, stream, dst, "dst"));
-    KAIO_TRY(same_device(fn, stream, "src", src));
-    KAIO_TRY(kaio::check_range(fn, "dst", dst, dst_offset, size));
-    KAIO_TRY(kaio::check_range(fn, "src", src, src_offset, size));
+    KAIO_TRY(kaio::resolve_handle("dst", dst));
+    KAIO_TRY(kaio::resolve_handle("src", src));
+    KAIO_TRY(check_stream_device(stream, dst, "dst"));
+    KAIO_TRY(same_device(stream, "src", src));
+    KAIO_TRY(kaio::check_range("dst", dst, dst_offset, size));
+    KAIO_TRY(kaio::check_range("src", src, src_offset, size));
     if (size == 0) return KAIO_OK;
-    cu::CUdeviceptr d = dst->ptr + dst_offset, s = src->ptr + src_offset;
+    uint64_t d = dst->ptr + dst_offset, s = src->ptr + src_offset;
     if (d < s + size && s < d + size)
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: the 'dst' and 'src' ranges overlap; copy through a temporary buffer.", fn);
-    kaio::ContextScope scope(dst->device);
-    KAIO_TRY(scope.status(fn));
-    if (cu::CUresult r = dst->device->api->cuMemcpyDtoDAsync(d, s, size, stream->native))
-      return fail_driver(r, fn, "cuMemcpyDtoDAsync");
-    return KAIO_OK;
+    return kaio::buffer_copy(dst, dst_offset, src, src_offset, size, stream);
   });
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
+#include "driver/driver_error.hpp"
 #include "driver/driver_loader.hpp"
 
 extern "C" {
@@ -92,7 +93,7 @@ KAIO_API kaio_status kaio_probe(kaio_probe_info *info) {
     info->device_count = 0;
     info->message[0] = '\0';
     const kaio::driver::Api *api = nullptr;
-    kaio_status s = kaio::driver::load(fn, &api);
+    kaio_status s = kaio::driver::load(&api);
     if (s == KAIO_OK) {
       info->driver_version = api->driver_version;
       int count = 0;

@@ -5,7 +5,9 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
+#include "driver/driver_error.hpp"
 #include "driver/driver_loader.hpp"
+#include "kernels/device_setup.hpp"
 #include "runtime/device.hpp"
 #include "runtime/handle_check.hpp"
 
@@ -20,7 +22,7 @@ KAIO_API kaio_status kaio_device_count(int32_t *out_count) {
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out_count' is NULL.", fn);
     *out_count = 0;
     const kaio::driver::Api *api = nullptr;
-    KAIO_TRY(kaio::driver::load(fn, &api));
+    KAIO_TRY(kaio::driver::load(&api));
     int count = 0;
     if (kaio::cu::CUresult r = api->cuDeviceGetCount(&count))
       return kaio::fail_driver(r, fn, "cuDeviceGetCount");
@@ -35,7 +37,7 @@ KAIO_API kaio_status kaio_device_open(kaio_device **out, int32_t ordinal) {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
     kaio_device *device = nullptr;
-    KAIO_TRY(kaio::device_open(fn, ordinal, &device));
+    KAIO_TRY(kaio::device_open(ordinal, kaio::setup_device_kernels, &device));
     // each open is its own handle to the shared device
     kaio_status s = kaio::publish_handle(fn, out, device);
     if (s != KAIO_OK) kaio::device_release(device);
@@ -44,7 +46,7 @@ KAIO_API kaio_status kaio_device_open(kaio_device **out, int32_t ordinal) {
 }
 
 KAIO_API void kaio_device_destroy(kaio_device *device) {
-  kaio::firewall_void([&] {
+  kaio::firewall_void("kaio_device_destroy", [&] {
     if (kaio_device *object = kaio::retire_handle(device)) kaio::device_release(object);
   });
 }
@@ -52,7 +54,7 @@ KAIO_API void kaio_device_destroy(kaio_device *device) {
 KAIO_API kaio_status kaio_device_get_info(const kaio_device *device, kaio_device_info *info) {
   constexpr const char *fn = "kaio_device_get_info";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle("device", device));
     if (!info) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'info' is NULL.", fn);
     if (info->struct_size < sizeof(kaio_device_info))
       return fail(KAIO_ERROR_BUFFER_TOO_SMALL,

@@ -36,7 +36,7 @@ kaio_status create(const char *fn, kaio_op **out, kaio_device *device, Kind kind
                    kaio_dtype out_dtype, int64_t rows, int64_t cols, int64_t k) {
   if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
   *out = nullptr;
-  KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+  KAIO_TRY(kaio::resolve_handle("device", device));
   auto op = std::make_unique<kaio_op>();
   KquantPlan *plan =
       op->body.emplace<std::unique_ptr<KquantPlan, kaio::KquantPlanDeleter>>(new KquantPlan).get();
@@ -62,7 +62,7 @@ kaio_status require_views(const char *fn, const char *n0, const kaio_tensor *v0,
 // One-shot: plans on the stack (never allocates: no workspace), then runs.
 kaio_status one_shot(const char *fn, kaio_stream *stream, KquantPlan *plan,
                      const kaio_tensor *tensors, size_t count) {
-  KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+  KAIO_TRY(kaio::resolve_handle("stream", stream));
   KAIO_TRY(kaio::plan_kquant(fn, stream->device, plan));
   return kaio::run_kquant(fn, stream->device, *plan, stream, tensors, count);
 }

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
+#include "driver/driver_error.hpp"
 #include "kernels/module_cache.hpp"
 #include "lang/lower.hpp"
 #include "ops/lang_kernel.hpp"
@@ -66,7 +67,7 @@ KAIO_API kaio_status kaio_lang_kernel_create(kaio_lang_kernel **out, kaio_device
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle("device", device));
     auto compiled = std::make_shared<lang::Compiled>();
     KAIO_TRY(compile_or_fail(fn, source, compiled.get()));
     KAIO_TRY(kaio::require_arch(fn, device, 8, 0, "kernel-language kernels (PTX sm_80)"));
@@ -99,7 +100,7 @@ KAIO_API kaio_status kaio_lang_kernel_create(kaio_lang_kernel **out, kaio_device
 }
 
 KAIO_API void kaio_lang_kernel_destroy(kaio_lang_kernel *kernel) {
-  kaio::firewall_void([&] {
+  kaio::firewall_void("kaio_lang_kernel_destroy", [&] {
     if (kaio_lang_kernel *object = kaio::retire_handle(kernel)) destroy_kernel(object);
   });
 }
@@ -119,7 +120,7 @@ KAIO_API kaio_status kaio_lang_kernel_ptx(const kaio_lang_kernel *kernel, char *
                                           size_t *out_length) {
   constexpr const char *fn = "kaio_lang_kernel_ptx";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "kernel", kernel));
+    KAIO_TRY(kaio::resolve_handle("kernel", kernel));
     return copy_text(fn, kernel->compiled->ptx, buf, cap, out_length);
   });
 }
@@ -129,8 +130,8 @@ KAIO_API kaio_status kaio_lang_kernel_launch(const kaio_lang_kernel *kernel, kai
                                              const double *scalars, size_t scalar_count) {
   constexpr const char *fn = "kaio_lang_kernel_launch";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "kernel", kernel));
-    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+    KAIO_TRY(kaio::resolve_handle("kernel", kernel));
+    KAIO_TRY(kaio::resolve_handle("stream", stream));
     return kaio::lang_launch(fn, *kernel, stream, tensors, tensor_count, scalars, scalar_count);
   });
 }
@@ -138,7 +139,7 @@ KAIO_API kaio_status kaio_lang_kernel_launch(const kaio_lang_kernel *kernel, kai
 KAIO_API kaio_status kaio_lang_kernel_check(const kaio_lang_kernel *kernel) {
   constexpr const char *fn = "kaio_lang_kernel_check";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "kernel", kernel));
+    KAIO_TRY(kaio::resolve_handle("kernel", kernel));
     // a host-mapped word: no driver call; the caller has synchronised
     const uint64_t value = kernel->error_flag->take();
     return value ? kernel->error_flag->report(fn, value) : KAIO_OK;

@@ -66,7 +66,7 @@ kaio_status create(const char *fn, kaio_op **out, kaio_device *device,
                    const kaio_matmul_desc &desc) {
   if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
   *out = nullptr;
-  KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+  KAIO_TRY(kaio::resolve_handle("device", device));
   auto op = std::make_unique<kaio_op>();
   kaio::OpPlan &plan = std::get<kaio::OpPlan>(op->body) = plan_from(desc);
   plan.prepared = true;
@@ -77,7 +77,7 @@ kaio_status create(const char *fn, kaio_op **out, kaio_device *device,
 // One-shot: M, N, K left at 0 in the desc come from the views' shapes.
 kaio_status one_shot(const char *fn, kaio_stream *stream, const kaio_tensor *a,
                      const kaio_tensor *b, const kaio_tensor *c, kaio_matmul_desc desc) {
-  KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+  KAIO_TRY(kaio::resolve_handle("stream", stream));
   const struct {
     const char *name;
     const kaio_tensor *view;
@@ -126,7 +126,7 @@ kaio_status create_backward(const char *fn, kaio_op **out, kaio_device *device,
                             const kaio_matmul_backward_desc &desc) {
   if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
   *out = nullptr;
-  KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+  KAIO_TRY(kaio::resolve_handle("device", device));
   if (desc.reserved != 0 || desc.reserved2 != 0)
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: desc->reserved fields must be 0.", fn);
   auto op = std::make_unique<kaio_op>();
@@ -169,7 +169,7 @@ KAIO_API kaio_status kaio_matmul_tc_backward(kaio_stream *stream, const kaio_ten
                                              const kaio_tensor *da, const kaio_tensor *db) {
   constexpr const char *fn = "kaio_matmul_tc_backward";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+    KAIO_TRY(kaio::resolve_handle("stream", stream));
     const struct {
       const char *name;
       const kaio_tensor *view;

@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
+#include "driver/driver_error.hpp"
 #include "kernels/jit.hpp"
 #include "kernels/user_module.hpp"
 #include "runtime/context_scope.hpp"
@@ -105,7 +106,7 @@ KAIO_API kaio_status kaio_module_load_ptx(kaio_module **out, kaio_device *device
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+    KAIO_TRY(kaio::resolve_handle("device", device));
     if (!ptx || !*ptx)
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: argument 'ptx' is %s; pass NUL-terminated PTX text.", fn,
@@ -126,7 +127,7 @@ KAIO_API kaio_status kaio_module_load_ptx(kaio_module **out, kaio_device *device
 }
 
 KAIO_API void kaio_module_destroy(kaio_module *module) {
-  kaio::firewall_void([&] {
+  kaio::firewall_void("kaio_module_destroy", [&] {
     if (kaio_module *object = kaio::retire_handle(module)) kaio::module_release(object);
   });
 }
@@ -137,7 +138,7 @@ KAIO_API kaio_status kaio_module_get_kernel(kaio_kernel **out, kaio_module *modu
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
     *out = nullptr;
-    KAIO_TRY(kaio::resolve_handle(fn, "module", module));
+    KAIO_TRY(kaio::resolve_handle("module", module));
     if (!name || !*name)
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'name' is %s.", fn,
                   name ? "empty" : "NULL");
@@ -164,7 +165,7 @@ KAIO_API kaio_status kaio_module_get_kernel(kaio_kernel **out, kaio_module *modu
 }
 
 KAIO_API void kaio_kernel_destroy(kaio_kernel *handle) {
-  kaio::firewall_void([&] {
+  kaio::firewall_void("kaio_kernel_destroy", [&] {
     kaio_kernel *kernel = kaio::retire_handle(handle);
     if (!kernel) return;
     kaio_module *module = kernel->module;
@@ -177,7 +178,7 @@ KAIO_API kaio_status kaio_kernel_get_attributes(const kaio_kernel *kernel,
                                                 kaio_kernel_attributes *attrs) {
   constexpr const char *fn = "kaio_kernel_get_attributes";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "kernel", kernel));
+    KAIO_TRY(kaio::resolve_handle("kernel", kernel));
     if (!attrs) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'attrs' is NULL.", fn);
     if (attrs->struct_size < sizeof(kaio_kernel_attributes))
       return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
@@ -213,8 +214,8 @@ KAIO_API kaio_status kaio_kernel_launch(const kaio_kernel *kernel, kaio_stream *
                                         size_t args_size) {
   constexpr const char *fn = "kaio_kernel_launch";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "kernel", kernel));
-    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+    KAIO_TRY(kaio::resolve_handle("kernel", kernel));
+    KAIO_TRY(kaio::resolve_handle("stream", stream));
     kaio_device *device = kernel->module->device;
     if (stream->device != device)
       return fail(KAIO_ERROR_WRONG_DEVICE,

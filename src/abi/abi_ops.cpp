@@ -19,7 +19,7 @@ namespace {
 kaio_status create_op(const char *fn, kaio_op **out, kaio_device *device, const OpPlan &plan) {
   if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
   *out = nullptr;
-  KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+  KAIO_TRY(kaio::resolve_handle("device", device));
   auto op = std::make_unique<kaio_op>();
   OpPlan &planned = std::get<OpPlan>(op->body) = plan;
   KAIO_TRY(kaio::plan_op(fn, device, &planned));
@@ -39,7 +39,7 @@ OpPlan make_plan(OpKind kind, kaio_dtype dtype, int64_t rows, int64_t cols) {
 // every view happen in run_op, exactly as for a prepared op.
 kaio_status one_shot(const char *fn, kaio_stream *stream, OpPlan plan,
                      const kaio_tensor *tensors, size_t count) {
-  KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+  KAIO_TRY(kaio::resolve_handle("stream", stream));
   kaio::CheckedView x;
   KAIO_TRY(kaio::check_view(fn, "x", &tensors[0], stream->device, &x));
   if (!kaio::is_float_dtype(x.dtype))
@@ -105,14 +105,14 @@ KAIO_API kaio_status kaio_op_launch(const kaio_op *op, kaio_stream *stream,
                                     const kaio_tensor *tensors, size_t count) {
   constexpr const char *fn = "kaio_op_launch";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "op", op));
-    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+    KAIO_TRY(kaio::resolve_handle("op", op));
+    KAIO_TRY(kaio::resolve_handle("stream", stream));
     return kaio::run_op_handle(fn, *op, stream, tensors, count);
   });
 }
 
 KAIO_API void kaio_op_destroy(kaio_op *handle) {
-  kaio::firewall_void([&] {
+  kaio::firewall_void("kaio_op_destroy", [&] {
     kaio_op *op = kaio::retire_handle(handle);
     if (!op) return;
     kaio_device *device = op->device;

@@ -145,7 +145,7 @@ kaio_status plan(const char *fn, kaio_device *device, QuantPlan *p, bool handle)
 kaio_status create(const char *fn, kaio_op **out, kaio_device *device, QuantPlan p) {
   if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
   *out = nullptr;
-  KAIO_TRY(kaio::resolve_handle(fn, "device", device));
+  KAIO_TRY(kaio::resolve_handle("device", device));
   auto op = std::make_unique<kaio_op>();
   auto &quant = op->body.emplace<std::unique_ptr<QuantPlan, kaio::QuantPlanDeleter>>(new QuantPlan(p));
   KAIO_TRY(plan(fn, device, quant.get(), true));
@@ -207,7 +207,7 @@ KAIO_API kaio_status kaio_matmul_int8(kaio_stream *stream, const kaio_tensor *a,
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_matmul_int8_desc d;
     KAIO_TRY(read_desc(fn, "kaio_matmul_int8_desc_init", desc, &d));
-    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+    KAIO_TRY(kaio::resolve_handle("stream", stream));
     kaio_tensor t[kaio::kInt8Tensors];
     KAIO_TRY(gather(fn, {{"A", a}, {"B", b}, {"sa", sa}, {"sb", sb}, {"C", c}}, {"sa", "sb"}, t));
     if (d.m == 0) d.m = c->rows;
@@ -242,7 +242,7 @@ KAIO_API kaio_status kaio_matmul_int4(kaio_stream *stream, const kaio_tensor *a,
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_matmul_int4_desc d;
     KAIO_TRY(read_desc(fn, "kaio_matmul_int4_desc_init", desc, &d));
-    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+    KAIO_TRY(kaio::resolve_handle("stream", stream));
     kaio_tensor t[kaio::kInt4Tensors];
     KAIO_TRY(gather(fn,
                     {{"A", a}, {"qweight", qweight}, {"qzeros", qzeros}, {"scales", scales},
@@ -259,7 +259,7 @@ KAIO_API kaio_status kaio_int4_repack_kaio(kaio_stream *stream, const kaio_tenso
                                            const kaio_tensor *dst) {
   constexpr const char *fn = "kaio_int4_repack_kaio";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+    KAIO_TRY(kaio::resolve_handle("stream", stream));
     return kaio::repack_kaio_int4(fn, stream, src, dst);
   });
 }
@@ -287,7 +287,7 @@ KAIO_API kaio_status kaio_qkv_project_int4(kaio_stream *stream, const kaio_tenso
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_qkv_int4_desc d;
     KAIO_TRY(read_desc(fn, "kaio_qkv_int4_desc_init", desc, &d));
-    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+    KAIO_TRY(kaio::resolve_handle("stream", stream));
     if (!tensors || count != kaio::kQkvTensors)
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: argument 'count' is %zu but the fused QKV projection takes 13 tensors: "
@@ -326,7 +326,7 @@ KAIO_API kaio_status kaio_qkv_project_int8(kaio_stream *stream, const kaio_tenso
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_qkv_int8_desc d;
     KAIO_TRY(read_desc(fn, "kaio_qkv_int8_desc_init", desc, &d));
-    KAIO_TRY(kaio::resolve_handle(fn, "stream", stream));
+    KAIO_TRY(kaio::resolve_handle("stream", stream));
     if (!tensors || count != kaio::kQkv8Tensors)
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: argument 'count' is %zu but the int8 QKV projection takes 10 tensors: "

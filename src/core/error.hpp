@@ -1,13 +1,13 @@
 // The per-thread last error and the helpers that fill it. Internal code
 // reports failure by returning a kaio_status it got from fail(), so every
-// failing path leaves a message behind.
+// failing path leaves a message behind. Failed driver calls are reported by
+// driver/driver_error.hpp, above this layer.
 #pragma once
 
 #include <kaio/kaio.h>
 
 #include <cstddef>
-
-#include "driver/cuda_abi.hpp"
+#include <cstdint>
 
 namespace kaio {
 
@@ -22,14 +22,6 @@ kaio_status fail(kaio_status status, const char *format, ...) __attribute__((for
 // As fail(), keeping the raw CUresult for kaio_last_error_driver_code().
 kaio_status fail_with_driver_code(kaio_status status, int32_t driver_code, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
-
-// Records a failed driver call: maps the CUresult to a status and writes
-// "<function>: <what> failed: CUDA_ERROR_X (text)" with the raw code kept.
-kaio_status fail_driver(cu::CUresult result, const char *function, const char *what);
-
-// The status a CUresult maps to (errors that poison the context map to
-// KAIO_ERROR_DEVICE_FAULT).
-kaio_status status_from_driver(cu::CUresult result);
 
 // Forgets the last error; used by calls that report through out-structs.
 void clear_last_error();

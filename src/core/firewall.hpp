@@ -1,17 +1,20 @@
 // The exception firewall every extern "C" entry point runs its body in: no
 // C++ exception crosses the ABI, whatever the body or the standard library
-// throws.
+// throws. It also records the entry point's name (api_name()) for the body's
+// error messages.
 #pragma once
 
 #include <exception>
 #include <new>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 
 namespace kaio {
 
 template <class Body>
 kaio_status firewall(const char *caller, Body &&body) noexcept {
+  ApiCall call(caller);
   try {
     return body();
   } catch (const std::bad_alloc &) {
@@ -27,7 +30,8 @@ kaio_status firewall(const char *caller, Body &&body) noexcept {
 
 // For void functions (destroy) that must not throw either.
 template <class Body>
-void firewall_void(Body &&body) noexcept {
+void firewall_void(const char *caller, Body &&body) noexcept {
+  ApiCall call(caller);
   try {
     body();
   } catch (...) {

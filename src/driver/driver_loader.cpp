@@ -8,8 +8,10 @@
 #include <mutex>
 #include <string>
 
+#include "core/call_context.hpp"
 #include "core/env.hpp"
 #include "core/error.hpp"
+#include "driver/driver_error.hpp"
 
 namespace kaio::driver {
 namespace {
@@ -104,16 +106,16 @@ void load_once() {
 
 }  // namespace
 
-kaio_status load(const char *caller, const Api **out) {
+kaio_status load(const Api **out) {
   *out = nullptr;
   try {
     std::call_once(g_once, load_once);
   } catch (...) {
     return fail(KAIO_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory while loading the driver",
-                caller);
+                api_name());
   }
   if (g_result.status != KAIO_OK) {
-    return fail_with_driver_code(g_result.status, g_result.driver_code, "%s: %s", caller,
+    return fail_with_driver_code(g_result.status, g_result.driver_code, "%s: %s", api_name(),
                                  g_result.message.c_str());
   }
   *out = &g_result.api;

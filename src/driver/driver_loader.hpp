@@ -12,8 +12,8 @@ namespace kaio::driver {
 // Loads the driver once per process (thread-safe) and calls cuInit(0).
 // On success *out points to the resolved table for the life of the process.
 // On failure returns the same status every time, with the message recorded
-// as this thread's last error, prefixed by `caller`.
-kaio_status load(const char *caller, const Api **out);
+// as this thread's last error, prefixed by api_name().
+kaio_status load(const Api **out);
 
 // The table if load() already succeeded, else nullptr. Never loads.
 const Api *loaded();

@@ -2,12 +2,30 @@
 
 #include <cinttypes>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
+#include "runtime/context_scope.hpp"
+#include "runtime/device_memory.hpp"
+#include "runtime/foreign_memory.hpp"
 
 namespace kaio {
+namespace {
 
-kaio_status check_range(const char *caller, const char *arg, const kaio_buffer *buffer,
-                        uint64_t offset, uint64_t size) {
+BufferPtr make_buffer(kaio_device *device, cu::CUdeviceptr ptr, uint64_t size, bool owned) {
+  BufferPtr b(new kaio_buffer);
+  b->ptr = ptr;
+  b->size = size;
+  b->owned = owned;
+  b->device = device;
+  device_retain(device);
+  return b;
+}
+
+}  // namespace
+
+kaio_status check_range(const char *arg, const kaio_buffer *buffer, uint64_t offset,
+                        uint64_t size) {
+  const char *caller = api_name();
   uint64_t end = 0;
   // A wrapped sum would print as a small number that looks in bounds.
   if (__builtin_add_overflow(offset, size, &end))
@@ -22,6 +40,33 @@ kaio_status check_range(const char *caller, const char *arg, const kaio_buffer *
                 ") of argument '%s' runs past the end of its %" PRIu64 "-byte buffer; shrink "
                 "the range or use a larger buffer.",
                 caller, offset, end, offset, size, arg, buffer->size);
+  return KAIO_OK;
+}
+
+void BufferDelete::operator()(kaio_buffer *buffer) const {
+  kaio_device *device = buffer->device;
+  if (buffer->owned) free_device_memory(device, buffer->ptr);
+  delete buffer;
+  if (device) device_release(device);
+}
+
+kaio_status buffer_allocate(kaio_device *device, uint64_t size, BufferPtr *out) {
+  cu::CUdeviceptr ptr = 0;
+  KAIO_TRY(allocate_device_memory(api_name(), device, size, &ptr));
+  try {
+    *out = make_buffer(device, ptr, size, true);
+  } catch (...) {
+    free_device_memory(device, ptr);
+    throw;  // the firewall reports it
+  }
+  return KAIO_OK;
+}
+
+kaio_status buffer_wrap(kaio_device *device, cu::CUdeviceptr ptr, uint64_t size, BufferPtr *out) {
+  ContextScope scope(device);
+  KAIO_TRY(scope.status(api_name()));
+  KAIO_TRY(check_foreign_memory(device, ptr, size));
+  *out = make_buffer(device, ptr, size, false);
   return KAIO_OK;
 }
 

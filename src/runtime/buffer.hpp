@@ -2,6 +2,8 @@
 // foreign memory, checked against the driver's record of its allocation.
 #pragma once
 
+#include <memory>
+
 #include "runtime/device.hpp"
 
 struct kaio_buffer {
@@ -18,8 +20,22 @@ struct kaio_buffer {
 namespace kaio {
 
 // Checks [offset, offset + size) lies in buffer, without overflow. `arg`
-// names the buffer argument in the message.
-kaio_status check_range(const char *caller, const char *arg, const kaio_buffer *buffer,
-                        uint64_t offset, uint64_t size);
+// names the buffer argument in the message, after api_name().
+kaio_status check_range(const char *arg, const kaio_buffer *buffer, uint64_t offset,
+                        uint64_t size);
+
+// Frees an owned buffer's memory, then drops the buffer's device reference.
+struct BufferDelete {
+  void operator()(kaio_buffer *buffer) const;
+};
+using BufferPtr = std::unique_ptr<kaio_buffer, BufferDelete>;
+
+// A buffer of `size` fresh bytes on device (which it retains). Errors name
+// api_name().
+kaio_status buffer_allocate(kaio_device *device, uint64_t size, BufferPtr *out);
+
+// A buffer over foreign memory [ptr, ptr + size), once check_foreign_memory
+// accepts it; the memory stays its owner's.
+kaio_status buffer_wrap(kaio_device *device, cu::CUdeviceptr ptr, uint64_t size, BufferPtr *out);
 
 }  // namespace kaio

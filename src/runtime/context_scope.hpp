@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/error.hpp"
+#include "driver/driver_error.hpp"
 #include "runtime/device.hpp"
 
 namespace kaio {

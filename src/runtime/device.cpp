@@ -4,9 +4,10 @@
 #include <mutex>
 #include <vector>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
+#include "driver/driver_error.hpp"
 #include "driver/driver_loader.hpp"
-#include "kernels/module_cache.hpp"
 #include "runtime/context_scope.hpp"
 #include "runtime/handle_registry.hpp"
 
@@ -18,7 +19,8 @@ namespace {
 std::mutex g_registry_mutex;
 std::vector<kaio_device *> g_registry;
 
-kaio_status query_info(const char *caller, kaio_device *d) {
+kaio_status query_info(kaio_device *d) {
+  const char *caller = api_name();
   const driver::Api *api = d->api;
   kaio_device_info &info = d->info;
   info.struct_size = sizeof info;
@@ -66,9 +68,10 @@ kaio_status query_info(const char *caller, kaio_device *d) {
 
 }  // namespace
 
-kaio_status device_open(const char *caller, int32_t ordinal, kaio_device **out) {
+kaio_status device_open(int32_t ordinal, DeviceSetup setup, kaio_device **out) {
+  const char *caller = api_name();
   const driver::Api *api = nullptr;
-  KAIO_TRY(driver::load(caller, &api));
+  KAIO_TRY(driver::load(&api));
   int count = 0;
   if (cu::CUresult r = api->cuDeviceGetCount(&count))
     return fail_driver(r, caller, "cuDeviceGetCount");
@@ -95,8 +98,8 @@ kaio_status device_open(const char *caller, int32_t ordinal, kaio_device **out) 
     return fail_driver(r, caller, "cuDeviceGet");
   if (cu::CUresult r = api->cuDevicePrimaryCtxRetain(&d->context, d->cu_device))
     return fail_driver(r, caller, "cuDevicePrimaryCtxRetain");
-  KAIO_TRY(query_info(caller, d.get()));  // on failure ~kaio_device releases the context
-  d->modules = std::make_unique<ModuleCache>(d.get());
+  KAIO_TRY(query_info(d.get()));  // on failure ~kaio_device releases the context
+  KAIO_TRY(setup(d.get()));
   d->borrowed_handle =
       static_cast<kaio_device *>(handle_issue(HandleTag::device, d.get(), HandleUse::borrowed));
   if (!d->borrowed_handle)

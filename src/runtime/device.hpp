@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "driver/driver_api.hpp"
+#include "driver/driver_error.hpp"
 #include "runtime/handle.hpp"
 
 namespace kaio {
@@ -29,7 +30,9 @@ struct kaio_device {
   // CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_* and _MAX_BLOCK_DIM_*, x y z
   uint32_t max_grid[3] = {0, 0, 0};
   uint32_t max_block[3] = {0, 0, 0};
-  std::unique_ptr<kaio::ModuleCache> modules;
+  // Made by device_open's setup (kernels/device_setup.hpp): the runtime
+  // sits below the kernels, so it only holds the cache and its deleter.
+  std::unique_ptr<kaio::ModuleCache, void (*)(kaio::ModuleCache *)> modules{nullptr, nullptr};
   // what kaio_buffer_device and kaio_stream_device hand out; lives with the object
   kaio_device *borrowed_handle = nullptr;
 
@@ -39,8 +42,13 @@ struct kaio_device {
 
 namespace kaio {
 
-// Returns the shared device for ordinal with one more reference.
-kaio_status device_open(const char *caller, int32_t ordinal, kaio_device **out);
+// Gives a device that was just opened what the layers above the runtime keep
+// per device (its module cache); runs once per shared device.
+using DeviceSetup = kaio_status (*)(kaio_device *device);
+
+// Returns the shared device for ordinal with one more reference. Errors
+// name api_name().
+kaio_status device_open(int32_t ordinal, DeviceSetup setup, kaio_device **out);
 void device_retain(kaio_device *device);
 // Drops a reference; the last one releases the primary context.
 void device_release(kaio_device *device);

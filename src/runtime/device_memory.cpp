@@ -2,6 +2,7 @@
 
 #include <cinttypes>
 
+#include "driver/driver_error.hpp"
 #include "runtime/context_scope.hpp"
 #include "runtime/handle_registry.hpp"
 

@@ -2,6 +2,7 @@
 #include "runtime/error_flag.hpp"
 
 #include "core/error.hpp"
+#include "driver/driver_error.hpp"
 #include "runtime/context_scope.hpp"
 
 namespace kaio {

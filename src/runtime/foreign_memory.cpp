@@ -13,6 +13,7 @@
 
 #include <cinttypes>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 
 namespace kaio {
@@ -53,7 +54,8 @@ bool query(const driver::Api *api, cu::CUdeviceptr ptr, PointerFacts *f) {
   return f->memory_type != 0 && f->range_size != 0;
 }
 
-kaio_status unknown(const char *fn, uint64_t ptr, uint64_t at) {
+kaio_status unknown(uint64_t ptr, uint64_t at) {
+  const char *fn = api_name();
   if (at == ptr)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: argument 'device_ptr' (0x%" PRIx64 ") is not device memory the driver knows; "
@@ -67,8 +69,8 @@ kaio_status unknown(const char *fn, uint64_t ptr, uint64_t at) {
 }
 
 // The checks every piece of the range must pass.
-kaio_status check_owner(const char *fn, const kaio_device *device, uint64_t ptr,
-                        const PointerFacts &f) {
+kaio_status check_owner(const kaio_device *device, uint64_t ptr, const PointerFacts &f) {
+  const char *fn = api_name();
   if (f.memory_type == cu::CU_MEMORYTYPE_HOST)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: argument 'device_ptr' (0x%" PRIx64 ") is pinned host memory; copy the data "
@@ -95,12 +97,12 @@ kaio_status check_owner(const char *fn, const kaio_device *device, uint64_t ptr,
 
 }  // namespace
 
-kaio_status check_foreign_memory(const char *fn, const kaio_device *device, uint64_t ptr,
-                                 uint64_t size) {
+kaio_status check_foreign_memory(const kaio_device *device, uint64_t ptr, uint64_t size) {
+  const char *fn = api_name();
   const driver::Api *api = device->api;
   PointerFacts f;
-  if (!query(api, ptr, &f)) return unknown(fn, ptr, ptr);
-  KAIO_TRY(check_owner(fn, device, ptr, f));
+  if (!query(api, ptr, &f)) return unknown(ptr, ptr);
+  KAIO_TRY(check_owner(device, ptr, f));
   uint64_t end = 0, range_end = f.range_start + f.range_size;
   if (__builtin_add_overflow(ptr, size, &end))
     return fail(KAIO_ERROR_OUT_OF_BOUNDS,
@@ -119,15 +121,15 @@ kaio_status check_foreign_memory(const char *fn, const kaio_device *device, uint
   // A reserved range may be mapped in pieces, or not at all past some point.
   if (!f.has_mapping) {  // an old driver: check the last byte at least
     PointerFacts last;
-    if (!query(api, end - 1, &last)) return unknown(fn, ptr, end - 1);
-    return check_owner(fn, device, ptr, last);
+    if (!query(api, end - 1, &last)) return unknown(ptr, end - 1);
+    return check_owner(device, ptr, last);
   }
   uint64_t covered = f.mapping_base + f.mapping_size;
   while (covered < end) {
     PointerFacts next;
     if (!query(api, covered, &next) || next.mapping_base != covered || next.mapping_size == 0)
-      return unknown(fn, ptr, covered);
-    KAIO_TRY(check_owner(fn, device, ptr, next));
+      return unknown(ptr, covered);
+    KAIO_TRY(check_owner(device, ptr, next));
     covered += next.mapping_size;
   }
   return KAIO_OK;

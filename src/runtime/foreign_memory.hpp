@@ -14,8 +14,7 @@ namespace kaio {
 // that its primary context can read and write: plain cuMemAlloc memory of
 // that context, stream-ordered pool memory (cuMemAllocAsync), or virtual
 // memory (cuMemCreate + cuMemMap, over one or more adjacent mappings).
-// Otherwise a specific status and a message that names `fn`.
-kaio_status check_foreign_memory(const char *fn, const kaio_device *device, uint64_t ptr,
-                                 uint64_t size);
+// Otherwise a specific status and a message that names api_name().
+kaio_status check_foreign_memory(const kaio_device *device, uint64_t ptr, uint64_t size);
 
 }  // namespace kaio

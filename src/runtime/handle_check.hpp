@@ -5,22 +5,23 @@
 #include <memory>
 #include <type_traits>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "runtime/handle_registry.hpp"
 
 namespace kaio {
 
 // Replaces the handle in place by its object, or fails with
-// KAIO_ERROR_INVALID_HANDLE. T names itself and how to make one: T::kName,
-// T::kHowToMake.
+// KAIO_ERROR_INVALID_HANDLE, naming api_name() and the argument `arg`. T
+// names itself and how to make one: T::kName, T::kHowToMake.
 template <class T>
-kaio_status resolve_handle(const char *caller, const char *arg, T *&handle) {
+kaio_status resolve_handle(const char *arg, T *&handle) {
   using Object = std::remove_const_t<T>;
   if (void *object = handle ? handle_find(Object::kTag, handle) : nullptr) {
     handle = static_cast<T *>(object);
     return KAIO_OK;
   }
-  return fail(KAIO_ERROR_INVALID_HANDLE, "%s: argument '%s' is %s%s; %s.", caller, arg,
+  return fail(KAIO_ERROR_INVALID_HANDLE, "%s: argument '%s' is %s%s; %s.", api_name(), arg,
               handle ? "not a live " : "NULL", handle ? Object::kName : "", Object::kHowToMake);
 }
 
@@ -47,6 +48,14 @@ kaio_status publish_handle(const char *caller, T **out, T *object) {
                 "are live; destroy handles you no longer use.",
                 caller);
   *out = static_cast<T *>(handle);
+  return KAIO_OK;
+}
+
+// As above for an object a runtime function made: on failure it is destroyed.
+template <class T, class Delete>
+kaio_status publish_handle(const char *caller, T **out, std::unique_ptr<T, Delete> object) {
+  KAIO_TRY(publish_handle(caller, out, object.get()));
+  object.release();
   return KAIO_OK;
 }
 

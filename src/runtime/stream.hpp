@@ -1,8 +1,7 @@
-// Streams and events. A stream is either owned (created here) or a borrowed
-// wrapper around a foreign CUstream; both retain their device.
+// Streams. A stream is either owned (created here) or a borrowed wrapper
+// around a foreign CUstream; both retain their device.
 #pragma once
 
-#include <atomic>
 #include <memory>
 
 #include "runtime/device.hpp"
@@ -20,17 +19,20 @@ struct kaio_stream {
   std::shared_ptr<kaio::ErrorFlagRegistry> error_flags;
 };
 
-struct kaio_event {
-  static constexpr kaio::HandleTag kTag = kaio::HandleTag::event;
-  static constexpr const char *kName = "kaio_event";
-  static constexpr const char *kHowToMake = "create one with kaio_event_create";
-  kaio::HandleTag tag = kTag;
-  kaio_device *device = nullptr;
-  kaio::cu::CUevent native = nullptr;
-  bool timing = true;
-  // Set by kaio_event_record: the driver's error for timing an unrecorded
-  // event (CUDA_ERROR_INVALID_HANDLE) would not say which event or why.
-  std::atomic<bool> recorded{false};
-  // the recording stream's error flags, reported by kaio_event_synchronize
-  std::shared_ptr<kaio::ErrorFlagRegistry> error_flags;
+namespace kaio {
+
+// Destroys an owned stream's CUstream, then drops the device reference.
+struct StreamDelete {
+  void operator()(kaio_stream *stream) const;
 };
+using StreamPtr = std::unique_ptr<kaio_stream, StreamDelete>;
+
+// Errors name api_name().
+kaio_status stream_create(kaio_device *device, bool non_blocking, StreamPtr *out);
+// Wraps a CUstream of device's primary context (or NULL, CU_STREAM_LEGACY,
+// CU_STREAM_PER_THREAD); it stays its owner's.
+kaio_status stream_wrap(kaio_device *device, cu::CUstream native, StreamPtr *out);
+// Waits for the stream, then reports the first error flag its launches raised.
+kaio_status stream_synchronize(kaio_stream *stream);
+
+}  // namespace kaio

@@ -1,5 +1,5 @@
-// What the quantized ops share: the plan's lifetime, launch dispatch and
-// the alignment check of their 16-byte vector loads.
+// What the quantized ops share: plan and launch dispatch, and the alignment
+// check of their 16-byte vector loads.
 #include "ops/quant.hpp"
 
 #include <cinttypes>
@@ -10,10 +10,6 @@
 #include "runtime/stream.hpp"
 
 namespace kaio {
-
-QuantPlan::~QuantPlan() = default;
-
-void QuantPlanDeleter::operator()(QuantPlan *plan) const { delete plan; }
 
 kaio_status check_aligned_view(const char *caller, const char *arg, const kaio_tensor *t,
                                const kaio_device *device, unsigned align, int64_t stride_elems,
@@ -44,14 +40,21 @@ std::string quant_subject(const QuantPlan &p) {
   return s;
 }
 
-kaio_status run_quant(const char *caller, const kaio_device *device, const QuantPlan &plan,
-                      kaio_stream *stream, const kaio_tensor *tensors, size_t count) {
+kaio_status QuantPlan::plan(const char *caller, kaio_device *device) {
+  this->device = device;
+  if (kind == QuantKind::int8) return plan_int8(caller, device, this);
+  if (kind == QuantKind::qkv_int8) return plan_qkv_int8(caller, device, this);
+  return plan_int4(caller, device, this, prepared);
+}
+
+kaio_status QuantPlan::run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
+                           size_t count) const {
   KAIO_TRY(check_op_stream(caller, device, stream));
   size_t expected = kQkvTensors;
   const char *order =
       "{x, qweight_q, qzeros_q, scales_q, qweight_k, qzeros_k, scales_k, qweight_v, qzeros_v, "
       "scales_v, out_q, out_k, out_v}";
-  switch (plan.kind) {
+  switch (kind) {
     case QuantKind::int8:
       expected = kInt8Tensors;
       order = "{A, B, sa, sb, C}";
@@ -66,16 +69,10 @@ kaio_status run_quant(const char *caller, const kaio_device *device, const Quant
       break;
     case QuantKind::qkv_int4: break;
   }
-  if (!tensors)
-    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'tensors' is NULL; pass %s.", caller,
-                order);
-  if (count != expected)
-    return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                "%s: argument 'count' is %zu but this op takes %zu tensors: %s.", caller, count,
-                expected, order);
-  if (plan.kind == QuantKind::int8) return run_int8(caller, device, plan, stream, tensors);
-  if (plan.kind == QuantKind::qkv_int8) return run_qkv_int8(caller, device, plan, stream, tensors);
-  return run_int4(caller, device, plan, stream, tensors);
+  KAIO_TRY(check_launch(caller, device, stream, tensors, count, expected, order));
+  if (kind == QuantKind::int8) return run_int8(caller, device, *this, stream, tensors);
+  if (kind == QuantKind::qkv_int8) return run_qkv_int8(caller, device, *this, stream, tensors);
+  return run_int4(caller, device, *this, stream, tensors);
 }
 
 }  // namespace kaio

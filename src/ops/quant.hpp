@@ -7,14 +7,14 @@
 
 #include <string>
 
-#include "ops/op_plan.hpp"
+#include "ops/matmul.hpp"
 #include "runtime/tensor_view.hpp"
 
 namespace kaio {
 
 enum class QuantKind { int8, int4, qkv_int4, qkv_int8 };
 
-struct QuantPlan {
+struct QuantPlan : PlanBase {
   QuantKind kind = QuantKind::int8;
   kaio_dtype in_dtype = KAIO_DTYPE_INVALID;   // int4: activations and scales
   kaio_dtype out_dtype = KAIO_DTYPE_INVALID;
@@ -28,17 +28,23 @@ struct QuantPlan {
   int64_t group = 0;                          // int4
   kaio_int4_format format = KAIO_INT4_GPTQ;
   uint32_t zeros_offset = 0;
-  OpPlan kernel;                              // the int8 kernel or the int4 decode kernel
+  Launch kernel;                              // the int8 kernel or the int4 decode kernel
   // int4 with M > 16 on sm_90a: one kernel that dequantizes in registers for
   // wgmma (ptx/gen_quant_int4_sm90.py), no workspace; kernel is that kernel.
   bool fused = false;
   // int4 prefill elsewhere (op handles, M > 16): dequantize into workspace,
   // then matmul.
   bool prefill = false;
-  OpPlan dequant;
-  OpPlan matmul;
+  Launch dequant;
+  MatmulPlan matmul;
   Workspace workspace;
-  ~QuantPlan();
+
+  kaio_status plan(const char *caller, kaio_device *device);
+  // Tensors: int8 {A, B, sa, sb, C}, int4 {A, qweight, qzeros, scales, C},
+  // qkv_int4 {x, (qweight, qzeros, scales) x 3, out x 3}, qkv_int8
+  // {x, (w, scale) x 3, out x 3}.
+  kaio_status run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
+                  size_t count) const;
 };
 
 // "int4 M=64 N=4096 K=4096 f16": a plan's line in KAIO_LOG.
@@ -48,7 +54,7 @@ kaio_status plan_int8(const char *caller, kaio_device *device, QuantPlan *plan);
 kaio_status run_int8(const char *caller, const kaio_device *device, const QuantPlan &plan,
                      kaio_stream *stream, const kaio_tensor *tensors);
 
-// allow_prefill: the caller (an op handle) lets the plan own a workspace.
+// allow_prefill: the plan is prepared (an op handle's): it may own a workspace.
 kaio_status plan_int4(const char *caller, kaio_device *device, QuantPlan *plan,
                       bool allow_prefill);
 kaio_status run_int4(const char *caller, const kaio_device *device, const QuantPlan &plan,

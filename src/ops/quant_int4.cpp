@@ -12,7 +12,6 @@
 #include "kernels/module_cache.hpp"
 #include "ops/kernel_family.hpp"
 #include "ops/plan_log.hpp"
-#include "ops/matmul_launch.hpp"
 #include "ops/quant.hpp"
 #include "ops/tensor_map.hpp"
 #include "runtime/context_scope.hpp"
@@ -180,10 +179,7 @@ kaio_status plan_fused(const char *caller, kaio_device *device, QuantPlan *p,
   if (fn.cols_per_block == 0 || !tma_box(fn, "tmap_x", p->box_a) ||
       !tma_box(fn, "tmap_qw", p->box_b))
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 wgmma kernel lacks its launch facts.", caller);
-  OpPlan &kp = p->kernel;
-  kp.function = fn.function;
-  kp.shared_bytes = fn.shared_bytes;
-  kp.block = fn.block;
+  Launch &kp = p->kernel = launch_of(fn);
   kp.grid = static_cast<unsigned>((p->n[0] + fn.cols_per_block - 1) / fn.cols_per_block);
   kp.grid_y = static_cast<unsigned>((p->m + p->box_a[1] - 1) / p->box_a[1]);
   kp.grid_z = static_cast<unsigned>(best->split);   // the split kernels' clusters are 1 x 1 x 2
@@ -204,21 +200,20 @@ kaio_status plan_prefill(const char *caller, kaio_device *device, QuantPlan *p,
   if (fn.cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 dequantize kernel lacks its annotation.",
                 caller);
-  OpPlan &d = p->dequant;
+  Launch &d = p->dequant;
   d.function = fn.function;
   d.block = fn.block;
   d.grid = static_cast<unsigned>((p->n[0] + fn.cols_per_block - 1) / fn.cols_per_block);
   d.grid_y = static_cast<unsigned>(p->k / 8);
   if (log_enabled())
     log_kernel(device, d.function, "AUTO: M > 16, dequantize then matmul; " + why);
-  OpPlan &mm = p->matmul;
-  mm.kind = OpKind::matmul;
+  MatmulPlan &mm = p->matmul;
   mm.dtype = p->in_dtype;
   mm.rows = p->m;
   mm.cols = p->n[0];
-  mm.matmul.out_dtype = p->out_dtype;
-  mm.matmul.k = p->k;
-  KAIO_TRY(plan_matmul(caller, device, &mm));
+  mm.out_dtype = p->out_dtype;
+  mm.k = p->k;
+  KAIO_TRY(mm.plan_product(caller, device));
   KAIO_TRY(DeviceMemory::allocate(caller, device,
                                     static_cast<uint64_t>(p->k) * static_cast<uint64_t>(p->n[0]) * 2,
                                     &p->workspace));
@@ -292,10 +287,7 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *p,
   int64_t nmax = 0;
   for (int i = 0; i < p->nproj; ++i) nmax = p->n[i] > nmax ? p->n[i] : nmax;
   const int64_t rows_per_block = p->m <= 8 ? 8 : kDecodeMaxRows;
-  OpPlan &kp = p->kernel;
-  kp.function = fn.function;
-  kp.shared_bytes = fn.shared_bytes;
-  kp.block = fn.block;
+  Launch &kp = p->kernel = launch_of(fn);
   kp.grid = static_cast<unsigned>((nmax + fn.cols_per_block - 1) / fn.cols_per_block);
   kp.grid_y = static_cast<unsigned>(p->nproj);
   kp.grid_z = static_cast<unsigned>((p->m + rows_per_block - 1) / rows_per_block);
@@ -379,14 +371,14 @@ kaio_status run_int4(const char *caller, const kaio_device *device, const QuantP
     // the product's views are checked before the dequantization is enqueued
     const kaio_tensor mm[] = {t[0], kaio_tensor_2d(p.workspace->handle(), p.in_dtype, p.k, p.n[0]),
                               t[4]};
-    MatmulLaunch product;
-    KAIO_TRY(prepare_matmul(caller, device, p.matmul, mm, {xname, "qweight", "C"}, &product));
+    MatmulViews product;
+    KAIO_TRY(prepare_matmul(caller, p.matmul, mm, {xname, "qweight", "C"}, &product));
     unsigned long long pw = p.workspace->ptr(), ldw = static_cast<unsigned long long>(p.n[0]);
     unsigned group = static_cast<unsigned>(p.group);
     void *dq[] = {&qw[0], &ldqw[0], &qz[0], &ldqz[0], &sc[0], &ldsc[0], &pw, &ldw,
                   &un[0], &group, &xmask, &zoff};
     KAIO_TRY(launch_builtin(caller, device, p.dequant, stream, dq));
-    return enqueue_matmul(caller, device, p.matmul, stream, product);
+    return enqueue_matmul(caller, p.matmul, stream, product);
   }
   unsigned long long px = x.address, ldx = x.row_stride;
   unsigned gshift = group_shift(p);
@@ -436,15 +428,15 @@ kaio_status repack_kaio_int4(const char *caller, kaio_stream *stream, const kaio
   KAIO_TRY(require_arch(caller, stream->device, 8, 0, "int4 repack"));
   BuiltinFunction fn;
   KAIO_TRY(stream->device->modules->function(caller, kernels::int4_transpose(), &fn));
-  OpPlan plan;
-  plan.function = fn.function;
-  plan.block = fn.block;
-  plan.grid = static_cast<unsigned>((s.rows + fn.cols_per_block - 1) / fn.cols_per_block);
-  plan.grid_y = static_cast<unsigned>(s.cols);
+  Launch launch;
+  launch.function = fn.function;
+  launch.block = fn.block;
+  launch.grid = static_cast<unsigned>((s.rows + fn.cols_per_block - 1) / fn.cols_per_block);
+  launch.grid_y = static_cast<unsigned>(s.cols);
   unsigned long long ps = s.address, lds = s.row_stride, pd = d.address, ldd = d.row_stride;
   unsigned rows = static_cast<unsigned>(s.rows);
   void *params[] = {&ps, &lds, &pd, &ldd, &rows};
-  return launch_builtin(caller, device, plan, stream, params);
+  return launch_builtin(caller, device, launch, stream, params);
 }
 
 }  // namespace kaio

@@ -107,10 +107,7 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *pl
       return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper int8 kernel lacks its TMA boxes.",
                   caller);
     plan->tma = true;
-    OpPlan &kp = plan->kernel;
-    kp.function = fn.function;
-    kp.shared_bytes = fn.shared_bytes;
-    kp.block = fn.block;
+    Launch &kp = plan->kernel = launch_of(fn);
     // Persistent: at most one CTA per SM, each walking tiles.
     const int64_t tiles = ((m + kHopperTileM - 1) / kHopperTileM) * ((n + tile_n - 1) / tile_n);
     kp.grid = static_cast<unsigned>(std::min<int64_t>(tiles, device->info.sm_count));
@@ -122,10 +119,7 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *pl
     log_kernel(device, fn.function,
                plan->variant == KAIO_MATMUL_AUTO ? "AUTO: sm_80 cp.async; " + hopper.why
                                                  : std::string("variant KAIO_MATMUL_ASYNC"));
-  OpPlan &kp = plan->kernel;
-  kp.function = fn.function;
-  kp.shared_bytes = fn.shared_bytes;
-  kp.block = fn.block;
+  Launch &kp = plan->kernel = launch_of(fn);
   kp.grid = static_cast<unsigned>((n + kTile - 1) / kTile);
   kp.grid_y = static_cast<unsigned>((m + kTile - 1) / kTile);
   return KAIO_OK;

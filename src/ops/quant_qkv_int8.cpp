@@ -59,10 +59,7 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *p)
       &fn));
   if (fn.cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: the int8 QKV kernel lacks its annotation.", caller);
-  OpPlan &kp = p->kernel;
-  kp.function = fn.function;
-  kp.shared_bytes = fn.shared_bytes;
-  kp.block = fn.block;
+  Launch &kp = p->kernel = launch_of(fn);
   kp.grid = static_cast<unsigned>((nmax + fn.cols_per_block - 1) / fn.cols_per_block);
   kp.grid_y = 3;
   kp.grid_z = static_cast<unsigned>((p->m + rows - 1) / rows);

@@ -12,8 +12,9 @@
 #include "runtime/stream.hpp"
 
 using kaio::fail;
-using kaio::QuantKind;
-using kaio::QuantPlan;
+using kaio::Int4Plan;
+using kaio::Int8Plan;
+using kaio::QkvInt8Plan;
 
 namespace {
 
@@ -70,11 +71,8 @@ kaio_qkv_int8_desc qkv8_defaults() {
   return d;
 }
 
-QuantPlan qkv8_plan(const kaio_qkv_int8_desc &d) {
-  QuantPlan p;
-  p.kind = QuantKind::qkv_int8;
-  p.nproj = 3;
-  p.in_dtype = KAIO_DTYPE_F16;
+QkvInt8Plan qkv8_plan(const kaio_qkv_int8_desc &d) {
+  QkvInt8Plan p;
   p.out_dtype = d.out_dtype;
   p.m = d.m;
   p.k = d.k;
@@ -84,21 +82,19 @@ QuantPlan qkv8_plan(const kaio_qkv_int8_desc &d) {
   return p;
 }
 
-QuantPlan int8_plan(const kaio_matmul_int8_desc &d) {
-  QuantPlan p;
-  p.kind = QuantKind::int8;
+Int8Plan int8_plan(const kaio_matmul_int8_desc &d) {
+  Int8Plan p;
   p.out_dtype = d.out_dtype;
   p.m = d.m;
-  p.n[0] = d.n;
+  p.n = d.n;
   p.k = d.k;
   p.alpha = d.alpha;
   p.variant = d.variant;
   return p;
 }
 
-QuantPlan int4_plan(const kaio_matmul_int4_desc &d) {
-  QuantPlan p;
-  p.kind = QuantKind::int4;
+Int4Plan int4_plan(const kaio_matmul_int4_desc &d) {
+  Int4Plan p;
   p.in_dtype = d.in_dtype;
   p.out_dtype = d.out_dtype;
   p.format = d.format;
@@ -110,9 +106,9 @@ QuantPlan int4_plan(const kaio_matmul_int4_desc &d) {
   return p;
 }
 
-QuantPlan qkv_plan(const kaio_qkv_int4_desc &d) {
-  QuantPlan p;
-  p.kind = QuantKind::qkv_int4;
+Int4Plan qkv_plan(const kaio_qkv_int4_desc &d) {
+  Int4Plan p;
+  p.qkv = true;
   p.nproj = 3;
   p.in_dtype = d.in_dtype;
   p.out_dtype = d.out_dtype;
@@ -159,7 +155,7 @@ KAIO_API kaio_status kaio_matmul_int8(kaio_stream *stream, const kaio_tensor *a,
     KAIO_TRY(read_desc(fn, "kaio_matmul_int8_desc_init", desc, &d));
     const kaio::NamedView views[] = {
         {"A", a}, {"B", b}, {"sa", sa, true}, {"sb", sb, true}, {"C", c}};
-    return kaio::one_shot(fn, stream, views, QuantPlan{}, [&](QuantPlan *plan) -> kaio_status {
+    return kaio::one_shot(fn, stream, views, Int8Plan{}, [&](Int8Plan *plan) -> kaio_status {
       if (d.m == 0) d.m = c->rows;
       if (d.n == 0) d.n = c->cols;
       if (d.k == 0) d.k = a->cols;
@@ -196,7 +192,7 @@ KAIO_API kaio_status kaio_matmul_int4(kaio_stream *stream, const kaio_tensor *a,
     KAIO_TRY(read_desc(fn, "kaio_matmul_int4_desc_init", desc, &d));
     const kaio::NamedView views[] = {
         {"A", a}, {"qweight", qweight}, {"qzeros", qzeros, true}, {"scales", scales}, {"C", c}};
-    return kaio::one_shot(fn, stream, views, QuantPlan{}, [&](QuantPlan *plan) -> kaio_status {
+    return kaio::one_shot(fn, stream, views, Int4Plan{}, [&](Int4Plan *plan) -> kaio_status {
       if (d.m == 0) d.m = c->rows;
       if (d.n == 0) d.n = c->cols;
       if (d.k == 0) d.k = a->cols;
@@ -238,7 +234,7 @@ KAIO_API kaio_status kaio_qkv_project_int4(kaio_stream *stream, const kaio_tenso
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_qkv_int4_desc d;
     KAIO_TRY(read_desc(fn, "kaio_qkv_int4_desc_init", desc, &d));
-    const auto from_views = [&](QuantPlan *plan) -> kaio_status {
+    const auto from_views = [&](Int4Plan *plan) -> kaio_status {
       if (!tensors || count != kaio::kQkvTensors)
         return fail(KAIO_ERROR_INVALID_ARGUMENT,
                     "%s: argument 'count' is %zu but the fused QKV projection takes 13 tensors: "
@@ -253,7 +249,7 @@ KAIO_API kaio_status kaio_qkv_project_int4(kaio_stream *stream, const kaio_tenso
       *plan = qkv_plan(d);
       return KAIO_OK;
     };
-    return kaio::one_shot(fn, stream, tensors, count, QuantPlan{}, from_views);
+    return kaio::one_shot(fn, stream, tensors, count, Int4Plan{}, from_views);
   });
 }
 
@@ -280,7 +276,7 @@ KAIO_API kaio_status kaio_qkv_project_int8(kaio_stream *stream, const kaio_tenso
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_qkv_int8_desc d;
     KAIO_TRY(read_desc(fn, "kaio_qkv_int8_desc_init", desc, &d));
-    const auto from_views = [&](QuantPlan *plan) -> kaio_status {
+    const auto from_views = [&](QkvInt8Plan *plan) -> kaio_status {
       if (!tensors || count != kaio::kQkv8Tensors)
         return fail(KAIO_ERROR_INVALID_ARGUMENT,
                     "%s: argument 'count' is %zu but the int8 QKV projection takes 10 tensors: "
@@ -294,7 +290,7 @@ KAIO_API kaio_status kaio_qkv_project_int8(kaio_stream *stream, const kaio_tenso
       *plan = qkv8_plan(d);
       return KAIO_OK;
     };
-    return kaio::one_shot(fn, stream, tensors, count, QuantPlan{}, from_views);
+    return kaio::one_shot(fn, stream, tensors, count, QkvInt8Plan{}, from_views);
   });
 }
 

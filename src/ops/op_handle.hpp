@@ -22,8 +22,8 @@ struct kaio_op {
   static constexpr const char *kHowToMake = "create one with a kaio_op_create_* function";
   // A new family adds its plan type here; run_op_handle needs nothing more.
   using Body = std::variant<kaio::ElementwisePlan, kaio::RowsPlan, kaio::MatmulPlan,
-                            kaio::MatmulBackwardPlan, kaio::KquantPlan, kaio::QuantPlan,
-                            kaio::AttentionPlan>;
+                            kaio::MatmulBackwardPlan, kaio::KquantPlan, kaio::Int8Plan,
+                            kaio::Int4Plan, kaio::QkvInt8Plan, kaio::AttentionPlan>;
   kaio::HandleTag tag = kTag;
   kaio_device *device = nullptr;
   Body body;

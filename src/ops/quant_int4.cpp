@@ -31,7 +31,7 @@ const char *const kProj[3] = {"q", "k", "v"};
 bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
 bool is_packed(kaio_dtype d) { return d == KAIO_DTYPE_U32 || d == KAIO_DTYPE_I32; }
 
-unsigned group_shift(const QuantPlan &p) {
+unsigned group_shift(const Int4Plan &p) {
   if (p.group == p.k) return kGroupIsK;
   unsigned s = 0;
   while ((kKStep << s) < p.group) ++s;
@@ -48,7 +48,7 @@ constexpr int64_t kColsPerCta = 32;     // every decode kernel's cols_per_block
 constexpr int64_t kW4CtasPerSm = 3;     // the M <= 16 "_w4" kernel's registers allow 3
 
 // CTAs that do work: a projection's CTAs past its N return at once.
-int64_t busy_ctas(const QuantPlan &p, int64_t rows_per_block) {
+int64_t busy_ctas(const Int4Plan &p, int64_t rows_per_block) {
   int64_t tiles = 0;
   for (int i = 0; i < p.nproj; ++i) tiles += (p.n[i] + kColsPerCta - 1) / kColsPerCta;
   return tiles * ((p.m + rows_per_block - 1) / rows_per_block);
@@ -60,7 +60,7 @@ int64_t busy_ctas(const QuantPlan &p, int64_t rows_per_block) {
 // N = 4096: 16, N = K = 8192: 8, N = 14336: 4). With 16 rows, likewise for 16
 // and 8 warps; then 4 warps with 4 steps per batch (3 CTAs per SM) while the
 // grid fits in one wave, else with 2 steps (4 CTAs per SM).
-KernelId contig_kernel(const QuantPlan &p, int64_t sms) {
+KernelId contig_kernel(const Int4Plan &p, int64_t sms) {
   const bool m16 = p.m > 8;
   const int64_t ctas = busy_ctas(p, m16 ? kDecodeMaxRows : 8);
   auto one_wave = [&](int64_t warps) { return ctas * warps <= sms * kWarpsPerSm; };
@@ -73,7 +73,7 @@ KernelId contig_kernel(const QuantPlan &p, int64_t sms) {
   return kernels::quant_gemv(kernels::Weights::int4, variant, p.in_dtype, m16 ? 16 : 8);
 }
 
-KernelId gemv_kernel(const QuantPlan &p, int64_t sms) {
+KernelId gemv_kernel(const Int4Plan &p, int64_t sms) {
   if (p.group >= kContigMinGroup || p.group == p.k) return contig_kernel(p, sms);
   return kernels::quant_gemv(kernels::Weights::int4, kernels::Variant::none, p.in_dtype,
                             p.m <= 8 ? 8 : 16);
@@ -85,8 +85,8 @@ struct Weights {
   bool has_zeros = false;
 };
 
-std::string arg_name(const QuantPlan &p, const char *base, int proj) {
-  return p.kind == QuantKind::qkv_int4 ? std::string(base) + "_" + kProj[proj] : base;
+std::string arg_name(const Int4Plan &p, const char *base, int proj) {
+  return p.qkv ? std::string(base) + "_" + kProj[proj] : base;
 }
 
 kaio_status check_packed_shape(const char *caller, const std::string &arg, const CheckedView &v,
@@ -98,7 +98,7 @@ kaio_status check_packed_shape(const char *caller, const std::string &arg, const
               caller, arg.c_str(), v.rows, v.cols, rule, rows, cols);
 }
 
-kaio_status check_weights(const char *caller, const kaio_device *device, const QuantPlan &p,
+kaio_status check_weights(const char *caller, const kaio_device *device, const Int4Plan &p,
                           int proj, const kaio_tensor *t, Weights *w) {
   const int64_t k = p.k, n = p.n[proj], groups = p.k / p.group;
   const std::string qw = arg_name(p, "qweight", proj), qz = arg_name(p, "qzeros", proj),
@@ -137,10 +137,10 @@ kaio_status check_weights(const char *caller, const kaio_device *device, const Q
   return KAIO_OK;
 }
 
-kaio_status check_output(const char *caller, const kaio_device *device, const QuantPlan &p,
+kaio_status check_output(const char *caller, const kaio_device *device, const Int4Plan &p,
                          int proj, const kaio_tensor &t, CheckedView *out) {
   const std::string name =
-      p.kind == QuantKind::qkv_int4 ? std::string("out_") + kProj[proj] : std::string("C");
+      p.qkv ? std::string("out_") + kProj[proj] : std::string("C");
   KAIO_TRY(check_view(caller, name.c_str(), &t, device, out));
   KAIO_TRY(check_dtype(caller, name.c_str(), *out, p.out_dtype));
   return check_shape(caller, name.c_str(), *out, p.m, p.n[proj]);
@@ -160,12 +160,12 @@ struct FusedTile {
 constexpr FusedTile kFusedTiles[] = {{256, 1, 102}, {128, 1, 84}, {256, 2, 102}};
 constexpr int64_t kFusedStepK = 64;   // K per step (the generator's BK)
 
-int64_t fused_cost(const QuantPlan &p, const FusedTile &f, int64_t sms, int64_t steps) {
+int64_t fused_cost(const Int4Plan &p, const FusedTile &f, int64_t sms, int64_t steps) {
   const int64_t ctas = ((p.m + f.rows - 1) / f.rows) * ((p.n[0] + 127) / 128) * f.split;
   return (ctas + sms - 1) / sms * ((steps + f.split - 1) / f.split) * f.step_cost;
 }
 
-kaio_status plan_fused(const char *caller, kaio_device *device, QuantPlan *p,
+kaio_status plan_fused(const char *caller, kaio_device *device, Int4Plan *p,
                        const std::string &why) {
   const int64_t sms = device->info.sm_count;
   const int64_t steps = (p->k + kFusedStepK - 1) / kFusedStepK;
@@ -188,7 +188,7 @@ kaio_status plan_fused(const char *caller, kaio_device *device, QuantPlan *p,
   return KAIO_OK;
 }
 
-kaio_status plan_prefill(const char *caller, kaio_device *device, QuantPlan *p,
+kaio_status plan_prefill(const char *caller, kaio_device *device, Int4Plan *p,
                          const std::string &why) {
   if (p->k / 8 > kMaxGridYZ)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
@@ -221,7 +221,7 @@ kaio_status plan_prefill(const char *caller, kaio_device *device, QuantPlan *p,
   return KAIO_OK;
 }
 
-kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *p,
+kaio_status plan_unlogged(const char *caller, kaio_device *device, Int4Plan *p,
                           bool allow_prefill) {
   if (!is_half(p->in_dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
@@ -273,7 +273,7 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *p,
   // cuBLAS f16 against 0.71x fused); one-shot calls own no workspace.
   // The fused kernel where the device runs sm_90a and the driver loads it.
   const bool fused_rows = p->m <= kFusedMaxRows || !allow_prefill;
-  const bool tall = p->kind == QuantKind::int4 && p->m > kDecodeMaxRows;
+  const bool tall = !p->qkv && p->m > kDecodeMaxRows;
   const FamilyCheck hopper = tall ? check_family(device, ModuleId::quant_int4_sm90, true)
                                   : FamilyCheck{};
   if (tall && fused_rows && hopper.ok()) return plan_fused(caller, device, p, hopper.why);
@@ -294,21 +294,14 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *p,
   if (log_enabled())
     log_kernel(device, kp.function,
                tall ? "AUTO: one-shot M > 16, the decode kernel; " + hopper.why
-               : p->kind == QuantKind::qkv_int4 ? std::string("QKV: the decode kernel, the only family")
+               : p->qkv ? std::string("QKV: the decode kernel, the only family")
                                                    : std::string("M <= 16: the decode kernel"));
   return KAIO_OK;
 }
 
-}  // namespace
-
-kaio_status plan_int4(const char *caller, kaio_device *device, QuantPlan *p, bool allow_prefill) {
-  return log_plan(caller, [&] { return plan_unlogged(caller, device, p, allow_prefill); },
-                  [&] { return quant_subject(*p); });
-}
-
-kaio_status run_int4(const char *caller, const kaio_device *device, const QuantPlan &p,
+kaio_status run_int4(const char *caller, const kaio_device *device, const Int4Plan &p,
                      kaio_stream *stream, const kaio_tensor *t) {
-  const char *xname = p.kind == QuantKind::qkv_int4 ? "x" : "A";
+  const char *xname = p.qkv ? "x" : "A";
   CheckedView x;
   KAIO_TRY(check_aligned_view(caller, xname, &t[0], device, 16, 8,
                               "the int4 kernel (16-byte loads of activations)", &x));
@@ -321,7 +314,7 @@ kaio_status run_int4(const char *caller, const kaio_device *device, const QuantP
     KAIO_TRY(check_output(caller, device, p, i, t[1 + 3 * p.nproj + i], &out[i]));
   }
   for (int i = 0; i < p.nproj; ++i) {
-    const std::string o = p.kind == QuantKind::qkv_int4 ? std::string("out_") + kProj[i] : "C";
+    const std::string o = p.qkv ? std::string("out_") + kProj[i] : "C";
     KAIO_TRY(check_no_partial_overlap(caller, xname, x, o.c_str(), out[i], false));
     for (int j = 0; j < p.nproj; ++j) {
       KAIO_TRY(check_no_partial_overlap(caller, arg_name(p, "qweight", j).c_str(), w[j].qw,
@@ -396,6 +389,25 @@ kaio_status run_int4(const char *caller, const kaio_device *device, const QuantP
     q[8] = &un[i];
   }
   return launch_builtin(caller, device, p.kernel, stream, params);
+}
+
+}  // namespace
+
+kaio_status Int4Plan::plan(const char *caller, kaio_device *device) {
+  this->device = device;
+  const char *kind = qkv ? "qkv int4" : "int4";
+  return log_plan(caller, [&] { return plan_unlogged(caller, device, this, prepared); },
+                  [&] { return quant_subject(kind, m, n, nproj, k, in_dtype); });
+}
+
+kaio_status Int4Plan::run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
+                          size_t count) const {
+  KAIO_TRY(check_launch(caller, device, stream, tensors, count,
+                        qkv ? kQkvTensors : kInt4Tensors,
+                        qkv ? "{x, qweight_q, qzeros_q, scales_q, qweight_k, qzeros_k, scales_k, "
+                              "qweight_v, qzeros_v, scales_v, out_q, out_k, out_v}"
+                            : "{A, qweight, qzeros, scales, C}"));
+  return run_int4(caller, device, *this, stream, tensors);
 }
 
 kaio_status repack_kaio_int4(const char *caller, kaio_stream *stream, const kaio_tensor *src,

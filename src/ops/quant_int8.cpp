@@ -55,13 +55,13 @@ kaio_status check_scale_vector(const char *caller, const char *arg, const kaio_t
   return KAIO_OK;
 }
 
-kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *plan) {
+kaio_status plan_unlogged(const char *caller, kaio_device *device, Int8Plan *plan) {
   if (!int8_out(plan->out_dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: out_dtype is %s (%d); use KAIO_DTYPE_F32, KAIO_DTYPE_F16, KAIO_DTYPE_BF16 "
                 "or KAIO_DTYPE_I32.",
                 caller, kaio_dtype_name(plan->out_dtype), plan->out_dtype);
-  const int64_t m = plan->m, n = plan->n[0], k = plan->k;
+  const int64_t m = plan->m, n = plan->n, k = plan->k;
   if (m < 1 || n < 1 || k < 1 || m > INT32_MAX || n > INT32_MAX)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: M, N, K are %" PRId64 ", %" PRId64 ", %" PRId64
@@ -125,16 +125,9 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *pl
   return KAIO_OK;
 }
 
-}  // namespace
-
-kaio_status plan_int8(const char *caller, kaio_device *device, QuantPlan *plan) {
-  return log_plan(caller, [&] { return plan_unlogged(caller, device, plan); },
-                  [&] { return quant_subject(*plan); });
-}
-
-kaio_status run_int8(const char *caller, const kaio_device *device, const QuantPlan &plan,
+kaio_status run_int8(const char *caller, const kaio_device *device, const Int8Plan &plan,
                      kaio_stream *stream, const kaio_tensor *t) {
-  const int64_t m = plan.m, n = plan.n[0], k = plan.k;
+  const int64_t m = plan.m, n = plan.n, k = plan.k;
   const char *why = "the int8 kernel (16-byte cp.async of s8)";
   CheckedView a, b, c;
   KAIO_TRY(check_aligned_view(caller, "A", &t[0], device, 16, kKAlign, why, &a));
@@ -188,6 +181,21 @@ kaio_status run_int8(const char *caller, const kaio_device *device, const QuantP
   void *params[] = {&pa, &pb, &pc, &um, &un, &uk, &lda, &ldb, &ldc, &alpha, &psa, &psb,
                     &out_dtype};
   return launch_builtin(caller, device, plan.kernel, stream, params);
+}
+
+}  // namespace
+
+kaio_status Int8Plan::plan(const char *caller, kaio_device *device) {
+  this->device = device;
+  return log_plan(caller, [&] { return plan_unlogged(caller, device, this); },
+                  [&] { return quant_subject("int8", m, &n, 1, k, KAIO_DTYPE_I8); });
+}
+
+kaio_status Int8Plan::run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
+                          size_t count) const {
+  KAIO_TRY(check_launch(caller, device, stream, tensors, count, kInt8Tensors,
+                        "{A, B, sa, sb, C}"));
+  return run_int8(caller, device, *this, stream, tensors);
 }
 
 }  // namespace kaio

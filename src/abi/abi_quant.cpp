@@ -82,6 +82,18 @@ QkvInt8Plan qkv8_plan(const kaio_qkv_int8_desc &d) {
   return p;
 }
 
+// A QKV one-shot's desc with M, K and the three N left at 0 taken from x
+// (tensors[0]) and the outputs (tensors[out], [out + 1], [out + 2]).
+template <typename Desc>
+Desc qkv_dims(const kaio_tensor *tensors, size_t out, Desc d) {
+  if (d.m == 0) d.m = tensors[0].rows;
+  if (d.k == 0) d.k = tensors[0].cols;
+  if (d.n_q == 0) d.n_q = tensors[out].cols;
+  if (d.n_k == 0) d.n_k = tensors[out + 1].cols;
+  if (d.n_v == 0) d.n_v = tensors[out + 2].cols;
+  return d;
+}
+
 Int8Plan int8_plan(const kaio_matmul_int8_desc &d) {
   Int8Plan p;
   p.out_dtype = d.out_dtype;
@@ -241,12 +253,7 @@ KAIO_API kaio_status kaio_qkv_project_int4(kaio_stream *stream, const kaio_tenso
                     "{x, qweight_q, qzeros_q, scales_q, qweight_k, qzeros_k, scales_k, "
                     "qweight_v, qzeros_v, scales_v, out_q, out_k, out_v}.",
                     fn, tensors ? count : 0);
-      if (d.m == 0) d.m = tensors[0].rows;
-      if (d.k == 0) d.k = tensors[0].cols;
-      if (d.n_q == 0) d.n_q = tensors[10].cols;
-      if (d.n_k == 0) d.n_k = tensors[11].cols;
-      if (d.n_v == 0) d.n_v = tensors[12].cols;
-      *plan = qkv_plan(d);
+      *plan = qkv_plan(qkv_dims(tensors, 10, d));
       return KAIO_OK;
     };
     return kaio::one_shot(fn, stream, tensors, count, Int4Plan{}, from_views);
@@ -282,12 +289,7 @@ KAIO_API kaio_status kaio_qkv_project_int8(kaio_stream *stream, const kaio_tenso
                     "%s: argument 'count' is %zu but the int8 QKV projection takes 10 tensors: "
                     "{x, w_q, scale_q, w_k, scale_k, w_v, scale_v, out_q, out_k, out_v}.",
                     fn, tensors ? count : 0);
-      if (d.m == 0) d.m = tensors[0].rows;
-      if (d.k == 0) d.k = tensors[0].cols;
-      if (d.n_q == 0) d.n_q = tensors[7].cols;
-      if (d.n_k == 0) d.n_k = tensors[8].cols;
-      if (d.n_v == 0) d.n_v = tensors[9].cols;
-      *plan = qkv8_plan(d);
+      *plan = qkv8_plan(qkv_dims(tensors, 7, d));
       return KAIO_OK;
     };
     return kaio::one_shot(fn, stream, tensors, count, QkvInt8Plan{}, from_views);

@@ -52,7 +52,7 @@ kaio_status resolve(const char *caller, kaio_device *device, KernelId id, Launch
   return KAIO_OK;
 }
 
-// SM90 (checked against the device in plan_attention), or AUTO where the
+// SM90 (checked against the device in AttentionPlan::plan), or AUTO where the
 // sm_90a kernels exist (head dims 64 and 128) and can run: compute
 // capability 9.0 and a driver that loads their PTX. why: for KAIO_LOG.
 bool uses_sm90(const kaio_attention_desc &d, const FamilyCheck &hopper, std::string *why) {
@@ -475,12 +475,7 @@ kaio_status run_backward(const char *caller, const kaio_device *device, const At
 
 kaio_status AttentionPlan::run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
                                size_t count) const {
-  KAIO_TRY(check_stream(caller, stream));
-  if (stream->device != device)
-    return fail(KAIO_ERROR_WRONG_DEVICE,
-                "%s: the op belongs to device %d but 'stream' is on device %d; create the op on "
-                "the stream's device.",
-                caller, device->ordinal, stream->device->ordinal);
+  KAIO_TRY(check_op_stream(caller, device, stream));
   const size_t expected = backward ? 9 : 5;
   const char *order = backward ? "{dO, Q, K, V, O, LSE, dQ, dK, dV}" : "{Q, K, V, O, LSE}";
   if (!tensors)

@@ -33,9 +33,6 @@ kaio_status create(const char *fn, kaio_op **out, kaio_device *device, Kind kind
   return kaio::create_op(fn, out, device, plan);
 }
 
-// The k-quant calls check their view arguments for NULL before the stream
-// (one_shot's own check, after it, then passes).
-
 }  // namespace
 
 extern "C" {
@@ -72,6 +69,8 @@ KAIO_API kaio_status kaio_quantize(kaio_stream *stream, const kaio_tensor *x,
                                    kaio_quant_mode mode) {
   constexpr const char *fn = "kaio_quantize";
   return kaio::firewall(fn, [&]() -> kaio_status {
+    // The k-quant calls refuse NULL views before looking at the stream;
+    // one_shot's own check, after it, then passes.
     const kaio::NamedView views[] = {{"x", x}, {"q", q}};
     KAIO_TRY(kaio::require_views(fn, views));
     KquantPlan plan;

@@ -447,14 +447,11 @@ kaio_status KquantPlan::run(const char *caller, kaio_stream *stream, const kaio_
     case Kind::quantize: return launch_quantize(caller, device, *this, stream, tensors);
     case Kind::dequantize: {
       CheckedView q, y;
-      KAIO_TRY(check_quant_view(caller, "q", &tensors[0], device, format, rows,
-                                cols, &q));
-      KAIO_TRY(check_float_view(caller, "y", &tensors[1], device, dtype, rows,
-                                cols, &y));
+      KAIO_TRY(check_quant_view(caller, "q", &tensors[0], device, format, rows, cols, &q));
+      KAIO_TRY(check_float_view(caller, "y", &tensors[1], device, dtype, rows, cols, &y));
       KAIO_TRY(check_no_partial_overlap(caller, "q", q, "y", y, false));
-      return launch_dequantize(caller, device, launch, stream, q, rows, cols,
-                               y.address, static_cast<unsigned long long>(y.row_stride),
-                               dtype);
+      return launch_dequantize(caller, device, launch, stream, q, rows, cols, y.address,
+                               static_cast<unsigned long long>(y.row_stride), dtype);
     }
     case Kind::matmul: return launch_matmul_kq(caller, device, *this, stream, tensors);
   }

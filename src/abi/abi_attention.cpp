@@ -3,17 +3,15 @@
 #include <kaio/kaio.h>
 
 #include <cstring>
-#include <memory>
 
+#include "abi/op_entry.hpp"
 #include "core/desc_init.hpp"
 #include "core/error.hpp"
 #include "core/firewall.hpp"
-#include "ops/op_handle.hpp"
-#include "ops/attention.hpp"
 #include "runtime/handle_check.hpp"
 #include "runtime/stream.hpp"
-#include "runtime/tensor_view.hpp"
 
+using kaio::AttentionPlan;
 using kaio::fail;
 
 namespace {
@@ -29,63 +27,30 @@ kaio_attention_desc default_desc() {
   return d;
 }
 
-// Reads a caller's descriptor of this or a later, larger version.
-kaio_status read_desc(const char *fn, const kaio_attention_desc *in, kaio_attention_desc *out) {
-  if (!in) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'desc' is NULL.", fn);
-  if (in->struct_size < sizeof(kaio_attention_desc))
-    return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
-                "%s: desc->struct_size is %u but must be at least %zu; initialise the desc with "
-                "kaio_attention_desc_init.",
-                fn, in->struct_size, sizeof(kaio_attention_desc));
-  std::memcpy(out, in, sizeof *out);
-  return KAIO_OK;
-}
-
 kaio_status create(const char *fn, kaio_op **out, kaio_device *device,
                    const kaio_attention_desc *desc, bool backward) {
-  if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
-  *out = nullptr;
-  KAIO_TRY(kaio::resolve_handle("device", device));
-  kaio_attention_desc d;
-  KAIO_TRY(read_desc(fn, desc, &d));
-  auto op = std::make_unique<kaio_op>();
-  auto &attention = op->body.emplace<std::unique_ptr<kaio::AttentionPlan, kaio::AttentionPlanDeleter>>(
-      new kaio::AttentionPlan);
-  KAIO_TRY(kaio::plan_attention(fn, device, d, backward, attention.get()));
-  return kaio::publish_op(fn, out, device, std::move(op));
+  return kaio::create_op<AttentionPlan>(fn, out, device, [&](AttentionPlan *plan) -> kaio_status {
+    plan->backward = backward;
+    return kaio::read_desc(fn, "kaio_attention_desc_init", desc, &plan->desc);
+  });
 }
 
-kaio_status require_qkvo(const char *fn, const kaio_tensor *q, const kaio_tensor *k,
-                        const kaio_tensor *v, const kaio_tensor *out) {
-  const struct {
-    const char *name;
-    const kaio_tensor *view;
-  } args[] = {{"q", q}, {"k", k}, {"v", v}, {"out", out}};
-  for (const auto &arg : args)
-    if (!arg.view)
-      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
-                  fn, arg.name);
-  return KAIO_OK;
-}
-
+// The forward; lse may be NULL (no statistics written).
 kaio_status one_shot(const char *fn, kaio_stream *stream, const kaio_tensor *q,
                      const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *o,
                      const kaio_tensor *lse, const kaio_attention_desc &desc) {
-  KAIO_TRY(kaio::resolve_handle("stream", stream));
-  KAIO_TRY(require_qkvo(fn, q, k, v, o));
-  kaio::AttentionPlan plan;
-  KAIO_TRY(kaio::plan_attention(fn, stream->device, desc, false, &plan));
-  kaio_tensor no_lse;
-  std::memset(&no_lse, 0, sizeof no_lse);
-  const kaio_tensor t[] = {*q, *k, *v, *o, lse ? *lse : no_lse};
-  return kaio::run_attention(fn, stream->device, plan, stream, t, 5);
+  const kaio::NamedView views[] = {{"q", q}, {"k", k}, {"v", v}, {"out", o}, {"lse", lse, true}};
+  AttentionPlan plan;
+  plan.desc = desc;
+  return kaio::one_shot(fn, stream, views, plan);
 }
 
 // KAIO's rank-2 op: one batch, one head, f16 in, f32 out, top-left causal.
 kaio_status single_head(const char *fn, kaio_stream *stream, const kaio_tensor *q,
                         const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *out,
                         bool causal) {
-  KAIO_TRY(require_qkvo(fn, q, k, v, out));
+  const kaio::NamedView views[] = {{"q", q}, {"k", k}, {"v", v}, {"out", out}};
+  KAIO_TRY(kaio::require_views(fn, views));
   if (v->cols != q->cols || k->cols != q->cols)
     return fail(KAIO_ERROR_UNSUPPORTED,
                 "%s: q has %lld columns, k %lld and v %lld; this implementation needs k and v "
@@ -135,7 +100,7 @@ KAIO_API kaio_status kaio_attention(kaio_stream *stream, const kaio_tensor *q,
   constexpr const char *fn = "kaio_attention";
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_attention_desc d;
-    KAIO_TRY(read_desc(fn, desc, &d));
+    KAIO_TRY(kaio::read_desc(fn, "kaio_attention_desc_init", desc, &d));
     return one_shot(fn, stream, q, k, v, o, lse, d);
   });
 }

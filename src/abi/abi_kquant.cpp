@@ -2,15 +2,9 @@
 // prepared ops and one-shot calls.
 #include <kaio/kaio.h>
 
-#include <memory>
-
+#include "abi/op_entry.hpp"
 #include "core/error.hpp"
 #include "core/firewall.hpp"
-#include "ops/op_handle.hpp"
-#include "ops/kquant_plan.hpp"
-#include "runtime/handle_check.hpp"
-#include "runtime/stream.hpp"
-#include "runtime/tensor_view.hpp"
 
 using kaio::fail;
 using kaio::KquantPlan;
@@ -34,37 +28,9 @@ void fill(KquantPlan *p, Kind kind, kaio_quant_format format, kaio_quant_mode mo
 kaio_status create(const char *fn, kaio_op **out, kaio_device *device, Kind kind,
                    kaio_quant_format format, kaio_quant_mode mode, kaio_dtype dtype,
                    kaio_dtype out_dtype, int64_t rows, int64_t cols, int64_t k) {
-  if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
-  *out = nullptr;
-  KAIO_TRY(kaio::resolve_handle("device", device));
-  auto op = std::make_unique<kaio_op>();
-  KquantPlan *plan =
-      op->body.emplace<std::unique_ptr<KquantPlan, kaio::KquantPlanDeleter>>(new KquantPlan).get();
-  fill(plan, kind, format, mode, dtype, out_dtype, rows, cols, k);
-  KAIO_TRY(kaio::plan_kquant(fn, device, plan));
-  return kaio::publish_op(fn, out, device, std::move(op));
-}
-
-kaio_status require_views(const char *fn, const char *n0, const kaio_tensor *v0, const char *n1,
-                          const kaio_tensor *v1, const char *n2 = nullptr,
-                          const kaio_tensor *v2 = nullptr) {
-  const struct {
-    const char *name;
-    const kaio_tensor *view;
-  } args[] = {{n0, v0}, {n1, v1}, {n2, v2}};
-  for (const auto &arg : args)
-    if (arg.name && !arg.view)
-      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
-                  fn, arg.name);
-  return KAIO_OK;
-}
-
-// One-shot: plans on the stack (never allocates: no workspace), then runs.
-kaio_status one_shot(const char *fn, kaio_stream *stream, KquantPlan *plan,
-                     const kaio_tensor *tensors, size_t count) {
-  KAIO_TRY(kaio::resolve_handle("stream", stream));
-  KAIO_TRY(kaio::plan_kquant(fn, stream->device, plan));
-  return kaio::run_kquant(fn, stream->device, *plan, stream, tensors, count);
+  KquantPlan plan;
+  fill(&plan, kind, format, mode, dtype, out_dtype, rows, cols, k);
+  return kaio::create_op(fn, out, device, plan);
 }
 
 }  // namespace
@@ -103,11 +69,13 @@ KAIO_API kaio_status kaio_quantize(kaio_stream *stream, const kaio_tensor *x,
                                    kaio_quant_mode mode) {
   constexpr const char *fn = "kaio_quantize";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(require_views(fn, "x", x, "q", q));
+    // The k-quant calls refuse NULL views before looking at the stream;
+    // one_shot's own check, after it, then passes.
+    const kaio::NamedView views[] = {{"x", x}, {"q", q}};
+    KAIO_TRY(kaio::require_views(fn, views));
     KquantPlan plan;
     fill(&plan, Kind::quantize, format, mode, x->dtype, KAIO_DTYPE_U8, x->rows, x->cols, 0);
-    const kaio_tensor t[] = {*x, *q};
-    return one_shot(fn, stream, &plan, t, 2);
+    return kaio::one_shot(fn, stream, views, plan);
   });
 }
 
@@ -125,12 +93,12 @@ KAIO_API kaio_status kaio_dequantize(kaio_stream *stream, const kaio_tensor *q,
                                      const kaio_tensor *y, kaio_quant_format format) {
   constexpr const char *fn = "kaio_dequantize";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(require_views(fn, "q", q, "y", y));
+    const kaio::NamedView views[] = {{"q", q}, {"y", y}};
+    KAIO_TRY(kaio::require_views(fn, views));
     KquantPlan plan;
     fill(&plan, Kind::dequantize, format, KAIO_QUANT_MODE_GGML, y->dtype, y->dtype, y->rows,
          y->cols, 0);
-    const kaio_tensor t[] = {*q, *y};
-    return one_shot(fn, stream, &plan, t, 2);
+    return kaio::one_shot(fn, stream, views, plan);
   });
 }
 
@@ -150,7 +118,8 @@ KAIO_API kaio_status kaio_quant_matmul(kaio_stream *stream, const kaio_tensor *a
                                        kaio_quant_format format) {
   constexpr const char *fn = "kaio_quant_matmul";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    KAIO_TRY(require_views(fn, "A", a, "W", w, "C", c));
+    const kaio::NamedView views[] = {{"A", a}, {"W", w}, {"C", c}};
+    KAIO_TRY(kaio::require_views(fn, views));
     if (a->rows > 8)
       return fail(KAIO_ERROR_UNSUPPORTED,
                   "%s: A has %lld rows; this call never allocates, so M > 8 needs "
@@ -159,8 +128,7 @@ KAIO_API kaio_status kaio_quant_matmul(kaio_stream *stream, const kaio_tensor *a
     KquantPlan plan;
     fill(&plan, Kind::matmul, format, KAIO_QUANT_MODE_GGML, a->dtype, c->dtype, a->rows, c->cols,
          a->cols);
-    const kaio_tensor t[] = {*a, *w, *c};
-    return one_shot(fn, stream, &plan, t, 3);
+    return kaio::one_shot(fn, stream, views, plan);
   });
 }
 

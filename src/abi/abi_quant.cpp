@@ -2,36 +2,28 @@
 #include <kaio/kaio.h>
 
 #include <cstring>
-#include <memory>
 #include <type_traits>
 
+#include "abi/op_entry.hpp"
 #include "core/desc_init.hpp"
 #include "core/error.hpp"
 #include "core/firewall.hpp"
-#include "ops/op_handle.hpp"
-#include "ops/quant.hpp"
 #include "runtime/handle_check.hpp"
 #include "runtime/stream.hpp"
 
 using kaio::fail;
-using kaio::QuantKind;
-using kaio::QuantPlan;
+using kaio::Int4Plan;
+using kaio::Int8Plan;
+using kaio::QkvInt8Plan;
 
 namespace {
 
 constexpr int64_t kDefaultGroup = 128;
 
-// Copies the caller's desc (any later, larger version: unknown fields are
-// ignored) after checking struct_size and the reserved field.
+// kaio::read_desc, then the reserved field's check.
 template <typename Desc>
 kaio_status read_desc(const char *fn, const char *init, const Desc *in, Desc *out) {
-  if (!in) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'desc' is NULL.", fn);
-  if (in->struct_size < sizeof(Desc))
-    return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
-                "%s: desc->struct_size is %u but must be at least %zu; initialise the desc with "
-                "%s.",
-                fn, in->struct_size, sizeof(Desc), init);
-  std::memcpy(out, in, sizeof *out);
+  KAIO_TRY(kaio::read_desc(fn, init, in, out));
   if constexpr (!std::is_same_v<Desc, kaio_matmul_int8_desc>) {
     if (out->reserved != 0)
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: desc->reserved is %u but must be 0.", fn,
@@ -79,11 +71,8 @@ kaio_qkv_int8_desc qkv8_defaults() {
   return d;
 }
 
-QuantPlan qkv8_plan(const kaio_qkv_int8_desc &d) {
-  QuantPlan p;
-  p.kind = QuantKind::qkv_int8;
-  p.nproj = 3;
-  p.in_dtype = KAIO_DTYPE_F16;
+QkvInt8Plan qkv8_plan(const kaio_qkv_int8_desc &d) {
+  QkvInt8Plan p;
   p.out_dtype = d.out_dtype;
   p.m = d.m;
   p.k = d.k;
@@ -93,21 +82,31 @@ QuantPlan qkv8_plan(const kaio_qkv_int8_desc &d) {
   return p;
 }
 
-QuantPlan int8_plan(const kaio_matmul_int8_desc &d) {
-  QuantPlan p;
-  p.kind = QuantKind::int8;
+// A QKV one-shot's desc with M, K and the three N left at 0 taken from x
+// (tensors[0]) and the outputs (tensors[out], [out + 1], [out + 2]).
+template <typename Desc>
+Desc qkv_dims(const kaio_tensor *tensors, size_t out, Desc d) {
+  if (d.m == 0) d.m = tensors[0].rows;
+  if (d.k == 0) d.k = tensors[0].cols;
+  if (d.n_q == 0) d.n_q = tensors[out].cols;
+  if (d.n_k == 0) d.n_k = tensors[out + 1].cols;
+  if (d.n_v == 0) d.n_v = tensors[out + 2].cols;
+  return d;
+}
+
+Int8Plan int8_plan(const kaio_matmul_int8_desc &d) {
+  Int8Plan p;
   p.out_dtype = d.out_dtype;
   p.m = d.m;
-  p.n[0] = d.n;
+  p.n = d.n;
   p.k = d.k;
   p.alpha = d.alpha;
   p.variant = d.variant;
   return p;
 }
 
-QuantPlan int4_plan(const kaio_matmul_int4_desc &d) {
-  QuantPlan p;
-  p.kind = QuantKind::int4;
+Int4Plan int4_plan(const kaio_matmul_int4_desc &d) {
+  Int4Plan p;
   p.in_dtype = d.in_dtype;
   p.out_dtype = d.out_dtype;
   p.format = d.format;
@@ -119,9 +118,9 @@ QuantPlan int4_plan(const kaio_matmul_int4_desc &d) {
   return p;
 }
 
-QuantPlan qkv_plan(const kaio_qkv_int4_desc &d) {
-  QuantPlan p;
-  p.kind = QuantKind::qkv_int4;
+Int4Plan qkv_plan(const kaio_qkv_int4_desc &d) {
+  Int4Plan p;
+  p.qkv = true;
   p.nproj = 3;
   p.in_dtype = d.in_dtype;
   p.out_dtype = d.out_dtype;
@@ -136,47 +135,6 @@ QuantPlan qkv_plan(const kaio_qkv_int4_desc &d) {
   return p;
 }
 
-kaio_status plan(const char *fn, kaio_device *device, QuantPlan *p, bool handle) {
-  if (p->kind == QuantKind::int8) return kaio::plan_int8(fn, device, p);
-  if (p->kind == QuantKind::qkv_int8) return kaio::plan_qkv_int8(fn, device, p);
-  return kaio::plan_int4(fn, device, p, handle);
-}
-
-kaio_status create(const char *fn, kaio_op **out, kaio_device *device, QuantPlan p) {
-  if (!out) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out' is NULL.", fn);
-  *out = nullptr;
-  KAIO_TRY(kaio::resolve_handle("device", device));
-  auto op = std::make_unique<kaio_op>();
-  auto &quant = op->body.emplace<std::unique_ptr<QuantPlan, kaio::QuantPlanDeleter>>(new QuantPlan(p));
-  KAIO_TRY(plan(fn, device, quant.get(), true));
-  return kaio::publish_op(fn, out, device, std::move(op));
-}
-
-kaio_status one_shot(const char *fn, kaio_stream *stream, QuantPlan p, const kaio_tensor *t,
-                     size_t count) {
-  KAIO_TRY(plan(fn, stream->device, &p, false));
-  return kaio::run_quant(fn, stream->device, p, stream, t, count);
-}
-
-// The views of a one-shot call; an optional NULL pointer becomes an absent view.
-kaio_status gather(const char *fn, std::initializer_list<std::pair<const char *, const kaio_tensor *>> in,
-                   std::initializer_list<const char *> optional, kaio_tensor *out) {
-  size_t i = 0;
-  for (const auto &[name, view] : in) {
-    bool opt = false;
-    for (const char *o : optional) opt = opt || std::strcmp(o, name) == 0;
-    if (!view && !opt)
-      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
-                  fn, name);
-    if (view) {
-      out[i] = *view;
-    } else {
-      std::memset(&out[i], 0, sizeof out[i]);
-    }
-    ++i;
-  }
-  return KAIO_OK;
-}
 
 }  // namespace
 
@@ -195,7 +153,7 @@ KAIO_API kaio_status kaio_op_create_matmul_int8(kaio_op **out, kaio_device *devi
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_matmul_int8_desc d;
     KAIO_TRY(read_desc(fn, "kaio_matmul_int8_desc_init", desc, &d));
-    return create(fn, out, device, int8_plan(d));
+    return kaio::create_op(fn, out, device, int8_plan(d));
   });
 }
 
@@ -207,13 +165,15 @@ KAIO_API kaio_status kaio_matmul_int8(kaio_stream *stream, const kaio_tensor *a,
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_matmul_int8_desc d;
     KAIO_TRY(read_desc(fn, "kaio_matmul_int8_desc_init", desc, &d));
-    KAIO_TRY(kaio::resolve_handle("stream", stream));
-    kaio_tensor t[kaio::kInt8Tensors];
-    KAIO_TRY(gather(fn, {{"A", a}, {"B", b}, {"sa", sa}, {"sb", sb}, {"C", c}}, {"sa", "sb"}, t));
-    if (d.m == 0) d.m = c->rows;
-    if (d.n == 0) d.n = c->cols;
-    if (d.k == 0) d.k = a->cols;
-    return one_shot(fn, stream, int8_plan(d), t, kaio::kInt8Tensors);
+    const kaio::NamedView views[] = {
+        {"A", a}, {"B", b}, {"sa", sa, true}, {"sb", sb, true}, {"C", c}};
+    return kaio::one_shot(fn, stream, views, Int8Plan{}, [&](Int8Plan *plan) -> kaio_status {
+      if (d.m == 0) d.m = c->rows;
+      if (d.n == 0) d.n = c->cols;
+      if (d.k == 0) d.k = a->cols;
+      *plan = int8_plan(d);
+      return KAIO_OK;
+    });
   });
 }
 
@@ -230,7 +190,7 @@ KAIO_API kaio_status kaio_op_create_matmul_int4(kaio_op **out, kaio_device *devi
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_matmul_int4_desc d;
     KAIO_TRY(read_desc(fn, "kaio_matmul_int4_desc_init", desc, &d));
-    return create(fn, out, device, int4_plan(d));
+    return kaio::create_op(fn, out, device, int4_plan(d));
   });
 }
 
@@ -242,16 +202,15 @@ KAIO_API kaio_status kaio_matmul_int4(kaio_stream *stream, const kaio_tensor *a,
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_matmul_int4_desc d;
     KAIO_TRY(read_desc(fn, "kaio_matmul_int4_desc_init", desc, &d));
-    KAIO_TRY(kaio::resolve_handle("stream", stream));
-    kaio_tensor t[kaio::kInt4Tensors];
-    KAIO_TRY(gather(fn,
-                    {{"A", a}, {"qweight", qweight}, {"qzeros", qzeros}, {"scales", scales},
-                     {"C", c}},
-                    {"qzeros"}, t));
-    if (d.m == 0) d.m = c->rows;
-    if (d.n == 0) d.n = c->cols;
-    if (d.k == 0) d.k = a->cols;
-    return one_shot(fn, stream, int4_plan(d), t, kaio::kInt4Tensors);
+    const kaio::NamedView views[] = {
+        {"A", a}, {"qweight", qweight}, {"qzeros", qzeros, true}, {"scales", scales}, {"C", c}};
+    return kaio::one_shot(fn, stream, views, Int4Plan{}, [&](Int4Plan *plan) -> kaio_status {
+      if (d.m == 0) d.m = c->rows;
+      if (d.n == 0) d.n = c->cols;
+      if (d.k == 0) d.k = a->cols;
+      *plan = int4_plan(d);
+      return KAIO_OK;
+    });
   });
 }
 
@@ -277,7 +236,7 @@ KAIO_API kaio_status kaio_op_create_qkv_project_int4(kaio_op **out, kaio_device 
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_qkv_int4_desc d;
     KAIO_TRY(read_desc(fn, "kaio_qkv_int4_desc_init", desc, &d));
-    return create(fn, out, device, qkv_plan(d));
+    return kaio::create_op(fn, out, device, qkv_plan(d));
   });
 }
 
@@ -287,19 +246,17 @@ KAIO_API kaio_status kaio_qkv_project_int4(kaio_stream *stream, const kaio_tenso
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_qkv_int4_desc d;
     KAIO_TRY(read_desc(fn, "kaio_qkv_int4_desc_init", desc, &d));
-    KAIO_TRY(kaio::resolve_handle("stream", stream));
-    if (!tensors || count != kaio::kQkvTensors)
-      return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                  "%s: argument 'count' is %zu but the fused QKV projection takes 13 tensors: "
-                  "{x, qweight_q, qzeros_q, scales_q, qweight_k, qzeros_k, scales_k, qweight_v, "
-                  "qzeros_v, scales_v, out_q, out_k, out_v}.",
-                  fn, tensors ? count : 0);
-    if (d.m == 0) d.m = tensors[0].rows;
-    if (d.k == 0) d.k = tensors[0].cols;
-    if (d.n_q == 0) d.n_q = tensors[10].cols;
-    if (d.n_k == 0) d.n_k = tensors[11].cols;
-    if (d.n_v == 0) d.n_v = tensors[12].cols;
-    return one_shot(fn, stream, qkv_plan(d), tensors, count);
+    const auto from_views = [&](Int4Plan *plan) -> kaio_status {
+      if (!tensors || count != kaio::kQkvTensors)
+        return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                    "%s: argument 'count' is %zu but the fused QKV projection takes 13 tensors: "
+                    "{x, qweight_q, qzeros_q, scales_q, qweight_k, qzeros_k, scales_k, "
+                    "qweight_v, qzeros_v, scales_v, out_q, out_k, out_v}.",
+                    fn, tensors ? count : 0);
+      *plan = qkv_plan(qkv_dims(tensors, 10, d));
+      return KAIO_OK;
+    };
+    return kaio::one_shot(fn, stream, tensors, count, Int4Plan{}, from_views);
   });
 }
 
@@ -316,7 +273,7 @@ KAIO_API kaio_status kaio_op_create_qkv_project_int8(kaio_op **out, kaio_device 
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_qkv_int8_desc d;
     KAIO_TRY(read_desc(fn, "kaio_qkv_int8_desc_init", desc, &d));
-    return create(fn, out, device, qkv8_plan(d));
+    return kaio::create_op(fn, out, device, qkv8_plan(d));
   });
 }
 
@@ -326,18 +283,16 @@ KAIO_API kaio_status kaio_qkv_project_int8(kaio_stream *stream, const kaio_tenso
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_qkv_int8_desc d;
     KAIO_TRY(read_desc(fn, "kaio_qkv_int8_desc_init", desc, &d));
-    KAIO_TRY(kaio::resolve_handle("stream", stream));
-    if (!tensors || count != kaio::kQkv8Tensors)
-      return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                  "%s: argument 'count' is %zu but the int8 QKV projection takes 10 tensors: "
-                  "{x, w_q, scale_q, w_k, scale_k, w_v, scale_v, out_q, out_k, out_v}.",
-                  fn, tensors ? count : 0);
-    if (d.m == 0) d.m = tensors[0].rows;
-    if (d.k == 0) d.k = tensors[0].cols;
-    if (d.n_q == 0) d.n_q = tensors[7].cols;
-    if (d.n_k == 0) d.n_k = tensors[8].cols;
-    if (d.n_v == 0) d.n_v = tensors[9].cols;
-    return one_shot(fn, stream, qkv8_plan(d), tensors, count);
+    const auto from_views = [&](QkvInt8Plan *plan) -> kaio_status {
+      if (!tensors || count != kaio::kQkv8Tensors)
+        return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                    "%s: argument 'count' is %zu but the int8 QKV projection takes 10 tensors: "
+                    "{x, w_q, scale_q, w_k, scale_k, w_v, scale_v, out_q, out_k, out_v}.",
+                    fn, tensors ? count : 0);
+      *plan = qkv8_plan(qkv_dims(tensors, 7, d));
+      return KAIO_OK;
+    };
+    return kaio::one_shot(fn, stream, tensors, count, QkvInt8Plan{}, from_views);
   });
 }
 

@@ -37,24 +37,22 @@ int dim_index(const int64_t *dims, size_t n, int64_t d) {
 
 bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
 
-// Resolves a kernel into out; with boxes (the sm_90a kernels), also its TMA
-// boxes.
-kaio_status resolve(const char *caller, kaio_device *device, KernelId id, OpPlan *out,
-                    AttentionPlan::Boxes *boxes = nullptr) {
+// Resolves a kernel into out and its rows per CTA (a tile of queries or
+// keys) into tile; with boxes (the sm_90a kernels), also its TMA boxes.
+kaio_status resolve(const char *caller, kaio_device *device, KernelId id, Launch *out,
+                    int64_t *tile, AttentionPlan::Boxes *boxes = nullptr) {
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, id, &fn));
   if (fn.cols_per_block == 0 ||
       (boxes && !(tma_box(fn, "tmap_q", boxes->q) && tma_box(fn, "tmap_k", boxes->kv))))
     return fail(KAIO_ERROR_INTERNAL, "%s: attention kernel %s lacks its launch facts.", caller,
                 kernel_info(id).name);
-  out->function = fn.function;
-  out->shared_bytes = fn.shared_bytes;
-  out->block = fn.block;
-  out->cols = static_cast<int64_t>(fn.cols_per_block);  // rows of a tile per CTA
+  *out = launch_of(fn);
+  *tile = static_cast<int64_t>(fn.cols_per_block);
   return KAIO_OK;
 }
 
-// SM90 (checked against the device in plan_attention), or AUTO where the
+// SM90 (checked against the device in AttentionPlan::plan), or AUTO where the
 // sm_90a kernels exist (head dims 64 and 128) and can run: compute
 // capability 9.0 and a driver that loads their PTX. why: for KAIO_LOG.
 bool uses_sm90(const kaio_attention_desc &d, const FamilyCheck &hopper, std::string *why) {
@@ -196,14 +194,6 @@ unsigned long long bstride(const CheckedView &v, int64_t seq) {
   return static_cast<unsigned long long>(v.row_stride * seq);
 }
 
-}  // namespace
-
-AttentionPlan::~AttentionPlan() = default;
-
-void AttentionPlanDeleter::operator()(AttentionPlan *plan) const { delete plan; }
-
-namespace {
-
 kaio_status plan_unlogged(const char *caller, kaio_device *device,
                           const kaio_attention_desc &desc, bool backward, AttentionPlan *plan) {
   kaio_attention_desc d = desc;
@@ -232,12 +222,13 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device,
                 caller, device->ordinal, device->info.cc_major, device->info.cc_minor);
   std::string why;
   const bool sm90 = uses_sm90(d, hopper, &why);
+  int64_t tile = 0;
   if (!backward) {
     if (sm90) {
       KAIO_TRY(resolve(caller, device, kernels::attn_fwd_sm90(d.dtype, d.head_dim), &plan->fwd,
-                       &plan->fwd_box));
+                       &tile, &plan->fwd_box));
       plan->sm90 = true;
-      plan->fwd.grid = blocks(d.seq_q, plan->fwd.cols);
+      plan->fwd.grid = blocks(d.seq_q, tile);
       plan->fwd.grid_y = bh;
       log_kernel(device, plan->fwd.function, why);
       return KAIO_OK;
@@ -245,52 +236,54 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device,
     const bool m128 = d.variant == KAIO_ATTENTION_SM80_M128 ||
                       (d.variant == KAIO_ATTENTION_AUTO && d.head_dim <= kMaxM128Dim);
     KAIO_TRY(resolve(caller, device, kernels::attn_fwd_sm80(d.dtype, d.head_dim, m128 ? 128 : 64),
-                     &plan->fwd));
-    plan->fwd.grid = blocks(d.seq_q, plan->fwd.cols);
+                     &plan->fwd, &tile));
+    plan->fwd.grid = blocks(d.seq_q, tile);
     plan->fwd.grid_y = bh;
     log_kernel(device, plan->fwd.function, why);
     return KAIO_OK;
   }
-  KAIO_TRY(resolve(caller, device, kernels::attn_bwd_pre_sm80(d.dtype), &plan->pre));
+  KAIO_TRY(resolve(caller, device, kernels::attn_bwd_pre_sm80(d.dtype), &plan->pre, &tile));
   log_kernel(device, plan->pre.function, "sm_80, the only family");
+  int64_t dq_tile = 0, dkdv_tile = 0;
   if (sm90) {
     using kernels::Pass;
     KAIO_TRY(resolve(caller, device, kernels::attn_bwd_sm90(Pass::bwd_dq, d.dtype, d.head_dim),
-                     &plan->dq, &plan->dq_box));
+                     &plan->dq, &dq_tile, &plan->dq_box));
     KAIO_TRY(resolve(caller, device, kernels::attn_bwd_sm90(Pass::bwd_dkdv, d.dtype, d.head_dim),
-                     &plan->dkdv, &plan->dkdv_box));
+                     &plan->dkdv, &dkdv_tile, &plan->dkdv_box));
     plan->sm90 = true;
   } else {
     using kernels::Pass;
     KAIO_TRY(resolve(caller, device, kernels::attn_bwd_sm80(Pass::bwd_dq, d.dtype, d.head_dim),
-                     &plan->dq));
+                     &plan->dq, &dq_tile));
     KAIO_TRY(resolve(caller, device, kernels::attn_bwd_sm80(Pass::bwd_dkdv, d.dtype, d.head_dim),
-                     &plan->dkdv));
+                     &plan->dkdv, &dkdv_tile));
   }
   log_kernel(device, plan->dq.function, why);
   log_kernel(device, plan->dkdv.function, why);
   const int64_t rows = d.batch * d.seq_q * d.heads_q;
   plan->pre.grid = blocks(rows, kPreRowsPerBlock);
-  plan->dq.grid = blocks(d.seq_q, plan->dq.cols);
+  plan->dq.grid = blocks(d.seq_q, dq_tile);
   plan->dq.grid_y = bh;
-  plan->dkdv.grid = blocks(d.seq_k, plan->dkdv.cols);
+  plan->dkdv.grid = blocks(d.seq_k, dkdv_tile);
   plan->dkdv.grid_y = static_cast<unsigned>(d.batch * d.heads_kv);
   return DeviceMemory::allocate(caller, device, static_cast<uint64_t>(rows) * 4, &plan->workspace);
 }
 
 }  // namespace
 
-kaio_status plan_attention(const char *caller, kaio_device *device,
-                           const kaio_attention_desc &desc, bool backward, AttentionPlan *plan) {
+kaio_status AttentionPlan::plan(const char *caller, kaio_device *device) {
+  this->device = device;
+  const kaio_attention_desc asked = desc;
   return log_plan(
-      caller, [&] { return plan_unlogged(caller, device, desc, backward, plan); },
+      caller, [&] { return plan_unlogged(caller, device, asked, backward, this); },
       [&] {
         char s[192];
         std::snprintf(s, sizeof s,
                       "%s B=%" PRId64 " Sq=%" PRId64 " Sk=%" PRId64 " Hq=%" PRId64
                       " Hkv=%" PRId64 " D=%" PRId64 " %s",
-                      backward ? "backward" : "forward", desc.batch, desc.seq_q, desc.seq_k,
-                      desc.heads_q, desc.heads_kv, desc.head_dim, kaio_dtype_name(desc.dtype));
+                      backward ? "backward" : "forward", asked.batch, asked.seq_q, asked.seq_k,
+                      asked.heads_q, asked.heads_kv, asked.head_dim, kaio_dtype_name(asked.dtype));
         return std::string(s);
       });
 }
@@ -480,26 +473,20 @@ kaio_status run_backward(const char *caller, const kaio_device *device, const At
 
 }  // namespace
 
-kaio_status run_attention(const char *caller, const kaio_device *device, const AttentionPlan &plan,
-                          kaio_stream *stream, const kaio_tensor *tensors, size_t count) {
-  KAIO_TRY(check_stream(caller, stream));
-  if (stream->device != device)
-    return fail(KAIO_ERROR_WRONG_DEVICE,
-                "%s: the op belongs to device %d but 'stream' is on device %d; create the op on "
-                "the stream's device.",
-                caller, device->ordinal, stream->device->ordinal);
-  const size_t expected = plan.backward ? 9 : 5;
-  const char *order =
-      plan.backward ? "{dO, Q, K, V, O, LSE, dQ, dK, dV}" : "{Q, K, V, O, LSE}";
+kaio_status AttentionPlan::run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
+                               size_t count) const {
+  KAIO_TRY(check_op_stream(caller, device, stream));
+  const size_t expected = backward ? 9 : 5;
+  const char *order = backward ? "{dO, Q, K, V, O, LSE, dQ, dK, dV}" : "{Q, K, V, O, LSE}";
   if (!tensors)
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'tensors' is NULL; pass %s.", caller,
                 order);
   if (count != expected)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: argument 'count' is %zu but attention %s takes %zu tensors: %s.", caller,
-                count, plan.backward ? "backward" : "forward", expected, order);
-  return plan.backward ? run_backward(caller, device, plan, stream, tensors)
-                       : run_forward(caller, device, plan, stream, tensors);
+                count, backward ? "backward" : "forward", expected, order);
+  return backward ? run_backward(caller, device, *this, stream, tensors)
+                  : run_forward(caller, device, *this, stream, tensors);
 }
 
 }  // namespace kaio

@@ -6,16 +6,17 @@
 
 #include <kaio/kaio.h>
 
-#include "ops/op_plan.hpp"
+#include "ops/plan.hpp"
 
 namespace kaio {
 
-struct AttentionPlan {
+struct AttentionPlan : PlanBase {
+  // Set before plan(): the op asked for.
   bool backward = false;
-  kaio_attention_desc desc{};  // normalised: out_dtype, o_dtype and scale filled in
+  kaio_attention_desc desc{};  // plan() normalises it: out_dtype, o_dtype and scale filled in
   unsigned causal = 0;         // kernel flag
   int32_t causal_off = 0;      // key j visible to query i iff j <= i + causal_off
-  OpPlan fwd;                  // forward kernel (or unused)
+  Launch fwd;                  // forward kernel (or unused)
   // The sm_90a kernels (ptx/gen_attention_sm90.py, gen_attention_bwd_sm90.py)
   // take TMA maps: boxes {inner, rows} of the query side (Q, dO) and of the
   // key side (K, V), per kernel.
@@ -25,22 +26,19 @@ struct AttentionPlan {
   };
   bool sm90 = false;           // fwd, or dq and dkdv, are the sm_90a kernels
   Boxes fwd_box, dq_box, dkdv_box;
-  OpPlan pre;                  // backward: Dv = rowsum(dO ∘ O)
-  OpPlan dq;                   // backward: dQ over query tiles
-  OpPlan dkdv;                 // backward: dK, dV over key tiles
+  Launch pre;                  // backward: Dv = rowsum(dO ∘ O)
+  Launch dq;                   // backward: dQ over query tiles
+  Launch dkdv;                 // backward: dK, dV over key tiles
   Workspace workspace;  // backward: Dv, B·Hq·Sq f32
-  ~AttentionPlan();
+
+  // Checks the descriptor against the constraints in kaio.h, resolves the
+  // kernels and, for the backward, allocates the workspace.
+  kaio_status plan(const char *caller, kaio_device *device);
+  // Checks the views ({Q, K, V, O, LSE} or {dO, Q, K, V, O, LSE, dQ, dK,
+  // dV}) and the stream, then enqueues the kernels.
+  kaio_status run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
+                  size_t count) const;
 };
-
-// Checks the descriptor against the constraints in kaio.h, resolves the
-// kernels and, for the backward, allocates the workspace.
-kaio_status plan_attention(const char *caller, kaio_device *device,
-                           const kaio_attention_desc &desc, bool backward, AttentionPlan *plan);
-
-// Checks the views ({Q, K, V, O, LSE} or {dO, Q, K, V, O, LSE, dQ, dK, dV})
-// and the stream, then enqueues the kernels.
-kaio_status run_attention(const char *caller, const kaio_device *device, const AttentionPlan &plan,
-                          kaio_stream *stream, const kaio_tensor *tensors, size_t count);
 
 // KAIO's f32 single-head flash ops (ptx/gen_attention_f32.py): q, k, v, out
 // [S, D] f32, D <= 256, top-left causal. lse may be NULL (forward only).

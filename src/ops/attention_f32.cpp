@@ -26,16 +26,14 @@ int64_t dim_bucket(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 
 constexpr int64_t kMaxTensorCoreDim = 128;
 
 kaio_status plan(const char *caller, kaio_device *device, KernelId id, int64_t seq,
-                 OpPlan *out) {
+                 Launch *out) {
   KAIO_TRY(require_arch(caller, device, 8, 0, "f32 flash attention (PTX sm_80)"));
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, id, &fn));
   if (fn.cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: an f32 attention kernel lacks its launch annotation.",
                 caller);
-  out->function = fn.function;
-  out->shared_bytes = fn.shared_bytes;
-  out->block = fn.block;
+  *out = launch_of(fn);
   out->grid = static_cast<unsigned>((seq + fn.cols_per_block - 1) / fn.cols_per_block);
   return KAIO_OK;
 }
@@ -106,7 +104,7 @@ kaio_status run_attention_f32(const char *caller, kaio_stream *stream, const kai
                      ldo = ov.row_stride;
   unsigned seq = static_cast<unsigned>(S), dim = static_cast<unsigned>(D), c = causal ? 1 : 0;
   float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  OpPlan p;
+  Launch p;
   if (D <= kMaxTensorCoreDim) {
     KAIO_TRY(plan(caller, device, kernels::attn_f32x3(Pass::fwd, dim_bucket(D)), S, &p));
     // the backward's parameter list; the gradient slots are unused
@@ -144,7 +142,7 @@ kaio_status run_attention_f32_backward(const char *caller, kaio_stream *stream,
   if (D <= kMaxTensorCoreDim) {
     // rowsum(dout ∘ out) into column 0 of dq, dK/dV reading it, then dQ
     // (which reads its own rows' sums before overwriting them).
-    OpPlan rowsum, dq, dkdv;
+    Launch rowsum, dq, dkdv;
     KAIO_TRY(plan(caller, device, kernels::attn_f32_rowsum(), S, &rowsum));
     KAIO_TRY(plan(caller, device, kernels::attn_f32x3(Pass::dq, dim_bucket(D)), S, &dq));
     KAIO_TRY(plan(caller, device, kernels::attn_f32x3(Pass::dkdv, dim_bucket(D)), S, &dkdv));
@@ -161,7 +159,7 @@ kaio_status run_attention_f32_backward(const char *caller, kaio_stream *stream,
     KAIO_TRY(launch_builtin(caller, device, dkdv, stream, params));
     return launch_builtin(caller, device, dq, stream, params);
   }
-  OpPlan dq, dkdv;
+  Launch dq, dkdv;
   KAIO_TRY(plan(caller, device, kernels::attn_f32(Pass::dq, dim_bucket(D)), S, &dq));
   KAIO_TRY(plan(caller, device, kernels::attn_f32(Pass::dkdv, dim_bucket(D)), S, &dkdv));
   unsigned long long p_do = v[0].address, pq = v[1].address, pk = v[2].address,

@@ -4,7 +4,7 @@
 
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
-#include "ops/op_plan.hpp"
+#include "ops/elementwise.hpp"
 #include "runtime/tensor_view.hpp"
 
 namespace kaio {
@@ -15,15 +15,13 @@ namespace {
 // bandwidth against 84-98%).
 constexpr int64_t kVectorsPerThread = 2;
 
-kernels::Op kernel_op(const OpPlan &plan) {
-  if (plan.kind == OpKind::silu_gate) return kernels::Op::silu_gate;
+kernels::Op kernel_op(const ElementwisePlan &plan) {
+  if (plan.op == ElementwisePlan::Op::silu_gate) return kernels::Op::silu_gate;
   return plan.gelu_mode == KAIO_GELU_ERF ? kernels::Op::gelu_erf : kernels::Op::gelu_tanh;
 }
 
-}  // namespace
-
-kaio_status plan_elementwise(const char *caller, kaio_device *device, OpPlan *plan) {
-  if (plan->kind == OpKind::gelu && plan->gelu_mode != KAIO_GELU_ERF &&
+kaio_status plan_elementwise(const char *caller, kaio_device *device, ElementwisePlan *plan) {
+  if (plan->op == ElementwisePlan::Op::gelu && plan->gelu_mode != KAIO_GELU_ERF &&
       plan->gelu_mode != KAIO_GELU_TANH)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: argument 'mode' is %d; use KAIO_GELU_ERF (1) or KAIO_GELU_TANH (2).", caller,
@@ -47,26 +45,33 @@ kaio_status plan_elementwise(const char *caller, kaio_device *device, OpPlan *pl
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, kernels::elementwise(kernel_op(*plan), plan->dtype),
                                      &fn));
-  plan->function = fn.function;
-  plan->shared_bytes = fn.shared_bytes;
+  plan->launch = launch_of(fn);
   const int64_t per_vector = 16 / static_cast<int64_t>(kaio_dtype_size(plan->dtype));
   const int64_t per_block = per_vector * kVectorsPerThread * fn.block;
   int64_t wanted = n / per_block + (n % per_block != 0);
-  plan->grid = static_cast<unsigned>(std::clamp<int64_t>(wanted, 1, INT32_MAX));
-  plan->block = fn.block;
+  plan->launch.grid = static_cast<unsigned>(std::clamp<int64_t>(wanted, 1, INT32_MAX));
   return KAIO_OK;
 }
 
-kaio_status run_elementwise(const char *caller, const kaio_device *device, const OpPlan &plan,
-                            kaio_stream *stream, const kaio_tensor *tensors) {
-  const bool gated = plan.kind == OpKind::silu_gate;
+}  // namespace
+
+kaio_status ElementwisePlan::plan(const char *caller, kaio_device *device) {
+  this->device = device;
+  return plan_float_op(caller, device, dtype, rows, cols, launch,
+                       [&] { return plan_elementwise(caller, device, this); });
+}
+
+kaio_status ElementwisePlan::run(const char *caller, kaio_stream *stream,
+                                 const kaio_tensor *tensors, size_t count) const {
+  const bool gated = op == Op::silu_gate;
+  KAIO_TRY(check_launch(caller, device, stream, tensors, count, gated ? 3 : 2,
+                        gated ? "{x, gate, out}" : "{x, out}"));
   const char *names[3] = {"x", gated ? "gate" : "out", "out"};
-  const size_t count = gated ? 3 : 2;
   CheckedView v[3];
   for (size_t i = 0; i < count; ++i) {
     KAIO_TRY(check_view(caller, names[i], &tensors[i], device, &v[i]));
-    KAIO_TRY(check_dtype(caller, names[i], v[i], plan.dtype));
-    KAIO_TRY(check_shape(caller, names[i], v[i], plan.rows, plan.cols));
+    KAIO_TRY(check_dtype(caller, names[i], v[i], dtype));
+    KAIO_TRY(check_shape(caller, names[i], v[i], rows, cols));
     KAIO_TRY(check_contiguous(caller, names[i], v[i]));
   }
   const CheckedView &out = v[count - 1];
@@ -75,10 +80,10 @@ kaio_status run_elementwise(const char *caller, const kaio_device *device, const
 
   unsigned long long x = v[0].address, o = out.address;
   unsigned long long g = gated ? v[1].address : 0;
-  unsigned long long n = static_cast<unsigned long long>(plan.rows * plan.cols);
+  unsigned long long n = static_cast<unsigned long long>(rows * cols);
   void *gated_params[] = {&x, &g, &o, &n};
   void *plain_params[] = {&x, &o, &n};
-  return launch_builtin(caller, device, plan, stream, gated ? gated_params : plain_params);
+  return launch_builtin(caller, device, launch, stream, gated ? gated_params : plain_params);
 }
 
 }  // namespace kaio

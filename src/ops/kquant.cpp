@@ -10,8 +10,7 @@
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/kernel_family.hpp"
-#include "ops/kquant_plan.hpp"
-#include "ops/matmul_launch.hpp"
+#include "ops/kquant.hpp"
 #include "ops/plan_log.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/stream.hpp"
@@ -48,18 +47,16 @@ uint64_t quant_alignment(kaio_quant_format f) {
   return f == KAIO_QUANT_Q4_K || f == KAIO_QUANT_Q5_K ? 16 : 2;
 }
 
-kaio_status resolve(const char *caller, kaio_device *device, KernelId id, OpPlan *out) {
+kaio_status resolve(const char *caller, kaio_device *device, KernelId id, Launch *out) {
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(caller, id, &fn));
-  out->function = fn.function;
-  out->shared_bytes = fn.shared_bytes;
-  out->block = fn.block;
+  *out = launch_of(fn);
   return KAIO_OK;
 }
 
-// Blocks of plan.block threads for `threads` threads.
-unsigned blocks_for(int64_t threads, const OpPlan &plan) {
-  return static_cast<unsigned>((threads + plan.block - 1) / plan.block);
+// Blocks of launch.block threads for `threads` threads.
+unsigned blocks_for(int64_t threads, const Launch &launch) {
+  return static_cast<unsigned>((threads + launch.block - 1) / launch.block);
 }
 
 kaio_status check_values(const char *caller, const char *what, kaio_quant_format format,
@@ -145,7 +142,7 @@ kaio_status plan_quantize(const char *caller, kaio_device *device, KquantPlan *p
 }
 
 kaio_status plan_dequantize(const char *caller, kaio_device *device, KquantPlan *p,
-                            OpPlan *out) {
+                            Launch *out) {
   KAIO_TRY(check_values(caller, "y", p->format, p->rows, p->cols));
   KAIO_TRY(resolve(caller, device, kernels::kq_dequantize(p->format), out));
   out->grid = blocks_for(p->rows * (p->cols / 32), *out);
@@ -202,7 +199,7 @@ kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPl
 // there): rows of at most kMmaNarrowMaxBlocks superblocks run 4 warps per
 // CTA, longer rows 8 (measured faster on the H100).
 kaio_status plan_mma_matvec(const char *caller, kaio_device *device, const KquantPlan &p,
-                            OpPlan *out) {
+                            Launch *out) {
   const bool narrow = p.k / kSuperblock <= kMmaNarrowMaxBlocks;
   const kernels::Variant variant = narrow ? kernels::Variant::w4 : kernels::Variant::none;
   KAIO_TRY(resolve(caller, device, kernels::kq_mma(p.format, variant, p.dtype), out));
@@ -213,7 +210,7 @@ kaio_status plan_mma_matvec(const char *caller, kaio_device *device, const Kquan
 // Q8_0 and f32 A where the streaming kernel does not apply: the CUDA-core
 // matvec, a kernel per M bucket (1, 2, 4, 8), a warp per weight row.
 kaio_status plan_cuda_core_matvec(const char *caller, kaio_device *device, const KquantPlan &p,
-                                  OpPlan *out) {
+                                  Launch *out) {
   int64_t rows = 1;  // rows per kernel: 1, 2, 4, 8
   while (rows < p.rows) rows *= 2;
   KAIO_TRY(resolve(caller, device, kernels::kq_matvec(p.format, rows), out));
@@ -245,7 +242,7 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
     // for the last window; the kernel planned into p->unaligned runs a W
     // that has not.
     if (streamed && p->format != KAIO_QUANT_Q6_K && p->format != KAIO_QUANT_Q8_0) return KAIO_OK;
-    OpPlan *out = streamed ? &p->unaligned : &p->launch;
+    Launch *out = streamed ? &p->unaligned : &p->launch;
     KAIO_TRY(p->dtype != KAIO_DTYPE_F32 && p->format != KAIO_QUANT_Q8_0
                  ? plan_mma_matvec(caller, device, *p, out)
                  : plan_cuda_core_matvec(caller, device, *p, out));
@@ -264,15 +261,14 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
   dq.cols = p->k;
   KAIO_TRY(plan_dequantize(caller, device, &dq, &p->launch));
   log_kernel(device, p->launch.function, "M > 8: dequantize W, then the matmul");
-  p->matmul.kind = OpKind::matmul;
   p->matmul.dtype = ws;
   p->matmul.rows = p->rows;
   p->matmul.cols = p->cols;
-  p->matmul.matmul.out_dtype = p->out_dtype;
-  p->matmul.matmul.trans_a = KAIO_TRANS_N;
-  p->matmul.matmul.trans_b = KAIO_TRANS_T;
-  p->matmul.matmul.k = p->k;
-  KAIO_TRY(plan_op(caller, device, &p->matmul));
+  p->matmul.out_dtype = p->out_dtype;
+  p->matmul.trans_a = KAIO_TRANS_N;
+  p->matmul.trans_b = KAIO_TRANS_T;
+  p->matmul.k = p->k;
+  KAIO_TRY(p->matmul.plan(caller, device));
   if (p->dtype == KAIO_DTYPE_F32) {
     KAIO_TRY(resolve(caller, device, kernels::convert(KAIO_DTYPE_F16), &p->convert_a));
     log_kernel(device, p->convert_a.function, "A is f32: rounded to f16 first");
@@ -302,7 +298,7 @@ kaio_status launch_quantize(const char *caller, const kaio_device *device, const
 
 // Dequantizes the checked quantized view q into y (address, row stride in
 // elements, dtype).
-kaio_status launch_dequantize(const char *caller, const kaio_device *device, const OpPlan &plan,
+kaio_status launch_dequantize(const char *caller, const kaio_device *device, const Launch &launch,
                               kaio_stream *stream, const CheckedView &q, int64_t rows,
                               int64_t cols, unsigned long long y, unsigned long long y_stride,
                               kaio_dtype dtype) {
@@ -311,7 +307,7 @@ kaio_status launch_dequantize(const char *caller, const kaio_device *device, con
   unsigned chunks = static_cast<unsigned>(rows) * per_row;
   unsigned dt = static_cast<unsigned>(dtype);
   void *params[] = {&qa, &y, &chunks, &per_row, &qs, &y_stride, &dt};
-  return launch_builtin(caller, device, plan, stream, params);
+  return launch_builtin(caller, device, launch, stream, params);
 }
 
 // Whether the streamed Q6_K / Q8_0 matvec may read W: its bulk copies take
@@ -365,8 +361,8 @@ kaio_status launch_matmul_kq(const char *caller, const kaio_device *device, cons
   const kaio_tensor mm[] = {
       round_a ? kaio_tensor_2d(p.a16->handle(), KAIO_DTYPE_F16, m, k) : t[0],
       kaio_tensor_2d(p.w16->handle(), p.matmul.dtype, n, k), t[2]};
-  MatmulLaunch product;
-  KAIO_TRY(prepare_matmul(caller, device, p.matmul, mm, {"A", "W", "C"}, &product));
+  MatmulViews product;
+  KAIO_TRY(prepare_matmul(caller, p.matmul, mm, {"A", "W", "C"}, &product));
   KAIO_TRY(launch_dequantize(caller, device, p.launch, stream, w, n, k, p.w16->ptr(),
                              static_cast<unsigned long long>(k), p.matmul.dtype));
   if (round_a) {
@@ -375,7 +371,7 @@ kaio_status launch_matmul_kq(const char *caller, const kaio_device *device, cons
     void *params[] = {&src, &dst, &count};
     KAIO_TRY(launch_builtin(caller, device, p.convert_a, stream, params));
   }
-  return enqueue_matmul(caller, device, p.matmul, stream, product);
+  return enqueue_matmul(caller, p.matmul, stream, product);
 }
 
 }  // namespace
@@ -389,10 +385,6 @@ int64_t kquant_block_bytes(kaio_quant_format format) {
   static const int64_t bytes[] = {34, 144, 176, 210};
   return known_format(format) ? bytes[format_index(format)] : 0;
 }
-
-KquantPlan::~KquantPlan() = default;
-
-void KquantPlanDeleter::operator()(KquantPlan *plan) const { delete plan; }
 
 namespace {
 
@@ -438,32 +430,30 @@ std::string subject(const KquantPlan &p) {
 
 }  // namespace
 
-kaio_status plan_kquant(const char *caller, kaio_device *device, KquantPlan *plan) {
-  return log_plan(caller, [&] { return plan_unlogged(caller, device, plan); },
-                  [&] { return subject(*plan); });
+kaio_status KquantPlan::plan(const char *caller, kaio_device *device) {
+  this->device = device;
+  return log_plan(caller, [&] { return plan_unlogged(caller, device, this); },
+                  [&] { return subject(*this); });
 }
 
-kaio_status run_kquant(const char *caller, const kaio_device *device, const KquantPlan &plan,
-                       kaio_stream *stream, const kaio_tensor *tensors, size_t count) {
-  const size_t expected = plan.kind == KquantPlan::Kind::matmul ? 3 : 2;
-  const char *order = plan.kind == KquantPlan::Kind::quantize     ? "{x, q}"
-                      : plan.kind == KquantPlan::Kind::dequantize ? "{q, y}"
-                                                                  : "{A, W, C}";
+kaio_status KquantPlan::run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
+                            size_t count) const {
+  const size_t expected = kind == Kind::matmul ? 3 : 2;
+  const char *order = kind == Kind::quantize     ? "{x, q}"
+                      : kind == Kind::dequantize ? "{q, y}"
+                                                 : "{A, W, C}";
   KAIO_TRY(check_launch(caller, device, stream, tensors, count, expected, order));
-  switch (plan.kind) {
-    case KquantPlan::Kind::quantize: return launch_quantize(caller, device, plan, stream, tensors);
-    case KquantPlan::Kind::dequantize: {
+  switch (kind) {
+    case Kind::quantize: return launch_quantize(caller, device, *this, stream, tensors);
+    case Kind::dequantize: {
       CheckedView q, y;
-      KAIO_TRY(check_quant_view(caller, "q", &tensors[0], device, plan.format, plan.rows,
-                                plan.cols, &q));
-      KAIO_TRY(check_float_view(caller, "y", &tensors[1], device, plan.dtype, plan.rows,
-                                plan.cols, &y));
+      KAIO_TRY(check_quant_view(caller, "q", &tensors[0], device, format, rows, cols, &q));
+      KAIO_TRY(check_float_view(caller, "y", &tensors[1], device, dtype, rows, cols, &y));
       KAIO_TRY(check_no_partial_overlap(caller, "q", q, "y", y, false));
-      return launch_dequantize(caller, device, plan.launch, stream, q, plan.rows, plan.cols,
-                               y.address, static_cast<unsigned long long>(y.row_stride),
-                               plan.dtype);
+      return launch_dequantize(caller, device, launch, stream, q, rows, cols, y.address,
+                               static_cast<unsigned long long>(y.row_stride), dtype);
     }
-    case KquantPlan::Kind::matmul: return launch_matmul_kq(caller, device, plan, stream, tensors);
+    case Kind::matmul: return launch_matmul_kq(caller, device, *this, stream, tensors);
   }
   return fail(KAIO_ERROR_INTERNAL, "%s: unknown k-quant op kind.", caller);
 }

@@ -3,14 +3,14 @@
 #include <cinttypes>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/kernel_family.hpp"
-#include "ops/matmul_launch.hpp"
+#include "ops/matmul.hpp"
 #include "ops/matmul_sm90.hpp"
-#include "ops/op_plan.hpp"
 #include "ops/plan_log.hpp"
 #include "runtime/tensor_view.hpp"
 
@@ -32,23 +32,21 @@ bool is_float(kaio_dtype d) { return d == KAIO_DTYPE_F32 || is_half(d); }
 // tensor cores' work padding.
 constexpr int64_t kGemvMaxRows = 16;
 
-bool use_gemv(const OpPlan &plan) {
-  const MatmulParams &p = plan.matmul;
-  return p.variant == KAIO_MATMUL_AUTO && plan.rows <= kGemvMaxRows &&
+bool use_gemv(const MatmulPlan &p) {
+  return p.variant == KAIO_MATMUL_AUTO && p.rows <= kGemvMaxRows &&
          p.trans_a == KAIO_TRANS_N && p.trans_b == KAIO_TRANS_T;
 }
 
-KernelId gemv_kernel_for(const OpPlan &plan) {
+KernelId gemv_kernel_for(const MatmulPlan &plan) {
   int64_t rows = 1;  // rows per kernel: 1, 2, 4, 8, 16
   while (rows < plan.rows) rows *= 2;
   return kernels::matmul_gemv(plan.dtype, rows);
 }
 
-KernelId kernel_for(const OpPlan &plan) {
-  const MatmulParams &p = plan.matmul;
+KernelId kernel_for(const MatmulPlan &p) {
   return kernels::matmul_sm80(
       p.variant == KAIO_MATMUL_ASYNC ? kernels::Variant::async : kernels::Variant::sync,
-      plan.dtype, p.trans_a == KAIO_TRANS_T, p.trans_b == KAIO_TRANS_T);
+      p.dtype, p.trans_a == KAIO_TRANS_T, p.trans_b == KAIO_TRANS_T);
 }
 
 kaio_status check_operand(const char *caller, const char *arg, const kaio_tensor *t,
@@ -69,13 +67,14 @@ kaio_status check_operand(const char *caller, const char *arg, const kaio_tensor
 
 }  // namespace
 
-kaio_status plan_matmul(const char *caller, kaio_device *device, OpPlan *plan) {
-  MatmulParams &p = plan->matmul;
-  if (!is_half(plan->dtype))
+kaio_status MatmulPlan::plan_product(const char *caller, kaio_device *device) {
+  this->device = device;
+  MatmulPlan &p = *this;
+  if (!is_half(p.dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: in_dtype is %s (%d); tensor-core matmul takes KAIO_DTYPE_F16 or "
                 "KAIO_DTYPE_BF16 inputs.",
-                caller, kaio_dtype_name(plan->dtype), plan->dtype);
+                caller, kaio_dtype_name(p.dtype), p.dtype);
   if (!is_float(p.out_dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: out_dtype is %s (%d); use KAIO_DTYPE_F32, KAIO_DTYPE_F16 or KAIO_DTYPE_BF16.",
@@ -90,7 +89,7 @@ kaio_status plan_matmul(const char *caller, kaio_device *device, OpPlan *plan) {
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: variant is %d; use KAIO_MATMUL_AUTO, KAIO_MATMUL_SYNC or KAIO_MATMUL_ASYNC.",
                 caller, p.variant);
-  const int64_t m = plan->rows, n = plan->cols, k = p.k;
+  const int64_t m = p.rows, n = p.cols;
   const char *dim = p.dims;  // [0] rows, [1] cols, [2] the reduction
   if (m < 1 || n < 1 || k < 1 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
@@ -112,17 +111,14 @@ kaio_status plan_matmul(const char *caller, kaio_device *device, OpPlan *plan) {
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: alpha is %g and beta is %g; both must be finite.",
                 caller, static_cast<double>(p.alpha), static_cast<double>(p.beta));
   KAIO_TRY(require_arch(caller, device, 8, 0, "tensor-core matmul (mma.sync m16n8k16)"));
-  if (use_gemv(*plan)) {
+  if (use_gemv(p)) {
     BuiltinFunction fn;
-    KAIO_TRY(device->modules->function(caller, gemv_kernel_for(*plan), &fn));
+    KAIO_TRY(device->modules->function(caller, gemv_kernel_for(p), &fn));
     if (fn.block == 0 || fn.cols_per_block == 0)
       return fail(KAIO_ERROR_INTERNAL, "%s: the decode matmul kernel lacks its launch annotation.",
                   caller);
-    plan->function = fn.function;
-    plan->shared_bytes = fn.shared_bytes;
-    plan->block = fn.block;
-    plan->grid = static_cast<unsigned>((n + fn.cols_per_block - 1) / fn.cols_per_block);
-    plan->grid_y = 1;
+    launch = launch_of(fn);
+    launch.grid = static_cast<unsigned>((n + fn.cols_per_block - 1) / fn.cols_per_block);
     log_kernel(device, fn.function, "AUTO: M <= 16, B transposed: the decode kernel");
     return KAIO_OK;
   }
@@ -132,56 +128,64 @@ kaio_status plan_matmul(const char *caller, kaio_device *device, OpPlan *plan) {
     // The wgmma kernels where the device runs sm_90a and the driver loads
     // their PTX; elsewhere AUTO means the cp.async pipeline.
     hopper = check_family(device, ModuleId::matmul_sm90, true);
-    if (hopper.ok()) return plan_matmul_sm90(caller, device, plan, hopper.why);
+    if (hopper.ok()) return plan_matmul_sm90(caller, device, this, hopper.why);
     p.variant = KAIO_MATMUL_ASYNC;
   }
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, kernel_for(*plan), &fn));
+  KAIO_TRY(device->modules->function(caller, kernel_for(p), &fn));
   if (log_enabled())
     log_kernel(device, fn.function,
                asked == KAIO_MATMUL_AUTO ? "AUTO: sm_80 cp.async; " + hopper.why
                : asked == KAIO_MATMUL_SYNC ? std::string("variant KAIO_MATMUL_SYNC")
                                            : std::string("variant KAIO_MATMUL_ASYNC"));
-  plan->function = fn.function;
-  plan->shared_bytes = fn.shared_bytes;
-  plan->block = fn.block;
-  plan->grid = static_cast<unsigned>((n + kTileN - 1) / kTileN);
-  plan->grid_y = static_cast<unsigned>((m + kTileM - 1) / kTileM);
+  launch = launch_of(fn);
+  launch.grid = static_cast<unsigned>((n + kTileN - 1) / kTileN);
+  launch.grid_y = static_cast<unsigned>((m + kTileM - 1) / kTileM);
   return KAIO_OK;
 }
 
-kaio_status prepare_matmul(const char *caller, const kaio_device *device, const OpPlan &plan,
-                           const kaio_tensor *tensors, const MatmulNames &names,
-                           MatmulLaunch *out) {
-  const MatmulParams &p = plan.matmul;
-  const int64_t m = plan.rows, n = plan.cols, k = p.k;
+kaio_status MatmulPlan::plan(const char *caller, kaio_device *device) {
+  return log_plan(caller, [&] { return plan_product(caller, device); },
+                  [&] {
+                    char s[160];
+                    std::snprintf(s, sizeof s, "M=%" PRId64 " N=%" PRId64 " K=%" PRId64 " %s %s%s",
+                                  rows, cols, k, kaio_dtype_name(dtype), trans_a ? "t" : "n",
+                                  trans_b ? "t" : "n");
+                    return std::string(s);
+                  });
+}
+
+kaio_status prepare_matmul(const char *caller, const MatmulPlan &p, const kaio_tensor *tensors,
+                           const MatmulNames &names, MatmulViews *out) {
+  const kaio_device *device = p.device;
+  const int64_t m = p.rows, n = p.cols, k = p.k;
   CheckedView &a = out->a, &b = out->b, &c = out->c;
-  KAIO_TRY(check_operand(caller, names[0], &tensors[0], device, plan.dtype,
+  KAIO_TRY(check_operand(caller, names[0], &tensors[0], device, p.dtype,
                          p.trans_a == KAIO_TRANS_T ? k : m, p.trans_a == KAIO_TRANS_T ? m : k, &a));
-  KAIO_TRY(check_operand(caller, names[1], &tensors[1], device, plan.dtype,
+  KAIO_TRY(check_operand(caller, names[1], &tensors[1], device, p.dtype,
                          p.trans_b == KAIO_TRANS_T ? n : k, p.trans_b == KAIO_TRANS_T ? k : n, &b));
   KAIO_TRY(check_view(caller, names[2], &tensors[2], device, &c));
   KAIO_TRY(check_dtype(caller, names[2], c, p.out_dtype));
   KAIO_TRY(check_shape(caller, names[2], c, m, n));
   KAIO_TRY(check_no_partial_overlap(caller, names[0], a, names[2], c, false));
   KAIO_TRY(check_no_partial_overlap(caller, names[1], b, names[2], c, false));
-  if (p.tma) return encode_matmul_sm90_maps(caller, device, plan, out);
+  if (p.tma) return encode_matmul_sm90_maps(caller, p, out);
   return KAIO_OK;
 }
 
-kaio_status run_matmul(const char *caller, const kaio_device *device, const OpPlan &plan,
-                       kaio_stream *stream, const kaio_tensor *tensors) {
-  MatmulLaunch launch;
-  KAIO_TRY(prepare_matmul(caller, device, plan, tensors, {"A", "B", "C"}, &launch));
-  return enqueue_matmul(caller, device, plan, stream, launch);
+kaio_status MatmulPlan::run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
+                            size_t count) const {
+  KAIO_TRY(check_launch(caller, device, stream, tensors, count, 3, "{A, B, C}"));
+  MatmulViews views;
+  KAIO_TRY(prepare_matmul(caller, *this, tensors, {"A", "B", "C"}, &views));
+  return enqueue_matmul(caller, *this, stream, views);
 }
 
-kaio_status enqueue_matmul(const char *caller, const kaio_device *device, const OpPlan &plan,
-                           kaio_stream *stream, const MatmulLaunch &launch) {
-  const MatmulParams &p = plan.matmul;
-  if (p.tma) return enqueue_matmul_sm90(caller, device, plan, stream, launch);
-  const CheckedView &a = launch.a, &b = launch.b, &c = launch.c;
-  const int64_t m = plan.rows, n = plan.cols, k = p.k;
+kaio_status enqueue_matmul(const char *caller, const MatmulPlan &p, kaio_stream *stream,
+                           const MatmulViews &views) {
+  if (p.tma) return enqueue_matmul_sm90(caller, p, stream, views);
+  const CheckedView &a = views.a, &b = views.b, &c = views.c;
+  const int64_t m = p.rows, n = p.cols, k = p.k;
   unsigned long long pa = a.address, pb = b.address, pc = c.address;
   unsigned um = static_cast<unsigned>(m), un = static_cast<unsigned>(n),
            uk = static_cast<unsigned>(k);
@@ -189,7 +193,7 @@ kaio_status enqueue_matmul(const char *caller, const kaio_device *device, const 
   float alpha = p.alpha, beta = p.beta;
   unsigned out_dtype = static_cast<unsigned>(p.out_dtype);
   void *params[] = {&pa, &pb, &pc, &um, &un, &uk, &lda, &ldb, &ldc, &alpha, &beta, &out_dtype};
-  return launch_builtin(caller, device, plan, stream, params);
+  return launch_builtin(caller, p.device, p.launch, stream, params);
 }
 
 }  // namespace kaio

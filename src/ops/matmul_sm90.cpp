@@ -83,44 +83,43 @@ Choice choose(int64_t m, int64_t n, int64_t k, int64_t sms, bool may_split) {
   return best;
 }
 
-KernelId kernel_for(const OpPlan &plan, const TileFamily &family) {
-  const MatmulParams &p = plan.matmul;
-  return kernels::matmul_sm90(plan.dtype, p.trans_a == KAIO_TRANS_T, p.trans_b == KAIO_TRANS_T,
+KernelId kernel_for(const MatmulPlan &p, const TileFamily &family) {
+  return kernels::matmul_sm90(p.dtype, p.trans_a == KAIO_TRANS_T, p.trans_b == KAIO_TRANS_T,
                               family.tile);
 }
 
 }  // namespace
 
-kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *plan,
+kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, MatmulPlan *plan,
                              const std::string &why) {
-  MatmulParams &p = plan->matmul;
-  const int64_t m = plan->rows, n = plan->cols, sms = device->info.sm_count;
+  MatmulPlan &p = *plan;
+  const int64_t m = p.rows, n = p.cols, sms = device->info.sm_count;
   const int64_t ksteps = (p.k + kStepK - 1) / kStepK;
-  const Choice choice = choose(m, n, p.k, sms, plan->prepared);
+  const Choice choice = choose(m, n, p.k, sms, p.prepared);
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, kernel_for(*plan, *choice.family), &fn));
+  KAIO_TRY(device->modules->function(caller, kernel_for(p, *choice.family), &fn));
   if (!tma_box(fn, "tmap_a", p.box_a) || !tma_box(fn, "tmap_b", p.box_b))
     return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper matmul kernel lacks its TMA boxes.", caller);
   p.tma = true;
-  plan->function = fn.function;
-  plan->shared_bytes = fn.shared_bytes;
-  plan->block = fn.block;
+  p.launch = launch_of(fn);
   const int64_t per = (ksteps + choice.splits - 1) / choice.splits;
   p.k_steps_per_split = static_cast<unsigned>(per);
   p.splits = static_cast<unsigned>((ksteps + per - 1) / per);
   if (p.splits > 1) {
     BuiltinFunction reduce;
     KAIO_TRY(device->modules->function(caller, kernels::splitk_reduce(), &reduce));
-    p.reduce = reduce.function;
-    p.reduce_block = reduce.block;
+    // A block per run of a row's columns, a row per grid.y.
+    p.reduce.function = reduce.function;
+    p.reduce.block = reduce.block;
+    p.reduce.grid = static_cast<unsigned>((n + reduce.block - 1) / reduce.block);
+    p.reduce.grid_y = static_cast<unsigned>(m);
     KAIO_TRY(DeviceMemory::allocate(caller, device,
                                       static_cast<uint64_t>(p.splits) * m * n * sizeof(float),
-                                      &plan->workspace));
+                                      &p.workspace));
   }
   // Persistent: at most one CTA per SM, each walking work items.
-  plan->grid = static_cast<unsigned>(
+  p.launch.grid = static_cast<unsigned>(
       std::min<int64_t>(tiles_of(m, n, *choice.family) * p.splits, sms));
-  plan->grid_y = 1;
   if (log_enabled())
     log_kernel(device, fn.function,
                "AUTO: " + why +
@@ -128,48 +127,41 @@ kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *pl
   return KAIO_OK;
 }
 
-kaio_status encode_matmul_sm90_maps(const char *caller, const kaio_device *device,
-                                    const OpPlan &plan, MatmulLaunch *launch) {
-  const MatmulParams &p = plan.matmul;
-  ContextScope scope(device);
+kaio_status encode_matmul_sm90_maps(const char *caller, const MatmulPlan &p,
+                                    MatmulViews *views) {
+  ContextScope scope(p.device);
   KAIO_TRY(scope.status(caller));
-  KAIO_TRY(encode_tensor_map(caller, device, launch->a, plan.dtype, p.box_a, &launch->map_a));
-  return encode_tensor_map(caller, device, launch->b, plan.dtype, p.box_b, &launch->map_b);
+  KAIO_TRY(encode_tensor_map(caller, p.device, views->a, p.dtype, p.box_a, &views->map_a));
+  return encode_tensor_map(caller, p.device, views->b, p.dtype, p.box_b, &views->map_b);
 }
 
-kaio_status enqueue_matmul_sm90(const char *caller, const kaio_device *device, const OpPlan &plan,
-                                kaio_stream *stream, const MatmulLaunch &launch) {
-  const MatmulParams &p = plan.matmul;
-  const CheckedView &c = launch.c;
-  TensorMap map_a = launch.map_a, map_b = launch.map_b;
+kaio_status enqueue_matmul_sm90(const char *caller, const MatmulPlan &p, kaio_stream *stream,
+                                const MatmulViews &views) {
+  const kaio_device *device = p.device;
+  const CheckedView &c = views.c;
+  TensorMap map_a = views.map_a, map_b = views.map_b;
   unsigned long long pc = c.address, ldc = c.row_stride;
-  unsigned m = static_cast<unsigned>(plan.rows), n = static_cast<unsigned>(plan.cols),
+  unsigned m = static_cast<unsigned>(p.rows), n = static_cast<unsigned>(p.cols),
            k = static_cast<unsigned>(p.k);
   float alpha = p.alpha, beta = p.beta;
   unsigned out_dtype = static_cast<unsigned>(p.out_dtype), kper = p.k_steps_per_split;
   unsigned long long split_elems = 0;
   if (p.splits > 1) {
     // The splits write f32 partial products, M x N each, into the workspace.
-    unsigned long long ws = plan.workspace->ptr(), ws_ld = n;
+    unsigned long long ws = p.workspace->ptr(), ws_ld = n;
     float one = 1.0f, zero = 0.0f;
     unsigned f32 = KAIO_DTYPE_F32, splits = p.splits;
     split_elems = static_cast<unsigned long long>(m) * n;
     void *params[] = {&map_a, &map_b, &ws, &m, &n, &k, &ws_ld, &one, &zero, &f32, &kper,
                       &split_elems};
-    KAIO_TRY(launch_builtin(caller, device, plan, stream, params));
-    OpPlan reduce = plan;
-    reduce.function = p.reduce;
-    reduce.grid = (n + p.reduce_block - 1) / p.reduce_block;
-    reduce.grid_y = m;
-    reduce.block = p.reduce_block;
-    reduce.shared_bytes = 0;
+    KAIO_TRY(launch_builtin(caller, device, p.launch, stream, params));
     void *reduce_params[] = {&ws, &pc, &m, &n, &ldc, &splits, &split_elems, &alpha, &beta,
                              &out_dtype};
-    return launch_builtin(caller, device, reduce, stream, reduce_params);
+    return launch_builtin(caller, device, p.reduce, stream, reduce_params);
   }
   void *params[] = {&map_a, &map_b, &pc, &m, &n, &k, &ldc, &alpha, &beta, &out_dtype, &kper,
                     &split_elems};
-  return launch_builtin(caller, device, plan, stream, params);
+  return launch_builtin(caller, device, p.launch, stream, params);
 }
 
 }  // namespace kaio

@@ -4,22 +4,21 @@
 
 #include <string>
 
-#include "ops/matmul_launch.hpp"
-#include "ops/op_plan.hpp"
-#include "runtime/tensor_view.hpp"
+#include "ops/matmul.hpp"
 
 namespace kaio {
 
 // AUTO's plan where check_family(matmul_sm90) passed; `why` is its reason,
 // for KAIO_LOG.
-kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, OpPlan *plan,
+kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, MatmulPlan *plan,
                              const std::string &why);
 
-// The two halves of a launch (ops/matmul_launch.hpp): A's and B's tensor
-// maps from the checked views, then the kernel (and split-K's reduction).
-kaio_status encode_matmul_sm90_maps(const char *caller, const kaio_device *device,
-                                    const OpPlan &plan, MatmulLaunch *launch);
-kaio_status enqueue_matmul_sm90(const char *caller, const kaio_device *device, const OpPlan &plan,
-                                kaio_stream *stream, const MatmulLaunch &launch);
+// The two halves of a launch (prepare_matmul, enqueue_matmul): A's and B's
+// tensor maps from the checked views, then the kernel (and split-K's
+// reduction).
+kaio_status encode_matmul_sm90_maps(const char *caller, const MatmulPlan &plan,
+                                    MatmulViews *views);
+kaio_status enqueue_matmul_sm90(const char *caller, const MatmulPlan &plan, kaio_stream *stream,
+                                const MatmulViews &views);
 
 }  // namespace kaio

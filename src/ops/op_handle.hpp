@@ -7,26 +7,27 @@
 #include <memory>
 #include <variant>
 
-#include "ops/op_plan.hpp"
+#include "ops/attention.hpp"
+#include "ops/elementwise.hpp"
+#include "ops/kquant.hpp"
+#include "ops/matmul.hpp"
+#include "ops/matmul_backward.hpp"
+#include "ops/quant.hpp"
+#include "ops/rows.hpp"
 #include "runtime/handle.hpp"
 
 struct kaio_op {
   static constexpr kaio::HandleTag kTag = kaio::HandleTag::op;
   static constexpr const char *kName = "kaio_op";
   static constexpr const char *kHowToMake = "create one with a kaio_op_create_* function";
-  // The element-wise, row and matmul ops plan in place; the other families'
-  // plans are incomplete types here (their headers pull in their kernels'
-  // details) and live behind pointers.
-  using Body = std::variant<kaio::OpPlan, std::unique_ptr<kaio::BackwardPlan>,
-                            std::unique_ptr<kaio::KquantPlan, kaio::KquantPlanDeleter>,
-                            std::unique_ptr<kaio::QuantPlan, kaio::QuantPlanDeleter>,
-                            std::unique_ptr<kaio::AttentionPlan, kaio::AttentionPlanDeleter>>;
+  // A new family adds its plan type here; run_op_handle needs nothing more.
+  using Body = std::variant<kaio::ElementwisePlan, kaio::RowsPlan, kaio::MatmulPlan,
+                            kaio::MatmulBackwardPlan, kaio::KquantPlan, kaio::Int8Plan,
+                            kaio::Int4Plan, kaio::QkvInt8Plan, kaio::AttentionPlan>;
   kaio::HandleTag tag = kTag;
   kaio_device *device = nullptr;
   Body body;
-  kaio_op();  // out of line: the plans behind pointers are incomplete here
-  ~kaio_op();  // frees the workspace the plan owns, if any
-};
+};  // destroying it frees the workspace the plan owns, if any
 
 namespace kaio {
 

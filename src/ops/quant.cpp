@@ -1,5 +1,5 @@
-// What the quantized ops share: the plan's lifetime, launch dispatch and
-// the alignment check of their 16-byte vector loads.
+// What the quantized ops share: their KAIO_LOG subject and the alignment
+// check of their 16-byte vector loads.
 #include "ops/quant.hpp"
 
 #include <cinttypes>
@@ -7,13 +7,8 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "runtime/stream.hpp"
 
 namespace kaio {
-
-QuantPlan::~QuantPlan() = default;
-
-void QuantPlanDeleter::operator()(QuantPlan *plan) const { delete plan; }
 
 kaio_status check_aligned_view(const char *caller, const char *arg, const kaio_tensor *t,
                                const kaio_device *device, unsigned align, int64_t stride_elems,
@@ -30,52 +25,14 @@ kaio_status check_aligned_view(const char *caller, const char *arg, const kaio_t
   return KAIO_OK;
 }
 
-std::string quant_subject(const QuantPlan &p) {
+std::string quant_subject(const char *kind, int64_t m, const int64_t *n, int nproj, int64_t k,
+                          kaio_dtype dtype) {
   char s[160];
-  const char *kind = p.kind == QuantKind::int8 ? "int8" : p.kind == QuantKind::int4 ? "int4"
-                     : p.kind == QuantKind::qkv_int4 ? "qkv int4" : "qkv int8";
-  int n = std::snprintf(s, sizeof s, "%s M=%" PRId64 " N=%" PRId64, kind, p.m, p.n[0]);
-  for (int i = 1; i < p.nproj; ++i)
-    n += std::snprintf(s + n, sizeof s - n, ",%" PRId64, p.n[i]);
-  std::snprintf(s + n, sizeof s - n, " K=%" PRId64 " %s", p.k,
-                kaio_dtype_name(p.kind == QuantKind::int8       ? KAIO_DTYPE_I8
-                                : p.kind == QuantKind::qkv_int8 ? KAIO_DTYPE_F16
-                                                                : p.in_dtype));
+  int len = std::snprintf(s, sizeof s, "%s M=%" PRId64 " N=%" PRId64, kind, m, n[0]);
+  for (int i = 1; i < nproj; ++i)
+    len += std::snprintf(s + len, sizeof s - len, ",%" PRId64, n[i]);
+  std::snprintf(s + len, sizeof s - len, " K=%" PRId64 " %s", k, kaio_dtype_name(dtype));
   return s;
-}
-
-kaio_status run_quant(const char *caller, const kaio_device *device, const QuantPlan &plan,
-                      kaio_stream *stream, const kaio_tensor *tensors, size_t count) {
-  KAIO_TRY(check_op_stream(caller, device, stream));
-  size_t expected = kQkvTensors;
-  const char *order =
-      "{x, qweight_q, qzeros_q, scales_q, qweight_k, qzeros_k, scales_k, qweight_v, qzeros_v, "
-      "scales_v, out_q, out_k, out_v}";
-  switch (plan.kind) {
-    case QuantKind::int8:
-      expected = kInt8Tensors;
-      order = "{A, B, sa, sb, C}";
-      break;
-    case QuantKind::int4:
-      expected = kInt4Tensors;
-      order = "{A, qweight, qzeros, scales, C}";
-      break;
-    case QuantKind::qkv_int8:
-      expected = kQkv8Tensors;
-      order = "{x, w_q, scale_q, w_k, scale_k, w_v, scale_v, out_q, out_k, out_v}";
-      break;
-    case QuantKind::qkv_int4: break;
-  }
-  if (!tensors)
-    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'tensors' is NULL; pass %s.", caller,
-                order);
-  if (count != expected)
-    return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                "%s: argument 'count' is %zu but this op takes %zu tensors: %s.", caller, count,
-                expected, order);
-  if (plan.kind == QuantKind::int8) return run_int8(caller, device, plan, stream, tensors);
-  if (plan.kind == QuantKind::qkv_int8) return run_qkv_int8(caller, device, plan, stream, tensors);
-  return run_int4(caller, device, plan, stream, tensors);
 }
 
 }  // namespace kaio

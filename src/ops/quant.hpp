@@ -1,63 +1,80 @@
-// Quantized matmul plans: INT8 W8A8 (quant_int8.cpp), INT4 W4A16 in the
-// GPTQ layout and the fused INT4 QKV projection (quant_int4.cpp). A plan is
-// what an op handle stores; one-shot calls build one on the stack.
+// Quantized matmul plans, one per op: INT8 W8A8, INT4 W4A16 (and its fused
+// QKV projection), INT8-weight QKV. A plan is what an op handle stores;
+// one-shot calls build one on the stack.
 #pragma once
 
 #include <kaio/kaio.h>
 
 #include <string>
 
-#include "ops/op_plan.hpp"
+#include "ops/matmul.hpp"
 #include "runtime/tensor_view.hpp"
 
 namespace kaio {
 
-enum class QuantKind { int8, int4, qkv_int4, qkv_int8 };
+// INT8 W8A8 matmul (quant_int8.cpp). Tensors: {A, B, sa, sb, C}.
+struct Int8Plan : PlanBase {
+  kaio_dtype out_dtype = KAIO_DTYPE_INVALID;
+  int64_t m = 0, n = 0, k = 0;
+  float alpha = 1.0f;
+  kaio_matmul_variant variant = KAIO_MATMUL_AUTO;
+  bool tma = false;  // the Hopper (wgmma) kernel
+  unsigned box_a[2] = {0, 0}, box_b[2] = {0, 0};
+  Launch kernel;
 
-struct QuantPlan {
-  QuantKind kind = QuantKind::int8;
-  kaio_dtype in_dtype = KAIO_DTYPE_INVALID;   // int4: activations and scales
+  kaio_status plan(const char *caller, kaio_device *device);
+  kaio_status run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
+                  size_t count) const;
+};
+
+// INT4 W4A16 matmul in the GPTQ layout, and the fused INT4 QKV projection
+// (quant_int4.cpp). Tensors: {A, qweight, qzeros, scales, C}, or for QKV
+// {x, (qweight, qzeros, scales) x 3, out x 3}.
+struct Int4Plan : PlanBase {
+  bool qkv = false;                           // three projections
+  kaio_dtype in_dtype = KAIO_DTYPE_INVALID;   // activations and scales
   kaio_dtype out_dtype = KAIO_DTYPE_INVALID;
   int64_t m = 0, k = 0;
   int64_t n[3] = {0, 0, 0};                   // one per projection
   int nproj = 1;
-  float alpha = 1.0f;                         // int8
-  kaio_matmul_variant variant = KAIO_MATMUL_AUTO;
-  bool tma = false;                           // int8 on the Hopper (wgmma) kernel
-  unsigned box_a[2] = {0, 0}, box_b[2] = {0, 0};
-  int64_t group = 0;                          // int4
+  int64_t group = 0;
   kaio_int4_format format = KAIO_INT4_GPTQ;
   uint32_t zeros_offset = 0;
-  OpPlan kernel;                              // the int8 kernel or the int4 decode kernel
-  // int4 with M > 16 on sm_90a: one kernel that dequantizes in registers for
-  // wgmma (ptx/gen_quant_int4_sm90.py), no workspace; kernel is that kernel.
+  Launch kernel;                              // the decode kernel (or the fused one)
+  // M > 16 on sm_90a: one kernel that dequantizes in registers for wgmma
+  // (ptx/gen_quant_int4_sm90.py), no workspace; kernel is that kernel, fed
+  // by TMA maps with these boxes.
   bool fused = false;
-  // int4 prefill elsewhere (op handles, M > 16): dequantize into workspace,
-  // then matmul.
+  unsigned box_a[2] = {0, 0}, box_b[2] = {0, 0};
+  // Prefill elsewhere (prepared plans, M > 16): dequantize into the
+  // workspace, then matmul.
   bool prefill = false;
-  OpPlan dequant;
-  OpPlan matmul;
+  Launch dequant;
+  MatmulPlan matmul;
   Workspace workspace;
-  ~QuantPlan();
+
+  kaio_status plan(const char *caller, kaio_device *device);
+  kaio_status run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
+                  size_t count) const;
 };
 
-// "int4 M=64 N=4096 K=4096 f16": a plan's line in KAIO_LOG.
-std::string quant_subject(const QuantPlan &plan);
+// Fused QKV with s8 K x N weights and f16 activations, W8A16
+// (quant_qkv_int8.cpp). Tensors: {x, (w, scale) x 3, out x 3}.
+struct QkvInt8Plan : PlanBase {
+  kaio_dtype out_dtype = KAIO_DTYPE_INVALID;
+  int64_t m = 0, k = 0;
+  int64_t n[3] = {0, 0, 0};
+  Launch kernel;
 
-kaio_status plan_int8(const char *caller, kaio_device *device, QuantPlan *plan);
-kaio_status run_int8(const char *caller, const kaio_device *device, const QuantPlan &plan,
-                     kaio_stream *stream, const kaio_tensor *tensors);
+  kaio_status plan(const char *caller, kaio_device *device);
+  kaio_status run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
+                  size_t count) const;
+};
 
-// allow_prefill: the caller (an op handle) lets the plan own a workspace.
-kaio_status plan_int4(const char *caller, kaio_device *device, QuantPlan *plan,
-                      bool allow_prefill);
-kaio_status run_int4(const char *caller, const kaio_device *device, const QuantPlan &plan,
-                     kaio_stream *stream, const kaio_tensor *tensors);
-
-// Fused QKV with s8 K x N weights and f16 activations (W8A16).
-kaio_status plan_qkv_int8(const char *caller, kaio_device *device, QuantPlan *plan);
-kaio_status run_qkv_int8(const char *caller, const kaio_device *device, const QuantPlan &plan,
-                         kaio_stream *stream, const kaio_tensor *tensors);
+// "int4 M=64 N=4096 K=4096 f16": a plan's line in KAIO_LOG (n: nproj
+// projections).
+std::string quant_subject(const char *kind, int64_t m, const int64_t *n, int nproj, int64_t k,
+                          kaio_dtype dtype);
 
 kaio_status repack_kaio_int4(const char *caller, kaio_stream *stream, const kaio_tensor *src,
                              const kaio_tensor *dst);

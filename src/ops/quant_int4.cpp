@@ -12,7 +12,6 @@
 #include "kernels/module_cache.hpp"
 #include "ops/kernel_family.hpp"
 #include "ops/plan_log.hpp"
-#include "ops/matmul_launch.hpp"
 #include "ops/quant.hpp"
 #include "ops/tensor_map.hpp"
 #include "runtime/context_scope.hpp"
@@ -32,7 +31,7 @@ const char *const kProj[3] = {"q", "k", "v"};
 bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
 bool is_packed(kaio_dtype d) { return d == KAIO_DTYPE_U32 || d == KAIO_DTYPE_I32; }
 
-unsigned group_shift(const QuantPlan &p) {
+unsigned group_shift(const Int4Plan &p) {
   if (p.group == p.k) return kGroupIsK;
   unsigned s = 0;
   while ((kKStep << s) < p.group) ++s;
@@ -49,7 +48,7 @@ constexpr int64_t kColsPerCta = 32;     // every decode kernel's cols_per_block
 constexpr int64_t kW4CtasPerSm = 3;     // the M <= 16 "_w4" kernel's registers allow 3
 
 // CTAs that do work: a projection's CTAs past its N return at once.
-int64_t busy_ctas(const QuantPlan &p, int64_t rows_per_block) {
+int64_t busy_ctas(const Int4Plan &p, int64_t rows_per_block) {
   int64_t tiles = 0;
   for (int i = 0; i < p.nproj; ++i) tiles += (p.n[i] + kColsPerCta - 1) / kColsPerCta;
   return tiles * ((p.m + rows_per_block - 1) / rows_per_block);
@@ -61,7 +60,7 @@ int64_t busy_ctas(const QuantPlan &p, int64_t rows_per_block) {
 // N = 4096: 16, N = K = 8192: 8, N = 14336: 4). With 16 rows, likewise for 16
 // and 8 warps; then 4 warps with 4 steps per batch (3 CTAs per SM) while the
 // grid fits in one wave, else with 2 steps (4 CTAs per SM).
-KernelId contig_kernel(const QuantPlan &p, int64_t sms) {
+KernelId contig_kernel(const Int4Plan &p, int64_t sms) {
   const bool m16 = p.m > 8;
   const int64_t ctas = busy_ctas(p, m16 ? kDecodeMaxRows : 8);
   auto one_wave = [&](int64_t warps) { return ctas * warps <= sms * kWarpsPerSm; };
@@ -74,7 +73,7 @@ KernelId contig_kernel(const QuantPlan &p, int64_t sms) {
   return kernels::quant_gemv(kernels::Weights::int4, variant, p.in_dtype, m16 ? 16 : 8);
 }
 
-KernelId gemv_kernel(const QuantPlan &p, int64_t sms) {
+KernelId gemv_kernel(const Int4Plan &p, int64_t sms) {
   if (p.group >= kContigMinGroup || p.group == p.k) return contig_kernel(p, sms);
   return kernels::quant_gemv(kernels::Weights::int4, kernels::Variant::none, p.in_dtype,
                             p.m <= 8 ? 8 : 16);
@@ -86,8 +85,8 @@ struct Weights {
   bool has_zeros = false;
 };
 
-std::string arg_name(const QuantPlan &p, const char *base, int proj) {
-  return p.kind == QuantKind::qkv_int4 ? std::string(base) + "_" + kProj[proj] : base;
+std::string arg_name(const Int4Plan &p, const char *base, int proj) {
+  return p.qkv ? std::string(base) + "_" + kProj[proj] : base;
 }
 
 kaio_status check_packed_shape(const char *caller, const std::string &arg, const CheckedView &v,
@@ -99,7 +98,7 @@ kaio_status check_packed_shape(const char *caller, const std::string &arg, const
               caller, arg.c_str(), v.rows, v.cols, rule, rows, cols);
 }
 
-kaio_status check_weights(const char *caller, const kaio_device *device, const QuantPlan &p,
+kaio_status check_weights(const char *caller, const kaio_device *device, const Int4Plan &p,
                           int proj, const kaio_tensor *t, Weights *w) {
   const int64_t k = p.k, n = p.n[proj], groups = p.k / p.group;
   const std::string qw = arg_name(p, "qweight", proj), qz = arg_name(p, "qzeros", proj),
@@ -138,10 +137,10 @@ kaio_status check_weights(const char *caller, const kaio_device *device, const Q
   return KAIO_OK;
 }
 
-kaio_status check_output(const char *caller, const kaio_device *device, const QuantPlan &p,
+kaio_status check_output(const char *caller, const kaio_device *device, const Int4Plan &p,
                          int proj, const kaio_tensor &t, CheckedView *out) {
   const std::string name =
-      p.kind == QuantKind::qkv_int4 ? std::string("out_") + kProj[proj] : std::string("C");
+      p.qkv ? std::string("out_") + kProj[proj] : std::string("C");
   KAIO_TRY(check_view(caller, name.c_str(), &t, device, out));
   KAIO_TRY(check_dtype(caller, name.c_str(), *out, p.out_dtype));
   return check_shape(caller, name.c_str(), *out, p.m, p.n[proj]);
@@ -161,12 +160,12 @@ struct FusedTile {
 constexpr FusedTile kFusedTiles[] = {{256, 1, 102}, {128, 1, 84}, {256, 2, 102}};
 constexpr int64_t kFusedStepK = 64;   // K per step (the generator's BK)
 
-int64_t fused_cost(const QuantPlan &p, const FusedTile &f, int64_t sms, int64_t steps) {
+int64_t fused_cost(const Int4Plan &p, const FusedTile &f, int64_t sms, int64_t steps) {
   const int64_t ctas = ((p.m + f.rows - 1) / f.rows) * ((p.n[0] + 127) / 128) * f.split;
   return (ctas + sms - 1) / sms * ((steps + f.split - 1) / f.split) * f.step_cost;
 }
 
-kaio_status plan_fused(const char *caller, kaio_device *device, QuantPlan *p,
+kaio_status plan_fused(const char *caller, kaio_device *device, Int4Plan *p,
                        const std::string &why) {
   const int64_t sms = device->info.sm_count;
   const int64_t steps = (p->k + kFusedStepK - 1) / kFusedStepK;
@@ -180,10 +179,7 @@ kaio_status plan_fused(const char *caller, kaio_device *device, QuantPlan *p,
   if (fn.cols_per_block == 0 || !tma_box(fn, "tmap_x", p->box_a) ||
       !tma_box(fn, "tmap_qw", p->box_b))
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 wgmma kernel lacks its launch facts.", caller);
-  OpPlan &kp = p->kernel;
-  kp.function = fn.function;
-  kp.shared_bytes = fn.shared_bytes;
-  kp.block = fn.block;
+  Launch &kp = p->kernel = launch_of(fn);
   kp.grid = static_cast<unsigned>((p->n[0] + fn.cols_per_block - 1) / fn.cols_per_block);
   kp.grid_y = static_cast<unsigned>((p->m + p->box_a[1] - 1) / p->box_a[1]);
   kp.grid_z = static_cast<unsigned>(best->split);   // the split kernels' clusters are 1 x 1 x 2
@@ -192,7 +188,7 @@ kaio_status plan_fused(const char *caller, kaio_device *device, QuantPlan *p,
   return KAIO_OK;
 }
 
-kaio_status plan_prefill(const char *caller, kaio_device *device, QuantPlan *p,
+kaio_status plan_prefill(const char *caller, kaio_device *device, Int4Plan *p,
                          const std::string &why) {
   if (p->k / 8 > kMaxGridYZ)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
@@ -204,21 +200,20 @@ kaio_status plan_prefill(const char *caller, kaio_device *device, QuantPlan *p,
   if (fn.cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 dequantize kernel lacks its annotation.",
                 caller);
-  OpPlan &d = p->dequant;
+  Launch &d = p->dequant;
   d.function = fn.function;
   d.block = fn.block;
   d.grid = static_cast<unsigned>((p->n[0] + fn.cols_per_block - 1) / fn.cols_per_block);
   d.grid_y = static_cast<unsigned>(p->k / 8);
   if (log_enabled())
     log_kernel(device, d.function, "AUTO: M > 16, dequantize then matmul; " + why);
-  OpPlan &mm = p->matmul;
-  mm.kind = OpKind::matmul;
+  MatmulPlan &mm = p->matmul;
   mm.dtype = p->in_dtype;
   mm.rows = p->m;
   mm.cols = p->n[0];
-  mm.matmul.out_dtype = p->out_dtype;
-  mm.matmul.k = p->k;
-  KAIO_TRY(plan_matmul(caller, device, &mm));
+  mm.out_dtype = p->out_dtype;
+  mm.k = p->k;
+  KAIO_TRY(mm.plan_product(caller, device));
   KAIO_TRY(DeviceMemory::allocate(caller, device,
                                     static_cast<uint64_t>(p->k) * static_cast<uint64_t>(p->n[0]) * 2,
                                     &p->workspace));
@@ -226,7 +221,7 @@ kaio_status plan_prefill(const char *caller, kaio_device *device, QuantPlan *p,
   return KAIO_OK;
 }
 
-kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *p,
+kaio_status plan_unlogged(const char *caller, kaio_device *device, Int4Plan *p,
                           bool allow_prefill) {
   if (!is_half(p->in_dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
@@ -278,7 +273,7 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *p,
   // cuBLAS f16 against 0.71x fused); one-shot calls own no workspace.
   // The fused kernel where the device runs sm_90a and the driver loads it.
   const bool fused_rows = p->m <= kFusedMaxRows || !allow_prefill;
-  const bool tall = p->kind == QuantKind::int4 && p->m > kDecodeMaxRows;
+  const bool tall = !p->qkv && p->m > kDecodeMaxRows;
   const FamilyCheck hopper = tall ? check_family(device, ModuleId::quant_int4_sm90, true)
                                   : FamilyCheck{};
   if (tall && fused_rows && hopper.ok()) return plan_fused(caller, device, p, hopper.why);
@@ -292,31 +287,21 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *p,
   int64_t nmax = 0;
   for (int i = 0; i < p->nproj; ++i) nmax = p->n[i] > nmax ? p->n[i] : nmax;
   const int64_t rows_per_block = p->m <= 8 ? 8 : kDecodeMaxRows;
-  OpPlan &kp = p->kernel;
-  kp.function = fn.function;
-  kp.shared_bytes = fn.shared_bytes;
-  kp.block = fn.block;
+  Launch &kp = p->kernel = launch_of(fn);
   kp.grid = static_cast<unsigned>((nmax + fn.cols_per_block - 1) / fn.cols_per_block);
   kp.grid_y = static_cast<unsigned>(p->nproj);
   kp.grid_z = static_cast<unsigned>((p->m + rows_per_block - 1) / rows_per_block);
   if (log_enabled())
     log_kernel(device, kp.function,
                tall ? "AUTO: one-shot M > 16, the decode kernel; " + hopper.why
-               : p->kind == QuantKind::qkv_int4 ? std::string("QKV: the decode kernel, the only family")
+               : p->qkv ? std::string("QKV: the decode kernel, the only family")
                                                    : std::string("M <= 16: the decode kernel"));
   return KAIO_OK;
 }
 
-}  // namespace
-
-kaio_status plan_int4(const char *caller, kaio_device *device, QuantPlan *p, bool allow_prefill) {
-  return log_plan(caller, [&] { return plan_unlogged(caller, device, p, allow_prefill); },
-                  [&] { return quant_subject(*p); });
-}
-
-kaio_status run_int4(const char *caller, const kaio_device *device, const QuantPlan &p,
+kaio_status run_int4(const char *caller, const kaio_device *device, const Int4Plan &p,
                      kaio_stream *stream, const kaio_tensor *t) {
-  const char *xname = p.kind == QuantKind::qkv_int4 ? "x" : "A";
+  const char *xname = p.qkv ? "x" : "A";
   CheckedView x;
   KAIO_TRY(check_aligned_view(caller, xname, &t[0], device, 16, 8,
                               "the int4 kernel (16-byte loads of activations)", &x));
@@ -329,7 +314,7 @@ kaio_status run_int4(const char *caller, const kaio_device *device, const QuantP
     KAIO_TRY(check_output(caller, device, p, i, t[1 + 3 * p.nproj + i], &out[i]));
   }
   for (int i = 0; i < p.nproj; ++i) {
-    const std::string o = p.kind == QuantKind::qkv_int4 ? std::string("out_") + kProj[i] : "C";
+    const std::string o = p.qkv ? std::string("out_") + kProj[i] : "C";
     KAIO_TRY(check_no_partial_overlap(caller, xname, x, o.c_str(), out[i], false));
     for (int j = 0; j < p.nproj; ++j) {
       KAIO_TRY(check_no_partial_overlap(caller, arg_name(p, "qweight", j).c_str(), w[j].qw,
@@ -379,14 +364,14 @@ kaio_status run_int4(const char *caller, const kaio_device *device, const QuantP
     // the product's views are checked before the dequantization is enqueued
     const kaio_tensor mm[] = {t[0], kaio_tensor_2d(p.workspace->handle(), p.in_dtype, p.k, p.n[0]),
                               t[4]};
-    MatmulLaunch product;
-    KAIO_TRY(prepare_matmul(caller, device, p.matmul, mm, {xname, "qweight", "C"}, &product));
+    MatmulViews product;
+    KAIO_TRY(prepare_matmul(caller, p.matmul, mm, {xname, "qweight", "C"}, &product));
     unsigned long long pw = p.workspace->ptr(), ldw = static_cast<unsigned long long>(p.n[0]);
     unsigned group = static_cast<unsigned>(p.group);
     void *dq[] = {&qw[0], &ldqw[0], &qz[0], &ldqz[0], &sc[0], &ldsc[0], &pw, &ldw,
                   &un[0], &group, &xmask, &zoff};
     KAIO_TRY(launch_builtin(caller, device, p.dequant, stream, dq));
-    return enqueue_matmul(caller, device, p.matmul, stream, product);
+    return enqueue_matmul(caller, p.matmul, stream, product);
   }
   unsigned long long px = x.address, ldx = x.row_stride;
   unsigned gshift = group_shift(p);
@@ -404,6 +389,25 @@ kaio_status run_int4(const char *caller, const kaio_device *device, const QuantP
     q[8] = &un[i];
   }
   return launch_builtin(caller, device, p.kernel, stream, params);
+}
+
+}  // namespace
+
+kaio_status Int4Plan::plan(const char *caller, kaio_device *device) {
+  this->device = device;
+  const char *kind = qkv ? "qkv int4" : "int4";
+  return log_plan(caller, [&] { return plan_unlogged(caller, device, this, prepared); },
+                  [&] { return quant_subject(kind, m, n, nproj, k, in_dtype); });
+}
+
+kaio_status Int4Plan::run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
+                          size_t count) const {
+  KAIO_TRY(check_launch(caller, device, stream, tensors, count,
+                        qkv ? kQkvTensors : kInt4Tensors,
+                        qkv ? "{x, qweight_q, qzeros_q, scales_q, qweight_k, qzeros_k, scales_k, "
+                              "qweight_v, qzeros_v, scales_v, out_q, out_k, out_v}"
+                            : "{A, qweight, qzeros, scales, C}"));
+  return run_int4(caller, device, *this, stream, tensors);
 }
 
 kaio_status repack_kaio_int4(const char *caller, kaio_stream *stream, const kaio_tensor *src,
@@ -436,15 +440,15 @@ kaio_status repack_kaio_int4(const char *caller, kaio_stream *stream, const kaio
   KAIO_TRY(require_arch(caller, stream->device, 8, 0, "int4 repack"));
   BuiltinFunction fn;
   KAIO_TRY(stream->device->modules->function(caller, kernels::int4_transpose(), &fn));
-  OpPlan plan;
-  plan.function = fn.function;
-  plan.block = fn.block;
-  plan.grid = static_cast<unsigned>((s.rows + fn.cols_per_block - 1) / fn.cols_per_block);
-  plan.grid_y = static_cast<unsigned>(s.cols);
+  Launch launch;
+  launch.function = fn.function;
+  launch.block = fn.block;
+  launch.grid = static_cast<unsigned>((s.rows + fn.cols_per_block - 1) / fn.cols_per_block);
+  launch.grid_y = static_cast<unsigned>(s.cols);
   unsigned long long ps = s.address, lds = s.row_stride, pd = d.address, ldd = d.row_stride;
   unsigned rows = static_cast<unsigned>(s.rows);
   void *params[] = {&ps, &lds, &pd, &ldd, &rows};
-  return launch_builtin(caller, device, plan, stream, params);
+  return launch_builtin(caller, device, launch, stream, params);
 }
 
 }  // namespace kaio

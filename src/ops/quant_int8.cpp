@@ -55,13 +55,13 @@ kaio_status check_scale_vector(const char *caller, const char *arg, const kaio_t
   return KAIO_OK;
 }
 
-kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *plan) {
+kaio_status plan_unlogged(const char *caller, kaio_device *device, Int8Plan *plan) {
   if (!int8_out(plan->out_dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: out_dtype is %s (%d); use KAIO_DTYPE_F32, KAIO_DTYPE_F16, KAIO_DTYPE_BF16 "
                 "or KAIO_DTYPE_I32.",
                 caller, kaio_dtype_name(plan->out_dtype), plan->out_dtype);
-  const int64_t m = plan->m, n = plan->n[0], k = plan->k;
+  const int64_t m = plan->m, n = plan->n, k = plan->k;
   if (m < 1 || n < 1 || k < 1 || m > INT32_MAX || n > INT32_MAX)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: M, N, K are %" PRId64 ", %" PRId64 ", %" PRId64
@@ -107,10 +107,7 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *pl
       return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper int8 kernel lacks its TMA boxes.",
                   caller);
     plan->tma = true;
-    OpPlan &kp = plan->kernel;
-    kp.function = fn.function;
-    kp.shared_bytes = fn.shared_bytes;
-    kp.block = fn.block;
+    Launch &kp = plan->kernel = launch_of(fn);
     // Persistent: at most one CTA per SM, each walking tiles.
     const int64_t tiles = ((m + kHopperTileM - 1) / kHopperTileM) * ((n + tile_n - 1) / tile_n);
     kp.grid = static_cast<unsigned>(std::min<int64_t>(tiles, device->info.sm_count));
@@ -122,25 +119,15 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *pl
     log_kernel(device, fn.function,
                plan->variant == KAIO_MATMUL_AUTO ? "AUTO: sm_80 cp.async; " + hopper.why
                                                  : std::string("variant KAIO_MATMUL_ASYNC"));
-  OpPlan &kp = plan->kernel;
-  kp.function = fn.function;
-  kp.shared_bytes = fn.shared_bytes;
-  kp.block = fn.block;
+  Launch &kp = plan->kernel = launch_of(fn);
   kp.grid = static_cast<unsigned>((n + kTile - 1) / kTile);
   kp.grid_y = static_cast<unsigned>((m + kTile - 1) / kTile);
   return KAIO_OK;
 }
 
-}  // namespace
-
-kaio_status plan_int8(const char *caller, kaio_device *device, QuantPlan *plan) {
-  return log_plan(caller, [&] { return plan_unlogged(caller, device, plan); },
-                  [&] { return quant_subject(*plan); });
-}
-
-kaio_status run_int8(const char *caller, const kaio_device *device, const QuantPlan &plan,
+kaio_status run_int8(const char *caller, const kaio_device *device, const Int8Plan &plan,
                      kaio_stream *stream, const kaio_tensor *t) {
-  const int64_t m = plan.m, n = plan.n[0], k = plan.k;
+  const int64_t m = plan.m, n = plan.n, k = plan.k;
   const char *why = "the int8 kernel (16-byte cp.async of s8)";
   CheckedView a, b, c;
   KAIO_TRY(check_aligned_view(caller, "A", &t[0], device, 16, kKAlign, why, &a));
@@ -194,6 +181,21 @@ kaio_status run_int8(const char *caller, const kaio_device *device, const QuantP
   void *params[] = {&pa, &pb, &pc, &um, &un, &uk, &lda, &ldb, &ldc, &alpha, &psa, &psb,
                     &out_dtype};
   return launch_builtin(caller, device, plan.kernel, stream, params);
+}
+
+}  // namespace
+
+kaio_status Int8Plan::plan(const char *caller, kaio_device *device) {
+  this->device = device;
+  return log_plan(caller, [&] { return plan_unlogged(caller, device, this); },
+                  [&] { return quant_subject("int8", m, &n, 1, k, KAIO_DTYPE_I8); });
+}
+
+kaio_status Int8Plan::run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
+                          size_t count) const {
+  KAIO_TRY(check_launch(caller, device, stream, tensors, count, kInt8Tensors,
+                        "{A, B, sa, sb, C}"));
+  return run_int8(caller, device, *this, stream, tensors);
 }
 
 }  // namespace kaio

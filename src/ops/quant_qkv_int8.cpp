@@ -21,7 +21,7 @@ const char *const kProj[3] = {"q", "k", "v"};
 
 std::string named(const char *base, int p) { return std::string(base) + "_" + kProj[p]; }
 
-kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *p) {
+kaio_status plan_unlogged(const char *caller, kaio_device *device, QkvInt8Plan *p) {
   const kaio_dtype out = p->out_dtype;
   if (out != KAIO_DTYPE_F16 && out != KAIO_DTYPE_BF16 && out != KAIO_DTYPE_F32)
     return fail(KAIO_ERROR_INVALID_DTYPE,
@@ -59,10 +59,7 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *p)
       &fn));
   if (fn.cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: the int8 QKV kernel lacks its annotation.", caller);
-  OpPlan &kp = p->kernel;
-  kp.function = fn.function;
-  kp.shared_bytes = fn.shared_bytes;
-  kp.block = fn.block;
+  Launch &kp = p->kernel = launch_of(fn);
   kp.grid = static_cast<unsigned>((nmax + fn.cols_per_block - 1) / fn.cols_per_block);
   kp.grid_y = 3;
   kp.grid_z = static_cast<unsigned>((p->m + rows - 1) / rows);
@@ -70,14 +67,7 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, QuantPlan *p)
   return KAIO_OK;
 }
 
-}  // namespace
-
-kaio_status plan_qkv_int8(const char *caller, kaio_device *device, QuantPlan *p) {
-  return log_plan(caller, [&] { return plan_unlogged(caller, device, p); },
-                  [&] { return quant_subject(*p); });
-}
-
-kaio_status run_qkv_int8(const char *caller, const kaio_device *device, const QuantPlan &p,
+kaio_status run_qkv_int8(const char *caller, const kaio_device *device, const QkvInt8Plan &p,
                          kaio_stream *stream, const kaio_tensor *t) {
   CheckedView x;
   KAIO_TRY(check_aligned_view(caller, "x", &t[0], device, 16, 8,
@@ -143,6 +133,21 @@ kaio_status run_qkv_int8(const char *caller, const kaio_device *device, const Qu
     q[6] = &un[i];
   }
   return launch_builtin(caller, device, p.kernel, stream, params);
+}
+
+}  // namespace
+
+kaio_status QkvInt8Plan::plan(const char *caller, kaio_device *device) {
+  this->device = device;
+  return log_plan(caller, [&] { return plan_unlogged(caller, device, this); },
+                  [&] { return quant_subject("qkv int8", m, n, 3, k, KAIO_DTYPE_F16); });
+}
+
+kaio_status QkvInt8Plan::run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
+                             size_t count) const {
+  KAIO_TRY(check_launch(caller, device, stream, tensors, count, kQkv8Tensors,
+                        "{x, w_q, scale_q, w_k, scale_k, w_v, scale_v, out_q, out_k, out_v}"));
+  return run_qkv_int8(caller, device, *this, stream, tensors);
 }
 
 }  // namespace kaio

@@ -4,11 +4,11 @@
 
 #include <kaio/kaio.h>
 
-#include "ops/op_plan.hpp"
+#include "ops/matmul.hpp"
 
 namespace kaio {
 
-struct KquantPlan {
+struct KquantPlan : PlanBase {
   enum class Kind { quantize, dequantize, matmul };
   Kind kind = Kind::quantize;
   kaio_quant_format format = 0;
@@ -17,8 +17,8 @@ struct KquantPlan {
   kaio_dtype out_dtype = KAIO_DTYPE_INVALID;  // C (matmul)
   int64_t rows = 0, cols = 0;                 // values; matmul: rows = M, cols = N
   int64_t k = 0;                              // matmul
-  OpPlan launch;                              // the quantize / dequantize / matvec kernel
-  OpPlan unaligned;                           // streamed Q6_K / Q8_0 matvec: the kernel for
+  Launch launch;                              // the quantize / dequantize / matvec kernel
+  Launch unaligned;                           // streamed Q6_K / Q8_0 matvec: the kernel for
                                               // a W its windows do not fit
                                               // (stream_windows_fit)
   unsigned ring_stages = 0;                   // streamed matvec: its ring's depth
@@ -26,25 +26,19 @@ struct KquantPlan {
   // M > 8 matmul: W is dequantized into w16 (N x K, f16 or bf16), an f32 A
   // is rounded into a16 (M x K f16), then the tensor-core matmul runs.
   bool tensor_core = false;
-  OpPlan convert_a;
-  OpPlan matmul;
+  Launch convert_a;
+  MatmulPlan matmul;
   Workspace w16;
   Workspace a16;
 
-  KquantPlan() = default;
-  KquantPlan(const KquantPlan &) = delete;
-  KquantPlan &operator=(const KquantPlan &) = delete;
-  ~KquantPlan();
+  // Checks the format, mode, dtypes and shapes, resolves the kernels and,
+  // for a tensor-core matmul, allocates the workspaces.
+  kaio_status plan(const char *caller, kaio_device *device);
+  // Checks the views and enqueues. Tensors: quantize {x, q}, dequantize
+  // {q, y}, matmul {A, W, C}.
+  kaio_status run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
+                  size_t count) const;
 };
-
-// Checks the format, mode, dtypes and shapes, resolves the kernels and, for
-// a tensor-core matmul, allocates the workspaces.
-kaio_status plan_kquant(const char *caller, kaio_device *device, KquantPlan *plan);
-
-// Checks the views and enqueues. Tensors: quantize {x, q}, dequantize
-// {q, y}, matmul {A, W, C}.
-kaio_status run_kquant(const char *caller, const kaio_device *device, const KquantPlan &plan,
-                       kaio_stream *stream, const kaio_tensor *tensors, size_t count);
 
 // Values and bytes per block; 0 for an unknown format.
 int64_t kquant_block_elems(kaio_quant_format format);

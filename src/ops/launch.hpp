@@ -1,0 +1,37 @@
+// A kernel launch's configuration, resolved at planning time, and the one
+// function that enqueues it. Plans hold one Launch per kernel they run.
+#pragma once
+
+#include <kaio/kaio.h>
+
+#include "driver/cuda_abi.hpp"
+#include "kernels/builtin_kernels.hpp"
+#include "runtime/device.hpp"
+
+namespace kaio {
+
+struct Launch {
+  cu::CUfunction function = nullptr;
+  unsigned grid = 0;
+  unsigned grid_y = 1;
+  unsigned grid_z = 1;
+  unsigned block = 0;
+  unsigned shared_bytes = 0;
+};
+
+// The kernel's function, block and dynamic shared memory; the grid is the
+// plan's to set.
+inline Launch launch_of(const BuiltinFunction &fn) {
+  Launch l;
+  l.function = fn.function;
+  l.block = fn.block;
+  l.shared_bytes = fn.shared_bytes;
+  return l;
+}
+
+// Enqueues a built-in kernel with the launch's grid, block and shared memory
+// under the device's context.
+kaio_status launch_builtin(const char *caller, const kaio_device *device, const Launch &launch,
+                           kaio_stream *stream, void **params);
+
+}  // namespace kaio

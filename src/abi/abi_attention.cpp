@@ -5,12 +5,14 @@
 #include <cstring>
 
 #include "abi/op_entry.hpp"
+#include "core/call_context.hpp"
 #include "core/desc_init.hpp"
 #include "core/error.hpp"
 #include "core/firewall.hpp"
 #include "runtime/handle_check.hpp"
 #include "runtime/stream.hpp"
 
+using kaio::api_name;
 using kaio::AttentionPlan;
 using kaio::fail;
 
@@ -27,35 +29,34 @@ kaio_attention_desc default_desc() {
   return d;
 }
 
-kaio_status create(const char *fn, kaio_op **out, kaio_device *device,
+kaio_status create(kaio_op **out, kaio_device *device,
                    const kaio_attention_desc *desc, bool backward) {
-  return kaio::create_op<AttentionPlan>(fn, out, device, [&](AttentionPlan *plan) -> kaio_status {
+  return kaio::create_op<AttentionPlan>(out, device, [&](AttentionPlan *plan) -> kaio_status {
     plan->backward = backward;
-    return kaio::read_desc(fn, "kaio_attention_desc_init", desc, &plan->desc);
+    return kaio::read_desc("kaio_attention_desc_init", desc, &plan->desc);
   });
 }
 
 // The forward; lse may be NULL (no statistics written).
-kaio_status one_shot(const char *fn, kaio_stream *stream, const kaio_tensor *q,
+kaio_status one_shot(kaio_stream *stream, const kaio_tensor *q,
                      const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *o,
                      const kaio_tensor *lse, const kaio_attention_desc &desc) {
   const kaio::NamedView views[] = {{"q", q}, {"k", k}, {"v", v}, {"out", o}, {"lse", lse, true}};
   AttentionPlan plan;
   plan.desc = desc;
-  return kaio::one_shot(fn, stream, views, plan);
+  return kaio::one_shot(stream, views, plan);
 }
 
 // KAIO's rank-2 op: one batch, one head, f16 in, f32 out, top-left causal.
-kaio_status single_head(const char *fn, kaio_stream *stream, const kaio_tensor *q,
-                        const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *out,
-                        bool causal) {
+kaio_status single_head(kaio_stream *stream, const kaio_tensor *q, const kaio_tensor *k,
+                        const kaio_tensor *v, const kaio_tensor *out, bool causal) {
   const kaio::NamedView views[] = {{"q", q}, {"k", k}, {"v", v}, {"out", out}};
-  KAIO_TRY(kaio::require_views(fn, views));
+  KAIO_TRY(kaio::require_views(views));
   if (v->cols != q->cols || k->cols != q->cols)
     return fail(KAIO_ERROR_UNSUPPORTED,
                 "%s: q has %lld columns, k %lld and v %lld; this implementation needs k and v "
                 "to have q's head dim (Dv == D). Pad v with zero columns to D.",
-                fn, static_cast<long long>(q->cols), static_cast<long long>(k->cols),
+                api_name(), static_cast<long long>(q->cols), static_cast<long long>(k->cols),
                 static_cast<long long>(v->cols));
   kaio_attention_desc d = default_desc();
   d.dtype = KAIO_DTYPE_F16;
@@ -67,7 +68,7 @@ kaio_status single_head(const char *fn, kaio_stream *stream, const kaio_tensor *
   d.seq_q = q->rows;
   d.seq_k = k->rows;
   d.head_dim = q->cols;
-  return one_shot(fn, stream, q, k, v, out, nullptr, d);
+  return one_shot(stream, q, k, v, out, nullptr, d);
 }
 
 }  // namespace
@@ -77,20 +78,20 @@ extern "C" {
 KAIO_API kaio_status kaio_attention_desc_init(kaio_attention_desc *desc, size_t struct_size) {
   constexpr const char *fn = "kaio_attention_desc_init";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    return kaio::init_desc(fn, desc, struct_size, default_desc());
+    return kaio::init_desc(desc, struct_size, default_desc());
   });
 }
 
 KAIO_API kaio_status kaio_op_create_attention(kaio_op **out, kaio_device *device,
                                               const kaio_attention_desc *desc) {
   constexpr const char *fn = "kaio_op_create_attention";
-  return kaio::firewall(fn, [&] { return create(fn, out, device, desc, false); });
+  return kaio::firewall(fn, [&] { return create(out, device, desc, false); });
 }
 
 KAIO_API kaio_status kaio_op_create_attention_backward(kaio_op **out, kaio_device *device,
                                                        const kaio_attention_desc *desc) {
   constexpr const char *fn = "kaio_op_create_attention_backward";
-  return kaio::firewall(fn, [&] { return create(fn, out, device, desc, true); });
+  return kaio::firewall(fn, [&] { return create(out, device, desc, true); });
 }
 
 KAIO_API kaio_status kaio_attention(kaio_stream *stream, const kaio_tensor *q,
@@ -100,8 +101,8 @@ KAIO_API kaio_status kaio_attention(kaio_stream *stream, const kaio_tensor *q,
   constexpr const char *fn = "kaio_attention";
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_attention_desc d;
-    KAIO_TRY(kaio::read_desc(fn, "kaio_attention_desc_init", desc, &d));
-    return one_shot(fn, stream, q, k, v, o, lse, d);
+    KAIO_TRY(kaio::read_desc("kaio_attention_desc_init", desc, &d));
+    return one_shot(stream, q, k, v, o, lse, d);
   });
 }
 
@@ -109,14 +110,14 @@ KAIO_API kaio_status kaio_attention_tc(kaio_stream *stream, const kaio_tensor *q
                                        const kaio_tensor *k, const kaio_tensor *v,
                                        const kaio_tensor *out) {
   constexpr const char *fn = "kaio_attention_tc";
-  return kaio::firewall(fn, [&] { return single_head(fn, stream, q, k, v, out, false); });
+  return kaio::firewall(fn, [&] { return single_head(stream, q, k, v, out, false); });
 }
 
 KAIO_API kaio_status kaio_attention_tc_causal(kaio_stream *stream, const kaio_tensor *q,
                                               const kaio_tensor *k, const kaio_tensor *v,
                                               const kaio_tensor *out) {
   constexpr const char *fn = "kaio_attention_tc_causal";
-  return kaio::firewall(fn, [&] { return single_head(fn, stream, q, k, v, out, true); });
+  return kaio::firewall(fn, [&] { return single_head(stream, q, k, v, out, true); });
 }
 
 }  // extern "C"
@@ -131,7 +132,7 @@ extern "C" {
     constexpr const char *fn = "kaio_" #name;                                                \
     return kaio::firewall(fn, [&]() -> kaio_status {                                         \
       KAIO_TRY(kaio::resolve_handle("stream", stream));                                  \
-      return kaio::run_attention_f32(fn, stream, q, k, v, out, nullptr, causal);             \
+      return kaio::run_attention_f32(stream, q, k, v, out, nullptr, causal);             \
     });                                                                                      \
   }                                                                                          \
   KAIO_API kaio_status kaio_##name##_with_stats(kaio_stream *stream, const kaio_tensor *q,   \
@@ -144,7 +145,7 @@ extern "C" {
         return fail(KAIO_ERROR_INVALID_ARGUMENT,                                             \
                     "%s: argument 'lse' is NULL; pass an f32 [1, S] view.", fn);             \
       KAIO_TRY(kaio::resolve_handle("stream", stream));                                  \
-      return kaio::run_attention_f32(fn, stream, q, k, v, out, lse, causal);                 \
+      return kaio::run_attention_f32(stream, q, k, v, out, lse, causal);                 \
     });                                                                                      \
   }                                                                                          \
   KAIO_API kaio_status kaio_##name##_backward(                                               \
@@ -156,7 +157,7 @@ extern "C" {
     const kaio_tensor *const views[9] = {dout, q, k, v, out, lse, dq, dk, dv};               \
     return kaio::firewall(fn, [&]() -> kaio_status {                                         \
       KAIO_TRY(kaio::resolve_handle("stream", stream));                                  \
-      return kaio::run_attention_f32_backward(fn, stream, views, causal);                    \
+      return kaio::run_attention_f32_backward(stream, views, causal);                    \
     });                                                                                      \
   }
 

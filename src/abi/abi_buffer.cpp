@@ -56,7 +56,7 @@ KAIO_API kaio_status kaio_buffer_create(kaio_buffer **out, kaio_device *device,
       return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: argument 'size_bytes' is too large.", fn);
     kaio::BufferPtr buffer;
     KAIO_TRY(kaio::buffer_allocate(device, size_bytes, &buffer));
-    return kaio::publish_handle(fn, out, std::move(buffer));
+    return kaio::publish_handle(out, std::move(buffer));
   });
 }
 
@@ -73,7 +73,7 @@ KAIO_API kaio_status kaio_buffer_wrap(kaio_buffer **out, kaio_device *device, ui
       return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: argument 'size_bytes' is 0.", fn);
     kaio::BufferPtr buffer;
     KAIO_TRY(kaio::buffer_wrap(device, device_ptr, size_bytes, &buffer));
-    return kaio::publish_handle(fn, out, std::move(buffer));
+    return kaio::publish_handle(out, std::move(buffer));
   });
 }
 

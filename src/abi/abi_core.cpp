@@ -98,7 +98,7 @@ KAIO_API kaio_status kaio_probe(kaio_probe_info *info) {
       info->driver_version = api->driver_version;
       int count = 0;
       kaio::cu::CUresult r = api->cuDeviceGetCount(&count);
-      if (r != kaio::cu::CUDA_SUCCESS) s = kaio::fail_driver(r, fn, "cuDeviceGetCount");
+      if (r != kaio::cu::CUDA_SUCCESS) s = kaio::fail_driver(r, "cuDeviceGetCount");
       info->device_count = count;
     }
     if (s != KAIO_OK) {

@@ -25,7 +25,7 @@ KAIO_API kaio_status kaio_device_count(int32_t *out_count) {
     KAIO_TRY(kaio::driver::load(&api));
     int count = 0;
     if (kaio::cu::CUresult r = api->cuDeviceGetCount(&count))
-      return kaio::fail_driver(r, fn, "cuDeviceGetCount");
+      return kaio::fail_driver(r, "cuDeviceGetCount");
     *out_count = count;
     return KAIO_OK;
   });
@@ -39,7 +39,7 @@ KAIO_API kaio_status kaio_device_open(kaio_device **out, int32_t ordinal) {
     kaio_device *device = nullptr;
     KAIO_TRY(kaio::device_open(ordinal, kaio::setup_device_kernels, &device));
     // each open is its own handle to the shared device
-    kaio_status s = kaio::publish_handle(fn, out, device);
+    kaio_status s = kaio::publish_handle(out, device);
     if (s != KAIO_OK) kaio::device_release(device);
     return s;
   });

@@ -25,12 +25,12 @@ void fill(KquantPlan *p, Kind kind, kaio_quant_format format, kaio_quant_mode mo
   p->k = k;
 }
 
-kaio_status create(const char *fn, kaio_op **out, kaio_device *device, Kind kind,
+kaio_status create(kaio_op **out, kaio_device *device, Kind kind,
                    kaio_quant_format format, kaio_quant_mode mode, kaio_dtype dtype,
                    kaio_dtype out_dtype, int64_t rows, int64_t cols, int64_t k) {
   KquantPlan plan;
   fill(&plan, kind, format, mode, dtype, out_dtype, rows, cols, k);
-  return kaio::create_op(fn, out, device, plan);
+  return kaio::create_op(out, device, plan);
 }
 
 }  // namespace
@@ -59,7 +59,7 @@ KAIO_API kaio_status kaio_op_create_quantize(kaio_op **out, kaio_device *device,
                                              kaio_dtype in_dtype, int64_t rows, int64_t cols) {
   constexpr const char *fn = "kaio_op_create_quantize";
   return kaio::firewall(fn, [&] {
-    return create(fn, out, device, Kind::quantize, format, mode, in_dtype, KAIO_DTYPE_U8, rows,
+    return create(out, device, Kind::quantize, format, mode, in_dtype, KAIO_DTYPE_U8, rows,
                   cols, 0);
   });
 }
@@ -72,10 +72,10 @@ KAIO_API kaio_status kaio_quantize(kaio_stream *stream, const kaio_tensor *x,
     // The k-quant calls refuse NULL views before looking at the stream;
     // one_shot's own check, after it, then passes.
     const kaio::NamedView views[] = {{"x", x}, {"q", q}};
-    KAIO_TRY(kaio::require_views(fn, views));
+    KAIO_TRY(kaio::require_views(views));
     KquantPlan plan;
     fill(&plan, Kind::quantize, format, mode, x->dtype, KAIO_DTYPE_U8, x->rows, x->cols, 0);
-    return kaio::one_shot(fn, stream, views, plan);
+    return kaio::one_shot(stream, views, plan);
   });
 }
 
@@ -84,7 +84,7 @@ KAIO_API kaio_status kaio_op_create_dequantize(kaio_op **out, kaio_device *devic
                                                int64_t rows, int64_t cols) {
   constexpr const char *fn = "kaio_op_create_dequantize";
   return kaio::firewall(fn, [&] {
-    return create(fn, out, device, Kind::dequantize, format, KAIO_QUANT_MODE_GGML, out_dtype,
+    return create(out, device, Kind::dequantize, format, KAIO_QUANT_MODE_GGML, out_dtype,
                   out_dtype, rows, cols, 0);
   });
 }
@@ -94,11 +94,11 @@ KAIO_API kaio_status kaio_dequantize(kaio_stream *stream, const kaio_tensor *q,
   constexpr const char *fn = "kaio_dequantize";
   return kaio::firewall(fn, [&]() -> kaio_status {
     const kaio::NamedView views[] = {{"q", q}, {"y", y}};
-    KAIO_TRY(kaio::require_views(fn, views));
+    KAIO_TRY(kaio::require_views(views));
     KquantPlan plan;
     fill(&plan, Kind::dequantize, format, KAIO_QUANT_MODE_GGML, y->dtype, y->dtype, y->rows,
          y->cols, 0);
-    return kaio::one_shot(fn, stream, views, plan);
+    return kaio::one_shot(stream, views, plan);
   });
 }
 
@@ -108,7 +108,7 @@ KAIO_API kaio_status kaio_op_create_quant_matmul(kaio_op **out, kaio_device *dev
                                                  int64_t k) {
   constexpr const char *fn = "kaio_op_create_quant_matmul";
   return kaio::firewall(fn, [&] {
-    return create(fn, out, device, Kind::matmul, format, KAIO_QUANT_MODE_GGML, a_dtype,
+    return create(out, device, Kind::matmul, format, KAIO_QUANT_MODE_GGML, a_dtype,
                   out_dtype, m, n, k);
   });
 }
@@ -119,7 +119,7 @@ KAIO_API kaio_status kaio_quant_matmul(kaio_stream *stream, const kaio_tensor *a
   constexpr const char *fn = "kaio_quant_matmul";
   return kaio::firewall(fn, [&]() -> kaio_status {
     const kaio::NamedView views[] = {{"A", a}, {"W", w}, {"C", c}};
-    KAIO_TRY(kaio::require_views(fn, views));
+    KAIO_TRY(kaio::require_views(views));
     if (a->rows > 8)
       return fail(KAIO_ERROR_UNSUPPORTED,
                   "%s: A has %lld rows; this call never allocates, so M > 8 needs "
@@ -128,7 +128,7 @@ KAIO_API kaio_status kaio_quant_matmul(kaio_stream *stream, const kaio_tensor *a
     KquantPlan plan;
     fill(&plan, Kind::matmul, format, KAIO_QUANT_MODE_GGML, a->dtype, c->dtype, a->rows, c->cols,
          a->cols);
-    return kaio::one_shot(fn, stream, views, plan);
+    return kaio::one_shot(stream, views, plan);
   });
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "core/firewall.hpp"
 #include "driver/driver_error.hpp"
@@ -15,6 +16,7 @@
 #include "runtime/handle_check.hpp"
 #include "runtime/stream.hpp"
 
+using kaio::api_name;
 using kaio::fail;
 using kaio::fail_driver;
 namespace cu = kaio::cu;
@@ -22,22 +24,24 @@ namespace lang = kaio::lang;
 
 namespace {
 
-kaio_status compile_or_fail(const char *fn, const char *source, lang::Compiled *out) {
+kaio_status compile_or_fail(const char *source, lang::Compiled *out) {
   if (!source)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                "%s: argument 'source' is NULL; pass NUL-terminated kernel-language text.", fn);
+                "%s: argument 'source' is NULL; pass NUL-terminated kernel-language text.",
+                api_name());
   lang::Diagnostic d;
   if (lang::compile(source, out, &d)) return KAIO_OK;
-  return fail(KAIO_ERROR_KERNEL_SOURCE, "%s: %s", fn, lang::format_diagnostic(source, d).c_str());
+  return fail(KAIO_ERROR_KERNEL_SOURCE, "%s: %s", api_name(),
+              lang::format_diagnostic(source, d).c_str());
 }
 
-kaio_status copy_text(const char *fn, const std::string &text, char *buf, size_t cap,
-                      size_t *out_length) {
+kaio_status copy_text(const std::string &text, char *buf, size_t cap, size_t *out_length) {
   if (!out_length)
-    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out_length' is NULL.", fn);
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'out_length' is NULL.", api_name());
   if (!buf && cap)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                "%s: argument 'buf' is NULL but cap is %zu; pass cap 0 to measure.", fn, cap);
+                "%s: argument 'buf' is NULL but cap is %zu; pass cap 0 to measure.", api_name(),
+                cap);
   *out_length = text.size();
   if (cap) {
     size_t n = std::min(cap - 1, text.size());
@@ -69,31 +73,31 @@ KAIO_API kaio_status kaio_lang_kernel_create(kaio_lang_kernel **out, kaio_device
     *out = nullptr;
     KAIO_TRY(kaio::resolve_handle("device", device));
     auto compiled = std::make_shared<lang::Compiled>();
-    KAIO_TRY(compile_or_fail(fn, source, compiled.get()));
-    KAIO_TRY(kaio::require_arch(fn, device, 8, 0, "kernel-language kernels (PTX sm_80)"));
+    KAIO_TRY(compile_or_fail(source, compiled.get()));
+    KAIO_TRY(kaio::require_arch(device, 8, 0, "kernel-language kernels (PTX sm_80)"));
     std::unique_ptr<kaio_lang_kernel, void (*)(kaio_lang_kernel *)> k(new kaio_lang_kernel,
                                                                         destroy_kernel);
     k->source = source;
     cu::CUmodule module = nullptr;
-    KAIO_TRY(device->modules->source_module(fn, k->source, compiled->ptx.c_str(), &module));
+    KAIO_TRY(device->modules->source_module(k->source, compiled->ptx.c_str(), &module));
     k->device = device;  // from here destroy_kernel releases the module and device
     kaio::device_retain(device);
     const std::string base = lang::entry_base(compiled->kernel);
     const char *suffix[2][4] = {{"_scalar", "_vector", nullptr, nullptr},
                                 {"_warp", "_block", "_warp_cached", "_block_cached"}};
     kaio::ContextScope scope(device);
-    KAIO_TRY(scope.status(fn));
+    KAIO_TRY(scope.status());
     for (int e = 0; e < 4; ++e) {
       const char *which = suffix[compiled->kernel.row_kernel][e];
       if (!which) break;
       std::string name = base + which;
       if (cu::CUresult r = device->api->cuModuleGetFunction(&k->entries[e], module, name.c_str()))
-        return fail_driver(r, fn, "cuModuleGetFunction");
+        return fail_driver(r, "cuModuleGetFunction");
     }
     k->compiled = compiled;
     k->error_flag = std::make_shared<kaio::LangErrorFlag>(k->source, std::move(compiled));
-    KAIO_TRY(k->error_flag->allocate(fn, device));
-    KAIO_TRY(kaio::publish_handle(fn, out, k.get()));
+    KAIO_TRY(k->error_flag->allocate(device));
+    KAIO_TRY(kaio::publish_handle(out, k.get()));
     k.release();
     return KAIO_OK;
   });
@@ -111,8 +115,8 @@ KAIO_API kaio_status kaio_lang_compile_ptx(const char *source, char *buf, size_t
   return kaio::firewall(fn, [&]() -> kaio_status {
     if (out_length) *out_length = 0;
     lang::Compiled compiled;
-    KAIO_TRY(compile_or_fail(fn, source, &compiled));
-    return copy_text(fn, compiled.ptx, buf, cap, out_length);
+    KAIO_TRY(compile_or_fail(source, &compiled));
+    return copy_text(compiled.ptx, buf, cap, out_length);
   });
 }
 
@@ -121,7 +125,7 @@ KAIO_API kaio_status kaio_lang_kernel_ptx(const kaio_lang_kernel *kernel, char *
   constexpr const char *fn = "kaio_lang_kernel_ptx";
   return kaio::firewall(fn, [&]() -> kaio_status {
     KAIO_TRY(kaio::resolve_handle("kernel", kernel));
-    return copy_text(fn, kernel->compiled->ptx, buf, cap, out_length);
+    return copy_text(kernel->compiled->ptx, buf, cap, out_length);
   });
 }
 
@@ -132,7 +136,7 @@ KAIO_API kaio_status kaio_lang_kernel_launch(const kaio_lang_kernel *kernel, kai
   return kaio::firewall(fn, [&]() -> kaio_status {
     KAIO_TRY(kaio::resolve_handle("kernel", kernel));
     KAIO_TRY(kaio::resolve_handle("stream", stream));
-    return kaio::lang_launch(fn, *kernel, stream, tensors, tensor_count, scalars, scalar_count);
+    return kaio::lang_launch(*kernel, stream, tensors, tensor_count, scalars, scalar_count);
   });
 }
 
@@ -142,7 +146,7 @@ KAIO_API kaio_status kaio_lang_kernel_check(const kaio_lang_kernel *kernel) {
     KAIO_TRY(kaio::resolve_handle("kernel", kernel));
     // a host-mapped word: no driver call; the caller has synchronised
     const uint64_t value = kernel->error_flag->take();
-    return value ? kernel->error_flag->report(fn, value) : KAIO_OK;
+    return value ? kernel->error_flag->report(value) : KAIO_OK;
   });
 }
 

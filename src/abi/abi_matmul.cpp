@@ -4,12 +4,14 @@
 #include <cstring>
 
 #include "abi/op_entry.hpp"
+#include "core/call_context.hpp"
 #include "core/desc_init.hpp"
 #include "core/error.hpp"
 #include "core/firewall.hpp"
 #include "runtime/handle_check.hpp"
 #include "runtime/stream.hpp"
 
+using kaio::api_name;
 using kaio::fail;
 using kaio::MatmulBackwardPlan;
 using kaio::MatmulPlan;
@@ -45,16 +47,15 @@ MatmulPlan plan_from(const kaio_matmul_desc &d) {
   return p;
 }
 
-kaio_status create(const char *fn, kaio_op **out, kaio_device *device,
-                   const kaio_matmul_desc &desc) {
-  return kaio::create_op(fn, out, device, plan_from(desc));
+kaio_status create(kaio_op **out, kaio_device *device, const kaio_matmul_desc &desc) {
+  return kaio::create_op(out, device, plan_from(desc));
 }
 
 // One-shot: M, N, K left at 0 in the desc come from the views' shapes.
-kaio_status one_shot(const char *fn, kaio_stream *stream, const kaio_tensor *a,
+kaio_status one_shot(kaio_stream *stream, const kaio_tensor *a,
                      const kaio_tensor *b, const kaio_tensor *c, kaio_matmul_desc desc) {
   const kaio::NamedView views[] = {{"A", a}, {"B", b}, {"C", c}};
-  return kaio::one_shot(fn, stream, views, MatmulPlan{}, [&](MatmulPlan *plan) -> kaio_status {
+  return kaio::one_shot(stream, views, MatmulPlan{}, [&](MatmulPlan *plan) -> kaio_status {
     if (desc.m == 0) desc.m = c->rows;
     if (desc.n == 0) desc.n = c->cols;
     if (desc.k == 0) desc.k = desc.trans_a == KAIO_TRANS_T ? a->rows : a->cols;
@@ -70,13 +71,13 @@ kaio_matmul_desc named_desc(kaio_dtype in, kaio_matmul_variant variant) {
   return d;
 }
 
-kaio_status create_named(const char *fn, kaio_op **out, kaio_device *device, kaio_dtype in,
+kaio_status create_named(kaio_op **out, kaio_device *device, kaio_dtype in,
                          kaio_matmul_variant variant, int64_t m, int64_t n, int64_t k) {
   kaio_matmul_desc d = named_desc(in, variant);
   d.m = m;
   d.n = n;
   d.k = k;
-  return create(fn, out, device, d);
+  return create(out, device, d);
 }
 
 kaio_matmul_backward_desc default_backward_desc() {
@@ -90,15 +91,15 @@ kaio_matmul_backward_desc default_backward_desc() {
   return d;
 }
 
-kaio_status create_backward(const char *fn, kaio_op **out, kaio_device *device,
+kaio_status create_backward(kaio_op **out, kaio_device *device,
                             const kaio_matmul_backward_desc &desc) {
   const auto fill = [&](MatmulBackwardPlan *plan) -> kaio_status {
     if (desc.reserved != 0 || desc.reserved2 != 0)
-      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: desc->reserved fields must be 0.", fn);
+      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: desc->reserved fields must be 0.", api_name());
     *plan = MatmulBackwardPlan(desc);
     return KAIO_OK;
   };
-  return kaio::create_op<MatmulBackwardPlan>(fn, out, device, fill);
+  return kaio::create_op<MatmulBackwardPlan>(out, device, fill);
 }
 
 }  // namespace
@@ -109,7 +110,7 @@ KAIO_API kaio_status kaio_matmul_backward_desc_init(kaio_matmul_backward_desc *d
                                                     size_t struct_size) {
   constexpr const char *fn = "kaio_matmul_backward_desc_init";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    return kaio::init_desc(fn, desc, struct_size, default_backward_desc());
+    return kaio::init_desc(desc, struct_size, default_backward_desc());
   });
 }
 
@@ -118,8 +119,8 @@ KAIO_API kaio_status kaio_op_create_matmul_backward(kaio_op **out, kaio_device *
   constexpr const char *fn = "kaio_op_create_matmul_backward";
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_matmul_backward_desc d;
-    KAIO_TRY(kaio::read_desc(fn, "kaio_matmul_backward_desc_init", desc, &d));
-    return create_backward(fn, out, device, d);
+    KAIO_TRY(kaio::read_desc("kaio_matmul_backward_desc_init", desc, &d));
+    return create_backward(out, device, d);
   });
 }
 
@@ -143,7 +144,7 @@ KAIO_API kaio_status kaio_matmul_tc_backward(kaio_stream *stream, const kaio_ten
       *plan = MatmulBackwardPlan(d);
       return KAIO_OK;
     };
-    return kaio::one_shot(fn, stream, views, MatmulBackwardPlan{}, from_views,
+    return kaio::one_shot(stream, views, MatmulBackwardPlan{}, from_views,
                           " (a NULL buffer skips a gradient)");
   });
 }
@@ -151,7 +152,7 @@ KAIO_API kaio_status kaio_matmul_tc_backward(kaio_stream *stream, const kaio_ten
 KAIO_API kaio_status kaio_matmul_desc_init(kaio_matmul_desc *desc, size_t struct_size) {
   constexpr const char *fn = "kaio_matmul_desc_init";
   return kaio::firewall(fn, [&]() -> kaio_status {
-    return kaio::init_desc(fn, desc, struct_size, default_desc());
+    return kaio::init_desc(desc, struct_size, default_desc());
   });
 }
 
@@ -160,8 +161,8 @@ KAIO_API kaio_status kaio_op_create_matmul(kaio_op **out, kaio_device *device,
   constexpr const char *fn = "kaio_op_create_matmul";
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_matmul_desc d;
-    KAIO_TRY(kaio::read_desc(fn, "kaio_matmul_desc_init", desc, &d));
-    return create(fn, out, device, d);
+    KAIO_TRY(kaio::read_desc("kaio_matmul_desc_init", desc, &d));
+    return create(out, device, d);
   });
 }
 
@@ -170,8 +171,8 @@ KAIO_API kaio_status kaio_matmul(kaio_stream *stream, const kaio_tensor *a, cons
   constexpr const char *fn = "kaio_matmul";
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_matmul_desc d;
-    KAIO_TRY(kaio::read_desc(fn, "kaio_matmul_desc_init", desc, &d));
-    return one_shot(fn, stream, a, b, c, d);
+    KAIO_TRY(kaio::read_desc("kaio_matmul_desc_init", desc, &d));
+    return one_shot(stream, a, b, c, d);
   });
 }
 
@@ -179,12 +180,12 @@ KAIO_API kaio_status kaio_matmul(kaio_stream *stream, const kaio_tensor *a, cons
   KAIO_API kaio_status kaio_##name(kaio_stream *stream, const kaio_tensor *a,                   \
                                    const kaio_tensor *b, const kaio_tensor *c) {                \
     constexpr const char *fn = "kaio_" #name;                                                   \
-    return kaio::firewall(fn, [&] { return one_shot(fn, stream, a, b, c, named_desc(in, variant)); }); \
+    return kaio::firewall(fn, [&] { return one_shot(stream, a, b, c, named_desc(in, variant)); }); \
   }                                                                                             \
   KAIO_API kaio_status kaio_op_create_##name(kaio_op **out, kaio_device *device, int64_t m,     \
                                              int64_t n, int64_t k) {                            \
     constexpr const char *fn = "kaio_op_create_" #name;                                         \
-    return kaio::firewall(fn, [&] { return create_named(fn, out, device, in, variant, m, n, k); }); \
+    return kaio::firewall(fn, [&] { return create_named(out, device, in, variant, m, n, k); }); \
   }
 
 KAIO_NAMED_MATMUL(matmul_tc, KAIO_DTYPE_F16, KAIO_MATMUL_AUTO)

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "core/firewall.hpp"
 #include "driver/driver_error.hpp"
@@ -16,6 +17,7 @@
 #include "runtime/stream.hpp"
 #include "runtime/tensor_view.hpp"
 
+using kaio::api_name;
 using kaio::fail;
 using kaio::fail_driver;
 namespace cu = kaio::cu;
@@ -47,26 +49,25 @@ kaio_launch_config normalized(const kaio_launch_config &c) {
   return n;
 }
 
-kaio_status check_config(const char *fn, const kaio_launch_config *c) {
-  if (!c) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'config' is NULL.", fn);
+kaio_status check_config(const kaio_launch_config *c) {
+  if (!c) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'config' is NULL.", api_name());
   if (c->grid[0] == 0 || c->block[0] == 0)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
-                "%s: config grid (%u, %u, %u) and block (%u, %u, %u) need x >= 1.", fn,
+                "%s: config grid (%u, %u, %u) and block (%u, %u, %u) need x >= 1.", api_name(),
                 c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1], c->block[2]);
   if (c->reserved != 0)
-    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: config.reserved is %u; it must be 0.", fn,
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: config.reserved is %u; it must be 0.", api_name(),
                 c->reserved);
   uint64_t threads = uint64_t{c->block[0]} * std::max(c->block[1], 1u) * std::max(c->block[2], 1u);
   if (threads > 1024)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
-                "%s: config block (%u, %u, %u) has %" PRIu64 " threads; the limit is 1024.", fn,
-                c->block[0], c->block[1], c->block[2], threads);
+                "%s: config block (%u, %u, %u) has %" PRIu64 " threads; the limit is 1024.",
+                api_name(), c->block[0], c->block[1], c->block[2], threads);
   return KAIO_OK;
 }
 
 // The driver's answer past a limit is a bare CUDA_ERROR_INVALID_VALUE.
-kaio_status check_device_limits(const char *fn, const kaio_device *device,
-                                const kaio_launch_config &c) {
+kaio_status check_device_limits(const kaio_device *device, const kaio_launch_config &c) {
   const kaio::DimOverLimit over = kaio::dim_over_limit(device, c.grid, c.block);
   if (!over.what) return KAIO_OK;
   const char axis = "xyz"[over.axis];
@@ -74,7 +75,7 @@ kaio_status check_device_limits(const char *fn, const kaio_device *device,
   return fail(KAIO_ERROR_INVALID_DIMENSION,
               "%s: argument 'config' has %s[%d] (%c) = %u but device %d allows at most %u "
               "there; %s.",
-              fn, over.what, over.axis, axis, over.value, device->ordinal, over.limit,
+              api_name(), over.what, over.axis, axis, over.value, device->ordinal, over.limit,
               grid ? (over.axis == 0 ? "split the launch into several"
                                      : "fold that dimension into grid x, which allows far more "
                                        "blocks, or split the launch")
@@ -89,8 +90,10 @@ void module_release(kaio_module *module) {
   if (module->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   kaio_device *device = module->device;
   {
+    // run by whichever call lets go last (or by none): name the release
+    ApiCall release("kaio_module_destroy");
     ContextScope scope(device);
-    if (scope.status("kaio_module_destroy") == KAIO_OK) device->api->cuModuleUnload(module->native);
+    if (scope.status() == KAIO_OK) device->api->cuModuleUnload(module->native);
   }
   delete module;
   device_release(device);
@@ -113,10 +116,10 @@ KAIO_API kaio_status kaio_module_load_ptx(kaio_module **out, kaio_device *device
                   ptx ? "empty" : "NULL");
     auto m = std::make_unique<kaio_module>();
     kaio::ContextScope scope(device);
-    KAIO_TRY(scope.status(fn));
-    KAIO_TRY(kaio::jit_load(fn, device, ptx, "argument 'ptx'", &m->native));
+    KAIO_TRY(scope.status());
+    KAIO_TRY(kaio::jit_load(device, ptx, "argument 'ptx'", &m->native));
     m->device = device;
-    if (kaio_status s = kaio::publish_handle(fn, out, m.get())) {
+    if (kaio_status s = kaio::publish_handle(out, m.get())) {
       device->api->cuModuleUnload(m->native);
       return s;
     }
@@ -146,7 +149,7 @@ KAIO_API kaio_status kaio_module_get_kernel(kaio_kernel **out, kaio_module *modu
     k->name = name;
     kaio_device *device = module->device;
     kaio::ContextScope scope(device);
-    KAIO_TRY(scope.status(fn));
+    KAIO_TRY(scope.status());
     cu::CUresult r = device->api->cuModuleGetFunction(&k->native, module->native, name);
     if (r == cu::CUDA_ERROR_NOT_FOUND)
       return kaio::fail_with_driver_code(
@@ -154,10 +157,10 @@ KAIO_API kaio_status kaio_module_get_kernel(kaio_kernel **out, kaio_module *modu
           "%s: argument 'name' is \"%s\" but the module has no .entry of that name; check the "
           "spelling and that the entry is .visible.",
           fn, name);
-    if (r) return fail_driver(r, fn, "cuModuleGetFunction");
+    if (r) return fail_driver(r, "cuModuleGetFunction");
     k->param_bytes = packed_param_bytes(device->api, k->native);
     k->module = module;
-    KAIO_TRY(kaio::publish_handle(fn, out, k.get()));
+    KAIO_TRY(kaio::publish_handle(out, k.get()));
     k.release();
     module->refs.fetch_add(1, std::memory_order_relaxed);
     return KAIO_OK;
@@ -187,7 +190,7 @@ KAIO_API kaio_status kaio_kernel_get_attributes(const kaio_kernel *kernel,
                   fn, attrs->struct_size, sizeof(kaio_kernel_attributes));
     kaio_device *device = kernel->module->device;
     kaio::ContextScope scope(device);
-    KAIO_TRY(scope.status(fn));
+    KAIO_TRY(scope.status());
     struct Attr {
       int attribute;
       int32_t *value;
@@ -201,7 +204,7 @@ KAIO_API kaio_status kaio_kernel_get_attributes(const kaio_kernel *kernel,
     for (const Attr &a : table) {
       int v = 0;
       if (cu::CUresult r = device->api->cuFuncGetAttribute(&v, a.attribute, kernel->native))
-        return fail_driver(r, fn, "cuFuncGetAttribute");
+        return fail_driver(r, "cuFuncGetAttribute");
       *a.value = v;
     }
     attrs->param_bytes = static_cast<int32_t>(kernel->param_bytes);
@@ -222,10 +225,10 @@ KAIO_API kaio_status kaio_kernel_launch(const kaio_kernel *kernel, kaio_stream *
                   "%s: 'kernel' was loaded on device %d but 'stream' is on device %d; load the "
                   "module on the stream's device.",
                   fn, device->ordinal, stream->device->ordinal);
-    KAIO_TRY(check_config(fn, config));
+    KAIO_TRY(check_config(config));
     const kaio_launch_config cfg = normalized(*config);
     config = &cfg;
-    KAIO_TRY(check_device_limits(fn, device, cfg));
+    KAIO_TRY(check_device_limits(device, cfg));
     if (!args && args_size != 0)
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'args' is NULL but args_size is %zu.",
                   fn, args_size);
@@ -249,12 +252,12 @@ KAIO_API kaio_status kaio_kernel_launch(const kaio_kernel *kernel, kaio_stream *
                   "%s: config.shared_bytes is %u but device %d allows at most %d per block.", fn,
                   config->shared_bytes, device->ordinal, device->info.max_shared_per_block);
     kaio::ContextScope scope(device);
-    KAIO_TRY(scope.status(fn));
+    KAIO_TRY(scope.status());
     if (config->shared_bytes > static_cast<uint32_t>(kDefaultSharedLimit)) {
       if (cu::CUresult r = device->api->cuFuncSetAttribute(
               kernel->native, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
               static_cast<int>(config->shared_bytes)))
-        return fail_driver(r, fn, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+        return fail_driver(r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
     }
     void *extra[] = {cu::CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void *>(args),
                      cu::CU_LAUNCH_PARAM_BUFFER_SIZE, &size, cu::CU_LAUNCH_PARAM_END};
@@ -262,7 +265,7 @@ KAIO_API kaio_status kaio_kernel_launch(const kaio_kernel *kernel, kaio_stream *
         kernel->native, config->grid[0], config->grid[1], config->grid[2], config->block[0],
         config->block[1], config->block[2], config->shared_bytes, stream->native, nullptr,
         size ? extra : nullptr);
-    if (r) return fail_driver(r, fn, "cuLaunchKernel");
+    if (r) return fail_driver(r, "cuLaunchKernel");
     return KAIO_OK;
   });
 }

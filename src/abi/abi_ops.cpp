@@ -2,12 +2,14 @@
 #include <kaio/kaio.h>
 
 #include "abi/op_entry.hpp"
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "core/firewall.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/handle_check.hpp"
 #include "runtime/tensor_view.hpp"
 
+using kaio::api_name;
 using kaio::ElementwisePlan;
 using kaio::fail;
 using kaio::RowsPlan;
@@ -30,13 +32,13 @@ Plan make_plan(typename Plan::Op op, kaio_dtype dtype, int64_t rows, int64_t col
 // after it, then passes).
 struct ShapeFromX {
   template <class Plan>
-  kaio_status operator()(const char *fn, const kaio_stream *stream, const kaio_tensor *tensors,
+  kaio_status operator()(const kaio_stream *stream, const kaio_tensor *tensors,
                          size_t, Plan *plan) const {
     kaio::CheckedView x;
-    KAIO_TRY(kaio::check_view(fn, "x", &tensors[0], stream->device, &x));
+    KAIO_TRY(kaio::check_view("x", &tensors[0], stream->device, &x));
     if (!kaio::is_float_dtype(x.dtype))
       return fail(KAIO_ERROR_INVALID_DTYPE,
-                  "%s: argument 'x' has dtype %s; this op takes f32, f16 or bf16.", fn,
+                  "%s: argument 'x' has dtype %s; this op takes f32, f16 or bf16.", api_name(),
                   kaio_dtype_name(x.dtype));
     plan->dtype = x.dtype;
     plan->rows = x.rows;
@@ -53,9 +55,8 @@ KAIO_API kaio_status kaio_op_create_silu_gate(kaio_op **out, kaio_device *device
                                               int64_t rows, int64_t cols) {
   constexpr const char *fn = "kaio_op_create_silu_gate";
   return kaio::firewall(fn, [&] {
-    return kaio::create_op(fn, out, device,
-                           make_plan<ElementwisePlan>(ElementwisePlan::Op::silu_gate, dtype, rows,
-                                                      cols));
+    return kaio::create_op(
+        out, device, make_plan<ElementwisePlan>(ElementwisePlan::Op::silu_gate, dtype, rows, cols));
   });
 }
 
@@ -65,7 +66,7 @@ KAIO_API kaio_status kaio_op_create_gelu(kaio_op **out, kaio_device *device, kai
   return kaio::firewall(fn, [&] {
     auto p = make_plan<ElementwisePlan>(ElementwisePlan::Op::gelu, dtype, rows, cols);
     p.gelu_mode = mode;
-    return kaio::create_op(fn, out, device, p);
+    return kaio::create_op(out, device, p);
   });
 }
 
@@ -75,7 +76,7 @@ KAIO_API kaio_status kaio_op_create_rmsnorm(kaio_op **out, kaio_device *device, 
   return kaio::firewall(fn, [&] {
     auto p = make_plan<RowsPlan>(RowsPlan::Op::rmsnorm, dtype, rows, cols);
     p.eps = eps;
-    return kaio::create_op(fn, out, device, p);
+    return kaio::create_op(out, device, p);
   });
 }
 
@@ -83,7 +84,7 @@ KAIO_API kaio_status kaio_op_create_softmax(kaio_op **out, kaio_device *device, 
                                             int64_t rows, int64_t cols) {
   constexpr const char *fn = "kaio_op_create_softmax";
   return kaio::firewall(fn, [&] {
-    return kaio::create_op(fn, out, device,
+    return kaio::create_op(out, device,
                            make_plan<RowsPlan>(RowsPlan::Op::softmax, dtype, rows, cols));
   });
 }
@@ -94,7 +95,7 @@ KAIO_API kaio_status kaio_op_launch(const kaio_op *op, kaio_stream *stream,
   return kaio::firewall(fn, [&]() -> kaio_status {
     KAIO_TRY(kaio::resolve_handle("op", op));
     KAIO_TRY(kaio::resolve_handle("stream", stream));
-    return kaio::run_op_handle(fn, *op, stream, tensors, count);
+    return kaio::run_op_handle(*op, stream, tensors, count);
   });
 }
 
@@ -113,8 +114,8 @@ KAIO_API kaio_status kaio_silu_gate(kaio_stream *stream, const kaio_tensor *x,
   constexpr const char *fn = "kaio_silu_gate";
   return kaio::firewall(fn, [&]() -> kaio_status {
     const kaio::NamedView views[] = {{"x", x}, {"gate", gate}, {"out", out}};
-    KAIO_TRY(kaio::require_views(fn, views));
-    return kaio::one_shot(fn, stream, views,
+    KAIO_TRY(kaio::require_views(views));
+    return kaio::one_shot(stream, views,
                           make_plan<ElementwisePlan>(ElementwisePlan::Op::silu_gate, 0, 0, 0),
                           ShapeFromX{});
   });
@@ -125,10 +126,10 @@ KAIO_API kaio_status kaio_gelu(kaio_stream *stream, const kaio_tensor *x, const 
   constexpr const char *fn = "kaio_gelu";
   return kaio::firewall(fn, [&]() -> kaio_status {
     const kaio::NamedView views[] = {{"x", x}, {"out", out}};
-    KAIO_TRY(kaio::require_views(fn, views));
+    KAIO_TRY(kaio::require_views(views));
     auto p = make_plan<ElementwisePlan>(ElementwisePlan::Op::gelu, 0, 0, 0);
     p.gelu_mode = mode;
-    return kaio::one_shot(fn, stream, views, p, ShapeFromX{});
+    return kaio::one_shot(stream, views, p, ShapeFromX{});
   });
 }
 
@@ -137,10 +138,10 @@ KAIO_API kaio_status kaio_rmsnorm(kaio_stream *stream, const kaio_tensor *x,
   constexpr const char *fn = "kaio_rmsnorm";
   return kaio::firewall(fn, [&]() -> kaio_status {
     const kaio::NamedView views[] = {{"x", x}, {"weight", weight}, {"out", out}};
-    KAIO_TRY(kaio::require_views(fn, views));
+    KAIO_TRY(kaio::require_views(views));
     auto p = make_plan<RowsPlan>(RowsPlan::Op::rmsnorm, 0, 0, 0);
     p.eps = eps;
-    return kaio::one_shot(fn, stream, views, p, ShapeFromX{});
+    return kaio::one_shot(stream, views, p, ShapeFromX{});
   });
 }
 
@@ -149,8 +150,8 @@ KAIO_API kaio_status kaio_softmax(kaio_stream *stream, const kaio_tensor *x,
   constexpr const char *fn = "kaio_softmax";
   return kaio::firewall(fn, [&]() -> kaio_status {
     const kaio::NamedView views[] = {{"x", x}, {"out", out}};
-    KAIO_TRY(kaio::require_views(fn, views));
-    return kaio::one_shot(fn, stream, views, make_plan<RowsPlan>(RowsPlan::Op::softmax, 0, 0, 0),
+    KAIO_TRY(kaio::require_views(views));
+    return kaio::one_shot(stream, views, make_plan<RowsPlan>(RowsPlan::Op::softmax, 0, 0, 0),
                           ShapeFromX{});
   });
 }

@@ -5,12 +5,14 @@
 #include <type_traits>
 
 #include "abi/op_entry.hpp"
+#include "core/call_context.hpp"
 #include "core/desc_init.hpp"
 #include "core/error.hpp"
 #include "core/firewall.hpp"
 #include "runtime/handle_check.hpp"
 #include "runtime/stream.hpp"
 
+using kaio::api_name;
 using kaio::fail;
 using kaio::Int4Plan;
 using kaio::Int8Plan;
@@ -22,12 +24,12 @@ constexpr int64_t kDefaultGroup = 128;
 
 // kaio::read_desc, then the reserved field's check.
 template <typename Desc>
-kaio_status read_desc(const char *fn, const char *init, const Desc *in, Desc *out) {
-  KAIO_TRY(kaio::read_desc(fn, init, in, out));
+kaio_status read_desc(const char *init, const Desc *in, Desc *out) {
+  KAIO_TRY(kaio::read_desc(init, in, out));
   if constexpr (!std::is_same_v<Desc, kaio_matmul_int8_desc>) {
     if (out->reserved != 0)
-      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: desc->reserved is %u but must be 0.", fn,
-                  out->reserved);
+      return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: desc->reserved is %u but must be 0.",
+                  api_name(), out->reserved);
   }
   return KAIO_OK;
 }
@@ -143,7 +145,7 @@ extern "C" {
 KAIO_API kaio_status kaio_matmul_int8_desc_init(kaio_matmul_int8_desc *desc, size_t struct_size) {
   constexpr const char *fn = "kaio_matmul_int8_desc_init";
   return kaio::firewall(fn, [&] {
-    return kaio::init_desc(fn, desc, struct_size, int8_defaults());
+    return kaio::init_desc(desc, struct_size, int8_defaults());
   });
 }
 
@@ -152,8 +154,8 @@ KAIO_API kaio_status kaio_op_create_matmul_int8(kaio_op **out, kaio_device *devi
   constexpr const char *fn = "kaio_op_create_matmul_int8";
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_matmul_int8_desc d;
-    KAIO_TRY(read_desc(fn, "kaio_matmul_int8_desc_init", desc, &d));
-    return kaio::create_op(fn, out, device, int8_plan(d));
+    KAIO_TRY(read_desc("kaio_matmul_int8_desc_init", desc, &d));
+    return kaio::create_op(out, device, int8_plan(d));
   });
 }
 
@@ -164,10 +166,10 @@ KAIO_API kaio_status kaio_matmul_int8(kaio_stream *stream, const kaio_tensor *a,
   constexpr const char *fn = "kaio_matmul_int8";
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_matmul_int8_desc d;
-    KAIO_TRY(read_desc(fn, "kaio_matmul_int8_desc_init", desc, &d));
+    KAIO_TRY(read_desc("kaio_matmul_int8_desc_init", desc, &d));
     const kaio::NamedView views[] = {
         {"A", a}, {"B", b}, {"sa", sa, true}, {"sb", sb, true}, {"C", c}};
-    return kaio::one_shot(fn, stream, views, Int8Plan{}, [&](Int8Plan *plan) -> kaio_status {
+    return kaio::one_shot(stream, views, Int8Plan{}, [&](Int8Plan *plan) -> kaio_status {
       if (d.m == 0) d.m = c->rows;
       if (d.n == 0) d.n = c->cols;
       if (d.k == 0) d.k = a->cols;
@@ -180,7 +182,7 @@ KAIO_API kaio_status kaio_matmul_int8(kaio_stream *stream, const kaio_tensor *a,
 KAIO_API kaio_status kaio_matmul_int4_desc_init(kaio_matmul_int4_desc *desc, size_t struct_size) {
   constexpr const char *fn = "kaio_matmul_int4_desc_init";
   return kaio::firewall(fn, [&] {
-    return kaio::init_desc(fn, desc, struct_size, int4_defaults());
+    return kaio::init_desc(desc, struct_size, int4_defaults());
   });
 }
 
@@ -189,8 +191,8 @@ KAIO_API kaio_status kaio_op_create_matmul_int4(kaio_op **out, kaio_device *devi
   constexpr const char *fn = "kaio_op_create_matmul_int4";
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_matmul_int4_desc d;
-    KAIO_TRY(read_desc(fn, "kaio_matmul_int4_desc_init", desc, &d));
-    return kaio::create_op(fn, out, device, int4_plan(d));
+    KAIO_TRY(read_desc("kaio_matmul_int4_desc_init", desc, &d));
+    return kaio::create_op(out, device, int4_plan(d));
   });
 }
 
@@ -201,10 +203,10 @@ KAIO_API kaio_status kaio_matmul_int4(kaio_stream *stream, const kaio_tensor *a,
   constexpr const char *fn = "kaio_matmul_int4";
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_matmul_int4_desc d;
-    KAIO_TRY(read_desc(fn, "kaio_matmul_int4_desc_init", desc, &d));
+    KAIO_TRY(read_desc("kaio_matmul_int4_desc_init", desc, &d));
     const kaio::NamedView views[] = {
         {"A", a}, {"qweight", qweight}, {"qzeros", qzeros, true}, {"scales", scales}, {"C", c}};
-    return kaio::one_shot(fn, stream, views, Int4Plan{}, [&](Int4Plan *plan) -> kaio_status {
+    return kaio::one_shot(stream, views, Int4Plan{}, [&](Int4Plan *plan) -> kaio_status {
       if (d.m == 0) d.m = c->rows;
       if (d.n == 0) d.n = c->cols;
       if (d.k == 0) d.k = a->cols;
@@ -219,14 +221,14 @@ KAIO_API kaio_status kaio_int4_repack_kaio(kaio_stream *stream, const kaio_tenso
   constexpr const char *fn = "kaio_int4_repack_kaio";
   return kaio::firewall(fn, [&]() -> kaio_status {
     KAIO_TRY(kaio::resolve_handle("stream", stream));
-    return kaio::repack_kaio_int4(fn, stream, src, dst);
+    return kaio::repack_kaio_int4(stream, src, dst);
   });
 }
 
 KAIO_API kaio_status kaio_qkv_int4_desc_init(kaio_qkv_int4_desc *desc, size_t struct_size) {
   constexpr const char *fn = "kaio_qkv_int4_desc_init";
   return kaio::firewall(fn, [&] {
-    return kaio::init_desc(fn, desc, struct_size, qkv_defaults());
+    return kaio::init_desc(desc, struct_size, qkv_defaults());
   });
 }
 
@@ -235,8 +237,8 @@ KAIO_API kaio_status kaio_op_create_qkv_project_int4(kaio_op **out, kaio_device 
   constexpr const char *fn = "kaio_op_create_qkv_project_int4";
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_qkv_int4_desc d;
-    KAIO_TRY(read_desc(fn, "kaio_qkv_int4_desc_init", desc, &d));
-    return kaio::create_op(fn, out, device, qkv_plan(d));
+    KAIO_TRY(read_desc("kaio_qkv_int4_desc_init", desc, &d));
+    return kaio::create_op(out, device, qkv_plan(d));
   });
 }
 
@@ -245,7 +247,7 @@ KAIO_API kaio_status kaio_qkv_project_int4(kaio_stream *stream, const kaio_tenso
   constexpr const char *fn = "kaio_qkv_project_int4";
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_qkv_int4_desc d;
-    KAIO_TRY(read_desc(fn, "kaio_qkv_int4_desc_init", desc, &d));
+    KAIO_TRY(read_desc("kaio_qkv_int4_desc_init", desc, &d));
     const auto from_views = [&](Int4Plan *plan) -> kaio_status {
       if (!tensors || count != kaio::kQkvTensors)
         return fail(KAIO_ERROR_INVALID_ARGUMENT,
@@ -256,14 +258,14 @@ KAIO_API kaio_status kaio_qkv_project_int4(kaio_stream *stream, const kaio_tenso
       *plan = qkv_plan(qkv_dims(tensors, 10, d));
       return KAIO_OK;
     };
-    return kaio::one_shot(fn, stream, tensors, count, Int4Plan{}, from_views);
+    return kaio::one_shot(stream, tensors, count, Int4Plan{}, from_views);
   });
 }
 
 KAIO_API kaio_status kaio_qkv_int8_desc_init(kaio_qkv_int8_desc *desc, size_t struct_size) {
   constexpr const char *fn = "kaio_qkv_int8_desc_init";
   return kaio::firewall(fn, [&] {
-    return kaio::init_desc(fn, desc, struct_size, qkv8_defaults());
+    return kaio::init_desc(desc, struct_size, qkv8_defaults());
   });
 }
 
@@ -272,8 +274,8 @@ KAIO_API kaio_status kaio_op_create_qkv_project_int8(kaio_op **out, kaio_device 
   constexpr const char *fn = "kaio_op_create_qkv_project_int8";
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_qkv_int8_desc d;
-    KAIO_TRY(read_desc(fn, "kaio_qkv_int8_desc_init", desc, &d));
-    return kaio::create_op(fn, out, device, qkv8_plan(d));
+    KAIO_TRY(read_desc("kaio_qkv_int8_desc_init", desc, &d));
+    return kaio::create_op(out, device, qkv8_plan(d));
   });
 }
 
@@ -282,7 +284,7 @@ KAIO_API kaio_status kaio_qkv_project_int8(kaio_stream *stream, const kaio_tenso
   constexpr const char *fn = "kaio_qkv_project_int8";
   return kaio::firewall(fn, [&]() -> kaio_status {
     kaio_qkv_int8_desc d;
-    KAIO_TRY(read_desc(fn, "kaio_qkv_int8_desc_init", desc, &d));
+    KAIO_TRY(read_desc("kaio_qkv_int8_desc_init", desc, &d));
     const auto from_views = [&](QkvInt8Plan *plan) -> kaio_status {
       if (!tensors || count != kaio::kQkv8Tensors)
         return fail(KAIO_ERROR_INVALID_ARGUMENT,
@@ -292,7 +294,7 @@ KAIO_API kaio_status kaio_qkv_project_int8(kaio_stream *stream, const kaio_tenso
       *plan = qkv8_plan(qkv_dims(tensors, 7, d));
       return KAIO_OK;
     };
-    return kaio::one_shot(fn, stream, tensors, count, QkvInt8Plan{}, from_views);
+    return kaio::one_shot(stream, tensors, count, QkvInt8Plan{}, from_views);
   });
 }
 

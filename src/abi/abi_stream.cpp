@@ -41,7 +41,7 @@ KAIO_API kaio_status kaio_stream_create(kaio_stream **out, kaio_device *device, 
                   fn, flags);
     kaio::StreamPtr stream;
     KAIO_TRY(kaio::stream_create(device, flags & KAIO_STREAM_NON_BLOCKING, &stream));
-    return kaio::publish_handle(fn, out, std::move(stream));
+    return kaio::publish_handle(out, std::move(stream));
   });
 }
 
@@ -53,7 +53,7 @@ KAIO_API kaio_status kaio_stream_wrap(kaio_stream **out, kaio_device *device, vo
     KAIO_TRY(kaio::resolve_handle("device", device));
     kaio::StreamPtr stream;
     KAIO_TRY(kaio::stream_wrap(device, static_cast<kaio::cu::CUstream>(cu_stream), &stream));
-    return kaio::publish_handle(fn, out, std::move(stream));
+    return kaio::publish_handle(out, std::move(stream));
   });
 }
 
@@ -102,7 +102,7 @@ KAIO_API kaio_status kaio_event_create(kaio_event **out, kaio_device *device, ui
                   fn, flags);
     kaio::EventPtr event;
     KAIO_TRY(kaio::event_create(device, !(flags & KAIO_EVENT_DISABLE_TIMING), &event));
-    return kaio::publish_handle(fn, out, std::move(event));
+    return kaio::publish_handle(out, std::move(event));
   });
 }
 

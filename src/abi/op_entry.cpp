@@ -1,9 +1,10 @@
 #include "abi/op_entry.hpp"
 
+#include "core/call_context.hpp"
+
 namespace kaio {
 
-kaio_status gather_views(const char *fn, const NamedView *views, size_t count, kaio_tensor *out,
-                         const char *hint) {
+kaio_status gather_views(const NamedView *views, size_t count, kaio_tensor *out, const char *hint) {
   for (size_t i = 0; i < count; ++i) {
     if (views[i].view) {
       out[i] = *views[i].view;
@@ -11,7 +12,7 @@ kaio_status gather_views(const char *fn, const NamedView *views, size_t count, k
       std::memset(&out[i], 0, sizeof out[i]);
     } else {
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor%s.",
-                  fn, views[i].name, hint);
+                  api_name(), views[i].name, hint);
     }
   }
   return KAIO_OK;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 
 namespace kaio {
@@ -18,17 +19,17 @@ namespace kaio {
 constexpr size_t kMaxDescSize = 4096;
 
 template <typename Desc>
-kaio_status init_desc(const char *fn, Desc *desc, size_t struct_size, const Desc &defaults) {
-  if (!desc) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'desc' is NULL.", fn);
+kaio_status init_desc(Desc *desc, size_t struct_size, const Desc &defaults) {
+  if (!desc) return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'desc' is NULL.", api_name());
   if (struct_size < sizeof(Desc))
     return fail(KAIO_ERROR_BUFFER_TOO_SMALL,
-                "%s: argument 'struct_size' is %zu but must be at least %zu.", fn, struct_size,
-                sizeof(Desc));
+                "%s: argument 'struct_size' is %zu but must be at least %zu.", api_name(),
+                struct_size, sizeof(Desc));
   if (struct_size > kMaxDescSize)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: argument 'struct_size' is %zu, larger than any kaio descriptor (at most %zu "
                 "bytes); pass sizeof(*desc).",
-                fn, struct_size, kMaxDescSize);
+                api_name(), struct_size, kMaxDescSize);
   std::memset(desc, 0, struct_size);
   *desc = defaults;
   desc->struct_size = static_cast<uint32_t>(struct_size);

@@ -13,25 +13,24 @@
 namespace kaio {
 
 template <class Body>
-kaio_status firewall(const char *caller, Body &&body) noexcept {
-  ApiCall call(caller);
+kaio_status firewall(const char *name, Body &&body) noexcept {
+  ApiCall call(name);
   try {
     return body();
   } catch (const std::bad_alloc &) {
-    return fail(KAIO_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory.", caller);
+    return fail(KAIO_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory.", name);
   } catch (const std::exception &e) {
-    return fail(KAIO_ERROR_INTERNAL, "%s: internal error: %s. Please report this.", caller,
-                e.what());
+    return fail(KAIO_ERROR_INTERNAL, "%s: internal error: %s. Please report this.", name, e.what());
   } catch (...) {
     return fail(KAIO_ERROR_INTERNAL, "%s: internal error (unknown exception). Please report this.",
-                caller);
+                name);
   }
 }
 
 // For void functions (destroy) that must not throw either.
 template <class Body>
-void firewall_void(const char *caller, Body &&body) noexcept {
-  ApiCall call(caller);
+void firewall_void(const char *name, Body &&body) noexcept {
+  ApiCall call(name);
   try {
     body();
   } catch (...) {

@@ -1,5 +1,6 @@
 #include "driver/driver_error.hpp"
 
+#include "core/call_context.hpp"
 #include "driver/driver_loader.hpp"
 
 namespace kaio {
@@ -32,7 +33,7 @@ kaio_status status_from_driver(cu::CUresult r) {
   }
 }
 
-kaio_status fail_driver(cu::CUresult result, const char *function, const char *what) {
+kaio_status fail_driver(cu::CUresult result, const char *what) {
   const char *name = "CUDA_ERROR_UNKNOWN";
   const char *text = "unknown error";
   if (const driver::Api *api = driver::loaded()) {
@@ -46,7 +47,7 @@ kaio_status fail_driver(cu::CUresult result, const char *function, const char *w
                          ? " The context is now unusable: destroy every kaio object of this "
                            "device and restart the process."
                          : "";
-  return fail_with_driver_code(status, result, "%s: %s failed: %s (%d: %s).%s", function, what,
+  return fail_with_driver_code(status, result, "%s: %s failed: %s (%d: %s).%s", api_name(), what,
                                name, result, text, hint);
 }
 

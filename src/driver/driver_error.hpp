@@ -8,8 +8,8 @@
 namespace kaio {
 
 // Records a failed driver call: maps the CUresult to a status and writes
-// "<function>: <what> failed: CUDA_ERROR_X (text)" with the raw code kept.
-kaio_status fail_driver(cu::CUresult result, const char *function, const char *what);
+// "<api_name()>: <what> failed: CUDA_ERROR_X (text)" with the raw code kept.
+kaio_status fail_driver(cu::CUresult result, const char *what);
 
 // The status a CUresult maps to (errors that poison the context map to
 // KAIO_ERROR_DEVICE_FAULT).

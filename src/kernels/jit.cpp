@@ -4,11 +4,12 @@
 #include <cstring>
 #include <vector>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 
 namespace kaio {
 
-kaio_status jit_load(const char *caller, const kaio_device *device, const char *ptx,
+kaio_status jit_load(const kaio_device *device, const char *ptx,
                      const char *what, cu::CUmodule *out) {
   // A log of many errors runs long; keep all of it (kaio_last_error does).
   std::vector<char> buffer(kJitLogBytes, '\0');
@@ -30,7 +31,7 @@ kaio_status jit_load(const char *caller, const kaio_device *device, const char *
   return fail_with_driver_code(
       status == KAIO_ERROR_DRIVER ? KAIO_ERROR_PTX_JIT_FAILED : status, r,
       "%s: JIT compilation of %s for device %d (sm_%d%d) failed: %s (%d).%s JIT log: %s%s",
-      caller, what, device->ordinal, device->info.cc_major, device->info.cc_minor,
+      api_name(), what, device->ordinal, device->info.cc_major, device->info.cc_minor,
       name ? name : "unknown", r, hint, log[0] ? log : "(empty)",
       std::strlen(log) == buffer.size() - 1 ? " [log truncated by the driver's buffer]" : "");
 }

@@ -14,7 +14,7 @@ namespace kaio {
 constexpr size_t kJitLogBytes = 64 * 1024;
 
 // The device's context must be current. `what` names the module in messages.
-kaio_status jit_load(const char *caller, const kaio_device *device, const char *ptx,
+kaio_status jit_load(const kaio_device *device, const char *ptx,
                      const char *what, cu::CUmodule *out);
 
 }  // namespace kaio

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "kernels/embedded_ptx.hpp"
 #include "kernels/jit.hpp"
@@ -20,8 +21,7 @@ ModuleCache::~ModuleCache() {
   for (auto &entry : source_modules_) device_->api->cuModuleUnload(entry.second.module);
 }
 
-kaio_status ModuleCache::source_module(const char *caller, const std::string &key,
-                                       const char *ptx, cu::CUmodule *out) {
+kaio_status ModuleCache::source_module(const std::string &key, const char *ptx, cu::CUmodule *out) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = source_modules_.find(key); it != source_modules_.end()) {
     ++it->second.refs;
@@ -29,9 +29,9 @@ kaio_status ModuleCache::source_module(const char *caller, const std::string &ke
     return KAIO_OK;
   }
   ContextScope scope(device_);
-  KAIO_TRY(scope.status(caller));
+  KAIO_TRY(scope.status());
   cu::CUmodule module = nullptr;
-  KAIO_TRY(jit_load(caller, device_, ptx, "the kernel's generated PTX", &module));
+  KAIO_TRY(jit_load(device_, ptx, "the kernel's generated PTX", &module));
   try {
     source_modules_.emplace(key, SourceModule{module, 1});
   } catch (...) {
@@ -46,9 +46,10 @@ void ModuleCache::release_source_module(const std::string &key) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = source_modules_.find(key);
   if (it == source_modules_.end() || --it->second.refs > 0) return;
+  // run by whichever call lets go last (or by none): name the release
+  ApiCall release("kaio_lang_kernel_destroy");
   ContextScope scope(device_);
-  if (scope.status("kaio_lang_kernel_destroy") == KAIO_OK)
-    device_->api->cuModuleUnload(it->second.module);
+  if (scope.status() == KAIO_OK) device_->api->cuModuleUnload(it->second.module);
   source_modules_.erase(it);
 }
 
@@ -58,13 +59,13 @@ constexpr unsigned kDefaultSharedLimit = 48 * 1024;
 
 }  // namespace
 
-kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFunction *out) {
+kaio_status ModuleCache::function(KernelId id, BuiltinFunction *out) {
   // A selector's "no such kernel": the op asked for keys no generator wrote.
   if (id == KernelId::count)
     return fail(KAIO_ERROR_INTERNAL,
                 "%s: no built-in kernel for this combination of dtype and shape. Please report "
                 "this.",
-                caller);
+                api_name());
   const size_t index = static_cast<size_t>(id);
   auto &slot = functions_[index];
   if (slot.load(std::memory_order_acquire)) {
@@ -86,30 +87,30 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
                 "%s: built-in kernel %s (module '%s') is PTX ISA %d.%d, which needs an NVIDIA "
                 "driver for CUDA %s (r%d) or newer, but this driver is CUDA %s. Update the "
                 "driver to r%d+.",
-                caller, k.name, module_name(k.module), need.isa.major, need.isa.minor,
+                api_name(), k.name, module_name(k.module), need.isa.major, need.isa.minor,
                 cuda_version_text(need.cuda).c_str(), need.driver_branch,
                 cuda_version_text(device_->api->driver_version).c_str(), need.driver_branch);
   }
   ContextScope scope(device_);
-  KAIO_TRY(scope.status(caller));
+  KAIO_TRY(scope.status());
   cu::CUmodule &module = modules_[index];
   const char *ptx = embedded_ptx(module_name(k.module));
   if (!ptx)
     return fail(KAIO_ERROR_INTERNAL,
                 "%s: built-in module '%s' is missing from this build or could not be inflated "
                 "(out of host memory?).",
-                caller, module_name(k.module));
+                api_name(), module_name(k.module));
   const std::string single = ptx_single_entry(ptx, k.name);
   if (single.empty())
-    return fail(KAIO_ERROR_INTERNAL, "%s: built-in module '%s' has no entry %s.", caller,
+    return fail(KAIO_ERROR_INTERNAL, "%s: built-in module '%s' has no entry %s.", api_name(),
                 module_name(k.module), k.name);
   char what[160];
   std::snprintf(what, sizeof what, "built-in kernel %s (module '%s')", k.name,
                 module_name(k.module));
-  KAIO_TRY(jit_load(caller, device_, single.c_str(), what, &module));
+  KAIO_TRY(jit_load(device_, single.c_str(), what, &module));
   cu::CUfunction f = nullptr;
   if (cu::CUresult r = device_->api->cuModuleGetFunction(&f, module, k.name))
-    return fail_driver(r, caller, k.name);
+    return fail_driver(r, k.name);
   unsigned shared = k.dynamic_shared_bytes;
   const auto device_max = static_cast<unsigned>(device_->info.max_shared_per_block);
   // A kernel that sizes a tail per launch needs only its fixed part; the
@@ -120,11 +121,11 @@ kaio_status ModuleCache::function(const char *caller, KernelId id, BuiltinFuncti
     return fail(KAIO_ERROR_UNSUPPORTED_ARCH,
                 "%s: kernel %s needs %u bytes of shared memory per block but device %d allows "
                 "%d.",
-                caller, k.name, shared, device_->ordinal, device_->info.max_shared_per_block);
+                api_name(), k.name, shared, device_->ordinal, device_->info.max_shared_per_block);
   if (shared > kDefaultSharedLimit) {
     if (cu::CUresult r = device_->api->cuFuncSetAttribute(
             f, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared)))
-      return fail_driver(r, caller, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+      return fail_driver(r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
   }
   BuiltinFunction &r = resolved_[index];
   r.function = f;

@@ -29,7 +29,7 @@ class ModuleCache {
   // context itself), then returns the cached function. A kernel that needs
   // more than the default 48 KiB of dynamic shared memory gets its limit
   // raised here, once, so launches need no attribute calls.
-  kaio_status function(const char *caller, KernelId id, BuiltinFunction *out);
+  kaio_status function(KernelId id, BuiltinFunction *out);
 
   // The built-in kernel's entry name for a function this cache resolved
   // ("(none)" otherwise): for KAIO_LOG, never on a launch path.
@@ -40,8 +40,7 @@ class ModuleCache {
   // same key share the module. Each successful call is one reference, and
   // release_source_module drops it: the last one unloads the module, so a
   // server building kernels from user input does not accumulate modules.
-  kaio_status source_module(const char *caller, const std::string &key, const char *ptx,
-                            cu::CUmodule *out);
+  kaio_status source_module(const std::string &key, const char *ptx, cu::CUmodule *out);
   void release_source_module(const std::string &key);
 
  private:

@@ -9,6 +9,7 @@
 #include <string>
 #include <tuple>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/kernel_family.hpp"
@@ -39,13 +40,13 @@ bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16;
 
 // Resolves a kernel into out and its rows per CTA (a tile of queries or
 // keys) into tile; with boxes (the sm_90a kernels), also its TMA boxes.
-kaio_status resolve(const char *caller, kaio_device *device, KernelId id, Launch *out,
+kaio_status resolve(kaio_device *device, KernelId id, Launch *out,
                     int64_t *tile, AttentionPlan::Boxes *boxes = nullptr) {
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, id, &fn));
+  KAIO_TRY(device->modules->function(id, &fn));
   if (fn.cols_per_block == 0 ||
       (boxes && !(tma_box(fn, "tmap_q", boxes->q) && tma_box(fn, "tmap_k", boxes->kv))))
-    return fail(KAIO_ERROR_INTERNAL, "%s: attention kernel %s lacks its launch facts.", caller,
+    return fail(KAIO_ERROR_INTERNAL, "%s: attention kernel %s lacks its launch facts.", api_name(),
                 kernel_info(id).name);
   *out = launch_of(fn);
   *tile = static_cast<int64_t>(fn.cols_per_block);
@@ -74,47 +75,47 @@ bool uses_sm90(const kaio_attention_desc &d, const FamilyCheck &hopper, std::str
 
 unsigned blocks(int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); }
 
-kaio_status check_desc(const char *caller, const kaio_attention_desc &d, bool backward) {
+kaio_status check_desc(const kaio_attention_desc &d, bool backward) {
   if (!is_half(d.dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: desc->dtype is %s (%d); attention takes KAIO_DTYPE_F16 or KAIO_DTYPE_BF16.",
-                caller, kaio_dtype_name(d.dtype), d.dtype);
+                api_name(), kaio_dtype_name(d.dtype), d.dtype);
   if (!is_float_dtype(d.out_dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: desc->out_dtype is %s (%d); use 0 (same as dtype), KAIO_DTYPE_F32, "
                 "KAIO_DTYPE_F16 or KAIO_DTYPE_BF16.",
-                caller, kaio_dtype_name(d.out_dtype), d.out_dtype);
+                api_name(), kaio_dtype_name(d.out_dtype), d.out_dtype);
   if (backward && d.o_dtype != d.dtype && d.o_dtype != KAIO_DTYPE_F32)
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: desc->o_dtype is %s (%d); O must be dtype (%s) or KAIO_DTYPE_F32 (0 means "
                 "dtype).",
-                caller, kaio_dtype_name(d.o_dtype), d.o_dtype, kaio_dtype_name(d.dtype));
+                api_name(), kaio_dtype_name(d.o_dtype), d.o_dtype, kaio_dtype_name(d.dtype));
   if (d.mask < KAIO_ATTENTION_MASK_NONE || d.mask > KAIO_ATTENTION_CAUSAL_TOP_LEFT)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: desc->mask is %d; use KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL or "
                 "KAIO_ATTENTION_CAUSAL_TOP_LEFT.",
-                caller, d.mask);
+                api_name(), d.mask);
   if (d.variant < KAIO_ATTENTION_AUTO || d.variant > KAIO_ATTENTION_SM90)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: desc->variant is %d; use KAIO_ATTENTION_AUTO, KAIO_ATTENTION_SM80, "
                 "KAIO_ATTENTION_SM80_M128 or KAIO_ATTENTION_SM90.",
-                caller, d.variant);
+                api_name(), d.variant);
   if (d.variant == KAIO_ATTENTION_SM90 && dim_index(kSm90Dims, 2, d.head_dim) < 0)
     return fail(KAIO_ERROR_UNSUPPORTED,
                 "%s: desc->variant is KAIO_ATTENTION_SM90 but head_dim is %" PRId64
                 "; that variant takes head dims 64 and 128. Use KAIO_ATTENTION_AUTO.",
-                caller, d.head_dim);
+                api_name(), d.head_dim);
   if (d.variant == KAIO_ATTENTION_SM80_M128 && d.head_dim > kMaxM128Dim)
     return fail(KAIO_ERROR_UNSUPPORTED,
                 "%s: desc->variant is KAIO_ATTENTION_SM80_M128 but head_dim is %" PRId64
                 "; that variant takes head dims up to %" PRId64
                 ". Use KAIO_ATTENTION_AUTO or KAIO_ATTENTION_SM80.",
-                caller, d.head_dim, kMaxM128Dim);
+                api_name(), d.head_dim, kMaxM128Dim);
   if (d.reserved != 0 || d.reserved2 != 0)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: desc->reserved fields must be 0; initialise the desc with "
                 "kaio_attention_desc_init.",
-                caller);
+                api_name());
   const struct {
     const char *name;
     int64_t value;
@@ -125,68 +126,68 @@ kaio_status check_desc(const char *caller, const kaio_attention_desc &d, bool ba
       return fail(KAIO_ERROR_INVALID_DIMENSION,
                   "%s: desc->%s is %" PRId64 "; it must be between 1 and %d (set every shape "
                   "field of the desc).",
-                  caller, dim.name, dim.value, INT32_MAX);
+                  api_name(), dim.name, dim.value, INT32_MAX);
   if (d.heads_q % d.heads_kv != 0)
     return fail(KAIO_ERROR_SHAPE_MISMATCH,
                 "%s: desc->heads_q is %" PRId64 " and desc->heads_kv is %" PRId64
                 "; heads_q must be a multiple of heads_kv (each KV head serves heads_q / heads_kv "
                 "query heads).",
-                caller, d.heads_q, d.heads_kv);
+                api_name(), d.heads_q, d.heads_kv);
   const bool fwd_dim = dim_index(kFwdDims, 5, d.head_dim) >= 0;
   const bool bwd_dim = dim_index(kBwdDims, 4, d.head_dim) >= 0;
   if (!fwd_dim || (backward && !bwd_dim))
     return fail(KAIO_ERROR_UNSUPPORTED,
                 "%s: desc->head_dim is %" PRId64 "; the %s kernels take %s. Pad the head "
                 "dimension with zeros to the next supported size.",
-                caller, d.head_dim, backward ? "backward" : "forward",
+                api_name(), d.head_dim, backward ? "backward" : "forward",
                 backward ? "32, 64, 96 or 128" : "32, 64, 96, 128 or 256");
   if (d.batch * d.heads_q > kMaxGridY)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: batch * heads_q (desc->batch %" PRId64 " * desc->heads_q %" PRId64
                 ") is %" PRId64 ", but the kernels run one grid row per (batch, head) and a grid has at most %"
                 PRId64 " rows; split the batch across calls.",
-                caller, d.batch, d.heads_q, d.batch * d.heads_q, kMaxGridY);
+                api_name(), d.batch, d.heads_q, d.batch * d.heads_q, kMaxGridY);
   if (d.batch * d.heads_q * d.seq_q > INT32_MAX)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: batch * heads_q * seq_q is %" PRId64 "; at most %d per call. Split the "
                 "batch.",
-                caller, d.batch * d.heads_q * d.seq_q, INT32_MAX);
+                api_name(), d.batch * d.heads_q * d.seq_q, INT32_MAX);
   if (!(std::isfinite(d.softmax_scale) && d.softmax_scale > 0.0f))
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: desc->softmax_scale is %g; it must be finite and > 0 (0 in the desc means "
                 "1/sqrt(head_dim)).",
-                caller, static_cast<double>(d.softmax_scale));
+                api_name(), static_cast<double>(d.softmax_scale));
   return KAIO_OK;
 }
 
 // A BSHD tensor as its rank-2 view [B·S, H·D]; 16-byte start, 8-element stride.
-kaio_status check_bshd(const char *caller, const char *arg, const kaio_tensor &t,
+kaio_status check_bshd(const char *arg, const kaio_tensor &t,
                        const kaio_device *device, kaio_dtype dtype, int64_t batch, int64_t seq,
                        int64_t heads, int64_t dim, CheckedView *out) {
-  KAIO_TRY(check_view(caller, arg, &t, device, out));
-  KAIO_TRY(check_dtype(caller, arg, *out, dtype));
-  KAIO_TRY(check_shape(caller, arg, *out, batch * seq, heads * dim));
+  KAIO_TRY(check_view(arg, &t, device, out));
+  KAIO_TRY(check_dtype(arg, *out, dtype));
+  KAIO_TRY(check_shape(arg, *out, batch * seq, heads * dim));
   if (out->address % 16 != 0 || out->row_stride % 8 != 0)
     return fail(KAIO_ERROR_MISALIGNED,
                 "%s: argument '%s' starts at byte offset %" PRIu64 " of a 256-byte-aligned "
                 "allocation with row_stride %" PRId64 "; attention needs a 16-byte aligned start "
                 "and a row_stride that is a multiple of 8 elements.",
-                caller, arg, static_cast<uint64_t>(out->address % 256), out->row_stride);
+                api_name(), arg, static_cast<uint64_t>(out->address % 256), out->row_stride);
   return KAIO_OK;
 }
 
-kaio_status check_lse(const char *caller, const kaio_tensor &t, const kaio_device *device,
+kaio_status check_lse(const kaio_tensor &t, const kaio_device *device,
                       const kaio_attention_desc &d, CheckedView *out) {
-  KAIO_TRY(check_view(caller, "LSE", &t, device, out));
-  KAIO_TRY(check_dtype(caller, "LSE", *out, KAIO_DTYPE_F32));
-  return check_shape(caller, "LSE", *out, d.batch * d.heads_q, d.seq_q);
+  KAIO_TRY(check_view("LSE", &t, device, out));
+  KAIO_TRY(check_dtype("LSE", *out, KAIO_DTYPE_F32));
+  return check_shape("LSE", *out, d.batch * d.heads_q, d.seq_q);
 }
 
-kaio_status check_disjoint(const char *caller, std::initializer_list<std::pair<const char *, const CheckedView *>> outs,
+kaio_status check_disjoint(std::initializer_list<std::pair<const char *, const CheckedView *>> outs,
                            std::initializer_list<std::pair<const char *, const CheckedView *>> all) {
   for (const auto &[oname, o] : outs)
     for (const auto &[name, v] : all)
-      if (o != v) KAIO_TRY(check_no_partial_overlap(caller, oname, *o, name, *v, false));
+      if (o != v) KAIO_TRY(check_no_partial_overlap(oname, *o, name, *v, false));
   return KAIO_OK;
 }
 
@@ -194,15 +195,15 @@ unsigned long long bstride(const CheckedView &v, int64_t seq) {
   return static_cast<unsigned long long>(v.row_stride * seq);
 }
 
-kaio_status plan_unlogged(const char *caller, kaio_device *device,
+kaio_status plan_unlogged(kaio_device *device,
                           const kaio_attention_desc &desc, bool backward, AttentionPlan *plan) {
   kaio_attention_desc d = desc;
   if (d.out_dtype == 0) d.out_dtype = d.dtype;
   if (d.o_dtype == 0) d.o_dtype = d.dtype;
   if (d.softmax_scale == 0.0f)
     d.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
-  KAIO_TRY(check_desc(caller, d, backward));
-  KAIO_TRY(require_arch(caller, device, 8, 0, "attention (mma.sync m16n8k16, cp.async)"));
+  KAIO_TRY(check_desc(d, backward));
+  KAIO_TRY(require_arch(device, 8, 0, "attention (mma.sync m16n8k16, cp.async)"));
   plan->backward = backward;
   plan->desc = d;
   plan->causal = d.mask != KAIO_ATTENTION_MASK_NONE;
@@ -212,20 +213,20 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device,
       backward ? ModuleId::attention_bwd_sm90 : ModuleId::attention_fwd_sm90;
   const FamilyCheck hopper = check_family(device, sm90_module, true);
   if (d.variant == KAIO_ATTENTION_SM90 && hopper.verdict == FamilyCheck::Verdict::driver)
-    return fail_variant_driver(caller, "desc->variant", "KAIO_ATTENTION_SM90",
+    return fail_variant_driver("desc->variant", "KAIO_ATTENTION_SM90",
                                "KAIO_ATTENTION_AUTO", device, sm90_module);
   if (d.variant == KAIO_ATTENTION_SM90 && !hopper.ok())
     return fail(KAIO_ERROR_UNSUPPORTED_ARCH,
                 "%s: desc->variant is KAIO_ATTENTION_SM90 but device %d has compute capability "
                 "%d.%d (or a driver without cuTensorMapEncodeTiled); that variant needs exactly "
                 "9.0 (sm_90a). Use KAIO_ATTENTION_AUTO.",
-                caller, device->ordinal, device->info.cc_major, device->info.cc_minor);
+                api_name(), device->ordinal, device->info.cc_major, device->info.cc_minor);
   std::string why;
   const bool sm90 = uses_sm90(d, hopper, &why);
   int64_t tile = 0;
   if (!backward) {
     if (sm90) {
-      KAIO_TRY(resolve(caller, device, kernels::attn_fwd_sm90(d.dtype, d.head_dim), &plan->fwd,
+      KAIO_TRY(resolve(device, kernels::attn_fwd_sm90(d.dtype, d.head_dim), &plan->fwd,
                        &tile, &plan->fwd_box));
       plan->sm90 = true;
       plan->fwd.grid = blocks(d.seq_q, tile);
@@ -235,28 +236,28 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device,
     }
     const bool m128 = d.variant == KAIO_ATTENTION_SM80_M128 ||
                       (d.variant == KAIO_ATTENTION_AUTO && d.head_dim <= kMaxM128Dim);
-    KAIO_TRY(resolve(caller, device, kernels::attn_fwd_sm80(d.dtype, d.head_dim, m128 ? 128 : 64),
+    KAIO_TRY(resolve(device, kernels::attn_fwd_sm80(d.dtype, d.head_dim, m128 ? 128 : 64),
                      &plan->fwd, &tile));
     plan->fwd.grid = blocks(d.seq_q, tile);
     plan->fwd.grid_y = bh;
     log_kernel(device, plan->fwd.function, why);
     return KAIO_OK;
   }
-  KAIO_TRY(resolve(caller, device, kernels::attn_bwd_pre_sm80(d.dtype), &plan->pre, &tile));
+  KAIO_TRY(resolve(device, kernels::attn_bwd_pre_sm80(d.dtype), &plan->pre, &tile));
   log_kernel(device, plan->pre.function, "sm_80, the only family");
   int64_t dq_tile = 0, dkdv_tile = 0;
   if (sm90) {
     using kernels::Pass;
-    KAIO_TRY(resolve(caller, device, kernels::attn_bwd_sm90(Pass::bwd_dq, d.dtype, d.head_dim),
+    KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dq, d.dtype, d.head_dim),
                      &plan->dq, &dq_tile, &plan->dq_box));
-    KAIO_TRY(resolve(caller, device, kernels::attn_bwd_sm90(Pass::bwd_dkdv, d.dtype, d.head_dim),
+    KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dkdv, d.dtype, d.head_dim),
                      &plan->dkdv, &dkdv_tile, &plan->dkdv_box));
     plan->sm90 = true;
   } else {
     using kernels::Pass;
-    KAIO_TRY(resolve(caller, device, kernels::attn_bwd_sm80(Pass::bwd_dq, d.dtype, d.head_dim),
+    KAIO_TRY(resolve(device, kernels::attn_bwd_sm80(Pass::bwd_dq, d.dtype, d.head_dim),
                      &plan->dq, &dq_tile));
-    KAIO_TRY(resolve(caller, device, kernels::attn_bwd_sm80(Pass::bwd_dkdv, d.dtype, d.head_dim),
+    KAIO_TRY(resolve(device, kernels::attn_bwd_sm80(Pass::bwd_dkdv, d.dtype, d.head_dim),
                      &plan->dkdv, &dkdv_tile));
   }
   log_kernel(device, plan->dq.function, why);
@@ -267,16 +268,16 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device,
   plan->dq.grid_y = bh;
   plan->dkdv.grid = blocks(d.seq_k, dkdv_tile);
   plan->dkdv.grid_y = static_cast<unsigned>(d.batch * d.heads_kv);
-  return DeviceMemory::allocate(caller, device, static_cast<uint64_t>(rows) * 4, &plan->workspace);
+  return DeviceMemory::allocate(device, static_cast<uint64_t>(rows) * 4, &plan->workspace);
 }
 
 }  // namespace
 
-kaio_status AttentionPlan::plan(const char *caller, kaio_device *device) {
+kaio_status AttentionPlan::plan(kaio_device *device) {
   this->device = device;
   const kaio_attention_desc asked = desc;
   return log_plan(
-      caller, [&] { return plan_unlogged(caller, device, asked, backward, this); },
+      [&] { return plan_unlogged(device, asked, backward, this); },
       [&] {
         char s[192];
         std::snprintf(s, sizeof s,
@@ -290,20 +291,19 @@ kaio_status AttentionPlan::plan(const char *caller, kaio_device *device) {
 
 namespace {
 
-kaio_status run_forward_sm90(const char *caller, const kaio_device *device,
-                             const AttentionPlan &plan, kaio_stream *stream, const CheckedView &q,
-                             const CheckedView &k, const CheckedView &v, const CheckedView &o,
-                             const CheckedView *lse) {
+kaio_status run_forward_sm90(const kaio_device *device, const AttentionPlan &plan,
+                             kaio_stream *stream, const CheckedView &q, const CheckedView &k,
+                             const CheckedView &v, const CheckedView &o, const CheckedView *lse) {
   const kaio_attention_desc &d = plan.desc;
   TensorMap map_q, map_k, map_v;
   {
     ContextScope scope(device);
-    KAIO_TRY(scope.status(caller));
+    KAIO_TRY(scope.status());
     const AttentionPlan::Boxes &box = plan.fwd_box;
     const kaio_dtype dt = d.dtype;
-    KAIO_TRY(encode_bshd_map(caller, device, q, dt, d.seq_q, d.heads_q, box.q, &map_q));
-    KAIO_TRY(encode_bshd_map(caller, device, k, dt, d.seq_k, d.heads_kv, box.kv, &map_k));
-    KAIO_TRY(encode_bshd_map(caller, device, v, dt, d.seq_k, d.heads_kv, box.kv, &map_v));
+    KAIO_TRY(encode_bshd_map(device, q, dt, d.seq_q, d.heads_q, box.q, &map_q));
+    KAIO_TRY(encode_bshd_map(device, k, dt, d.seq_k, d.heads_kv, box.kv, &map_k));
+    KAIO_TRY(encode_bshd_map(device, v, dt, d.seq_k, d.heads_kv, box.kv, &map_v));
   }
   unsigned long long po = o.address, pl = lse ? lse->address : 0;
   unsigned sq = static_cast<unsigned>(d.seq_q), sk = static_cast<unsigned>(d.seq_k),
@@ -317,27 +317,27 @@ kaio_status run_forward_sm90(const char *caller, const kaio_device *device,
   void *params[] = {&map_q, &map_k, &map_v, &po,         &pl,     &sq,         &sk,       &hq,
                     &group, &o_bs,  &o_ss,  &lse_rs,     &scale_log2, &causal, &causal_off,
                     &out_dtype};
-  return launch_builtin(caller, device, plan.fwd, stream, params);
+  return launch_builtin(device, plan.fwd, stream, params);
 }
 
-kaio_status run_forward(const char *caller, const kaio_device *device, const AttentionPlan &plan,
+kaio_status run_forward(const kaio_device *device, const AttentionPlan &plan,
                         kaio_stream *stream, const kaio_tensor *t) {
   const kaio_attention_desc &d = plan.desc;
   CheckedView q, k, v, o, lse;
-  KAIO_TRY(check_bshd(caller, "Q", t[0], device, d.dtype, d.batch, d.seq_q, d.heads_q, d.head_dim, &q));
-  KAIO_TRY(check_bshd(caller, "K", t[1], device, d.dtype, d.batch, d.seq_k, d.heads_kv, d.head_dim, &k));
-  KAIO_TRY(check_bshd(caller, "V", t[2], device, d.dtype, d.batch, d.seq_k, d.heads_kv, d.head_dim, &v));
-  KAIO_TRY(check_bshd(caller, "O", t[3], device, d.out_dtype, d.batch, d.seq_q, d.heads_q, d.head_dim, &o));
+  KAIO_TRY(check_bshd("Q", t[0], device, d.dtype, d.batch, d.seq_q, d.heads_q, d.head_dim, &q));
+  KAIO_TRY(check_bshd("K", t[1], device, d.dtype, d.batch, d.seq_k, d.heads_kv, d.head_dim, &k));
+  KAIO_TRY(check_bshd("V", t[2], device, d.dtype, d.batch, d.seq_k, d.heads_kv, d.head_dim, &v));
+  KAIO_TRY(check_bshd("O", t[3], device, d.out_dtype, d.batch, d.seq_q, d.heads_q, d.head_dim, &o));
   const bool has_lse = t[4].buffer != nullptr;
   if (has_lse) {
-    KAIO_TRY(check_lse(caller, t[4], device, d, &lse));
-    KAIO_TRY(check_disjoint(caller, {{"O", &o}, {"LSE", &lse}},
+    KAIO_TRY(check_lse(t[4], device, d, &lse));
+    KAIO_TRY(check_disjoint({{"O", &o}, {"LSE", &lse}},
                             {{"Q", &q}, {"K", &k}, {"V", &v}, {"O", &o}, {"LSE", &lse}}));
   } else {
-    KAIO_TRY(check_disjoint(caller, {{"O", &o}}, {{"Q", &q}, {"K", &k}, {"V", &v}}));
+    KAIO_TRY(check_disjoint({{"O", &o}}, {{"Q", &q}, {"K", &k}, {"V", &v}}));
   }
   if (plan.sm90)
-    return run_forward_sm90(caller, device, plan, stream, q, k, v, o, has_lse ? &lse : nullptr);
+    return run_forward_sm90(device, plan, stream, q, k, v, o, has_lse ? &lse : nullptr);
   unsigned long long pq = q.address, pk = k.address, pv = v.address, po = o.address,
                      pl = has_lse ? lse.address : 0;
   unsigned sq = static_cast<unsigned>(d.seq_q), sk = static_cast<unsigned>(d.seq_k),
@@ -353,7 +353,7 @@ kaio_status run_forward(const char *caller, const kaio_device *device, const Att
   void *params[] = {&pq,   &pk,   &pv,   &po,   &pl,   &sq,     &sk,         &hq,
                     &group, &q_bs, &q_ss, &k_bs, &k_ss, &v_bs,  &v_ss,       &o_bs,
                     &o_ss, &lse_rs, &scale_log2, &causal, &causal_off, &out_dtype};
-  return launch_builtin(caller, device, plan.fwd, stream, params);
+  return launch_builtin(device, plan.fwd, stream, params);
 }
 
 // The sm_90a backward kernels' tensor maps, encoded before anything is
@@ -362,27 +362,26 @@ struct BackwardMaps {
   TensorMap dq[4], dkdv[4];
 };
 
-kaio_status encode_backward_maps(const char *caller, const kaio_device *device,
-                                 const AttentionPlan &plan, const CheckedView &dout,
-                                 const CheckedView &q, const CheckedView &k, const CheckedView &v,
-                                 BackwardMaps *out) {
+kaio_status encode_backward_maps(const kaio_device *device, const AttentionPlan &plan,
+                                 const CheckedView &dout, const CheckedView &q,
+                                 const CheckedView &k, const CheckedView &v, BackwardMaps *out) {
   const kaio_attention_desc &d = plan.desc;
   ContextScope scope(device);
-  KAIO_TRY(scope.status(caller));
+  KAIO_TRY(scope.status());
   const kaio_dtype dt = d.dtype;
   for (const auto &[maps, box, query_first] :
        {std::tuple{out->dq, &plan.dq_box, true}, std::tuple{out->dkdv, &plan.dkdv_box, false}}) {
     TensorMap *qside = maps + (query_first ? 0 : 2), *kside = maps + (query_first ? 2 : 0);
-    KAIO_TRY(encode_bshd_map(caller, device, q, dt, d.seq_q, d.heads_q, box->q, &qside[0]));
-    KAIO_TRY(encode_bshd_map(caller, device, dout, dt, d.seq_q, d.heads_q, box->q, &qside[1]));
-    KAIO_TRY(encode_bshd_map(caller, device, k, dt, d.seq_k, d.heads_kv, box->kv, &kside[0]));
-    KAIO_TRY(encode_bshd_map(caller, device, v, dt, d.seq_k, d.heads_kv, box->kv, &kside[1]));
+    KAIO_TRY(encode_bshd_map(device, q, dt, d.seq_q, d.heads_q, box->q, &qside[0]));
+    KAIO_TRY(encode_bshd_map(device, dout, dt, d.seq_q, d.heads_q, box->q, &qside[1]));
+    KAIO_TRY(encode_bshd_map(device, k, dt, d.seq_k, d.heads_kv, box->kv, &kside[0]));
+    KAIO_TRY(encode_bshd_map(device, v, dt, d.seq_k, d.heads_kv, box->kv, &kside[1]));
   }
   return KAIO_OK;
 }
 
 // dQ, then dK and dV, on the sm_90a kernels (Dv is in the workspace).
-kaio_status run_backward_sm90(const char *caller, const kaio_device *device,
+kaio_status run_backward_sm90(const kaio_device *device,
                               const AttentionPlan &plan, kaio_stream *stream,
                               const BackwardMaps &encoded, const CheckedView &lse,
                               const CheckedView &dq, const CheckedView &dk, const CheckedView &dv) {
@@ -402,7 +401,7 @@ kaio_status run_backward_sm90(const char *caller, const kaio_device *device,
                        &ga,         &sq,         &sk,         &hq,         &group,  &ga_bs,
                        &ga_ss,      &lse_rs,     &scale,      &scale_log2, &causal, &causal_off,
                        &out_dtype};
-  KAIO_TRY(launch_builtin(caller, device, plan.dq, stream, dq_params));
+  KAIO_TRY(launch_builtin(device, plan.dq, stream, dq_params));
   unsigned long long pk = dk.address, pv = dv.address, k_bs = bstride(dk, d.seq_k),
                      k_ss = dk.row_stride, v_bs = bstride(dv, d.seq_k), v_ss = dv.row_stride;
   void *dkdv_params[] = {&dkdv_maps[0], &dkdv_maps[1], &dkdv_maps[2], &dkdv_maps[3], &pl,
@@ -410,25 +409,25 @@ kaio_status run_backward_sm90(const char *caller, const kaio_device *device,
                          &hq,           &group,        &k_bs,         &k_ss,         &v_bs,
                          &v_ss,         &lse_rs,       &scale,        &scale_log2,   &causal,
                          &causal_off,   &out_dtype};
-  return launch_builtin(caller, device, plan.dkdv, stream, dkdv_params);
+  return launch_builtin(device, plan.dkdv, stream, dkdv_params);
 }
 
-kaio_status run_backward(const char *caller, const kaio_device *device, const AttentionPlan &plan,
+kaio_status run_backward(const kaio_device *device, const AttentionPlan &plan,
                          kaio_stream *stream, const kaio_tensor *t) {
   const kaio_attention_desc &d = plan.desc;
   CheckedView dout, q, k, v, o, lse, dq, dk, dv;
   const int64_t B = d.batch, Sq = d.seq_q, Sk = d.seq_k, Hq = d.heads_q, Hkv = d.heads_kv,
                 D = d.head_dim;
-  KAIO_TRY(check_bshd(caller, "dO", t[0], device, d.dtype, B, Sq, Hq, D, &dout));
-  KAIO_TRY(check_bshd(caller, "Q", t[1], device, d.dtype, B, Sq, Hq, D, &q));
-  KAIO_TRY(check_bshd(caller, "K", t[2], device, d.dtype, B, Sk, Hkv, D, &k));
-  KAIO_TRY(check_bshd(caller, "V", t[3], device, d.dtype, B, Sk, Hkv, D, &v));
-  KAIO_TRY(check_bshd(caller, "O", t[4], device, d.o_dtype, B, Sq, Hq, D, &o));
-  KAIO_TRY(check_lse(caller, t[5], device, d, &lse));
-  KAIO_TRY(check_bshd(caller, "dQ", t[6], device, d.out_dtype, B, Sq, Hq, D, &dq));
-  KAIO_TRY(check_bshd(caller, "dK", t[7], device, d.out_dtype, B, Sk, Hkv, D, &dk));
-  KAIO_TRY(check_bshd(caller, "dV", t[8], device, d.out_dtype, B, Sk, Hkv, D, &dv));
-  KAIO_TRY(check_disjoint(caller, {{"dQ", &dq}, {"dK", &dk}, {"dV", &dv}},
+  KAIO_TRY(check_bshd("dO", t[0], device, d.dtype, B, Sq, Hq, D, &dout));
+  KAIO_TRY(check_bshd("Q", t[1], device, d.dtype, B, Sq, Hq, D, &q));
+  KAIO_TRY(check_bshd("K", t[2], device, d.dtype, B, Sk, Hkv, D, &k));
+  KAIO_TRY(check_bshd("V", t[3], device, d.dtype, B, Sk, Hkv, D, &v));
+  KAIO_TRY(check_bshd("O", t[4], device, d.o_dtype, B, Sq, Hq, D, &o));
+  KAIO_TRY(check_lse(t[5], device, d, &lse));
+  KAIO_TRY(check_bshd("dQ", t[6], device, d.out_dtype, B, Sq, Hq, D, &dq));
+  KAIO_TRY(check_bshd("dK", t[7], device, d.out_dtype, B, Sk, Hkv, D, &dk));
+  KAIO_TRY(check_bshd("dV", t[8], device, d.out_dtype, B, Sk, Hkv, D, &dv));
+  KAIO_TRY(check_disjoint({{"dQ", &dq}, {"dK", &dk}, {"dV", &dv}},
                           {{"dO", &dout}, {"Q", &q}, {"K", &k}, {"V", &v}, {"O", &o},
                            {"LSE", &lse}, {"dQ", &dq}, {"dK", &dk}, {"dV", &dv}}));
 
@@ -440,9 +439,9 @@ kaio_status run_backward(const char *caller, const kaio_device *device, const At
                      o_ss = o.row_stride;
   void *pre[] = {&p_do, &p_o, &p_ws, &rows, &sq, &hq, &hd, &do_bs, &do_ss, &o_bs, &o_ss, &o_f32};
   BackwardMaps maps;
-  if (plan.sm90) KAIO_TRY(encode_backward_maps(caller, device, plan, dout, q, k, v, &maps));
-  KAIO_TRY(launch_builtin(caller, device, plan.pre, stream, pre));
-  if (plan.sm90) return run_backward_sm90(caller, device, plan, stream, maps, lse, dq, dk, dv);
+  if (plan.sm90) KAIO_TRY(encode_backward_maps(device, plan, dout, q, k, v, &maps));
+  KAIO_TRY(launch_builtin(device, plan.pre, stream, pre));
+  if (plan.sm90) return run_backward_sm90(device, plan, stream, maps, lse, dq, dk, dv);
 
   unsigned long long pq = q.address, pk = k.address, pv = v.address, pl = lse.address;
   unsigned sk = static_cast<unsigned>(Sk), group = static_cast<unsigned>(Hq / Hkv);
@@ -460,7 +459,7 @@ kaio_status run_backward(const char *caller, const kaio_device *device, const At
                     &sq,    &sk,    &hq,    &group, &q_bs,   &q_ss,   &k_bs,       &k_ss,
                     &v_bs,  &v_ss,  &do_bs, &do_ss, &ga_bs,  &ga_ss,  &gb_bs,      &gb_ss,
                     &lse_rs, &scale, &scale_log2, &causal, &causal_off, &out_dtype};
-  KAIO_TRY(launch_builtin(caller, device, plan.dq, stream, params));
+  KAIO_TRY(launch_builtin(device, plan.dq, stream, params));
   // dK, dV: grad_a = dK, grad_b = dV (same parameter list).
   ga = dk.address;
   ga_bs = bstride(dk, Sk);
@@ -468,25 +467,25 @@ kaio_status run_backward(const char *caller, const kaio_device *device, const At
   gb = dv.address;
   gb_bs = bstride(dv, Sk);
   gb_ss = dv.row_stride;
-  return launch_builtin(caller, device, plan.dkdv, stream, params);
+  return launch_builtin(device, plan.dkdv, stream, params);
 }
 
 }  // namespace
 
-kaio_status AttentionPlan::run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
+kaio_status AttentionPlan::run(kaio_stream *stream, const kaio_tensor *tensors,
                                size_t count) const {
-  KAIO_TRY(check_op_stream(caller, device, stream));
+  KAIO_TRY(check_op_stream(device, stream));
   const size_t expected = backward ? 9 : 5;
   const char *order = backward ? "{dO, Q, K, V, O, LSE, dQ, dK, dV}" : "{Q, K, V, O, LSE}";
   if (!tensors)
-    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'tensors' is NULL; pass %s.", caller,
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'tensors' is NULL; pass %s.", api_name(),
                 order);
   if (count != expected)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                "%s: argument 'count' is %zu but attention %s takes %zu tensors: %s.", caller,
+                "%s: argument 'count' is %zu but attention %s takes %zu tensors: %s.", api_name(),
                 count, backward ? "backward" : "forward", expected, order);
-  return backward ? run_backward(caller, device, *this, stream, tensors)
-                  : run_forward(caller, device, *this, stream, tensors);
+  return backward ? run_backward(device, *this, stream, tensors)
+                  : run_forward(device, *this, stream, tensors);
 }
 
 }  // namespace kaio

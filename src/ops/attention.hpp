@@ -33,19 +33,18 @@ struct AttentionPlan : PlanBase {
 
   // Checks the descriptor against the constraints in kaio.h, resolves the
   // kernels and, for the backward, allocates the workspace.
-  kaio_status plan(const char *caller, kaio_device *device);
+  kaio_status plan(kaio_device *device);
   // Checks the views ({Q, K, V, O, LSE} or {dO, Q, K, V, O, LSE, dQ, dK,
   // dV}) and the stream, then enqueues the kernels.
-  kaio_status run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
-                  size_t count) const;
+  kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;
 };
 
 // KAIO's f32 single-head flash ops (ptx/gen_attention_f32.py): q, k, v, out
 // [S, D] f32, D <= 256, top-left causal. lse may be NULL (forward only).
-kaio_status run_attention_f32(const char *caller, kaio_stream *stream, const kaio_tensor *q,
+kaio_status run_attention_f32(kaio_stream *stream, const kaio_tensor *q,
                               const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *out,
                               const kaio_tensor *lse, bool causal);
-kaio_status run_attention_f32_backward(const char *caller, kaio_stream *stream,
+kaio_status run_attention_f32_backward(kaio_stream *stream,
                                        const kaio_tensor *const views[9], bool causal);
 
 }  // namespace kaio

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/attention.hpp"
@@ -25,78 +26,76 @@ int64_t dim_bucket(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 
 // larger ones keep the CUDA-core kernels.
 constexpr int64_t kMaxTensorCoreDim = 128;
 
-kaio_status plan(const char *caller, kaio_device *device, KernelId id, int64_t seq,
-                 Launch *out) {
-  KAIO_TRY(require_arch(caller, device, 8, 0, "f32 flash attention (PTX sm_80)"));
+kaio_status plan(kaio_device *device, KernelId id, int64_t seq, Launch *out) {
+  KAIO_TRY(require_arch(device, 8, 0, "f32 flash attention (PTX sm_80)"));
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, id, &fn));
+  KAIO_TRY(device->modules->function(id, &fn));
   if (fn.cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: an f32 attention kernel lacks its launch annotation.",
-                caller);
+                api_name());
   *out = launch_of(fn);
   out->grid = static_cast<unsigned>((seq + fn.cols_per_block - 1) / fn.cols_per_block);
   return KAIO_OK;
 }
 
 // Checks one [S, D] f32 view.
-kaio_status check_sd(const char *caller, const char *arg, const kaio_tensor *t,
+kaio_status check_sd(const char *arg, const kaio_tensor *t,
                      const kaio_device *device, int64_t seq, int64_t dim, CheckedView *out) {
   if (!t)
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
-                caller, arg);
-  KAIO_TRY(check_view(caller, arg, t, device, out));
-  KAIO_TRY(check_dtype(caller, arg, *out, KAIO_DTYPE_F32));
-  return check_shape(caller, arg, *out, seq, dim);
+                api_name(), arg);
+  KAIO_TRY(check_view(arg, t, device, out));
+  KAIO_TRY(check_dtype(arg, *out, KAIO_DTYPE_F32));
+  return check_shape(arg, *out, seq, dim);
 }
 
 // S and D from q, with the limits every f32 flash call shares.
-kaio_status shape_from_q(const char *caller, const kaio_tensor *q, const kaio_device *device,
-                         CheckedView *qv) {
+kaio_status shape_from_q(const kaio_tensor *q, const kaio_device *device, CheckedView *qv) {
   if (!q)
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'q' is NULL; pass a kaio_tensor.",
-                caller);
-  KAIO_TRY(check_view(caller, "q", q, device, qv));
-  KAIO_TRY(check_dtype(caller, "q", *qv, KAIO_DTYPE_F32));
+                api_name());
+  KAIO_TRY(check_view("q", q, device, qv));
+  KAIO_TRY(check_dtype("q", *qv, KAIO_DTYPE_F32));
   if (qv->cols > kMaxDim)
     return fail(KAIO_ERROR_UNSUPPORTED,
                 "%s: argument 'q' has %" PRId64 " columns (the head dim D); the f32 flash kernels "
                 "take D <= %" PRId64 ". Use the f16/bf16 kaio_attention for larger heads.",
-                caller, qv->cols, kMaxDim);
+                api_name(), qv->cols, kMaxDim);
   if (qv->rows > INT32_MAX)
-    return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: S is %" PRId64 "; at most %d.", caller,
+    return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: S is %" PRId64 "; at most %d.", api_name(),
                 qv->rows, INT32_MAX);
   return KAIO_OK;
 }
 
-kaio_status check_lse(const char *caller, const kaio_tensor *t, const kaio_device *device,
+kaio_status check_lse(const kaio_tensor *t, const kaio_device *device,
                       int64_t seq, CheckedView *out) {
   if (!t)
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'lse' is NULL; pass a kaio_tensor.",
-                caller);
-  KAIO_TRY(check_view(caller, "lse", t, device, out));
-  KAIO_TRY(check_dtype(caller, "lse", *out, KAIO_DTYPE_F32));
-  return check_shape(caller, "lse", *out, 1, seq);
+                api_name());
+  KAIO_TRY(check_view("lse", t, device, out));
+  KAIO_TRY(check_dtype("lse", *out, KAIO_DTYPE_F32));
+  return check_shape("lse", *out, 1, seq);
 }
 
 }  // namespace
 
-kaio_status run_attention_f32(const char *caller, kaio_stream *stream, const kaio_tensor *q,
+kaio_status run_attention_f32(kaio_stream *stream, const kaio_tensor *q,
                               const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *out,
                               const kaio_tensor *lse, bool causal) {
-  KAIO_TRY(check_stream(caller, stream));
+  KAIO_TRY(check_stream(stream));
   kaio_device *device = stream->device;
   CheckedView qv, kv, vv, ov, lv;
-  KAIO_TRY(shape_from_q(caller, q, device, &qv));
+  KAIO_TRY(shape_from_q(q, device, &qv));
   const int64_t S = qv.rows, D = qv.cols;
-  KAIO_TRY(check_sd(caller, "k", k, device, S, D, &kv));
-  KAIO_TRY(check_sd(caller, "v", v, device, S, D, &vv));
-  KAIO_TRY(check_sd(caller, "out", out, device, S, D, &ov));
+  KAIO_TRY(check_sd("k", k, device, S, D, &kv));
+  KAIO_TRY(check_sd("v", v, device, S, D, &vv));
+  KAIO_TRY(check_sd("out", out, device, S, D, &ov));
   for (const auto &[name, in] : {std::pair{"q", &qv}, {"k", &kv}, {"v", &vv}})
-    KAIO_TRY(check_no_partial_overlap(caller, "out", ov, name, *in, false));
+    KAIO_TRY(check_no_partial_overlap("out", ov, name, *in, false));
   if (lse) {
-    KAIO_TRY(check_lse(caller, lse, device, S, &lv));
+    KAIO_TRY(check_lse(lse, device, S, &lv));
     for (const auto &[name, in] : {std::pair{"q", &qv}, {"k", &kv}, {"v", &vv}, {"out", &ov}})
-      KAIO_TRY(check_no_partial_overlap(caller, "lse", lv, name, *in, false));
+      KAIO_TRY(check_no_partial_overlap("lse", lv, name, *in, false));
   }
   unsigned long long pq = qv.address, pk = kv.address, pv = vv.address, po = ov.address,
                      pl = lse ? lv.address : 0;
@@ -106,46 +105,46 @@ kaio_status run_attention_f32(const char *caller, kaio_stream *stream, const kai
   float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   Launch p;
   if (D <= kMaxTensorCoreDim) {
-    KAIO_TRY(plan(caller, device, kernels::attn_f32x3(Pass::fwd, dim_bucket(D)), S, &p));
+    KAIO_TRY(plan(device, kernels::attn_f32x3(Pass::fwd, dim_bucket(D)), S, &p));
     // the backward's parameter list; the gradient slots are unused
     unsigned long long none = 0;
     void *params[] = {&none, &pq,  &pk,  &pv,   &po,   &pl,   &none, &none, &none, &none, &ldq,
                       &ldk,  &ldv, &ldo, &none, &none, &none, &seq,  &dim,  &scale, &c};
-    return launch_builtin(caller, device, p, stream, params);
+    return launch_builtin(device, p, stream, params);
   }
-  KAIO_TRY(plan(caller, device, kernels::attn_f32(Pass::fwd, dim_bucket(D)), S, &p));
+  KAIO_TRY(plan(device, kernels::attn_f32(Pass::fwd, dim_bucket(D)), S, &p));
   void *params[] = {&pq, &pk, &pv, &po, &pl, &ldq, &ldk, &ldv, &ldo, &seq, &dim, &scale, &c};
-  return launch_builtin(caller, device, p, stream, params);
+  return launch_builtin(device, p, stream, params);
 }
 
-kaio_status run_attention_f32_backward(const char *caller, kaio_stream *stream,
+kaio_status run_attention_f32_backward(kaio_stream *stream,
                                        const kaio_tensor *const views[9], bool causal) {
-  KAIO_TRY(check_stream(caller, stream));
+  KAIO_TRY(check_stream(stream));
   kaio_device *device = stream->device;
   // views: dout, q, k, v, out, lse, dq, dk, dv
   CheckedView qv;
-  KAIO_TRY(shape_from_q(caller, views[1], device, &qv));
+  KAIO_TRY(shape_from_q(views[1], device, &qv));
   const int64_t S = qv.rows, D = qv.cols;
   const char *names[] = {"dout", "q", "k", "v", "out", "lse", "dq", "dk", "dv"};
   CheckedView v[9];
   for (int i = 0; i < 9; ++i) {
     if (i == 5)
-      KAIO_TRY(check_lse(caller, views[i], device, S, &v[i]));
+      KAIO_TRY(check_lse(views[i], device, S, &v[i]));
     else
-      KAIO_TRY(check_sd(caller, names[i], views[i], device, S, D, &v[i]));
+      KAIO_TRY(check_sd(names[i], views[i], device, S, D, &v[i]));
   }
   for (int o = 6; o < 9; ++o)
     for (int i = 0; i < 9; ++i)
-      if (i != o) KAIO_TRY(check_no_partial_overlap(caller, names[o], v[o], names[i], v[i], false));
+      if (i != o) KAIO_TRY(check_no_partial_overlap(names[o], v[o], names[i], v[i], false));
   unsigned seq = static_cast<unsigned>(S), dim = static_cast<unsigned>(D), c = causal ? 1 : 0;
   float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   if (D <= kMaxTensorCoreDim) {
     // rowsum(dout ∘ out) into column 0 of dq, dK/dV reading it, then dQ
     // (which reads its own rows' sums before overwriting them).
     Launch rowsum, dq, dkdv;
-    KAIO_TRY(plan(caller, device, kernels::attn_f32_rowsum(), S, &rowsum));
-    KAIO_TRY(plan(caller, device, kernels::attn_f32x3(Pass::dq, dim_bucket(D)), S, &dq));
-    KAIO_TRY(plan(caller, device, kernels::attn_f32x3(Pass::dkdv, dim_bucket(D)), S, &dkdv));
+    KAIO_TRY(plan(device, kernels::attn_f32_rowsum(), S, &rowsum));
+    KAIO_TRY(plan(device, kernels::attn_f32x3(Pass::dq, dim_bucket(D)), S, &dq));
+    KAIO_TRY(plan(device, kernels::attn_f32x3(Pass::dkdv, dim_bucket(D)), S, &dkdv));
     unsigned long long ptr[9], ld[9];
     for (int i = 0; i < 9; ++i) {
       ptr[i] = v[i].address;
@@ -155,13 +154,13 @@ kaio_status run_attention_f32_backward(const char *caller, kaio_stream *stream,
     void *params[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[3], &ptr[4], &ptr[5], &ptr[6], &ptr[7],
                       &ptr[8], &ld[0],  &ld[1],  &ld[2],  &ld[3],  &ld[4],  &ld[6],  &ld[7],
                       &ld[8],  &seq,    &dim,    &scale,  &c};
-    KAIO_TRY(launch_builtin(caller, device, rowsum, stream, params));
-    KAIO_TRY(launch_builtin(caller, device, dkdv, stream, params));
-    return launch_builtin(caller, device, dq, stream, params);
+    KAIO_TRY(launch_builtin(device, rowsum, stream, params));
+    KAIO_TRY(launch_builtin(device, dkdv, stream, params));
+    return launch_builtin(device, dq, stream, params);
   }
   Launch dq, dkdv;
-  KAIO_TRY(plan(caller, device, kernels::attn_f32(Pass::dq, dim_bucket(D)), S, &dq));
-  KAIO_TRY(plan(caller, device, kernels::attn_f32(Pass::dkdv, dim_bucket(D)), S, &dkdv));
+  KAIO_TRY(plan(device, kernels::attn_f32(Pass::dq, dim_bucket(D)), S, &dq));
+  KAIO_TRY(plan(device, kernels::attn_f32(Pass::dkdv, dim_bucket(D)), S, &dkdv));
   unsigned long long p_do = v[0].address, pq = v[1].address, pk = v[2].address,
                      pv = v[3].address, po = v[4].address, pl = v[5].address,
                      ga = v[6].address, gb = 0;
@@ -170,12 +169,12 @@ kaio_status run_attention_f32_backward(const char *caller, kaio_stream *stream,
                      ldgb = 0;
   void *params[] = {&p_do, &pq,   &pk,   &pv,   &po,   &pl,   &ga,   &gb,    &lddo,
                     &ldq,  &ldk,  &ldv,  &ldo,  &ldga, &ldgb, &seq,  &dim,   &scale, &c};
-  KAIO_TRY(launch_builtin(caller, device, dq, stream, params));
+  KAIO_TRY(launch_builtin(device, dq, stream, params));
   ga = v[7].address;
   ldga = v[7].row_stride;
   gb = v[8].address;
   ldgb = v[8].row_stride;
-  return launch_builtin(caller, device, dkdv, stream, params);
+  return launch_builtin(device, dkdv, stream, params);
 }
 
 }  // namespace kaio

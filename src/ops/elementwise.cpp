@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cinttypes>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/elementwise.hpp"
@@ -20,16 +21,16 @@ kernels::Op kernel_op(const ElementwisePlan &plan) {
   return plan.gelu_mode == KAIO_GELU_ERF ? kernels::Op::gelu_erf : kernels::Op::gelu_tanh;
 }
 
-kaio_status plan_elementwise(const char *caller, kaio_device *device, ElementwisePlan *plan) {
+kaio_status plan_elementwise(kaio_device *device, ElementwisePlan *plan) {
   if (plan->op == ElementwisePlan::Op::gelu && plan->gelu_mode != KAIO_GELU_ERF &&
       plan->gelu_mode != KAIO_GELU_TANH)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                "%s: argument 'mode' is %d; use KAIO_GELU_ERF (1) or KAIO_GELU_TANH (2).", caller,
-                plan->gelu_mode);
+                "%s: argument 'mode' is %d; use KAIO_GELU_ERF (1) or KAIO_GELU_TANH (2).",
+                api_name(), plan->gelu_mode);
   int64_t n = 0;
   if (__builtin_mul_overflow(plan->rows, plan->cols, &n))
     return fail(KAIO_ERROR_INVALID_DIMENSION,
-                "%s: %" PRId64 " x %" PRId64 " elements overflow 64 bits.", caller, plan->rows,
+                "%s: %" PRId64 " x %" PRId64 " elements overflow 64 bits.", api_name(), plan->rows,
                 plan->cols);
   // The kernels walk u64 byte offsets and step up to a grid stride (< 2^45
   // bytes) past the end; 2^62 bytes leaves that room, and is more memory
@@ -41,10 +42,9 @@ kaio_status plan_elementwise(const char *caller, kaio_device *device, Elementwis
                 "%s: the shape is %" PRId64 " x %" PRId64 " (%" PRId64 " elements); element-wise "
                 "ops take at most %" PRId64 " %s elements (2^62 bytes), as their kernels address "
                 "bytes with 64-bit offsets. Check rows and cols, or split the tensor.",
-                caller, plan->rows, plan->cols, n, max_elements, kaio_dtype_name(plan->dtype));
+                api_name(), plan->rows, plan->cols, n, max_elements, kaio_dtype_name(plan->dtype));
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, kernels::elementwise(kernel_op(*plan), plan->dtype),
-                                     &fn));
+  KAIO_TRY(device->modules->function(kernels::elementwise(kernel_op(*plan), plan->dtype), &fn));
   plan->launch = launch_of(fn);
   const int64_t per_vector = 16 / static_cast<int64_t>(kaio_dtype_size(plan->dtype));
   const int64_t per_block = per_vector * kVectorsPerThread * fn.block;
@@ -55,35 +55,35 @@ kaio_status plan_elementwise(const char *caller, kaio_device *device, Elementwis
 
 }  // namespace
 
-kaio_status ElementwisePlan::plan(const char *caller, kaio_device *device) {
+kaio_status ElementwisePlan::plan(kaio_device *device) {
   this->device = device;
-  return plan_float_op(caller, device, dtype, rows, cols, launch,
-                       [&] { return plan_elementwise(caller, device, this); });
+  return plan_float_op(device, dtype, rows, cols, launch,
+                       [&] { return plan_elementwise(device, this); });
 }
 
-kaio_status ElementwisePlan::run(const char *caller, kaio_stream *stream,
+kaio_status ElementwisePlan::run(kaio_stream *stream,
                                  const kaio_tensor *tensors, size_t count) const {
   const bool gated = op == Op::silu_gate;
-  KAIO_TRY(check_launch(caller, device, stream, tensors, count, gated ? 3 : 2,
+  KAIO_TRY(check_launch(device, stream, tensors, count, gated ? 3 : 2,
                         gated ? "{x, gate, out}" : "{x, out}"));
   const char *names[3] = {"x", gated ? "gate" : "out", "out"};
   CheckedView v[3];
   for (size_t i = 0; i < count; ++i) {
-    KAIO_TRY(check_view(caller, names[i], &tensors[i], device, &v[i]));
-    KAIO_TRY(check_dtype(caller, names[i], v[i], dtype));
-    KAIO_TRY(check_shape(caller, names[i], v[i], rows, cols));
-    KAIO_TRY(check_contiguous(caller, names[i], v[i]));
+    KAIO_TRY(check_view(names[i], &tensors[i], device, &v[i]));
+    KAIO_TRY(check_dtype(names[i], v[i], dtype));
+    KAIO_TRY(check_shape(names[i], v[i], rows, cols));
+    KAIO_TRY(check_contiguous(names[i], v[i]));
   }
   const CheckedView &out = v[count - 1];
   for (size_t i = 0; i + 1 < count; ++i)
-    KAIO_TRY(check_no_partial_overlap(caller, names[i], v[i], "out", out, true));
+    KAIO_TRY(check_no_partial_overlap(names[i], v[i], "out", out, true));
 
   unsigned long long x = v[0].address, o = out.address;
   unsigned long long g = gated ? v[1].address : 0;
   unsigned long long n = static_cast<unsigned long long>(rows * cols);
   void *gated_params[] = {&x, &g, &o, &n};
   void *plain_params[] = {&x, &o, &n};
-  return launch_builtin(caller, device, launch, stream, gated ? gated_params : plain_params);
+  return launch_builtin(device, launch, stream, gated ? gated_params : plain_params);
 }
 
 }  // namespace kaio

@@ -15,10 +15,9 @@ struct ElementwisePlan : PlanBase {
   kaio_gelu_mode gelu_mode = 0;
   Launch launch;
 
-  kaio_status plan(const char *caller, kaio_device *device);
+  kaio_status plan(kaio_device *device);
   // Tensors: silu_gate {x, gate, out}, gelu {x, out}.
-  kaio_status run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
-                  size_t count) const;
+  kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;
 };
 
 }  // namespace kaio

@@ -1,5 +1,6 @@
 #include "ops/kernel_family.hpp"
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "kernels/module_driver.hpp"
 #include "ops/plan_log.hpp"
@@ -45,15 +46,14 @@ FamilyCheck check_family(const kaio_device *device, ModuleId module, bool tensor
   return c;
 }
 
-kaio_status fail_variant_driver(const char *caller, const char *argument, const char *variant,
-                                const char *auto_name, const kaio_device *device,
-                                ModuleId module) {
+kaio_status fail_variant_driver(const char *argument, const char *variant, const char *auto_name,
+                                const kaio_device *device, ModuleId module) {
   const ModuleNeed need = module_need(module);
   return fail(KAIO_ERROR_DRIVER_TOO_OLD,
               "%s: %s is %s, whose kernels are PTX ISA %d.%d and need an NVIDIA driver for CUDA "
               "%s (r%d) or newer, but this driver is CUDA %s. Update the driver to r%d+ or use "
               "%s, which runs the kernels this driver loads.",
-              caller, argument, variant, need.isa.major, need.isa.minor,
+              api_name(), argument, variant, need.isa.major, need.isa.minor,
               cuda_version_text(need.cuda).c_str(), need.driver_branch,
               cuda_version_text(device->api->driver_version).c_str(), need.driver_branch,
               auto_name);

@@ -28,10 +28,9 @@ struct FamilyCheck {
 FamilyCheck check_family(const kaio_device *device, ModuleId module, bool tensor_maps);
 
 // KAIO_ERROR_DRIVER_TOO_OLD for an explicit variant whose module the driver
-// cannot load: names `caller`, `argument` = `variant`, the driver found, the
+// cannot load: names api_name(), `argument` = `variant`, the driver found, the
 // one needed and the fix (a newer driver, or `auto_name`).
-kaio_status fail_variant_driver(const char *caller, const char *argument, const char *variant,
-                                const char *auto_name, const kaio_device *device,
-                                ModuleId module);
+kaio_status fail_variant_driver(const char *argument, const char *variant, const char *auto_name,
+                                const kaio_device *device, ModuleId module);
 
 }  // namespace kaio

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/kernel_family.hpp"
@@ -47,9 +48,9 @@ uint64_t quant_alignment(kaio_quant_format f) {
   return f == KAIO_QUANT_Q4_K || f == KAIO_QUANT_Q5_K ? 16 : 2;
 }
 
-kaio_status resolve(const char *caller, kaio_device *device, KernelId id, Launch *out) {
+kaio_status resolve(kaio_device *device, KernelId id, Launch *out) {
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, id, &fn));
+  KAIO_TRY(device->modules->function(id, &fn));
   *out = launch_of(fn);
   return KAIO_OK;
 }
@@ -59,92 +60,90 @@ unsigned blocks_for(int64_t threads, const Launch &launch) {
   return static_cast<unsigned>((threads + launch.block - 1) / launch.block);
 }
 
-kaio_status check_values(const char *caller, const char *what, kaio_quant_format format,
-                         int64_t rows, int64_t cols) {
+kaio_status check_values(const char *what, kaio_quant_format format, int64_t rows, int64_t cols) {
   const int64_t be = kquant_block_elems(format);
   if (rows < 1 || cols < 1 || rows > INT32_MAX || cols > INT32_MAX)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
-                "%s: %s is %" PRId64 " x %" PRId64 "; both must be between 1 and %d.", caller,
+                "%s: %s is %" PRId64 " x %" PRId64 "; both must be between 1 and %d.", api_name(),
                 what, rows, cols, INT32_MAX);
   if (cols % be != 0)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: the row length is %" PRId64 " but %s quantizes whole blocks of %" PRId64
                 " values; pad the rows to %" PRId64 ".",
-                caller, cols, format_name(format), be, (cols + be - 1) / be * be);
+                api_name(), cols, format_name(format), be, (cols + be - 1) / be * be);
   // Every kernel indexes blocks (or 32-value chunks) of all rows with 32 bits.
   if (rows * (cols / 32) > INT32_MAX)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: %s has %" PRId64 " values; at most %" PRId64 " per call. Split the rows.",
-                caller, what, rows * cols, static_cast<int64_t>(INT32_MAX) * 32);
+                api_name(), what, rows * cols, static_cast<int64_t>(INT32_MAX) * 32);
   return KAIO_OK;
 }
 
 // A float view the kernels read or write with 16-byte vectors.
-kaio_status check_float_view(const char *caller, const char *arg, const kaio_tensor *t,
-                             const kaio_device *device, kaio_dtype dtype, int64_t rows,
-                             int64_t cols, CheckedView *out) {
-  KAIO_TRY(check_view(caller, arg, t, device, out));
-  KAIO_TRY(check_dtype(caller, arg, *out, dtype));
-  KAIO_TRY(check_shape(caller, arg, *out, rows, cols));
+kaio_status check_float_view(const char *arg, const kaio_tensor *t, const kaio_device *device,
+                             kaio_dtype dtype, int64_t rows, int64_t cols, CheckedView *out) {
+  KAIO_TRY(check_view(arg, t, device, out));
+  KAIO_TRY(check_dtype(arg, *out, dtype));
+  KAIO_TRY(check_shape(arg, *out, rows, cols));
   const uint64_t stride_bytes = static_cast<uint64_t>(out->row_stride) * kaio_dtype_size(dtype);
   if (out->address % 16 != 0 || (rows > 1 && stride_bytes % 16 != 0))
     return fail(KAIO_ERROR_MISALIGNED,
                 "%s: argument '%s' starts at byte %" PRIu64 " of a 256-byte-aligned allocation "
                 "with a row stride of %" PRIu64 " bytes; the k-quant kernels need both to be "
                 "multiples of 16 bytes. Pad the rows or copy into an aligned buffer.",
-                caller, arg, static_cast<uint64_t>(out->address % 256), stride_bytes);
+                api_name(), arg, static_cast<uint64_t>(out->address % 256), stride_bytes);
   return KAIO_OK;
 }
 
-kaio_status check_quant_view(const char *caller, const char *arg, const kaio_tensor *t,
+kaio_status check_quant_view(const char *arg, const kaio_tensor *t,
                              const kaio_device *device, kaio_quant_format format, int64_t rows,
                              int64_t cols, CheckedView *out) {
-  KAIO_TRY(check_view(caller, arg, t, device, out));
+  KAIO_TRY(check_view(arg, t, device, out));
   if (out->dtype != KAIO_DTYPE_U8)
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: argument '%s' is %s; quantized blocks are passed as a KAIO_DTYPE_U8 view of "
                 "their bytes.",
-                caller, arg, kaio_dtype_name(out->dtype));
+                api_name(), arg, kaio_dtype_name(out->dtype));
   const int64_t bytes = cols / kquant_block_elems(format) * kquant_block_bytes(format);
   if (out->rows != rows || out->cols != bytes)
     return fail(KAIO_ERROR_SHAPE_MISMATCH,
                 "%s: argument '%s' is %" PRId64 " x %" PRId64 " bytes but %" PRId64
                 " rows of %" PRId64 " %s values take %" PRId64 " x %" PRId64
                 " bytes (kaio_quant_row_bytes).",
-                caller, arg, out->rows, out->cols, rows, cols, format_name(format), rows, bytes);
+                api_name(), arg, out->rows, out->cols, rows, cols, format_name(format), rows,
+                bytes);
   const uint64_t align = quant_alignment(format);
   if (out->address % align != 0 || (rows > 1 && static_cast<uint64_t>(out->row_stride) % align))
     return fail(KAIO_ERROR_MISALIGNED,
                 "%s: argument '%s' starts at byte %" PRIu64 " of a 256-byte-aligned allocation "
                 "with a row stride of %" PRId64 " bytes; %s blocks need both to be multiples of "
                 "%" PRIu64 " bytes.",
-                caller, arg, static_cast<uint64_t>(out->address % 256), out->row_stride,
+                api_name(), arg, static_cast<uint64_t>(out->address % 256), out->row_stride,
                 format_name(format), align);
   return KAIO_OK;
 }
 
-kaio_status plan_quantize(const char *caller, kaio_device *device, KquantPlan *p) {
+kaio_status plan_quantize(kaio_device *device, KquantPlan *p) {
   if (p->mode != KAIO_QUANT_MODE_GGML && p->mode != KAIO_QUANT_MODE_CANDLE)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: argument 'mode' is %d; use KAIO_QUANT_MODE_GGML (0) or "
                 "KAIO_QUANT_MODE_CANDLE (1).",
-                caller, p->mode);
+                api_name(), p->mode);
   if (!is_float_dtype(p->dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: in_dtype is %s (%d); quantize takes KAIO_DTYPE_F32, KAIO_DTYPE_F16 or "
                 "KAIO_DTYPE_BF16 values.",
-                caller, kaio_dtype_name(p->dtype), p->dtype);
-  KAIO_TRY(check_values(caller, "x", p->format, p->rows, p->cols));
-  KAIO_TRY(resolve(caller, device, kernels::kq_quantize(p->format, p->mode), &p->launch));
+                api_name(), kaio_dtype_name(p->dtype), p->dtype);
+  KAIO_TRY(check_values("x", p->format, p->rows, p->cols));
+  KAIO_TRY(resolve(device, kernels::kq_quantize(p->format, p->mode), &p->launch));
   const int64_t blocks = p->rows * (p->cols / kquant_block_elems(p->format));
   p->launch.grid = blocks_for(blocks * quantize_groups(p->format), p->launch);
   return KAIO_OK;
 }
 
-kaio_status plan_dequantize(const char *caller, kaio_device *device, KquantPlan *p,
-                            Launch *out) {
-  KAIO_TRY(check_values(caller, "y", p->format, p->rows, p->cols));
-  KAIO_TRY(resolve(caller, device, kernels::kq_dequantize(p->format), out));
+kaio_status plan_dequantize(kaio_device *device, KquantPlan *p, Launch *out) {
+  KAIO_TRY(check_values("y", p->format, p->rows, p->cols));
+  KAIO_TRY(resolve(device, kernels::kq_dequantize(p->format), out));
   out->grid = blocks_for(p->rows * (p->cols / 32), *out);
   return KAIO_OK;
 }
@@ -160,7 +159,7 @@ kaio_status plan_dequantize(const char *caller, kaio_device *device, KquantPlan 
 // row's window (checked at launch: stream_windows_fit; p->unaligned runs
 // otherwise).
 // why: for KAIO_LOG, why it was or was not planned.
-kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPlan *p,
+kaio_status plan_stream_matvec(kaio_device *device, KquantPlan *p,
                                bool *planned, std::string *why) {
   *planned = false;
   // Where the device runs sm_90 and the driver loads the kernel's PTX.
@@ -169,7 +168,7 @@ kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPl
   if (!hopper.ok()) return KAIO_OK;
   const KernelId id = kernels::kq_stream(p->format, p->dtype);
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, id, &fn));
+  KAIO_TRY(device->modules->function(id, &fn));
   // A (2 bytes a value), or A split into f16 hi + lo (4 bytes a value: f32
   // A, and Q8_0's bf16 A); Q4_K/Q5_K's 32-value group sums as three bf16
   // planes (kquant_stream_act.py: prepare_split, group_sums)
@@ -185,7 +184,7 @@ kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPl
     if (log_enabled()) *why = "A does not fit the streaming kernel's shared memory";
     return KAIO_OK;
   }
-  KAIO_TRY(resolve(caller, device, id, &p->launch));
+  KAIO_TRY(resolve(device, id, &p->launch));
   p->launch.shared_bytes = static_cast<unsigned>(tail + stages * fn.ring_stage);
   p->ring_stages = static_cast<unsigned>(stages);
   const int64_t tiles = (p->cols + kRowsPerMmaBlock - 1) / kRowsPerMmaBlock;
@@ -198,45 +197,43 @@ kaio_status plan_stream_matvec(const char *caller, kaio_device *device, KquantPl
 // (ptx/kquant_mma.py), 16 weight rows per block. Two variants (VARIANTS
 // there): rows of at most kMmaNarrowMaxBlocks superblocks run 4 warps per
 // CTA, longer rows 8 (measured faster on the H100).
-kaio_status plan_mma_matvec(const char *caller, kaio_device *device, const KquantPlan &p,
-                            Launch *out) {
+kaio_status plan_mma_matvec(kaio_device *device, const KquantPlan &p, Launch *out) {
   const bool narrow = p.k / kSuperblock <= kMmaNarrowMaxBlocks;
   const kernels::Variant variant = narrow ? kernels::Variant::w4 : kernels::Variant::none;
-  KAIO_TRY(resolve(caller, device, kernels::kq_mma(p.format, variant, p.dtype), out));
+  KAIO_TRY(resolve(device, kernels::kq_mma(p.format, variant, p.dtype), out));
   out->grid = static_cast<unsigned>((p.cols + kRowsPerMmaBlock - 1) / kRowsPerMmaBlock);
   return KAIO_OK;
 }
 
 // Q8_0 and f32 A where the streaming kernel does not apply: the CUDA-core
 // matvec, a kernel per M bucket (1, 2, 4, 8), a warp per weight row.
-kaio_status plan_cuda_core_matvec(const char *caller, kaio_device *device, const KquantPlan &p,
-                                  Launch *out) {
+kaio_status plan_cuda_core_matvec(kaio_device *device, const KquantPlan &p, Launch *out) {
   int64_t rows = 1;  // rows per kernel: 1, 2, 4, 8
   while (rows < p.rows) rows *= 2;
-  KAIO_TRY(resolve(caller, device, kernels::kq_matvec(p.format, rows), out));
+  KAIO_TRY(resolve(device, kernels::kq_matvec(p.format, rows), out));
   out->grid = static_cast<unsigned>((p.cols + kRowsPerMatvecBlock - 1) / kRowsPerMatvecBlock);
   return KAIO_OK;
 }
 
-kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *p) {
+kaio_status plan_matmul_kq(kaio_device *device, KquantPlan *p) {
   if (!is_float_dtype(p->dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: a_dtype is %s (%d); activations are KAIO_DTYPE_F32, KAIO_DTYPE_F16 or "
                 "KAIO_DTYPE_BF16.",
-                caller, kaio_dtype_name(p->dtype), p->dtype);
+                api_name(), kaio_dtype_name(p->dtype), p->dtype);
   if (p->out_dtype != KAIO_DTYPE_F32 && p->out_dtype != KAIO_DTYPE_F16)
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: out_dtype is %s (%d); dequant-matmul writes KAIO_DTYPE_F32 or "
                 "KAIO_DTYPE_F16.",
-                caller, kaio_dtype_name(p->out_dtype), p->out_dtype);
+                api_name(), kaio_dtype_name(p->out_dtype), p->out_dtype);
   if (p->rows < 1 || p->rows > INT32_MAX)
     return fail(KAIO_ERROR_INVALID_DIMENSION, "%s: M is %" PRId64 "; it must be between 1 and %d.",
-                caller, p->rows, INT32_MAX);
-  KAIO_TRY(check_values(caller, "W (N x K)", p->format, p->cols, p->k));
+                api_name(), p->rows, INT32_MAX);
+  KAIO_TRY(check_values("W (N x K)", p->format, p->cols, p->k));
   if (p->rows <= kMatvecMaxRows) {
     bool streamed = false;
     std::string why;
-    KAIO_TRY(plan_stream_matvec(caller, device, p, &streamed, &why));
+    KAIO_TRY(plan_stream_matvec(device, p, &streamed, &why));
     if (streamed && log_enabled()) log_kernel(device, p->launch.function, "AUTO: M <= 8, " + why);
     // The streamed Q6_K and Q8_0 kernels need a 16-byte aligned W with room
     // for the last window; the kernel planned into p->unaligned runs a W
@@ -244,8 +241,8 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
     if (streamed && p->format != KAIO_QUANT_Q6_K && p->format != KAIO_QUANT_Q8_0) return KAIO_OK;
     Launch *out = streamed ? &p->unaligned : &p->launch;
     KAIO_TRY(p->dtype != KAIO_DTYPE_F32 && p->format != KAIO_QUANT_Q8_0
-                 ? plan_mma_matvec(caller, device, *p, out)
-                 : plan_cuda_core_matvec(caller, device, *p, out));
+                 ? plan_mma_matvec(device, *p, out)
+                 : plan_cuda_core_matvec(device, *p, out));
     if (log_enabled())
       log_kernel(device, out->function,
                  streamed ? std::string("for a W the streaming kernel's windows do not fit")
@@ -259,7 +256,7 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
   dq.format = p->format;
   dq.rows = p->cols;
   dq.cols = p->k;
-  KAIO_TRY(plan_dequantize(caller, device, &dq, &p->launch));
+  KAIO_TRY(plan_dequantize(device, &dq, &p->launch));
   log_kernel(device, p->launch.function, "M > 8: dequantize W, then the matmul");
   p->matmul.dtype = ws;
   p->matmul.rows = p->rows;
@@ -268,24 +265,23 @@ kaio_status plan_matmul_kq(const char *caller, kaio_device *device, KquantPlan *
   p->matmul.trans_a = KAIO_TRANS_N;
   p->matmul.trans_b = KAIO_TRANS_T;
   p->matmul.k = p->k;
-  KAIO_TRY(p->matmul.plan(caller, device));
+  KAIO_TRY(p->matmul.plan(device));
   if (p->dtype == KAIO_DTYPE_F32) {
-    KAIO_TRY(resolve(caller, device, kernels::convert(KAIO_DTYPE_F16), &p->convert_a));
+    KAIO_TRY(resolve(device, kernels::convert(KAIO_DTYPE_F16), &p->convert_a));
     log_kernel(device, p->convert_a.function, "A is f32: rounded to f16 first");
     p->convert_a.grid =
         blocks_for((p->rows * p->k + kConvertPerThread - 1) / kConvertPerThread, p->convert_a);
-    KAIO_TRY(DeviceMemory::allocate(caller, device, static_cast<uint64_t>(p->rows * p->k) * 2,
-                                    &p->a16));
+    KAIO_TRY(DeviceMemory::allocate(device, static_cast<uint64_t>(p->rows * p->k) * 2, &p->a16));
   }
-  return DeviceMemory::allocate(caller, device, static_cast<uint64_t>(p->cols * p->k) * 2, &p->w16);
+  return DeviceMemory::allocate(device, static_cast<uint64_t>(p->cols * p->k) * 2, &p->w16);
 }
 
-kaio_status launch_quantize(const char *caller, const kaio_device *device, const KquantPlan &p,
+kaio_status launch_quantize(const kaio_device *device, const KquantPlan &p,
                             kaio_stream *stream, const kaio_tensor *t) {
   CheckedView x, q;
-  KAIO_TRY(check_float_view(caller, "x", &t[0], device, p.dtype, p.rows, p.cols, &x));
-  KAIO_TRY(check_quant_view(caller, "q", &t[1], device, p.format, p.rows, p.cols, &q));
-  KAIO_TRY(check_no_partial_overlap(caller, "x", x, "q", q, false));
+  KAIO_TRY(check_float_view("x", &t[0], device, p.dtype, p.rows, p.cols, &x));
+  KAIO_TRY(check_quant_view("q", &t[1], device, p.format, p.rows, p.cols, &q));
+  KAIO_TRY(check_no_partial_overlap("x", x, "q", q, false));
   unsigned long long xa = x.address, qa = q.address;
   unsigned per_row = static_cast<unsigned>(p.cols / kquant_block_elems(p.format));
   unsigned blocks = static_cast<unsigned>(p.rows) * per_row;
@@ -293,21 +289,20 @@ kaio_status launch_quantize(const char *caller, const kaio_device *device, const
   unsigned long long qs = static_cast<unsigned long long>(q.row_stride);
   unsigned dtype = static_cast<unsigned>(p.dtype);
   void *params[] = {&xa, &qa, &blocks, &per_row, &xs, &qs, &dtype};
-  return launch_builtin(caller, device, p.launch, stream, params);
+  return launch_builtin(device, p.launch, stream, params);
 }
 
 // Dequantizes the checked quantized view q into y (address, row stride in
 // elements, dtype).
-kaio_status launch_dequantize(const char *caller, const kaio_device *device, const Launch &launch,
-                              kaio_stream *stream, const CheckedView &q, int64_t rows,
-                              int64_t cols, unsigned long long y, unsigned long long y_stride,
-                              kaio_dtype dtype) {
+kaio_status launch_dequantize(const kaio_device *device, const Launch &launch, kaio_stream *stream,
+                              const CheckedView &q, int64_t rows, int64_t cols,
+                              unsigned long long y, unsigned long long y_stride, kaio_dtype dtype) {
   unsigned long long qa = q.address, qs = static_cast<unsigned long long>(q.row_stride);
   unsigned per_row = static_cast<unsigned>(cols / 32);
   unsigned chunks = static_cast<unsigned>(rows) * per_row;
   unsigned dt = static_cast<unsigned>(dtype);
   void *params[] = {&qa, &y, &chunks, &per_row, &qs, &y_stride, &dt};
-  return launch_builtin(caller, device, launch, stream, params);
+  return launch_builtin(device, launch, stream, params);
 }
 
 // Whether the streamed Q6_K / Q8_0 matvec may read W: its bulk copies take
@@ -330,17 +325,17 @@ unsigned stream_windows(const KquantPlan &p, const CheckedView &w) {
   return aligned ? 0 : 1;
 }
 
-kaio_status launch_matmul_kq(const char *caller, const kaio_device *device, const KquantPlan &p,
+kaio_status launch_matmul_kq(const kaio_device *device, const KquantPlan &p,
                              kaio_stream *stream, const kaio_tensor *t) {
   const int64_t m = p.rows, n = p.cols, k = p.k;
   CheckedView a, w, c;
-  KAIO_TRY(check_float_view(caller, "A", &t[0], device, p.dtype, m, k, &a));
-  KAIO_TRY(check_quant_view(caller, "W", &t[1], device, p.format, n, k, &w));
-  KAIO_TRY(check_view(caller, "C", &t[2], device, &c));
-  KAIO_TRY(check_dtype(caller, "C", c, p.out_dtype));
-  KAIO_TRY(check_shape(caller, "C", c, m, n));
-  KAIO_TRY(check_no_partial_overlap(caller, "A", a, "C", c, false));
-  KAIO_TRY(check_no_partial_overlap(caller, "W", w, "C", c, false));
+  KAIO_TRY(check_float_view("A", &t[0], device, p.dtype, m, k, &a));
+  KAIO_TRY(check_quant_view("W", &t[1], device, p.format, n, k, &w));
+  KAIO_TRY(check_view("C", &t[2], device, &c));
+  KAIO_TRY(check_dtype("C", c, p.out_dtype));
+  KAIO_TRY(check_shape("C", c, m, n));
+  KAIO_TRY(check_no_partial_overlap("A", a, "C", c, false));
+  KAIO_TRY(check_no_partial_overlap("W", w, "C", c, false));
   if (!p.tensor_core) {
     unsigned long long aa = a.address, wa = w.address, ca = c.address;
     unsigned um = static_cast<unsigned>(m), un = static_cast<unsigned>(n);
@@ -353,25 +348,25 @@ kaio_status launch_matmul_kq(const char *caller, const kaio_device *device, cons
     void *params[] = {&aa, &wa,  &ca,  &um,  &un,     &units,  &lda,
                       &ws, &ldc, &adt, &odt, &stages, &windows};
     const bool stream_ok = !p.unaligned.function || stream_windows_fit(w);
-    return launch_builtin(caller, device, stream_ok ? p.launch : p.unaligned, stream, params);
+    return launch_builtin(device, stream_ok ? p.launch : p.unaligned, stream, params);
   }
   // the product's views are checked before anything is enqueued
   const bool round_a = p.dtype == KAIO_DTYPE_F32;
-  if (round_a) KAIO_TRY(check_contiguous(caller, "A", a));
+  if (round_a) KAIO_TRY(check_contiguous("A", a));
   const kaio_tensor mm[] = {
       round_a ? kaio_tensor_2d(p.a16->handle(), KAIO_DTYPE_F16, m, k) : t[0],
       kaio_tensor_2d(p.w16->handle(), p.matmul.dtype, n, k), t[2]};
   MatmulViews product;
-  KAIO_TRY(prepare_matmul(caller, p.matmul, mm, {"A", "W", "C"}, &product));
-  KAIO_TRY(launch_dequantize(caller, device, p.launch, stream, w, n, k, p.w16->ptr(),
+  KAIO_TRY(prepare_matmul(p.matmul, mm, {"A", "W", "C"}, &product));
+  KAIO_TRY(launch_dequantize(device, p.launch, stream, w, n, k, p.w16->ptr(),
                              static_cast<unsigned long long>(k), p.matmul.dtype));
   if (round_a) {
     unsigned long long src = a.address, dst = p.a16->ptr();
     unsigned long long count = static_cast<unsigned long long>(m * k);
     void *params[] = {&src, &dst, &count};
-    KAIO_TRY(launch_builtin(caller, device, p.convert_a, stream, params));
+    KAIO_TRY(launch_builtin(device, p.convert_a, stream, params));
   }
-  return enqueue_matmul(caller, p.matmul, stream, product);
+  return enqueue_matmul(p.matmul, stream, product);
 }
 
 }  // namespace
@@ -388,16 +383,16 @@ int64_t kquant_block_bytes(kaio_quant_format format) {
 
 namespace {
 
-kaio_status plan_unlogged(const char *caller, kaio_device *device, KquantPlan *plan) {
+kaio_status plan_unlogged(kaio_device *device, KquantPlan *plan) {
   if (!known_format(plan->format))
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: argument 'format' is %d; use KAIO_QUANT_Q8_0 (1), KAIO_QUANT_Q4_K (2), "
                 "KAIO_QUANT_Q5_K (3) or KAIO_QUANT_Q6_K (4).",
-                caller, plan->format);
-  KAIO_TRY(require_arch(caller, device, 8, 0, "k-quant kernels (PTX sm_80)"));
+                api_name(), plan->format);
+  KAIO_TRY(require_arch(device, 8, 0, "k-quant kernels (PTX sm_80)"));
   switch (plan->kind) {
     case KquantPlan::Kind::quantize:
-      KAIO_TRY(plan_quantize(caller, device, plan));
+      KAIO_TRY(plan_quantize(device, plan));
       log_kernel(device, plan->launch.function, "sm_80, the only family");
       return KAIO_OK;
     case KquantPlan::Kind::dequantize:
@@ -405,13 +400,13 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, KquantPlan *p
         return fail(KAIO_ERROR_INVALID_DTYPE,
                     "%s: out_dtype is %s (%d); dequantize writes KAIO_DTYPE_F32, KAIO_DTYPE_F16 "
                     "or KAIO_DTYPE_BF16.",
-                    caller, kaio_dtype_name(plan->dtype), plan->dtype);
-      KAIO_TRY(plan_dequantize(caller, device, plan, &plan->launch));
+                    api_name(), kaio_dtype_name(plan->dtype), plan->dtype);
+      KAIO_TRY(plan_dequantize(device, plan, &plan->launch));
       log_kernel(device, plan->launch.function, "sm_80, the only family");
       return KAIO_OK;
-    case KquantPlan::Kind::matmul: return plan_matmul_kq(caller, device, plan);
+    case KquantPlan::Kind::matmul: return plan_matmul_kq(device, plan);
   }
-  return fail(KAIO_ERROR_INTERNAL, "%s: unknown k-quant op kind.", caller);
+  return fail(KAIO_ERROR_INTERNAL, "%s: unknown k-quant op kind.", api_name());
 }
 
 std::string subject(const KquantPlan &p) {
@@ -430,32 +425,31 @@ std::string subject(const KquantPlan &p) {
 
 }  // namespace
 
-kaio_status KquantPlan::plan(const char *caller, kaio_device *device) {
+kaio_status KquantPlan::plan(kaio_device *device) {
   this->device = device;
-  return log_plan(caller, [&] { return plan_unlogged(caller, device, this); },
+  return log_plan([&] { return plan_unlogged(device, this); },
                   [&] { return subject(*this); });
 }
 
-kaio_status KquantPlan::run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
-                            size_t count) const {
+kaio_status KquantPlan::run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const {
   const size_t expected = kind == Kind::matmul ? 3 : 2;
   const char *order = kind == Kind::quantize     ? "{x, q}"
                       : kind == Kind::dequantize ? "{q, y}"
                                                  : "{A, W, C}";
-  KAIO_TRY(check_launch(caller, device, stream, tensors, count, expected, order));
+  KAIO_TRY(check_launch(device, stream, tensors, count, expected, order));
   switch (kind) {
-    case Kind::quantize: return launch_quantize(caller, device, *this, stream, tensors);
+    case Kind::quantize: return launch_quantize(device, *this, stream, tensors);
     case Kind::dequantize: {
       CheckedView q, y;
-      KAIO_TRY(check_quant_view(caller, "q", &tensors[0], device, format, rows, cols, &q));
-      KAIO_TRY(check_float_view(caller, "y", &tensors[1], device, dtype, rows, cols, &y));
-      KAIO_TRY(check_no_partial_overlap(caller, "q", q, "y", y, false));
-      return launch_dequantize(caller, device, launch, stream, q, rows, cols, y.address,
+      KAIO_TRY(check_quant_view("q", &tensors[0], device, format, rows, cols, &q));
+      KAIO_TRY(check_float_view("y", &tensors[1], device, dtype, rows, cols, &y));
+      KAIO_TRY(check_no_partial_overlap("q", q, "y", y, false));
+      return launch_dequantize(device, launch, stream, q, rows, cols, y.address,
                                static_cast<unsigned long long>(y.row_stride), dtype);
     }
-    case Kind::matmul: return launch_matmul_kq(caller, device, *this, stream, tensors);
+    case Kind::matmul: return launch_matmul_kq(device, *this, stream, tensors);
   }
-  return fail(KAIO_ERROR_INTERNAL, "%s: unknown k-quant op kind.", caller);
+  return fail(KAIO_ERROR_INTERNAL, "%s: unknown k-quant op kind.", api_name());
 }
 
 }  // namespace kaio

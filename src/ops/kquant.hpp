@@ -33,11 +33,10 @@ struct KquantPlan : PlanBase {
 
   // Checks the format, mode, dtypes and shapes, resolves the kernels and,
   // for a tensor-core matmul, allocates the workspaces.
-  kaio_status plan(const char *caller, kaio_device *device);
+  kaio_status plan(kaio_device *device);
   // Checks the views and enqueues. Tensors: quantize {x, q}, dequantize
   // {q, y}, matmul {A, W, C}.
-  kaio_status run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
-                  size_t count) const;
+  kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;
 };
 
 // Values and bytes per block; 0 for an unknown format.

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdio>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "lang/diagnostic.hpp"
 #include "lang/lower.hpp"
@@ -11,7 +12,7 @@
 
 namespace kaio {
 
-kaio_status LangErrorFlag::report(const char *caller, uint64_t value) const {
+kaio_status LangErrorFlag::report(uint64_t value) const {
   const lang::Kernel &k = compiled_->kernel;
   const uint32_t code = static_cast<uint32_t>(value >> 34);
   const uint32_t which = static_cast<uint32_t>(value >> 32) & 3;
@@ -19,7 +20,7 @@ kaio_status LangErrorFlag::report(const char *caller, uint64_t value) const {
   const uint32_t site = lang::kSiteBase - code;
   if (code == 0 || code > lang::kSiteBase || site >= k.sites.size() || which > lang::kFlagCol)
     return fail(KAIO_ERROR_INTERNAL,
-                "%s: kernel '%s' left error flag 0x%016" PRIx64 ". Please report this.", caller,
+                "%s: kernel '%s' left error flag 0x%016" PRIx64 ". Please report this.", api_name(),
                 k.name.c_str(), value);
   const lang::AccessSite &s = k.sites[site];
   const char *what = which == lang::kFlagFlat  ? "index"
@@ -35,7 +36,7 @@ kaio_status LangErrorFlag::report(const char *caller, uint64_t value) const {
                                 k.params[s.param].name + "'; the read was skipped and gave 0"};
   return fail(KAIO_ERROR_KERNEL_BOUNDS,
               "%s: kernel '%s' read outside a view: %s\nFix the index or pass a larger view.",
-              caller, k.name.c_str(), lang::format_diagnostic(source_, d).c_str());
+              api_name(), k.name.c_str(), lang::format_diagnostic(source_, d).c_str());
 }
 
 }  // namespace kaio

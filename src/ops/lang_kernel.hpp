@@ -21,7 +21,7 @@ class LangErrorFlag final : public ErrorFlag {
  public:
   LangErrorFlag(std::string source, std::shared_ptr<const lang::Compiled> compiled)
       : source_(std::move(source)), compiled_(std::move(compiled)) {}
-  kaio_status report(const char *caller, uint64_t value) const override;
+  kaio_status report(uint64_t value) const override;
 
  private:
   std::string source_;
@@ -47,7 +47,7 @@ struct kaio_lang_kernel {
 namespace kaio {
 
 // Checks the views and scalars against the kernel and enqueues it.
-kaio_status lang_launch(const char *caller, const kaio_lang_kernel &kernel, kaio_stream *stream,
+kaio_status lang_launch(const kaio_lang_kernel &kernel, kaio_stream *stream,
                         const kaio_tensor *tensors, size_t tensor_count, const double *scalars,
                         size_t scalar_count);
 

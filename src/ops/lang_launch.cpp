@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "lang/checker.hpp"
 #include "lang/lower.hpp"
@@ -35,8 +36,7 @@ struct TensorArgs {
   uint64_t stride;
 };
 
-kaio_status scalar_bits(const char *caller, const Param &p, size_t index, double v,
-                        uint32_t *out) {
+kaio_status scalar_bits(const Param &p, size_t index, double v, uint32_t *out) {
   if (p.scalar == Type::f32) {
     float f = static_cast<float>(v);
     std::memcpy(out, &f, 4);
@@ -46,7 +46,7 @@ kaio_status scalar_bits(const char *caller, const Param &p, size_t index, double
   const double lo = is_i32 ? -2147483648.0 : 0.0, hi = is_i32 ? 2147483647.0 : 4294967295.0;
   if (!(v >= lo && v <= hi) || std::floor(v) != v)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                "%s: scalars[%zu] ('%s', %s) is %g; pass an integer in [%.0f, %.0f].", caller,
+                "%s: scalars[%zu] ('%s', %s) is %g; pass an integer in [%.0f, %.0f].", api_name(),
                 index, p.name.c_str(), is_i32 ? "i32" : "u32", v, lo, hi);
   *out = is_i32 ? static_cast<uint32_t>(static_cast<int32_t>(v)) : static_cast<uint32_t>(v);
   return KAIO_OK;
@@ -59,28 +59,28 @@ bool vector_ok(const CheckedView &v, int width) {
 
 }  // namespace
 
-kaio_status lang_launch(const char *caller, const kaio_lang_kernel &kernel, kaio_stream *stream,
+kaio_status lang_launch(const kaio_lang_kernel &kernel, kaio_stream *stream,
                         const kaio_tensor *tensors, size_t tensor_count, const double *scalars,
                         size_t scalar_count) {
   const lang::Kernel &k = kernel.compiled->kernel;
   const kaio_device *device = kernel.device;
-  KAIO_TRY(check_stream(caller, stream));
+  KAIO_TRY(check_stream(stream));
   if (stream->device != device)
     return fail(KAIO_ERROR_WRONG_DEVICE,
                 "%s: the kernel was created on device %d but 'stream' is on device %d; create "
                 "the kernel on the stream's device.",
-                caller, device->ordinal, stream->device->ordinal);
+                api_name(), device->ordinal, stream->device->ordinal);
   if (tensor_count != static_cast<size_t>(k.tensor_count) || (!tensors && tensor_count))
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: argument 'tensor_count' is %zu%s but kernel '%s' declares %d tensor "
                 "parameters; pass one view per tensor parameter, in declaration order.",
-                caller, tensor_count, tensors ? "" : " with 'tensors' NULL", k.name.c_str(),
+                api_name(), tensor_count, tensors ? "" : " with 'tensors' NULL", k.name.c_str(),
                 k.tensor_count);
   if (scalar_count != static_cast<size_t>(k.scalar_count) || (!scalars && scalar_count))
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: argument 'scalar_count' is %zu%s but kernel '%s' declares %d scalar "
                 "parameters; pass one value per scalar parameter, in declaration order.",
-                caller, scalar_count, scalars ? "" : " with 'scalars' NULL", k.name.c_str(),
+                api_name(), scalar_count, scalars ? "" : " with 'scalars' NULL", k.name.c_str(),
                 k.scalar_count);
 
   constexpr size_t kMax = lang::kMaxParams;
@@ -95,20 +95,20 @@ kaio_status lang_launch(const char *caller, const kaio_lang_kernel &kernel, kaio
   for (size_t p = 0; p < k.params.size(); ++p) {
     const Param &par = k.params[p];
     if (!par.tensor) {
-      KAIO_TRY(scalar_bits(caller, par, si, scalars[si], &sargs[p]));
+      KAIO_TRY(scalar_bits(par, si, scalars[si], &sargs[p]));
       ++si;
       params[np++] = &sargs[p];
       continue;
     }
     std::snprintf(arg, sizeof arg, "tensors[%zu] ('%s')", ti, par.name.c_str());
     CheckedView &v = views[p];
-    KAIO_TRY(check_view(caller, arg, &tensors[ti], device, &v));
-    KAIO_TRY(check_dtype(caller, arg, v, abi_dtype(par.dtype)));
+    KAIO_TRY(check_view(arg, &tensors[ti], device, &v));
+    KAIO_TRY(check_dtype(arg, v, abi_dtype(par.dtype)));
     if (v.rows > INT32_MAX || v.cols > INT32_MAX)
       return fail(KAIO_ERROR_INVALID_DIMENSION,
                   "%s: %s is %" PRId64 " x %" PRId64 "; kernel-language views take at most %d "
                   "rows and cols.",
-                  caller, arg, v.rows, v.cols, INT32_MAX);
+                  api_name(), arg, v.rows, v.cols, INT32_MAX);
     targs[p] = {v.address, static_cast<uint32_t>(v.rows), static_cast<uint32_t>(v.cols),
                 static_cast<uint64_t>(v.row_stride)};
     params[np++] = &targs[p].ptr;
@@ -124,7 +124,7 @@ kaio_status lang_launch(const char *caller, const kaio_lang_kernel &kernel, kaio
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: output '%s' has %" PRId64 " x %" PRId64 " elements; a kernel computes at most "
                 "%d. Split the work over several views.",
-                caller, k.params[first_out].name.c_str(), out.rows, out.cols, INT32_MAX);
+                api_name(), k.params[first_out].name.c_str(), out.rows, out.cols, INT32_MAX);
   for (size_t p = 0; p < k.params.size(); ++p) {
     const Param &par = k.params[p];
     if (!par.tensor || static_cast<int>(p) == first_out || !(par.output || par.read_plain)) continue;
@@ -132,7 +132,7 @@ kaio_status lang_launch(const char *caller, const kaio_lang_kernel &kernel, kaio
       return fail(KAIO_ERROR_SHAPE_MISMATCH,
                   "%s: tensor '%s' is %" PRId64 " x %" PRId64 " but %s, so it must have output "
                   "'%s''s shape %" PRId64 " x %" PRId64 ".",
-                  caller, par.name.c_str(), views[p].rows, views[p].cols,
+                  api_name(), par.name.c_str(), views[p].rows, views[p].cols,
                   par.output ? "it is an output" : "it is read at each element's (row, col)",
                   k.params[first_out].name.c_str(), out.rows, out.cols);
   }
@@ -144,7 +144,7 @@ kaio_status lang_launch(const char *caller, const kaio_lang_kernel &kernel, kaio
       // an input read only at (row, col) may be the output itself: each
       // element is read before it is written, by the thread that writes it
       const bool same_ok = !par.output && !par.read_indexed;
-      KAIO_TRY(check_no_partial_overlap(caller, par.name.c_str(), views[p],
+      KAIO_TRY(check_no_partial_overlap(par.name.c_str(), views[p],
                                         k.params[o].name.c_str(), views[o], same_ok));
     }
   }
@@ -170,11 +170,11 @@ kaio_status lang_launch(const char *caller, const kaio_lang_kernel &kernel, kaio
     grid = static_cast<unsigned>(std::clamp<int64_t>((units + per_block - 1) / per_block, 1, INT32_MAX));
   }
   ContextScope scope(device);
-  KAIO_TRY(scope.status(caller));
+  KAIO_TRY(scope.status());
   cu::CUresult r = device->api->cuLaunchKernel(kernel.entries[entry], grid, 1, 1,
                                                lang::kBlockThreads, 1, 1, 0, stream->native,
                                                params, nullptr);
-  if (r) return fail_driver(r, caller, "cuLaunchKernel");
+  if (r) return fail_driver(r, "cuLaunchKernel");
   // after the launch, so a concurrent sync that misses this note has not
   // waited for this launch either (see ErrorFlagRegistry::ticket)
   stream->error_flags->note(kernel.error_flag);

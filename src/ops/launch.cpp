@@ -1,12 +1,13 @@
 #include "ops/launch.hpp"
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "runtime/context_scope.hpp"
 #include "runtime/stream.hpp"
 
 namespace kaio {
 
-kaio_status launch_builtin(const char *caller, const kaio_device *device, const Launch &launch,
+kaio_status launch_builtin(const kaio_device *device, const Launch &launch,
                            kaio_stream *stream, void **params) {
   // Planning refuses dims whose grid would not fit; this catches a plan that
   // missed one before the driver answers a bare CUDA_ERROR_INVALID_VALUE.
@@ -18,14 +19,14 @@ kaio_status launch_builtin(const char *caller, const kaio_device *device, const 
                 "%s: the op's dimensions need a launch %s of %u in %c but device %d allows at "
                 "most %u; split the call into smaller ones (and please report this: planning "
                 "should have refused these dimensions).",
-                caller, over.what, over.value, "xyz"[over.axis], device->ordinal, over.limit);
+                api_name(), over.what, over.value, "xyz"[over.axis], device->ordinal, over.limit);
   ContextScope scope(device);
-  KAIO_TRY(scope.status(caller));
+  KAIO_TRY(scope.status());
   cu::CUresult r = device->api->cuLaunchKernel(launch.function, launch.grid, launch.grid_y,
                                                launch.grid_z, launch.block, 1, 1,
                                                launch.shared_bytes, stream->native, params,
                                                nullptr);
-  if (r) return fail_driver(r, caller, "cuLaunchKernel");
+  if (r) return fail_driver(r, "cuLaunchKernel");
   return KAIO_OK;
 }
 

@@ -31,7 +31,7 @@ inline Launch launch_of(const BuiltinFunction &fn) {
 
 // Enqueues a built-in kernel with the launch's grid, block and shared memory
 // under the device's context.
-kaio_status launch_builtin(const char *caller, const kaio_device *device, const Launch &launch,
+kaio_status launch_builtin(const kaio_device *device, const Launch &launch,
                            kaio_stream *stream, void **params);
 
 }  // namespace kaio

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/kernel_family.hpp"
@@ -49,74 +50,73 @@ KernelId kernel_for(const MatmulPlan &p) {
       p.dtype, p.trans_a == KAIO_TRANS_T, p.trans_b == KAIO_TRANS_T);
 }
 
-kaio_status check_operand(const char *caller, const char *arg, const kaio_tensor *t,
-                          const kaio_device *device, kaio_dtype dtype, int64_t rows, int64_t cols,
-                          CheckedView *out) {
-  KAIO_TRY(check_view(caller, arg, t, device, out));
-  KAIO_TRY(check_dtype(caller, arg, *out, dtype));
-  KAIO_TRY(check_shape(caller, arg, *out, rows, cols));
+kaio_status check_operand(const char *arg, const kaio_tensor *t, const kaio_device *device,
+                          kaio_dtype dtype, int64_t rows, int64_t cols, CheckedView *out) {
+  KAIO_TRY(check_view(arg, t, device, out));
+  KAIO_TRY(check_dtype(arg, *out, dtype));
+  KAIO_TRY(check_shape(arg, *out, rows, cols));
   if (out->address % 16 != 0 || out->row_stride % kChunkElems != 0)
     return fail(KAIO_ERROR_MISALIGNED,
                 "%s: argument '%s' starts at byte offset %" PRIu64 " of a 256-byte-aligned "
                 "allocation with row_stride %" PRId64 "; the tensor-core kernels need a 16-byte "
                 "aligned start and a row_stride that is a multiple of 8 elements. Pad the rows "
                 "or copy into an aligned buffer.",
-                caller, arg, static_cast<uint64_t>(out->address % 256), out->row_stride);
+                api_name(), arg, static_cast<uint64_t>(out->address % 256), out->row_stride);
   return KAIO_OK;
 }
 
 }  // namespace
 
-kaio_status MatmulPlan::plan_product(const char *caller, kaio_device *device) {
+kaio_status MatmulPlan::plan_product(kaio_device *device) {
   this->device = device;
   MatmulPlan &p = *this;
   if (!is_half(p.dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: in_dtype is %s (%d); tensor-core matmul takes KAIO_DTYPE_F16 or "
                 "KAIO_DTYPE_BF16 inputs.",
-                caller, kaio_dtype_name(p.dtype), p.dtype);
+                api_name(), kaio_dtype_name(p.dtype), p.dtype);
   if (!is_float(p.out_dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: out_dtype is %s (%d); use KAIO_DTYPE_F32, KAIO_DTYPE_F16 or KAIO_DTYPE_BF16.",
-                caller, kaio_dtype_name(p.out_dtype), p.out_dtype);
+                api_name(), kaio_dtype_name(p.out_dtype), p.out_dtype);
   if ((p.trans_a != KAIO_TRANS_N && p.trans_a != KAIO_TRANS_T) ||
       (p.trans_b != KAIO_TRANS_N && p.trans_b != KAIO_TRANS_T))
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: trans_a is %d and trans_b is %d; each must be KAIO_TRANS_N (0) or "
                 "KAIO_TRANS_T (1).",
-                caller, p.trans_a, p.trans_b);
+                api_name(), p.trans_a, p.trans_b);
   if (p.variant < KAIO_MATMUL_AUTO || p.variant > KAIO_MATMUL_ASYNC)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: variant is %d; use KAIO_MATMUL_AUTO, KAIO_MATMUL_SYNC or KAIO_MATMUL_ASYNC.",
-                caller, p.variant);
+                api_name(), p.variant);
   const int64_t m = p.rows, n = p.cols;
   const char *dim = p.dims;  // [0] rows, [1] cols, [2] the reduction
   if (m < 1 || n < 1 || k < 1 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: M, N, K are %" PRId64 ", %" PRId64 ", %" PRId64
                 "; each must be between 1 and %d.",
-                caller, dim[0] == 'M' ? m : dim[1] == 'M' ? n : k,
-                dim[0] == 'N' ? m : dim[1] == 'N' ? n : k, dim[0] == 'K' ? m : dim[1] == 'K' ? n : k,
-                INT32_MAX);
+                api_name(), dim[0] == 'M' ? m : dim[1] == 'M' ? n : k,
+                dim[0] == 'N' ? m : dim[1] == 'N' ? n : k,
+                dim[0] == 'K' ? m : dim[1] == 'K' ? n : k, INT32_MAX);
   if (k % kChunkElems != 0)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: %c is %" PRId64 " but must be a multiple of 8 (the products reduce over "
                 "it); pad the operands' %c dimension with zeros to %" PRId64 ".",
-                caller, dim[2], k, dim[2], (k + kChunkElems - 1) / kChunkElems * kChunkElems);
+                api_name(), dim[2], k, dim[2], (k + kChunkElems - 1) / kChunkElems * kChunkElems);
   if ((m + kTileM - 1) / kTileM > kMaxGridY)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
-                "%s: %c is %" PRId64 "; at most %" PRId64 " rows per call. Split %c.", caller,
+                "%s: %c is %" PRId64 "; at most %" PRId64 " rows per call. Split %c.", api_name(),
                 dim[0], m, kMaxGridY * kTileM, dim[0]);
   if (!std::isfinite(p.alpha) || !std::isfinite(p.beta))
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: alpha is %g and beta is %g; both must be finite.",
-                caller, static_cast<double>(p.alpha), static_cast<double>(p.beta));
-  KAIO_TRY(require_arch(caller, device, 8, 0, "tensor-core matmul (mma.sync m16n8k16)"));
+                api_name(), static_cast<double>(p.alpha), static_cast<double>(p.beta));
+  KAIO_TRY(require_arch(device, 8, 0, "tensor-core matmul (mma.sync m16n8k16)"));
   if (use_gemv(p)) {
     BuiltinFunction fn;
-    KAIO_TRY(device->modules->function(caller, gemv_kernel_for(p), &fn));
+    KAIO_TRY(device->modules->function(gemv_kernel_for(p), &fn));
     if (fn.block == 0 || fn.cols_per_block == 0)
       return fail(KAIO_ERROR_INTERNAL, "%s: the decode matmul kernel lacks its launch annotation.",
-                  caller);
+                  api_name());
     launch = launch_of(fn);
     launch.grid = static_cast<unsigned>((n + fn.cols_per_block - 1) / fn.cols_per_block);
     log_kernel(device, fn.function, "AUTO: M <= 16, B transposed: the decode kernel");
@@ -128,11 +128,11 @@ kaio_status MatmulPlan::plan_product(const char *caller, kaio_device *device) {
     // The wgmma kernels where the device runs sm_90a and the driver loads
     // their PTX; elsewhere AUTO means the cp.async pipeline.
     hopper = check_family(device, ModuleId::matmul_sm90, true);
-    if (hopper.ok()) return plan_matmul_sm90(caller, device, this, hopper.why);
+    if (hopper.ok()) return plan_matmul_sm90(device, this, hopper.why);
     p.variant = KAIO_MATMUL_ASYNC;
   }
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, kernel_for(p), &fn));
+  KAIO_TRY(device->modules->function(kernel_for(p), &fn));
   if (log_enabled())
     log_kernel(device, fn.function,
                asked == KAIO_MATMUL_AUTO ? "AUTO: sm_80 cp.async; " + hopper.why
@@ -144,8 +144,8 @@ kaio_status MatmulPlan::plan_product(const char *caller, kaio_device *device) {
   return KAIO_OK;
 }
 
-kaio_status MatmulPlan::plan(const char *caller, kaio_device *device) {
-  return log_plan(caller, [&] { return plan_product(caller, device); },
+kaio_status MatmulPlan::plan(kaio_device *device) {
+  return log_plan([&] { return plan_product(device); },
                   [&] {
                     char s[160];
                     std::snprintf(s, sizeof s, "M=%" PRId64 " N=%" PRId64 " K=%" PRId64 " %s %s%s",
@@ -155,35 +155,33 @@ kaio_status MatmulPlan::plan(const char *caller, kaio_device *device) {
                   });
 }
 
-kaio_status prepare_matmul(const char *caller, const MatmulPlan &p, const kaio_tensor *tensors,
+kaio_status prepare_matmul(const MatmulPlan &p, const kaio_tensor *tensors,
                            const MatmulNames &names, MatmulViews *out) {
   const kaio_device *device = p.device;
   const int64_t m = p.rows, n = p.cols, k = p.k;
   CheckedView &a = out->a, &b = out->b, &c = out->c;
-  KAIO_TRY(check_operand(caller, names[0], &tensors[0], device, p.dtype,
+  KAIO_TRY(check_operand(names[0], &tensors[0], device, p.dtype,
                          p.trans_a == KAIO_TRANS_T ? k : m, p.trans_a == KAIO_TRANS_T ? m : k, &a));
-  KAIO_TRY(check_operand(caller, names[1], &tensors[1], device, p.dtype,
+  KAIO_TRY(check_operand(names[1], &tensors[1], device, p.dtype,
                          p.trans_b == KAIO_TRANS_T ? n : k, p.trans_b == KAIO_TRANS_T ? k : n, &b));
-  KAIO_TRY(check_view(caller, names[2], &tensors[2], device, &c));
-  KAIO_TRY(check_dtype(caller, names[2], c, p.out_dtype));
-  KAIO_TRY(check_shape(caller, names[2], c, m, n));
-  KAIO_TRY(check_no_partial_overlap(caller, names[0], a, names[2], c, false));
-  KAIO_TRY(check_no_partial_overlap(caller, names[1], b, names[2], c, false));
-  if (p.tma) return encode_matmul_sm90_maps(caller, p, out);
+  KAIO_TRY(check_view(names[2], &tensors[2], device, &c));
+  KAIO_TRY(check_dtype(names[2], c, p.out_dtype));
+  KAIO_TRY(check_shape(names[2], c, m, n));
+  KAIO_TRY(check_no_partial_overlap(names[0], a, names[2], c, false));
+  KAIO_TRY(check_no_partial_overlap(names[1], b, names[2], c, false));
+  if (p.tma) return encode_matmul_sm90_maps(p, out);
   return KAIO_OK;
 }
 
-kaio_status MatmulPlan::run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
-                            size_t count) const {
-  KAIO_TRY(check_launch(caller, device, stream, tensors, count, 3, "{A, B, C}"));
+kaio_status MatmulPlan::run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const {
+  KAIO_TRY(check_launch(device, stream, tensors, count, 3, "{A, B, C}"));
   MatmulViews views;
-  KAIO_TRY(prepare_matmul(caller, *this, tensors, {"A", "B", "C"}, &views));
-  return enqueue_matmul(caller, *this, stream, views);
+  KAIO_TRY(prepare_matmul(*this, tensors, {"A", "B", "C"}, &views));
+  return enqueue_matmul(*this, stream, views);
 }
 
-kaio_status enqueue_matmul(const char *caller, const MatmulPlan &p, kaio_stream *stream,
-                           const MatmulViews &views) {
-  if (p.tma) return enqueue_matmul_sm90(caller, p, stream, views);
+kaio_status enqueue_matmul(const MatmulPlan &p, kaio_stream *stream, const MatmulViews &views) {
+  if (p.tma) return enqueue_matmul_sm90(p, stream, views);
   const CheckedView &a = views.a, &b = views.b, &c = views.c;
   const int64_t m = p.rows, n = p.cols, k = p.k;
   unsigned long long pa = a.address, pb = b.address, pc = c.address;
@@ -193,7 +191,7 @@ kaio_status enqueue_matmul(const char *caller, const MatmulPlan &p, kaio_stream 
   float alpha = p.alpha, beta = p.beta;
   unsigned out_dtype = static_cast<unsigned>(p.out_dtype);
   void *params[] = {&pa, &pb, &pc, &um, &un, &uk, &lda, &ldb, &ldc, &alpha, &beta, &out_dtype};
-  return launch_builtin(caller, p.device, p.launch, stream, params);
+  return launch_builtin(p.device, p.launch, stream, params);
 }
 
 }  // namespace kaio

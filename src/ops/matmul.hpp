@@ -40,13 +40,12 @@ struct MatmulPlan : PlanBase {
   Workspace workspace;
 
   // Logged as the op's own plan (KAIO_LOG).
-  kaio_status plan(const char *caller, kaio_device *device);
+  kaio_status plan(kaio_device *device);
   // The same, unlogged: for a product of another family's plan that logs
   // its kernels under its own line (the backward).
-  kaio_status plan_product(const char *caller, kaio_device *device);
+  kaio_status plan_product(kaio_device *device);
   // Tensors: {A, B, C}.
-  kaio_status run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
-                  size_t count) const;
+  kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;
 };
 
 // A matmul launch in two steps, so that an op running several products (the
@@ -62,9 +61,8 @@ struct MatmulViews {
   TensorMap map_a, map_b;  // the sm_90 kernels' operands
 };
 
-kaio_status prepare_matmul(const char *caller, const MatmulPlan &plan, const kaio_tensor *tensors,
+kaio_status prepare_matmul(const MatmulPlan &plan, const kaio_tensor *tensors,
                            const MatmulNames &names, MatmulViews *out);
-kaio_status enqueue_matmul(const char *caller, const MatmulPlan &plan, kaio_stream *stream,
-                           const MatmulViews &views);
+kaio_status enqueue_matmul(const MatmulPlan &plan, kaio_stream *stream, const MatmulViews &views);
 
 }  // namespace kaio

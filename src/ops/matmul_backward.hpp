@@ -22,10 +22,9 @@ struct MatmulBackwardPlan : PlanBase {
   MatmulBackwardPlan() = default;
   explicit MatmulBackwardPlan(const kaio_matmul_backward_desc &desc);
 
-  kaio_status plan(const char *caller, kaio_device *device);
+  kaio_status plan(kaio_device *device);
   // Tensors: {dC, A, B, dA, dB}; a NULL buffer skips a gradient.
-  kaio_status run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
-                  size_t count) const;
+  kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;
 };
 
 }  // namespace kaio

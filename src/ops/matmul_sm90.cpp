@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "runtime/buffer.hpp"
@@ -90,16 +91,16 @@ KernelId kernel_for(const MatmulPlan &p, const TileFamily &family) {
 
 }  // namespace
 
-kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, MatmulPlan *plan,
-                             const std::string &why) {
+kaio_status plan_matmul_sm90(kaio_device *device, MatmulPlan *plan, const std::string &why) {
   MatmulPlan &p = *plan;
   const int64_t m = p.rows, n = p.cols, sms = device->info.sm_count;
   const int64_t ksteps = (p.k + kStepK - 1) / kStepK;
   const Choice choice = choose(m, n, p.k, sms, p.prepared);
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, kernel_for(p, *choice.family), &fn));
+  KAIO_TRY(device->modules->function(kernel_for(p, *choice.family), &fn));
   if (!tma_box(fn, "tmap_a", p.box_a) || !tma_box(fn, "tmap_b", p.box_b))
-    return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper matmul kernel lacks its TMA boxes.", caller);
+    return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper matmul kernel lacks its TMA boxes.",
+                api_name());
   p.tma = true;
   p.launch = launch_of(fn);
   const int64_t per = (ksteps + choice.splits - 1) / choice.splits;
@@ -107,15 +108,14 @@ kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, MatmulPlan
   p.splits = static_cast<unsigned>((ksteps + per - 1) / per);
   if (p.splits > 1) {
     BuiltinFunction reduce;
-    KAIO_TRY(device->modules->function(caller, kernels::splitk_reduce(), &reduce));
+    KAIO_TRY(device->modules->function(kernels::splitk_reduce(), &reduce));
     // A block per run of a row's columns, a row per grid.y.
     p.reduce.function = reduce.function;
     p.reduce.block = reduce.block;
     p.reduce.grid = static_cast<unsigned>((n + reduce.block - 1) / reduce.block);
     p.reduce.grid_y = static_cast<unsigned>(m);
-    KAIO_TRY(DeviceMemory::allocate(caller, device,
-                                      static_cast<uint64_t>(p.splits) * m * n * sizeof(float),
-                                      &p.workspace));
+    KAIO_TRY(DeviceMemory::allocate(device, static_cast<uint64_t>(p.splits) * m * n * sizeof(float),
+                                    &p.workspace));
   }
   // Persistent: at most one CTA per SM, each walking work items.
   p.launch.grid = static_cast<unsigned>(
@@ -127,15 +127,14 @@ kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, MatmulPlan
   return KAIO_OK;
 }
 
-kaio_status encode_matmul_sm90_maps(const char *caller, const MatmulPlan &p,
-                                    MatmulViews *views) {
+kaio_status encode_matmul_sm90_maps(const MatmulPlan &p, MatmulViews *views) {
   ContextScope scope(p.device);
-  KAIO_TRY(scope.status(caller));
-  KAIO_TRY(encode_tensor_map(caller, p.device, views->a, p.dtype, p.box_a, &views->map_a));
-  return encode_tensor_map(caller, p.device, views->b, p.dtype, p.box_b, &views->map_b);
+  KAIO_TRY(scope.status());
+  KAIO_TRY(encode_tensor_map(p.device, views->a, p.dtype, p.box_a, &views->map_a));
+  return encode_tensor_map(p.device, views->b, p.dtype, p.box_b, &views->map_b);
 }
 
-kaio_status enqueue_matmul_sm90(const char *caller, const MatmulPlan &p, kaio_stream *stream,
+kaio_status enqueue_matmul_sm90(const MatmulPlan &p, kaio_stream *stream,
                                 const MatmulViews &views) {
   const kaio_device *device = p.device;
   const CheckedView &c = views.c;
@@ -154,14 +153,14 @@ kaio_status enqueue_matmul_sm90(const char *caller, const MatmulPlan &p, kaio_st
     split_elems = static_cast<unsigned long long>(m) * n;
     void *params[] = {&map_a, &map_b, &ws, &m, &n, &k, &ws_ld, &one, &zero, &f32, &kper,
                       &split_elems};
-    KAIO_TRY(launch_builtin(caller, device, p.launch, stream, params));
+    KAIO_TRY(launch_builtin(device, p.launch, stream, params));
     void *reduce_params[] = {&ws, &pc, &m, &n, &ldc, &splits, &split_elems, &alpha, &beta,
                              &out_dtype};
-    return launch_builtin(caller, device, p.reduce, stream, reduce_params);
+    return launch_builtin(device, p.reduce, stream, reduce_params);
   }
   void *params[] = {&map_a, &map_b, &pc, &m, &n, &k, &ldc, &alpha, &beta, &out_dtype, &kper,
                     &split_elems};
-  return launch_builtin(caller, device, p.launch, stream, params);
+  return launch_builtin(device, p.launch, stream, params);
 }
 
 }  // namespace kaio

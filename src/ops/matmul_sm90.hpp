@@ -10,15 +10,13 @@ namespace kaio {
 
 // AUTO's plan where check_family(matmul_sm90) passed; `why` is its reason,
 // for KAIO_LOG.
-kaio_status plan_matmul_sm90(const char *caller, kaio_device *device, MatmulPlan *plan,
-                             const std::string &why);
+kaio_status plan_matmul_sm90(kaio_device *device, MatmulPlan *plan, const std::string &why);
 
 // The two halves of a launch (prepare_matmul, enqueue_matmul): A's and B's
 // tensor maps from the checked views, then the kernel (and split-K's
 // reduction).
-kaio_status encode_matmul_sm90_maps(const char *caller, const MatmulPlan &plan,
-                                    MatmulViews *views);
-kaio_status enqueue_matmul_sm90(const char *caller, const MatmulPlan &plan, kaio_stream *stream,
+kaio_status encode_matmul_sm90_maps(const MatmulPlan &plan, MatmulViews *views);
+kaio_status enqueue_matmul_sm90(const MatmulPlan &plan, kaio_stream *stream,
                                 const MatmulViews &views);
 
 }  // namespace kaio

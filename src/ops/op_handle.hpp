@@ -32,11 +32,10 @@ struct kaio_op {
 namespace kaio {
 
 // Hands a planned op to the caller: the op retains device.
-kaio_status publish_op(const char *caller, kaio_op **out, kaio_device *device,
-                       std::unique_ptr<kaio_op> op);
+kaio_status publish_op(kaio_op **out, kaio_device *device, std::unique_ptr<kaio_op> op);
 
 // Checks the views against the handle's plan and the stream, then launches.
-kaio_status run_op_handle(const char *caller, const kaio_op &op, kaio_stream *stream,
+kaio_status run_op_handle(const kaio_op &op, kaio_stream *stream,
                           const kaio_tensor *tensors, size_t count);
 
 }  // namespace kaio

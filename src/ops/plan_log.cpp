@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/call_context.hpp"
 #include "core/env.hpp"
 #include "kernels/module_cache.hpp"
 
@@ -16,9 +17,9 @@ struct Pending {
 };
 thread_local Pending t_pending;
 
-bool creates_op(const char *caller) {
+bool creates_op(const char *name) {
   static constexpr char kPrefix[] = "kaio_op_create_";
-  return std::strncmp(caller, kPrefix, sizeof kPrefix - 1) == 0;
+  return std::strncmp(name, kPrefix, sizeof kPrefix - 1) == 0;
 }
 
 }  // namespace
@@ -45,7 +46,7 @@ void log_kernel(const kaio_device *device, cu::CUfunction f, const char *why) {
   k += ")";
 }
 
-kaio_status log_plan(const char *caller, const std::function<kaio_status()> &plan,
+kaio_status log_plan(const std::function<kaio_status()> &plan,
                      const std::function<std::string()> &subject) {
   if (!log_enabled()) return plan();
   ++t_pending.depth;
@@ -60,8 +61,8 @@ kaio_status log_plan(const char *caller, const std::function<kaio_status()> &pla
   if (--t_pending.depth > 0) return s;
   std::string kernels;
   kernels.swap(t_pending.kernels);
-  if (s == KAIO_OK && creates_op(caller)) {
-    const std::string line = "kaio: " + std::string(caller) + ": " + subject() + " -> " +
+  if (s == KAIO_OK && creates_op(api_name())) {
+    const std::string line = "kaio: " + std::string(api_name()) + ": " + subject() + " -> " +
                              (kernels.empty() ? "(no kernel)" : kernels) + "\n";
     std::fputs(line.c_str(), stderr);
   }

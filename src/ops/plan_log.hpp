@@ -26,10 +26,10 @@ void log_kernel(const kaio_device *device, cu::CUfunction f, const std::string &
 void log_kernel(const kaio_device *device, cu::CUfunction f, const char *why);
 
 // Runs a family's planner. The outermost one on the thread writes the line,
-// "kaio: <caller>: <subject()> -> <kernels (why); ...>", when the plan
-// succeeded and `caller` creates an op; nested planners (a k-quant op's
-// matmul) add their kernels to it.
-kaio_status log_plan(const char *caller, const std::function<kaio_status()> &plan,
+// "kaio: <api_name()>: <subject()> -> <kernels (why); ...>", when the plan
+// succeeded and the API function creates an op; nested planners (a k-quant
+// op's matmul) add their kernels to it.
+kaio_status log_plan(const std::function<kaio_status()> &plan,
                      const std::function<std::string()> &subject);
 
 }  // namespace kaio

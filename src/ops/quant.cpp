@@ -6,21 +6,22 @@
 #include <cstdio>
 #include <string>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 
 namespace kaio {
 
-kaio_status check_aligned_view(const char *caller, const char *arg, const kaio_tensor *t,
+kaio_status check_aligned_view(const char *arg, const kaio_tensor *t,
                                const kaio_device *device, unsigned align, int64_t stride_elems,
                                const char *why, CheckedView *out) {
-  KAIO_TRY(check_view(caller, arg, t, device, out));
+  KAIO_TRY(check_view(arg, t, device, out));
   if (out->address % align != 0 || out->row_stride % stride_elems != 0)
     return fail(KAIO_ERROR_MISALIGNED,
                 "%s: argument '%s' starts at byte offset %" PRIu64 " of a 256-byte-aligned "
                 "allocation with row_stride %" PRId64 "; %s needs a %u-byte aligned start and a "
                 "row_stride that is a multiple of %" PRId64 " elements. Pad the rows or copy "
                 "into an aligned buffer.",
-                caller, arg, static_cast<uint64_t>(out->address % 256), out->row_stride, why,
+                api_name(), arg, static_cast<uint64_t>(out->address % 256), out->row_stride, why,
                 align, stride_elems);
   return KAIO_OK;
 }

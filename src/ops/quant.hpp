@@ -22,9 +22,8 @@ struct Int8Plan : PlanBase {
   unsigned box_a[2] = {0, 0}, box_b[2] = {0, 0};
   Launch kernel;
 
-  kaio_status plan(const char *caller, kaio_device *device);
-  kaio_status run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
-                  size_t count) const;
+  kaio_status plan(kaio_device *device);
+  kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;
 };
 
 // INT4 W4A16 matmul in the GPTQ layout, and the fused INT4 QKV projection
@@ -53,9 +52,8 @@ struct Int4Plan : PlanBase {
   MatmulPlan matmul;
   Workspace workspace;
 
-  kaio_status plan(const char *caller, kaio_device *device);
-  kaio_status run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
-                  size_t count) const;
+  kaio_status plan(kaio_device *device);
+  kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;
 };
 
 // Fused QKV with s8 K x N weights and f16 activations, W8A16
@@ -66,9 +64,8 @@ struct QkvInt8Plan : PlanBase {
   int64_t n[3] = {0, 0, 0};
   Launch kernel;
 
-  kaio_status plan(const char *caller, kaio_device *device);
-  kaio_status run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
-                  size_t count) const;
+  kaio_status plan(kaio_device *device);
+  kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;
 };
 
 // "int4 M=64 N=4096 K=4096 f16": a plan's line in KAIO_LOG (n: nproj
@@ -76,8 +73,7 @@ struct QkvInt8Plan : PlanBase {
 std::string quant_subject(const char *kind, int64_t m, const int64_t *n, int nproj, int64_t k,
                           kaio_dtype dtype);
 
-kaio_status repack_kaio_int4(const char *caller, kaio_stream *stream, const kaio_tensor *src,
-                             const kaio_tensor *dst);
+kaio_status repack_kaio_int4(kaio_stream *stream, const kaio_tensor *src, const kaio_tensor *dst);
 
 // Tensor counts of the launch lists.
 constexpr size_t kInt8Tensors = 5;   // {A, B, sa, sb, C}
@@ -90,7 +86,7 @@ inline bool absent(const kaio_tensor &t) { return t.buffer == nullptr; }
 
 // check_view plus: the start on an `align`-byte boundary and the row stride
 // a multiple of `stride_elems` (KAIO_ERROR_MISALIGNED otherwise).
-kaio_status check_aligned_view(const char *caller, const char *arg, const kaio_tensor *t,
+kaio_status check_aligned_view(const char *arg, const kaio_tensor *t,
                                const kaio_device *device, unsigned align, int64_t stride_elems,
                                const char *why, CheckedView *out);
 

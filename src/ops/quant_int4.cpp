@@ -8,6 +8,7 @@
 #include <climits>
 #include <string>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/kernel_family.hpp"
@@ -89,29 +90,29 @@ std::string arg_name(const Int4Plan &p, const char *base, int proj) {
   return p.qkv ? std::string(base) + "_" + kProj[proj] : base;
 }
 
-kaio_status check_packed_shape(const char *caller, const std::string &arg, const CheckedView &v,
+kaio_status check_packed_shape(const std::string &arg, const CheckedView &v,
                                int64_t rows, int64_t cols, const char *rule) {
   if (v.rows == rows && v.cols == cols) return KAIO_OK;
   return fail(KAIO_ERROR_SHAPE_MISMATCH,
               "%s: argument '%s' is %" PRId64 " x %" PRId64 " but must be %s = %" PRId64
               " x %" PRId64 ".",
-              caller, arg.c_str(), v.rows, v.cols, rule, rows, cols);
+              api_name(), arg.c_str(), v.rows, v.cols, rule, rows, cols);
 }
 
-kaio_status check_weights(const char *caller, const kaio_device *device, const Int4Plan &p,
+kaio_status check_weights(const kaio_device *device, const Int4Plan &p,
                           int proj, const kaio_tensor *t, Weights *w) {
   const int64_t k = p.k, n = p.n[proj], groups = p.k / p.group;
   const std::string qw = arg_name(p, "qweight", proj), qz = arg_name(p, "qzeros", proj),
                     sc = arg_name(p, "scales", proj);
-  KAIO_TRY(check_view(caller, qw.c_str(), &t[0], device, &w->qw));
+  KAIO_TRY(check_view(qw.c_str(), &t[0], device, &w->qw));
   if (!is_packed(w->qw.dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: argument '%s' has dtype %s but must be u32 or i32 (8 packed 4-bit values "
                 "per word).",
-                caller, qw.c_str(), kaio_dtype_name(w->qw.dtype));
-  KAIO_TRY(check_packed_shape(caller, qw, w->qw, k / 8, n,
+                api_name(), qw.c_str(), kaio_dtype_name(w->qw.dtype));
+  KAIO_TRY(check_packed_shape(qw, w->qw, k / 8, n,
                               "K/8 x N (GPTQ packs 8 values of a column per word along K)"));
-  KAIO_TRY(check_aligned_view(caller, qw.c_str(), &t[0], device, 16, 4,
+  KAIO_TRY(check_aligned_view(qw.c_str(), &t[0], device, 16, 4,
                               "the int4 kernel (16-byte loads of 4 words)", &w->qw));
   w->has_zeros = !absent(t[1]);
   if (w->has_zeros) {
@@ -119,31 +120,31 @@ kaio_status check_weights(const char *caller, const kaio_device *device, const I
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: argument '%s' is given but the format is KAIO_INT4_SIGNED, whose values "
                   "have no zero point; pass a view with a NULL buffer, or use KAIO_INT4_GPTQ.",
-                  caller, qz.c_str());
-    KAIO_TRY(check_view(caller, qz.c_str(), &t[1], device, &w->qz));
+                  api_name(), qz.c_str());
+    KAIO_TRY(check_view(qz.c_str(), &t[1], device, &w->qz));
     if (!is_packed(w->qz.dtype))
       return fail(KAIO_ERROR_INVALID_DTYPE,
                   "%s: argument '%s' has dtype %s but must be u32 or i32 (8 packed 4-bit zero "
                   "points per word).",
-                  caller, qz.c_str(), kaio_dtype_name(w->qz.dtype));
-    KAIO_TRY(check_packed_shape(caller, qz, w->qz, groups, n / 8,
+                  api_name(), qz.c_str(), kaio_dtype_name(w->qz.dtype));
+    KAIO_TRY(check_packed_shape(qz, w->qz, groups, n / 8,
                                 "K/group_size x N/8 (8 zero points per word along N)"));
   }
-  KAIO_TRY(check_view(caller, sc.c_str(), &t[2], device, &w->sc));
-  KAIO_TRY(check_dtype(caller, sc.c_str(), w->sc, p.in_dtype));
-  KAIO_TRY(check_packed_shape(caller, sc, w->sc, groups, n, "K/group_size x N"));
-  KAIO_TRY(check_aligned_view(caller, sc.c_str(), &t[2], device, 8, 4,
+  KAIO_TRY(check_view(sc.c_str(), &t[2], device, &w->sc));
+  KAIO_TRY(check_dtype(sc.c_str(), w->sc, p.in_dtype));
+  KAIO_TRY(check_packed_shape(sc, w->sc, groups, n, "K/group_size x N"));
+  KAIO_TRY(check_aligned_view(sc.c_str(), &t[2], device, 8, 4,
                               "the int4 kernel (8-byte loads of 4 scales)", &w->sc));
   return KAIO_OK;
 }
 
-kaio_status check_output(const char *caller, const kaio_device *device, const Int4Plan &p,
+kaio_status check_output(const kaio_device *device, const Int4Plan &p,
                          int proj, const kaio_tensor &t, CheckedView *out) {
   const std::string name =
       p.qkv ? std::string("out_") + kProj[proj] : std::string("C");
-  KAIO_TRY(check_view(caller, name.c_str(), &t, device, out));
-  KAIO_TRY(check_dtype(caller, name.c_str(), *out, p.out_dtype));
-  return check_shape(caller, name.c_str(), *out, p.m, p.n[proj]);
+  KAIO_TRY(check_view(name.c_str(), &t, device, out));
+  KAIO_TRY(check_dtype(name.c_str(), *out, p.out_dtype));
+  return check_shape(name.c_str(), *out, p.m, p.n[proj]);
 }
 
 // M > 16 on sm_90a: the fused wgmma kernel, for op handles and one-shot
@@ -165,8 +166,7 @@ int64_t fused_cost(const Int4Plan &p, const FusedTile &f, int64_t sms, int64_t s
   return (ctas + sms - 1) / sms * ((steps + f.split - 1) / f.split) * f.step_cost;
 }
 
-kaio_status plan_fused(const char *caller, kaio_device *device, Int4Plan *p,
-                       const std::string &why) {
+kaio_status plan_fused(kaio_device *device, Int4Plan *p, const std::string &why) {
   const int64_t sms = device->info.sm_count;
   const int64_t steps = (p->k + kFusedStepK - 1) / kFusedStepK;
   const FusedTile *best = &kFusedTiles[0];
@@ -175,10 +175,11 @@ kaio_status plan_fused(const char *caller, kaio_device *device, Int4Plan *p,
       best = &f;
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(
-      caller, kernels::int4_mm_sm90(p->in_dtype, best->rows, best->split), &fn));
+      kernels::int4_mm_sm90(p->in_dtype, best->rows, best->split), &fn));
   if (fn.cols_per_block == 0 || !tma_box(fn, "tmap_x", p->box_a) ||
       !tma_box(fn, "tmap_qw", p->box_b))
-    return fail(KAIO_ERROR_INTERNAL, "%s: the int4 wgmma kernel lacks its launch facts.", caller);
+    return fail(KAIO_ERROR_INTERNAL, "%s: the int4 wgmma kernel lacks its launch facts.",
+                api_name());
   Launch &kp = p->kernel = launch_of(fn);
   kp.grid = static_cast<unsigned>((p->n[0] + fn.cols_per_block - 1) / fn.cols_per_block);
   kp.grid_y = static_cast<unsigned>((p->m + p->box_a[1] - 1) / p->box_a[1]);
@@ -188,18 +189,17 @@ kaio_status plan_fused(const char *caller, kaio_device *device, Int4Plan *p,
   return KAIO_OK;
 }
 
-kaio_status plan_prefill(const char *caller, kaio_device *device, Int4Plan *p,
-                         const std::string &why) {
+kaio_status plan_prefill(kaio_device *device, Int4Plan *p, const std::string &why) {
   if (p->k / 8 > kMaxGridYZ)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: K is %" PRId64 "; the prefill path dequantizes at most %" PRId64
                 " rows of K. Split K.",
-                caller, p->k, kMaxGridYZ * 8);
+                api_name(), p->k, kMaxGridYZ * 8);
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, kernels::int4_dequant(p->in_dtype), &fn));
+  KAIO_TRY(device->modules->function(kernels::int4_dequant(p->in_dtype), &fn));
   if (fn.cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 dequantize kernel lacks its annotation.",
-                caller);
+                api_name());
   Launch &d = p->dequant;
   d.function = fn.function;
   d.block = fn.block;
@@ -213,61 +213,59 @@ kaio_status plan_prefill(const char *caller, kaio_device *device, Int4Plan *p,
   mm.cols = p->n[0];
   mm.out_dtype = p->out_dtype;
   mm.k = p->k;
-  KAIO_TRY(mm.plan_product(caller, device));
-  KAIO_TRY(DeviceMemory::allocate(caller, device,
-                                    static_cast<uint64_t>(p->k) * static_cast<uint64_t>(p->n[0]) * 2,
-                                    &p->workspace));
+  KAIO_TRY(mm.plan_product(device));
+  KAIO_TRY(DeviceMemory::allocate(
+      device, static_cast<uint64_t>(p->k) * static_cast<uint64_t>(p->n[0]) * 2, &p->workspace));
   p->prefill = true;
   return KAIO_OK;
 }
 
-kaio_status plan_unlogged(const char *caller, kaio_device *device, Int4Plan *p,
-                          bool allow_prefill) {
+kaio_status plan_unlogged(kaio_device *device, Int4Plan *p, bool allow_prefill) {
   if (!is_half(p->in_dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: in_dtype is %s (%d); int4 matmul takes KAIO_DTYPE_F16 or KAIO_DTYPE_BF16 "
                 "activations (the scales have the same dtype).",
-                caller, kaio_dtype_name(p->in_dtype), p->in_dtype);
+                api_name(), kaio_dtype_name(p->in_dtype), p->in_dtype);
   if (!is_half(p->out_dtype) && p->out_dtype != KAIO_DTYPE_F32)
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: out_dtype is %s (%d); use KAIO_DTYPE_F32, KAIO_DTYPE_F16 or KAIO_DTYPE_BF16.",
-                caller, kaio_dtype_name(p->out_dtype), p->out_dtype);
+                api_name(), kaio_dtype_name(p->out_dtype), p->out_dtype);
   if (p->format != KAIO_INT4_GPTQ && p->format != KAIO_INT4_SIGNED)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                "%s: format is %d; use KAIO_INT4_GPTQ (0) or KAIO_INT4_SIGNED (1).", caller,
+                "%s: format is %d; use KAIO_INT4_GPTQ (0) or KAIO_INT4_SIGNED (1).", api_name(),
                 p->format);
   if (p->zeros_offset > 1 || (p->format == KAIO_INT4_SIGNED && p->zeros_offset != 0))
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: zeros_offset is %u; use 0, or 1 for AutoGPTQ v1 qzeros (GPTQ format "
                 "only).",
-                caller, p->zeros_offset);
+                api_name(), p->zeros_offset);
   if (p->m < 1 || p->k < 1 || p->m > INT32_MAX || p->k > INT32_MAX)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: M and K are %" PRId64 " and %" PRId64 "; each must be between 1 and %d.",
-                caller, p->m, p->k, INT32_MAX);
+                api_name(), p->m, p->k, INT32_MAX);
   for (int i = 0; i < p->nproj; ++i) {
     const int64_t n = p->n[i];
     if (n < 1 || n > INT32_MAX || n % 8 != 0)
       return fail(KAIO_ERROR_INVALID_DIMENSION,
                   "%s: N%s%s is %" PRId64 "; it must be a positive multiple of 8 (qzeros pack 8 "
                   "columns per word).",
-                  caller, p->nproj > 1 ? "_" : "", p->nproj > 1 ? kProj[i] : "", n);
+                  api_name(), p->nproj > 1 ? "_" : "", p->nproj > 1 ? kProj[i] : "", n);
   }
   if (p->k % kKStep != 0)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: K is %" PRId64 " but must be a multiple of 32 (the int4 kernels take K in "
                 "steps of 4 packed words); pad K with zero weights to %" PRId64 ".",
-                caller, p->k, (p->k + kKStep - 1) / kKStep * kKStep);
+                api_name(), p->k, (p->k + kKStep - 1) / kKStep * kKStep);
   if (p->group != p->k && (!power_of_two(p->group) || p->group < kKStep || p->k % p->group != 0))
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: group_size is %" PRId64 " with K %" PRId64 "; it must be a power of two "
                 ">= 32 that divides K (32, 64, 128, ...), or K itself (one group per column).",
-                caller, p->group, p->k);
+                api_name(), p->group, p->k);
   if ((p->m + kDecodeMaxRows - 1) / kDecodeMaxRows > kMaxGridYZ)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
-                "%s: M is %" PRId64 "; at most %" PRId64 " rows per call. Split M.", caller, p->m,
-                kMaxGridYZ * kDecodeMaxRows);
-  KAIO_TRY(require_arch(caller, device, 8, 0, "int4 matmul (mma.sync m16n8k16)"));
+                "%s: M is %" PRId64 "; at most %" PRId64 " rows per call. Split M.", api_name(),
+                p->m, kMaxGridYZ * kDecodeMaxRows);
+  KAIO_TRY(require_arch(device, 8, 0, "int4 matmul (mma.sync m16n8k16)"));
   // Op handles past kFusedMaxRows dequantize once per launch and run the
   // matmul, which is then faster (bench_quant on the H100: M = 4096 at 0.89x
   // cuBLAS f16 against 0.71x fused); one-shot calls own no workspace.
@@ -276,14 +274,15 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, Int4Plan *p,
   const bool tall = !p->qkv && p->m > kDecodeMaxRows;
   const FamilyCheck hopper = tall ? check_family(device, ModuleId::quant_int4_sm90, true)
                                   : FamilyCheck{};
-  if (tall && fused_rows && hopper.ok()) return plan_fused(caller, device, p, hopper.why);
+  if (tall && fused_rows && hopper.ok()) return plan_fused(device, p, hopper.why);
   if (allow_prefill && tall)
-    return plan_prefill(caller, device, p,
+    return plan_prefill(device, p,
                         hopper.ok() ? "M > " + std::to_string(kFusedMaxRows) : hopper.why);
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, gemv_kernel(*p, device->info.sm_count), &fn));
+  KAIO_TRY(device->modules->function(gemv_kernel(*p, device->info.sm_count), &fn));
   if (fn.cols_per_block == 0)
-    return fail(KAIO_ERROR_INTERNAL, "%s: the int4 decode kernel lacks its annotation.", caller);
+    return fail(KAIO_ERROR_INTERNAL, "%s: the int4 decode kernel lacks its annotation.",
+                api_name());
   int64_t nmax = 0;
   for (int i = 0; i < p->nproj; ++i) nmax = p->n[i] > nmax ? p->n[i] : nmax;
   const int64_t rows_per_block = p->m <= 8 ? 8 : kDecodeMaxRows;
@@ -299,34 +298,34 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, Int4Plan *p,
   return KAIO_OK;
 }
 
-kaio_status run_int4(const char *caller, const kaio_device *device, const Int4Plan &p,
+kaio_status run_int4(const kaio_device *device, const Int4Plan &p,
                      kaio_stream *stream, const kaio_tensor *t) {
   const char *xname = p.qkv ? "x" : "A";
   CheckedView x;
-  KAIO_TRY(check_aligned_view(caller, xname, &t[0], device, 16, 8,
+  KAIO_TRY(check_aligned_view(xname, &t[0], device, 16, 8,
                               "the int4 kernel (16-byte loads of activations)", &x));
-  KAIO_TRY(check_dtype(caller, xname, x, p.in_dtype));
-  KAIO_TRY(check_shape(caller, xname, x, p.m, p.k));
+  KAIO_TRY(check_dtype(xname, x, p.in_dtype));
+  KAIO_TRY(check_shape(xname, x, p.m, p.k));
   Weights w[3];
   CheckedView out[3];
   for (int i = 0; i < p.nproj; ++i) {
-    KAIO_TRY(check_weights(caller, device, p, i, &t[1 + 3 * i], &w[i]));
-    KAIO_TRY(check_output(caller, device, p, i, t[1 + 3 * p.nproj + i], &out[i]));
+    KAIO_TRY(check_weights(device, p, i, &t[1 + 3 * i], &w[i]));
+    KAIO_TRY(check_output(device, p, i, t[1 + 3 * p.nproj + i], &out[i]));
   }
   for (int i = 0; i < p.nproj; ++i) {
     const std::string o = p.qkv ? std::string("out_") + kProj[i] : "C";
-    KAIO_TRY(check_no_partial_overlap(caller, xname, x, o.c_str(), out[i], false));
+    KAIO_TRY(check_no_partial_overlap(xname, x, o.c_str(), out[i], false));
     for (int j = 0; j < p.nproj; ++j) {
-      KAIO_TRY(check_no_partial_overlap(caller, arg_name(p, "qweight", j).c_str(), w[j].qw,
+      KAIO_TRY(check_no_partial_overlap(arg_name(p, "qweight", j).c_str(), w[j].qw,
                                         o.c_str(), out[i], false));
-      KAIO_TRY(check_no_partial_overlap(caller, arg_name(p, "scales", j).c_str(), w[j].sc,
+      KAIO_TRY(check_no_partial_overlap(arg_name(p, "scales", j).c_str(), w[j].sc,
                                         o.c_str(), out[i], false));
       if (w[j].has_zeros)
-        KAIO_TRY(check_no_partial_overlap(caller, arg_name(p, "qzeros", j).c_str(), w[j].qz,
+        KAIO_TRY(check_no_partial_overlap(arg_name(p, "qzeros", j).c_str(), w[j].qz,
                                           o.c_str(), out[i], false));
       if (j < i) {
         const std::string oj = std::string("out_") + kProj[j];
-        KAIO_TRY(check_no_partial_overlap(caller, oj.c_str(), out[j], o.c_str(), out[i], false));
+        KAIO_TRY(check_no_partial_overlap(oj.c_str(), out[j], o.c_str(), out[i], false));
       }
     }
   }
@@ -351,27 +350,27 @@ kaio_status run_int4(const char *caller, const kaio_device *device, const Int4Pl
     TensorMap map_x, map_qw;
     {
       ContextScope scope(device);
-      KAIO_TRY(scope.status(caller));
-      KAIO_TRY(encode_tensor_map(caller, device, x, p.in_dtype, p.box_a, &map_x));
-      KAIO_TRY(encode_tensor_map(caller, device, w[0].qw, KAIO_DTYPE_U32, p.box_b, &map_qw, false));
+      KAIO_TRY(scope.status());
+      KAIO_TRY(encode_tensor_map(device, x, p.in_dtype, p.box_a, &map_x));
+      KAIO_TRY(encode_tensor_map(device, w[0].qw, KAIO_DTYPE_U32, p.box_b, &map_qw, false));
     }
     unsigned group = static_cast<unsigned>(p.group);
     void *params[] = {&map_x, &map_qw, &po[0], &ldo[0], &sc[0],  &ldsc[0], &qz[0],
                       &ldqz[0], &um,   &un[0], &uk,     &group, &xmask,   &zoff, &out_dtype};
-    return launch_builtin(caller, device, p.kernel, stream, params);
+    return launch_builtin(device, p.kernel, stream, params);
   }
   if (p.prefill) {
     // the product's views are checked before the dequantization is enqueued
     const kaio_tensor mm[] = {t[0], kaio_tensor_2d(p.workspace->handle(), p.in_dtype, p.k, p.n[0]),
                               t[4]};
     MatmulViews product;
-    KAIO_TRY(prepare_matmul(caller, p.matmul, mm, {xname, "qweight", "C"}, &product));
+    KAIO_TRY(prepare_matmul(p.matmul, mm, {xname, "qweight", "C"}, &product));
     unsigned long long pw = p.workspace->ptr(), ldw = static_cast<unsigned long long>(p.n[0]);
     unsigned group = static_cast<unsigned>(p.group);
     void *dq[] = {&qw[0], &ldqw[0], &qz[0], &ldqz[0], &sc[0], &ldsc[0], &pw, &ldw,
                   &un[0], &group, &xmask, &zoff};
-    KAIO_TRY(launch_builtin(caller, device, p.dequant, stream, dq));
-    return enqueue_matmul(caller, p.matmul, stream, product);
+    KAIO_TRY(launch_builtin(device, p.dequant, stream, dq));
+    return enqueue_matmul(p.matmul, stream, product);
   }
   unsigned long long px = x.address, ldx = x.row_stride;
   unsigned gshift = group_shift(p);
@@ -388,58 +387,55 @@ kaio_status run_int4(const char *caller, const kaio_device *device, const Int4Pl
     q[7] = &ldo[i];
     q[8] = &un[i];
   }
-  return launch_builtin(caller, device, p.kernel, stream, params);
+  return launch_builtin(device, p.kernel, stream, params);
 }
 
 }  // namespace
 
-kaio_status Int4Plan::plan(const char *caller, kaio_device *device) {
+kaio_status Int4Plan::plan(kaio_device *device) {
   this->device = device;
   const char *kind = qkv ? "qkv int4" : "int4";
-  return log_plan(caller, [&] { return plan_unlogged(caller, device, this, prepared); },
+  return log_plan([&] { return plan_unlogged(device, this, prepared); },
                   [&] { return quant_subject(kind, m, n, nproj, k, in_dtype); });
 }
 
-kaio_status Int4Plan::run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
-                          size_t count) const {
-  KAIO_TRY(check_launch(caller, device, stream, tensors, count,
-                        qkv ? kQkvTensors : kInt4Tensors,
+kaio_status Int4Plan::run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const {
+  KAIO_TRY(check_launch(device, stream, tensors, count, qkv ? kQkvTensors : kInt4Tensors,
                         qkv ? "{x, qweight_q, qzeros_q, scales_q, qweight_k, qzeros_k, scales_k, "
                               "qweight_v, qzeros_v, scales_v, out_q, out_k, out_v}"
                             : "{A, qweight, qzeros, scales, C}"));
-  return run_int4(caller, device, *this, stream, tensors);
+  return run_int4(device, *this, stream, tensors);
 }
 
-kaio_status repack_kaio_int4(const char *caller, kaio_stream *stream, const kaio_tensor *src,
-                             const kaio_tensor *dst) {
-  KAIO_TRY(check_stream(caller, stream));
+kaio_status repack_kaio_int4(kaio_stream *stream, const kaio_tensor *src, const kaio_tensor *dst) {
+  KAIO_TRY(check_stream(stream));
   if (!src || !dst)
     return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL; pass a kaio_tensor.",
-                caller, src ? "dst" : "src");
+                api_name(), src ? "dst" : "src");
   const kaio_device *device = stream->device;
   CheckedView s, d;
-  KAIO_TRY(check_view(caller, "src", src, device, &s));
-  KAIO_TRY(check_view(caller, "dst", dst, device, &d));
+  KAIO_TRY(check_view("src", src, device, &s));
+  KAIO_TRY(check_view("dst", dst, device, &d));
   for (const auto &[name, v] : {std::pair<const char *, const CheckedView *>{"src", &s},
                                 {"dst", &d}})
     if (!is_packed(v->dtype))
       return fail(KAIO_ERROR_INVALID_DTYPE,
                   "%s: argument '%s' has dtype %s but must be u32 or i32 (packed words).",
-                  caller, name, kaio_dtype_name(v->dtype));
+                  api_name(), name, kaio_dtype_name(v->dtype));
   if (d.rows != s.cols || d.cols != s.rows)
     return fail(KAIO_ERROR_SHAPE_MISMATCH,
                 "%s: argument 'dst' is %" PRId64 " x %" PRId64 " but must be K/8 x N = %" PRId64
                 " x %" PRId64 " for a 'src' of N x K/8 = %" PRId64 " x %" PRId64 ".",
-                caller, d.rows, d.cols, s.cols, s.rows, s.rows, s.cols);
+                api_name(), d.rows, d.cols, s.cols, s.rows, s.rows, s.cols);
   if (s.cols > kMaxGridYZ || s.rows > INT32_MAX)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: 'src' is %" PRId64 " x %" PRId64 "; at most %" PRId64 " words per column "
                 "(K <= %" PRId64 "). Split K.",
-                caller, s.rows, s.cols, kMaxGridYZ, kMaxGridYZ * 8);
-  KAIO_TRY(check_no_partial_overlap(caller, "src", s, "dst", d, false));
-  KAIO_TRY(require_arch(caller, stream->device, 8, 0, "int4 repack"));
+                api_name(), s.rows, s.cols, kMaxGridYZ, kMaxGridYZ * 8);
+  KAIO_TRY(check_no_partial_overlap("src", s, "dst", d, false));
+  KAIO_TRY(require_arch(stream->device, 8, 0, "int4 repack"));
   BuiltinFunction fn;
-  KAIO_TRY(stream->device->modules->function(caller, kernels::int4_transpose(), &fn));
+  KAIO_TRY(stream->device->modules->function(kernels::int4_transpose(), &fn));
   Launch launch;
   launch.function = fn.function;
   launch.block = fn.block;
@@ -448,7 +444,7 @@ kaio_status repack_kaio_int4(const char *caller, kaio_stream *stream, const kaio
   unsigned long long ps = s.address, lds = s.row_stride, pd = d.address, ldd = d.row_stride;
   unsigned rows = static_cast<unsigned>(s.rows);
   void *params[] = {&ps, &lds, &pd, &ldd, &rows};
-  return launch_builtin(caller, device, launch, stream, params);
+  return launch_builtin(device, launch, stream, params);
 }
 
 }  // namespace kaio

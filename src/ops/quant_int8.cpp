@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/kernel_family.hpp"
@@ -38,59 +39,58 @@ bool int8_out(kaio_dtype d) {
 }
 
 // An optional f32 scale vector: absent, or a 1 x len view.
-kaio_status check_scale_vector(const char *caller, const char *arg, const kaio_tensor &t,
-                               const kaio_device *device, int64_t len, const char *what,
-                               unsigned long long *address) {
+kaio_status check_scale_vector(const char *arg, const kaio_tensor &t, const kaio_device *device,
+                               int64_t len, const char *what, unsigned long long *address) {
   *address = 0;
   if (absent(t)) return KAIO_OK;
   CheckedView v;
-  KAIO_TRY(check_view(caller, arg, &t, device, &v));
-  KAIO_TRY(check_dtype(caller, arg, v, KAIO_DTYPE_F32));
+  KAIO_TRY(check_view(arg, &t, device, &v));
+  KAIO_TRY(check_dtype(arg, v, KAIO_DTYPE_F32));
   if (v.rows != 1 || v.cols != len)
     return fail(KAIO_ERROR_SHAPE_MISMATCH,
                 "%s: argument '%s' is %" PRId64 " x %" PRId64 " but must be 1 x %" PRId64
                 " (one f32 per %s), or a view with a NULL buffer for no scale.",
-                caller, arg, v.rows, v.cols, len, what);
+                api_name(), arg, v.rows, v.cols, len, what);
   *address = v.address;
   return KAIO_OK;
 }
 
-kaio_status plan_unlogged(const char *caller, kaio_device *device, Int8Plan *plan) {
+kaio_status plan_unlogged(kaio_device *device, Int8Plan *plan) {
   if (!int8_out(plan->out_dtype))
     return fail(KAIO_ERROR_INVALID_DTYPE,
                 "%s: out_dtype is %s (%d); use KAIO_DTYPE_F32, KAIO_DTYPE_F16, KAIO_DTYPE_BF16 "
                 "or KAIO_DTYPE_I32.",
-                caller, kaio_dtype_name(plan->out_dtype), plan->out_dtype);
+                api_name(), kaio_dtype_name(plan->out_dtype), plan->out_dtype);
   const int64_t m = plan->m, n = plan->n, k = plan->k;
   if (m < 1 || n < 1 || k < 1 || m > INT32_MAX || n > INT32_MAX)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: M, N, K are %" PRId64 ", %" PRId64 ", %" PRId64
                 "; each must be between 1 and %d.",
-                caller, m, n, k, INT32_MAX);
+                api_name(), m, n, k, INT32_MAX);
   if (k % kKAlign != 0 || k > kMaxK)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: K is %" PRId64 " but must be a multiple of 16 and at most %" PRId64
                 " (int32 sums of K products of 8-bit values); pad K with zeros to a multiple "
                 "of 16, or split K.",
-                caller, k, kMaxK);
+                api_name(), k, kMaxK);
   if ((m + kTile - 1) / kTile > kMaxGridY)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
-                "%s: M is %" PRId64 "; at most %" PRId64 " rows per call. Split M.", caller, m,
+                "%s: M is %" PRId64 "; at most %" PRId64 " rows per call. Split M.", api_name(), m,
                 kMaxGridY * kTile);
   if (!std::isfinite(plan->alpha))
-    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: alpha is %g; it must be finite.", caller,
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: alpha is %g; it must be finite.", api_name(),
                 static_cast<double>(plan->alpha));
   if (plan->out_dtype == KAIO_DTYPE_I32 && plan->alpha != 1.0f)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: alpha is %g but an i32 output holds the exact integer sums; use alpha 1 "
                 "(and no scale vectors) or a float output dtype.",
-                caller, static_cast<double>(plan->alpha));
+                api_name(), static_cast<double>(plan->alpha));
   if (plan->variant != KAIO_MATMUL_AUTO && plan->variant != KAIO_MATMUL_ASYNC)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: variant is %d; int8 matmul takes KAIO_MATMUL_AUTO or KAIO_MATMUL_ASYNC (the "
                 "mma.sync kernel).",
-                caller, plan->variant);
-  KAIO_TRY(require_arch(caller, device, 8, 0, "int8 matmul (mma.sync m16n8k32 s8)"));
+                api_name(), plan->variant);
+  KAIO_TRY(require_arch(device, 8, 0, "int8 matmul (mma.sync m16n8k32 s8)"));
   BuiltinFunction fn;
   // AUTO: wgmma s8 where the device runs sm_90a and the driver loads it.
   const FamilyCheck hopper = plan->variant == KAIO_MATMUL_AUTO
@@ -99,13 +99,12 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, Int8Plan *pla
   if (hopper.ok()) {
     const int64_t tile_n = hopper_tile_n(m, n, device->info.sm_count);
     KAIO_TRY(device->modules->function(
-        caller,
         kernels::matmul_sm90(KAIO_DTYPE_I8, false, true,
                              tile_n == 128 ? kernels::Tile::n128 : kernels::Tile::n256),
         &fn));
     if (!tma_box(fn, "tmap_a", plan->box_a) || !tma_box(fn, "tmap_b", plan->box_b))
       return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper int8 kernel lacks its TMA boxes.",
-                  caller);
+                  api_name());
     plan->tma = true;
     Launch &kp = plan->kernel = launch_of(fn);
     // Persistent: at most one CTA per SM, each walking tiles.
@@ -114,7 +113,7 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, Int8Plan *pla
     if (log_enabled()) log_kernel(device, fn.function, "AUTO: " + hopper.why);
     return KAIO_OK;
   }
-  KAIO_TRY(device->modules->function(caller, kernels::matmul_int8_sm80(), &fn));
+  KAIO_TRY(device->modules->function(kernels::matmul_int8_sm80(), &fn));
   if (log_enabled())
     log_kernel(device, fn.function,
                plan->variant == KAIO_MATMUL_AUTO ? "AUTO: sm_80 cp.async; " + hopper.why
@@ -125,36 +124,36 @@ kaio_status plan_unlogged(const char *caller, kaio_device *device, Int8Plan *pla
   return KAIO_OK;
 }
 
-kaio_status run_int8(const char *caller, const kaio_device *device, const Int8Plan &plan,
+kaio_status run_int8(const kaio_device *device, const Int8Plan &plan,
                      kaio_stream *stream, const kaio_tensor *t) {
   const int64_t m = plan.m, n = plan.n, k = plan.k;
   const char *why = "the int8 kernel (16-byte cp.async of s8)";
   CheckedView a, b, c;
-  KAIO_TRY(check_aligned_view(caller, "A", &t[0], device, 16, kKAlign, why, &a));
-  KAIO_TRY(check_dtype(caller, "A", a, KAIO_DTYPE_I8));
-  KAIO_TRY(check_shape(caller, "A", a, m, k));
-  KAIO_TRY(check_view(caller, "B", &t[1], device, &b));
-  KAIO_TRY(check_dtype(caller, "B", b, KAIO_DTYPE_I8));
+  KAIO_TRY(check_aligned_view("A", &t[0], device, 16, kKAlign, why, &a));
+  KAIO_TRY(check_dtype("A", a, KAIO_DTYPE_I8));
+  KAIO_TRY(check_shape("A", a, m, k));
+  KAIO_TRY(check_view("B", &t[1], device, &b));
+  KAIO_TRY(check_dtype("B", b, KAIO_DTYPE_I8));
   if (b.rows != n || b.cols != k)
     return fail(KAIO_ERROR_SHAPE_MISMATCH,
                 "%s: argument 'B' is %" PRId64 " x %" PRId64 " but must be N x K = %" PRId64
                 " x %" PRId64 " (int8 weights are taken transposed, as nn.Linear stores them); "
                 "transpose a K x N weight once when loading it.",
-                caller, b.rows, b.cols, n, k);
-  KAIO_TRY(check_aligned_view(caller, "B", &t[1], device, 16, kKAlign, why, &b));
+                api_name(), b.rows, b.cols, n, k);
+  KAIO_TRY(check_aligned_view("B", &t[1], device, 16, kKAlign, why, &b));
   unsigned long long psa = 0, psb = 0;
-  KAIO_TRY(check_scale_vector(caller, "sa", t[2], device, m, "row of A", &psa));
-  KAIO_TRY(check_scale_vector(caller, "sb", t[3], device, n, "column of B", &psb));
+  KAIO_TRY(check_scale_vector("sa", t[2], device, m, "row of A", &psa));
+  KAIO_TRY(check_scale_vector("sb", t[3], device, n, "column of B", &psb));
   if (plan.out_dtype == KAIO_DTYPE_I32 && (psa || psb))
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: C is i32 (the exact integer sums) but a scale vector was given; pass "
                 "views with NULL buffers for sa and sb, or use a float C.",
-                caller);
-  KAIO_TRY(check_view(caller, "C", &t[4], device, &c));
-  KAIO_TRY(check_dtype(caller, "C", c, plan.out_dtype));
-  KAIO_TRY(check_shape(caller, "C", c, m, n));
-  KAIO_TRY(check_no_partial_overlap(caller, "A", a, "C", c, false));
-  KAIO_TRY(check_no_partial_overlap(caller, "B", b, "C", c, false));
+                api_name());
+  KAIO_TRY(check_view("C", &t[4], device, &c));
+  KAIO_TRY(check_dtype("C", c, plan.out_dtype));
+  KAIO_TRY(check_shape("C", c, m, n));
+  KAIO_TRY(check_no_partial_overlap("A", a, "C", c, false));
+  KAIO_TRY(check_no_partial_overlap("B", b, "C", c, false));
 
   unsigned long long pa = a.address, pb = b.address, pc = c.address;
   unsigned um = static_cast<unsigned>(m), un = static_cast<unsigned>(n),
@@ -166,9 +165,9 @@ kaio_status run_int8(const char *caller, const kaio_device *device, const Int8Pl
     TensorMap map_a, map_b;
     {
       ContextScope scope(device);
-      KAIO_TRY(scope.status(caller));
-      KAIO_TRY(encode_tensor_map(caller, device, a, KAIO_DTYPE_I8, plan.box_a, &map_a));
-      KAIO_TRY(encode_tensor_map(caller, device, b, KAIO_DTYPE_I8, plan.box_b, &map_b));
+      KAIO_TRY(scope.status());
+      KAIO_TRY(encode_tensor_map(device, a, KAIO_DTYPE_I8, plan.box_a, &map_a));
+      KAIO_TRY(encode_tensor_map(device, b, KAIO_DTYPE_I8, plan.box_b, &map_b));
     }
     // No beta, and K in one split: the s32 sums stay exact.
     float beta = 0.0f;
@@ -176,26 +175,24 @@ kaio_status run_int8(const char *caller, const kaio_device *device, const Int8Pl
     unsigned long long split_elems = 0;
     void *params[] = {&map_a, &map_b, &pc,   &um,   &un,          &uk,  &ldc,
                       &alpha, &beta,  &out_dtype, &kper, &split_elems, &psa, &psb};
-    return launch_builtin(caller, device, plan.kernel, stream, params);
+    return launch_builtin(device, plan.kernel, stream, params);
   }
   void *params[] = {&pa, &pb, &pc, &um, &un, &uk, &lda, &ldb, &ldc, &alpha, &psa, &psb,
                     &out_dtype};
-  return launch_builtin(caller, device, plan.kernel, stream, params);
+  return launch_builtin(device, plan.kernel, stream, params);
 }
 
 }  // namespace
 
-kaio_status Int8Plan::plan(const char *caller, kaio_device *device) {
+kaio_status Int8Plan::plan(kaio_device *device) {
   this->device = device;
-  return log_plan(caller, [&] { return plan_unlogged(caller, device, this); },
+  return log_plan([&] { return plan_unlogged(device, this); },
                   [&] { return quant_subject("int8", m, &n, 1, k, KAIO_DTYPE_I8); });
 }
 
-kaio_status Int8Plan::run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
-                          size_t count) const {
-  KAIO_TRY(check_launch(caller, device, stream, tensors, count, kInt8Tensors,
-                        "{A, B, sa, sb, C}"));
-  return run_int8(caller, device, *this, stream, tensors);
+kaio_status Int8Plan::run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const {
+  KAIO_TRY(check_launch(device, stream, tensors, count, kInt8Tensors, "{A, B, sa, sb, C}"));
+  return run_int8(device, *this, stream, tensors);
 }
 
 }  // namespace kaio

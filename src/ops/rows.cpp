@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/rows.hpp"
@@ -25,18 +26,18 @@ KernelId row_kernel(const RowsPlan &plan) {
                        warp_per_row(plan) ? kernels::RowBucket::warp : kernels::RowBucket::block);
 }
 
-kaio_status plan_rows(const char *caller, kaio_device *device, RowsPlan *plan) {
+kaio_status plan_rows(kaio_device *device, RowsPlan *plan) {
   if (plan->rows > INT32_MAX || plan->cols > INT32_MAX)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: the shape is %" PRId64 " x %" PRId64 "; row ops take at most %d rows and "
                 "%d cols. Split the rows into several calls.",
-                caller, plan->rows, plan->cols, INT32_MAX, INT32_MAX);
+                api_name(), plan->rows, plan->cols, INT32_MAX, INT32_MAX);
   if (plan->op == RowsPlan::Op::rmsnorm && !(std::isfinite(plan->eps) && plan->eps >= 0.0f))
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: argument 'eps' is %g; it must be finite and >= 0 (1e-5 or 1e-6 are usual).",
-                caller, static_cast<double>(plan->eps));
+                api_name(), static_cast<double>(plan->eps));
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(caller, row_kernel(*plan), &fn));
+  KAIO_TRY(device->modules->function(row_kernel(*plan), &fn));
   plan->launch = launch_of(fn);
   const int64_t rows_per_block = fn.block / 32;  // a warp per row
   plan->launch.grid = static_cast<unsigned>(
@@ -46,34 +47,33 @@ kaio_status plan_rows(const char *caller, kaio_device *device, RowsPlan *plan) {
 
 }  // namespace
 
-kaio_status RowsPlan::plan(const char *caller, kaio_device *device) {
+kaio_status RowsPlan::plan(kaio_device *device) {
   this->device = device;
-  return plan_float_op(caller, device, dtype, rows, cols, launch,
-                       [&] { return plan_rows(caller, device, this); });
+  return plan_float_op(device, dtype, rows, cols, launch,
+                       [&] { return plan_rows(device, this); });
 }
 
-kaio_status RowsPlan::run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
-                          size_t count) const {
+kaio_status RowsPlan::run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const {
   const bool norm = op == Op::rmsnorm;
-  KAIO_TRY(check_launch(caller, device, stream, tensors, count, norm ? 3 : 2,
+  KAIO_TRY(check_launch(device, stream, tensors, count, norm ? 3 : 2,
                         norm ? "{x, weight, out}" : "{x, out}"));
   CheckedView x, w, out;
   const kaio_tensor *out_view = &tensors[norm ? 2 : 1];
-  KAIO_TRY(check_view(caller, "x", &tensors[0], device, &x));
-  KAIO_TRY(check_dtype(caller, "x", x, dtype));
-  KAIO_TRY(check_shape(caller, "x", x, rows, cols));
+  KAIO_TRY(check_view("x", &tensors[0], device, &x));
+  KAIO_TRY(check_dtype("x", x, dtype));
+  KAIO_TRY(check_shape("x", x, rows, cols));
   if (norm) {
-    KAIO_TRY(check_view(caller, "weight", &tensors[1], device, &w));
-    KAIO_TRY(check_dtype(caller, "weight", w, dtype));
-    KAIO_TRY(check_shape(caller, "weight", w, 1, cols));
+    KAIO_TRY(check_view("weight", &tensors[1], device, &w));
+    KAIO_TRY(check_dtype("weight", w, dtype));
+    KAIO_TRY(check_shape("weight", w, 1, cols));
   }
-  KAIO_TRY(check_view(caller, "out", out_view, device, &out));
-  KAIO_TRY(check_dtype(caller, "out", out, dtype));
-  KAIO_TRY(check_shape(caller, "out", out, rows, cols));
+  KAIO_TRY(check_view("out", out_view, device, &out));
+  KAIO_TRY(check_dtype("out", out, dtype));
+  KAIO_TRY(check_shape("out", out, rows, cols));
   // Each output element is written by the thread that last read it, so the
   // very same view in and out is safe; any other overlap is not.
-  KAIO_TRY(check_no_partial_overlap(caller, "x", x, "out", out, true));
-  if (norm) KAIO_TRY(check_no_partial_overlap(caller, "weight", w, "out", out, false));
+  KAIO_TRY(check_no_partial_overlap("x", x, "out", out, true));
+  if (norm) KAIO_TRY(check_no_partial_overlap("weight", w, "out", out, false));
 
   unsigned long long xa = x.address, wa = norm ? w.address : 0, oa = out.address;
   unsigned urows = static_cast<unsigned>(rows), ucols = static_cast<unsigned>(cols);
@@ -82,7 +82,7 @@ kaio_status RowsPlan::run(const char *caller, kaio_stream *stream, const kaio_te
   float feps = eps;
   void *norm_params[] = {&xa, &wa, &oa, &urows, &ucols, &xs, &os, &feps};
   void *softmax_params[] = {&xa, &oa, &urows, &ucols, &xs, &os};
-  return launch_builtin(caller, device, launch, stream, norm ? norm_params : softmax_params);
+  return launch_builtin(device, launch, stream, norm ? norm_params : softmax_params);
 }
 
 }  // namespace kaio

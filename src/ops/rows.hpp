@@ -15,10 +15,9 @@ struct RowsPlan : PlanBase {
   float eps = 0.0f;
   Launch launch;
 
-  kaio_status plan(const char *caller, kaio_device *device);
+  kaio_status plan(kaio_device *device);
   // Tensors: rmsnorm {x, weight, out}, softmax {x, out}.
-  kaio_status run(const char *caller, kaio_stream *stream, const kaio_tensor *tensors,
-                  size_t count) const;
+  kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;
 };
 
 }  // namespace kaio

@@ -22,9 +22,8 @@ int tma_dtype_of(kaio_dtype dtype) {
   }
 }
 
-kaio_status encode_tensor_map(const char *caller, const kaio_device *device,
-                              const CheckedView &v, kaio_dtype dtype, const unsigned box[2],
-                              TensorMap *out, bool swizzle) {
+kaio_status encode_tensor_map(const kaio_device *device, const CheckedView &v, kaio_dtype dtype,
+                              const unsigned box[2], TensorMap *out, bool swizzle) {
   const int tma_dtype = tma_dtype_of(dtype);
   unsigned long long dims[2] = {static_cast<unsigned long long>(v.cols),
                                 static_cast<unsigned long long>(v.rows)};
@@ -35,13 +34,12 @@ kaio_status encode_tensor_map(const char *caller, const kaio_device *device,
       out, tma_dtype, 2, reinterpret_cast<void *>(v.address), dims, strides, box,
       element_strides, kInterleaveNone, swizzle ? kSwizzle128 : kSwizzleNone, kL2Promote128,
       kOobZeroFill);
-  if (r) return fail_driver(r, caller, "cuTensorMapEncodeTiled");
+  if (r) return fail_driver(r, "cuTensorMapEncodeTiled");
   return KAIO_OK;
 }
 
-kaio_status encode_bshd_map(const char *caller, const kaio_device *device, const CheckedView &v,
-                            kaio_dtype dtype, int64_t seq, int64_t heads, const unsigned box[2],
-                            TensorMap *out) {
+kaio_status encode_bshd_map(const kaio_device *device, const CheckedView &v, kaio_dtype dtype,
+                            int64_t seq, int64_t heads, const unsigned box[2], TensorMap *out) {
   const unsigned long long esize = kaio_dtype_size(dtype), dim = v.cols / heads;
   const unsigned long long batch = v.rows / seq, row = v.row_stride * esize;
   unsigned long long dims[4] = {dim, static_cast<unsigned long long>(heads),
@@ -52,7 +50,7 @@ kaio_status encode_bshd_map(const char *caller, const kaio_device *device, const
   cu::CUresult r = device->api->cuTensorMapEncodeTiled(
       out, tma_dtype_of(dtype), 4, reinterpret_cast<void *>(v.address), dims, strides, box4,
       element_strides, kInterleaveNone, kSwizzle128, kL2Promote128, kOobZeroFill);
-  if (r) return fail_driver(r, caller, "cuTensorMapEncodeTiled");
+  if (r) return fail_driver(r, "cuTensorMapEncodeTiled");
   return KAIO_OK;
 }
 

@@ -18,16 +18,14 @@ struct alignas(64) TensorMap {
 // out-of-bounds elements read as zeros; a 128-byte swizzle unless swizzle is
 // false. dtype F16, BF16, U32 or I32 (encoded as UINT32), or I8 (UINT8: TMA
 // moves bytes). The device's context must be current.
-kaio_status encode_tensor_map(const char *caller, const kaio_device *device,
-                              const CheckedView &v, kaio_dtype dtype, const unsigned box[2],
-                              TensorMap *out, bool swizzle = true);
+kaio_status encode_tensor_map(const kaio_device *device, const CheckedView &v, kaio_dtype dtype,
+                              const unsigned box[2], TensorMap *out, bool swizzle = true);
 
 // A BSHD tensor's rank-2 view [B·S, H·D] as a 4-D map {D, H, S, B} with a
 // 128-byte swizzle and box {box[0], 1, box[1], 1}: one head's box[1] rows.
 // Bounds hold per dimension, so a box past S reads zeros, never the next
 // batch (the attention kernels' `// kaio-tma:` lines).
-kaio_status encode_bshd_map(const char *caller, const kaio_device *device, const CheckedView &v,
-                            kaio_dtype dtype, int64_t seq, int64_t heads, const unsigned box[2],
-                            TensorMap *out);
+kaio_status encode_bshd_map(const kaio_device *device, const CheckedView &v, kaio_dtype dtype,
+                            int64_t seq, int64_t heads, const unsigned box[2], TensorMap *out);
 
 }  // namespace kaio

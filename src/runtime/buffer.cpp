@@ -25,7 +25,6 @@ BufferPtr make_buffer(kaio_device *device, cu::CUdeviceptr ptr, uint64_t size, b
 
 kaio_status check_range(const char *arg, const kaio_buffer *buffer, uint64_t offset,
                         uint64_t size) {
-  const char *caller = api_name();
   uint64_t end = 0;
   // A wrapped sum would print as a small number that looks in bounds.
   if (__builtin_add_overflow(offset, size, &end))
@@ -33,13 +32,13 @@ kaio_status check_range(const char *arg, const kaio_buffer *buffer, uint64_t off
                 "%s: offset %" PRIu64 " + size %" PRIu64 " for argument '%s' exceeds 2^64, so "
                 "the range cannot lie in its %" PRIu64 "-byte buffer; pass an offset and size "
                 "whose sum is at most %" PRIu64 ".",
-                caller, offset, size, arg, buffer->size, buffer->size);
+                api_name(), offset, size, arg, buffer->size, buffer->size);
   if (end > buffer->size)
     return fail(KAIO_ERROR_OUT_OF_BOUNDS,
                 "%s: range [%" PRIu64 ", %" PRIu64 ") (offset %" PRIu64 " + size %" PRIu64
                 ") of argument '%s' runs past the end of its %" PRIu64 "-byte buffer; shrink "
                 "the range or use a larger buffer.",
-                caller, offset, end, offset, size, arg, buffer->size);
+                api_name(), offset, end, offset, size, arg, buffer->size);
   return KAIO_OK;
 }
 
@@ -52,7 +51,7 @@ void BufferDelete::operator()(kaio_buffer *buffer) const {
 
 kaio_status buffer_allocate(kaio_device *device, uint64_t size, BufferPtr *out) {
   cu::CUdeviceptr ptr = 0;
-  KAIO_TRY(allocate_device_memory(api_name(), device, size, &ptr));
+  KAIO_TRY(allocate_device_memory(device, size, &ptr));
   try {
     *out = make_buffer(device, ptr, size, true);
   } catch (...) {
@@ -64,7 +63,7 @@ kaio_status buffer_allocate(kaio_device *device, uint64_t size, BufferPtr *out) 
 
 kaio_status buffer_wrap(kaio_device *device, cu::CUdeviceptr ptr, uint64_t size, BufferPtr *out) {
   ContextScope scope(device);
-  KAIO_TRY(scope.status(api_name()));
+  KAIO_TRY(scope.status());
   KAIO_TRY(check_foreign_memory(device, ptr, size));
   *out = make_buffer(device, ptr, size, false);
   return KAIO_OK;

@@ -1,6 +1,5 @@
 #include "runtime/buffer_copy.hpp"
 
-#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "driver/driver_error.hpp"
 #include "runtime/context_scope.hpp"
@@ -13,8 +12,8 @@ template <class Call>
 kaio_status under_context(const kaio_device *device, uint64_t size, const char *what, Call call) {
   if (size == 0) return KAIO_OK;
   ContextScope scope(device);
-  KAIO_TRY(scope.status(api_name()));
-  if (cu::CUresult r = call(device->api)) return fail_driver(r, api_name(), what);
+  KAIO_TRY(scope.status());
+  if (cu::CUresult r = call(device->api)) return fail_driver(r, what);
   return KAIO_OK;
 }
 
@@ -24,16 +23,16 @@ kaio_status buffer_write(const kaio_buffer *buffer, uint64_t offset, const void 
                          uint64_t size) {
   if (size == 0) return KAIO_OK;
   ContextScope scope(buffer->device);
-  KAIO_TRY(scope.status(api_name()));
+  KAIO_TRY(scope.status());
   // cuMemcpyHtoD from pageable memory may return once the data is staged,
   // before it lands; a kernel on a non-blocking stream could then read the
   // old bytes. Copying on the legacy stream and waiting for it makes the
   // write complete when this call returns, as documented.
   const driver::Api *api = buffer->device->api;
   if (cu::CUresult r = api->cuMemcpyHtoDAsync(buffer->ptr + offset, src, size, nullptr))
-    return fail_driver(r, api_name(), "cuMemcpyHtoDAsync");
+    return fail_driver(r, "cuMemcpyHtoDAsync");
   if (cu::CUresult r = api->cuStreamSynchronize(nullptr))
-    return fail_driver(r, api_name(), "cuStreamSynchronize");
+    return fail_driver(r, "cuStreamSynchronize");
   return KAIO_OK;
 }
 

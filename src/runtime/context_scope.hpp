@@ -22,9 +22,8 @@ class ContextScope {
   ContextScope(const ContextScope &) = delete;
   ContextScope &operator=(const ContextScope &) = delete;
 
-  kaio_status status(const char *caller) const {
-    return pushed_ == cu::CUDA_SUCCESS ? KAIO_OK
-                                       : fail_driver(pushed_, caller, "cuCtxPushCurrent");
+  kaio_status status() const {
+    return pushed_ == cu::CUDA_SUCCESS ? KAIO_OK : fail_driver(pushed_, "cuCtxPushCurrent");
   }
 
  private:

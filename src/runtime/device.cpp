@@ -20,7 +20,6 @@ std::mutex g_registry_mutex;
 std::vector<kaio_device *> g_registry;
 
 kaio_status query_info(kaio_device *d) {
-  const char *caller = api_name();
   const driver::Api *api = d->api;
   kaio_device_info &info = d->info;
   info.struct_size = sizeof info;
@@ -37,31 +36,31 @@ kaio_status query_info(kaio_device *d) {
   for (const Attr &a : attrs) {
     int v = 0;
     if (cu::CUresult r = api->cuDeviceGetAttribute(&v, a.attribute, d->cu_device))
-      return fail_driver(r, caller, "cuDeviceGetAttribute");
+      return fail_driver(r, "cuDeviceGetAttribute");
     *a.value = v;
   }
   for (int axis = 0; axis < 3; ++axis) {
     int grid = 0, block = 0;
     if (cu::CUresult r = api->cuDeviceGetAttribute(
             &grid, cu::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X + axis, d->cu_device))
-      return fail_driver(r, caller, "cuDeviceGetAttribute(MAX_GRID_DIM)");
+      return fail_driver(r, "cuDeviceGetAttribute(MAX_GRID_DIM)");
     if (cu::CUresult r = api->cuDeviceGetAttribute(
             &block, cu::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X + axis, d->cu_device))
-      return fail_driver(r, caller, "cuDeviceGetAttribute(MAX_BLOCK_DIM)");
+      return fail_driver(r, "cuDeviceGetAttribute(MAX_BLOCK_DIM)");
     d->max_grid[axis] = static_cast<uint32_t>(grid);
     d->max_block[axis] = static_cast<uint32_t>(block);
   }
   int l2 = 0;
   if (cu::CUresult r = api->cuDeviceGetAttribute(&l2, cu::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
                                                  d->cu_device))
-    return fail_driver(r, caller, "cuDeviceGetAttribute");
+    return fail_driver(r, "cuDeviceGetAttribute");
   info.l2_cache_bytes = static_cast<uint64_t>(l2);
   size_t total = 0;
   if (cu::CUresult r = api->cuDeviceTotalMem(&total, d->cu_device))
-    return fail_driver(r, caller, "cuDeviceTotalMem");
+    return fail_driver(r, "cuDeviceTotalMem");
   info.total_memory = total;
   if (cu::CUresult r = api->cuDeviceGetName(info.name, sizeof info.name, d->cu_device))
-    return fail_driver(r, caller, "cuDeviceGetName");
+    return fail_driver(r, "cuDeviceGetName");
   info.name[sizeof info.name - 1] = '\0';
   return KAIO_OK;
 }
@@ -69,18 +68,16 @@ kaio_status query_info(kaio_device *d) {
 }  // namespace
 
 kaio_status device_open(int32_t ordinal, DeviceSetup setup, kaio_device **out) {
-  const char *caller = api_name();
   const driver::Api *api = nullptr;
   KAIO_TRY(driver::load(&api));
   int count = 0;
-  if (cu::CUresult r = api->cuDeviceGetCount(&count))
-    return fail_driver(r, caller, "cuDeviceGetCount");
+  if (cu::CUresult r = api->cuDeviceGetCount(&count)) return fail_driver(r, "cuDeviceGetCount");
   if (count == 0)
     return fail(KAIO_ERROR_NO_DEVICE, "%s: the driver reports no CUDA device. Check nvidia-smi.",
-                caller);
+                api_name());
   if (ordinal < 0 || ordinal >= count)
     return fail(KAIO_ERROR_NO_DEVICE,
-                "%s: argument 'ordinal' is %d but %d device(s) are visible; use 0..%d.", caller,
+                "%s: argument 'ordinal' is %d but %d device(s) are visible; use 0..%d.", api_name(),
                 ordinal, count, count - 1);
 
   std::lock_guard<std::mutex> lock(g_registry_mutex);
@@ -95,16 +92,16 @@ kaio_status device_open(int32_t ordinal, DeviceSetup setup, kaio_device **out) {
   d->api = api;
   d->ordinal = ordinal;
   if (cu::CUresult r = api->cuDeviceGet(&d->cu_device, ordinal))
-    return fail_driver(r, caller, "cuDeviceGet");
+    return fail_driver(r, "cuDeviceGet");
   if (cu::CUresult r = api->cuDevicePrimaryCtxRetain(&d->context, d->cu_device))
-    return fail_driver(r, caller, "cuDevicePrimaryCtxRetain");
+    return fail_driver(r, "cuDevicePrimaryCtxRetain");
   KAIO_TRY(query_info(d.get()));  // on failure ~kaio_device releases the context
   KAIO_TRY(setup(d.get()));
   d->borrowed_handle =
       static_cast<kaio_device *>(handle_issue(HandleTag::device, d.get(), HandleUse::borrowed));
   if (!d->borrowed_handle)
-    return fail(KAIO_ERROR_OUT_OF_HOST_MEMORY, "%s: cannot issue a handle for device %d.", caller,
-                ordinal);
+    return fail(KAIO_ERROR_OUT_OF_HOST_MEMORY, "%s: cannot issue a handle for device %d.",
+                api_name(), ordinal);
   g_registry[ordinal] = d.get();
   *out = d.release();
   return KAIO_OK;
@@ -132,13 +129,12 @@ DimOverLimit dim_over_limit(const kaio_device *device, const uint32_t grid[3],
   return {};
 }
 
-kaio_status require_arch(const char *caller, const kaio_device *device, int major, int minor,
-                         const char *what) {
+kaio_status require_arch(const kaio_device *device, int major, int minor, const char *what) {
   const kaio_device_info &i = device->info;
   if (i.cc_major > major || (i.cc_major == major && i.cc_minor >= minor)) return KAIO_OK;
   return fail(KAIO_ERROR_UNSUPPORTED_ARCH,
               "%s: %s needs compute capability %d.%d or newer, but device %d (%s) is %d.%d.",
-              caller, what, major, minor, device->ordinal, i.name, i.cc_major, i.cc_minor);
+              api_name(), what, major, minor, device->ordinal, i.name, i.cc_major, i.cc_minor);
 }
 
 }  // namespace kaio

@@ -65,7 +65,6 @@ DimOverLimit dim_over_limit(const kaio_device *device, const uint32_t grid[3],
 
 // Fails with KAIO_ERROR_UNSUPPORTED_ARCH unless the device has compute
 // capability major.minor or newer; `what` names the feature needing it.
-kaio_status require_arch(const char *caller, const kaio_device *device, int major, int minor,
-                         const char *what);
+kaio_status require_arch(const kaio_device *device, int major, int minor, const char *what);
 
 }  // namespace kaio

@@ -10,8 +10,7 @@ namespace kaio {
 
 // cuMemAlloc under the device's context; out of memory is reported with the
 // size asked for and the device's total.
-kaio_status allocate_device_memory(const char *caller, const kaio_device *device, uint64_t bytes,
-                                   cu::CUdeviceptr *out);
+kaio_status allocate_device_memory(const kaio_device *device, uint64_t bytes, cu::CUdeviceptr *out);
 void free_device_memory(const kaio_device *device, cu::CUdeviceptr ptr);
 
 // A workspace an op owns: the memory and a reference to its device, released
@@ -19,7 +18,7 @@ void free_device_memory(const kaio_device *device, cu::CUdeviceptr ptr);
 // handle lets an op pass the workspace to another op's launch as a view.
 class DeviceMemory {
  public:
-  static kaio_status allocate(const char *caller, kaio_device *device, uint64_t bytes,
+  static kaio_status allocate(kaio_device *device, uint64_t bytes,
                               std::shared_ptr<const DeviceMemory> *out);
   ~DeviceMemory();
   DeviceMemory(const DeviceMemory &) = delete;

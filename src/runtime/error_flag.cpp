@@ -1,6 +1,7 @@
 // Device-side error flags: pinned mapped memory, and the per-stream registry.
 #include "runtime/error_flag.hpp"
 
+#include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "driver/driver_error.hpp"
 #include "runtime/context_scope.hpp"
@@ -13,25 +14,27 @@ static_assert(sizeof(std::atomic<uint64_t>) == 8 && std::atomic<uint64_t>::is_al
 ErrorFlag::~ErrorFlag() {
   if (!device_) return;
   if (host_) {
+    // run by whichever call lets go last (or by none): name the release
+    ApiCall release("kaio error flag release");
     ContextScope scope(device_);
-    if (scope.status("kaio error flag release") == KAIO_OK) device_->api->cuMemFreeHost(host_);
+    if (scope.status() == KAIO_OK) device_->api->cuMemFreeHost(host_);
   }
   device_release(device_);
 }
 
-kaio_status ErrorFlag::allocate(const char *caller, kaio_device *device) {
+kaio_status ErrorFlag::allocate(kaio_device *device) {
   ContextScope scope(device);
-  KAIO_TRY(scope.status(caller));
+  KAIO_TRY(scope.status());
   void *host = nullptr;
   // portable: any context may free it; devicemap: kernels write it directly
   if (cu::CUresult r = device->api->cuMemHostAlloc(
           &host, sizeof(uint64_t), cu::CU_MEMHOSTALLOC_PORTABLE | cu::CU_MEMHOSTALLOC_DEVICEMAP))
-    return fail_driver(r, caller, "cuMemHostAlloc (an 8-byte mapped error flag)");
+    return fail_driver(r, "cuMemHostAlloc (an 8-byte mapped error flag)");
   device_ = device;
   device_retain(device);
   host_ = new (host) std::atomic<uint64_t>(0);
   if (cu::CUresult r = device->api->cuMemHostGetDevicePointer(&device_address_, host, 0))
-    return fail_driver(r, caller, "cuMemHostGetDevicePointer (mapping the error flag)");
+    return fail_driver(r, "cuMemHostGetDevicePointer (mapping the error flag)");
   return KAIO_OK;
 }
 
@@ -52,7 +55,7 @@ uint64_t ErrorFlagRegistry::ticket() {
   return next_ticket_;
 }
 
-kaio_status ErrorFlagRegistry::report(const char *caller, uint64_t done_before) {
+kaio_status ErrorFlagRegistry::report(uint64_t done_before) {
   std::shared_ptr<ErrorFlag> hit;
   uint64_t value = 0;
   {
@@ -71,7 +74,7 @@ kaio_status ErrorFlagRegistry::report(const char *caller, uint64_t done_before) 
     }
     entries_.erase(entries_.begin() + static_cast<ptrdiff_t>(keep), entries_.end());
   }
-  return hit ? hit->report(caller, value) : KAIO_OK;
+  return hit ? hit->report(value) : KAIO_OK;
 }
 
 }  // namespace kaio

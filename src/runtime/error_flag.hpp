@@ -35,7 +35,7 @@ class ErrorFlag {
   virtual ~ErrorFlag();
 
   // Allocates the zeroed flag on device (retained until destruction).
-  kaio_status allocate(const char *caller, kaio_device *device);
+  kaio_status allocate(kaio_device *device);
 
   // The address kernels write to (a mapped device pointer).
   cu::CUdeviceptr device_address() const { return device_address_; }
@@ -43,9 +43,9 @@ class ErrorFlag {
   uint64_t take() { return host_ ? host_->exchange(0, std::memory_order_acq_rel) : 0; }
   bool raised() const { return host_ && host_->load(std::memory_order_acquire) != 0; }
 
-  // The error for a raised value (what take() returned); `caller` is the
-  // function that reports it.
-  virtual kaio_status report(const char *caller, uint64_t value) const = 0;
+  // The error for a raised value (what take() returned), named after the
+  // API function that reports it (api_name()).
+  virtual kaio_status report(uint64_t value) const = 0;
 
  private:
   kaio_device *device_ = nullptr;
@@ -72,7 +72,7 @@ class ErrorFlagRegistry {
   // that are not raised; 0 forgets nothing (an event synchronisation, after
   // which later launches may still be running). Other raised flags stay for
   // the next synchronisation.
-  kaio_status report(const char *caller, uint64_t done_before);
+  kaio_status report(uint64_t done_before);
 
  private:
   struct Entry {

@@ -40,21 +40,21 @@ T *retire_handle(const T *handle) {
 
 // Gives the caller a handle to object, or fails leaving object to the caller.
 template <class T>
-kaio_status publish_handle(const char *caller, T **out, T *object) {
+kaio_status publish_handle(T **out, T *object) {
   void *handle = handle_issue(T::kTag, object, HandleUse::owned);
   if (!handle)
     return fail(KAIO_ERROR_OUT_OF_HOST_MEMORY,
                 "%s: cannot issue a handle: out of host memory, or all 2^28 handle addresses "
                 "are live; destroy handles you no longer use.",
-                caller);
+                api_name());
   *out = static_cast<T *>(handle);
   return KAIO_OK;
 }
 
 // As above for an object a runtime function made: on failure it is destroyed.
 template <class T, class Delete>
-kaio_status publish_handle(const char *caller, T **out, std::unique_ptr<T, Delete> object) {
-  KAIO_TRY(publish_handle(caller, out, object.get()));
+kaio_status publish_handle(T **out, std::unique_ptr<T, Delete> object) {
+  KAIO_TRY(publish_handle(out, object.get()));
   object.release();
   return KAIO_OK;
 }

@@ -22,7 +22,7 @@ void StreamDelete::operator()(kaio_stream *stream) const {
   kaio_device *device = stream->device;
   if (stream->owned) {
     ContextScope scope(device);
-    if (scope.status(api_name()) == KAIO_OK) device->api->cuStreamDestroy(stream->native);
+    if (scope.status() == KAIO_OK) device->api->cuStreamDestroy(stream->native);
   }
   delete stream;
   device_release(device);
@@ -31,10 +31,10 @@ void StreamDelete::operator()(kaio_stream *stream) const {
 kaio_status stream_create(kaio_device *device, bool non_blocking, StreamPtr *out) {
   StreamPtr s = make_stream(device);
   ContextScope scope(device);
-  KAIO_TRY(scope.status(api_name()));
+  KAIO_TRY(scope.status());
   unsigned flags = non_blocking ? cu::CU_STREAM_NON_BLOCKING : 0;
   if (cu::CUresult r = device->api->cuStreamCreate(&s->native, flags))
-    return fail_driver(r, api_name(), "cuStreamCreate");
+    return fail_driver(r, "cuStreamCreate");
   s->owned = true;
   *out = std::move(s);
   return KAIO_OK;
@@ -45,10 +45,10 @@ kaio_status stream_wrap(kaio_device *device, cu::CUstream native, StreamPtr *out
       native == nullptr || native == cu::CU_STREAM_LEGACY || native == cu::CU_STREAM_PER_THREAD;
   if (!special) {
     ContextScope scope(device);
-    KAIO_TRY(scope.status(api_name()));
+    KAIO_TRY(scope.status());
     cu::CUcontext owner = nullptr;
     if (cu::CUresult r = device->api->cuStreamGetCtx(native, &owner))
-      return fail_driver(r, api_name(), "cuStreamGetCtx on argument 'cu_stream'");
+      return fail_driver(r, "cuStreamGetCtx on argument 'cu_stream'");
     if (owner != device->context)
       return fail(KAIO_ERROR_WRONG_DEVICE,
                   "%s: argument 'cu_stream' (%p) belongs to another context than device %d's "
@@ -63,12 +63,12 @@ kaio_status stream_wrap(kaio_device *device, cu::CUstream native, StreamPtr *out
 
 kaio_status stream_synchronize(kaio_stream *stream) {
   ContextScope scope(stream->device);
-  KAIO_TRY(scope.status(api_name()));
+  KAIO_TRY(scope.status());
   // launches noted before this ticket have completed once the sync returns
   const uint64_t done_before = stream->error_flags->ticket();
   if (cu::CUresult r = stream->device->api->cuStreamSynchronize(stream->native))
-    return fail_driver(r, api_name(), "cuStreamSynchronize");
-  return stream->error_flags->report(api_name(), done_before);
+    return fail_driver(r, "cuStreamSynchronize");
+  return stream->error_flags->report(done_before);
 }
 
 }  // namespace kaio

@@ -271,6 +271,7 @@ kaio::lang::Compiled compile_example(const char *name) {
 TEST(LangExamples, UnpackQ6MatchesABitByBitReference) {
   const int64_t rows = 3, cols = 37, bytes = (6 * cols + 7) / 8 + 1;
   kaio::lang::Compiled c = compile_example("unpack_q6");
+  ASSERT_FALSE(HasFailure()) << "no program to run";
   std::vector<kt::LangView> t = {make_view(DType::u8, rows, bytes),
                                  make_view(DType::f32, rows, (cols + 15) / 16),
                                  make_view(DType::f32, rows, cols)};
@@ -330,6 +331,7 @@ TEST(LangTypes, ALiteralExpressionWithAbsIsSignedUnderACastAndAsAShiftAmount) {
 
 TEST(LangExamples, DequantQ8AndSiluGateMatchTheirFormulas) {
   kaio::lang::Compiled q8 = compile_example("dequant_q8");
+  ASSERT_FALSE(HasFailure()) << "no program to run";
   const int64_t rows = 2, cols = 70;
   std::vector<kt::LangView> t = {make_view(DType::i8, rows, cols), make_view(DType::f16, rows, 3),
                                  make_view(DType::f16, rows, cols)};

@@ -7,8 +7,8 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
-#include "driver/driver_error.hpp"
 #include "driver/driver_loader.hpp"
+#include "runtime/device.hpp"
 
 extern "C" {
 
@@ -97,8 +97,7 @@ KAIO_API kaio_status kaio_probe(kaio_probe_info *info) {
     if (s == KAIO_OK) {
       info->driver_version = api->driver_version;
       int count = 0;
-      kaio::cu::CUresult r = api->cuDeviceGetCount(&count);
-      if (r != kaio::cu::CUDA_SUCCESS) s = kaio::fail_driver(r, "cuDeviceGetCount");
+      s = kaio::device_count(api, &count);
       info->device_count = count;
     }
     if (s != KAIO_OK) {

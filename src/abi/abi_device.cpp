@@ -5,7 +5,6 @@
 
 #include "core/error.hpp"
 #include "core/firewall.hpp"
-#include "driver/driver_error.hpp"
 #include "driver/driver_loader.hpp"
 #include "kernels/device_setup.hpp"
 #include "runtime/device.hpp"
@@ -24,8 +23,7 @@ KAIO_API kaio_status kaio_device_count(int32_t *out_count) {
     const kaio::driver::Api *api = nullptr;
     KAIO_TRY(kaio::driver::load(&api));
     int count = 0;
-    if (kaio::cu::CUresult r = api->cuDeviceGetCount(&count))
-      return kaio::fail_driver(r, "cuDeviceGetCount");
+    KAIO_TRY(kaio::device_count(api, &count));
     *out_count = count;
     return KAIO_OK;
   });

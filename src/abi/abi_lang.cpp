@@ -8,17 +8,15 @@
 #include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "core/firewall.hpp"
-#include "driver/driver_error.hpp"
 #include "kernels/module_cache.hpp"
+#include "kernels/user_module.hpp"
 #include "lang/lower.hpp"
 #include "ops/lang_kernel.hpp"
-#include "runtime/context_scope.hpp"
 #include "runtime/handle_check.hpp"
 #include "runtime/stream.hpp"
 
 using kaio::api_name;
 using kaio::fail;
-using kaio::fail_driver;
 namespace cu = kaio::cu;
 namespace lang = kaio::lang;
 
@@ -85,14 +83,10 @@ KAIO_API kaio_status kaio_lang_kernel_create(kaio_lang_kernel **out, kaio_device
     const std::string base = lang::entry_base(compiled->kernel);
     const char *suffix[2][4] = {{"_scalar", "_vector", nullptr, nullptr},
                                 {"_warp", "_block", "_warp_cached", "_block_cached"}};
-    kaio::ContextScope scope(device);
-    KAIO_TRY(scope.status());
     for (int e = 0; e < 4; ++e) {
       const char *which = suffix[compiled->kernel.row_kernel][e];
       if (!which) break;
-      std::string name = base + which;
-      if (cu::CUresult r = device->api->cuModuleGetFunction(&k->entries[e], module, name.c_str()))
-        return fail_driver(r, "cuModuleGetFunction");
+      KAIO_TRY(kaio::module_function(device, module, (base + which).c_str(), &k->entries[e]));
     }
     k->compiled = compiled;
     k->error_flag = std::make_shared<kaio::LangErrorFlag>(k->source, std::move(compiled));

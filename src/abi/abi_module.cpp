@@ -4,40 +4,19 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
-#include <memory>
 
 #include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "core/firewall.hpp"
-#include "driver/driver_error.hpp"
-#include "kernels/jit.hpp"
 #include "kernels/user_module.hpp"
-#include "runtime/context_scope.hpp"
 #include "runtime/handle_check.hpp"
 #include "runtime/stream.hpp"
 #include "runtime/tensor_view.hpp"
 
 using kaio::api_name;
 using kaio::fail;
-using kaio::fail_driver;
-namespace cu = kaio::cu;
 
 namespace {
-
-constexpr int kDefaultSharedLimit = 48 * 1024;
-
-// Sum of the kernel's parameter sizes at their offsets, as the driver lays
-// them out; -1 when the driver predates cuFuncGetParamInfo (CUDA 12.4).
-int64_t packed_param_bytes(const kaio::driver::Api *api, cu::CUfunction f) {
-  if (!api->cuFuncGetParamInfo) return -1;
-  int64_t end = 0;
-  for (size_t i = 0;; ++i) {
-    size_t offset = 0, size = 0;
-    if (api->cuFuncGetParamInfo(f, i, &offset, &size) != cu::CUDA_SUCCESS) break;
-    end = static_cast<int64_t>(offset + size);
-  }
-  return end;
-}
 
 // Zero y and z dimensions mean 1, so a zero-initialised config needs only x.
 kaio_launch_config normalized(const kaio_launch_config &c) {
@@ -84,23 +63,6 @@ kaio_status check_device_limits(const kaio_device *device, const kaio_launch_con
 
 }  // namespace
 
-namespace kaio {
-
-void module_release(kaio_module *module) {
-  if (module->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  kaio_device *device = module->device;
-  {
-    // run by whichever call lets go last (or by none): name the release
-    ApiCall release("kaio_module_destroy");
-    ContextScope scope(device);
-    if (scope.status() == KAIO_OK) device->api->cuModuleUnload(module->native);
-  }
-  delete module;
-  device_release(device);
-}
-
-}  // namespace kaio
-
 extern "C" {
 
 KAIO_API kaio_status kaio_module_load_ptx(kaio_module **out, kaio_device *device,
@@ -114,18 +76,7 @@ KAIO_API kaio_status kaio_module_load_ptx(kaio_module **out, kaio_device *device
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: argument 'ptx' is %s; pass NUL-terminated PTX text.", fn,
                   ptx ? "empty" : "NULL");
-    auto m = std::make_unique<kaio_module>();
-    kaio::ContextScope scope(device);
-    KAIO_TRY(scope.status());
-    KAIO_TRY(kaio::jit_load(device, ptx, "argument 'ptx'", &m->native));
-    m->device = device;
-    if (kaio_status s = kaio::publish_handle(out, m.get())) {
-      device->api->cuModuleUnload(m->native);
-      return s;
-    }
-    m.release();
-    kaio::device_retain(device);
-    return KAIO_OK;
+    return kaio::module_load(device, ptx, out);
   });
 }
 
@@ -145,25 +96,7 @@ KAIO_API kaio_status kaio_module_get_kernel(kaio_kernel **out, kaio_module *modu
     if (!name || !*name)
       return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: argument 'name' is %s.", fn,
                   name ? "empty" : "NULL");
-    auto k = std::make_unique<kaio_kernel>();
-    k->name = name;
-    kaio_device *device = module->device;
-    kaio::ContextScope scope(device);
-    KAIO_TRY(scope.status());
-    cu::CUresult r = device->api->cuModuleGetFunction(&k->native, module->native, name);
-    if (r == cu::CUDA_ERROR_NOT_FOUND)
-      return kaio::fail_with_driver_code(
-          KAIO_ERROR_KERNEL_NOT_FOUND, r,
-          "%s: argument 'name' is \"%s\" but the module has no .entry of that name; check the "
-          "spelling and that the entry is .visible.",
-          fn, name);
-    if (r) return fail_driver(r, "cuModuleGetFunction");
-    k->param_bytes = packed_param_bytes(device->api, k->native);
-    k->module = module;
-    KAIO_TRY(kaio::publish_handle(out, k.get()));
-    k.release();
-    module->refs.fetch_add(1, std::memory_order_relaxed);
-    return KAIO_OK;
+    return kaio::kernel_get(module, name, out);
   });
 }
 
@@ -188,27 +121,7 @@ KAIO_API kaio_status kaio_kernel_get_attributes(const kaio_kernel *kernel,
                   "%s: attrs->struct_size is %u but must be at least %zu; set it to "
                   "sizeof(kaio_kernel_attributes).",
                   fn, attrs->struct_size, sizeof(kaio_kernel_attributes));
-    kaio_device *device = kernel->module->device;
-    kaio::ContextScope scope(device);
-    KAIO_TRY(scope.status());
-    struct Attr {
-      int attribute;
-      int32_t *value;
-    } table[] = {
-        {cu::CU_FUNC_ATTRIBUTE_NUM_REGS, &attrs->registers},
-        {cu::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &attrs->static_shared_bytes},
-        {cu::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, &attrs->local_bytes},
-        {cu::CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, &attrs->const_bytes},
-        {cu::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &attrs->max_threads_per_block},
-    };
-    for (const Attr &a : table) {
-      int v = 0;
-      if (cu::CUresult r = device->api->cuFuncGetAttribute(&v, a.attribute, kernel->native))
-        return fail_driver(r, "cuFuncGetAttribute");
-      *a.value = v;
-    }
-    attrs->param_bytes = static_cast<int32_t>(kernel->param_bytes);
-    return KAIO_OK;
+    return kaio::kernel_attributes(*kernel, attrs);
   });
 }
 
@@ -251,22 +164,7 @@ KAIO_API kaio_status kaio_kernel_launch(const kaio_kernel *kernel, kaio_stream *
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
                   "%s: config.shared_bytes is %u but device %d allows at most %d per block.", fn,
                   config->shared_bytes, device->ordinal, device->info.max_shared_per_block);
-    kaio::ContextScope scope(device);
-    KAIO_TRY(scope.status());
-    if (config->shared_bytes > static_cast<uint32_t>(kDefaultSharedLimit)) {
-      if (cu::CUresult r = device->api->cuFuncSetAttribute(
-              kernel->native, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-              static_cast<int>(config->shared_bytes)))
-        return fail_driver(r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
-    }
-    void *extra[] = {cu::CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void *>(args),
-                     cu::CU_LAUNCH_PARAM_BUFFER_SIZE, &size, cu::CU_LAUNCH_PARAM_END};
-    cu::CUresult r = device->api->cuLaunchKernel(
-        kernel->native, config->grid[0], config->grid[1], config->grid[2], config->block[0],
-        config->block[1], config->block[2], config->shared_bytes, stream->native, nullptr,
-        size ? extra : nullptr);
-    if (r) return fail_driver(r, "cuLaunchKernel");
-    return KAIO_OK;
+    return kaio::kernel_launch(*kernel, stream, *config, args, size);
   });
 }
 

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <string>
 
+#include <kaio/kaio.h>
+
 #include "runtime/device.hpp"
 
 struct kaio_module {
@@ -29,5 +31,23 @@ struct kaio_kernel {
 };
 
 namespace kaio {
+
+// JIT-loads ptx on device under its context and publishes the module.
+kaio_status module_load(kaio_device *device, const char *ptx, kaio_module **out);
+// Drops one reference; the last unloads the module and releases its device.
 void module_release(kaio_module *module);
-}
+
+// `name`'s function in a module loaded on device (a kernel-language one).
+kaio_status module_function(const kaio_device *device, cu::CUmodule module, const char *name,
+                            cu::CUfunction *out);
+
+// Looks up entry `name` (KAIO_ERROR_KERNEL_NOT_FOUND when absent) and
+// publishes the kernel, which retains its module.
+kaio_status kernel_get(kaio_module *module, const char *name, kaio_kernel **out);
+kaio_status kernel_attributes(const kaio_kernel &kernel, kaio_kernel_attributes *attrs);
+// Enqueues the kernel with a checked config and `size` bytes of parameters
+// (exactly the driver's layout), raising its shared memory limit as needed.
+kaio_status kernel_launch(const kaio_kernel &kernel, kaio_stream *stream,
+                          const kaio_launch_config &config, const void *args, size_t size);
+
+}  // namespace kaio

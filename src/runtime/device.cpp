@@ -67,11 +67,17 @@ kaio_status query_info(kaio_device *d) {
 
 }  // namespace
 
+kaio_status device_count(const driver::Api *api, int *count) {
+  *count = 0;
+  if (cu::CUresult r = api->cuDeviceGetCount(count)) return fail_driver(r, "cuDeviceGetCount");
+  return KAIO_OK;
+}
+
 kaio_status device_open(int32_t ordinal, DeviceSetup setup, kaio_device **out) {
   const driver::Api *api = nullptr;
   KAIO_TRY(driver::load(&api));
   int count = 0;
-  if (cu::CUresult r = api->cuDeviceGetCount(&count)) return fail_driver(r, "cuDeviceGetCount");
+  KAIO_TRY(device_count(api, &count));
   if (count == 0)
     return fail(KAIO_ERROR_NO_DEVICE, "%s: the driver reports no CUDA device. Check nvidia-smi.",
                 api_name());

@@ -46,6 +46,9 @@ namespace kaio {
 // per device (its module cache); runs once per shared device.
 using DeviceSetup = kaio_status (*)(kaio_device *device);
 
+// The devices the driver sees (0 on an error, which names api_name()).
+kaio_status device_count(const driver::Api *api, int *count);
+
 // Returns the shared device for ordinal with one more reference. Errors
 // name api_name().
 kaio_status device_open(int32_t ordinal, DeviceSetup setup, kaio_device **out);

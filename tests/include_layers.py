@@ -3,7 +3,9 @@
 
 Each directory of src/ is a layer; a file may include headers of its own
 layer and of layers below it, never above, so no two layers depend on each
-other (an include cycle between directories). Usage: include_layers.py SRC_DIR
+other (an include cycle between directories). The ABI layer also never
+calls the driver itself: it checks arguments, resolves handles and hands
+the work to the layers below. Usage: include_layers.py SRC_DIR
 """
 import pathlib
 import re
@@ -14,6 +16,7 @@ import sys
 LAYERS = ["core", "driver", "runtime", "kernels", "lang", "ops", "abi"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"/]+)/[^"]+"', re.M)
+DRIVER_CALL = re.compile(r"api->cu\w+")
 
 
 def edges(src):
@@ -70,6 +73,12 @@ def main():
         if frm in RANK and to in RANK and RANK[to] > RANK[frm]:
             problems.append(f"{path}:{line}: {frm} includes {to}, a layer above it "
                             f"(order, bottom up: {' < '.join(LAYERS)})")
+    for path in sorted((src / "abi").glob("*.[ch]pp")):
+        text = path.read_text(encoding="utf-8")
+        for m in DRIVER_CALL.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            problems.append(f"{path.relative_to(src.parent)}:{line}: the ABI layer calls the "
+                            f"driver ({m.group(0)}); do it in runtime/ or kernels/")
     cycle = find_cycle(graph)
     if cycle:
         problems.append("include cycle between directories: " + " -> ".join(cycle))

@@ -12,7 +12,7 @@
 #include "lang/checker.hpp"
 #include "lang/lower.hpp"
 #include "ops/lang_kernel.hpp"
-#include "runtime/context_scope.hpp"
+#include "ops/launch.hpp"
 #include "runtime/stream.hpp"
 #include "runtime/tensor_view.hpp"
 
@@ -169,12 +169,11 @@ kaio_status lang_launch(const kaio_lang_kernel &kernel, kaio_stream *stream,
     const int64_t per_block = int64_t{lang::kBlockThreads} * 2;
     grid = static_cast<unsigned>(std::clamp<int64_t>((units + per_block - 1) / per_block, 1, INT32_MAX));
   }
-  ContextScope scope(device);
-  KAIO_TRY(scope.status());
-  cu::CUresult r = device->api->cuLaunchKernel(kernel.entries[entry], grid, 1, 1,
-                                               lang::kBlockThreads, 1, 1, 0, stream->native,
-                                               params, nullptr);
-  if (r) return fail_driver(r, "cuLaunchKernel");
+  Launch launch;
+  launch.function = kernel.entries[entry];
+  launch.grid = grid;
+  launch.block = lang::kBlockThreads;
+  KAIO_TRY(launch_builtin(device, launch, stream, params));
   // after the launch, so a concurrent sync that misses this note has not
   // waited for this launch either (see ErrorFlagRegistry::ticket)
   stream->error_flags->note(kernel.error_flag);

@@ -26,7 +26,7 @@ from kaio_ptx.kernel import Kernel
 from kaio_ptx.literals import NEG_INF, ONE, ZERO, f32
 from kaio_ptx.preamble import preamble
 
-HEADER = preamble(__file__, "7.0", "sm_80")
+HEADER = preamble(__file__)
 
 BLOCK = 256           # every kernel is launched with blockDim (256, 1, 1)
 WARPS = BLOCK // 32

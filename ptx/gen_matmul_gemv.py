@@ -103,7 +103,7 @@ from kaio_ptx.preamble import preamble
 from kaio_ptx.warp import sum_warp_partials
 
 OUT_NAME = "matmul_gemv.ptx"
-HEADER = preamble(__file__, "7.0", "sm_80")
+HEADER = preamble(__file__)
 
 PARAMS = [(".u64", "a"), (".u64", "b"), (".u64", "c"), (".u32", "m"), (".u32", "n"),
           (".u32", "k"), (".u64", "lda"), (".u64", "ldb"), (".u64", "ldc"),

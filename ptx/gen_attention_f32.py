@@ -496,7 +496,7 @@ def dkdv(dm):
 
 
 def generate():
-    parts = [preamble(__file__, "7.0", "sm_80") + extern_shared(SMEM, 128)]
+    parts = [preamble(__file__) + extern_shared(SMEM, 128)]
     for dm in DIMS:
         parts.append("\n" + fwd(dm))
         parts.append("\n" + dq(dm))

@@ -718,7 +718,7 @@ def forward_kernel(dm):
 
 
 def generate():
-    parts = [preamble(__file__, "7.0", "sm_80") + extern_shared(SMEM, 128), "\n" + rowsum()]
+    parts = [preamble(__file__) + extern_shared(SMEM, 128), "\n" + rowsum()]
     for dm in DIMS:
         parts.append("\n" + forward_kernel(dm))
         parts.append("\n" + backward_kernel("dkdv", dm))

@@ -59,7 +59,7 @@ from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.warp import quad_reduce
 
 SMEM = "kaio_attn_smem"
-HEADER = preamble(__file__, "7.0", "sm_80") + extern_shared(SMEM, 128)
+HEADER = preamble(__file__) + extern_shared(SMEM, 128)
 NTHREADS = 128
 BM = 64                     # query rows per CTA (fwd, dq) / key rows per CTA (dkdv)
 FWD_DIMS = (32, 64, 96, 128, 256)

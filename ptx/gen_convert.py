@@ -29,7 +29,7 @@ from kaio_ptx.params import load_params
 from kaio_ptx.preamble import preamble
 
 OUT_NAME = "convert.ptx"
-HEADER = preamble(__file__, "7.0", "sm_80")
+HEADER = preamble(__file__)
 BLOCK = 256
 
 CONVERT_PARAMS = [(".u64", "x"), (".u64", "out"), (".u64", "n")]

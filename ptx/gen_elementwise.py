@@ -26,7 +26,7 @@ from kaio_ptx.kernel import Kernel
 from kaio_ptx.literals import NEG_INF, ONE, ZERO, f32
 from kaio_ptx.preamble import preamble
 
-HEADER = preamble(__file__, "7.0", "sm_80")
+HEADER = preamble(__file__)
 
 BLOCK = 256           # every kernel is launched with blockDim (256, 1, 1)
 WARPS = BLOCK // 32
@@ -324,24 +324,28 @@ def elementwise_kernel(name, dt, inputs, math_fn, doc, unroll=2):
     misaligned = k.p("setp.ne.u64", k.rd("and.b64", anded, "15"), "0")
     k.op("@%s bra.uni %s" % (misaligned, scalar))
 
+    # Phase-scoped registers: a change to one path leaves the others' names alone.
     log2v = dt.vec.bit_length() - 1
-    nvec = k.rd("shr.u64", n, str(log2v))
-    stream(k, dt, ptrs, inputs, math_fn, dt.vec, unroll,
-           k.rd("shl.b64", gtid, "4"), k.rd("shl.b64", gstride, "4"), k.rd("shl.b64", nvec, "4"), tail)
+    with k.phase("vec"):
+        nvec = k.rd("shr.u64", n, str(log2v))
+        stream(k, dt, ptrs, inputs, math_fn, dt.vec, unroll,
+               k.rd("shl.b64", gtid, "4"), k.rd("shl.b64", gstride, "4"), k.rd("shl.b64", nvec, "4"), tail)
 
     k.place(tail)
     k.note("the last n mod %d elements: one per thread of the first threads" % dt.vec)
-    head = k.rd("shl.b64", nvec, str(log2v))
-    k.op("@%s bra %s" % (k.p("setp.ge.u64", gtid, k.rd("sub.u64", n, head)), done))
-    off = k.rd("shl.b64", k.rd("add.u64", head, gtid), str(dt.log2size))
-    stream_once(k, dt, ptrs, inputs, math_fn, off)
+    with k.phase("tail"):
+        head = k.rd("shl.b64", nvec, str(log2v))
+        k.op("@%s bra %s" % (k.p("setp.ge.u64", gtid, k.rd("sub.u64", n, head)), done))
+        off = k.rd("shl.b64", k.rd("add.u64", head, gtid), str(dt.log2size))
+        stream_once(k, dt, ptrs, inputs, math_fn, off)
     k.op("bra %s" % done)
 
     k.place(scalar)
     k.note("misaligned pointers: element-wise accesses, same loop shape")
-    stream(k, dt, ptrs, inputs, math_fn, 1, unroll,
-           k.rd("shl.b64", gtid, str(dt.log2size)), k.rd("shl.b64", gstride, str(dt.log2size)),
-           k.rd("shl.b64", n, str(dt.log2size)), done)
+    with k.phase("scalar"):
+        stream(k, dt, ptrs, inputs, math_fn, 1, unroll,
+               k.rd("shl.b64", gtid, str(dt.log2size)), k.rd("shl.b64", gstride, str(dt.log2size)),
+               k.rd("shl.b64", n, str(dt.log2size)), done)
     k.place(done)
     k.op("ret")
     return k.text()

@@ -74,8 +74,7 @@ from kaio_ptx.preamble import preamble
 from kquant_mma import FORMATS as MMA_FORMATS, VARIANTS as MMA_VARIANTS, mma_matvec
 import kquant_stream
 
-HEADER = preamble(__file__, "7.0", "sm_80")
-HEADER_SM90 = preamble(__file__, "8.0", "sm_90")
+HEADER = preamble(__file__)
 BLOCK = 256
 MAGIC = f32(12582912.0)   # 1.5 * 2^23: adding it rounds to an integer
 
@@ -1189,7 +1188,7 @@ def build():
                                   "%s dequant-matvec on tensor cores, %s A, M <= 8, %d warps (see kquant_mma.py)."
                                   % (fmt, dt, v.warps), mma_matvec, fmt, dt, v,
                                   keys={"select": "kq_mma", "format": fmt, "dtype": dt, "variant": v.suffix.lstrip("_")}))
-    stream = [HEADER_SM90, ".extern .shared .align 128 .b8 %s[];\n" % kquant_stream.SMEM_SYMBOL]
+    stream = [HEADER, ".extern .shared .align 128 .b8 %s[];\n" % kquant_stream.SMEM_SYMBOL]
     for dt in ("f32", "f16", "bf16"):      # float_variant order (the host indexes by it)
         for fmt in kquant_stream.FORMATS:
             stream.append(kernel("kaio_kq_stream_%s_%s" % (fmt, dt), STREAM_PARAMS,

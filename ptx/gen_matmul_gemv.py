@@ -103,7 +103,7 @@ from kaio_ptx.preamble import preamble
 from kaio_ptx.warp import sum_warp_partials
 
 OUT_NAME = "matmul_gemv.ptx"
-HEADER = preamble(__file__, "7.0", "sm_80")
+HEADER = preamble(__file__)
 
 PARAMS = [(".u64", "a"), (".u64", "b"), (".u64", "c"), (".u32", "m"), (".u32", "n"),
           (".u32", "k"), (".u64", "lda"), (".u64", "ldb"), (".u64", "ldc"),
@@ -337,35 +337,40 @@ grid (ceil(N/%d), 1, 1), block (%d, 1, 1).""" % (
     compute(B, A)
     k.place(red)
 
-    k.note("partial sums -> shared [warp][row][col]")
-    smem = k.r("mov.u32", sym)
-    wbase = k.r("mad.lo.u32", warp, mt * X * 4, smem)
-    if engine == "mma":
-        # lane holds (g, 8j+2t..+1) in c0,c1 and (g+8, ...) in c2,c3
-        off = k.r("add.u32", k.r("shl.b32", k.r("mad.lo.u32", g, X, k.r("shl.b32", t, 1)), 2), wbase)
-        gok = k.p("setp.lt.u32", g, mt) if mt < 8 else None
-        for j in range(nt):
-            guard = "@%s " % gok if gok else ""
-            k.op("%sst.shared.v2.f32 [%s+%d], {%s, %s}" % (guard, off, 32 * j, acc[j][0], acc[j][1]))
-            if mt == 16:
-                k.op("st.shared.v2.f32 [%s+%d], {%s, %s}" % (off, 32 * j + 8 * X * 4, acc[j][2], acc[j][3]))
-    else:
-        for accj in acc:
-            for reg in accj:
-                for sh in (1, 2):
-                    o = k.r("shfl.sync.bfly.b32", reg, sh, "0x1f", "0xffffffff")
-                    k.op("add.f32 %s, %s, %s" % (reg, reg, o))
-        off = k.r("add.u32", k.r("shl.b32", g, 2), wbase)
-        t0 = k.p("setp.eq.u32", t, 0)
-        for j, accj in enumerate(acc):
-            for m, reg in enumerate(accj):
-                k.op("@%s st.shared.f32 [%s+%d], %s" % (t0, off, (m * X + 8 * j) * 4, reg))
-    k.op("bar.sync 0")
+    # Registers after the K loop are scoped to their phase: a change to the loop
+    # leaves their names alone.
+    with k.phase("reduce"):
+        k.note("partial sums -> shared [warp][row][col]")
+        smem = k.r("mov.u32", sym)
+        wbase = k.r("mad.lo.u32", warp, mt * X * 4, smem)
+        if engine == "mma":
+            # lane holds (g, 8j+2t..+1) in c0,c1 and (g+8, ...) in c2,c3
+            off = k.r("add.u32", k.r("shl.b32", k.r("mad.lo.u32", g, X, k.r("shl.b32", t, 1)), 2), wbase)
+            gok = k.p("setp.lt.u32", g, mt) if mt < 8 else None
+            for j in range(nt):
+                guard = "@%s " % gok if gok else ""
+                k.op("%sst.shared.v2.f32 [%s+%d], {%s, %s}" % (guard, off, 32 * j, acc[j][0], acc[j][1]))
+                if mt == 16:
+                    k.op("st.shared.v2.f32 [%s+%d], {%s, %s}"
+                         % (off, 32 * j + 8 * X * 4, acc[j][2], acc[j][3]))
+        else:
+            for accj in acc:
+                for reg in accj:
+                    for sh in (1, 2):
+                        o = k.r("shfl.sync.bfly.b32", reg, sh, "0x1f", "0xffffffff")
+                        k.op("add.f32 %s, %s, %s" % (reg, reg, o))
+            off = k.r("add.u32", k.r("shl.b32", g, 2), wbase)
+            t0 = k.p("setp.eq.u32", t, 0)
+            for j, accj in enumerate(acc):
+                for m, reg in enumerate(accj):
+                    k.op("@%s st.shared.f32 [%s+%d], %s" % (t0, off, (m * X + 8 * j) * 4, reg))
+        k.op("bar.sync 0")
 
-    k.note("outputs: thread o sums the %d partials of (o / %d, o %% %d) in warp order" % (wk, X, X))
-    pbeta = k.p("setp.ne.f32", P["beta"], "0f00000000")
-    sum_warp_partials(k, smem, tid, threads, mt, X, wk, None, n0, P["m"], P["n"],
-                      lambda row, col, ssum: epilogue_one(k, P, row, col, ssum, pbeta))
+    with k.phase("out"):
+        k.note("outputs: thread o sums the %d partials of (o / %d, o %% %d) in warp order" % (wk, X, X))
+        pbeta = k.p("setp.ne.f32", P["beta"], "0f00000000")
+        sum_warp_partials(k, smem, tid, threads, mt, X, wk, None, n0, P["m"], P["n"],
+                          lambda row, col, ssum: epilogue_one(k, P, row, col, ssum, pbeta))
     k.op("ret")
     return k.text()
 

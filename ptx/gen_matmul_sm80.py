@@ -91,7 +91,7 @@ from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.sm80_gemm import (BLOCK, BM, BN, DEFAULT_OPTS, MT, NT, PARAMS, SMEM_SYM, STAGE_BYTES,
                                 SYNC_STAGES, TILE_BYTES, Operand, main_loop)
 
-HEADER = preamble(__file__, "7.0", "sm_80")
+HEADER = preamble(__file__)
 
 
 # --------------------------------------------------------------------------

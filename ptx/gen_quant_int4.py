@@ -81,7 +81,7 @@ from kaio_ptx.preamble import preamble
 from kaio_ptx.warp import sum_warp_partials
 
 OUT_NAME = "quant_int4.ptx"
-HEADER = preamble(__file__, "7.0", "sm_80")
+HEADER = preamble(__file__)
 DTYPES = ("f16", "bf16")
 MAGIC = {"f16": "0x64006400", "bf16": "0x43004300"}   # 1024.0 / 128.0 in both halves
 ONE = {"f16": "0x3C003C00", "bf16": "0x3F803F80"}

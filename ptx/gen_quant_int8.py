@@ -153,7 +153,7 @@ grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (name, stages, mm.ST
 
 
 def generate():
-    text = preamble(__file__, "7.0", "sm_80") + extern_shared(mm.SMEM_SYM, 128) + "\n" + int8_kernel()
+    text = preamble(__file__) + extern_shared(mm.SMEM_SYM, 128) + "\n" + int8_kernel()
     return {OUT_NAME: text}
 
 

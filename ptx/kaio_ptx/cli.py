@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from kaio_ptx import manifest
+from kaio_ptx import isa, manifest
 
 
 def write(out_dir, files):
@@ -39,7 +39,8 @@ def main(script_path, doc, generate, actions=None, argv=None):
         print("%s: pass --out-dir DIR (python3 ptx/generate.py DIR writes every module)"
               % script, file=sys.stderr)
         return 2
-    files = generate()
+    # .version/.target from each module's instructions, where preamble() left them open
+    files = {fname: isa.resolve(text) for fname, text in generate().items()}
     if args.out_dir:
         write(args.out_dir, files)
     if args.manifest:

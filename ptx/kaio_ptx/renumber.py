@@ -6,24 +6,44 @@
 A move into kaio_ptx that changes the order registers or labels are
 allocated in (a new allocator, a helper that allocates its destination
 earlier) changes their numbers but not the kernel.  Within each entry this
-renames every virtual register (%p, %h, %r, %f, %rd + number) to its kind and
-the order of its first appearance, and every label (L_...) likewise, then
-compares the files line by line.  Exit status 0: the same kernels; 1: the
-first difference is printed.  The .reg declarations still count registers,
-so a change in how many a kernel uses shows too."""
+renames every virtual register (%p, %h, %r, %f, %rd + number, or a phase's
+%load_r3: PtxEmitter.phase) to its kind and the order of its first
+appearance, and every label (L_...) likewise, then compares the files line
+by line.  Exit status 0: the same kernels; 1: the first difference is
+printed.  The .reg declarations still count registers (a phase's are added
+to its kind's, so moving registers into a phase changes no line), so a
+change in how many a kernel uses shows too."""
 
 import re
 import sys
 
-REG = re.compile(r"%(rd|p|h|r|f)(\d+)\b")
+REG = re.compile(r"%(?:[a-z][a-z0-9]*_)?(rd|p|h|r|f)(\d+)\b")
+DECL = re.compile(r"^\t\.reg (\.\w+) %(?:[a-z][a-z0-9]*_)?(rd|p|h|r|f)<(\d+)>;$")
 LABEL = re.compile(r"\bL_\w+")
+
+
+def merge_declarations(lines):
+    """lines with each run of .reg declarations as one line per type and
+    kind, counts added up, in the order of first appearance."""
+    out, run = [], {}
+    for line in lines + [None]:
+        m = DECL.match(line) if line is not None else None
+        if m:
+            key = m.group(1), m.group(2)
+            run[key] = run.get(key, 0) + int(m.group(3))
+            continue
+        out += ["\t.reg %s %%%s<%d>;" % (t, kind, n) for (t, kind), n in run.items()]
+        run = {}
+        if line is not None:
+            out.append(line)
+    return out
 
 
 def canonical(text):
     """text with registers and labels renumbered per entry, as a list of lines."""
     out = []
     regs, labels, counts = {}, {}, {}
-    for line in text.split("\n"):
+    for line in merge_declarations(text.split("\n")):
         if line.startswith(".visible .entry") or line.startswith(".entry"):
             regs, labels, counts = {}, {}, {}
 

@@ -18,14 +18,20 @@ class Ring:
     bars (0: bars itself) or a register holding the address.  A kernel with
     more than one pair per stage passes the pair to each call.
 
-    mad: a stage's barrier is mad.lo(s, 8, array); else add(array, s << 3),
-    with s << 3 (`offset()`) computed once where a caller passes it on."""
+    stages: a constant or a register (a depth chosen at run time).
 
-    def __init__(self, k, bars, stages, full, empty, mad=False):
+    mad: a stage's barrier is mad.lo(s, 8, array); else add(array, s << 3),
+    with s << 3 (`offset()`) computed once where a caller passes it on.
+    mov: the opcode that sets s and ph to 0, at the start and on a wrap
+    (the k-quant stream kernel's ring has mov.b32)."""
+
+    def __init__(self, k, bars, stages, full, empty, mad=False, mov="mov.u32"):
         self.k, self.bars, self.stages = k, bars, stages
-        self.full, self.empty, self.mad = full, empty, mad
-        self.s = k.r("mov.u32", 0)
-        self.ph = k.r("mov.u32", 0)
+        self.full, self.empty, self.mad, self.mov = full, empty, mad, mov
+        self.s = k.reg("r")
+        k.op("%s %s, 0" % (mov, self.s))
+        self.ph = k.reg("r")
+        k.op("%s %s, 0" % (mov, self.ph))
 
     def array(self, at):
         if isinstance(at, str):
@@ -48,13 +54,18 @@ class Ring:
         """The producer's parity for empty: ph ^ 1."""
         return self.k.r("xor.b32", self.ph, 1)
 
-    def acquire(self, nbytes, full=None, empty=None, off8=None, parity=None, hint="p_empty"):
-        """Producer: wait until the consumers released the stage, then arrive
-        on its full barrier expecting nbytes of async copies; returns that
-        barrier (the copies complete on it)."""
-        full = self.full if full is None else full
+    def wait_empty(self, parity=None, empty=None, off8=None, hint="p_empty"):
+        """Producer: wait until the consumers released the stage (phase
+        parity, ph ^ 1 by default)."""
         empty = self.empty if empty is None else empty
         mbarrier.wait(self.k, self.bar(empty, off8=off8), self.parity() if parity is None else parity, hint)
+
+    def acquire(self, nbytes, full=None, empty=None, off8=None, parity=None, hint="p_empty"):
+        """Producer: wait_empty, then arrive on the stage's full barrier
+        expecting nbytes of async copies; returns that barrier (the copies
+        complete on it)."""
+        full = self.full if full is None else full
+        self.wait_empty(parity, empty, off8, hint)
         bar = self.bar(full, off8=off8)
         mbarrier.arrive_expect_tx(self.k, bar, nbytes)
         return bar
@@ -76,4 +87,4 @@ class Ring:
         return k.r("rem.u32", k.r("add.u32", self.s, self.stages - n), self.stages)
 
     def advance(self):
-        mbarrier.advance_ring(self.k, self.s, self.ph, self.stages)
+        mbarrier.advance_ring(self.k, self.s, self.ph, self.stages, self.mov)

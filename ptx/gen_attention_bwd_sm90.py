@@ -107,8 +107,7 @@ class Layout:
 
 
 def init_barriers(k, L, bars, tid):
-    k.init_mbarriers(tid, bars, [(L.fixed_full, 1)] + [
-        x for s in range(L.stages) for x in ((L.full(s), 1), (L.empty(s), 8))])
+    k.init_mbarriers(tid, bars, [(L.fixed_full, 1)] + Ring.inits(L.stages, L.full(0), L.empty(0), 8))
 
 
 def producer(k, L, base, bars, b, maps, fixed_head, fixed_row, count, coords_of, exit_):

@@ -490,8 +490,7 @@ def matmul_kernel(dt, la, lb, cfg):
     nctas = k.r("mov.u32", "%nctaid.x")
 
     k.note("thread 0: init the full/empty barriers")
-    k.init_mbarriers(tid, bars, [x for s in range(stages)
-                                 for x in ((8 * s, 1), (8 * (stages + s), 4 * ncons))])
+    k.init_mbarriers(tid, bars, Ring.inits(stages, 0, 8 * stages, 4 * ncons))
     consumer = k.label("consumer")
     exit_ = k.label("exit")
     k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", wg, 0), consumer))

@@ -395,8 +395,7 @@ def mm_kernel(dt, bm, split=False):
         half = k.r("shr.u32", k.r("add.u32", nsteps, 1), 1)
         k.op("mul.lo.u32 %s, %s, %s" % (step0, k.r("mov.u32", "%ctaid.z"), half))
         k.op("min.u32 %s, %s, %s" % (nsteps, k.r("sub.u32", nsteps, step0), half))
-    k.init_mbarriers(tid, bars, [x for s in range(STAGES)
-                                 for x in ((8 * s, 1), (8 * (STAGES + s), 8))])
+    k.init_mbarriers(tid, bars, Ring.inits(STAGES, 0, 8 * STAGES, 8))
     exit_, cons = k.label("exit"), k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), cons))
     prod_exit = k.label("producer_exit") if split else exit_

@@ -33,6 +33,14 @@ class Ring:
         self.ph = k.reg("r")
         k.op("%s %s, 0" % (mov, self.ph))
 
+    @staticmethod
+    def inits(stages, full, empty, consumers):
+        """mbarrier.init's (offset, count) list for a ring whose barrier
+        arrays start at byte offsets full and empty: per stage full (count
+        1: the producer's arrive.expect_tx) then empty (one arrival per
+        consumer)."""
+        return [x for s in range(stages) for x in ((full + 8 * s, 1), (empty + 8 * s, consumers))]
+
     def array(self, at):
         if isinstance(at, str):
             return at

@@ -53,9 +53,9 @@ class Ring:
     def bar(self, at, s=None, off8=None):
         """The barrier of stage s (the ring's by default) in the array at `at`."""
         k, s = self.k, self.s if s is None else s
-        if self.mad:
-            return k.r("mad.lo.u32", s, 8, self.array(at))
         base = self.array(at)
+        if self.mad:
+            return k.r("mad.lo.u32", s, 8, base)
         return k.r("add.u32", base, self.offset(s) if off8 is None else off8)
 
     def parity(self):

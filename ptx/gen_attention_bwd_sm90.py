@@ -46,12 +46,12 @@ consumer warp).
 
 import sys
 
-from kaio_ptx import cli, manifest, tma
+from kaio_ptx import cli, manifest, mbarrier, tma, wgmma
 from kaio_ptx.attention import bh_split, key_blocks, mask_tile, out_base, store_rows
 from kaio_ptx.literals import NEG_LOG2E
-from kaio_ptx.mbarrier import advance_ring
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
+from kaio_ptx.ring import Ring
 from kaio_ptx.sm90 import Kernel
 from kaio_ptx.tma import PANEL
 
@@ -107,8 +107,7 @@ class Layout:
 
 
 def init_barriers(k, L, bars, tid):
-    k.init_mbarriers(tid, bars, [(L.fixed_full, 1)] + [
-        x for s in range(L.stages) for x in ((L.full(s), 1), (L.empty(s), 8))])
+    k.init_mbarriers(tid, bars, [(L.fixed_full, 1)] + Ring.inits(L.stages, L.full(0), L.empty(0), 8))
 
 
 def producer(k, L, base, bars, b, maps, fixed_head, fixed_row, count, coords_of, exit_):
@@ -124,27 +123,23 @@ def producer(k, L, base, bars, b, maps, fixed_head, fixed_row, count, coords_of,
         k.op("prefetch.tensormap [%s]" % m)
         tm.append(m)
     full = k.r("add.u32", bars, L.fixed_full)
-    k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %d" % (full, 2 * L.fix_bytes))
+    mbarrier.arrive_expect_tx(k, full, 2 * L.fix_bytes)
     for i in range(2):
         for p in range(L.panels):
             tma.load(k, k.r("add.u32", base, i * L.fix_bytes + p * L.fix_panel), tm[i],
                      (p * PANEL, fixed_head, fixed_row, b), full)
-    s = k.r("mov.u32", 0)
-    ph = k.r("mov.u32", 0)
+    ring = Ring(k, bars, L.stages, L.full(0), L.empty(0))
     it = k.r("mov.u32", 0)
     top = k.label("p_stage")
     k.place(top)
     head, row = coords_of(it)
-    off8 = k.r("shl.b32", s, 3)
-    k.wait(k.r("add.u32", k.r("add.u32", bars, L.empty(0)), off8), k.r("xor.b32", ph, 1), "p_empty")
-    full = k.r("add.u32", k.r("add.u32", bars, L.full(0)), off8)
-    k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %d" % (full, 2 * L.st_bytes))
-    stage = k.r("add.u32", base, k.r("add.u32", k.r("mul.lo.u32", s, 2 * L.st_bytes), L.st_off))
+    full = ring.acquire(2 * L.st_bytes, off8=ring.offset())
+    stage = k.r("add.u32", base, k.r("add.u32", k.r("mul.lo.u32", ring.s, 2 * L.st_bytes), L.st_off))
     for i in range(2):
         for p in range(L.panels):
             tma.load(k, k.r("add.u32", stage, i * L.st_bytes + p * L.st_panel), tm[2 + i],
                      (p * PANEL, head, row, b), full)
-    advance_ring(k, s, ph, L.stages)
+    ring.advance()
     k.op("add.u32 %s, %s, 1" % (it, it))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", it, count), top))
     k.op("bra.uni %s" % exit_)
@@ -167,45 +162,42 @@ class Consumer:
                            k.r("add.u32", k.r("shl.b32", warp, 4), k.r("shr.u32", lane, 2)))
         # this warpgroup's 64 rows of each fixed tile start 8 KiB into each panel
         slice_ = k.r("add.u32", base, k.r("shl.b32", self.cw, 13))
-        self.fixed = [[k.desc(k.r("add.u32", slice_, i * L.fix_bytes + p * L.fix_panel), 16, 1024)
+        self.fixed = [[wgmma.desc(k, k.r("add.u32", slice_, i * L.fix_bytes + p * L.fix_panel), 16, 1024)
                        for p in range(L.panels)] for i in range(2)]
 
     def stage(self, s):
         return self.k.r("add.u32", self.base, self.k.r("add.u32", self.k.r("mul.lo.u32", s, 2 * self.L.st_bytes), self.L.st_off))
 
-    def bar(self, off, s):
-        return self.k.r("add.u32", self.k.r("add.u32", self.bars, off), self.k.r("shl.b32", s, 3))
+    def ring(self):
+        """The consumers' side of the streamed stages' ring (s, ph = 0)."""
+        return Ring(self.k, self.bars, self.L.stages, self.L.full(0), self.L.empty(0))
 
     def gemm_kmajor(self, acc, a_desc, tile, n, zero):
         """acc (64 x n) (+)= A (64 x D, descriptors per panel) * B^T, B the
         streamed n x D tile at shared address `tile`, both K-major."""
         k, L = self.k, self.L
-        bd = [k.desc(k.r("add.u32", tile, p * L.st_panel), 16, 1024) for p in range(L.panels)]
-        op = "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s" % (n, self.dt, self.dt)
+        bd = [wgmma.desc(k, k.r("add.u32", tile, p * L.st_panel), 16, 1024) for p in range(L.panels)]
         for kk in range(self.d // 16):
             p, w = divmod(kk, 4)
-            a = a_desc[p] if w == 0 else k.rd("add.s64", a_desc[p], 2 * w)
-            b = bd[p] if w == 0 else k.rd("add.s64", bd[p], 2 * w)
-            k.op("%s {%s}, %s, %s, %d, 1, 1, 0, 0" % (op, ", ".join(acc), a, b,
-                                                      0 if (zero and kk == 0) else 1))
+            wgmma.mma(k, self.dt, n, acc, wgmma.advance(k, a_desc[p], 32 * w), wgmma.advance(k, bd[p], 32 * w),
+                      0 if (zero and kk == 0) else 1)
 
     def gemm_rs(self, acc, a_regs, tile, panel_bytes):
         """acc (64 x D) += A (64 x 16 s, registers: 4 per k16 step) * B, B the
         (16 s) x D tile at `tile`, rows of D contiguous (MN-major)."""
         k = self.k
-        bd = k.desc(tile, panel_bytes, 1024)
-        op = "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s" % (self.d, self.dt, self.dt)
+        bd = wgmma.desc(k, tile, panel_bytes, 1024)
         for j in range(len(a_regs) // 4):
-            b = bd if j == 0 else k.rd("add.s64", bd, (16 * 128 * j) >> 4)
-            k.op("%s {%s}, {%s}, %s, 1, 1, 1, 1" % (op, ", ".join(acc), ", ".join(a_regs[4 * j:4 * j + 4]), b))
+            wgmma.mma(k, self.dt, self.d, acc, a_regs[4 * j:4 * j + 4], wgmma.advance(k, bd, 16 * 128 * j), 1,
+                      trans_b=1)
 
-    def next_stage(self, s, ph, it, count, top):
+    def next_stage(self, ring, it, count, top):
         """After the stage's last wgmma: wait for it, hand the stage back to
         the producer, move the ring on and loop while ++it < count."""
         k = self.k
-        k.op("wgmma.wait_group.sync.aligned 0")
-        k.op("@%s mbarrier.arrive.shared::cta.b64 _, [%s]" % (self.lane0, self.bar(self.L.empty(0), s)))
-        advance_ring(k, s, ph, self.L.stages)
+        wgmma.wait(k, 0)
+        ring.release(self.lane0)
+        ring.advance()
         k.op("add.u32 %s, %s, 1" % (it, it))
         k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", it, count), top))
 
@@ -264,18 +256,17 @@ def dq_kernel(dt, d):
     done = k.label("blocks_done")
     k.op("@%s bra.uni %s" % (k.p("setp.eq.u32", nblocks, 0), done))
     k.wait(k.r("add.u32", bars, L.fixed_full), 0, "fixed_full")
-    s = k.r("mov.u32", 0)
-    ph = k.r("mov.u32", 0)
+    ring = C.ring()
     j = k.r("mov.u32", 0)
     top = k.label("c_block")
     k.place(top)
-    k.wait(C.bar(L.full(0), s), ph, "c_full")
-    st = C.stage(s)
-    k.op("wgmma.fence.sync.aligned")
+    ring.wait_full()
+    st = C.stage(ring.s)
+    wgmma.fence(k)
     C.gemm_kmajor(S, C.fixed[0], st, BT, True)
     C.gemm_kmajor(dP, C.fixed[1], k.r("add.u32", st, L.st_bytes), BT, True)
-    k.op("wgmma.commit_group.sync.aligned")
-    k.op("wgmma.wait_group.sync.aligned 0")
+    wgmma.commit(k)
+    wgmma.wait(k, 0)
     k.note("P = exp2(S scale log2e - LSE log2e), masked to 0; dS = P (dP - Dv)")
     for i, x in enumerate(S):
         k.op("fma.rn.f32 %s, %s, %s, %s" % (x, x, P["scale_log2"], lse2[(i >> 1) & 1]))
@@ -289,10 +280,10 @@ def dq_kernel(dt, d):
         k.op("sub.f32 %s, %s, %s" % (x, x, dvals[(i >> 1) & 1]))
         k.op("mul.f32 %s, %s, %s" % (x, x, S[i]))
     ds = C.pack(dP)
-    k.op("wgmma.fence.sync.aligned")
+    wgmma.fence(k)
     C.gemm_rs(acc, ds, st, L.st_panel)
-    k.op("wgmma.commit_group.sync.aligned")
-    C.next_stage(s, ph, j, nblocks, top)
+    wgmma.commit(k)
+    C.next_stage(ring, j, nblocks, top)
     k.place(done)
     gb = out_base(k, P["grad"], b, P["g_bs"], h, d, P["out_dtype"])
     store_rows(k, [acc[4 * c:4 * c + 4] for c in range(d // 8)], d, row0, sq, gb, P["g_ss"],
@@ -350,8 +341,7 @@ def dkdv_kernel(dt, d):
     done = k.label("tiles_done")
     k.op("@%s bra.uni %s" % (k.p("setp.eq.u32", total, 0), done))
     k.wait(k.r("add.u32", bars, L.fixed_full), 0, "fixed_full")
-    s = k.r("mov.u32", 0)
-    ph = k.r("mov.u32", 0)
+    ring = C.ring()
     it = k.r("mov.u32", 0)
     top = k.label("c_tile")
     k.place(top)
@@ -374,14 +364,14 @@ def dkdv_kernel(dt, d):
             for v in (e, e + 2):
                 k.op("mov.f32 %s, %s" % (S[4 * c + v], ls))
                 k.op("mov.f32 %s, %s" % (dP[4 * c + v], ndv))
-    k.wait(C.bar(L.full(0), s), ph, "c_full")
-    st = C.stage(s)
+    ring.wait_full()
+    st = C.stage(ring.s)
     st_do = k.r("add.u32", st, L.st_bytes)
-    k.op("wgmma.fence.sync.aligned")
+    wgmma.fence(k)
     C.gemm_kmajor(S, C.fixed[0], st, BT, False)
     C.gemm_kmajor(dP, C.fixed[1], st_do, BT, False)
-    k.op("wgmma.commit_group.sync.aligned")
-    k.op("wgmma.wait_group.sync.aligned 0")
+    wgmma.commit(k)
+    wgmma.wait(k, 0)
     for x in S:
         k.op("mul.f32 %s, %s, %s" % (x, x, P["scale_log2"]))
         k.op("ex2.approx.ftz.f32 %s, %s" % (x, x))
@@ -398,17 +388,17 @@ def dkdv_kernel(dt, d):
                 k.op("selp.f32 %s, %s, 0f00000000, %s" % (x, x, ok))
     k.place(nomask)
     pp = C.pack(S)
-    k.op("wgmma.fence.sync.aligned")
+    wgmma.fence(k)
     k.note("dV += P^T dO, while dS^T = P^T (dP^T - Dv) is formed")
     C.gemm_rs(dV, pp, st_do, L.st_panel)
-    k.op("wgmma.commit_group.sync.aligned")
+    wgmma.commit(k)
     for i, x in enumerate(dP):
         k.op("mul.f32 %s, %s, %s" % (x, x, S[i]))
     ds = C.pack(dP)
-    k.op("wgmma.fence.sync.aligned")
+    wgmma.fence(k)
     C.gemm_rs(dK, ds, st, L.st_panel)
-    k.op("wgmma.commit_group.sync.aligned")
-    C.next_stage(s, ph, it, total, top)
+    wgmma.commit(k)
+    C.next_stage(ring, it, total, top)
     k.place(done)
     for grad, bs, ss, acc, scale in (("grad_a", "ga_bs", "ga_ss", dK, P["scale"]),
                                       ("grad_b", "gb_bs", "gb_ss", dV, None)):

@@ -65,12 +65,12 @@ Design
 
 import sys
 
-from kaio_ptx import cli, manifest, tma
+from kaio_ptx import cli, manifest, mbarrier, tma, wgmma
 from kaio_ptx.attention import bh_split, key_blocks, mask_tile, out_base, store_rows
 from kaio_ptx.literals import LN2, NEG_INF
-from kaio_ptx.mbarrier import advance_ring
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
+from kaio_ptx.ring import Ring
 from kaio_ptx.sm90 import Kernel
 from kaio_ptx.tma import PANEL
 from kaio_ptx.warp import quad_reduce
@@ -141,27 +141,24 @@ def producer(k, L, P, base, bars, b, h, hk, m0, nblocks, exit_):
         k.op("prefetch.tensormap [%s]" % maps[name])
     k.op("@%s bra %s" % (k.p("setp.eq.u32", nblocks, 0), exit_))
     q_full = k.r("add.u32", bars, L.q_full())
-    k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %d" % (q_full, L.q_bytes))
+    mbarrier.arrive_expect_tx(k, q_full, L.q_bytes)
     for p in range(L.panels):
         tma.load(k, k.r("add.u32", base, p * L.q_panel), maps["tmap_q"], (p * PANEL, h, m0, b), q_full)
-    s = k.r("mov.u32", 0)
-    ph = k.r("mov.u32", 0)
+    ring = Ring(k, bars, L.stages, L.k_full(), L.k_empty())
     j = k.r("mov.u32", 0)
     top = k.label("p_block")
     k.place(top)
     kv0 = k.r("shl.b32", j, BN.bit_length() - 1)
-    stage = k.r("add.u32", base, k.r("add.u32", k.r("mul.lo.u32", s, 2 * L.kv_bytes), L.kv_off))
-    off8 = k.r("shl.b32", s, 3)
-    pph = k.r("xor.b32", ph, 1)
+    stage = k.r("add.u32", base, k.r("add.u32", k.r("mul.lo.u32", ring.s, 2 * L.kv_bytes), L.kv_off))
+    off8 = ring.offset()
+    pph = ring.parity()
     for tag, full_off, empty_off, soff in (("tmap_k", L.k_full(), L.k_empty(), 0),
                                            ("tmap_v", L.v_full(), L.v_empty(), L.kv_bytes)):
-        k.wait(k.r("add.u32", k.r("add.u32", bars, empty_off), off8), pph, "p_empty")
-        full = k.r("add.u32", k.r("add.u32", bars, full_off), off8)
-        k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %d" % (full, L.kv_bytes))
+        full = ring.acquire(L.kv_bytes, full_off, empty_off, off8, pph)
         for p in range(L.panels):
             tma.load(k, k.r("add.u32", stage, soff + p * L.kv_panel), maps[tag],
                      (p * PANEL, hk, kv0, b), full)
-    advance_ring(k, s, ph, L.stages)
+    ring.advance()
     k.op("add.u32 %s, %s, 1" % (j, j))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", j, nblocks), top))
     k.op("bra.uni %s" % exit_)
@@ -190,7 +187,7 @@ class Consumer:
             self.lims.append(k.r("selp.b32", lim, P["seq_k"], causal))
         # Q descriptors, one per panel: this warpgroup's 64 rows start 8 KiB into each panel
         q_rows = k.r("add.u32", base, k.r("shl.b32", cw, 13))
-        self.q_desc = [k.desc(k.r("add.u32", q_rows, p * L.q_panel), 16, 1024) for p in range(L.panels)]
+        self.q_desc = [wgmma.desc(k, k.r("add.u32", q_rows, p * L.q_panel), 16, 1024) for p in range(L.panels)]
         self.S = k.regs("f", BN // 2)
         self.O = k.regs("f", d // 2)
         self.Pf = k.regs("r", BN // 4)
@@ -200,30 +197,21 @@ class Consumer:
     def wgmma_s(self, kstage):
         """Issues S = Q K^T over the stage at shared address kstage (one commit group)."""
         k, L = self.k, self.L
-        kd = [k.desc(k.r("add.u32", kstage, p * L.kv_panel), 16, 1024) for p in range(L.panels)]
-        op = "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s" % (BN, self.dt, self.dt)
+        kd = [wgmma.desc(k, k.r("add.u32", kstage, p * L.kv_panel), 16, 1024) for p in range(L.panels)]
         for kk in range(self.d // 16):
             p, w = divmod(kk, 4)
-            qa = self.q_desc[p] if w == 0 else k.rd("add.s64", self.q_desc[p], 2 * w)
-            kb = kd[p] if w == 0 else k.rd("add.s64", kd[p], 2 * w)
-            k.op("%s {%s}, %s, %s, %d, 1, 1, 0, 0" % (op, ", ".join(self.S), qa, kb, 0 if kk == 0 else 1))
-        k.op("wgmma.commit_group.sync.aligned")
+            wgmma.mma(k, self.dt, BN, self.S, wgmma.advance(k, self.q_desc[p], 32 * w),
+                      wgmma.advance(k, kd[p], 32 * w), 0 if kk == 0 else 1)
+        wgmma.commit(k)
 
     def wgmma_pv(self, vstage):
         """Issues O += P V over the stage's V at shared address vstage (one commit group)."""
         k, L = self.k, self.L
-        vd = k.desc(vstage, L.kv_panel, 1024)
-        op = "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s" % (self.d, self.dt, self.dt)
+        vd = wgmma.desc(k, vstage, L.kv_panel, 1024)
         for j in range(BN // 16):
-            vb = vd if j == 0 else k.rd("add.s64", vd, (16 * 128 * j) >> 4)
-            a = self.Pf[4 * j:4 * j + 4]
-            k.op("%s {%s}, {%s}, %s, 1, 1, 1, 1" % (op, ", ".join(self.O), ", ".join(a), vb))
-        k.op("wgmma.commit_group.sync.aligned")
-
-    def release(self, empty_off, s):
-        k = self.k
-        bar = k.r("add.u32", k.r("add.u32", self.bars, empty_off), k.r("shl.b32", s, 3))
-        k.op("@%s mbarrier.arrive.shared::cta.b64 _, [%s]" % (self.lane0, bar))
+            wgmma.mma(k, self.dt, self.d, self.O, self.Pf[4 * j:4 * j + 4],
+                      wgmma.advance(k, vd, 16 * 128 * j), 1, trans_b=1)
+        wgmma.commit(k)
 
     def mask(self, kv0):
         k = self.k
@@ -284,51 +272,51 @@ class Consumer:
         done = k.label("blocks_done")
         k.op("@%s bra.uni %s" % (k.p("setp.eq.u32", self.nblocks, 0), done))
         k.wait(k.r("add.u32", self.bars, L.q_full()), 0, "q_full")
-        s = k.r("mov.u32", 0)
-        ph = k.r("mov.u32", 0)
+        ring = Ring(k, self.bars, L.stages, L.k_full(), L.k_empty())
+        s, ph = ring.s, ring.ph
         stage = lambda ring: k.r("add.u32", self.base, k.r("add.u32", k.r("mul.lo.u32", ring, 2 * L.kv_bytes), L.kv_off))
-        bar = lambda off, ring: k.r("add.u32", k.r("add.u32", self.bars, off), k.r("shl.b32", ring, 3))
 
         k.note("block 0: S_0 = Q K_0^T, softmax, P_0")
-        k.wait(bar(L.k_full(), s), ph, "k_full")
-        k.op("wgmma.fence.sync.aligned")
+        ring.wait_full(hint="k_full")
+        wgmma.fence(k)
         self.wgmma_s(stage(s))
-        k.op("wgmma.wait_group.sync.aligned 0")
-        self.release(L.k_empty(), s)
+        wgmma.wait(k, 0)
+        ring.release(self.lane0)
         self.mask(k.r("mov.u32", 0))
         self.rescale_and_pack(self.softmax())
+        # ps, pph: the previous block's stage and phase (its V is read one block later)
         ps = k.r("mov.u32", s)
         pph = k.r("mov.u32", ph)
         j = k.r("mov.u32", 1)
         tail = k.label("last_pv")
         k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", j, self.nblocks), tail))
-        advance_ring(k, s, ph, L.stages)
+        ring.advance()
         top = k.label("c_block")
         k.place(top)
         k.note("S_j = Q K_j^T and O += P_{j-1} V_{j-1} in flight; softmax(S_j) overlaps the second")
-        k.wait(bar(L.k_full(), s), ph, "k_full")
-        k.op("wgmma.fence.sync.aligned")
+        ring.wait_full(hint="k_full")
+        wgmma.fence(k)
         self.wgmma_s(stage(s))
-        k.wait(bar(L.v_full(), ps), pph, "v_full")
+        ring.wait_full(L.v_full(), ps, pph, "v_full")
         self.wgmma_pv(k.r("add.u32", stage(ps), L.kv_bytes))
-        k.op("wgmma.wait_group.sync.aligned 1")
-        self.release(L.k_empty(), s)
+        wgmma.wait(k, 1)
+        ring.release(self.lane0)
         self.mask(k.r("shl.b32", j, BN.bit_length() - 1))
         corr = self.softmax()
-        k.op("wgmma.wait_group.sync.aligned 0")
-        self.release(L.v_empty(), ps)
+        wgmma.wait(k, 0)
+        ring.release(self.lane0, ps, L.v_empty())
         self.rescale_and_pack(corr)
         k.op("mov.u32 %s, %s" % (ps, s))
         k.op("mov.u32 %s, %s" % (pph, ph))
-        advance_ring(k, s, ph, L.stages)
+        ring.advance()
         k.op("add.u32 %s, %s, 1" % (j, j))
         k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", j, self.nblocks), top))
         k.place(tail)
-        k.wait(bar(L.v_full(), ps), pph, "v_full")
-        k.op("wgmma.fence.sync.aligned")
+        ring.wait_full(L.v_full(), ps, pph, "v_full")
+        wgmma.fence(k)
         self.wgmma_pv(k.r("add.u32", stage(ps), L.kv_bytes))
-        k.op("wgmma.wait_group.sync.aligned 0")
-        self.release(L.v_empty(), ps)
+        wgmma.wait(k, 0)
+        ring.release(self.lane0, ps, L.v_empty())
         k.place(done)
         self.epilogue()
         k.op("bra.uni %s" % exit_)

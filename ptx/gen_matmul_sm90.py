@@ -148,10 +148,10 @@ Measured on an H100 80GB HBM3 (driver 580.159.04), through kaio_module_load_ptx
 
 import sys
 
-from kaio_ptx import cli, manifest, tma
-from kaio_ptx.mbarrier import advance_ring
+from kaio_ptx import cli, manifest, tma, wgmma
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.sm90 import Kernel
+from kaio_ptx.ring import Ring
 from kaio_ptx.tma import PANEL
 
 OUTPUT = "matmul_sm90.ptx"
@@ -207,13 +207,6 @@ class Operand:
             self.slice = PANEL * BK * 2             # 64 rows of M = one panel
             self.kstep = 16 * 128                   # 16 K rows
             self.lbo, self.sbo, self.trans = cfg["mn_lbo"], cfg["mn_sbo"], 1
-
-    def desc_hi(self):
-        # bits 32-45: SBO >> 4; bits 62-63: swizzle 1 = 128 B
-        return (self.sbo >> 4) | (1 << 30)
-
-    def desc_lo_const(self):
-        return (self.lbo >> 4) << 16
 
     def tma_line(self, entry, param, dt):
         return "// kaio-tma: %s %s rank=2 dims=%s,%s box=%d,%d swizzle=128 dtype=%s" % (
@@ -466,10 +459,6 @@ def matmul_kernel(dt, la, lb, cfg):
     assert nthreads == 384, "the .maxntid / setmaxnreg budget below assumes 3 warpgroups"
     assert 128 * cfg["prod_regs"] + 128 * ncons * cfg["cons_regs"] <= 65536
     k = Kernel()
-    if int8:
-        wgmma = "wgmma.mma_async.sync.aligned.m64n%dk32.s32.s8.s8" % bn
-    else:
-        wgmma = "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s" % (bn, dt, dt)
 
     P = {}
     P["c"] = k.rd("cvta.to.global.u64", k.rd("ld.param.u64", "[c]"))
@@ -501,8 +490,7 @@ def matmul_kernel(dt, la, lb, cfg):
     nctas = k.r("mov.u32", "%nctaid.x")
 
     k.note("thread 0: init the full/empty barriers")
-    k.init_mbarriers(tid, bars, [x for s in range(stages)
-                                 for x in ((8 * s, 1), (8 * (stages + s), 4 * ncons))])
+    k.init_mbarriers(tid, bars, Ring.inits(stages, 0, 8 * stages, 4 * ncons))
     consumer = k.label("consumer")
     exit_ = k.label("exit")
     k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", wg, 0), consumer))
@@ -516,8 +504,7 @@ def matmul_kernel(dt, la, lb, cfg):
         tm = k.rd("cvta.param.u64", k.rd("mov.b64", pname))
         k.op("prefetch.tensormap [%s]" % tm)
         tmaps.append(tm)
-    s = k.r("mov.u32", 0)
-    ph = k.r("mov.u32", 0)
+    ring = Ring(k, bars, stages, 0, 8 * stages, mad=True)
     t = k.r("mov.u32", cta)
     ptile = k.label("p_tile")
     k.place(ptile)
@@ -527,10 +514,8 @@ def matmul_kernel(dt, la, lb, cfg):
     kt = k.r("mov.u32", 0)
     pk = k.label("p_k")
     k.place(pk)
-    k.wait(k.r("mad.lo.u32", s, 8, k.r("add.u32", bars, 8 * stages)), k.r("xor.b32", ph, 1), "p_empty")
-    full = k.r("mad.lo.u32", s, 8, bars)
-    k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %d" % (full, stage_bytes))
-    stage = k.r("mad.lo.u32", s, stage_bytes, base)
+    full = ring.acquire(stage_bytes)
+    stage = k.r("mad.lo.u32", ring.s, stage_bytes, base)
     last = {"A": k.r("sub.u32", P["m"], 1), "B": k.r("sub.u32", P["n"], 1)}
     for op, tm, blk, off0 in ((A, tmaps[0], m0, 0), (B, tmaps[1], n0, A.bytes)):
         for soff, roff in op.boxes:
@@ -543,7 +528,7 @@ def matmul_kernel(dt, la, lb, cfg):
                                            k.r("and.b32", last[op.tag], "0xFFFFFFF8"))
             coords = (kc, rc) if op.kmajor else (rc, kc)
             tma.load(k, "%s+%d" % (stage, off0 + soff), tm, coords, full)
-    advance_ring(k, s, ph, stages)
+    ring.advance()
     k.op("add.u32 %s, %s, %d" % (kc, kc, bk))
     k.op("add.u32 %s, %s, 1" % (kt, kt))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", kt, kcnt), pk))
@@ -560,8 +545,7 @@ def matmul_kernel(dt, la, lb, cfg):
     lane0 = k.p("setp.eq.u32", lane, 0)
     a_slice = k.r("mul.lo.u32", cw, A.slice)
     acc = k.regs("r" if int8 else "f", bn // 2)
-    s = k.r("mov.u32", 0)
-    ph = k.r("mov.u32", 0)
+    ring = Ring(k, bars, stages, 0, 8 * stages, mad=True)
     prev = k.r("mov.u32", 0)
     t = k.r("mov.u32", cta)
     ctile = k.label("c_tile")
@@ -571,39 +555,25 @@ def matmul_kernel(dt, la, lb, cfg):
     kt = k.r("mov.u32", 0)
     ck = k.label("c_k")
     k.place(ck)
-    k.wait(k.r("mad.lo.u32", s, 8, bars), ph, "c_full")
-    stage = k.r("mad.lo.u32", s, stage_bytes, base)
-    descs = []
-    hi = []
-    for op, addr in ((A, k.r("add.u32", stage, a_slice)), (B, k.r("add.u32", stage, A.bytes))):
-        lo = k.r("or.b32", k.r("shr.u32", addr, 4), op.desc_lo_const())
-        d = k.reg("rd")
-        k.op("mov.b64 %s, {%s, %s}" % (d, lo, k.r("mov.b32", op.desc_hi())))
-        descs.append(d)
+    ring.wait_full()
+    stage = k.r("mad.lo.u32", ring.s, stage_bytes, base)
+    addrs = [(A, k.r("add.u32", stage, a_slice)), (B, k.r("add.u32", stage, A.bytes))]
+    da, db = [wgmma.desc(k, addr, op.lbo, op.sbo) for op, addr in addrs]
     accum = k.p("setp.ne.u32", kt, 0)
-    k.op("wgmma.fence.sync.aligned")
+    wgmma.fence(k)
     for kk in range(BK // 16):
-        da = descs[0] if kk == 0 else k.rd("add.s64", descs[0], kk * A.kstep >> 4)
-        db = descs[1] if kk == 0 else k.rd("add.s64", descs[1], kk * B.kstep >> 4)
-        scale_d = accum if kk == 0 else "1"
-        if int8:   # integer wgmma: no operand scaling or transposes
-            k.op("%s {%s}, %s, %s, %s" % (wgmma, ", ".join(acc), da, db, scale_d))
-        else:
-            k.op("%s {%s}, %s, %s, %s, 1, 1, %d, %d" % (
-                wgmma, ", ".join(acc), da, db, scale_d, A.trans, B.trans))
-    k.op("wgmma.commit_group.sync.aligned")
-    k.op("wgmma.wait_group.sync.aligned 1")
+        wgmma.mma(k, dt, bn, acc, wgmma.advance(k, da, kk * A.kstep), wgmma.advance(k, db, kk * B.kstep),
+                  accum if kk == 0 else "1", A.trans, B.trans)
+    wgmma.commit(k)
+    wgmma.wait(k, 1)
     k.note("the group before this one is done: its stage goes back to the producer")
-    rel = k.p("and.pred", lane0, accum)
-    k.op("@%s mbarrier.arrive.shared::cta.b64 _, [%s]" % (
-        rel, k.r("mad.lo.u32", prev, 8, k.r("add.u32", bars, 8 * stages))))
-    k.op("mov.u32 %s, %s" % (prev, s))
-    advance_ring(k, s, ph, stages)
+    ring.release(k.p("and.pred", lane0, accum), prev)
+    k.op("mov.u32 %s, %s" % (prev, ring.s))
+    ring.advance()
     k.op("add.u32 %s, %s, 1" % (kt, kt))
     k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", kt, kcnt), ck))
-    k.op("wgmma.wait_group.sync.aligned 0")
-    k.op("@%s mbarrier.arrive.shared::cta.b64 _, [%s]" % (
-        lane0, k.r("mad.lo.u32", prev, 8, k.r("add.u32", bars, 8 * stages))))
+    wgmma.wait(k, 0)
+    ring.release(lane0, prev)
     done = k.label("stored")
     k.note("split s > 0 stores its f32 partial sum at c + s * split_elems (the host's workspace)")
     split = k.r("div.u32", t, ntiles)

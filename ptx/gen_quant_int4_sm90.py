@@ -61,10 +61,10 @@ Design
 
 import sys
 
-from kaio_ptx import cli, manifest, tma
-from kaio_ptx.mbarrier import advance_ring
+from kaio_ptx import cli, manifest, tma, wgmma
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
+from kaio_ptx.ring import Ring
 from kaio_ptx.sm90 import Kernel
 
 OUTPUT = "quant_int4_sm90.ptx"
@@ -110,20 +110,16 @@ def producer(k, T, P, base, bars, n0, m0, nsteps, step0, exit_):
         name = name.split("[")[0]
         maps[name] = k.rd("cvta.param.u64", k.rd("mov.b64", name))
         k.op("prefetch.tensormap [%s]" % maps[name])
-    s = k.r("mov.u32", 0)
-    ph = k.r("mov.u32", 0)
+    ring = Ring(k, bars, STAGES, 0, 8 * STAGES)
     it = k.r("mov.u32", 0)
     top = k.label("p_step")
     k.place(top)
     k0 = k.r("shl.b32", k.r("add.u32", step0, it), 6)
-    off8 = k.r("shl.b32", s, 3)
-    k.wait(k.r("add.u32", k.r("add.u32", bars, 8 * STAGES), off8), k.r("xor.b32", ph, 1), "p_empty")
-    full = k.r("add.u32", bars, off8)
-    k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %d" % (full, T.x_bytes + QW_BYTES))
-    tma.load(k, k.r("mad.lo.u32", s, T.x_bytes, k.r("add.u32", base, X_OFF)), maps["tmap_x"], (k0, m0), full)
-    tma.load(k, k.r("mad.lo.u32", s, QW_BYTES, k.r("add.u32", base, T.qw_off)), maps["tmap_qw"],
+    full = ring.acquire(T.x_bytes + QW_BYTES, off8=ring.offset())
+    tma.load(k, k.r("mad.lo.u32", ring.s, T.x_bytes, k.r("add.u32", base, X_OFF)), maps["tmap_x"], (k0, m0), full)
+    tma.load(k, k.r("mad.lo.u32", ring.s, QW_BYTES, k.r("add.u32", base, T.qw_off)), maps["tmap_qw"],
              (n0, k.r("shr.u32", k0, 3)), full)
-    advance_ring(k, s, ph, STAGES)
+    ring.advance()
     k.op("add.u32 %s, %s, 1" % (it, it))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", it, nsteps), top))
     k.op("bra.uni %s" % exit_)
@@ -185,14 +181,12 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
     # stalled on the dequantization's dependency chains; three sets measured
     # slower still (0.62x cuBLAS against 0.71x), so two it is.
     areg = [k.regs("r", 4 * (BK // 16)) for _ in range(ASETS)]
-    op = "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s" % (T.bm, dt, dt)
-    empty = k.r("add.u32", bars, 8 * STAGES)
 
-    def build(step_s, step_ph, a):
-        """Waits for the stage of a step and dequantizes its weights into a,
-        with the scales and zeros in cur."""
-        k.wait(k.r("add.u32", bars, k.r("shl.b32", step_s, 3)), step_ph, "c_full")
-        qws = k.r("mad.lo.u32", step_s, QW_BYTES, k.r("add.u32", base, T.qw_off))
+    def build(a):
+        """Waits for the ring's current stage and dequantizes its weights
+        into a, with the scales and zeros in cur."""
+        ring.wait_full()
+        qws = k.r("mad.lo.u32", ring.s, QW_BYTES, k.r("add.u32", base, T.qw_off))
         sc2, zm2 = {}, {}
         for r in range(2):
             for ci in range(2):
@@ -223,51 +217,39 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
             k.op("mov.u32 %s, %s" % (cur[key], nxt[key]))
         group_loads(step, nxt)
 
-    s = k.r("mov.u32", 0)
-    ph = k.r("mov.u32", 0)
+    # the empty barriers' base once: releases address stages behind the current one
+    ring = Ring(k, bars, STAGES, 0, k.r("add.u32", bars, 8 * STAGES))
     it = k.r("mov.u32", 0)
     group_loads(it, nxt)
     next_scales(k.r("mov.u32", 1))
-    build(s, ph, areg[0])
+    build(areg[0])
     top, drain = k.label("c_step"), k.label("c_drain")
-
-    def stage_back(n):
-        """The stage n steps behind the current one (ring index)."""
-        return k.r("rem.u32", k.r("add.u32", s, STAGES - n), STAGES)
 
     k.place(top)
     for copy in range(ASETS):
         # the loop body ASETS times, so that the register sets rotate statically
         a, b = areg[copy], areg[(copy + 1) % ASETS]
-        k.op("wgmma.fence.sync.aligned")
-        xs = k.r("mad.lo.u32", s, T.x_bytes, k.r("add.u32", base, X_OFF))
-        lo = k.r("or.b32", k.r("shr.u32", xs, 4), (16 >> 4) << 16)
-        xdesc = k.reg("rd")
-        k.op("mov.b64 %s, {%s, %s}" % (xdesc, lo, k.r("mov.b32", (1024 >> 4) | (1 << 30))))
+        wgmma.fence(k)
+        xdesc = wgmma.desc(k, k.r("mad.lo.u32", ring.s, T.x_bytes, k.r("add.u32", base, X_OFF)), 16, 1024)
         first = k.p("setp.eq.u32", it, 0)
         for kk in range(BK // 16):
-            d = xdesc if kk == 0 else k.rd("add.s64", xdesc, 2 * kk)
             scale_d = k.p("not.pred", first) if kk == 0 else "1"
-            k.op("%s {%s}, {%s}, %s, %s, 1, 1, 0" % (op, ", ".join(acc), ", ".join(a[4 * kk:4 * kk + 4]), d, scale_d))
-        k.op("wgmma.commit_group.sync.aligned")
-        k.op("wgmma.wait_group.sync.aligned %d" % (ASETS - 1))
+            wgmma.mma(k, dt, T.bm, acc, a[4 * kk:4 * kk + 4], wgmma.advance(k, xdesc, 32 * kk), scale_d)
+        wgmma.commit(k)
+        wgmma.wait(k, ASETS - 1)
         k.note("step it - %d is done: its stage goes back, its registers are free" % (ASETS - 1))
-        old = k.p("and.pred", lane0, k.p("setp.ge.u32", it, ASETS - 1))
-        k.op("@%s mbarrier.arrive.shared::cta.b64 _, [%s]" % (
-            old, k.r("add.u32", empty, k.r("shl.b32", stage_back(ASETS - 1), 3))))
-        advance_ring(k, s, ph, STAGES)
+        ring.release(k.p("and.pred", lane0, k.p("setp.ge.u32", it, ASETS - 1)), ring.back(ASETS - 1))
+        ring.advance()
         k.op("add.u32 %s, %s, 1" % (it, it))
         k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", it, nsteps), drain))
         next_scales(k.r("add.u32", it, 1))
-        build(s, ph, b)
+        build(b)
     k.op("bra.uni %s" % top)
     k.place(drain)
-    k.op("wgmma.wait_group.sync.aligned 0")
+    wgmma.wait(k, 0)
     k.note("the last ASETS - 1 steps' stages (those that exist) go back")
     for back in range(1, ASETS):
-        ok = k.p("and.pred", lane0, k.p("setp.ge.u32", it, back))
-        k.op("@%s mbarrier.arrive.shared::cta.b64 _, [%s]" % (
-            ok, k.r("add.u32", empty, k.r("shl.b32", stage_back(back), 3))))
+        ring.release(k.p("and.pred", lane0, k.p("setp.ge.u32", it, back)), ring.back(back))
     if split:
         cluster_sum_and_store(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_)
     else:
@@ -413,8 +395,7 @@ def mm_kernel(dt, bm, split=False):
         half = k.r("shr.u32", k.r("add.u32", nsteps, 1), 1)
         k.op("mul.lo.u32 %s, %s, %s" % (step0, k.r("mov.u32", "%ctaid.z"), half))
         k.op("min.u32 %s, %s, %s" % (nsteps, k.r("sub.u32", nsteps, step0), half))
-    k.init_mbarriers(tid, bars, [x for s in range(STAGES)
-                                 for x in ((8 * s, 1), (8 * (STAGES + s), 8))])
+    k.init_mbarriers(tid, bars, Ring.inits(STAGES, 0, 8 * STAGES, 8))
     exit_, cons = k.label("exit"), k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), cons))
     prod_exit = k.label("producer_exit") if split else exit_

@@ -95,6 +95,7 @@ import collections
 
 from kaio_ptx import mbarrier
 from kaio_ptx.control import skip_if
+from kaio_ptx.ring import Ring
 import kquant_stream_act as act_prep
 import kquant_stream_q8 as q8
 from kquant_mma import BLOCK_BYTES, BLOCK_ELEMS, UNITS_PER_BLOCK, Ctx, compute_block, load_block, store_row_sums
@@ -206,17 +207,10 @@ def stream_matvec(k, p, fmt, dt):
         k.op("fence.mbarrier_init.release.cluster")
     k.op("bar.sync 0")
 
-    def next_slot(slot, parity):
-        """The ring slot after slot, and the parity of its use (flips at a wrap)."""
-        k.op("add.u32 %s, %s, 1" % (slot, slot))
-        wrap = k.p("setp.eq.u32", slot, stages)
-        k.op("@%s mov.b32 %s, 0" % (wrap, slot))
-        k.op("@%s xor.b32 %s, %s, 1" % (wrap, parity, parity))
-
-    def wait(bar, slot, parity):
-        addr = k.r("mad.lo.u32", slot, "8", bar)
-        mbarrier.wait(k, addr, parity, "spin")
-        return addr
+    def ring_side():
+        """The producer's or the consumers' view of the ring: its slot and
+        parity registers (0), barriers at full / empty + 8 slot."""
+        return Ring(k, None, stages, full, empty, mad=True, mov="mov.b32")
 
     consumer = k.label("consumer")
     k.op("@%s bra %s" % (k.p("setp.ne.u32", warp, "0"), consumer))
@@ -228,8 +222,7 @@ def stream_matvec(k, p, fmt, dt):
     # esize (but a bf16 A to split: prepare_split reads it itself)
     copy_a = not (split and dt == "bf16")
     if copy_a:
-        k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %s"
-             % (act_bar, k.r("mul.lo.u32", act_row, p["m"])))
+        mbarrier.arrive_expect_tx(k, act_bar, k.r("mul.lo.u32", act_row, p["m"]))
         m_i = k.var_r("0")
         arow_l = k.label("arow")
         k.place(arow_l)
@@ -240,7 +233,7 @@ def stream_matvec(k, p, fmt, dt):
         k.op("add.u32 %s, %s, 1" % (m_i, m_i))
         k.op("@%s bra %s" % (k.p("setp.lt.u32", m_i, p["m"]), arow_l))
     i = k.var_r("0")
-    slot, parity = k.var_r("0"), k.var_r("0")
+    ring_p = ring_side()
     tile = k.var_r(tile0)
     ptile = k.label("ptile")
     k.op("@%s bra %s" % (k.p("setp.ge.u32", tile, ntiles), exit_))
@@ -254,12 +247,12 @@ def stream_matvec(k, p, fmt, dt):
     k.place(pstage)
     first_use = k.label("first_use")
     k.op("@%s bra %s" % (k.p("setp.lt.u32", i, stages), first_use))
-    wait(empty, slot, k.r("xor.b32", parity, "1"))
+    ring_p.wait_empty(ring_p.parity(), hint="spin")
     k.place(first_use)
     nb = k.r("min.u32", k.r("sub.u32", nblk, kc), str(sb))
     row_bytes = k.r("mul.lo.u32", nb, str(bb))
-    fbar = k.r("mad.lo.u32", slot, "8", full)
-    dst = k.r("mad.lo.u32", slot, str(lay.stage), ring)
+    fbar = ring_p.bar(full)
+    dst = k.r("mad.lo.u32", ring_p.s, str(lay.stage), ring)
     src_off = k.rd("mul.wide.u32", kc, str(bb))
 
     def copy(r, src, size):
@@ -278,17 +271,17 @@ def stream_matvec(k, p, fmt, dt):
             src = k.rd("add.u64", rows[r], src_off)
             delta = k.r("and.b32", k.r("cvt.u32.u64", src), "15")
             size = k.r("and.b32", k.r("add.u32", delta, k.r("add.u32", row_bytes, "15")), "-16")
-            k.op("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%s], %s" % (fbar, size))
+            mbarrier.expect_tx(k, fbar, size)
             copy(r, k.rd("sub.u64", src, k.rd("cvt.u64.u32", delta)), size)
-        k.op("mbarrier.arrive.shared::cta.b64 _, [%s]" % fbar)
+        mbarrier.arrive(k, fbar)
         k.op("bra %s" % copied)
         k.place(plain)
-    k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %s" % (fbar, k.r("shl.b32", row_bytes, "4")))
+    mbarrier.arrive_expect_tx(k, fbar, k.r("shl.b32", row_bytes, "4"))
     for r in range(ROWS):
         copy(r, k.rd("add.u64", rows[r], src_off), row_bytes)
     k.place(copied)
     k.op("add.u32 %s, %s, 1" % (i, i))
-    next_slot(slot, parity)
+    ring_p.advance()
     k.op("add.u32 %s, %s, %d" % (kc, kc, sb))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", kc, nblk), pstage))
     k.op("add.u32 %s, %s, %s" % (tile, tile, ctas))
@@ -304,12 +297,14 @@ def stream_matvec(k, p, fmt, dt):
     arow = k.r("min.u32", g, k.r("sub.u32", p["m"], "1"))    # rows past M re-read row M-1
     # this lane's activation row: K x 4 bytes a row when split (hi + lo)
     abase = k.r("mad.lo.u32", arow, k.r("shl.b32", k_elems, "2" if split else str(log2_esize)), act)
-    cslot, cparity = k.var_r("0"), k.var_r("0")
+    ring_c = ring_side()
+    cslot = ring_c.s
     ctile = k.var_r(tile0)
     always = k.p("setp.eq.u32", tid, tid)
     k.op("@%s bra %s" % (k.p("setp.ge.u32", ctile, ntiles), exit_))
     if copy_a:
-        wait(act_bar, k.r("mov.u32", "0"), k.r("mov.u32", "0"))
+        slot0, parity0 = k.r("mov.u32", "0"), k.r("mov.u32", "0")
+        mbarrier.wait(k, k.r("mad.lo.u32", slot0, "8", act_bar), parity0, "spin")
     gs = None
     if split:
         gs = act_prep.prepare_split(k, p, fmt, dt, be, nblk, act, ct, 32 * CONSUMERS, lane, prep, row_scale, arow, t)
@@ -339,7 +334,7 @@ def stream_matvec(k, p, fmt, dt):
     ckc = k.var_r("0")
     cstage, skip = k.label("cstage"), k.label("skip")
     k.place(cstage)
-    wait(full, cslot, cparity)
+    ring_c.wait_full(hint="spin")
     bi = k.r("mad.lo.u32", cw, str(bpw), ckc)          # the warp's first block
     k.op("@%s bra %s" % (k.p("setp.ge.u32", bi, nblk), skip))
     if windowed(fmt):
@@ -359,13 +354,13 @@ def stream_matvec(k, p, fmt, dt):
     # compute-sanitizer's racecheck reported the producer's next copies as
     # racing with the other lanes' reads); the tile's last stage is released
     # after the reduction below, which reuses its slot
-    empty_slot = k.r("mad.lo.u32", cslot, "8", empty)
+    empty_slot = ring_c.bar(empty)
     k.op("add.u32 %s, %s, %d" % (ckc, ckc, sb))
     last = k.p("setp.ge.u32", ckc, nblk)
     reduce_l = k.label("reduce")
     k.op("@%s bra %s" % (last, reduce_l))
-    k.op("mbarrier.arrive.shared::cta.b64 _, [%s]" % empty_slot)
-    next_slot(cslot, cparity)
+    mbarrier.arrive(k, empty_slot)
+    ring_c.advance()
     k.op("bra %s" % cstage)
 
     # the tile's CW partial sums, added in warp order (store_row_sums'
@@ -384,8 +379,8 @@ def stream_matvec(k, p, fmt, dt):
     k.op("@%s bra %s" % (k.p("setp.ge.u32", ct, "128"), stored))
     store_row_sums(k, p, part, ct, CONSUMERS, k.r("shl.b32", ctile, "4"), row_scale if split else None)
     k.place(stored)
-    k.op("mbarrier.arrive.shared::cta.b64 _, [%s]" % empty_slot)
-    next_slot(cslot, cparity)
+    mbarrier.arrive(k, empty_slot)
+    ring_c.advance()
     k.op("add.u32 %s, %s, %s" % (ctile, ctile, ctas))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", ctile, ntiles), ctile_l))
     k.place(exit_)

@@ -24,9 +24,26 @@ def wait(k, bar, parity, hint):
     k.op("@!%s bra %s" % (p, top))
 
 
-def advance_ring(k, s, ph, stages):
-    """Stage s of a ring of `stages` to the next; the phase bit ph flips on wrap."""
+def arrive(k, bar, pred=None):
+    """One arrival on bar (under pred)."""
+    k.op("%smbarrier.arrive.shared::cta.b64 _, [%s]" % ("@%s " % pred if pred else "", bar))
+
+
+def arrive_expect_tx(k, bar, nbytes):
+    """One arrival on bar that also expects nbytes of async copies to complete it."""
+    k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %s" % (bar, nbytes))
+
+
+def expect_tx(k, bar, nbytes):
+    """nbytes more async-copy bytes for bar's current phase, without arriving."""
+    k.op("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%s], %s" % (bar, nbytes))
+
+
+def advance_ring(k, s, ph, stages, mov="mov.u32"):
+    """Stage s of a ring of `stages` (a constant or a register) to the next;
+    the phase bit ph flips on wrap.  mov: the opcode that resets s (the
+    k-quant stream kernel's ring has mov.b32)."""
     k.op("add.u32 %s, %s, 1" % (s, s))
     wrap = k.p("setp.eq.u32", s, stages)
-    k.op("@%s mov.u32 %s, 0" % (wrap, s))
+    k.op("@%s %s %s, 0" % (wrap, mov, s))
     k.op("@%s xor.b32 %s, %s, 1" % (wrap, ph, ph))

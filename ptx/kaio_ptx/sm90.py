@@ -1,7 +1,7 @@
 """The sm_90a kernels' emitter: mbarrier waits and set-up, the 1 KiB-aligned
 shared memory base and wgmma descriptors as methods."""
 
-from kaio_ptx import mbarrier, tma
+from kaio_ptx import mbarrier, tma, wgmma
 from kaio_ptx.emitter import PtxEmitter
 
 
@@ -17,7 +17,4 @@ class Kernel(PtxEmitter):
 
     def desc(self, addr, lbo, sbo):
         """64-bit wgmma descriptor of the 128-B-swizzled tile at shared address addr."""
-        lo = self.r("or.b32", self.r("shr.u32", addr, 4), (lbo >> 4) << 16)
-        d = self.reg("rd")
-        self.op("mov.b64 %s, {%s, %s}" % (d, lo, self.r("mov.b32", (sbo >> 4) | (1 << 30))))
-        return d
+        return wgmma.desc(self, addr, lbo, sbo)

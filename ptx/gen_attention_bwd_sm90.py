@@ -64,7 +64,7 @@ DTYPES = ("f16", "bf16")
 PROD_REGS, CONS_REGS = 24, 240
 NTHREADS = 384
 
-HEADER = preamble(__file__, "8.0", "sm_90a") + extern_shared(SMEM, 1024)
+HEADER = preamble(__file__) + extern_shared(SMEM, 1024)
 
 TMAP = ".align 64 .b8"
 DQ_PARAMS = [(TMAP, "tmap_q[128]"), (TMAP, "tmap_do[128]"), (TMAP, "tmap_k[128]"),

@@ -85,7 +85,7 @@ STAGES = {64: 3, 128: 2}
 PROD_REGS, CONS_REGS = 24, 240
 NTHREADS = 384
 
-HEADER = preamble(__file__, "8.0", "sm_90a") + extern_shared(SMEM, 1024)
+HEADER = preamble(__file__) + extern_shared(SMEM, 1024)
 
 TMAPS = [(".align 64 .b8", "tmap_q[128]"), (".align 64 .b8", "tmap_k[128]"),
          (".align 64 .b8", "tmap_v[128]")]

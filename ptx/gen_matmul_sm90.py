@@ -609,7 +609,7 @@ NARROW_CFG = {"bn": 128, "stages": 6, "suffix": "_n128"}
 
 
 def generate(cfgs=(None, NARROW_CFG), layouts=("nt", "nn", "tn", "tt"), dtypes=("f16", "bf16")):
-    parts = [preamble(__file__, "8.0", "sm_90a"), extern_shared(SMEM_SYM, 1024)]
+    parts = [preamble(__file__), extern_shared(SMEM_SYM, 1024)]
     for extra in cfgs:
         cfg = dict(DEFAULT_CFG, **(extra or {}))
         for dt in dtypes:

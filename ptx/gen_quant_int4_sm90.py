@@ -78,7 +78,7 @@ ASETS = 2           # A register sets: one K step of wgmma in flight while the n
 PROD_REGS, CONS_REGS = 24, 240
 MAGIC = {"f16": "0x64006400", "bf16": "0x43004300"}
 
-HEADER = preamble(__file__, "8.0", "sm_90a") + extern_shared(SMEM, 1024)
+HEADER = preamble(__file__) + extern_shared(SMEM, 1024)
 
 TMAP = ".align 64 .b8"
 MAPS = [(TMAP, "tmap_x[128]"), (TMAP, "tmap_qw[128]")]

@@ -28,3 +28,63 @@ def cases(k, value, options, done):
         k.op("bra.uni %s" % done)
         k.place(nxt)
     k.place(done)
+
+
+def _bra(pred, uni, target):
+    return "%sbra%s %s" % ("@%s " % pred if pred else "", ".uni" if uni else "", target)
+
+
+class Loop:
+    """The handle a loop's with-block gets: exit_if leaves the loop (a branch
+    to a label placed after it), again branches back to its top."""
+
+    def __init__(self, k, hint, uni):
+        self.k, self.hint, self.uni = k, hint, uni
+        self.top, self.end = k.label(hint), None
+
+    def _end(self):
+        if self.end is None:
+            self.end = self.k.label(self.hint + "_end")
+        return self.end
+
+    def exit_if(self, pred, uni=None):
+        """Leave the loop when pred ("%p" or "!%p") holds."""
+        self.k.op(_bra(pred, self.uni if uni is None else uni, self._end()))
+
+    def again(self, pred=None, uni=None):
+        """Back to the top: while pred holds, or always (pred None)."""
+        self.k.op(_bra(pred, self.uni if uni is None else uni, self.top))
+
+
+@contextlib.contextmanager
+def loop(k, hint, uni=False, skip=None):
+    """A loop over the with-block's body, which tests its own condition:
+    lp.again(pred) at its bottom (a do-while), or lp.exit_if(pred) at its top
+    and lp.again() at its bottom (a while).  skip: a predicate tested before
+    the loop that branches past it (the guard of a rotated while, whose body
+    ends with lp.again(the guard's negation)).  uni: the branches are
+    warp-uniform unless a call says otherwise."""
+    lp = Loop(k, hint, uni)
+    if skip is not None:
+        lp.exit_if(skip)
+    k.place(lp.top)
+    yield lp
+    if lp.end is not None:
+        k.place(lp.end)
+
+
+@contextlib.contextmanager
+def skip_if_else(k, pred, hint, uni=False, join_uni=None):
+    """The with-block's first part runs unless pred holds, its second part
+    (after the yielded otherwise() call) when it holds: a branch from pred to
+    the second part, one from the first part's end past it.  join_uni: the
+    uni of that second branch (default uni)."""
+    other, done = k.label(hint), k.label(hint + "_done")
+    k.op(_bra(pred, uni, other))
+
+    def otherwise():
+        k.op(_bra(None, uni if join_uni is None else join_uni, done))
+        k.place(other)
+
+    yield otherwise
+    k.place(done)

@@ -68,6 +68,7 @@ this file and ptx/kaio_ptx.
 import sys
 
 from kaio_ptx import cli, kernel, manifest
+from kaio_ptx.control import block, loop, skip_if
 from kaio_ptx.literals import INF, ONE, ZERO, f32
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import preamble
@@ -612,40 +613,39 @@ def qkx2_search(k, xs, nmax, rmin, nstep):
         diff = k.sub(k.add(k.mul(scale, l), mn), v)
         k.setf(best, k.add(best, k.mul(w[i], k.mul(diff, diff))))
     is_ = k.var_r("0")
-    loop, nxt = k.label("cand"), k.label("cand_next")
-    k.place(loop)
-    rng = k.sub(mx, mn)
-    isc = k.div(k.add(k.add(f32(rmin), k.mul(f32(0.1), k.cvt_f(is_))), fnmax), rng)
-    isc = finite_or_zero(k, isc)
-    s_l, s_l2, s_xl = k.var_f(ZERO), k.var_f(ZERO), k.var_f(ZERO)
-    fls = []
-    for i, v in enumerate(xs):
-        fl = clamp_f(k, rne_f(k, k.mul(isc, k.sub(v, mn))), 0, nmax)
-        fls.append(fl)
-        wl = k.mul(w[i], fl)
-        k.setf(s_l, k.add(s_l, wl))
-        k.setf(s_l2, k.add(s_l2, k.mul(wl, fl)))
-        k.setf(s_xl, k.add(s_xl, k.mul(wl, v)))
-    D = k.sub(k.mul(sum_w, s_l2), k.mul(s_l, s_l))
-    k.op("@!%s bra %s" % (k.p("setp.gt.f32", D, ZERO), nxt))
-    this_scale = k.var_f(k.div(k.sub(k.mul(sum_w, s_xl), k.mul(sum_x, s_l)), D))
-    this_min = k.var_f(k.div(k.sub(k.mul(s_l2, sum_x), k.mul(s_l, s_xl)), D))
-    clampmin = k.p("setp.gt.f32", this_min, ZERO)
-    k.setf(this_min, ZERO, clampmin)
-    k.setf(this_scale, k.div(s_xl, s_l2), clampmin)
-    cur = k.var_f(ZERO)
-    for i, v in enumerate(xs):
-        diff = k.sub(k.add(k.mul(this_scale, fls[i]), this_min), v)
-        k.setf(cur, k.add(cur, k.mul(w[i], k.mul(diff, diff))))
-    k.op("@!%s bra %s" % (k.p("setp.lt.f32", cur, best), nxt))
-    k.setf(lsel_iscale, isc)
-    k.setf(lsel_min, mn)
-    k.setf(best, cur)
-    k.setf(scale, this_scale)
-    k.setf(mn, this_min)
-    k.place(nxt)
-    k.op("add.u32 %s, %s, 1" % (is_, is_))
-    k.op("@%s bra %s" % (k.p("setp.le.u32", is_, str(nstep)), loop))
+    with loop(k, "cand") as lp:
+        rng = k.sub(mx, mn)
+        isc = k.div(k.add(k.add(f32(rmin), k.mul(f32(0.1), k.cvt_f(is_))), fnmax), rng)
+        isc = finite_or_zero(k, isc)
+        s_l, s_l2, s_xl = k.var_f(ZERO), k.var_f(ZERO), k.var_f(ZERO)
+        fls = []
+        for i, v in enumerate(xs):
+            fl = clamp_f(k, rne_f(k, k.mul(isc, k.sub(v, mn))), 0, nmax)
+            fls.append(fl)
+            wl = k.mul(w[i], fl)
+            k.setf(s_l, k.add(s_l, wl))
+            k.setf(s_l2, k.add(s_l2, k.mul(wl, fl)))
+            k.setf(s_xl, k.add(s_xl, k.mul(wl, v)))
+        with block(k, "cand_next") as cand:
+            D = k.sub(k.mul(sum_w, s_l2), k.mul(s_l, s_l))
+            cand.exit_if("!" + k.p("setp.gt.f32", D, ZERO))
+            this_scale = k.var_f(k.div(k.sub(k.mul(sum_w, s_xl), k.mul(sum_x, s_l)), D))
+            this_min = k.var_f(k.div(k.sub(k.mul(s_l2, sum_x), k.mul(s_l, s_xl)), D))
+            clampmin = k.p("setp.gt.f32", this_min, ZERO)
+            k.setf(this_min, ZERO, clampmin)
+            k.setf(this_scale, k.div(s_xl, s_l2), clampmin)
+            cur = k.var_f(ZERO)
+            for i, v in enumerate(xs):
+                diff = k.sub(k.add(k.mul(this_scale, fls[i]), this_min), v)
+                k.setf(cur, k.add(cur, k.mul(w[i], k.mul(diff, diff))))
+            cand.exit_if("!" + k.p("setp.lt.f32", cur, best))
+            k.setf(lsel_iscale, isc)
+            k.setf(lsel_min, mn)
+            k.setf(best, cur)
+            k.setf(scale, this_scale)
+            k.setf(mn, this_min)
+        k.op("add.u32 %s, %s, 1" % (is_, is_))
+        lp.again(k.p("setp.le.u32", is_, str(nstep)))
     k.place(done)
     return scale, k.f("neg.f32", mn), lsel_iscale, lsel_min
 
@@ -657,36 +657,33 @@ def qkx1_search(k, xs, nmax):
         k.setf(mn, v, k.p("setp.lt.f32", v, mn))
         k.setf(mx, v, k.p("setp.gt.f32", v, mx))
     scale, mmin = k.var_f(ZERO), k.var_f(ZERO)
-    done = k.label("qkx1_done")
-    k.op("@%s bra %s" % (k.p("setp.eq.f32", mx, mn), done))
-    k.setf(mn, ZERO, k.p("setp.gt.f32", mn, ZERO))
-    fnmax = f32(float(nmax))
-    iscale = k.var_f(k.div(fnmax, k.sub(mx, mn)))
-    L = [k.var_f(ZERO) for _ in xs]   # quants as floats
-    it = k.var_r("0")
-    loop = k.label("qkx1_try")
-    k.place(loop)
-    # suml2 is an integer sum (at most 32 * 31^2) in the reference: exact in f32
-    sumlx, suml2, changed = k.var_f(ZERO), k.var_f(ZERO), k.var_r("0")
-    for i, v in enumerate(xs):
-        xm = k.sub(v, mn)
-        li = clamp_f(k, away_f(k, k.mul(iscale, xm)), 0, nmax)
-        k.op("or.b32 %s, %s, %s" % (changed, changed, k.r("selp.u32", "1", "0", k.p("setp.neu.f32", li, L[i]))))
-        k.setf(L[i], li)
-        k.setf(sumlx, k.add(sumlx, k.mul(xm, li)))
-        k.setf(suml2, k.add(suml2, k.mul(li, li)))
-    k.setf(scale, k.div(sumlx, suml2))
-    total = k.var_f(f32(-0.0))
-    for i, v in enumerate(xs):
-        k.setf(total, k.add(total, k.sub(v, k.mul(scale, L[i]))))
-    k.setf(mn, k.div(total, f32(32.0)))
-    k.setf(mn, ZERO, k.p("setp.gt.f32", mn, ZERO))
-    k.setf(iscale, k.div(ONE, scale))
-    k.op("add.u32 %s, %s, 1" % (it, it))
-    again = k.p("and.pred", k.p("setp.ne.u32", changed, "0"), k.p("setp.lt.u32", it, "5"))
-    k.op("@%s bra %s" % (again, loop))
-    k.setf(mmin, k.f("neg.f32", mn))
-    k.place(done)
+    with skip_if(k, k.p("setp.eq.f32", mx, mn), "qkx1_done"):
+        k.setf(mn, ZERO, k.p("setp.gt.f32", mn, ZERO))
+        fnmax = f32(float(nmax))
+        iscale = k.var_f(k.div(fnmax, k.sub(mx, mn)))
+        L = [k.var_f(ZERO) for _ in xs]   # quants as floats
+        it = k.var_r("0")
+        with loop(k, "qkx1_try") as lp:
+            # suml2 is an integer sum (at most 32 * 31^2) in the reference: exact in f32
+            sumlx, suml2, changed = k.var_f(ZERO), k.var_f(ZERO), k.var_r("0")
+            for i, v in enumerate(xs):
+                xm = k.sub(v, mn)
+                li = clamp_f(k, away_f(k, k.mul(iscale, xm)), 0, nmax)
+                k.op("or.b32 %s, %s, %s" % (changed, changed, k.r("selp.u32", "1", "0", k.p("setp.neu.f32", li, L[i]))))
+                k.setf(L[i], li)
+                k.setf(sumlx, k.add(sumlx, k.mul(xm, li)))
+                k.setf(suml2, k.add(suml2, k.mul(li, li)))
+            k.setf(scale, k.div(sumlx, suml2))
+            total = k.var_f(f32(-0.0))
+            for i, v in enumerate(xs):
+                k.setf(total, k.add(total, k.sub(v, k.mul(scale, L[i]))))
+            k.setf(mn, k.div(total, f32(32.0)))
+            k.setf(mn, ZERO, k.p("setp.gt.f32", mn, ZERO))
+            k.setf(iscale, k.div(ONE, scale))
+            k.op("add.u32 %s, %s, 1" % (it, it))
+            again = k.p("and.pred", k.p("setp.ne.u32", changed, "0"), k.p("setp.lt.u32", it, "5"))
+            lp.again(again)
+        k.setf(mmin, k.f("neg.f32", mn))
     return scale, mmin
 
 
@@ -750,12 +747,10 @@ def quantize_q45_k(k, p, mode, q5):
         else:
             k.setr(lraw[i], "0")
     dj = k.mul(d16, k.cvt_f(my_ls))
-    keep = k.label("keep_l")
-    k.op("@%s bra %s" % (k.p("setp.eq.f32", dj, ZERO), keep))
-    dm = k.mul(dmin16, k.cvt_f(my_lm))
-    for i, v in enumerate(xs):
-        k.setr(lraw[i], k.clamp(nearest(k, mode, k.div(k.add(v, dm), dj)), 0, nmax))
-    k.place(keep)
+    with skip_if(k, k.p("setp.eq.f32", dj, ZERO), "keep_l"):
+        dm = k.mul(dmin16, k.cvt_f(my_lm))
+        for i, v in enumerate(xs):
+            k.setr(lraw[i], k.clamp(nearest(k, mode, k.div(k.add(v, dm), dj)), 0, nmax))
     store_l_shared(k, lraw, tid, 32)
     # thread j writes qs[16j..16j+15] (and for Q5_K qh[4j..4j+3]); thread 0
     # the 16-byte header d, dmin, scales[12]
@@ -959,45 +954,43 @@ DEQ_PARAMS = [(".u64", "q"), (".u64", "y"), (".u32", "chunks"), (".u32", "per_ro
 def dequantize(k, p, fmt):
     be, bb, _ = FORMATS[fmt]
     t = k.r("mad.lo.u32", k.r("mov.u32", "%ctaid.x"), str(BLOCK), k.r("mov.u32", "%tid.x"))
-    done = k.label("done")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", t, p["chunks"]), done))
-    row = k.r("div.u32", t, p["per_row"])
-    c = k.r("sub.u32", t, k.r("mul.lo.u32", row, p["per_row"]))
-    per_block = be // 32
-    b = k.r("div.u32", c, str(per_block)) if per_block > 1 else c
-    sub = k.r("rem.u32", c, str(per_block)) if per_block > 1 else k.r("mov.u32", "0")
-    row64 = k.rd("cvt.u64.u32", row)
-    blk = k.rd("add.u64", p["q"], k.rd("mad.lo.u64", row64, p["q_stride"], k.rd("mul.wide.u32", b, str(bb))))
-    # A 32-value chunk is half a decode unit (Q4_K/Q5_K: one of a pair; Q6_K:
-    # a quarter of a half): decode the unit, keep the chunk's groups.
-    vals = k.regs("f", 32)
-    if fmt == "q8_0":
-        (d, _, qs, _, _), = decode_unit(k, fmt, blk, sub)
-        for i, q in enumerate(qs()):
-            k.op("mul.rn.f32 %s, %s, %s" % (vals[i], q, d))
-    elif fmt in ("q4_k", "q5_k"):
-        # chunk `sub` is sub-block sub: half (sub & 1) of pair (sub >> 1)
-        groups = decode_unit(k, fmt, blk, k.r("shr.u32", sub, "1"))
-        odd = k.p("setp.eq.u32", k.r("and.b32", sub, "1"), "1")
-        q0, q1 = groups[0][2](), groups[1][2]()
-        for i in range(32):
-            v0 = k.sub(k.mul(groups[0][0], q0[i]), groups[0][1])
-            v1 = k.sub(k.mul(groups[1][0], q1[i]), groups[1][1])
-            k.op("selp.f32 %s, %s, %s, %s" % (vals[i], v1, v0, odd))
-    else:
-        # chunk `sub` is quarter (sub & 3) of half (sub >> 2): groups 2q, 2q+1
-        groups = decode_unit(k, fmt, blk, k.r("shr.u32", sub, "2"))
-        quarter = k.r("and.b32", sub, "3")
-        for qq in range(4):
-            take = k.p("setp.eq.u32", quarter, str(qq))
-            for gi in (2 * qq, 2 * qq + 1):
-                scale, _, qs, first, _ = groups[gi]
-                for i, q in enumerate(qs()):
-                    k.setf(vals[first - 32 * qq + i], k.mul(scale, q), take)
-    esize = k.rd("cvt.u64.u32", k.r("selp.u32", "4", "2", k.p("setp.eq.u32", p["out_dtype"], "1")))
-    elem = k.rd("mad.lo.u64", row64, p["y_stride"], k.rd("mul.wide.u32", c, "32"))
-    store_values(k, k.rd("mad.lo.u64", elem, esize, p["y"]), vals, p["out_dtype"])
-    k.place(done)
+    with skip_if(k, k.p("setp.ge.u32", t, p["chunks"]), "done"):
+        row = k.r("div.u32", t, p["per_row"])
+        c = k.r("sub.u32", t, k.r("mul.lo.u32", row, p["per_row"]))
+        per_block = be // 32
+        b = k.r("div.u32", c, str(per_block)) if per_block > 1 else c
+        sub = k.r("rem.u32", c, str(per_block)) if per_block > 1 else k.r("mov.u32", "0")
+        row64 = k.rd("cvt.u64.u32", row)
+        blk = k.rd("add.u64", p["q"], k.rd("mad.lo.u64", row64, p["q_stride"], k.rd("mul.wide.u32", b, str(bb))))
+        # A 32-value chunk is half a decode unit (Q4_K/Q5_K: one of a pair; Q6_K:
+        # a quarter of a half): decode the unit, keep the chunk's groups.
+        vals = k.regs("f", 32)
+        if fmt == "q8_0":
+            (d, _, qs, _, _), = decode_unit(k, fmt, blk, sub)
+            for i, q in enumerate(qs()):
+                k.op("mul.rn.f32 %s, %s, %s" % (vals[i], q, d))
+        elif fmt in ("q4_k", "q5_k"):
+            # chunk `sub` is sub-block sub: half (sub & 1) of pair (sub >> 1)
+            groups = decode_unit(k, fmt, blk, k.r("shr.u32", sub, "1"))
+            odd = k.p("setp.eq.u32", k.r("and.b32", sub, "1"), "1")
+            q0, q1 = groups[0][2](), groups[1][2]()
+            for i in range(32):
+                v0 = k.sub(k.mul(groups[0][0], q0[i]), groups[0][1])
+                v1 = k.sub(k.mul(groups[1][0], q1[i]), groups[1][1])
+                k.op("selp.f32 %s, %s, %s, %s" % (vals[i], v1, v0, odd))
+        else:
+            # chunk `sub` is quarter (sub & 3) of half (sub >> 2): groups 2q, 2q+1
+            groups = decode_unit(k, fmt, blk, k.r("shr.u32", sub, "2"))
+            quarter = k.r("and.b32", sub, "3")
+            for qq in range(4):
+                take = k.p("setp.eq.u32", quarter, str(qq))
+                for gi in (2 * qq, 2 * qq + 1):
+                    scale, _, qs, first, _ = groups[gi]
+                    for i, q in enumerate(qs()):
+                        k.setf(vals[first - 32 * qq + i], k.mul(scale, q), take)
+        esize = k.rd("cvt.u64.u32", k.r("selp.u32", "4", "2", k.p("setp.eq.u32", p["out_dtype"], "1")))
+        elem = k.rd("mad.lo.u64", row64, p["y_stride"], k.rd("mul.wide.u32", c, "32"))
+        store_values(k, k.rd("mad.lo.u64", elem, esize, p["y"]), vals, p["out_dtype"])
     k.op("ret")
 
 
@@ -1069,59 +1062,52 @@ def matvec(k, p, fmt, mt):
 
     if not staged:
         u = k.var_r(lane)
-        loop, end = k.label("unit"), k.label("units_done")
-        k.op("@%s bra %s" % (k.p("setp.ge.u32", u, p["units"]), end))
-        k.place(loop)
-        blk, part = unit_blk(u)
-        koff = k.rd("mul.lo.u64", k.rd("mul.wide.u32", u, str(ue)), esize)
-        dot_groups(k, decode_unit(k, fmt, blk, part), mt, acc, lambda m, first, count: load_values(
-            k, k.rd("add.u64", arows[m], k.rd("add.u64", koff, k.rd("mul.lo.u64", esize, str(first)))),
-            count, p["a_dtype"]))
-        k.op("add.u32 %s, %s, 32" % (u, u))
-        k.op("@%s bra %s" % (k.p("setp.lt.u32", u, p["units"]), loop))
-        k.place(end)
+        with loop(k, "unit", skip=k.p("setp.ge.u32", u, p["units"])) as lp:
+            blk, part = unit_blk(u)
+            koff = k.rd("mul.lo.u64", k.rd("mul.wide.u32", u, str(ue)), esize)
+            dot_groups(k, decode_unit(k, fmt, blk, part), mt, acc, lambda m, first, count: load_values(
+                k, k.rd("add.u64", arows[m], k.rd("add.u64", koff, k.rd("mul.lo.u64", esize, str(first)))),
+                count, p["a_dtype"]))
+            k.op("add.u32 %s, %s, 32" % (u, u))
+            lp.again(k.p("setp.lt.u32", u, p["units"]))
     else:
         pitch = (ue + 4) * 4          # bytes per staged unit (16 bytes of padding: no bank conflicts)
         k.shared.append(".shared .align 16 .f32 kq_a[%d]" % (mt * 32 * (ue + 4)))
         base = k.r("mov.u32", "kq_a")
         u0 = k.var_r("0")
-        loop, end = k.label("chunk"), k.label("chunks_done")
-        k.place(loop)
+        top, end = k.label("chunk"), k.label("chunks_done")   # nothing branches to end
+        k.place(top)
         # stage: 8-value pieces of units u0 .. u0+31, for every row m
         pieces = 32 * ue // 8
         for rep in range((pieces + BLOCK - 1) // BLOCK):
             gi = k.r("add.u32", tid, str(BLOCK * rep))
             unit = k.r("add.u32", u0, k.r("shr.u32", gi, str((ue // 8).bit_length() - 1)))
             ok = k.p("and.pred", k.p("setp.lt.u32", gi, str(pieces)), k.p("setp.lt.u32", unit, p["units"]))
-            skip = k.label("stage_skip")
-            k.op("@!%s bra %s" % (ok, skip))
-            kidx = k.rd("mad.wide.u32", u0, str(ue), k.rd("mul.wide.u32", gi, "8"))   # element index
-            local = k.r("and.b32", gi, str(ue // 8 - 1))
-            ulocal = k.r("shr.u32", gi, str((ue // 8).bit_length() - 1))
-            for m in range(mt):
-                vals = load_values(k, k.rd("mad.lo.u64", kidx, esize, arows[m]), 8, p["a_dtype"])
-                sa = k.r("add.u32", base, k.r("mad.lo.u32", k.r("add.u32", ulocal, str(32 * m)), str(pitch),
-                                                k.r("mul.lo.u32", local, "32")))
-                k.op("st.shared.v4.f32 [%s], {%s}" % (sa, ", ".join(vals[0:4])))
-                k.op("st.shared.v4.f32 [%s+16], {%s}" % (sa, ", ".join(vals[4:8])))
-            k.place(skip)
+            with skip_if(k, "!" + ok, "stage_skip"):
+                kidx = k.rd("mad.wide.u32", u0, str(ue), k.rd("mul.wide.u32", gi, "8"))   # element index
+                local = k.r("and.b32", gi, str(ue // 8 - 1))
+                ulocal = k.r("shr.u32", gi, str((ue // 8).bit_length() - 1))
+                for m in range(mt):
+                    vals = load_values(k, k.rd("mad.lo.u64", kidx, esize, arows[m]), 8, p["a_dtype"])
+                    sa = k.r("add.u32", base, k.r("mad.lo.u32", k.r("add.u32", ulocal, str(32 * m)), str(pitch),
+                                                    k.r("mul.lo.u32", local, "32")))
+                    k.op("st.shared.v4.f32 [%s], {%s}" % (sa, ", ".join(vals[0:4])))
+                    k.op("st.shared.v4.f32 [%s+16], {%s}" % (sa, ", ".join(vals[4:8])))
         k.op("bar.sync 0")
         u = k.r("add.u32", u0, lane)
-        skip = k.label("unit_skip")
-        k.op("@!%s bra %s" % (k.p("and.pred", row_ok, k.p("setp.lt.u32", u, p["units"])), skip))
-        blk, part = unit_blk(u)
-        mine = [k.r("add.u32", base, k.r("mul.lo.u32", k.r("add.u32", lane, str(32 * m)), str(pitch))) for m in range(mt)]
+        with skip_if(k, "!" + k.p("and.pred", row_ok, k.p("setp.lt.u32", u, p["units"])), "unit_skip"):
+            blk, part = unit_blk(u)
+            mine = [k.r("add.u32", base, k.r("mul.lo.u32", k.r("add.u32", lane, str(32 * m)), str(pitch))) for m in range(mt)]
 
-        def a_smem(m, first, count):
-            regs = k.regs("f", count)
-            for c in range(count // 4):
-                k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(regs[4 * c:4 * c + 4]), mine[m], 4 * first + 16 * c))
-            return regs
-        dot_groups(k, decode_unit(k, fmt, blk, part), mt, acc, a_smem)
-        k.place(skip)
+            def a_smem(m, first, count):
+                regs = k.regs("f", count)
+                for c in range(count // 4):
+                    k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(regs[4 * c:4 * c + 4]), mine[m], 4 * first + 16 * c))
+                return regs
+            dot_groups(k, decode_unit(k, fmt, blk, part), mt, acc, a_smem)
         k.op("bar.sync 0")
         k.op("add.u32 %s, %s, 32" % (u0, u0))
-        k.op("@%s bra %s" % (k.p("setp.lt.u32", u0, p["units"]), loop))
+        k.op("@%s bra %s" % (k.p("setp.lt.u32", u0, p["units"]), top))
         k.place(end)
     for m in range(mt):
         for sh in (16, 8, 4, 2, 1):

@@ -34,26 +34,41 @@ def _bra(pred, uni, target):
     return "%sbra%s %s" % ("@%s " % pred if pred else "", ".uni" if uni else "", target)
 
 
-class Loop:
-    """The handle a loop's with-block gets: exit_if leaves the loop (a branch
-    to a label placed after it), again branches back to its top."""
+class Block:
+    """The handle a block's with-block gets: exit_if branches past the block's
+    end (a label placed after it, made on first use)."""
 
     def __init__(self, k, hint, uni):
         self.k, self.hint, self.uni = k, hint, uni
-        self.top, self.end = k.label(hint), None
-
-    def _end(self):
-        if self.end is None:
-            self.end = self.k.label(self.hint + "_end")
-        return self.end
+        self.end = None
 
     def exit_if(self, pred, uni=None):
-        """Leave the loop when pred ("%p" or "!%p") holds."""
-        self.k.op(_bra(pred, self.uni if uni is None else uni, self._end()))
+        """Leave the block when pred ("%p" or "!%p") holds."""
+        if self.end is None:
+            self.end = self.k.label(self.hint + "_end")
+        self.k.op(_bra(pred, self.uni if uni is None else uni, self.end))
+
+
+class Loop(Block):
+    """A Block whose again branches back to its top."""
+
+    def __init__(self, k, hint, uni):
+        Block.__init__(self, k, hint, uni)
+        self.top = k.label(hint)
 
     def again(self, pred=None, uni=None):
         """Back to the top: while pred holds, or always (pred None)."""
         self.k.op(_bra(pred, self.uni if uni is None else uni, self.top))
+
+
+@contextlib.contextmanager
+def block(k, hint, uni=False):
+    """A with-block its body can leave early, from several places: b.exit_if(pred).
+    skip_if is the block with one exit at its start."""
+    b = Block(k, hint, uni)
+    yield b
+    if b.end is not None:
+        k.place(b.end)
 
 
 @contextlib.contextmanager

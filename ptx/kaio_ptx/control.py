@@ -86,20 +86,3 @@ def loop(k, hint, uni=False, skip=None):
     yield lp
     if lp.end is not None:
         k.place(lp.end)
-
-
-@contextlib.contextmanager
-def skip_if_else(k, pred, hint, uni=False, join_uni=None):
-    """The with-block's first part runs unless pred holds, its second part
-    (after the yielded otherwise() call) when it holds: a branch from pred to
-    the second part, one from the first part's end past it.  join_uni: the
-    uni of that second branch (default uni)."""
-    other, done = k.label(hint), k.label(hint + "_done")
-    k.op(_bra(pred, uni, other))
-
-    def otherwise():
-        k.op(_bra(None, uni if join_uni is None else join_uni, done))
-        k.place(other)
-
-    yield otherwise
-    k.place(done)

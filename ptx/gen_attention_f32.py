@@ -30,6 +30,7 @@ import sys
 
 from kaio_ptx import cli, manifest
 from kaio_ptx.attention import Kernel
+from kaio_ptx.control import loop, skip_if
 from kaio_ptx.literals import LN2, LOG2E, NEG_INF, NEG_LOG2E
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
@@ -88,11 +89,10 @@ class Ctx:
                 self.load_row(dst, src, ldb, row0, k.r("add.u32", first, step * rr), transposed)
             return
         row = k.r("mov.u32", first)
-        loop = k.label("load")
-        k.place(loop)
-        self.load_row(dst, src, ldb, row0, row, transposed)
-        k.op("add.u32 %s, %s, %d" % (row, row, step))
-        k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", row, TILE), loop))
+        with loop(k, "load", uni=True) as lp:
+            self.load_row(dst, src, ldb, row0, row, transposed)
+            k.op("add.u32 %s, %s, %d" % (row, row, step))
+            lp.again(k.p("setp.lt.u32", row, TILE))
 
     def sync_group(self):
         """A barrier among this group's 128 threads (named barrier 1 + group)."""
@@ -170,23 +170,21 @@ class Ctx:
         rptrs = [k.r("add.u32", rows, k.r("mul.lo.u32", self.warp, RW * self.row_bytes)) for rows, _ in pairs]
         tptrs = [k.r("add.u32", tile, k.r("shl.b32", self.lane, 2)) for _, tile in pairs]
         i = k.r("mov.u32", 0)
-        loop, end = k.label("dot"), k.label("dot_end")
-        k.place(loop)
-        k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", i, n4), end))
-        for pi in range(len(pairs)):
-            t = [k.reg("f") for _ in range(4)]
-            for u in range(4):
-                k.op("ld.shared.f32 %s, [%s+%d]" % (t[u], tptrs[pi], u * TP * 4))
-            for r in range(RW):
-                q = k.regs("f", 4)
-                k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(q), rptrs[pi], r * self.row_bytes))
+        with loop(k, "dot", uni=True) as lp:
+            lp.exit_if(k.p("setp.ge.u32", i, n4))
+            for pi in range(len(pairs)):
+                t = [k.reg("f") for _ in range(4)]
                 for u in range(4):
-                    k.op("fma.rn.f32 %s, %s, %s, %s" % (outs[pi][r], q[u], t[u], outs[pi][r]))
-            k.op("add.u32 %s, %s, 16" % (rptrs[pi], rptrs[pi]))
-            k.op("add.u32 %s, %s, %d" % (tptrs[pi], tptrs[pi], 4 * TP * 4))
-        k.op("add.u32 %s, %s, 1" % (i, i))
-        k.op("bra.uni %s" % loop)
-        k.place(end)
+                    k.op("ld.shared.f32 %s, [%s+%d]" % (t[u], tptrs[pi], u * TP * 4))
+                for r in range(RW):
+                    q = k.regs("f", 4)
+                    k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(q), rptrs[pi], r * self.row_bytes))
+                    for u in range(4):
+                        k.op("fma.rn.f32 %s, %s, %s, %s" % (outs[pi][r], q[u], t[u], outs[pi][r]))
+                k.op("add.u32 %s, %s, 16" % (rptrs[pi], rptrs[pi]))
+                k.op("add.u32 %s, %s, %d" % (tptrs[pi], tptrs[pi], 4 * TP * 4))
+            k.op("add.u32 %s, %s, 1" % (i, i))
+            lp.again()
         return outs
 
     def accumulate(self, accs, weights, tile):
@@ -448,49 +446,45 @@ def dkdv(dm):
     t = k.r("add.u32", k.r("selp.b32", k.r("mov.u32", "%ctaid.x"), 0, x.causal), x.group)
     ntiles = k.r("shr.u32", k.r("add.u32", P["seq"], TILE - 1), 5)
     dk, dv = x.zeros(), x.zeros()
-    loop, end = k.label("q"), k.label("q_end")
-    k.place(loop)
-    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", t, ntiles), end))
-    q0 = k.r("shl.b32", t, 5)
-    x.load(s_q, P["q"], P["ldq"], q0, True)
-    x.load(s_do, P["dout"], P["lddo"], q0, True)
-    for rr in range(RW):
-        qi = k.r("add.u32", k.r("shl.b32", x.warp, 3), rr)
-        qrow = k.r("add.u32", q0, qi)
-        dsum = row_dot(k, x, P["dout"], P["lddo"], P["o"], P["ldo"], qrow)
-        lv = k.f("mov.f32", "0f00000000")
-        k.op("@%s ld.global.f32 %s, [%s]" % (k.p("setp.lt.u32", qrow, P["seq"]), lv,
-                                            k.rd("add.u64", P["lse"], k.rd("mul.wide.u32", qrow, 4))))
-        lead = k.p("setp.eq.u32", x.lane, 0)
-        off = k.r("shl.b32", qi, 2)
-        k.op("@%s st.shared.f32 [%s], %s" % (lead, k.r("add.u32", s_l, off), lv))
-        k.op("@%s st.shared.f32 [%s], %s" % (lead, k.r("add.u32", s_d, off), dsum))
-    x.sync_group()
-    s, dp = x.dots([(s_k, s_q), (s_v, s_do)])
-    query = k.r("add.u32", q0, x.lane)
-    qin = k.p("setp.lt.u32", query, P["seq"])
-    lane4 = k.r("shl.b32", x.lane, 2)
-    nl = k.f("mul.f32", k.f("ld.shared.f32", "[%s]" % k.r("add.u32", s_l, lane4)), NEG_LOG2E)
-    dq_ = k.f("ld.shared.f32", "[%s]" % k.r("add.u32", s_d, lane4))
-    for r in range(RW):
-        vis = k.p("setp.ge.or.u32", query, keys[r], k.p("not.pred", x.causal))
-        ok = k.p("and.pred", vis, qin)
-        p = k.f("ex2.approx.f32", k.f("fma.rn.f32", s[r], x.sl2, nl))
-        k.op("selp.f32 %s, %s, 0f00000000, %s" % (s[r], p, ok))
-        k.op("sub.f32 %s, %s, %s" % (dp[r], dp[r], dq_))
-        k.op("mul.f32 %s, %s, %s" % (dp[r], dp[r], s[r]))
-    x.accumulate(dv, s, s_do)
-    x.accumulate(dk, dp, s_q)
-    x.sync_group()
-    k.op("add.u32 %s, %s, %d" % (t, t, GROUPS))
-    k.op("bra.uni %s" % loop)
-    k.place(end)
+    with loop(k, "q", uni=True) as lp:
+        lp.exit_if(k.p("setp.ge.u32", t, ntiles))
+        q0 = k.r("shl.b32", t, 5)
+        x.load(s_q, P["q"], P["ldq"], q0, True)
+        x.load(s_do, P["dout"], P["lddo"], q0, True)
+        for rr in range(RW):
+            qi = k.r("add.u32", k.r("shl.b32", x.warp, 3), rr)
+            qrow = k.r("add.u32", q0, qi)
+            dsum = row_dot(k, x, P["dout"], P["lddo"], P["o"], P["ldo"], qrow)
+            lv = k.f("mov.f32", "0f00000000")
+            k.op("@%s ld.global.f32 %s, [%s]" % (k.p("setp.lt.u32", qrow, P["seq"]), lv,
+                                                k.rd("add.u64", P["lse"], k.rd("mul.wide.u32", qrow, 4))))
+            lead = k.p("setp.eq.u32", x.lane, 0)
+            off = k.r("shl.b32", qi, 2)
+            k.op("@%s st.shared.f32 [%s], %s" % (lead, k.r("add.u32", s_l, off), lv))
+            k.op("@%s st.shared.f32 [%s], %s" % (lead, k.r("add.u32", s_d, off), dsum))
+        x.sync_group()
+        s, dp = x.dots([(s_k, s_q), (s_v, s_do)])
+        query = k.r("add.u32", q0, x.lane)
+        qin = k.p("setp.lt.u32", query, P["seq"])
+        lane4 = k.r("shl.b32", x.lane, 2)
+        nl = k.f("mul.f32", k.f("ld.shared.f32", "[%s]" % k.r("add.u32", s_l, lane4)), NEG_LOG2E)
+        dq_ = k.f("ld.shared.f32", "[%s]" % k.r("add.u32", s_d, lane4))
+        for r in range(RW):
+            vis = k.p("setp.ge.or.u32", query, keys[r], k.p("not.pred", x.causal))
+            ok = k.p("and.pred", vis, qin)
+            p = k.f("ex2.approx.f32", k.f("fma.rn.f32", s[r], x.sl2, nl))
+            k.op("selp.f32 %s, %s, 0f00000000, %s" % (s[r], p, ok))
+            k.op("sub.f32 %s, %s, %s" % (dp[r], dp[r], dq_))
+            k.op("mul.f32 %s, %s, %s" % (dp[r], dp[r], s[r]))
+        x.accumulate(dv, s, s_do)
+        x.accumulate(dk, dp, s_q)
+        x.sync_group()
+        k.op("add.u32 %s, %s, %d" % (t, t, GROUPS))
+        lp.again()
     lead = x.merge_sums([dk, dv], k.r("add.u32", s_v, x.tile_rows))
-    done = k.label("not_group0")
-    k.op("@!%s bra.uni %s" % (lead, done))
-    x.store(dk, P["ga"], P["ldga"], x.blk0, scale=P["scale"])
-    x.store(dv, P["gb"], P["ldgb"], x.blk0)
-    k.place(done)
+    with skip_if(k, "!" + lead, "not_group0", uni=True):
+        x.store(dk, P["ga"], P["ldga"], x.blk0, scale=P["scale"])
+        x.store(dv, P["gb"], P["ldgb"], x.blk0)
     k.op("ret")
     return k.text()
 

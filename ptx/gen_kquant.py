@@ -68,6 +68,7 @@ this file and ptx/kaio_ptx.
 import sys
 
 from kaio_ptx import cli, kernel, manifest
+from kaio_ptx.control import block, loop, skip_if
 from kaio_ptx.literals import INF, ONE, ZERO, f32
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import preamble
@@ -325,23 +326,20 @@ def quantize_q8_0(k, p, mode):
     units = k.r("mul.lo.u32", nvalid, "17")
     linear = k.p("setp.eq.u64", p["q_stride"], k.rd("mul.wide.u32", p["per_row"], "34"))
     u = k.var_r(tid)
-    loop, done = k.label("copy"), k.label("copied")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", u, units), done))
-    k.place(loop)
-    blk = k.r("div.u32", u, "17")
-    off = k.r("sub.u32", k.r("shl.b32", u, "1"), k.r("mul.lo.u32", blk, "34"))
-    g = k.r("add.u32", g0, blk)
-    row = k.r("div.u32", g, p["per_row"])
-    row = k.r("selp.u32", "0", row, linear)      # contiguous rows: one linear run
-    b = k.r("sub.u32", g, k.r("mul.lo.u32", row, p["per_row"]))
-    addr = k.rd("add.u64", p["q"], k.rd("mad.lo.u64", k.rd("cvt.u64.u32", row), p["q_stride"],
-                                         k.rd("mad.wide.u32", b, "34", k.rd("cvt.u64.u32", off))))
-    h = k.reg("h")
-    k.op("ld.shared.b16 %s, [%s]" % (h, k.r("mad.lo.u32", u, "2", k.r("mov.u32", "kq_stage"))))
-    k.op("st.global.b16 [%s], %s" % (addr, h))
-    k.op("add.u32 %s, %s, %d" % (u, u, BLOCK))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", u, units), loop))
-    k.place(done)
+    with loop(k, "copy", skip=k.p("setp.ge.u32", u, units)) as lp:
+        blk = k.r("div.u32", u, "17")
+        off = k.r("sub.u32", k.r("shl.b32", u, "1"), k.r("mul.lo.u32", blk, "34"))
+        g = k.r("add.u32", g0, blk)
+        row = k.r("div.u32", g, p["per_row"])
+        row = k.r("selp.u32", "0", row, linear)      # contiguous rows: one linear run
+        b = k.r("sub.u32", g, k.r("mul.lo.u32", row, p["per_row"]))
+        addr = k.rd("add.u64", p["q"], k.rd("mad.lo.u64", k.rd("cvt.u64.u32", row), p["q_stride"],
+                                             k.rd("mad.wide.u32", b, "34", k.rd("cvt.u64.u32", off))))
+        h = k.reg("h")
+        k.op("ld.shared.b16 %s, [%s]" % (h, k.r("mad.lo.u32", u, "2", k.r("mov.u32", "kq_stage"))))
+        k.op("st.global.b16 [%s], %s" % (addr, h))
+        k.op("add.u32 %s, %s, %d" % (u, u, BLOCK))
+        lp.again(k.p("setp.lt.u32", u, units))
     k.op("ret")
 
 
@@ -367,37 +365,34 @@ def q6_search_ggml(k, xs, lraw):
     quants (0..63) into lraw, returns the scale."""
     scale = k.var_f(ZERO)
     mx, amax = signed_absmax(k, xs)
-    zero, done = k.p("setp.lt.f32", amax, f32(1e-15)), k.label("qx_done")
+    zero = k.p("setp.lt.f32", amax, f32(1e-15))
     for r in lraw:
         k.setr(r, "0")
-    k.op("@%s bra %s" % (zero, done))
-    w = [k.mul(v, v) for v in xs]
-    wx = [k.mul(w[i], v) for i, v in enumerate(xs)]
-    iscale0 = k.div(f32(-32.0), mx)
-    sumlx, suml2, _ = qx_pass(k, "ggml", xs, lambda i: (w[i], wx[i]), iscale0)
-    nz = k.p("setp.neu.f32", suml2, ZERO)
-    k.setf(scale, k.f("selp.f32", k.div(sumlx, suml2), ZERO, nz))
-    best = k.var_f(k.mul(scale, sumlx))
-    best_iscale = k.var_f(iscale0)
-    is_ = k.var_r("-9")
-    loop, skip = k.label("qx_cand"), k.label("qx_next")
-    k.place(loop)
-    fis = k.cvt_f(is_)
-    iscale = k.div(k.f("neg.f32", k.add(f32(32.0), k.mul(f32(0.1), fis))), mx)
-    sumlx, suml2, _ = qx_pass(k, "ggml", xs, lambda i: (w[i], wx[i]), iscale)
-    pos = k.p("setp.gt.f32", suml2, ZERO)
-    better = k.p("setp.gt.f32", k.mul(sumlx, sumlx), k.mul(best, suml2))
-    win = k.p("and.pred", pos, better)
-    k.op("@!%s bra %s" % (win, skip))
-    k.setf(best_iscale, iscale)
-    k.setf(scale, k.div(sumlx, suml2))
-    k.setf(best, k.mul(scale, sumlx))
-    k.place(skip)
-    k.op("add.s32 %s, %s, %s" % (is_, is_, k.r("selp.s32", "2", "1", k.p("setp.eq.s32", is_, "-1"))))
-    k.op("@%s bra %s" % (k.p("setp.le.s32", is_, "9"), loop))
-    for i, v in enumerate(xs):
-        k.setr(lraw[i], k.r("add.s32", k.clamp(ggml_nearest(k, k.mul(best_iscale, v)), -32, 31), "32"))
-    k.place(done)
+    with skip_if(k, zero, "qx_done"):
+        w = [k.mul(v, v) for v in xs]
+        wx = [k.mul(w[i], v) for i, v in enumerate(xs)]
+        iscale0 = k.div(f32(-32.0), mx)
+        sumlx, suml2, _ = qx_pass(k, "ggml", xs, lambda i: (w[i], wx[i]), iscale0)
+        nz = k.p("setp.neu.f32", suml2, ZERO)
+        k.setf(scale, k.f("selp.f32", k.div(sumlx, suml2), ZERO, nz))
+        best = k.var_f(k.mul(scale, sumlx))
+        best_iscale = k.var_f(iscale0)
+        is_ = k.var_r("-9")
+        with loop(k, "qx_cand") as lp:
+            fis = k.cvt_f(is_)
+            iscale = k.div(k.f("neg.f32", k.add(f32(32.0), k.mul(f32(0.1), fis))), mx)
+            sumlx, suml2, _ = qx_pass(k, "ggml", xs, lambda i: (w[i], wx[i]), iscale)
+            pos = k.p("setp.gt.f32", suml2, ZERO)
+            better = k.p("setp.gt.f32", k.mul(sumlx, sumlx), k.mul(best, suml2))
+            win = k.p("and.pred", pos, better)
+            with skip_if(k, "!" + win, "qx_next"):
+                k.setf(best_iscale, iscale)
+                k.setf(scale, k.div(sumlx, suml2))
+                k.setf(best, k.mul(scale, sumlx))
+            k.op("add.s32 %s, %s, %s" % (is_, is_, k.r("selp.s32", "2", "1", k.p("setp.eq.s32", is_, "-1"))))
+            lp.again(k.p("setp.le.s32", is_, "9"))
+        for i, v in enumerate(xs):
+            k.setr(lraw[i], k.r("add.s32", k.clamp(ggml_nearest(k, k.mul(best_iscale, v)), -32, 31), "32"))
     return scale
 
 
@@ -406,79 +401,73 @@ def q6_search_candle(k, xs, lraw):
     and up to 5 coordinate-descent passes, all serial."""
     scale = k.var_f(ZERO)
     mx, amax = signed_absmax(k, xs)
-    zero, done = k.p("setp.eq.f32", amax, ZERO), k.label("qx_done")
+    zero = k.p("setp.eq.f32", amax, ZERO)
     for r in lraw:
         k.setr(r, "0")
-    k.op("@%s bra %s" % (zero, done))
+    with skip_if(k, zero, "qx_done"):
 
-    def weights(i):
-        """Element i's w = x x and w x, made where they are used: kept for
-        all 16 elements they took 32 registers (106 in all, 2 CTAs an SM)."""
-        w = k.mul(xs[i], xs[i])
-        return w, k.mul(w, xs[i])
+        def weights(i):
+            """Element i's w = x x and w x, made where they are used: kept for
+            all 16 elements they took 32 registers (106 in all, 2 CTAs an SM)."""
+            w = k.mul(xs[i], xs[i])
+            return w, k.mul(w, xs[i])
 
-    L = [k.reg("f") for _ in xs]    # signed quants, as floats
-    sumlx, suml2, ls = qx_pass(k, "candle", xs, weights, k.div(f32(-32.0), mx))
-    for i in range(16):
-        k.setf(L[i], ls[i])
-    k.setf(scale, k.div(sumlx, suml2))
-    best = k.var_f(k.mul(scale, sumlx))
-    # up to 3 re-scaling passes
-    it = k.var_r("0")
-    loop, out = k.label("rs_loop"), k.label("rs_out")
-    k.place(loop)
-    isc = k.div(ONE, scale)
-    slx, sl2, ls = qx_pass(k, "candle", xs, weights, isc)
-    changed = k.var_r("0")
-    for i in range(16):
-        k.op("or.b32 %s, %s, %s" % (changed, changed, k.r("selp.u32", "1", "0", k.p("setp.neu.f32", ls[i], L[i]))))
-    stop = k.p("setp.eq.u32", changed, "0")
-    stop = k.p("or.pred", stop, k.p("setp.eq.f32", sl2, ZERO))
-    stop = k.p("or.pred", stop, k.p("setp.le.f32", k.mul(slx, slx), k.mul(best, sl2)))
-    k.op("@%s bra %s" % (stop, out))
-    for i in range(16):
-        k.setf(L[i], ls[i])
-    k.setf(sumlx, slx)
-    k.setf(suml2, sl2)
-    k.setf(scale, k.div(sumlx, suml2))
-    k.setf(best, k.mul(scale, sumlx))
-    k.op("add.u32 %s, %s, 1" % (it, it))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", it, "3"), loop))
-    k.place(out)
-    # up to 5 coordinate-descent passes
-    k.setr(it, "0")
-    cd_loop, cd_out = k.label("cd_loop"), k.label("cd_out")
-    k.place(cd_loop)
-    n_changed = k.var_r("0")
-    for i, v in enumerate(xs):
-        nxt = k.label("cd_next")
-        fl = L[i]
-        w, wx = weights(i)
-        slx = k.var_f(k.sub(sumlx, k.mul(wx, fl)))
-        k.op("@!%s bra %s" % (k.p("setp.gt.f32", slx, ZERO), nxt))
-        sl2 = k.var_f(k.sub(suml2, k.mul(k.mul(w, fl), fl)))
-        new_l = clamp_f(k, away_f(k, k.div(k.mul(v, sl2), slx)), -32, 31)
-        k.op("@%s bra %s" % (k.p("setp.eq.f32", new_l, L[i]), nxt))
-        fn = new_l
-        k.setf(slx, k.add(slx, k.mul(wx, fn)))
-        k.setf(sl2, k.add(sl2, k.mul(k.mul(w, fn), fn)))
-        ok = k.p("setp.gt.f32", sl2, ZERO)
-        better = k.p("setp.gt.f32", k.mul(k.mul(slx, slx), suml2), k.mul(k.mul(sumlx, sumlx), sl2))
-        k.op("@!%s bra %s" % (k.p("and.pred", ok, better), nxt))
-        k.setf(L[i], new_l)
-        k.setf(sumlx, slx)
-        k.setf(suml2, sl2)
+        L = [k.reg("f") for _ in xs]    # signed quants, as floats
+        sumlx, suml2, ls = qx_pass(k, "candle", xs, weights, k.div(f32(-32.0), mx))
+        for i in range(16):
+            k.setf(L[i], ls[i])
         k.setf(scale, k.div(sumlx, suml2))
-        k.setf(best, k.mul(scale, sumlx))
-        k.op("add.u32 %s, %s, 1" % (n_changed, n_changed))
-        k.place(nxt)
-    k.op("@%s bra %s" % (k.p("setp.eq.u32", n_changed, "0"), cd_out))
-    k.op("add.u32 %s, %s, 1" % (it, it))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", it, "5"), cd_loop))
-    k.place(cd_out)
-    for i in range(16):
-        k.setr(lraw[i], k.r("add.s32", k.r("cvt.rzi.s32.f32", L[i]), "32"))
-    k.place(done)
+        best = k.var_f(k.mul(scale, sumlx))
+        # up to 3 re-scaling passes
+        it = k.var_r("0")
+        with loop(k, "rs_loop") as lp:
+            isc = k.div(ONE, scale)
+            slx, sl2, ls = qx_pass(k, "candle", xs, weights, isc)
+            changed = k.var_r("0")
+            for i in range(16):
+                k.op("or.b32 %s, %s, %s" % (changed, changed, k.r("selp.u32", "1", "0", k.p("setp.neu.f32", ls[i], L[i]))))
+            stop = k.p("setp.eq.u32", changed, "0")
+            stop = k.p("or.pred", stop, k.p("setp.eq.f32", sl2, ZERO))
+            stop = k.p("or.pred", stop, k.p("setp.le.f32", k.mul(slx, slx), k.mul(best, sl2)))
+            lp.exit_if(stop)
+            for i in range(16):
+                k.setf(L[i], ls[i])
+            k.setf(sumlx, slx)
+            k.setf(suml2, sl2)
+            k.setf(scale, k.div(sumlx, suml2))
+            k.setf(best, k.mul(scale, sumlx))
+            k.op("add.u32 %s, %s, 1" % (it, it))
+            lp.again(k.p("setp.lt.u32", it, "3"))
+        # up to 5 coordinate-descent passes
+        k.setr(it, "0")
+        with loop(k, "cd_loop") as lp:
+            n_changed = k.var_r("0")
+            for i, v in enumerate(xs):
+                with block(k, "cd_next") as nx:
+                    fl = L[i]
+                    w, wx = weights(i)
+                    slx = k.var_f(k.sub(sumlx, k.mul(wx, fl)))
+                    nx.exit_if("!" + k.p("setp.gt.f32", slx, ZERO))
+                    sl2 = k.var_f(k.sub(suml2, k.mul(k.mul(w, fl), fl)))
+                    new_l = clamp_f(k, away_f(k, k.div(k.mul(v, sl2), slx)), -32, 31)
+                    nx.exit_if(k.p("setp.eq.f32", new_l, L[i]))
+                    fn = new_l
+                    k.setf(slx, k.add(slx, k.mul(wx, fn)))
+                    k.setf(sl2, k.add(sl2, k.mul(k.mul(w, fn), fn)))
+                    ok = k.p("setp.gt.f32", sl2, ZERO)
+                    better = k.p("setp.gt.f32", k.mul(k.mul(slx, slx), suml2), k.mul(k.mul(sumlx, sumlx), sl2))
+                    nx.exit_if("!" + k.p("and.pred", ok, better))
+                    k.setf(L[i], new_l)
+                    k.setf(sumlx, slx)
+                    k.setf(suml2, sl2)
+                    k.setf(scale, k.div(sumlx, suml2))
+                    k.setf(best, k.mul(scale, sumlx))
+                    k.op("add.u32 %s, %s, 1" % (n_changed, n_changed))
+            lp.exit_if(k.p("setp.eq.u32", n_changed, "0"))
+            k.op("add.u32 %s, %s, 1" % (it, it))
+            lp.again(k.p("setp.lt.u32", it, "5"))
+        for i in range(16):
+            k.setr(lraw[i], k.r("add.s32", k.r("cvt.rzi.s32.f32", L[i]), "32"))
     return scale
 
 
@@ -524,20 +513,19 @@ def quantize_q6_k(k, p, mode):
     sc = k.var_r("0")
     dh = k.reg("h")
     k.op("mov.b16 %s, 0" % dh)
-    pack = k.label("pack")
-    if mode == "ggml":   # an all-zero superblock is 210 zero bytes
-        zero = k.p("setp.lt.f32", max_abs, f32(1e-15))
-        for r in lraw:
-            k.setr(r, "0", zero)
-        k.op("@%s bra %s" % (zero, pack))
-    iscale = k.div(f32(-128.0), max_scale)
-    k.op("cvt.rn.f16.f32 %s, %s" % (dh, k.div(ONE, iscale)))
-    k.setr(sc, k.r("min.s32", nearest(k, mode, k.mul(iscale, scale)), "127"))
-    dj = k.mul(k.f("cvt.f32.f16", dh), k.cvt_f(sc))
-    k.op("@%s bra %s" % (k.p("setp.eq.f32", dj, ZERO), pack))
-    for i, v in enumerate(xs):
-        k.setr(lraw[i], k.r("add.s32", k.clamp(nearest(k, mode, k.div(v, dj)), -32, 31), "32"))
-    k.place(pack)
+    with block(k, "pack") as pk:
+        if mode == "ggml":   # an all-zero superblock is 210 zero bytes
+            zero = k.p("setp.lt.f32", max_abs, f32(1e-15))
+            for r in lraw:
+                k.setr(r, "0", zero)
+            pk.exit_if(zero)
+        iscale = k.div(f32(-128.0), max_scale)
+        k.op("cvt.rn.f16.f32 %s, %s" % (dh, k.div(ONE, iscale)))
+        k.setr(sc, k.r("min.s32", nearest(k, mode, k.mul(iscale, scale)), "127"))
+        dj = k.mul(k.f("cvt.f32.f16", dh), k.cvt_f(sc))
+        pk.exit_if(k.p("setp.eq.f32", dj, ZERO))
+        for i, v in enumerate(xs):
+            k.setr(lraw[i], k.r("add.s32", k.clamp(nearest(k, mode, k.div(v, dj)), -32, 31), "32"))
     store_l_shared(k, lraw, tid, 16)
     # Thread j of the superblock writes ql[8j..8j+7], qh[4j..4j+3],
     # scales[j], and thread 0 also d.
@@ -597,55 +585,52 @@ def qkx2_search(k, xs, nmax, rmin, nstep):
         k.setf(sum_x, k.add(sum_x, k.mul(w[i], xs[i])))
     k.setf(mn, ZERO, k.p("setp.gt.f32", mn, ZERO))
     scale, lsel_iscale, lsel_min = k.var_f(ZERO), k.var_f(ZERO), k.var_f(ZERO)
-    done = k.label("qkx2_done")
-    k.op("@%s bra %s" % (k.p("setp.eq.f32", mx, mn), done))
-    fnmax = f32(float(nmax))
-    iscale = k.div(fnmax, k.sub(mx, mn))
-    k.setf(scale, k.div(ONE, iscale))
-    iscale = finite_or_zero(k, iscale)
-    k.setf(lsel_iscale, iscale)
-    k.setf(lsel_min, mn)
-    best = k.var_f(ZERO)
-    for i, v in enumerate(xs):
-        l = clamp_f(k, rne_f(k, k.mul(iscale, k.sub(v, mn))), 0, nmax)
-        diff = k.sub(k.add(k.mul(scale, l), mn), v)
-        k.setf(best, k.add(best, k.mul(w[i], k.mul(diff, diff))))
-    is_ = k.var_r("0")
-    loop, nxt = k.label("cand"), k.label("cand_next")
-    k.place(loop)
-    rng = k.sub(mx, mn)
-    isc = k.div(k.add(k.add(f32(rmin), k.mul(f32(0.1), k.cvt_f(is_))), fnmax), rng)
-    isc = finite_or_zero(k, isc)
-    s_l, s_l2, s_xl = k.var_f(ZERO), k.var_f(ZERO), k.var_f(ZERO)
-    fls = []
-    for i, v in enumerate(xs):
-        fl = clamp_f(k, rne_f(k, k.mul(isc, k.sub(v, mn))), 0, nmax)
-        fls.append(fl)
-        wl = k.mul(w[i], fl)
-        k.setf(s_l, k.add(s_l, wl))
-        k.setf(s_l2, k.add(s_l2, k.mul(wl, fl)))
-        k.setf(s_xl, k.add(s_xl, k.mul(wl, v)))
-    D = k.sub(k.mul(sum_w, s_l2), k.mul(s_l, s_l))
-    k.op("@!%s bra %s" % (k.p("setp.gt.f32", D, ZERO), nxt))
-    this_scale = k.var_f(k.div(k.sub(k.mul(sum_w, s_xl), k.mul(sum_x, s_l)), D))
-    this_min = k.var_f(k.div(k.sub(k.mul(s_l2, sum_x), k.mul(s_l, s_xl)), D))
-    clampmin = k.p("setp.gt.f32", this_min, ZERO)
-    k.setf(this_min, ZERO, clampmin)
-    k.setf(this_scale, k.div(s_xl, s_l2), clampmin)
-    cur = k.var_f(ZERO)
-    for i, v in enumerate(xs):
-        diff = k.sub(k.add(k.mul(this_scale, fls[i]), this_min), v)
-        k.setf(cur, k.add(cur, k.mul(w[i], k.mul(diff, diff))))
-    k.op("@!%s bra %s" % (k.p("setp.lt.f32", cur, best), nxt))
-    k.setf(lsel_iscale, isc)
-    k.setf(lsel_min, mn)
-    k.setf(best, cur)
-    k.setf(scale, this_scale)
-    k.setf(mn, this_min)
-    k.place(nxt)
-    k.op("add.u32 %s, %s, 1" % (is_, is_))
-    k.op("@%s bra %s" % (k.p("setp.le.u32", is_, str(nstep)), loop))
-    k.place(done)
+    with skip_if(k, k.p("setp.eq.f32", mx, mn), "qkx2_done"):
+        fnmax = f32(float(nmax))
+        iscale = k.div(fnmax, k.sub(mx, mn))
+        k.setf(scale, k.div(ONE, iscale))
+        iscale = finite_or_zero(k, iscale)
+        k.setf(lsel_iscale, iscale)
+        k.setf(lsel_min, mn)
+        best = k.var_f(ZERO)
+        for i, v in enumerate(xs):
+            l = clamp_f(k, rne_f(k, k.mul(iscale, k.sub(v, mn))), 0, nmax)
+            diff = k.sub(k.add(k.mul(scale, l), mn), v)
+            k.setf(best, k.add(best, k.mul(w[i], k.mul(diff, diff))))
+        is_ = k.var_r("0")
+        with loop(k, "cand") as lp:
+            rng = k.sub(mx, mn)
+            isc = k.div(k.add(k.add(f32(rmin), k.mul(f32(0.1), k.cvt_f(is_))), fnmax), rng)
+            isc = finite_or_zero(k, isc)
+            s_l, s_l2, s_xl = k.var_f(ZERO), k.var_f(ZERO), k.var_f(ZERO)
+            fls = []
+            for i, v in enumerate(xs):
+                fl = clamp_f(k, rne_f(k, k.mul(isc, k.sub(v, mn))), 0, nmax)
+                fls.append(fl)
+                wl = k.mul(w[i], fl)
+                k.setf(s_l, k.add(s_l, wl))
+                k.setf(s_l2, k.add(s_l2, k.mul(wl, fl)))
+                k.setf(s_xl, k.add(s_xl, k.mul(wl, v)))
+            with block(k, "cand_next") as cand:
+                D = k.sub(k.mul(sum_w, s_l2), k.mul(s_l, s_l))
+                cand.exit_if("!" + k.p("setp.gt.f32", D, ZERO))
+                this_scale = k.var_f(k.div(k.sub(k.mul(sum_w, s_xl), k.mul(sum_x, s_l)), D))
+                this_min = k.var_f(k.div(k.sub(k.mul(s_l2, sum_x), k.mul(s_l, s_xl)), D))
+                clampmin = k.p("setp.gt.f32", this_min, ZERO)
+                k.setf(this_min, ZERO, clampmin)
+                k.setf(this_scale, k.div(s_xl, s_l2), clampmin)
+                cur = k.var_f(ZERO)
+                for i, v in enumerate(xs):
+                    diff = k.sub(k.add(k.mul(this_scale, fls[i]), this_min), v)
+                    k.setf(cur, k.add(cur, k.mul(w[i], k.mul(diff, diff))))
+                cand.exit_if("!" + k.p("setp.lt.f32", cur, best))
+                k.setf(lsel_iscale, isc)
+                k.setf(lsel_min, mn)
+                k.setf(best, cur)
+                k.setf(scale, this_scale)
+                k.setf(mn, this_min)
+            k.op("add.u32 %s, %s, 1" % (is_, is_))
+            lp.again(k.p("setp.le.u32", is_, str(nstep)))
     return scale, k.f("neg.f32", mn), lsel_iscale, lsel_min
 
 
@@ -656,36 +641,33 @@ def qkx1_search(k, xs, nmax):
         k.setf(mn, v, k.p("setp.lt.f32", v, mn))
         k.setf(mx, v, k.p("setp.gt.f32", v, mx))
     scale, mmin = k.var_f(ZERO), k.var_f(ZERO)
-    done = k.label("qkx1_done")
-    k.op("@%s bra %s" % (k.p("setp.eq.f32", mx, mn), done))
-    k.setf(mn, ZERO, k.p("setp.gt.f32", mn, ZERO))
-    fnmax = f32(float(nmax))
-    iscale = k.var_f(k.div(fnmax, k.sub(mx, mn)))
-    L = [k.var_f(ZERO) for _ in xs]   # quants as floats
-    it = k.var_r("0")
-    loop = k.label("qkx1_try")
-    k.place(loop)
-    # suml2 is an integer sum (at most 32 * 31^2) in the reference: exact in f32
-    sumlx, suml2, changed = k.var_f(ZERO), k.var_f(ZERO), k.var_r("0")
-    for i, v in enumerate(xs):
-        xm = k.sub(v, mn)
-        li = clamp_f(k, away_f(k, k.mul(iscale, xm)), 0, nmax)
-        k.op("or.b32 %s, %s, %s" % (changed, changed, k.r("selp.u32", "1", "0", k.p("setp.neu.f32", li, L[i]))))
-        k.setf(L[i], li)
-        k.setf(sumlx, k.add(sumlx, k.mul(xm, li)))
-        k.setf(suml2, k.add(suml2, k.mul(li, li)))
-    k.setf(scale, k.div(sumlx, suml2))
-    total = k.var_f(f32(-0.0))
-    for i, v in enumerate(xs):
-        k.setf(total, k.add(total, k.sub(v, k.mul(scale, L[i]))))
-    k.setf(mn, k.div(total, f32(32.0)))
-    k.setf(mn, ZERO, k.p("setp.gt.f32", mn, ZERO))
-    k.setf(iscale, k.div(ONE, scale))
-    k.op("add.u32 %s, %s, 1" % (it, it))
-    again = k.p("and.pred", k.p("setp.ne.u32", changed, "0"), k.p("setp.lt.u32", it, "5"))
-    k.op("@%s bra %s" % (again, loop))
-    k.setf(mmin, k.f("neg.f32", mn))
-    k.place(done)
+    with skip_if(k, k.p("setp.eq.f32", mx, mn), "qkx1_done"):
+        k.setf(mn, ZERO, k.p("setp.gt.f32", mn, ZERO))
+        fnmax = f32(float(nmax))
+        iscale = k.var_f(k.div(fnmax, k.sub(mx, mn)))
+        L = [k.var_f(ZERO) for _ in xs]   # quants as floats
+        it = k.var_r("0")
+        with loop(k, "qkx1_try") as lp:
+            # suml2 is an integer sum (at most 32 * 31^2) in the reference: exact in f32
+            sumlx, suml2, changed = k.var_f(ZERO), k.var_f(ZERO), k.var_r("0")
+            for i, v in enumerate(xs):
+                xm = k.sub(v, mn)
+                li = clamp_f(k, away_f(k, k.mul(iscale, xm)), 0, nmax)
+                k.op("or.b32 %s, %s, %s" % (changed, changed, k.r("selp.u32", "1", "0", k.p("setp.neu.f32", li, L[i]))))
+                k.setf(L[i], li)
+                k.setf(sumlx, k.add(sumlx, k.mul(xm, li)))
+                k.setf(suml2, k.add(suml2, k.mul(li, li)))
+            k.setf(scale, k.div(sumlx, suml2))
+            total = k.var_f(f32(-0.0))
+            for i, v in enumerate(xs):
+                k.setf(total, k.add(total, k.sub(v, k.mul(scale, L[i]))))
+            k.setf(mn, k.div(total, f32(32.0)))
+            k.setf(mn, ZERO, k.p("setp.gt.f32", mn, ZERO))
+            k.setf(iscale, k.div(ONE, scale))
+            k.op("add.u32 %s, %s, 1" % (it, it))
+            again = k.p("and.pred", k.p("setp.ne.u32", changed, "0"), k.p("setp.lt.u32", it, "5"))
+            lp.again(again)
+        k.setf(mmin, k.f("neg.f32", mn))
     return scale, mmin
 
 
@@ -749,12 +731,10 @@ def quantize_q45_k(k, p, mode, q5):
         else:
             k.setr(lraw[i], "0")
     dj = k.mul(d16, k.cvt_f(my_ls))
-    keep = k.label("keep_l")
-    k.op("@%s bra %s" % (k.p("setp.eq.f32", dj, ZERO), keep))
-    dm = k.mul(dmin16, k.cvt_f(my_lm))
-    for i, v in enumerate(xs):
-        k.setr(lraw[i], k.clamp(nearest(k, mode, k.div(k.add(v, dm), dj)), 0, nmax))
-    k.place(keep)
+    with skip_if(k, k.p("setp.eq.f32", dj, ZERO), "keep_l"):
+        dm = k.mul(dmin16, k.cvt_f(my_lm))
+        for i, v in enumerate(xs):
+            k.setr(lraw[i], k.clamp(nearest(k, mode, k.div(k.add(v, dm), dj)), 0, nmax))
     store_l_shared(k, lraw, tid, 32)
     # thread j writes qs[16j..16j+15] (and for Q5_K qh[4j..4j+3]); thread 0
     # the 16-byte header d, dmin, scales[12]
@@ -958,45 +938,43 @@ DEQ_PARAMS = [(".u64", "q"), (".u64", "y"), (".u32", "chunks"), (".u32", "per_ro
 def dequantize(k, p, fmt):
     be, bb, _ = FORMATS[fmt]
     t = k.r("mad.lo.u32", k.r("mov.u32", "%ctaid.x"), str(BLOCK), k.r("mov.u32", "%tid.x"))
-    done = k.label("done")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", t, p["chunks"]), done))
-    row = k.r("div.u32", t, p["per_row"])
-    c = k.r("sub.u32", t, k.r("mul.lo.u32", row, p["per_row"]))
-    per_block = be // 32
-    b = k.r("div.u32", c, str(per_block)) if per_block > 1 else c
-    sub = k.r("rem.u32", c, str(per_block)) if per_block > 1 else k.r("mov.u32", "0")
-    row64 = k.rd("cvt.u64.u32", row)
-    blk = k.rd("add.u64", p["q"], k.rd("mad.lo.u64", row64, p["q_stride"], k.rd("mul.wide.u32", b, str(bb))))
-    # A 32-value chunk is half a decode unit (Q4_K/Q5_K: one of a pair; Q6_K:
-    # a quarter of a half): decode the unit, keep the chunk's groups.
-    vals = k.regs("f", 32)
-    if fmt == "q8_0":
-        (d, _, qs, _, _), = decode_unit(k, fmt, blk, sub)
-        for i, q in enumerate(qs()):
-            k.op("mul.rn.f32 %s, %s, %s" % (vals[i], q, d))
-    elif fmt in ("q4_k", "q5_k"):
-        # chunk `sub` is sub-block sub: half (sub & 1) of pair (sub >> 1)
-        groups = decode_unit(k, fmt, blk, k.r("shr.u32", sub, "1"))
-        odd = k.p("setp.eq.u32", k.r("and.b32", sub, "1"), "1")
-        q0, q1 = groups[0][2](), groups[1][2]()
-        for i in range(32):
-            v0 = k.sub(k.mul(groups[0][0], q0[i]), groups[0][1])
-            v1 = k.sub(k.mul(groups[1][0], q1[i]), groups[1][1])
-            k.op("selp.f32 %s, %s, %s, %s" % (vals[i], v1, v0, odd))
-    else:
-        # chunk `sub` is quarter (sub & 3) of half (sub >> 2): groups 2q, 2q+1
-        groups = decode_unit(k, fmt, blk, k.r("shr.u32", sub, "2"))
-        quarter = k.r("and.b32", sub, "3")
-        for qq in range(4):
-            take = k.p("setp.eq.u32", quarter, str(qq))
-            for gi in (2 * qq, 2 * qq + 1):
-                scale, _, qs, first, _ = groups[gi]
-                for i, q in enumerate(qs()):
-                    k.setf(vals[first - 32 * qq + i], k.mul(scale, q), take)
-    esize = k.rd("cvt.u64.u32", k.r("selp.u32", "4", "2", k.p("setp.eq.u32", p["out_dtype"], "1")))
-    elem = k.rd("mad.lo.u64", row64, p["y_stride"], k.rd("mul.wide.u32", c, "32"))
-    store_values(k, k.rd("mad.lo.u64", elem, esize, p["y"]), vals, p["out_dtype"])
-    k.place(done)
+    with skip_if(k, k.p("setp.ge.u32", t, p["chunks"]), "done"):
+        row = k.r("div.u32", t, p["per_row"])
+        c = k.r("sub.u32", t, k.r("mul.lo.u32", row, p["per_row"]))
+        per_block = be // 32
+        b = k.r("div.u32", c, str(per_block)) if per_block > 1 else c
+        sub = k.r("rem.u32", c, str(per_block)) if per_block > 1 else k.r("mov.u32", "0")
+        row64 = k.rd("cvt.u64.u32", row)
+        blk = k.rd("add.u64", p["q"], k.rd("mad.lo.u64", row64, p["q_stride"], k.rd("mul.wide.u32", b, str(bb))))
+        # A 32-value chunk is half a decode unit (Q4_K/Q5_K: one of a pair; Q6_K:
+        # a quarter of a half): decode the unit, keep the chunk's groups.
+        vals = k.regs("f", 32)
+        if fmt == "q8_0":
+            (d, _, qs, _, _), = decode_unit(k, fmt, blk, sub)
+            for i, q in enumerate(qs()):
+                k.op("mul.rn.f32 %s, %s, %s" % (vals[i], q, d))
+        elif fmt in ("q4_k", "q5_k"):
+            # chunk `sub` is sub-block sub: half (sub & 1) of pair (sub >> 1)
+            groups = decode_unit(k, fmt, blk, k.r("shr.u32", sub, "1"))
+            odd = k.p("setp.eq.u32", k.r("and.b32", sub, "1"), "1")
+            q0, q1 = groups[0][2](), groups[1][2]()
+            for i in range(32):
+                v0 = k.sub(k.mul(groups[0][0], q0[i]), groups[0][1])
+                v1 = k.sub(k.mul(groups[1][0], q1[i]), groups[1][1])
+                k.op("selp.f32 %s, %s, %s, %s" % (vals[i], v1, v0, odd))
+        else:
+            # chunk `sub` is quarter (sub & 3) of half (sub >> 2): groups 2q, 2q+1
+            groups = decode_unit(k, fmt, blk, k.r("shr.u32", sub, "2"))
+            quarter = k.r("and.b32", sub, "3")
+            for qq in range(4):
+                take = k.p("setp.eq.u32", quarter, str(qq))
+                for gi in (2 * qq, 2 * qq + 1):
+                    scale, _, qs, first, _ = groups[gi]
+                    for i, q in enumerate(qs()):
+                        k.setf(vals[first - 32 * qq + i], k.mul(scale, q), take)
+        esize = k.rd("cvt.u64.u32", k.r("selp.u32", "4", "2", k.p("setp.eq.u32", p["out_dtype"], "1")))
+        elem = k.rd("mad.lo.u64", row64, p["y_stride"], k.rd("mul.wide.u32", c, "32"))
+        store_values(k, k.rd("mad.lo.u64", elem, esize, p["y"]), vals, p["out_dtype"])
     k.op("ret")
 
 
@@ -1068,59 +1046,52 @@ def matvec(k, p, fmt, mt):
 
     if not staged:
         u = k.var_r(lane)
-        loop, end = k.label("unit"), k.label("units_done")
-        k.op("@%s bra %s" % (k.p("setp.ge.u32", u, p["units"]), end))
-        k.place(loop)
-        blk, part = unit_blk(u)
-        koff = k.rd("mul.lo.u64", k.rd("mul.wide.u32", u, str(ue)), esize)
-        dot_groups(k, decode_unit(k, fmt, blk, part), mt, acc, lambda m, first, count: load_values(
-            k, k.rd("add.u64", arows[m], k.rd("add.u64", koff, k.rd("mul.lo.u64", esize, str(first)))),
-            count, p["a_dtype"]))
-        k.op("add.u32 %s, %s, 32" % (u, u))
-        k.op("@%s bra %s" % (k.p("setp.lt.u32", u, p["units"]), loop))
-        k.place(end)
+        with loop(k, "unit", skip=k.p("setp.ge.u32", u, p["units"])) as lp:
+            blk, part = unit_blk(u)
+            koff = k.rd("mul.lo.u64", k.rd("mul.wide.u32", u, str(ue)), esize)
+            dot_groups(k, decode_unit(k, fmt, blk, part), mt, acc, lambda m, first, count: load_values(
+                k, k.rd("add.u64", arows[m], k.rd("add.u64", koff, k.rd("mul.lo.u64", esize, str(first)))),
+                count, p["a_dtype"]))
+            k.op("add.u32 %s, %s, 32" % (u, u))
+            lp.again(k.p("setp.lt.u32", u, p["units"]))
     else:
         pitch = (ue + 4) * 4          # bytes per staged unit (16 bytes of padding: no bank conflicts)
         k.shared.append(".shared .align 16 .f32 kq_a[%d]" % (mt * 32 * (ue + 4)))
         base = k.r("mov.u32", "kq_a")
         u0 = k.var_r("0")
-        loop, end = k.label("chunk"), k.label("chunks_done")
-        k.place(loop)
+        top, end = k.label("chunk"), k.label("chunks_done")   # nothing branches to end
+        k.place(top)
         # stage: 8-value pieces of units u0 .. u0+31, for every row m
         pieces = 32 * ue // 8
         for rep in range((pieces + BLOCK - 1) // BLOCK):
             gi = k.r("add.u32", tid, str(BLOCK * rep))
             unit = k.r("add.u32", u0, k.r("shr.u32", gi, str((ue // 8).bit_length() - 1)))
             ok = k.p("and.pred", k.p("setp.lt.u32", gi, str(pieces)), k.p("setp.lt.u32", unit, p["units"]))
-            skip = k.label("stage_skip")
-            k.op("@!%s bra %s" % (ok, skip))
-            kidx = k.rd("mad.wide.u32", u0, str(ue), k.rd("mul.wide.u32", gi, "8"))   # element index
-            local = k.r("and.b32", gi, str(ue // 8 - 1))
-            ulocal = k.r("shr.u32", gi, str((ue // 8).bit_length() - 1))
-            for m in range(mt):
-                vals = load_values(k, k.rd("mad.lo.u64", kidx, esize, arows[m]), 8, p["a_dtype"])
-                sa = k.r("add.u32", base, k.r("mad.lo.u32", k.r("add.u32", ulocal, str(32 * m)), str(pitch),
-                                                k.r("mul.lo.u32", local, "32")))
-                k.op("st.shared.v4.f32 [%s], {%s}" % (sa, ", ".join(vals[0:4])))
-                k.op("st.shared.v4.f32 [%s+16], {%s}" % (sa, ", ".join(vals[4:8])))
-            k.place(skip)
+            with skip_if(k, "!" + ok, "stage_skip"):
+                kidx = k.rd("mad.wide.u32", u0, str(ue), k.rd("mul.wide.u32", gi, "8"))   # element index
+                local = k.r("and.b32", gi, str(ue // 8 - 1))
+                ulocal = k.r("shr.u32", gi, str((ue // 8).bit_length() - 1))
+                for m in range(mt):
+                    vals = load_values(k, k.rd("mad.lo.u64", kidx, esize, arows[m]), 8, p["a_dtype"])
+                    sa = k.r("add.u32", base, k.r("mad.lo.u32", k.r("add.u32", ulocal, str(32 * m)), str(pitch),
+                                                    k.r("mul.lo.u32", local, "32")))
+                    k.op("st.shared.v4.f32 [%s], {%s}" % (sa, ", ".join(vals[0:4])))
+                    k.op("st.shared.v4.f32 [%s+16], {%s}" % (sa, ", ".join(vals[4:8])))
         k.op("bar.sync 0")
         u = k.r("add.u32", u0, lane)
-        skip = k.label("unit_skip")
-        k.op("@!%s bra %s" % (k.p("and.pred", row_ok, k.p("setp.lt.u32", u, p["units"])), skip))
-        blk, part = unit_blk(u)
-        mine = [k.r("add.u32", base, k.r("mul.lo.u32", k.r("add.u32", lane, str(32 * m)), str(pitch))) for m in range(mt)]
+        with skip_if(k, "!" + k.p("and.pred", row_ok, k.p("setp.lt.u32", u, p["units"])), "unit_skip"):
+            blk, part = unit_blk(u)
+            mine = [k.r("add.u32", base, k.r("mul.lo.u32", k.r("add.u32", lane, str(32 * m)), str(pitch))) for m in range(mt)]
 
-        def a_smem(m, first, count):
-            regs = k.regs("f", count)
-            for c in range(count // 4):
-                k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(regs[4 * c:4 * c + 4]), mine[m], 4 * first + 16 * c))
-            return regs
-        dot_groups(k, decode_unit(k, fmt, blk, part), mt, acc, a_smem)
-        k.place(skip)
+            def a_smem(m, first, count):
+                regs = k.regs("f", count)
+                for c in range(count // 4):
+                    k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(regs[4 * c:4 * c + 4]), mine[m], 4 * first + 16 * c))
+                return regs
+            dot_groups(k, decode_unit(k, fmt, blk, part), mt, acc, a_smem)
         k.op("bar.sync 0")
         k.op("add.u32 %s, %s, 32" % (u0, u0))
-        k.op("@%s bra %s" % (k.p("setp.lt.u32", u0, p["units"]), loop))
+        k.op("@%s bra %s" % (k.p("setp.lt.u32", u0, p["units"]), top))
         k.place(end)
     for m in range(mt):
         for sh in (16, 8, 4, 2, 1):

@@ -95,7 +95,7 @@ H100 (run of 2026-11-22, f16, median of 40 single-launch event timings,
 import sys
 
 from kaio_ptx import cli, manifest
-from kaio_ptx.control import cases
+from kaio_ptx.control import block, cases, loop, skip_if
 from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
 from kaio_ptx.kernel import Kernel
 from kaio_ptx.params import load_params
@@ -290,52 +290,47 @@ grid (ceil(N/%d), 1, 1), block (%d, 1, 1).""" % (
 
     nfull = k.r("shr.u32", P["k"], log2(SK))
     s = k.r("mov.u32", warp)
-    loop, tail, red = k.label("kloop"), k.label("ktail"), k.label("reduce")
-    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", s, nfull), tail))
+    with block(k, "ktail", uni=True) as full:
+        full.exit_if(k.p("setp.ge.u32", s, nfull))
 
-    def advance():
-        for ptr in bptr + aptr:
-            k.op("add.u64 %s, %s, %d" % (ptr, ptr, wk * SK * 2))
+        def advance():
+            for ptr in bptr + aptr:
+                k.op("add.u64 %s, %s, %d" % (ptr, ptr, wk * SK * 2))
 
-    if cfg.get("pipe"):
-        k.note("software pipeline: two register sets; the loads of step s + %d are issued, in a"
-               " block of their own, before step s is multiplied" % wk)
-        sets = [load_step(k, opts, bptr, aptr, [None] * U)]
-        advance()
-        sets.append(None)
-        k.place(loop)
-        for half in range(2):
-            cur, nxt = half, 1 - half
-            k.op("add.u32 %s, %s, %d" % (s, s, wk))
-            more = k.p("setp.lt.u32", s, nfull)
-            noload = k.label("noload")
-            k.op("@!%s bra.uni %s" % (more, noload))
-            sets[nxt] = load_step(k, opts, bptr, aptr, [None] * U, sets[nxt])
+        if cfg.get("pipe"):
+            k.note("software pipeline: two register sets; the loads of step s + %d are issued, in a"
+                   " block of their own, before step s is multiplied" % wk)
+            sets = [load_step(k, opts, bptr, aptr, [None] * U)]
             advance()
-            k.place(noload)
-            compute(*sets[cur])
-            if half == 0:
-                k.op("@!%s bra.uni %s" % (more, tail))
-            else:
-                k.op("@%s bra.uni %s" % (more, loop))
-    else:
-        k.place(loop)
-        k.note("full K step s: %d x 16-byte chunks of B, %d of A per lane" % (nt * U, len(aptr) * U))
-        B, A = load_step(k, opts, bptr, aptr, [None] * U)
-        compute(B, A)
-        advance()
-        k.op("add.u32 %s, %s, %d" % (s, s, wk))
-        k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", s, nfull), loop))
-    k.place(tail)
+            sets.append(None)
+            with loop(k, "kloop", uni=True) as lp:
+                for half in range(2):
+                    cur, nxt = half, 1 - half
+                    k.op("add.u32 %s, %s, %d" % (s, s, wk))
+                    more = k.p("setp.lt.u32", s, nfull)
+                    with skip_if(k, "!" + more, "noload", uni=True):
+                        sets[nxt] = load_step(k, opts, bptr, aptr, [None] * U, sets[nxt])
+                        advance()
+                    compute(*sets[cur])
+                    if half == 0:
+                        full.exit_if("!" + more)
+                    else:
+                        lp.again(more)
+        else:
+            with loop(k, "kloop", uni=True) as lp:
+                k.note("full K step s: %d x 16-byte chunks of B, %d of A per lane" % (nt * U, len(aptr) * U))
+                B, A = load_step(k, opts, bptr, aptr, [None] * U)
+                compute(B, A)
+                advance()
+                k.op("add.u32 %s, %s, %d" % (s, s, wk))
+                lp.again(k.p("setp.lt.u32", s, nfull))
     k.note("partial last step (K %% %d != 0): taken by the warp whose turn it is" % SK)
     rem = k.r("and.b32", P["k"], SK - 1)
-    skip = k.p("setp.ne.or.u32", s, nfull, k.p("setp.eq.u32", rem, 0))
-    k.op("@%s bra.uni %s" % (skip, red))
-    t8 = k.r("shl.b32", t, 3)
-    preds = [k.p("setp.lt.u32", k.r("add.u32", t8, 32 * u) if u else t8, rem) for u in range(U)]
-    B, A = load_step(k, opts, bptr, aptr, preds)
-    compute(B, A)
-    k.place(red)
+    with skip_if(k, k.p("setp.ne.or.u32", s, nfull, k.p("setp.eq.u32", rem, 0)), "reduce", uni=True):
+        t8 = k.r("shl.b32", t, 3)
+        preds = [k.p("setp.lt.u32", k.r("add.u32", t8, 32 * u) if u else t8, rem) for u in range(U)]
+        B, A = load_step(k, opts, bptr, aptr, preds)
+        compute(B, A)
 
     # Registers after the K loop are scoped to their phase: a change to the loop
     # leaves their names alone.

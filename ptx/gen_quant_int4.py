@@ -73,7 +73,7 @@ import collections
 import sys
 
 from kaio_ptx import cli, manifest
-from kaio_ptx.control import cases
+from kaio_ptx.control import cases, loop, skip_if
 from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
 from kaio_ptx.kernel import Kernel
 from kaio_ptx.params import load_params
@@ -386,20 +386,19 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
     s = k.r("mov.u32", start if contig else warp)
     sets = [load_batch(s, None), None]
     advance()
-    loop, done = k.label("kloop"), k.label("reduce")
-    k.place(loop)
-    for half in range(2):
-        cur, nxt = half, 1 - half
-        k.op("add.u32 %s, %s, %d" % (s, s, Ub if contig else U * WK))
-        more = k.p("setp.lt.u32", s, end if contig else nsteps)
-        noload = k.label("noload")
-        k.op("@!%s bra.uni %s" % (more, noload))
-        sets[nxt] = load_batch(s, sets[nxt])
-        advance()
-        k.place(noload)
-        compute(sets[cur])
-        k.op("@%s bra.uni %s" % ((("!" + more), done) if half == 0 else (more, loop)))
-    k.place(done)
+    with loop(k, "kloop", uni=True) as lp:
+        for half in range(2):
+            cur, nxt = half, 1 - half
+            k.op("add.u32 %s, %s, %d" % (s, s, Ub if contig else U * WK))
+            more = k.p("setp.lt.u32", s, end if contig else nsteps)
+            with skip_if(k, "!" + more, "noload", uni=True):
+                sets[nxt] = load_batch(s, sets[nxt])
+                advance()
+            compute(sets[cur])
+            if half == 0:
+                lp.exit_if("!" + more)
+            else:
+                lp.again(more)
 
     k.note("partial sums -> shared [warp][row][col]")
     smem = k.r("mov.u32", sym)

@@ -54,6 +54,8 @@ positions of the activations (re-paired with prmt).
 
 import collections
 
+from kaio_ptx.control import block, loop, skip_if
+
 FORMATS = ("q4_k", "q5_k", "q6_k")
 BLOCK_BYTES = {"q4_k": 144, "q5_k": 176, "q6_k": 210}
 BLOCK_ELEMS = 256
@@ -559,8 +561,6 @@ def mma_matvec(k, p, fmt, dt, variant=VARIANTS[0]):
     cx = Ctx(k, dt)
     acc = [k.var_f("0f00000000") for _ in range(4)]
     c0 = k.var_r(warp)
-    loop, end = k.label("mma_chunk"), k.label("mma_done")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", c0, nblk), end))
 
     def block_index(c, u):
         """Block c + u*WARPS, and whether it exists (past the row it re-reads the last)."""
@@ -580,33 +580,33 @@ def mma_matvec(k, p, fmt, dt, variant=VARIANTS[0]):
             bc, valid = block_index(c, u)
             compute_block(k, fmt, cx, rows, abase, k.rd("mul.wide.u32", bc, str(be)), t, acc, valid)
 
-    if fmt == "q6_k":
-        # loads then compute (Q6_K's 2-byte-aligned fields take too many registers to double-buffer)
-        k.place(loop)
-        compute_set(c0, issue_loads(c0, None))
-        k.op("add.u32 %s, %s, %d" % (c0, c0, WARPS * U))
-        k.op("@%s bra %s" % (k.p("setp.lt.u32", c0, nblk), loop))
-    else:
-        # two register sets: the next blocks' loads are in flight while these are multiplied
-        sets = [issue_loads(c0, None), None]
-        k.place(loop)
-        for half in (0, 1):
-            cn = k.r("add.u32", c0, str(WARPS * U))
-            more = k.p("setp.lt.u32", cn, nblk)
-            noload = k.label("noload")
-            k.op("@!%s bra.uni %s" % (more, noload))
-            sets[1 - half] = issue_loads(cn, sets[1 - half])
-            k.place(noload)
-            compute_set(c0, sets[half])
-            k.op("mov.u32 %s, %s" % (c0, cn))
-            k.op("@%s bra.uni %s" % (("!" + more, end) if half == 0 else (more, loop)))
-    k.place(end)
+    with block(k, "mma_done") as chunks:
+        chunks.exit_if(k.p("setp.ge.u32", c0, nblk))
+        if fmt == "q6_k":
+            # loads then compute (Q6_K's 2-byte-aligned fields take too many registers to double-buffer)
+            with loop(k, "mma_chunk") as lp:
+                compute_set(c0, issue_loads(c0, None))
+                k.op("add.u32 %s, %s, %d" % (c0, c0, WARPS * U))
+                lp.again(k.p("setp.lt.u32", c0, nblk))
+        else:
+            # two register sets: the next blocks' loads are in flight while these are multiplied
+            sets = [issue_loads(c0, None), None]
+            with loop(k, "mma_chunk", uni=True) as lp:
+                for half in (0, 1):
+                    cn = k.r("add.u32", c0, str(WARPS * U))
+                    more = k.p("setp.lt.u32", cn, nblk)
+                    with skip_if(k, "!" + more, "noload", uni=True):
+                        sets[1 - half] = issue_loads(cn, sets[1 - half])
+                    compute_set(c0, sets[half])
+                    k.op("mov.u32 %s, %s" % (c0, cn))
+                    if half == 0:
+                        chunks.exit_if("!" + more, uni=True)
+                    else:
+                        lp.again(more)
     # split-K reduction over the 8 warps, in warp order
     red = k.r("mov.u32", "kq_red")
     k.op("st.shared.v4.f32 [%s], {%s}" % (k.r("mad.lo.u32", tid, "16", red), ", ".join(acc)))
     k.op("bar.sync 0")
-    done = k.label("done")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", tid, "128"), done))
-    store_row_sums(k, p, red, tid, WARPS, n0)
-    k.place(done)
+    with skip_if(k, k.p("setp.ge.u32", tid, "128"), "done"):
+        store_row_sums(k, p, red, tid, WARPS, n0)
     k.op("ret")

@@ -12,6 +12,7 @@ CTA before its first tile, by the consumer threads:
 at named barrier 1).
 """
 
+from kaio_ptx.control import loop, skip_if
 from kquant_mma import pair_words
 
 ROWMAX_LOADS = 4           # prepare_split: 16-byte loads per thread in flight for the row maxima
@@ -48,13 +49,10 @@ def for_each_group(k, p, ngroups, ct, threads, body):
     barrier of the consumers."""
     total = k.r("mul.lo.u32", ngroups, p["m"])
     idx = k.var_r(ct)
-    loop, done = k.label("groups"), k.label("groups_done")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", idx, total), done))
-    k.place(loop)
-    body(idx, ngroups, total)
-    k.op("add.u32 %s, %s, %d" % (idx, idx, threads))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", idx, total), loop))
-    k.place(done)
+    with loop(k, "groups", skip=k.p("setp.ge.u32", idx, total)) as lp:
+        body(idx, ngroups, total)
+        k.op("add.u32 %s, %s, %d" % (idx, idx, threads))
+        lp.again(k.p("setp.lt.u32", idx, total))
     k.op("bar.sync 1, %d" % threads)
 
 
@@ -133,13 +131,10 @@ def for_each_group_by_quad(k, p, ngroups, ct, threads, body):
     total = k.r("mul.lo.u32", ngroups, p["m"])
     last = k.r("sub.u32", total, "1")
     idx = k.var_r(k.r("shr.u32", ct, "2"))
-    loop, done = k.label("quads"), k.label("quads_done")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", k.r("and.b32", idx, "-8"), total), done))
-    k.place(loop)
-    body(k.r("min.u32", idx, last), k.p("setp.lt.u32", idx, total))
-    k.op("add.u32 %s, %s, %d" % (idx, idx, threads // 4))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", k.r("and.b32", idx, "-8"), total), loop))
-    k.place(done)
+    with loop(k, "quads", skip=k.p("setp.ge.u32", k.r("and.b32", idx, "-8"), total)) as lp:
+        body(k.r("min.u32", idx, last), k.p("setp.lt.u32", idx, total))
+        k.op("add.u32 %s, %s, %d" % (idx, idx, threads // 4))
+        lp.again(k.p("setp.lt.u32", k.r("and.b32", idx, "-8"), total))
     k.op("bar.sync 1, %d" % threads)
 
 
@@ -250,42 +245,34 @@ def prepare_split(k, p, fmt, src_dt, block_elems, nblk, dst, ct, threads, lane, 
     #    warps by an atomic max on the bits (|x| >= 0, NaN dropped by max.f32)
     #    into prep[m], which the first thread zeroed before the start barrier
     m = k.var_r("0")
-    rows_l = k.label("rowmax")
-    k.place(rows_l)
-    mx = k.var_f("0f00000000")
-    i = k.var_r(ct)
-    elems, elems_done = k.label("rowmax_e"), k.label("rowmax_e_done")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", i, k_loads), elems_done))
-    k.place(elems)
-    # ROWMAX_LOADS loads in flight per thread and pass (a global A's latency)
-    vals = []
-    for u in range(ROWMAX_LOADS):
-        iu = k.r("add.u32", i, str(threads * u)) if u else i
-        vals += load16(at(m, k.r("shl.b32", iu, "4")), pred=k.p("setp.lt.u32", iu, k_loads) if u else None)
-    for v in vals:
-        k.op("max.f32 %s, %s, %s" % (mx, mx, k.f("abs.f32", v)))
-    k.op("add.u32 %s, %s, %d" % (i, i, threads * ROWMAX_LOADS))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", i, k_loads), elems))
-    k.place(elems_done)
-    for sh in (16, 8, 4, 2, 1):
-        k.op("max.f32 %s, %s, %s" % (mx, mx, k.f("shfl.sync.bfly.b32", mx, str(sh), "31", "-1")))
-    wrote = k.label("rowmax_w")
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", lane, "0"), wrote))
-    k.op("red.shared.max.u32 [%s], %s" % (k.r("mad.lo.u32", m, "4", prep), k.r("mov.b32", mx)))
-    k.place(wrote)
-    k.op("add.u32 %s, %s, 1" % (m, m))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", m, p["m"]), rows_l))
+    with loop(k, "rowmax") as rows:
+        mx = k.var_f("0f00000000")
+        i = k.var_r(ct)
+        with loop(k, "rowmax_e", skip=k.p("setp.ge.u32", i, k_loads)) as lp:
+            # ROWMAX_LOADS loads in flight per thread and pass (a global A's latency)
+            vals = []
+            for u in range(ROWMAX_LOADS):
+                iu = k.r("add.u32", i, str(threads * u)) if u else i
+                vals += load16(at(m, k.r("shl.b32", iu, "4")), pred=k.p("setp.lt.u32", iu, k_loads) if u else None)
+            for v in vals:
+                k.op("max.f32 %s, %s, %s" % (mx, mx, k.f("abs.f32", v)))
+            k.op("add.u32 %s, %s, %d" % (i, i, threads * ROWMAX_LOADS))
+            lp.again(k.p("setp.lt.u32", i, k_loads))
+        for sh in (16, 8, 4, 2, 1):
+            k.op("max.f32 %s, %s, %s" % (mx, mx, k.f("shfl.sync.bfly.b32", mx, str(sh), "31", "-1")))
+        with skip_if(k, k.p("setp.ne.u32", lane, "0"), "rowmax_w"):
+            k.op("red.shared.max.u32 [%s], %s" % (k.r("mad.lo.u32", m, "4", prep), k.r("mov.b32", mx)))
+        k.op("add.u32 %s, %s, 1" % (m, m))
+        rows.again(k.p("setp.lt.u32", m, p["m"]))
     k.op("bar.sync 1, %d" % threads)
     # 2. thread m < M: t = clamp(exponent(max) - 14, -126, 113); s = 2^-t
     #    (kept at prep[m], over the max), 1 / s = 2^t (row_scale[m])
-    scaled = k.label("scaled")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", ct, p["m"]), scaled))
-    maxes = k.r("mad.lo.u32", ct, "4", prep)
-    e = k.r("and.b32", k.r("shr.u32", k.r("ld.shared.b32", "[%s]" % maxes), "23"), "255")
-    tt = k.r("max.s32", k.r("sub.s32", e, "141"), "-126")
-    k.op("st.shared.b32 [%s], %s" % (maxes, k.r("shl.b32", k.r("sub.s32", "127", tt), "23")))
-    k.op("st.shared.b32 [%s], %s" % (k.r("mad.lo.u32", ct, "4", row_scale), k.r("shl.b32", k.r("add.s32", tt, "127"), "23")))
-    k.place(scaled)
+    with skip_if(k, k.p("setp.ge.u32", ct, p["m"]), "scaled"):
+        maxes = k.r("mad.lo.u32", ct, "4", prep)
+        e = k.r("and.b32", k.r("shr.u32", k.r("ld.shared.b32", "[%s]" % maxes), "23"), "255")
+        tt = k.r("max.s32", k.r("sub.s32", e, "141"), "-126")
+        k.op("st.shared.b32 [%s], %s" % (maxes, k.r("shl.b32", k.r("sub.s32", "127", tt), "23")))
+        k.op("st.shared.b32 [%s], %s" % (k.r("mad.lo.u32", ct, "4", row_scale), k.r("shl.b32", k.r("add.s32", tt, "127"), "23")))
     k.op("bar.sync 1, %d" % threads)
     # 3. scale, split, and (Q4_K/Q5_K) the group sums of x'
     xs = k.r("mad.lo.u32", k.r("shl.b32", k_elems, "2"), p["m"], dst)   # after M x K x 4 bytes
@@ -305,10 +292,8 @@ def prepare_split(k, p, fmt, src_dt, block_elems, nblk, dst, ct, threads, lane, 
             xv += [k.f("mul.f32", v, scale) for v in load16(src, off, pred=valid)]
         if q45:
             x = quad_sum(k, xv, lane)
-            stored = k.label("sums_stored")
-            k.op("@!%s bra %s" % (k.p("and.pred", k.p("setp.eq.u32", q, "3"), valid), stored))
-            store_sum_planes(k, x, k.r("mad.lo.u32", group, "2", xs), plane)
-            k.place(stored)
+            with skip_if(k, "!" + k.p("and.pred", k.p("setp.eq.u32", q, "3"), valid), "sums_stored"):
+                store_sum_planes(k, x, k.r("mad.lo.u32", group, "2", xs), plane)
         if fmt == "q6_k":
             xv = quad_exchange_spans(k, xv, q)
             # a quarter's stores overwrite bytes its neighbour read; the

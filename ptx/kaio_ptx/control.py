@@ -28,3 +28,61 @@ def cases(k, value, options, done):
         k.op("bra.uni %s" % done)
         k.place(nxt)
     k.place(done)
+
+
+def _bra(pred, uni, target):
+    return "%sbra%s %s" % ("@%s " % pred if pred else "", ".uni" if uni else "", target)
+
+
+class Block:
+    """The handle a block's with-block gets: exit_if branches past the block's
+    end (a label placed after it, made on first use)."""
+
+    def __init__(self, k, hint, uni):
+        self.k, self.hint, self.uni = k, hint, uni
+        self.end = None
+
+    def exit_if(self, pred, uni=None):
+        """Leave the block when pred ("%p" or "!%p") holds."""
+        if self.end is None:
+            self.end = self.k.label(self.hint + "_end")
+        self.k.op(_bra(pred, self.uni if uni is None else uni, self.end))
+
+
+class Loop(Block):
+    """A Block whose again branches back to its top."""
+
+    def __init__(self, k, hint, uni):
+        Block.__init__(self, k, hint, uni)
+        self.top = k.label(hint)
+
+    def again(self, pred=None, uni=None):
+        """Back to the top: while pred holds, or always (pred None)."""
+        self.k.op(_bra(pred, self.uni if uni is None else uni, self.top))
+
+
+@contextlib.contextmanager
+def block(k, hint, uni=False):
+    """A with-block its body can leave early, from several places: b.exit_if(pred).
+    skip_if is the block with one exit at its start."""
+    b = Block(k, hint, uni)
+    yield b
+    if b.end is not None:
+        k.place(b.end)
+
+
+@contextlib.contextmanager
+def loop(k, hint, uni=False, skip=None):
+    """A loop over the with-block's body, which tests its own condition:
+    lp.again(pred) at its bottom (a do-while), or lp.exit_if(pred) at its top
+    and lp.again() at its bottom (a while).  skip: a predicate tested before
+    the loop that branches past it (the guard of a rotated while, whose body
+    ends with lp.again(the guard's negation)).  uni: the branches are
+    warp-uniform unless a call says otherwise."""
+    lp = Loop(k, hint, uni)
+    if skip is not None:
+        lp.exit_if(skip)
+    k.place(lp.top)
+    yield lp
+    if lp.end is not None:
+        k.place(lp.end)

@@ -5,6 +5,7 @@ XOR-swizzled tiles and read with ldmatrix.  The design is described in
 ptx/gen_matmul_sm80.py's docstring."""
 
 from kaio_ptx import cp_async
+from kaio_ptx.control import loop, skip_if
 from kaio_ptx.mma import ldmatrix_x4
 
 BLOCK = 256                 # blockDim (256, 1, 1)
@@ -124,13 +125,11 @@ class Operand:
             src = k.rd("selp.b64", self.ptr[s], self.base, full)
             cp_async.copy(k, "%s+%d" % (dst, s * 4096), src, 16, size, None if self.kmajor else "!" + self.part)
         if not self.kmajor:
-            skip = k.label("no_edge_" + self.tag)
-            k.op("@!%s bra.uni %s" % (self.edge, skip))
-            k.note("partly valid chunks along M/N: element loads, st.shared")
-            for s in range(2):
-                words = self.edge_words(s, oks[s])
-                k.op("@%s st.shared.v4.b32 [%s+%d], {%s}" % (self.part, dst, s * 4096, ", ".join(words)))
-            k.place(skip)
+            with skip_if(k, "!" + self.edge, "no_edge_" + self.tag, uni=True):
+                k.note("partly valid chunks along M/N: element loads, st.shared")
+                for s in range(2):
+                    words = self.edge_words(s, oks[s])
+                    k.op("@%s st.shared.v4.b32 [%s+%d], {%s}" % (self.part, dst, s * 4096, ", ".join(words)))
         self.advance()
 
     # ---- global -> registers -> shared, sync ------------------------------
@@ -148,14 +147,12 @@ class Operand:
             k.op("@%s ld.global.nc.v4.b32 {%s}, [%s]" % (pred, ", ".join(regs), self.ptr[s]))
             out.append(regs)
         if not self.kmajor:
-            skip = k.label("no_edge_" + self.tag)
-            k.op("@!%s bra.uni %s" % (self.edge, skip))
-            k.note("partly valid chunks along M/N: element loads")
-            for s in range(2):
-                words = self.edge_words(s, oks[s])
-                for j in range(4):
-                    k.op("@%s mov.b32 %s, %s" % (self.part, out[s][j], words[j]))
-            k.place(skip)
+            with skip_if(k, "!" + self.edge, "no_edge_" + self.tag, uni=True):
+                k.note("partly valid chunks along M/N: element loads")
+                for s in range(2):
+                    words = self.edge_words(s, oks[s])
+                    for j in range(4):
+                        k.op("@%s mov.b32 %s, %s" % (self.part, out[s][j], words[j]))
         self.advance()
         return out
 
@@ -247,7 +244,6 @@ def main_loop(k, variant, stages, o, A, B, st_a, st_b, acc, mma, kdim):
     ktiles = k.r("shr.u32", k.r("add.u32", kdim, BK - 1), 5)
     kt = k.r("mov.u32", 0)
     rs = k.r("mov.u32", 0)          # byte offset of the stage being multiplied
-    loop = k.label("kloop")
     ring = stages * STAGE_BYTES
 
     def next_stage(reg):
@@ -260,10 +256,8 @@ def main_loop(k, variant, stages, o, A, B, st_a, st_b, acc, mma, kdim):
     def guarded_loads():
         """Registers for K tile kt+1, in a block of their own (ptxas then keeps
         the loads ahead of the mma instead of sinking them to their stores)."""
-        skip = k.label("no_next")
-        k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", k.r("add.u32", kt, 1), ktiles), skip))
-        ra, rb = A.load_regs(), B.load_regs()
-        k.place(skip)
+        with skip_if(k, k.p("setp.ge.u32", k.r("add.u32", kt, 1), ktiles), "no_next", uni=True):
+            ra, rb = A.load_regs(), B.load_regs()
         return ra, rb
 
     if variant == "async" and o["pipe"]:
@@ -276,22 +270,22 @@ def main_loop(k, variant, stages, o, A, B, st_a, st_b, acc, mma, kdim):
         k.op("bar.sync 0")
         cur = ([k.regs("r", 4) for _ in range(A.nld)], [k.regs("r", 4) for _ in range(B.nld)])
         load_kstep(A, B, stage_addrs(k, A, B, rs), 0, cur)
-        k.place(loop)
-        k.note("k16 step 1 of tile kt from shared, step 0 (loaded before) on the tensor cores")
-        nxt = load_kstep(A, B, stage_addrs(k, A, B, rs), 1)
-        mma_kstep(k, acc, cur, mma)
-        k.op("cp.async.wait_group %d" % (stages - 2))
-        k.op("bar.sync 0")
-        k.note("everyone is done with stage kt %% %d: refill it with tile kt+%d" % (stages, stages))
-        A.issue_async(k.r("add.u32", st_a, rs))
-        B.issue_async(k.r("add.u32", st_b, rs))
-        k.op("cp.async.commit_group")
-        next_stage(rs)
-        k.note("step 0 of tile kt+1 while step 1 of tile kt runs")
-        load_kstep(A, B, stage_addrs(k, A, B, rs), 0, cur)
-        mma_kstep(k, acc, nxt, mma)
-        k.op("add.u32 %s, %s, 1" % (kt, kt))
-        k.op("@%s bra %s" % (k.p("setp.lt.u32", kt, ktiles), loop))
+        with loop(k, "kloop") as lp:
+            k.note("k16 step 1 of tile kt from shared, step 0 (loaded before) on the tensor cores")
+            nxt = load_kstep(A, B, stage_addrs(k, A, B, rs), 1)
+            mma_kstep(k, acc, cur, mma)
+            k.op("cp.async.wait_group %d" % (stages - 2))
+            k.op("bar.sync 0")
+            k.note("everyone is done with stage kt %% %d: refill it with tile kt+%d" % (stages, stages))
+            A.issue_async(k.r("add.u32", st_a, rs))
+            B.issue_async(k.r("add.u32", st_b, rs))
+            k.op("cp.async.commit_group")
+            next_stage(rs)
+            k.note("step 0 of tile kt+1 while step 1 of tile kt runs")
+            load_kstep(A, B, stage_addrs(k, A, B, rs), 0, cur)
+            mma_kstep(k, acc, nxt, mma)
+            k.op("add.u32 %s, %s, 1" % (kt, kt))
+            lp.again(k.p("setp.lt.u32", kt, ktiles))
         k.op("cp.async.wait_group 0")
     elif variant == "async":
         k.note("prologue: K tiles 0..%d into stages 0..%d" % (stages - 2, stages - 2))
@@ -300,20 +294,20 @@ def main_loop(k, variant, stages, o, A, B, st_a, st_b, acc, mma, kdim):
             B.issue_async(k.r("add.u32", st_b, s * STAGE_BYTES))
             k.op("cp.async.commit_group")
         ws = k.r("mov.u32", (stages - 1) * STAGE_BYTES)   # stage the next copy goes to
-        k.place(loop)
-        k.op("cp.async.wait_group %d" % (stages - 2))
-        k.op("bar.sync 0")
-        k.note("tile kt+%d -> stage (kt-1) %% %d, read by everyone before this barrier" % (stages - 1, stages))
-        A.issue_async(k.r("add.u32", st_a, ws))
-        B.issue_async(k.r("add.u32", st_b, ws))
-        k.op("cp.async.commit_group")
-        next_stage(ws)
-        addrs = stage_addrs(k, A, B, rs)
-        for kk in range(BK // 16):
-            mma_kstep(k, acc, load_kstep(A, B, addrs, kk), mma)
-        next_stage(rs)
-        k.op("add.u32 %s, %s, 1" % (kt, kt))
-        k.op("@%s bra %s" % (k.p("setp.lt.u32", kt, ktiles), loop))
+        with loop(k, "kloop") as lp:
+            k.op("cp.async.wait_group %d" % (stages - 2))
+            k.op("bar.sync 0")
+            k.note("tile kt+%d -> stage (kt-1) %% %d, read by everyone before this barrier" % (stages - 1, stages))
+            A.issue_async(k.r("add.u32", st_a, ws))
+            B.issue_async(k.r("add.u32", st_b, ws))
+            k.op("cp.async.commit_group")
+            next_stage(ws)
+            addrs = stage_addrs(k, A, B, rs)
+            for kk in range(BK // 16):
+                mma_kstep(k, acc, load_kstep(A, B, addrs, kk), mma)
+            next_stage(rs)
+            k.op("add.u32 %s, %s, 1" % (kt, kt))
+            lp.again(k.p("setp.lt.u32", kt, ktiles))
         k.op("cp.async.wait_group 0")
     elif o["pipe"]:
         k.note("prologue: K tile 0 into stage 0")
@@ -323,34 +317,34 @@ def main_loop(k, variant, stages, o, A, B, st_a, st_b, acc, mma, kdim):
         k.op("bar.sync 0")
         cur = ([k.regs("r", 4) for _ in range(A.nld)], [k.regs("r", 4) for _ in range(B.nld)])
         load_kstep(A, B, stage_addrs(k, A, B, rs), 0, cur)
-        k.place(loop)
-        ra, rb = guarded_loads()
-        nxt = load_kstep(A, B, stage_addrs(k, A, B, rs), 1)
-        mma_kstep(k, acc, cur, mma)
-        next_stage(rs)
-        k.note("the other stage was last read before the previous barrier")
-        A.store_regs(k.r("add.u32", st_a, rs), ra)
-        B.store_regs(k.r("add.u32", st_b, rs), rb)
-        k.op("bar.sync 0")
-        load_kstep(A, B, stage_addrs(k, A, B, rs), 0, cur)
-        mma_kstep(k, acc, nxt, mma)
-        k.op("add.u32 %s, %s, 1" % (kt, kt))
-        k.op("@%s bra %s" % (k.p("setp.lt.u32", kt, ktiles), loop))
+        with loop(k, "kloop") as lp:
+            ra, rb = guarded_loads()
+            nxt = load_kstep(A, B, stage_addrs(k, A, B, rs), 1)
+            mma_kstep(k, acc, cur, mma)
+            next_stage(rs)
+            k.note("the other stage was last read before the previous barrier")
+            A.store_regs(k.r("add.u32", st_a, rs), ra)
+            B.store_regs(k.r("add.u32", st_b, rs), rb)
+            k.op("bar.sync 0")
+            load_kstep(A, B, stage_addrs(k, A, B, rs), 0, cur)
+            mma_kstep(k, acc, nxt, mma)
+            k.op("add.u32 %s, %s, 1" % (kt, kt))
+            lp.again(k.p("setp.lt.u32", kt, ktiles))
     else:
         k.note("prologue: K tile 0 into stage 0")
         ra, rb = A.load_regs(), B.load_regs()
         A.store_regs(st_a, ra)
         B.store_regs(st_b, rb)
         k.op("bar.sync 0")
-        k.place(loop)
-        ra, rb = guarded_loads()
-        addrs = stage_addrs(k, A, B, rs)
-        for kk in range(BK // 16):
-            mma_kstep(k, acc, load_kstep(A, B, addrs, kk), mma)
-        next_stage(rs)
-        k.note("the other stage was last read before the previous barrier")
-        A.store_regs(k.r("add.u32", st_a, rs), ra)
-        B.store_regs(k.r("add.u32", st_b, rs), rb)
-        k.op("bar.sync 0")
-        k.op("add.u32 %s, %s, 1" % (kt, kt))
-        k.op("@%s bra %s" % (k.p("setp.lt.u32", kt, ktiles), loop))
+        with loop(k, "kloop") as lp:
+            ra, rb = guarded_loads()
+            addrs = stage_addrs(k, A, B, rs)
+            for kk in range(BK // 16):
+                mma_kstep(k, acc, load_kstep(A, B, addrs, kk), mma)
+            next_stage(rs)
+            k.note("the other stage was last read before the previous barrier")
+            A.store_regs(k.r("add.u32", st_a, rs), ra)
+            B.store_regs(k.r("add.u32", st_b, rs), rb)
+            k.op("bar.sync 0")
+            k.op("add.u32 %s, %s, 1" % (kt, kt))
+            lp.again(k.p("setp.lt.u32", kt, ktiles))

@@ -211,6 +211,8 @@ TEST_F(FakeAttention, Sm90ForwardPassesFourDimensionalTensorMaps) {
   EXPECT_EQ(kaio_op_create_attention(&op, dev_.get(), &d), KAIO_ERROR_UNSUPPORTED);
   EXPECT_EQ(op, nullptr);
   EXPECT_NE(std::string(kaio_last_error()).find("KAIO_ATTENTION_SM90"), std::string::npos);
+  EXPECT_NE(std::string(kaio_last_error()).find("takes head dims 64 and 128."), std::string::npos)
+      << kaio_last_error();
 }
 
 // On a device that is not compute capability 9.0, SM90 is refused by name
@@ -417,7 +419,8 @@ TEST_F(FakeAttention, RejectsBadInputsWithoutLaunching) {
   std::vector<BadCase> cases = {
       {"head ratio", KAIO_ERROR_SHAPE_MISMATCH, V{"kaio_attention", "heads_q", "heads_kv", "multiple"},
        [&](kaio_attention_desc d, kaio_tensor *t) { d.heads_kv = 3; return fwd_call(d, t); }},
-      {"head dim 80", KAIO_ERROR_UNSUPPORTED, V{"kaio_attention", "head_dim", "80"},
+      {"head dim 80", KAIO_ERROR_UNSUPPORTED,
+       V{"kaio_attention", "head_dim", "80", "take 32, 64, 96, 128 or 256. Pad"},
        [&](kaio_attention_desc d, kaio_tensor *t) { d.head_dim = 80; return fwd_call(d, t); }},
       {"f32 inputs", KAIO_ERROR_INVALID_DTYPE, V{"kaio_attention", "dtype", "f32"},
        [&](kaio_attention_desc d, kaio_tensor *t) { d.dtype = KAIO_DTYPE_F32; return fwd_call(d, t); }},
@@ -465,6 +468,9 @@ TEST_F(FakeAttention, RejectsBadInputsWithoutLaunching) {
        [&](kaio_attention_desc d, kaio_tensor *) { d.o_dtype = KAIO_DTYPE_F16; return create(d, true); }},
       {"backward head ratio", KAIO_ERROR_SHAPE_MISMATCH, V{"kaio_op_create_attention_backward", "heads_q"},
        [&](kaio_attention_desc d, kaio_tensor *) { d.heads_q = 5; return create(d, true); }},
+      {"backward head dim 256", KAIO_ERROR_UNSUPPORTED,
+       V{"kaio_op_create_attention_backward", "head_dim is 256", "take 32, 64, 96 or 128. Pad"},
+       [&](kaio_attention_desc d, kaio_tensor *) { d.head_dim = 256; return create(d, true); }},
       {"create unset shape", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_op_create_attention", "batch"},
        [&](kaio_attention_desc d, kaio_tensor *) { d.batch = 0; return create(d, false); }},
       {"attention_tc Dv != D", KAIO_ERROR_UNSUPPORTED, V{"kaio_attention_tc", "Dv"},

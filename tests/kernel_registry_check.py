@@ -51,6 +51,10 @@ def main(tool):
     expect('{"tmap_q", {64, 128}}' in text and "8, 0, 0, 0" in text, "launch facts and boxes in the table")
     expect(text.index("KernelId::dot") < text.index("KernelId::mm_bf16_n") if text else False,
            "entries sorted by module, then name")
+    dims = [entry("kaio_at_d%d" % d, keys={"select": "at", "pass": "fwd", "head_dim": d}) for d in (128, 64)]
+    rc, text, err = run(tool, dims)
+    expect(rc == 0 and "namespace at {\n  inline constexpr int64_t head_dim[] = {64, 128};" in text,
+           "a numeric key's values listed, sorted, under kernels::keys::<selector>")
 
     bad = {
         "two entries with the same keys": [ok[0], dict(ok[1], keys=dict(ok[0]["keys"]))],

@@ -10,7 +10,8 @@ A selector is named by an entry's keys["select"] (else its family) and
 takes the keys whose values differ within its group, as C++ types: dtype as
 kaio_dtype, format and mode as kaio_quant_format / kaio_quant_mode, bools
 as bool, numbers as int64_t, other strings as an enum class named after
-the key ("" is `none`).  It returns the KernelId of the entry with those
+the key ("" is `none`); kernels::keys::<selector>::<key> lists the values
+of each numeric key, for argument checks and messages.  It returns the KernelId of the entry with those
 keys, or KernelId::count when no generator wrote one: the module cache
 reports that as an internal error.  Calling a selector that does not exist,
 or with a key it does not have, is a compile error."""
@@ -100,6 +101,17 @@ def literal(key, value, ctype):
     return "%s::%s" % (ctype, enumerator(value))
 
 
+def key_lists(name, group):
+    """The values of each numeric key a selector takes, sorted: what ops
+    check arguments against and list in messages."""
+    out = []
+    for k in sorted({k for e in group for k in e["keys"]}):
+        values = sorted({e["keys"][k] for e in group})
+        if len(values) > 1 and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            out.append("  inline constexpr int64_t %s[] = {%s};" % (k, ", ".join(map(str, values))))
+    return ["namespace %s {" % name] + out + ["}  // namespace %s" % name] if out else []
+
+
 def selector(name, group, enums):
     keysets = {tuple(sorted(e["keys"])) for e in group}
     if len(keysets) != 1:
@@ -175,12 +187,16 @@ def render(entries):
             "", "constexpr const KernelInfo &kernel_info(KernelId id) { return kKernels[static_cast<int>(id)]; }",
             "", "// Selectors: the kernel with the given keys (see kernel_registry.py).",
             "namespace kernels {", ""]
-    enums, bodies = {}, []
+    enums, bodies, lists = {}, [], []
     for name, group in groups_of(entries).items():
         bodies += selector(name, group, enums) + [""]
+        lists += key_lists(name, group)
     for enum, values in sorted(enums.items()):
         out.append("enum class %s : uint8_t { %s };" % (enum, ", ".join(enumerator(v) for v in sorted(values))))
-    out += [""] + bodies + ["}  // namespace kernels", "}  // namespace kaio", ""]
+    out += [""] + bodies
+    out += ["// The values of each numeric key, per selector: kernels::keys::attn_f32::head_dim.",
+            "namespace keys {"] + lists + ["}  // namespace keys", "",
+                                           "}  // namespace kernels", "}  // namespace kaio", ""]
     return "\n".join(out)
 
 

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/kernel_family.hpp"
+#include "ops/key_list.hpp"
 #include "ops/plan_log.hpp"
 #include "ops/tensor_map.hpp"
 #include "runtime/buffer.hpp"
@@ -23,18 +24,15 @@
 namespace kaio {
 namespace {
 
-constexpr int64_t kFwdDims[] = {32, 64, 96, 128, 256};
-constexpr int64_t kBwdDims[] = {32, 64, 96, 128};
+// The head dims each family's kernels take, from the kernel registry.
+constexpr const auto &kFwdDims = kernels::keys::attn_fwd_sm80::head_dim;
+constexpr const auto &kBwdDims = kernels::keys::attn_bwd_sm80::head_dim;
+constexpr const auto &kSm90Dims = kernels::keys::attn_fwd_sm90::head_dim;
+static_assert(same_list(kSm90Dims, kernels::keys::attn_bwd_sm90::head_dim),
+              "the sm_90a forward and backward take the same head dims");
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kPreRowsPerBlock = 4;
 constexpr int64_t kMaxM128Dim = 128;  // the 128-row forward kernels: D in {32, 64, 96, 128}
-constexpr int64_t kSm90Dims[] = {64, 128};  // ptx/gen_attention_sm90.py
-
-int dim_index(const int64_t *dims, size_t n, int64_t d) {
-  for (size_t i = 0; i < n; ++i)
-    if (dims[i] == d) return static_cast<int>(i);
-  return -1;
-}
 
 bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
 
@@ -54,17 +52,17 @@ kaio_status resolve(kaio_device *device, KernelId id, Launch *out,
 }
 
 // SM90 (checked against the device in AttentionPlan::plan), or AUTO where the
-// sm_90a kernels exist (head dims 64 and 128) and can run: compute
+// sm_90a kernels exist (kSm90Dims) and can run: compute
 // capability 9.0 and a driver that loads their PTX. why: for KAIO_LOG.
 bool uses_sm90(const kaio_attention_desc &d, const FamilyCheck &hopper, std::string *why) {
   const bool sm90 = d.variant == KAIO_ATTENTION_SM90 ||
                     (d.variant == KAIO_ATTENTION_AUTO &&
-                     dim_index(kSm90Dims, 2, d.head_dim) >= 0 && hopper.ok());
+                     in_list(kSm90Dims, d.head_dim) && hopper.ok());
   if (!log_enabled()) return sm90;
   if (d.variant == KAIO_ATTENTION_AUTO)
     *why = sm90 ? "AUTO: " + hopper.why
-           : dim_index(kSm90Dims, 2, d.head_dim) < 0
-               ? "AUTO: sm_80; the sm_90a kernels take head dims 64 and 128"
+           : !in_list(kSm90Dims, d.head_dim)
+               ? "AUTO: sm_80; the sm_90a kernels take head dims " + list_text(kSm90Dims, "and")
                : "AUTO: sm_80; " + hopper.why;
   else
     *why = d.variant == KAIO_ATTENTION_SM90 ? "variant KAIO_ATTENTION_SM90"
@@ -100,11 +98,11 @@ kaio_status check_desc(const kaio_attention_desc &d, bool backward) {
                 "%s: desc->variant is %d; use KAIO_ATTENTION_AUTO, KAIO_ATTENTION_SM80, "
                 "KAIO_ATTENTION_SM80_M128 or KAIO_ATTENTION_SM90.",
                 api_name(), d.variant);
-  if (d.variant == KAIO_ATTENTION_SM90 && dim_index(kSm90Dims, 2, d.head_dim) < 0)
+  if (d.variant == KAIO_ATTENTION_SM90 && !in_list(kSm90Dims, d.head_dim))
     return fail(KAIO_ERROR_UNSUPPORTED,
                 "%s: desc->variant is KAIO_ATTENTION_SM90 but head_dim is %" PRId64
-                "; that variant takes head dims 64 and 128. Use KAIO_ATTENTION_AUTO.",
-                api_name(), d.head_dim);
+                "; that variant takes head dims %s. Use KAIO_ATTENTION_AUTO.",
+                api_name(), d.head_dim, list_text(kSm90Dims, "and").c_str());
   if (d.variant == KAIO_ATTENTION_SM80_M128 && d.head_dim > kMaxM128Dim)
     return fail(KAIO_ERROR_UNSUPPORTED,
                 "%s: desc->variant is KAIO_ATTENTION_SM80_M128 but head_dim is %" PRId64
@@ -133,14 +131,14 @@ kaio_status check_desc(const kaio_attention_desc &d, bool backward) {
                 "; heads_q must be a multiple of heads_kv (each KV head serves heads_q / heads_kv "
                 "query heads).",
                 api_name(), d.heads_q, d.heads_kv);
-  const bool fwd_dim = dim_index(kFwdDims, 5, d.head_dim) >= 0;
-  const bool bwd_dim = dim_index(kBwdDims, 4, d.head_dim) >= 0;
+  const bool fwd_dim = in_list(kFwdDims, d.head_dim);
+  const bool bwd_dim = in_list(kBwdDims, d.head_dim);
   if (!fwd_dim || (backward && !bwd_dim))
     return fail(KAIO_ERROR_UNSUPPORTED,
                 "%s: desc->head_dim is %" PRId64 "; the %s kernels take %s. Pad the head "
                 "dimension with zeros to the next supported size.",
                 api_name(), d.head_dim, backward ? "backward" : "forward",
-                backward ? "32, 64, 96 or 128" : "32, 64, 96, 128 or 256");
+                (backward ? list_text(kBwdDims, "or") : list_text(kFwdDims, "or")).c_str());
   if (d.batch * d.heads_q > kMaxGridY)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: batch * heads_q (desc->batch %" PRId64 " * desc->heads_q %" PRId64

@@ -8,23 +8,31 @@
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/attention.hpp"
+#include "ops/key_list.hpp"
 #include "runtime/stream.hpp"
 #include "runtime/tensor_view.hpp"
 
 namespace kaio {
 namespace {
 
-constexpr int64_t kMaxDim = 256;
-
-// The kernel variant of head dims <= 32, 64, 128, 256.
-// The head dim of the kernel that takes D (kMaxDim at most).
 using kernels::Pass;
 
-int64_t dim_bucket(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256; }
+// Head dims the CUDA-core kernels take (a D runs on the next one up, zero
+// padded), and the split-TF32 tensor-core ones, which run up to their
+// largest; from the kernel registry.
+constexpr const auto &kDims = kernels::keys::attn_f32::head_dim;
+constexpr const auto &kTensorCoreDims = kernels::keys::attn_f32x3::head_dim;
+constexpr int64_t kMaxDim = last_of(kDims);
+constexpr int64_t kMaxTensorCoreDim = last_of(kTensorCoreDims);
 
-// Head dims the split-TF32 tensor-core backward takes (ptx/gen_attention_f32_tc.py);
-// larger ones keep the CUDA-core kernels.
-constexpr int64_t kMaxTensorCoreDim = 128;
+// The head dim of the kernel that takes D (kMaxDim at most).
+int64_t dim_bucket(int64_t d) { return bucket_of(kDims, d); }
+constexpr bool same_buckets() {
+  for (int64_t d = 1; d <= kMaxTensorCoreDim; ++d)
+    if (bucket_of(kTensorCoreDims, d) != bucket_of(kDims, d)) return false;
+  return true;
+}
+static_assert(same_buckets(), "up to kMaxTensorCoreDim both families pad D alike");
 
 kaio_status plan(kaio_device *device, KernelId id, int64_t seq, Launch *out) {
   KAIO_TRY(require_arch(device, 8, 0, "f32 flash attention (PTX sm_80)"));

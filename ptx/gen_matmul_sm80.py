@@ -82,7 +82,7 @@ generate(opts) takes knobs that were measured and left off (DEFAULT_OPTS):
 
 import sys
 
-from kaio_ptx import cli
+from kaio_ptx import cli, manifest, sm80_gemm
 from kaio_ptx.control import cases
 from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
 from kaio_ptx.kernel import Kernel
@@ -208,6 +208,7 @@ grid (ceil(N/128), ceil(M/128), 1), block (256, 1, 1).""" % (
         stages, STAGE_BYTES, "dynamic" if dyn else "static")
     k = Kernel(name, doc, PARAMS, BLOCK, dyn, shared=shared_decl,
                keys={"variant": variant, "dtype": dt, "trans_a": la == "t", "trans_b": lb == "t"})
+    manifest.facts(name, tile=[BM, BN, sm80_gemm.BK])
     k.maxnreg = o["maxnreg"]
     mma = "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32" % (dt, dt)
 

@@ -451,6 +451,7 @@ def matmul_kernel(dt, la, lb, cfg):
     int8 = dt == "s8"
     # K per 128-byte swizzle row: 64 16-bit or 128 8-bit elements
     bk, lg_bk = (128, 7) if int8 else (BK, 6)
+    manifest.facts(name, tile=[bm, bn, bk])
     assert not int8 or (la, lb) == ("n", "t"), "int8 wgmma takes K-major operands only"
     A = Operand("A", la == "n", bm, cfg, bk)
     B = Operand("B", lb == "t", bn, cfg, bk)

@@ -109,6 +109,7 @@ def epilogue(k, P, acc, tid, blk_m, blk_n, wm, wn):
 def int8_kernel():
     name = "kaio_matmul_int8_sm80_async"
     manifest.keys(name, select="matmul_int8_sm80", variant="async", dtype="s8", trans_a=False, trans_b=True)
+    manifest.facts(name, tile=[mm.BM, mm.BN, 0])
     stages = mm.ASYNC_STAGES
     dyn = stages * mm.STAGE_BYTES
     doc = """

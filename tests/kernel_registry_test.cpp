@@ -35,6 +35,11 @@ static_assert(kernels::kq_stream(KAIO_QUANT_Q5_K, KAIO_DTYPE_F32) == KernelId::k
 static_assert(kernels::kq_quantize(KAIO_QUANT_Q6_K, KAIO_QUANT_MODE_CANDLE) ==
               KernelId::kq_quantize_q6_k_candle);
 static_assert(kernels::splitk_reduce() == KernelId::splitk_reduce);
+// GEMM tiles come from the generators (manifest.facts(tile=...)).
+static_assert(kernel_info(KernelId::matmul_sm90_bf16_tn).tile_n == 256 &&
+              kernel_info(KernelId::matmul_sm90_bf16_tn_n128).tile_n == 128 &&
+              kernel_info(KernelId::matmul_sm90_s8_nt).tile_k == 128 &&
+              kernel_info(KernelId::matmul_sm80_async_f16_nt).tile_m == 128);
 
 // The first number after `directive` in entry's PTX, or -1.
 long directive_value(const std::string &ptx, const char *directive) {

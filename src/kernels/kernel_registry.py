@@ -171,7 +171,9 @@ def render(entries):
             "// bytes of dynamic shared memory, up to dynamic_shared_bytes, and a ring",
             "// of up to ring_stages stages of ring_stage bytes. 0 where not used.",
             "struct KernelInfo {", "  const char *name;", "  ModuleId module;", "  unsigned block[3];",
-            "  unsigned dynamic_shared_bytes;", "  unsigned cluster[3];"]
+            "  unsigned dynamic_shared_bytes;", "  unsigned cluster[3];",
+            "  // The CTA tile of a GEMM-like kernel: M and N per block, K per step.",
+            "  unsigned tile_m, tile_n, tile_k;"]
     out += ["  unsigned %s;" % f for f in LAUNCH]
     out += ["  TmaBox tma[%d];" % MAX_TMA, "", "  // The box of tensor map `param`, or nullptr.",
             "  constexpr const unsigned *tma_box(std::string_view param) const {",
@@ -180,8 +182,9 @@ def render(entries):
             "inline constexpr KernelInfo kKernels[] = {"]
     for e in entries:
         launch = e.get("launch", {})
-        out.append('    {"%s", ModuleId::%s, %s, %d, %s, %s, %s},' % (
+        out.append('    {"%s", ModuleId::%s, %s, %d, %s, %s, %s, %s},' % (
             e["entry"], e["module"], dims(e["block"]), e["dynamic_shared_bytes"], dims(e["cluster"]),
+            ", ".join(str(int(t)) for t in e.get("tile", [0, 0, 0])),
             ", ".join(str(int(launch.get(f, 0))) for f in LAUNCH), tma_rows(e)))
     out += ["};", "static_assert(sizeof kKernels / sizeof kKernels[0] == static_cast<size_t>(KernelId::count));",
             "", "constexpr const KernelInfo &kernel_info(KernelId id) { return kKernels[static_cast<int>(id)]; }",

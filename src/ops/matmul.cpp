@@ -18,9 +18,12 @@
 namespace kaio {
 namespace {
 
-// The sm_80 kernels' CTA tile and block; the grid covers C with these.
-constexpr int64_t kTileM = 128;
-constexpr int64_t kTileN = 128;
+// The sm_80 kernels' CTA tile, from the kernel registry (every variant,
+// dtype and layout has the same); the grid covers C with it.
+constexpr const KernelInfo &kSm80Kernel =
+    kernel_info(kernels::matmul_sm80(kernels::Variant::sync, KAIO_DTYPE_F16, false, false));
+constexpr int64_t kTileM = kSm80Kernel.tile_m;
+constexpr int64_t kTileN = kSm80Kernel.tile_n;
 constexpr int64_t kMaxGridY = 65535;
 // 16-byte cp.async / vector loads of 2-byte elements along K (or M, N).
 constexpr int64_t kChunkElems = 8;

@@ -14,8 +14,15 @@
 namespace kaio {
 namespace {
 
-constexpr int64_t kTileM = 128;
-constexpr int64_t kStepK = 64;
+// The kernels' tiles, from the kernel registry (every layout and dtype
+// of a tile family has the same).
+constexpr const KernelInfo &kWideKernel =
+    kernel_info(kernels::matmul_sm90(KAIO_DTYPE_F16, false, false, kernels::Tile::n256));
+constexpr const KernelInfo &kNarrowKernel =
+    kernel_info(kernels::matmul_sm90(KAIO_DTYPE_F16, false, false, kernels::Tile::n128));
+constexpr int64_t kTileM = kWideKernel.tile_m;
+constexpr int64_t kStepK = kWideKernel.tile_k;
+static_assert(kNarrowKernel.tile_m == kTileM && kNarrowKernel.tile_k == kStepK);
 
 // The two kernel families: 128 x 256 tiles, and 128 x 128 (_n128) for
 // shapes whose wide tiles leave SMs idle. kRate is one CTA's tensor-core
@@ -26,8 +33,8 @@ struct TileFamily {
   double rate;
   kernels::Tile tile;
 };
-constexpr TileFamily kWide = {256, 5.5e12, kernels::Tile::n256};
-constexpr TileFamily kNarrow = {128, 4.4e12, kernels::Tile::n128};
+constexpr TileFamily kWide = {kWideKernel.tile_n, 5.5e12, kernels::Tile::n256};
+constexpr TileFamily kNarrow = {kNarrowKernel.tile_n, 4.4e12, kernels::Tile::n128};
 
 // A cost model in seconds. The main kernel is bound either by its CTAs'
 // tensor cores or by reading A and B (and writing split-K partials) from

@@ -20,17 +20,25 @@
 namespace kaio {
 namespace {
 
-constexpr int64_t kTile = 128;
+// The kernels' tiles, from the kernel registry: the sm_80 kernel's square
+// CTA tile, and the sm_90a ones' M, K step and wide N.
+constexpr const KernelInfo &kSm80Kernel = kernel_info(kernels::matmul_int8_sm80());
+constexpr const KernelInfo &kHopperKernel =
+    kernel_info(kernels::matmul_sm90(KAIO_DTYPE_I8, false, true, kernels::Tile::n256));
+constexpr int64_t kTile = kSm80Kernel.tile_m;
+static_assert(kSm80Kernel.tile_n == kTile);
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kKAlign = 16;           // 16-byte cp.async chunks of s8 along K
 constexpr int64_t kMaxK = 131071;         // K * 128 * 128 stays below 2^31
-constexpr int64_t kHopperTileM = 128, kHopperStepK = 128;
+constexpr int64_t kHopperTileM = kHopperKernel.tile_m, kHopperStepK = kHopperKernel.tile_k;
+constexpr int64_t kHopperTileN = kHopperKernel.tile_n;
 
 // 128 x 256 tiles, or 128 x 128 when the wide ones would leave more than
 // half the SMs idle (the same trade as the f16 matmul's narrow tiles).
-int64_t hopper_tile_n(int64_t m, int64_t n, int64_t sms) {
-  const int64_t wide = ((m + kHopperTileM - 1) / kHopperTileM) * ((n + 255) / 256);
-  return wide * 2 <= sms ? 128 : 256;
+kernels::Tile hopper_tile(int64_t m, int64_t n, int64_t sms) {
+  const int64_t wide =
+      ((m + kHopperTileM - 1) / kHopperTileM) * ((n + kHopperTileN - 1) / kHopperTileN);
+  return wide * 2 <= sms ? kernels::Tile::n128 : kernels::Tile::n256;
 }
 
 bool int8_out(kaio_dtype d) {
@@ -97,11 +105,10 @@ kaio_status plan_unlogged(kaio_device *device, Int8Plan *plan) {
                                  ? check_family(device, ModuleId::matmul_sm90, true)
                                  : FamilyCheck{};
   if (hopper.ok()) {
-    const int64_t tile_n = hopper_tile_n(m, n, device->info.sm_count);
     KAIO_TRY(device->modules->function(
-        kernels::matmul_sm90(KAIO_DTYPE_I8, false, true,
-                             tile_n == 128 ? kernels::Tile::n128 : kernels::Tile::n256),
+        kernels::matmul_sm90(KAIO_DTYPE_I8, false, true, hopper_tile(m, n, device->info.sm_count)),
         &fn));
+    const int64_t tile_n = fn.info->tile_n;
     if (!tma_box(fn, "tmap_a", plan->box_a) || !tma_box(fn, "tmap_b", plan->box_b))
       return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper int8 kernel lacks its TMA boxes.",
                   api_name());

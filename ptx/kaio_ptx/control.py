@@ -15,12 +15,14 @@ def skip_if(k, pred, hint, uni=False):
     k.place(skip)
 
 
-def cases(k, value, options, done):
+def cases(k, value, options, done=None):
     """A switch on the u32 register value, uniform across the CTA: for each
     option (code, name, ...) the caller's loop body runs when value == code
     (the branch around it goes to a label "not_<name>"), then jumps to the
-    label done, placed after the last option.  Iterate to the end (no
-    break), or done is never placed."""
+    label done (made here if None), placed after the last option.  Iterate
+    to the end (no break), or done is never placed."""
+    if done is None:
+        done = k.label("done")
     for option in options:
         nxt = k.label("not_" + option[1])
         k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", value, option[0]), nxt))

@@ -88,3 +88,31 @@ def loop(k, hint, uni=False, skip=None):
     yield lp
     if lp.end is not None:
         k.place(lp.end)
+
+
+def _not(pred):
+    return pred[1:] if pred.startswith("!") else "!" + pred
+
+
+def if_else(k, pred, hint, uni=False, join=None, join_uni=None):
+    """An if/else: `for arm in if_else(...)` runs its body twice, first as
+    the then arm (arm.then is True), run when pred ("%p" or "!%p") holds,
+    then as the else arm, which `@!pred bra` (named after hint) reaches past
+    the then arm.  The then arm ends with a branch to join: a label made
+    here and placed after the else arm if None, else the caller's (shared by
+    several if/elses), which the caller places.  arm.exit_if(pred) leaves
+    either arm for join.  uni: the entry branch is warp-uniform; join_uni
+    (default uni): the branches to join are.  Iterate to the end (no
+    break), or the else arm and join are never emitted."""
+    other = k.label(hint)
+    arm = Block(k, hint, uni if join_uni is None else join_uni)
+    arm.end = join if join is not None else k.label(hint + "_join")
+    k.op(_bra(_not(pred), uni, other))
+    arm.then = True
+    yield arm
+    k.op(_bra(None, arm.uni, arm.end))
+    k.place(other)
+    arm.then = False
+    yield arm
+    if join is None:
+        k.place(arm.end)

@@ -45,7 +45,7 @@ class Block:
         self.end = None
 
     def exit_if(self, pred, uni=None):
-        """Leave the block when pred ("%p" or "!%p") holds."""
+        """Leave the block when pred ("%p" or "!%p") holds; always if None."""
         if self.end is None:
             self.end = self.k.label(self.hint + "_end")
         self.k.op(_bra(pred, self.uni if uni is None else uni, self.end))
@@ -54,9 +54,9 @@ class Block:
 class Loop(Block):
     """A Block whose again branches back to its top."""
 
-    def __init__(self, k, hint, uni):
+    def __init__(self, k, hint, uni, top=None):
         Block.__init__(self, k, hint, uni)
-        self.top = k.label(hint)
+        self.top = k.label(hint) if top is None else top
 
     def again(self, pred=None, uni=None):
         """Back to the top: while pred holds, or always (pred None)."""
@@ -74,14 +74,15 @@ def block(k, hint, uni=False):
 
 
 @contextlib.contextmanager
-def loop(k, hint, uni=False, skip=None):
+def loop(k, hint, uni=False, skip=None, top=None):
     """A loop over the with-block's body, which tests its own condition:
     lp.again(pred) at its bottom (a do-while), or lp.exit_if(pred) at its top
     and lp.again() at its bottom (a while).  skip: a predicate tested before
     the loop that branches past it (the guard of a rotated while, whose body
     ends with lp.again(the guard's negation)).  uni: the branches are
-    warp-uniform unless a call says otherwise."""
-    lp = Loop(k, hint, uni)
+    warp-uniform unless a call says otherwise.  top: a label the caller made
+    earlier for the top, so that a branch before the loop can enter it."""
+    lp = Loop(k, hint, uni, top)
     if skip is not None:
         lp.exit_if(skip)
     k.place(lp.top)

@@ -58,10 +58,12 @@ with ldmatrix (8 rows of 16 bytes, rows 16 bytes apart modulo 128) and the
 R B operand's scalar loads (rows 2t, 2t+1, column g) hit 32 distinct banks.
 """
 
+import contextlib
 import sys
 
 from kaio_ptx import cli, cp_async, manifest
 from kaio_ptx.attention import Kernel
+from kaio_ptx.control import if_else, loop, skip_if
 from kaio_ptx.literals import LN2, LOG2E, NEG_INF, NEG_LOG2E, ZERO
 from kaio_ptx.mma import ldmatrix_x4
 from kaio_ptx.params import load_params
@@ -166,14 +168,12 @@ class Loader:
                                            k.rd("mul.wide.u32", self.cbase, 4)))
         sptr = k.r("add.u32", sdst, self.soff)
         full = k.p("setp.le.and.u32", k.r("add.u32", row0, self.nrows), P["seq"], self.dim_full)
-        slow, done = k.label("ld_edge"), k.label("ld_done")
-        k.op("@!%s bra.uni %s" % (full, slow))
-        self._copies(gptr, sptr, ldb, None, None, src)
-        k.op("bra.uni %s" % done)
-        k.place(slow)
-        lim = k.r("sub.u32", P["seq"], r0)      # rows left from this thread's first row (s32, may be <= 0)
-        self._copies(gptr, sptr, ldb, lim, True, src)
-        k.place(done)
+        for arm in if_else(k, full, "ld_edge", uni=True):
+            if arm.then:
+                self._copies(gptr, sptr, ldb, None, None, src)
+            else:
+                lim = k.r("sub.u32", P["seq"], r0)      # rows left from this thread's first row (s32, may be <= 0)
+                self._copies(gptr, sptr, ldb, lim, True, src)
 
     def split_in_place(self, sdst, small_off):
         """After this thread's copies into sdst landed: each of its elements
@@ -237,19 +237,18 @@ def gemm_nt(k, L, dm, a_tile, a_row0, b_tile, nterms, a_small_off):
     unroll = min(steps, UNROLL)
     if unroll < steps:   # a runtime loop keeps ptxas from hoisting every load (spills at DM 128)
         i = k.r("mov.u32", 0)
-        loop = k.label("nt")
-        k.place(loop)
-    for s in range(unroll):
-        # A comes split already: big at a_tile, small at a_tile + a_small_off
-        asplit = [ldmatrix_x4(k, aptr, 32 * s + plane) for plane in (0, a_small_off)]
-        b = ldmatrix_x4(k, bptr, 32 * s)
-        for n in range(2):
-            mma3(k, terms[n], asplit, split_all(k, b[2 * n:2 * n + 2]))
-    if unroll < steps:
-        for ptr in (aptr, bptr):
-            k.op("add.u32 %s, %s, %d" % (ptr, ptr, 32 * unroll))
-        k.op("add.u32 %s, %s, 1" % (i, i))
-        k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", i, steps // unroll), loop))
+    with (loop(k, "nt", uni=True) if unroll < steps else contextlib.nullcontext()) as lp:
+        for s in range(unroll):
+            # A comes split already: big at a_tile, small at a_tile + a_small_off
+            asplit = [ldmatrix_x4(k, aptr, 32 * s + plane) for plane in (0, a_small_off)]
+            b = ldmatrix_x4(k, bptr, 32 * s)
+            for n in range(2):
+                mma3(k, terms[n], asplit, split_all(k, b[2 * n:2 * n + 2]))
+        if lp:
+            for ptr in (aptr, bptr):
+                k.op("add.u32 %s, %s, %d" % (ptr, ptr, 32 * unroll))
+            k.op("add.u32 %s, %s, 1" % (i, i))
+            lp.again(k.p("setp.lt.u32", i, steps // unroll))
     if nterms == 2:
         return [[k.f("add.f32", big[c], s1[c]) for c in range(4)] for s1, _, big in terms]
     return [[k.f("add.f32", big[c], k.f("add.f32", s1[c], s2[c])) for c in range(4)]
@@ -307,34 +306,30 @@ def rowsum():
     tid = k.r("mov.u32", "%tid.x")
     lane = k.r("and.b32", tid, 31)
     row = k.r("add.u32", k.r("shl.b32", k.r("mov.u32", "%ctaid.x"), 3), k.r("shr.u32", tid, 5))
-    done = k.label("done")
-    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", row, P["seq"]), done))
-    wr = k.wide(row)
-    pa = k.rd("add.u64", P["dout"], k.rd("mul.lo.u64", wr, k.rd("shl.b64", P["lddo"], 2)))
-    pb = k.rd("add.u64", P["o"], k.rd("mul.lo.u64", wr, k.rd("shl.b64", P["ldo"], 2)))
-    acc = k.f("mov.f32", ZERO)
-    col0 = k.r("mov.u32", 0)     # warp-uniform loop (the shuffles below need the whole warp)
-    loop, end = k.label("col"), k.label("col_end")
-    k.place(loop)
-    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", col0, P["dim"]), end))
-    col = k.r("add.u32", col0, lane)
-    ok = k.p("setp.lt.u32", col, P["dim"])
-    off = k.rd("mul.wide.u32", col, 4)
-    a, b = k.f("mov.f32", ZERO), k.f("mov.f32", ZERO)
-    k.op("@%s ld.global.f32 %s, [%s]" % (ok, a, k.rd("add.u64", pa, off)))
-    k.op("@%s ld.global.f32 %s, [%s]" % (ok, b, k.rd("add.u64", pb, off)))
-    k.op("fma.rn.f32 %s, %s, %s, %s" % (acc, a, b, acc))
-    k.op("add.u32 %s, %s, 32" % (col0, col0))
-    k.op("bra.uni %s" % loop)
-    k.place(end)
-    for m in (16, 8, 4, 2, 1):
-        o = k.reg("f")
-        k.op("shfl.sync.bfly.b32 %s, %s, %d, 0x1f, 0xffffffff" % (o, acc, m))
-        k.op("add.f32 %s, %s, %s" % (acc, acc, o))
-    lead = k.p("setp.eq.u32", lane, 0)
-    dst = k.rd("add.u64", P["dq"], k.rd("mul.lo.u64", wr, k.rd("shl.b64", P["lddq"], 2)))
-    k.op("@%s st.global.f32 [%s], %s" % (lead, dst, acc))
-    k.place(done)
+    with skip_if(k, k.p("setp.ge.u32", row, P["seq"]), "done", uni=True):
+        wr = k.wide(row)
+        pa = k.rd("add.u64", P["dout"], k.rd("mul.lo.u64", wr, k.rd("shl.b64", P["lddo"], 2)))
+        pb = k.rd("add.u64", P["o"], k.rd("mul.lo.u64", wr, k.rd("shl.b64", P["ldo"], 2)))
+        acc = k.f("mov.f32", ZERO)
+        col0 = k.r("mov.u32", 0)     # warp-uniform loop (the shuffles below need the whole warp)
+        with loop(k, "col", uni=True) as lp:
+            lp.exit_if(k.p("setp.ge.u32", col0, P["dim"]))
+            col = k.r("add.u32", col0, lane)
+            ok = k.p("setp.lt.u32", col, P["dim"])
+            off = k.rd("mul.wide.u32", col, 4)
+            a, b = k.f("mov.f32", ZERO), k.f("mov.f32", ZERO)
+            k.op("@%s ld.global.f32 %s, [%s]" % (ok, a, k.rd("add.u64", pa, off)))
+            k.op("@%s ld.global.f32 %s, [%s]" % (ok, b, k.rd("add.u64", pb, off)))
+            k.op("fma.rn.f32 %s, %s, %s, %s" % (acc, a, b, acc))
+            k.op("add.u32 %s, %s, 32" % (col0, col0))
+            lp.again()
+        for m in (16, 8, 4, 2, 1):
+            o = k.reg("f")
+            k.op("shfl.sync.bfly.b32 %s, %s, %d, 0x1f, 0xffffffff" % (o, acc, m))
+            k.op("add.f32 %s, %s, %s" % (acc, acc, o))
+        lead = k.p("setp.eq.u32", lane, 0)
+        dst = k.rd("add.u64", P["dq"], k.rd("mul.lo.u64", wr, k.rd("shl.b64", P["lddq"], 2)))
+        k.op("@%s st.global.f32 [%s], %s" % (lead, dst, acc))
     k.op("ret")
     return k.text()
 
@@ -404,37 +399,31 @@ class Ctx:
         cur = k.r("mov.u32", self.gbase)
         if self.nbuf == 2:
             nxt = k.r("add.u32", self.gbase, self.buf_bytes)
-            skip0 = k.label("pf0")
-            k.op("@!%s bra.uni %s" % (k.p("setp.lt.u32", t, ntiles), skip0))
-            self.load_tiles(cur, t, extra)
-            k.place(skip0)
+            with skip_if(k, "!" + k.p("setp.lt.u32", t, ntiles), "pf0", uni=True):
+                self.load_tiles(cur, t, extra)
             k.op("cp.async.commit_group")
-        loop, end = k.label("tile"), k.label("tile_end")
-        k.place(loop)
-        k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", t, ntiles), end))
-        tn = k.r("add.u32", t, self.groups)
-        if self.nbuf == 2:
-            skip = k.label("pf")
-            k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tn, ntiles), skip))
-            self.load_tiles(nxt, tn, extra)
-            k.place(skip)
-            k.op("cp.async.commit_group")
-            k.op("cp.async.wait_group 1")
-        else:
-            self.load_tiles(cur, t, extra)
-            k.op("cp.async.commit_group")
-            k.op("cp.async.wait_group 0")
-        bar = k.r("add.u32", L.group, 1)
-        k.op("bar.sync %s, 64" % bar)
-        body(t, cur)
-        k.op("bar.sync %s, 64" % bar)
-        k.op("mov.u32 %s, %s" % (t, tn))
-        if self.nbuf == 2:
-            tmp = k.r("mov.u32", cur)
-            k.op("mov.u32 %s, %s" % (cur, nxt))
-            k.op("mov.u32 %s, %s" % (nxt, tmp))
-        k.op("bra.uni %s" % loop)
-        k.place(end)
+        with loop(k, "tile", uni=True) as lp:
+            lp.exit_if(k.p("setp.ge.u32", t, ntiles))
+            tn = k.r("add.u32", t, self.groups)
+            if self.nbuf == 2:
+                with skip_if(k, k.p("setp.ge.u32", tn, ntiles), "pf", uni=True):
+                    self.load_tiles(nxt, tn, extra)
+                k.op("cp.async.commit_group")
+                k.op("cp.async.wait_group 1")
+            else:
+                self.load_tiles(cur, t, extra)
+                k.op("cp.async.commit_group")
+                k.op("cp.async.wait_group 0")
+            bar = k.r("add.u32", L.group, 1)
+            k.op("bar.sync %s, 64" % bar)
+            body(t, cur)
+            k.op("bar.sync %s, 64" % bar)
+            k.op("mov.u32 %s, %s" % (t, tn))
+            if self.nbuf == 2:
+                tmp = k.r("mov.u32", cur)
+                k.op("mov.u32 %s, %s" % (cur, nxt))
+                k.op("mov.u32 %s, %s" % (nxt, tmp))
+            lp.again()
         k.op("cp.async.wait_all")
 
     def tile_block(self, buf, i):
@@ -455,14 +444,14 @@ class Ctx:
         n = len(regs)
         k.op("bar.sync 0")
         lead = k.p("setp.eq.u32", L.group, 0)
-        put = k.label("merge_put")
-        k.op("@%s bra.uni %s" % (lead, put))
-        slot = k.r("mad.lo.u32", k.r("sub.u32", k.r("add.u32", k.r("shl.b32", L.group, 1), L.h), 2), n * 32, L.lane)
-        sp = k.r("add.u32", self.scratch, k.r("shl.b32", slot, 2))
-        for i, reg in enumerate(regs):
-            k.op("st.shared.b32 [%s+%d], %s" % (sp, i * 128, reg))
-        k.place(put)
+        with skip_if(k, lead, "merge_put", uni=True):
+            slot = k.r("mad.lo.u32", k.r("sub.u32", k.r("add.u32", k.r("shl.b32", L.group, 1), L.h), 2),
+                       n * 32, L.lane)
+            sp = k.r("add.u32", self.scratch, k.r("shl.b32", slot, 2))
+            for i, reg in enumerate(regs):
+                k.op("st.shared.b32 [%s+%d], %s" % (sp, i * 128, reg))
         k.op("bar.sync 0")
+        # hand-written: this branch stays open across the return; the caller places self.done
         self.done = k.label("done")
         k.op("@!%s bra.uni %s" % (lead, self.done))
         rp = k.r("add.u32", self.scratch, k.r("shl.b32", k.r("mad.lo.u32", L.h, n * 32, L.lane), 2))

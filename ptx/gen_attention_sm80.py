@@ -48,10 +48,12 @@ Out-of-range rows are cp.async zero fills (src-size 0, source clamped to the
 tensor start); no byte outside the tensors is read or written.
 """
 
+import contextlib
 import sys
 
 from kaio_ptx import cli, cp_async
 from kaio_ptx.attention import Kernel, bh_split, mask_tile, out_base, store_rows, tensor_base
+from kaio_ptx.control import if_else, loop, skip_if
 from kaio_ptx.literals import LN2, NEG_INF
 from kaio_ptx.mma import ldmatrix_x4, pack
 from kaio_ptx.params import load_params
@@ -238,29 +240,34 @@ class KvPipeline:
     def prologue(self):
         """Tile 0 into stage 0, committed with whatever the caller issued before."""
         k = self.k
-        skip = k.label("no_tiles")
-        k.op("@!%s bra.uni %s" % (self.have, skip))
-        self._issue(self.s_kv, k.r("mov.u32", 0))
-        k.place(skip)
+        with skip_if(k, "!" + self.have, "no_tiles", uni=True):
+            self._issue(self.s_kv, k.r("mov.u32", 0))
         k.op("cp.async.commit_group")
         self.j = k.r("mov.u32", 0)
         self.stage = k.r("mov.u32", 0)        # byte offset of tile j's stage
-        self.loop, self.end = k.label("kv_loop"), k.label("kv_end")
-        k.op("@!%s bra.uni %s" % (self.have, self.end))
 
-    def loop_head(self):
+    @contextlib.contextmanager
+    def tiles(self):
+        """The loop over the tiles (none unless have): the with-block's body
+        runs for tile j with (kv0, K tile, V tile)."""
+        k = self.k
+        with loop(k, "kv_loop", uni=True, skip="!" + self.have) as lp:
+            yield self._loop_head()
+            k.op("xor.b32 %s, %s, %d" % (self.stage, self.stage, 2 * self.kv_bytes))
+            k.op("add.u32 %s, %s, 1" % (self.j, self.j))
+            lp.again(k.p("setp.lt.u32", self.j, self.ntiles), uni=False)
+        k.op("cp.async.wait_group 0")
+
+    def _loop_head(self):
         """Waits for tile j, starts tile j+1; returns (kv0, K tile, V tile)."""
         k = self.k
-        k.place(self.loop)
         k.op("cp.async.wait_group 0")
         k.op("bar.sync 0")
         k.note("everyone is past tile j-1: copy tile j+1 into the other stage")
         nxt = k.r("add.u32", self.j, 1)
-        no_next = k.label("no_next")
-        k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", nxt, self.ntiles), no_next))
-        other = k.r("xor.b32", self.stage, 2 * self.kv_bytes)
-        self._issue(k.r("add.u32", self.s_kv, other), k.r("mul.lo.u32", nxt, self.bn))
-        k.place(no_next)
+        with skip_if(k, k.p("setp.ge.u32", nxt, self.ntiles), "no_next", uni=True):
+            other = k.r("xor.b32", self.stage, 2 * self.kv_bytes)
+            self._issue(k.r("add.u32", self.s_kv, other), k.r("mul.lo.u32", nxt, self.bn))
         k.op("cp.async.commit_group")
         kv0 = k.r("mul.lo.u32", self.j, self.bn)
         s_k = k.r("add.u32", self.s_kv, self.stage)
@@ -270,19 +277,9 @@ class KvPipeline:
         """Applies the mask to the score fragments ss[i] of m tile i in the
         CTA-uniform edge tiles."""
         k = self.k
-        nomask = k.label("no_mask")
-        k.op("@%s bra.uni %s" % (k.p("setp.le.s32", kv0, self.first_mask), nomask))
-        for s, lims in zip(ss, self.lims):
-            mask_tile(k, s, kv0, lims, self.bn, fill, t2)
-        k.place(nomask)
-
-    def loop_tail(self):
-        k = self.k
-        k.op("xor.b32 %s, %s, %d" % (self.stage, self.stage, 2 * self.kv_bytes))
-        k.op("add.u32 %s, %s, 1" % (self.j, self.j))
-        k.op("@%s bra %s" % (k.p("setp.lt.u32", self.j, self.ntiles), self.loop))
-        k.place(self.end)
-        k.op("cp.async.wait_group 0")
+        with skip_if(k, k.p("setp.le.s32", kv0, self.first_mask), "no_mask", uni=True):
+            for s, lims in zip(ss, self.lims):
+                mask_tile(k, s, kv0, lims, self.bn, fill, t2)
 
 
 def row_side(k, P, d, mt=1):
@@ -338,40 +335,39 @@ def fwd_kernel(dt, d, mt=1):
     a_q = k.r("add.u32", s_q, L.a_off)
     kv.prologue()
 
-    kv0, s_k, s_v = kv.loop_head()
-    ss = [[k.regs("f", 4) for _ in range(bn // 8)] for _ in range(mt)]
-    for s in ss:
-        for tile in s:
-            k.zero_f(tile)
-    gemm_abT(k, dt, ss, a_q, k.r("add.u32", s_k, L.b_off), d, bn)
-    kv.mask(ss, kv0, NEG_INF, L.t2)
-    k.note("online softmax")
-    for i in range(mt):
-        s, acc = ss[i], accs[i]
-        for r in range(2):
-            ri = 2 * i + r
-            mx = k.f("max.f32", s[0][2 * r], s[0][2 * r + 1])
-            for nt in range(1, bn // 8):
-                k.op("max.f32 %s, %s, %s" % (mx, mx, s[nt][2 * r]))
-                k.op("max.f32 %s, %s, %s" % (mx, mx, s[nt][2 * r + 1]))
-            quad_reduce(k, mx, "max.f32")
-            mnew = k.f("max.f32", m[ri], mx)
-            isinf = k.p("setp.eq.f32", mnew, NEG_INF)
-            muse = k.f("selp.f32", "0f00000000", mnew, isinf)
-            alpha = k.f("ex2.approx.ftz.f32", k.f("mul.f32", k.f("sub.f32", m[ri], muse), sl2))
-            k.op("mov.f32 %s, %s" % (m[ri], mnew))
-            negm = k.f("neg.f32", k.f("mul.f32", muse, sl2))
-            k.op("mul.f32 %s, %s, %s" % (l[ri], l[ri], alpha))
-            for tile in acc:
-                for e in (2 * r, 2 * r + 1):
-                    k.op("mul.f32 %s, %s, %s" % (tile[e], tile[e], alpha))
+    with kv.tiles() as (kv0, s_k, s_v):
+        ss = [[k.regs("f", 4) for _ in range(bn // 8)] for _ in range(mt)]
+        for s in ss:
             for tile in s:
-                for e in (2 * r, 2 * r + 1):
-                    k.op("fma.rn.f32 %s, %s, %s, %s" % (tile[e], tile[e], sl2, negm))
-                    k.op("ex2.approx.ftz.f32 %s, %s" % (tile[e], tile[e]))
-                    k.op("add.f32 %s, %s, %s" % (l[ri], l[ri], tile[e]))
-    gemm_pv(k, dt, accs, ss, k.r("add.u32", s_v, L.bt_off), d, bn)
-    kv.loop_tail()
+                k.zero_f(tile)
+        gemm_abT(k, dt, ss, a_q, k.r("add.u32", s_k, L.b_off), d, bn)
+        kv.mask(ss, kv0, NEG_INF, L.t2)
+        k.note("online softmax")
+        for i in range(mt):
+            s, acc = ss[i], accs[i]
+            for r in range(2):
+                ri = 2 * i + r
+                mx = k.f("max.f32", s[0][2 * r], s[0][2 * r + 1])
+                for nt in range(1, bn // 8):
+                    k.op("max.f32 %s, %s, %s" % (mx, mx, s[nt][2 * r]))
+                    k.op("max.f32 %s, %s, %s" % (mx, mx, s[nt][2 * r + 1]))
+                quad_reduce(k, mx, "max.f32")
+                mnew = k.f("max.f32", m[ri], mx)
+                isinf = k.p("setp.eq.f32", mnew, NEG_INF)
+                muse = k.f("selp.f32", "0f00000000", mnew, isinf)
+                alpha = k.f("ex2.approx.ftz.f32", k.f("mul.f32", k.f("sub.f32", m[ri], muse), sl2))
+                k.op("mov.f32 %s, %s" % (m[ri], mnew))
+                negm = k.f("neg.f32", k.f("mul.f32", muse, sl2))
+                k.op("mul.f32 %s, %s, %s" % (l[ri], l[ri], alpha))
+                for tile in acc:
+                    for e in (2 * r, 2 * r + 1):
+                        k.op("mul.f32 %s, %s, %s" % (tile[e], tile[e], alpha))
+                for tile in s:
+                    for e in (2 * r, 2 * r + 1):
+                        k.op("fma.rn.f32 %s, %s, %s, %s" % (tile[e], tile[e], sl2, negm))
+                        k.op("ex2.approx.ftz.f32 %s, %s" % (tile[e], tile[e]))
+                        k.op("add.f32 %s, %s, %s" % (l[ri], l[ri], tile[e]))
+        gemm_pv(k, dt, accs, ss, k.r("add.u32", s_v, L.bt_off), d, bn)
 
     k.note("epilogue: O = acc / l, LSE = (m scale_log2 + log2 l) ln 2")
     lse_vals = []
@@ -393,16 +389,15 @@ def fwd_kernel(dt, d, mt=1):
     for i in range(mt):
         rowi = row0 if i == 0 else k.r("add.u32", row0, 16 * i)
         store_rows(k, accs[i], d, rowi, P["seq_q"], ob, P["o_ss"], P["out_dtype"], L.t2)
-    no_lse = k.label("no_lse")
     lead = k.p("setp.eq.u32", L.t2, 0)
-    k.op("@%s bra.uni %s" % (k.p("setp.eq.u64", P["lse"], 0), no_lse))
-    lrow = k.r("add.u32", k.r("mul.lo.u32", b, P["heads_q"]), h)
-    lptr = k.rd("add.u64", P["lse"], k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(lrow), P["lse_rs"]), 2))
-    for ri in range(2 * mt):
-        row = k.r("add.u32", row0, 16 * (ri // 2) + 8 * (ri % 2))
-        ok = k.p("setp.lt.and.u32", row, P["seq_q"], lead)
-        k.op("@%s st.global.f32 [%s], %s" % (ok, k.rd("add.u64", lptr, k.rd("mul.wide.u32", row, 4)), lse_vals[ri]))
-    k.place(no_lse)
+    with skip_if(k, k.p("setp.eq.u64", P["lse"], 0), "no_lse", uni=True):
+        lrow = k.r("add.u32", k.r("mul.lo.u32", b, P["heads_q"]), h)
+        lptr = k.rd("add.u64", P["lse"], k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(lrow), P["lse_rs"]), 2))
+        for ri in range(2 * mt):
+            row = k.r("add.u32", row0, 16 * (ri // 2) + 8 * (ri % 2))
+            ok = k.p("setp.lt.and.u32", row, P["seq_q"], lead)
+            k.op("@%s st.global.f32 [%s], %s"
+                 % (ok, k.rd("add.u64", lptr, k.rd("mul.wide.u32", row, 4)), lse_vals[ri]))
     k.op("ret")
     return k.text()
 
@@ -435,50 +430,42 @@ def pre_kernel(dt):
     tid = k.r("mov.u32", "%tid.x")
     lane = k.r("and.b32", tid, 31)
     row = k.r("add.u32", k.r("shl.b32", k.r("mov.u32", "%ctaid.x"), 2), k.r("shr.u32", tid, 5))
-    done = k.label("done")
-    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", row, P["rows"]), done))
-    # row = (b * seq_q + s) * heads_q + h
-    h = k.r("rem.u32", row, P["heads_q"])
-    bs = k.r("div.u32", row, P["heads_q"])
-    b = k.r("div.u32", bs, P["seq_q"])
-    s = k.r("rem.u32", bs, P["seq_q"])
-    hd = k.rd("mul.wide.u32", h, P["head_dim"])
-    do_el = k.rd("add.u64", k.rd("add.u64", k.rd("mul.lo.u64", k.wide(b), P["do_bs"]),
-                                 k.rd("mul.lo.u64", k.wide(s), P["do_ss"])), hd)
-    o_el = k.rd("add.u64", k.rd("add.u64", k.rd("mul.lo.u64", k.wide(b), P["o_bs"]),
-                                k.rd("mul.lo.u64", k.wide(s), P["o_ss"])), hd)
-    acc = k.f("mov.f32", "0f00000000")
-    dcol = k.r("mov.u32", lane)
-    loop, end = k.label("d_loop"), k.label("d_end")
-    k.place(loop)
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", dcol, P["head_dim"]), end))
-    dptr = k.rd("add.u64", P["dout"], k.rd("shl.b64", k.rd("add.u64", do_el, k.wide(dcol)), 1))
-    x = load_half_f32(k, dt, dptr)
-    o32, onot = k.label("o_f32"), k.label("o_join")
-    y = k.reg("f")
-    k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", P["o_f32"], 0), o32))
-    optr = k.rd("add.u64", P["o"], k.rd("shl.b64", k.rd("add.u64", o_el, k.wide(dcol)), 1))
-    k.op("mov.f32 %s, %s" % (y, load_half_f32(k, dt, optr)))
-    k.op("bra.uni %s" % onot)
-    k.place(o32)
-    optr32 = k.rd("add.u64", P["o"], k.rd("shl.b64", k.rd("add.u64", o_el, k.wide(dcol)), 2))
-    k.op("ld.global.f32 %s, [%s]" % (y, optr32))
-    k.place(onot)
-    k.op("fma.rn.f32 %s, %s, %s, %s" % (acc, x, y, acc))
-    k.op("add.u32 %s, %s, 32" % (dcol, dcol))
-    k.op("bra %s" % loop)
-    k.place(end)
-    for m in (16, 8, 4, 2, 1):
-        o = k.reg("f")
-        k.op("shfl.sync.bfly.b32 %s, %s, %d, 0x1f, 0xffffffff" % (o, acc, m))
-        k.op("add.f32 %s, %s, %s" % (acc, acc, o))
-    nothere = k.label("not_lane0")
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", lane, 0), nothere))
-    b_h = k.r("add.u32", k.r("mul.lo.u32", b, P["heads_q"]), h)
-    idx = k.r("add.u32", k.r("mul.lo.u32", b_h, P["seq_q"]), s)
-    k.op("st.global.f32 [%s], %s" % (k.rd("add.u64", P["dv"], k.rd("mul.wide.u32", idx, 4)), acc))
-    k.place(nothere)
-    k.place(done)
+    with skip_if(k, k.p("setp.ge.u32", row, P["rows"]), "done", uni=True):
+        # row = (b * seq_q + s) * heads_q + h
+        h = k.r("rem.u32", row, P["heads_q"])
+        bs = k.r("div.u32", row, P["heads_q"])
+        b = k.r("div.u32", bs, P["seq_q"])
+        s = k.r("rem.u32", bs, P["seq_q"])
+        hd = k.rd("mul.wide.u32", h, P["head_dim"])
+        do_el = k.rd("add.u64", k.rd("add.u64", k.rd("mul.lo.u64", k.wide(b), P["do_bs"]),
+                                     k.rd("mul.lo.u64", k.wide(s), P["do_ss"])), hd)
+        o_el = k.rd("add.u64", k.rd("add.u64", k.rd("mul.lo.u64", k.wide(b), P["o_bs"]),
+                                    k.rd("mul.lo.u64", k.wide(s), P["o_ss"])), hd)
+        acc = k.f("mov.f32", "0f00000000")
+        dcol = k.r("mov.u32", lane)
+        with loop(k, "d_loop") as lp:
+            lp.exit_if(k.p("setp.ge.u32", dcol, P["head_dim"]))
+            dptr = k.rd("add.u64", P["dout"], k.rd("shl.b64", k.rd("add.u64", do_el, k.wide(dcol)), 1))
+            x = load_half_f32(k, dt, dptr)
+            y = k.reg("f")
+            for arm in if_else(k, "!" + k.p("setp.ne.u32", P["o_f32"], 0), "o_f32", uni=True):
+                if arm.then:
+                    optr = k.rd("add.u64", P["o"], k.rd("shl.b64", k.rd("add.u64", o_el, k.wide(dcol)), 1))
+                    k.op("mov.f32 %s, %s" % (y, load_half_f32(k, dt, optr)))
+                else:
+                    optr32 = k.rd("add.u64", P["o"], k.rd("shl.b64", k.rd("add.u64", o_el, k.wide(dcol)), 2))
+                    k.op("ld.global.f32 %s, [%s]" % (y, optr32))
+            k.op("fma.rn.f32 %s, %s, %s, %s" % (acc, x, y, acc))
+            k.op("add.u32 %s, %s, 32" % (dcol, dcol))
+            lp.again()
+        for m in (16, 8, 4, 2, 1):
+            o = k.reg("f")
+            k.op("shfl.sync.bfly.b32 %s, %s, %d, 0x1f, 0xffffffff" % (o, acc, m))
+            k.op("add.f32 %s, %s, %s" % (acc, acc, o))
+        with skip_if(k, k.p("setp.ne.u32", lane, 0), "not_lane0"):
+            b_h = k.r("add.u32", k.r("mul.lo.u32", b, P["heads_q"]), h)
+            idx = k.r("add.u32", k.r("mul.lo.u32", b_h, P["seq_q"]), s)
+            k.op("st.global.f32 [%s], %s" % (k.rd("add.u64", P["dv"], k.rd("mul.wide.u32", idx, 4)), acc))
     k.op("ret")
     return k.text()
 
@@ -533,28 +520,27 @@ def bwd_dq_kernel(dt, d):
     a_do = k.r("add.u32", s_do, L.a_off)
     kv.prologue()
 
-    kv0, s_k, s_v = kv.loop_head()
-    s = [k.regs("f", 4) for _ in range(bn // 8)]
-    for tile in s:
-        k.zero_f(tile)
-    gemm_abT(k, dt, [s], a_q, k.r("add.u32", s_k, L.b_off), d, bn)
-    k.note("P = exp2(S scale log2e - LSE log2e)")
-    for tile in s:
-        for e in range(4):
-            k.op("fma.rn.f32 %s, %s, %s, %s" % (tile[e], tile[e], sl2, lse2[e >> 1]))
-            k.op("ex2.approx.ftz.f32 %s, %s" % (tile[e], tile[e]))
-    kv.mask([s], kv0, "0f00000000", L.t2)
-    dp = [k.regs("f", 4) for _ in range(bn // 8)]
-    for tile in dp:
-        k.zero_f(tile)
-    gemm_abT(k, dt, [dp], a_do, k.r("add.u32", s_v, L.b_off), d, bn)
-    k.note("dS = P (dP - Dv)")
-    for nt in range(bn // 8):
-        for e in range(4):
-            k.op("sub.f32 %s, %s, %s" % (dp[nt][e], dp[nt][e], dvals[e >> 1]))
-            k.op("mul.f32 %s, %s, %s" % (dp[nt][e], dp[nt][e], s[nt][e]))
-    gemm_pv(k, dt, [acc], [dp], k.r("add.u32", s_k, L.bt_off), d, bn)
-    kv.loop_tail()
+    with kv.tiles() as (kv0, s_k, s_v):
+        s = [k.regs("f", 4) for _ in range(bn // 8)]
+        for tile in s:
+            k.zero_f(tile)
+        gemm_abT(k, dt, [s], a_q, k.r("add.u32", s_k, L.b_off), d, bn)
+        k.note("P = exp2(S scale log2e - LSE log2e)")
+        for tile in s:
+            for e in range(4):
+                k.op("fma.rn.f32 %s, %s, %s, %s" % (tile[e], tile[e], sl2, lse2[e >> 1]))
+                k.op("ex2.approx.ftz.f32 %s, %s" % (tile[e], tile[e]))
+        kv.mask([s], kv0, "0f00000000", L.t2)
+        dp = [k.regs("f", 4) for _ in range(bn // 8)]
+        for tile in dp:
+            k.zero_f(tile)
+        gemm_abT(k, dt, [dp], a_do, k.r("add.u32", s_v, L.b_off), d, bn)
+        k.note("dS = P (dP - Dv)")
+        for nt in range(bn // 8):
+            for e in range(4):
+                k.op("sub.f32 %s, %s, %s" % (dp[nt][e], dp[nt][e], dvals[e >> 1]))
+                k.op("mul.f32 %s, %s, %s" % (dp[nt][e], dp[nt][e], s[nt][e]))
+        gemm_pv(k, dt, [acc], [dp], k.r("add.u32", s_k, L.bt_off), d, bn)
     gb = out_base(k, P["grad_a"], b, P["ga_bs"], h, d, P["out_dtype"])
     store_rows(k, acc, d, row0, sq, gb, P["ga_ss"], P["out_dtype"], L.t2, scale=P["scale"])
     k.op("ret")
@@ -631,27 +617,23 @@ def bwd_dkdv_kernel(dt, d):
         qload.issue(k.r("add.u32", dst, qt_bytes), k.rd("add.u64", dob, k.rd("mul.lo.u64", k.wide(q0t), do_ss)),
                     do_ss, valid, P["dout"])
         # LSE and Dv of the tile's queries: threads 0 .. bq-1, 4-byte copies
-        vec = k.label("no_vec")
-        k.op("@%s bra %s" % (k.p("setp.ge.u32", L.tid, bq), vec))
-        qi = k.r("add.u32", q0t, L.tid)
-        ok = k.p("setp.lt.u32", qi, sq)
-        size = k.r("selp.b32", 4, 0, ok)
-        lrow = k.r("add.u32", k.r("mul.lo.u32", b, P["heads_q"]), h)
-        lsrc = k.rd("add.u64", P["lse"], k.rd("shl.b64", k.rd("add.u64", k.rd("mul.lo.u64", k.wide(lrow), P["lse_rs"]),
-                                                                    k.wide(qi)), 2))
-        dsrc = k.rd("add.u64", P["dv"], k.rd("shl.b64", k.wide(k.r("add.u32", k.r("mul.lo.u32", lrow, sq), qi)), 2))
-        lsrc = k.rd("selp.b64", lsrc, P["lse"], ok)
-        dsrc = k.rd("selp.b64", dsrc, P["dv"], ok)
-        sv = k.r("add.u32", dst, k.r("add.u32", k.r("shl.b32", L.tid, 2), 2 * qt_bytes))
-        cp_async.copy(k, sv, lsrc, 4, size)
-        cp_async.copy(k, "%s+%d" % (sv, vec_bytes), dsrc, 4, size)
-        k.place(vec)
+        with skip_if(k, k.p("setp.ge.u32", L.tid, bq), "no_vec"):
+            qi = k.r("add.u32", q0t, L.tid)
+            ok = k.p("setp.lt.u32", qi, sq)
+            size = k.r("selp.b32", 4, 0, ok)
+            lrow = k.r("add.u32", k.r("mul.lo.u32", b, P["heads_q"]), h)
+            lrow_el = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(lrow), P["lse_rs"]), k.wide(qi))
+            lsrc = k.rd("add.u64", P["lse"], k.rd("shl.b64", lrow_el, 2))
+            dsrc = k.rd("add.u64", P["dv"], k.rd("shl.b64", k.wide(k.r("add.u32", k.r("mul.lo.u32", lrow, sq), qi)), 2))
+            lsrc = k.rd("selp.b64", lsrc, P["lse"], ok)
+            dsrc = k.rd("selp.b64", dsrc, P["dv"], ok)
+            sv = k.r("add.u32", dst, k.r("add.u32", k.r("shl.b32", L.tid, 2), 2 * qt_bytes))
+            cp_async.copy(k, sv, lsrc, 4, size)
+            cp_async.copy(k, "%s+%d" % (sv, vec_bytes), dsrc, 4, size)
         return q0t
 
-    skip_first = k.label("no_tiles")
-    k.op("@!%s bra.uni %s" % (have, skip_first))
-    issue_qtile(k.r("mov.u32", 0), s_st)
-    k.place(skip_first)
+    with skip_if(k, "!" + have, "no_tiles", uni=True):
+        issue_qtile(k.r("mov.u32", 0), s_st)
     k.op("cp.async.commit_group")
 
     dk = [k.regs("f", 4) for _ in range(d // 8)]
@@ -663,75 +645,68 @@ def bwd_dkdv_kernel(dt, d):
     a_v = k.r("add.u32", s_v, L.a_off)
     it = k.r("mov.u32", 0)
     stage = k.r("mov.u32", 0)
-    loop, end = k.label("q_loop"), k.label("q_end")
-    k.op("@!%s bra.uni %s" % (have, end))
-    k.place(loop)
-    k.op("cp.async.wait_group 0")
-    k.op("bar.sync 0")
-    nxt = k.r("add.u32", it, 1)
-    no_next = k.label("no_next")
-    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", nxt, total), no_next))
-    other = k.r("xor.b32", stage, stage_bytes)
-    issue_qtile(nxt, k.r("add.u32", s_st, other))
-    k.place(no_next)
-    k.op("cp.async.commit_group")
+    with loop(k, "q_loop", uni=True, skip="!" + have) as lp:
+        k.op("cp.async.wait_group 0")
+        k.op("bar.sync 0")
+        nxt = k.r("add.u32", it, 1)
+        with skip_if(k, k.p("setp.ge.u32", nxt, total), "no_next", uni=True):
+            other = k.r("xor.b32", stage, stage_bytes)
+            issue_qtile(nxt, k.r("add.u32", s_st, other))
+        k.op("cp.async.commit_group")
 
-    hi = k.r("div.u32", it, nt_per_head)
-    ti = k.r("add.u32", k.r("sub.u32", it, k.r("mul.lo.u32", hi, nt_per_head)), t_first)
-    q0t = k.r("mul.lo.u32", ti, bq)
-    cur = k.r("add.u32", s_st, stage)
-    s_q = cur
-    s_do = k.r("add.u32", cur, qt_bytes)
-    s_lse = k.r("add.u32", cur, 2 * qt_bytes)
-    s_dv = k.r("add.u32", s_lse, vec_bytes)
-    st = [k.regs("f", 4) for _ in range(bq // 8)]
-    for tile in st:
-        k.zero_f(tile)
-    gemm_abT(k, dt, [st], a_k, k.r("add.u32", s_q, L.b_off), d, bq)
-    k.note("P^T = exp2(S^T scale log2e - LSE[col] log2e)")
-    lse_addr = k.r("add.u32", s_lse, k.r("shl.b32", L.t2, 2))
-    dv_addr = k.r("add.u32", s_dv, k.r("shl.b32", L.t2, 2))
-    dcols = []
-    for nt in range(bq // 8):
-        lv = k.regs("f", 2)
-        k.op("ld.shared.v2.f32 {%s, %s}, [%s+%d]" % (lv[0], lv[1], lse_addr, 32 * nt))
-        dd = k.regs("f", 2)
-        k.op("ld.shared.v2.f32 {%s, %s}, [%s+%d]" % (dd[0], dd[1], dv_addr, 32 * nt))
-        dcols.append(dd)
-        nl = [k.f("mul.f32", x, "0fBFB8AA3B") for x in lv]     # -LSE log2(e)
-        for e in range(4):
-            k.op("fma.rn.f32 %s, %s, %s, %s" % (st[nt][e], st[nt][e], sl2, nl[e & 1]))
-            k.op("ex2.approx.ftz.f32 %s, %s" % (st[nt][e], st[nt][e]))
-    nomask = k.label("no_mask")
-    need = k.p("setp.gt.s32", q0t, nomask_sk)
-    needc = k.p("setp.lt.and.s32", q0t, nomask_c, causal)
-    need = k.p("or.pred", need, needc)
-    k.op("@!%s bra.uni %s" % (need, nomask))
-    c0 = k.r("add.s32", q0t, L.t2)
-    for nt in range(bq // 8):
-        for e in range(4):
-            col = k.r("add.s32", c0, 8 * nt + (e & 1))
-            ok = k.p("setp.lt.s32", col, sq)
-            ok2 = k.p("setp.ge.and.s32", col, qlo[e >> 1], ok)
-            k.op("selp.f32 %s, %s, 0f00000000, %s" % (st[nt][e], st[nt][e], ok2))
-    k.place(nomask)
-    k.note("dV += P^T dO")
-    gemm_pv(k, dt, [dvacc], [st], k.r("add.u32", s_do, L.bt_off), d, bq)
-    dpt = [k.regs("f", 4) for _ in range(bq // 8)]
-    for tile in dpt:
-        k.zero_f(tile)
-    gemm_abT(k, dt, [dpt], a_v, k.r("add.u32", s_do, L.b_off), d, bq)
-    k.note("dS^T = P^T (dP^T - Dv[col])")
-    for nt in range(bq // 8):
-        for e in range(4):
-            k.op("sub.f32 %s, %s, %s" % (dpt[nt][e], dpt[nt][e], dcols[nt][e & 1]))
-            k.op("mul.f32 %s, %s, %s" % (dpt[nt][e], dpt[nt][e], st[nt][e]))
-    k.note("dK += dS^T Q")
-    gemm_pv(k, dt, [dk], [dpt], k.r("add.u32", s_q, L.bt_off), d, bq)
-    k.op("xor.b32 %s, %s, %d" % (stage, stage, stage_bytes))
-    k.op("add.u32 %s, %s, 1" % (it, it))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", it, total), loop))
-    k.place(end)
+        hi = k.r("div.u32", it, nt_per_head)
+        ti = k.r("add.u32", k.r("sub.u32", it, k.r("mul.lo.u32", hi, nt_per_head)), t_first)
+        q0t = k.r("mul.lo.u32", ti, bq)
+        cur = k.r("add.u32", s_st, stage)
+        s_q = cur
+        s_do = k.r("add.u32", cur, qt_bytes)
+        s_lse = k.r("add.u32", cur, 2 * qt_bytes)
+        s_dv = k.r("add.u32", s_lse, vec_bytes)
+        st = [k.regs("f", 4) for _ in range(bq // 8)]
+        for tile in st:
+            k.zero_f(tile)
+        gemm_abT(k, dt, [st], a_k, k.r("add.u32", s_q, L.b_off), d, bq)
+        k.note("P^T = exp2(S^T scale log2e - LSE[col] log2e)")
+        lse_addr = k.r("add.u32", s_lse, k.r("shl.b32", L.t2, 2))
+        dv_addr = k.r("add.u32", s_dv, k.r("shl.b32", L.t2, 2))
+        dcols = []
+        for nt in range(bq // 8):
+            lv = k.regs("f", 2)
+            k.op("ld.shared.v2.f32 {%s, %s}, [%s+%d]" % (lv[0], lv[1], lse_addr, 32 * nt))
+            dd = k.regs("f", 2)
+            k.op("ld.shared.v2.f32 {%s, %s}, [%s+%d]" % (dd[0], dd[1], dv_addr, 32 * nt))
+            dcols.append(dd)
+            nl = [k.f("mul.f32", x, "0fBFB8AA3B") for x in lv]     # -LSE log2(e)
+            for e in range(4):
+                k.op("fma.rn.f32 %s, %s, %s, %s" % (st[nt][e], st[nt][e], sl2, nl[e & 1]))
+                k.op("ex2.approx.ftz.f32 %s, %s" % (st[nt][e], st[nt][e]))
+        need = k.p("setp.gt.s32", q0t, nomask_sk)
+        needc = k.p("setp.lt.and.s32", q0t, nomask_c, causal)
+        need = k.p("or.pred", need, needc)
+        with skip_if(k, "!" + need, "no_mask", uni=True):
+            c0 = k.r("add.s32", q0t, L.t2)
+            for nt in range(bq // 8):
+                for e in range(4):
+                    col = k.r("add.s32", c0, 8 * nt + (e & 1))
+                    ok = k.p("setp.lt.s32", col, sq)
+                    ok2 = k.p("setp.ge.and.s32", col, qlo[e >> 1], ok)
+                    k.op("selp.f32 %s, %s, 0f00000000, %s" % (st[nt][e], st[nt][e], ok2))
+        k.note("dV += P^T dO")
+        gemm_pv(k, dt, [dvacc], [st], k.r("add.u32", s_do, L.bt_off), d, bq)
+        dpt = [k.regs("f", 4) for _ in range(bq // 8)]
+        for tile in dpt:
+            k.zero_f(tile)
+        gemm_abT(k, dt, [dpt], a_v, k.r("add.u32", s_do, L.b_off), d, bq)
+        k.note("dS^T = P^T (dP^T - Dv[col])")
+        for nt in range(bq // 8):
+            for e in range(4):
+                k.op("sub.f32 %s, %s, %s" % (dpt[nt][e], dpt[nt][e], dcols[nt][e & 1]))
+                k.op("mul.f32 %s, %s, %s" % (dpt[nt][e], dpt[nt][e], st[nt][e]))
+        k.note("dK += dS^T Q")
+        gemm_pv(k, dt, [dk], [dpt], k.r("add.u32", s_q, L.bt_off), d, bq)
+        k.op("xor.b32 %s, %s, %d" % (stage, stage, stage_bytes))
+        k.op("add.u32 %s, %s, 1" % (it, it))
+        lp.again(k.p("setp.lt.u32", it, total), uni=False)
     k.op("cp.async.wait_group 0")
     gka = out_base(k, P["grad_a"], b, P["ga_bs"], hk, d, P["out_dtype"])
     store_rows(k, dk, d, krow0, sk, gka, P["ga_ss"], P["out_dtype"], L.t2, scale=P["scale"])

@@ -22,7 +22,7 @@ mov, not cvt.f32.bf16, which needs sm_90).
 import sys
 
 from kaio_ptx import cli, manifest
-from kaio_ptx.control import skip_if
+from kaio_ptx.control import block, loop, skip_if
 from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
 from kaio_ptx.kernel import Kernel
 from kaio_ptx.params import load_params
@@ -55,14 +55,12 @@ Used to round f32 gradients to the tensor cores' 16-bit operand type.""" % name
     tid64 = k.wide(tid)
     k.op("add.u64 %s, %s, %s" % (i, i, tid64))
     stride = k.rd("mul.wide.u32", k.r("mov.u32", "%nctaid.x"), ntid)
-    loop, done = k.label("loop"), k.label("done")
-    k.place(loop)
-    k.op("@%s bra %s" % (k.p("setp.ge.u64", i, P["n"]), done))
-    v = k.f("ld.global.f32", "[%s]" % k.rd("add.u64", P["x"], k.rd("shl.b64", i, 2)))
-    store_f32_as(k, dt, k.rd("add.u64", P["out"], k.rd("shl.b64", i, 1)), v)
-    k.op("add.u64 %s, %s, %s" % (i, i, stride))
-    k.op("bra %s" % loop)
-    k.place(done)
+    with loop(k, "loop") as lp:
+        lp.exit_if(k.p("setp.ge.u64", i, P["n"]))
+        v = k.f("ld.global.f32", "[%s]" % k.rd("add.u64", P["x"], k.rd("shl.b64", i, 2)))
+        store_f32_as(k, dt, k.rd("add.u64", P["out"], k.rd("shl.b64", i, 1)), v)
+        k.op("add.u64 %s, %s, %s" % (i, i, stride))
+        lp.again()
     k.op("ret")
     return k.text()
 
@@ -75,7 +73,8 @@ def ld_b16(k, addr):
 
 def blend_store(k, dt, addr, acc, P, pbeta, done):
     """C = fma(beta, C_old, acc) (C_old read only where pbeta: beta != 0), or
-    acc, stored as dt at addr; then to done unless dt is the last case."""
+    acc, stored as dt at addr; then out of the block done unless dt is the
+    last case."""
     with skip_if(k, "!" + pbeta, dt + "_store"):
         if dt == "f32":
             old = k.f("ld.global.f32", "[%s]" % addr)
@@ -87,7 +86,7 @@ def blend_store(k, dt, addr, acc, P, pbeta, done):
         k.op("fma.rn.f32 %s, %s, %s, %s" % (acc, P["beta"], old, acc))
     store_f32_as(k, dt, addr, acc)
     if done:
-        k.op("bra %s" % done)
+        done.exit_if(None)
 
 
 def splitk_reduce_kernel():
@@ -105,57 +104,59 @@ nothing), the same formula as the matmul kernels' epilogue.
 Grid: x = ceil(n / 256), y = m (rows, <= 65535); block 256.""" % name
     k = Kernel(name, doc, REDUCE_PARAMS, BLOCK)
     P = load_params(k, REDUCE_PARAMS, ("ws", "c"))
-    done = k.label("done")
     j = k.r("mad.lo.u32", k.r("mov.u32", "%ctaid.x"), BLOCK, k.r("mov.u32", "%tid.x"))
     i = k.r("mov.u32", "%ctaid.y")
     outside = k.p("or.pred", k.p("setp.ge.u32", j, P["n"]), k.p("setp.ge.u32", i, P["m"]))
-    k.op("@%s bra %s" % (outside, done))
+    with block(k, "done") as done:
+        done.exit_if(outside)
+        splitk_element(k, P, i, j, done)
+    k.op("ret")
+    return k.text()
 
+
+def splitk_element(k, P, i, j, done):
+    """Sum element (i, j)'s splits, blend and store it; done: the block
+    the stores leave (every dtype but the last, which falls out of it)."""
     ij = k.rd("mul.wide.u32", i, P["n"])
     j64 = k.wide(j)
     at = k.rd("add.u64", P["ws"], k.rd("shl.b64", k.rd("add.u64", ij, j64), 2))  # &ws[0][i][j]
     step = k.rd("shl.b64", P["split_elems"], 2)  # bytes between splits
     acc = k.f("ld.global.f32", "[%s]" % at)
     s = k.r("mov.u32", 1)
-    sum4, sum1, summed = k.label("sum4"), k.label("sum1"), k.label("summed")
+    sum1 = k.label("sum1")
     k.note("four splits' loads in flight at a time, added in split order")
-    k.place(sum4)
-    s4 = k.r("add.u32", s, 4)
-    k.op("@%s bra %s" % (k.p("setp.gt.u32", s4, P["splits"]), sum1))
-    addrs = [k.rd("add.u64", at, step)]
-    for _ in range(2):
-        addrs.append(k.rd("add.u64", addrs[-1], step))
-    k.op("add.u64 %s, %s, %s" % (at, addrs[-1], step))
-    addrs.append(at)
-    vals = [k.f("ld.global.f32", "[%s]" % a) for a in addrs]
-    for v in vals:
-        k.op("add.rn.f32 %s, %s, %s" % (acc, acc, v))
-    k.op("mov.u32 %s, %s" % (s, s4))
-    k.op("bra %s" % sum4)
-    k.place(sum1)
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", s, P["splits"]), summed))
-    k.op("add.u64 %s, %s, %s" % (at, at, step))
-    k.op("add.rn.f32 %s, %s, %s" % (acc, acc, k.f("ld.global.f32", "[%s]" % at)))
-    k.op("add.u32 %s, %s, 1" % (s, s))
-    k.op("bra %s" % sum1)
-    k.place(summed)
+    with loop(k, "sum4") as lp:
+        s4 = k.r("add.u32", s, 4)
+        # leaves to the one-split loop's top: an end label of its own would add a line
+        k.op("@%s bra %s" % (k.p("setp.gt.u32", s4, P["splits"]), sum1))
+        addrs = [k.rd("add.u64", at, step)]
+        for _ in range(2):
+            addrs.append(k.rd("add.u64", addrs[-1], step))
+        k.op("add.u64 %s, %s, %s" % (at, addrs[-1], step))
+        addrs.append(at)
+        vals = [k.f("ld.global.f32", "[%s]" % a) for a in addrs]
+        for v in vals:
+            k.op("add.rn.f32 %s, %s, %s" % (acc, acc, v))
+        k.op("mov.u32 %s, %s" % (s, s4))
+        lp.again()
+    with loop(k, "sum1", top=sum1) as lp:
+        lp.exit_if(k.p("setp.ge.u32", s, P["splits"]))
+        k.op("add.u64 %s, %s, %s" % (at, at, step))
+        k.op("add.rn.f32 %s, %s, %s" % (acc, acc, k.f("ld.global.f32", "[%s]" % at)))
+        k.op("add.u32 %s, %s, 1" % (s, s))
+        lp.again()
 
     k.op("mul.rn.f32 %s, %s, %s" % (acc, acc, P["alpha"]))
     elem = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(i), P["ldc"]), j64)  # i * ldc + j
     pbeta = k.p("setp.neu.f32", P["beta"], "0f00000000")
-    out_f32, out_f16 = k.label("out_f32"), k.label("out_f16")
-    k.op("@%s bra %s" % (k.p("setp.eq.u32", P["out_dtype"], CODE["f32"]), out_f32))
-    addr16 = k.rd("add.u64", P["c"], k.rd("shl.b64", elem, 1))
-    k.op("@%s bra %s" % (k.p("setp.eq.u32", P["out_dtype"], CODE["f16"]), out_f16))
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", P["out_dtype"], CODE["bf16"]), done))
-    blend_store(k, "bf16", addr16, acc, P, pbeta, done)
-    k.place(out_f16)
-    blend_store(k, "f16", addr16, acc, P, pbeta, done)
-    k.place(out_f32)
+    # bf16, f16, f32 in that order, each case skipped by the ones before it
+    with skip_if(k, k.p("setp.eq.u32", P["out_dtype"], CODE["f32"]), "out_f32"):
+        addr16 = k.rd("add.u64", P["c"], k.rd("shl.b64", elem, 1))
+        with skip_if(k, k.p("setp.eq.u32", P["out_dtype"], CODE["f16"]), "out_f16"):
+            done.exit_if(k.p("setp.ne.u32", P["out_dtype"], CODE["bf16"]))
+            blend_store(k, "bf16", addr16, acc, P, pbeta, done)
+        blend_store(k, "f16", addr16, acc, P, pbeta, done)
     blend_store(k, "f32", k.rd("add.u64", P["c"], k.rd("shl.b64", elem, 2)), acc, P, pbeta, None)
-    k.place(done)
-    k.op("ret")
-    return k.text()
 
 
 def generate():

@@ -22,6 +22,7 @@ import struct
 import sys
 
 from kaio_ptx import cli
+from kaio_ptx.control import block, if_else, loop, skip_if
 from kaio_ptx.kernel import Kernel
 from kaio_ptx.literals import NEG_INF, ONE, ZERO, f32
 from kaio_ptx.preamble import preamble
@@ -269,16 +270,16 @@ def gelu_erf_math(k, x):
 # Elementwise kernels: grid-stride over n elements.
 # --------------------------------------------------------------------------
 
-def stream(k, dt, ptrs, inputs, math_fn, width, unroll, off0, step, limit, done):
+def stream(k, dt, ptrs, inputs, math_fn, width, unroll, off0, step, limit, out):
     """Grid-stride loop over byte offsets [off0, limit) in steps of `step`, `width`
     elements per access.  Each trip handles `unroll` accesses one grid stride
     apart, all loads issued before any math, so a thread keeps
-    unroll * len(inputs) independent loads in flight."""
+    unroll * len(inputs) independent loads in flight.  out: the block (or
+    arm) the last accesses leave through, out.exit_if."""
     offs = [off0]
     for _ in range(unroll - 1):
         offs.append(k.rd("add.u64", offs[-1], step))
     stride_all = k.rd("mul.lo.u64", step, str(unroll))
-    loop, rest = k.label("loop"), k.label("rest")
 
     def body(slots):
         raws = {}
@@ -291,16 +292,15 @@ def stream(k, dt, ptrs, inputs, math_fn, width, unroll, off0, step, limit, done)
             ys = [math_fn(k, *args) for args in zip(*vals)]
             dt.store(k, k.rd("add.u64", ptrs["out"], offs[i]), ys)
 
-    k.place(loop)
-    k.op("@%s bra %s" % (k.p("setp.ge.u64", offs[-1], limit), rest))
-    body(range(unroll))
-    for o in offs:
-        k.op("add.u64 %s, %s, %s" % (o, o, stride_all))
-    k.op("bra %s" % loop)
-    k.place(rest)
+    with loop(k, "loop") as lp:
+        lp.exit_if(k.p("setp.ge.u64", offs[-1], limit))
+        body(range(unroll))
+        for o in offs:
+            k.op("add.u64 %s, %s, %s" % (o, o, stride_all))
+        lp.again()
     # fewer than `unroll` accesses are left for this thread; offsets only grow
     for i in range(unroll - 1):
-        k.op("@%s bra %s" % (k.p("setp.ge.u64", offs[i], limit), done))
+        out.exit_if(k.p("setp.ge.u64", offs[i], limit))
         body([i])
 
 
@@ -315,38 +315,33 @@ def elementwise_kernel(name, dt, inputs, math_fn, doc, unroll=2):
     ctaid = k.r("mov.u32", "%ctaid.x")
     gtid = k.rd("add.u64", k.rd("mul.wide.u32", ctaid, ntid), k.rd("cvt.u64.u32", tid))
     gstride = k.rd("mul.wide.u32", ntid, k.r("mov.u32", "%nctaid.x"))
-    scalar, tail, done = k.label("scalar"), k.label("tail"), k.label("done")
 
     k.note("16-byte vectors need every pointer 16-byte aligned; the test is grid-uniform")
     anded = ptrs[inputs[0]]
     for name in inputs[1:] + ["out"]:
         anded = k.rd("or.b64", anded, ptrs[name])
     misaligned = k.p("setp.ne.u64", k.rd("and.b64", anded, "15"), "0")
-    k.op("@%s bra.uni %s" % (misaligned, scalar))
 
     # Phase-scoped registers: a change to one path leaves the others' names alone.
     log2v = dt.vec.bit_length() - 1
-    with k.phase("vec"):
-        nvec = k.rd("shr.u64", n, str(log2v))
-        stream(k, dt, ptrs, inputs, math_fn, dt.vec, unroll,
-               k.rd("shl.b64", gtid, "4"), k.rd("shl.b64", gstride, "4"), k.rd("shl.b64", nvec, "4"), tail)
-
-    k.place(tail)
-    k.note("the last n mod %d elements: one per thread of the first threads" % dt.vec)
-    with k.phase("tail"):
-        head = k.rd("shl.b64", nvec, str(log2v))
-        k.op("@%s bra %s" % (k.p("setp.ge.u64", gtid, k.rd("sub.u64", n, head)), done))
-        off = k.rd("shl.b64", k.rd("add.u64", head, gtid), str(dt.log2size))
-        stream_once(k, dt, ptrs, inputs, math_fn, off)
-    k.op("bra %s" % done)
-
-    k.place(scalar)
-    k.note("misaligned pointers: element-wise accesses, same loop shape")
-    with k.phase("scalar"):
-        stream(k, dt, ptrs, inputs, math_fn, 1, unroll,
-               k.rd("shl.b64", gtid, str(dt.log2size)), k.rd("shl.b64", gstride, str(dt.log2size)),
-               k.rd("shl.b64", n, str(dt.log2size)), done)
-    k.place(done)
+    for arm in if_else(k, "!" + misaligned, "scalar", uni=True, join_uni=False):
+        if arm.then:
+            with k.phase("vec"), block(k, "tail") as tail:
+                nvec = k.rd("shr.u64", n, str(log2v))
+                stream(k, dt, ptrs, inputs, math_fn, dt.vec, unroll,
+                       k.rd("shl.b64", gtid, "4"), k.rd("shl.b64", gstride, "4"), k.rd("shl.b64", nvec, "4"), tail)
+            k.note("the last n mod %d elements: one per thread of the first threads" % dt.vec)
+            with k.phase("tail"):
+                head = k.rd("shl.b64", nvec, str(log2v))
+                arm.exit_if(k.p("setp.ge.u64", gtid, k.rd("sub.u64", n, head)))
+                off = k.rd("shl.b64", k.rd("add.u64", head, gtid), str(dt.log2size))
+                stream_once(k, dt, ptrs, inputs, math_fn, off)
+        else:
+            k.note("misaligned pointers: element-wise accesses, same loop shape")
+            with k.phase("scalar"):
+                stream(k, dt, ptrs, inputs, math_fn, 1, unroll,
+                       k.rd("shl.b64", gtid, str(dt.log2size)), k.rd("shl.b64", gstride, str(dt.log2size)),
+                       k.rd("shl.b64", n, str(dt.log2size)), arm)
     k.op("ret")
     return k.text()
 
@@ -572,48 +567,44 @@ def row_path(k, op, dt, shape, vector, lane, lanes, warp, lane_in_warp, rowp, co
     groups = [list(range(g, min(g + group, nslots))) for g in range(0, nslots, group)]
 
     def per_group(preds, emit):
-        skip = k.label("skip")
-        for gi, slots in enumerate(groups):
-            k.op("@!%s bra %s" % (preds[slots[0]], skip))
-            emit(gi, slots)
-        k.place(skip)
+        with block(k, "skip") as chunk:
+            for gi, slots in enumerate(groups):
+                chunk.exit_if("!" + preds[slots[0]])
+                emit(gi, slots)
 
     # pass 1: statistics
     op.start(k, len(groups))
     reset()
-    p1 = k.label("stats")
-    k.place(p1)
-    preds = slot_preds()
-    load_chunk(preds, "x", raw, op.fill)
-    per_group(preds, lambda gi, slots: op.update(
-        k, gi, [v for j in slots for v in dt.to_f32(k, raw[j], width)]))
-    advance()
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", c0, units), p1))
+    with loop(k, "stats") as lp:
+        preds = slot_preds()
+        load_chunk(preds, "x", raw, op.fill)
+        per_group(preds, lambda gi, slots: op.update(
+            k, gi, [v for j in slots for v in dt.to_f32(k, raw[j], width)]))
+        advance()
+        lp.again(k.p("setp.lt.u32", c0, units))
     stats = reduce_rows(k, op, op.lane_stats(k), shape, warp, lane_in_warp)
     scale = op.finish(k, stats, cols, params)
 
     # pass 2: output; a single-chunk row is still in registers
     reset()
     reload = k.p("setp.gt.u32", units, str(chunk_units))
-    p2, use = k.label("out"), k.label("use")
-    k.place(p2)
-    preds = slot_preds()
-    k.op("@!%s bra %s" % (reload, use))
-    load_chunk(preds, "x", raw, op.fill)
-    k.place(use)
-    if op.uses_w:
-        wraw = [k.regs(dt.raw_kind(width), dt.raw_count(width)) for _ in range(nslots)]
-        load_chunk(preds, "w", wraw, 0.0)
+    with loop(k, "out") as lp:
+        preds = slot_preds()
+        with skip_if(k, "!" + reload, "use"):
+            load_chunk(preds, "x", raw, op.fill)
+        if op.uses_w:
+            wraw = [k.regs(dt.raw_kind(width), dt.raw_count(width)) for _ in range(nslots)]
+            load_chunk(preds, "w", wraw, 0.0)
 
-    def outputs(gi, slots):
-        for j in slots:
-            xs = dt.to_f32(k, raw[j], width)
-            ws = dt.to_f32(k, wraw[j], width) if op.uses_w else [None] * width
-            ys = [op.output(k, scale, xv, wv) for xv, wv in zip(xs, ws)]
-            dt.store(k, "%s+%d" % (ptr["out"], j * lanes * slot_bytes), ys, preds[j])
-    per_group(preds, outputs)
-    advance()
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", c0, units), p2))
+        def outputs(gi, slots):
+            for j in slots:
+                xs = dt.to_f32(k, raw[j], width)
+                ws = dt.to_f32(k, wraw[j], width) if op.uses_w else [None] * width
+                ys = [op.output(k, scale, xv, wv) for xv, wv in zip(xs, ws)]
+                dt.store(k, "%s+%d" % (ptr["out"], j * lanes * slot_bytes), ys, preds[j])
+        per_group(preds, outputs)
+        advance()
+        lp.again(k.p("setp.lt.u32", c0, units))
     k.op("ret")
 
 
@@ -634,36 +625,33 @@ def row_kernel(op, dt, shape, doc):
     ctaid = k.r("mov.u32", "%ctaid.x")
     warp = k.r("shr.u32", tid, "5")
     lane_in_warp = k.r("and.b32", tid, "31")
-    exit_ = k.label("exit")
     if shape == "warp":
         # a warp past the last row leaves before any shuffle; no block barrier is used
         row = k.rd("add.u64", k.rd("mul.wide.u32", ctaid, str(WARPS)), k.rd("cvt.u64.u32", warp))
         lane, lanes = lane_in_warp, 32
     else:
         row, lane, lanes = k.rd("cvt.u64.u32", ctaid), tid, BLOCK
-    k.op("@%s bra %s" % (k.p("setp.ge.u64", row, k.rd("cvt.u64.u32", sizes["rows"])), exit_))
-    rowp = {}
-    for name in ptr_names:
-        if name == "w":
-            rowp[name] = ptrs[name]
-            continue
-        stride = strides["x_stride" if name == "x" else "out_stride"]
-        rowp[name] = k.rd("add.u64", ptrs[name],
-                          k.rd("shl.b64", k.rd("mul.lo.u64", row, stride), str(dt.log2size)))
+    with skip_if(k, k.p("setp.ge.u64", row, k.rd("cvt.u64.u32", sizes["rows"])), "exit"):
+        rowp = {}
+        for name in ptr_names:
+            if name == "w":
+                rowp[name] = ptrs[name]
+                continue
+            stride = strides["x_stride" if name == "x" else "out_stride"]
+            rowp[name] = k.rd("add.u64", ptrs[name],
+                              k.rd("shl.b64", k.rd("mul.lo.u64", row, stride), str(dt.log2size)))
 
-    k.note("16-byte vectors need aligned bases, strides that keep every row aligned, and cols % 8 / esize == 0"
-           .replace("8 / esize", str(dt.vec)))
-    anded = k.rd("and.b64", k.rd("cvt.u64.u32", cols), str(dt.vec - 1))
-    for name in ptr_names:
-        anded = k.rd("or.b64", anded, ptrs[name])
-    for s in strides.values():
-        anded = k.rd("or.b64", anded, k.rd("shl.b64", s, str(dt.log2size)))
-    scalar = k.label("scalar")
-    k.op("@%s bra.uni %s" % (k.p("setp.ne.u64", k.rd("and.b64", anded, "15"), "0"), scalar))
-    row_path(k, op, dt, shape, True, lane, lanes, warp, lane_in_warp, rowp, cols, extra)
-    k.place(scalar)
-    row_path(k, op, dt, shape, False, lane, lanes, warp, lane_in_warp, rowp, cols, extra)
-    k.place(exit_)
+        k.note("16-byte vectors need aligned bases, strides that keep every row aligned, and cols % 8 / esize == 0"
+               .replace("8 / esize", str(dt.vec)))
+        anded = k.rd("and.b64", k.rd("cvt.u64.u32", cols), str(dt.vec - 1))
+        for name in ptr_names:
+            anded = k.rd("or.b64", anded, ptrs[name])
+        for s in strides.values():
+            anded = k.rd("or.b64", anded, k.rd("shl.b64", s, str(dt.log2size)))
+        # the vector path ends in ret, so the scalar path needs no branch around it
+        with skip_if(k, k.p("setp.ne.u64", k.rd("and.b64", anded, "15"), "0"), "scalar", uni=True):
+            row_path(k, op, dt, shape, True, lane, lanes, warp, lane_in_warp, rowp, cols, extra)
+        row_path(k, op, dt, shape, False, lane, lanes, warp, lane_in_warp, rowp, cols, extra)
     k.op("ret")
     return k.text()
 

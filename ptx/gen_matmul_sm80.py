@@ -83,7 +83,7 @@ generate(opts) takes knobs that were measured and left off (DEFAULT_OPTS):
 import sys
 
 from kaio_ptx import cli, manifest, sm80_gemm
-from kaio_ptx.control import cases
+from kaio_ptx.control import cases, if_else
 from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
 from kaio_ptx.kernel import Kernel
 from kaio_ptx.params import load_params
@@ -127,66 +127,66 @@ def epilogue(k, P, acc, tid, blk_m, blk_n, wm, wn):
                       k.rd("and.b64", k.rd("or.b64", P["c"], k.rd("shl.b64", P["ldc"], esize.bit_length() - 1)),
                            2 * esize - 1), 0)
         fast = k.p("and.pred", inside, aligned)
-        slow = k.label("slow_" + name)
-        k.op("@!%s bra.uni %s" % (fast, slow))
-        # fast path: whole tile in range, 2-element stores
-        prow = pc
-        for r in range(2 * MT):
-            if r:
-                prow = k.rd("add.u64", prow, rstride)
-            mi, hi = r // 2, r % 2
-            for nj in range(NT):
-                v = [k.f("mul.rn.f32", P["alpha"], acc[mi][nj][2 * hi + e]) for e in range(2)]
-                off = 8 * nj * esize
-                if name == "f32":
-                    o = k.regs("f", 2)
-                    k.op("@%s ld.global.v2.f32 {%s, %s}, [%s+%d]" % (pbeta, o[0], o[1], prow, off))
-                else:
-                    w = k.reg("r")
-                    k.op("@%s ld.global.b32 %s, [%s+%d]" % (pbeta, w, prow, off))
-                    o = k.regs("f", 2)
-                    if name == "f16":
-                        hs = k.regs("h", 2)
-                        k.op("@%s mov.b32 {%s, %s}, %s" % (pbeta, hs[0], hs[1], w))
+        # the fast arm jumps to the switch's done; the slow arm falls into its branch there
+        for arm in if_else(k, fast, "slow_" + name, uni=True, join=done):
+            if arm.then:
+                # fast path: whole tile in range, 2-element stores
+                prow = pc
+                for r in range(2 * MT):
+                    if r:
+                        prow = k.rd("add.u64", prow, rstride)
+                    mi, hi = r // 2, r % 2
+                    for nj in range(NT):
+                        v = [k.f("mul.rn.f32", P["alpha"], acc[mi][nj][2 * hi + e]) for e in range(2)]
+                        off = 8 * nj * esize
+                        if name == "f32":
+                            o = k.regs("f", 2)
+                            k.op("@%s ld.global.v2.f32 {%s, %s}, [%s+%d]" % (pbeta, o[0], o[1], prow, off))
+                        else:
+                            w = k.reg("r")
+                            k.op("@%s ld.global.b32 %s, [%s+%d]" % (pbeta, w, prow, off))
+                            o = k.regs("f", 2)
+                            if name == "f16":
+                                hs = k.regs("h", 2)
+                                k.op("@%s mov.b32 {%s, %s}, %s" % (pbeta, hs[0], hs[1], w))
+                                for e in range(2):
+                                    k.op("@%s cvt.f32.f16 %s, %s" % (pbeta, o[e], hs[e]))
+                            else:
+                                k.op("@%s shl.b32 %s, %s, 16" % (pbeta, o[0], w))
+                                k.op("@%s and.b32 %s, %s, 0xFFFF0000" % (pbeta, o[1], w))
                         for e in range(2):
-                            k.op("@%s cvt.f32.f16 %s, %s" % (pbeta, o[e], hs[e]))
-                    else:
-                        k.op("@%s shl.b32 %s, %s, 16" % (pbeta, o[0], w))
-                        k.op("@%s and.b32 %s, %s, 0xFFFF0000" % (pbeta, o[1], w))
-                for e in range(2):
-                    k.op("@%s fma.rn.f32 %s, %s, %s, %s" % (pbeta, v[e], P["beta"], o[e], v[e]))
-                if name == "f32":
-                    k.op("st.global.v2.f32 [%s+%d], {%s, %s}" % (prow, off, v[0], v[1]))
-                else:
-                    w = k.r("cvt.rn.%sx2.f32" % name, v[1], v[0])   # first source -> upper half
-                    k.op("st.global.b32 [%s+%d], %s" % (prow, off, w))
-        k.op("bra.uni %s" % done)
-        # slow path: element stores under row/column predicates
-        k.place(slow)
-        prow = pc
-        for r in range(2 * MT):
-            if r:
-                prow = k.rd("add.u64", prow, rstride)
-            mi, hi = r // 2, r % 2
-            for nj in range(NT):
-                for e in range(2):
-                    ok = k.p("and.pred", row_ok[r], col_ok[nj][e])
-                    okb = k.p("and.pred", ok, pbeta)
-                    off = (8 * nj + e) * esize
-                    v = k.f("mul.rn.f32", P["alpha"], acc[mi][nj][2 * hi + e])
-                    o = k.reg("f")
-                    if name == "f32":
-                        k.op("@%s ld.global.f32 %s, [%s+%d]" % (okb, o, prow, off))
-                    elif name == "f16":
-                        h = k.reg("h")
-                        k.op("@%s ld.global.b16 %s, [%s+%d]" % (okb, h, prow, off))
-                        k.op("@%s cvt.f32.f16 %s, %s" % (okb, o, h))
-                    else:
-                        w = k.reg("r")
-                        k.op("@%s ld.global.u16 %s, [%s+%d]" % (okb, w, prow, off))
-                        k.op("@%s shl.b32 %s, %s, 16" % (okb, o, w))
-                    k.op("@%s fma.rn.f32 %s, %s, %s, %s" % (okb, v, P["beta"], o, v))
-                    store_f32_as(k, name, "%s+%d" % (prow, off), v, ok)
+                            k.op("@%s fma.rn.f32 %s, %s, %s, %s" % (pbeta, v[e], P["beta"], o[e], v[e]))
+                        if name == "f32":
+                            k.op("st.global.v2.f32 [%s+%d], {%s, %s}" % (prow, off, v[0], v[1]))
+                        else:
+                            w = k.r("cvt.rn.%sx2.f32" % name, v[1], v[0])   # first source -> upper half
+                            k.op("st.global.b32 [%s+%d], %s" % (prow, off, w))
+            else:
+                # slow path: element stores under row/column predicates
+                prow = pc
+                for r in range(2 * MT):
+                    if r:
+                        prow = k.rd("add.u64", prow, rstride)
+                    mi, hi = r // 2, r % 2
+                    for nj in range(NT):
+                        for e in range(2):
+                            ok = k.p("and.pred", row_ok[r], col_ok[nj][e])
+                            okb = k.p("and.pred", ok, pbeta)
+                            off = (8 * nj + e) * esize
+                            v = k.f("mul.rn.f32", P["alpha"], acc[mi][nj][2 * hi + e])
+                            o = k.reg("f")
+                            if name == "f32":
+                                k.op("@%s ld.global.f32 %s, [%s+%d]" % (okb, o, prow, off))
+                            elif name == "f16":
+                                h = k.reg("h")
+                                k.op("@%s ld.global.b16 %s, [%s+%d]" % (okb, h, prow, off))
+                                k.op("@%s cvt.f32.f16 %s, %s" % (okb, o, h))
+                            else:
+                                w = k.reg("r")
+                                k.op("@%s ld.global.u16 %s, [%s+%d]" % (okb, w, prow, off))
+                                k.op("@%s shl.b32 %s, %s, 16" % (okb, o, w))
+                            k.op("@%s fma.rn.f32 %s, %s, %s, %s" % (okb, v, P["beta"], o, v))
+                            store_f32_as(k, name, "%s+%d" % (prow, off), v, ok)
     k.op("ret")
 
 

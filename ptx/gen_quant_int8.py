@@ -83,8 +83,7 @@ def epilogue(k, P, acc, tid, blk_m, blk_n, wm, wn):
     sa = scales(P["sa"], rows, row_ok, has_sa)
     sb = scales(P["sb"], cols, col_ok, has_sb)
     rstart = [k.rd("mul.lo.u64", k.wide(r), P["ldc"]) for r in rows]
-    done = k.label("done")
-    for code, name, esize in cases(k, P["out_dtype"], (I32,) + OUT_DTYPES, done):
+    for code, name, esize in cases(k, P["out_dtype"], (I32,) + OUT_DTYPES):
         k.note("out dtype %s" % name)
         for r in range(2 * mm.MT):
             mi, hi = r // 2, r % 2

@@ -94,7 +94,7 @@ Q4_K f32 4096 x 14336 20.7-20.9 -> 18.7-18.8 us, 3584 x 18944 24.1-24.5 ->
 import collections
 
 from kaio_ptx import mbarrier
-from kaio_ptx.control import skip_if
+from kaio_ptx.control import if_else, loop, skip_if
 from kaio_ptx.ring import Ring
 import kquant_stream_act as act_prep
 import kquant_stream_q8 as q8
@@ -212,176 +212,165 @@ def stream_matvec(k, p, fmt, dt):
         parity registers (0), barriers at full / empty + 8 slot."""
         return Ring(k, None, stages, full, empty, mad=True, mov="mov.b32")
 
-    consumer = k.label("consumer")
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", warp, "0"), consumer))
-    exit_ = k.label("exit")
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", lane, "0"), exit_))
-
-    # ---- producer: lane 0 of warp 0 ----
     # first the activations, which every tile reads: row m of A to act + m K
     # esize (but a bf16 A to split: prepare_split reads it itself)
     copy_a = not (split and dt == "bf16")
-    if copy_a:
-        mbarrier.arrive_expect_tx(k, act_bar, k.r("mul.lo.u32", act_row, p["m"]))
-        m_i = k.var_r("0")
-        arow_l = k.label("arow")
-        k.place(arow_l)
-        k.op("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s], %s, [%s]"
-             % (k.r("mad.lo.u32", m_i, act_row, act),
-                k.rd("mad.lo.u64", k.rd("mul.lo.u64", k.rd("cvt.u64.u32", m_i), p["lda"]), str(ESIZE[dt]), p["a"]),
-                act_row, act_bar))
-        k.op("add.u32 %s, %s, 1" % (m_i, m_i))
-        k.op("@%s bra %s" % (k.p("setp.lt.u32", m_i, p["m"]), arow_l))
-    i = k.var_r("0")
-    ring_p = ring_side()
-    tile = k.var_r(tile0)
-    ptile = k.label("ptile")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", tile, ntiles), exit_))
-    k.place(ptile)
-    row0 = k.r("shl.b32", tile, "4")
-    rows = [k.rd("mad.lo.u64", k.rd("cvt.u64.u32", tile_row(row0, str(r))), p["w_stride"], p["w"])
-            for r in range(ROWS)]
+    # warp 0 lane 0 produces, warps 1 .. CONSUMERS consume; the rest leave at once
+    for arm in if_else(k, "!" + k.p("setp.ne.u32", warp, "0"), "consumer"):
+        if arm.then:
+            # ---- producer: lane 0 of warp 0 ----
+            arm.exit_if(k.p("setp.ne.u32", lane, "0"))
+            if copy_a:
+                mbarrier.arrive_expect_tx(k, act_bar, k.r("mul.lo.u32", act_row, p["m"]))
+                m_i = k.var_r("0")
+                with loop(k, "arow") as rows_lp:
+                    k.op("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s], %s, [%s]"
+                         % (k.r("mad.lo.u32", m_i, act_row, act),
+                            k.rd("mad.lo.u64", k.rd("mul.lo.u64", k.rd("cvt.u64.u32", m_i), p["lda"]), str(ESIZE[dt]),
+                                 p["a"]),
+                            act_row, act_bar))
+                    k.op("add.u32 %s, %s, 1" % (m_i, m_i))
+                    rows_lp.again(k.p("setp.lt.u32", m_i, p["m"]))
+            i = k.var_r("0")
+            ring_p = ring_side()
+            tile = k.var_r(tile0)
+            arm.exit_if(k.p("setp.ge.u32", tile, ntiles))
+            with loop(k, "ptile") as tile_lp:
+                row0 = k.r("shl.b32", tile, "4")
+                rows = [k.rd("mad.lo.u64", k.rd("cvt.u64.u32", tile_row(row0, str(r))), p["w_stride"], p["w"])
+                        for r in range(ROWS)]
 
-    kc = k.var_r("0")
-    pstage = k.label("pstage")
-    k.place(pstage)
-    first_use = k.label("first_use")
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", i, stages), first_use))
-    ring_p.wait_empty(ring_p.parity(), hint="spin")
-    k.place(first_use)
-    nb = k.r("min.u32", k.r("sub.u32", nblk, kc), str(sb))
-    row_bytes = k.r("mul.lo.u32", nb, str(bb))
-    fbar = ring_p.bar(full)
-    dst = k.r("mad.lo.u32", ring_p.s, str(lay.stage), ring)
-    src_off = k.rd("mul.wide.u32", kc, str(bb))
+                kc = k.var_r("0")
+                with loop(k, "pstage") as stage_lp:
+                    with skip_if(k, k.p("setp.lt.u32", i, stages), "first_use"):
+                        ring_p.wait_empty(ring_p.parity(), hint="spin")
+                    nb = k.r("min.u32", k.r("sub.u32", nblk, kc), str(sb))
+                    row_bytes = k.r("mul.lo.u32", nb, str(bb))
+                    fbar = ring_p.bar(full)
+                    dst = k.r("mad.lo.u32", ring_p.s, str(lay.stage), ring)
+                    src_off = k.rd("mul.wide.u32", kc, str(bb))
 
-    def copy(r, src, size):
-        k.op("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s], %s, [%s]"
-             % (k.r("add.u32", dst, str(r * lay.pitch)), src, size, fbar))
+                    def copy(r, src, size):
+                        k.op("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s], %s, [%s]"
+                             % (k.r("add.u32", dst, str(r * lay.pitch)), src, size, fbar))
 
-    copied = k.label("copied")
-    if windowed(fmt):
-        # rows at any even address (the host's `windows`): each row's chunk
-        # from its 16-byte aligned window, start - (start & 15), its size
-        # rounded up to 16 (the host checks the last row's rounding stays in
-        # W's buffer), each expected as it is issued, then one arrive
-        plain = k.label("plain")
-        k.op("@%s bra %s" % (k.p("setp.eq.u32", p["windows"], "0"), plain))
-        for r in range(ROWS):
-            src = k.rd("add.u64", rows[r], src_off)
-            delta = k.r("and.b32", k.r("cvt.u32.u64", src), "15")
-            size = k.r("and.b32", k.r("add.u32", delta, k.r("add.u32", row_bytes, "15")), "-16")
-            mbarrier.expect_tx(k, fbar, size)
-            copy(r, k.rd("sub.u64", src, k.rd("cvt.u64.u32", delta)), size)
-        mbarrier.arrive(k, fbar)
-        k.op("bra %s" % copied)
-        k.place(plain)
-    mbarrier.arrive_expect_tx(k, fbar, k.r("shl.b32", row_bytes, "4"))
-    for r in range(ROWS):
-        copy(r, k.rd("add.u64", rows[r], src_off), row_bytes)
-    k.place(copied)
-    k.op("add.u32 %s, %s, 1" % (i, i))
-    ring_p.advance()
-    k.op("add.u32 %s, %s, %d" % (kc, kc, sb))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", kc, nblk), pstage))
-    k.op("add.u32 %s, %s, %s" % (tile, tile, ctas))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", tile, ntiles), ptile))
-    k.op("bra %s" % exit_)
+                    def plain_copies():
+                        mbarrier.arrive_expect_tx(k, fbar, k.r("shl.b32", row_bytes, "4"))
+                        for r in range(ROWS):
+                            copy(r, k.rd("add.u64", rows[r], src_off), row_bytes)
 
-    # ---- consumers: warps 1 .. CONSUMERS ----
-    k.place(consumer)
-    cw = k.r("sub.u32", warp, "1")
-    ct = k.r("sub.u32", tid, "32")
-    g = k.r("shr.u32", lane, "2")
-    t = k.r("and.b32", lane, "3")
-    arow = k.r("min.u32", g, k.r("sub.u32", p["m"], "1"))    # rows past M re-read row M-1
-    # this lane's activation row: K x 4 bytes a row when split (hi + lo)
-    abase = k.r("mad.lo.u32", arow, k.r("shl.b32", k_elems, "2" if split else str(log2_esize)), act)
-    ring_c = ring_side()
-    cslot = ring_c.s
-    ctile = k.var_r(tile0)
-    always = k.p("setp.eq.u32", tid, tid)
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", ctile, ntiles), exit_))
-    if copy_a:
-        slot0, parity0 = k.r("mov.u32", "0"), k.r("mov.u32", "0")
-        mbarrier.wait(k, k.r("mad.lo.u32", slot0, "8", act_bar), parity0, "spin")
-    gs = None
-    if split:
-        gs = act_prep.prepare_split(k, p, fmt, dt, be, nblk, act, ct, 32 * CONSUMERS, lane, prep, row_scale, arow, t)
-    elif fmt in ("q4_k", "q5_k"):
-        gs = act_prep.group_sums(k, p, dt, nblk, act, ct, 32 * CONSUMERS, arow, t)
-    elif fmt == "q6_k":
-        act_prep.pair_spans(k, p, nblk, act, ct, 32 * CONSUMERS)
-    cx = Ctx(k, "f16" if split or fmt == "q8_0" else dt, act_space="shared", group_sums=gs, split_act=split,
-             act_paired=fmt != "q8_0")
-    # this lane's rows g and g + 8 at the warp's first block of a stage
-    lane_row = k.r("mad.lo.u32", g, str(lay.pitch), k.r("mad.lo.u32", cw, str(bpw * bb), ring))
-    ctile_l = k.label("ctile")
-    k.place(ctile_l)
-    # rows g and g + 8 in a stage slot: with windows, each 16-byte window
-    # starts (start & 15) before its row's chunk; a stage's chunks start a
-    # multiple of 16 bytes apart (sb x bb), so that offset is the row's, for
-    # the whole tile
-    if windowed(fmt):
-        assert sb * bb % 16 == 0
-        row_bases, crow0 = [], k.r("shl.b32", ctile, "4")
-        for off in (0, 8):
-            row = tile_row(crow0, k.r("add.u32", g, str(off)))
-            start = k.r("mad.lo.u32", row, k.r("cvt.u32.u64", p["w_stride"]), k.r("cvt.u32.u64", p["w"]))
-            row_bases.append(k.r("add.u32", k.r("add.u32", lane_row, str(off * lay.pitch)),
-                                 k.r("and.b32", start, "15")))
-    acc = [k.var_f("0f00000000") for _ in range(4)]
-    ckc = k.var_r("0")
-    cstage, skip = k.label("cstage"), k.label("skip")
-    k.place(cstage)
-    ring_c.wait_full(hint="spin")
-    bi = k.r("mad.lo.u32", cw, str(bpw), ckc)          # the warp's first block
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", bi, nblk), skip))
-    if windowed(fmt):
-        slot_base = k.r("mul.lo.u32", cslot, str(lay.stage))
-        row_addrs = [k.r("add.u32", slot_base, base) for base in row_bases]
-    else:
-        blk = k.r("mad.lo.u32", cslot, str(lay.stage), lane_row)
-        row_addrs = [k.r("add.u32", blk, str(8 * ri * lay.pitch)) for ri in range(2)]
-    if fmt == "q8_0":
-        q8.q8_0_warp_blocks(k, cx, row_addrs, bi, nblk, abase, t, acc)
-    else:
-        loaded = [load_block(k, fmt, a, t, space="shared") for a in row_addrs]
-        compute_block(k, fmt, cx, loaded, abase, k.r("mul.lo.u32", bi, str(be)), t, acc, always)
-    k.place(skip)
-    # every consumer thread releases its own reads of the stage (a lane-0
-    # arrive after bar.warp.sync is enough in the memory model, but
-    # compute-sanitizer's racecheck reported the producer's next copies as
-    # racing with the other lanes' reads); the tile's last stage is released
-    # after the reduction below, which reuses its slot
-    empty_slot = ring_c.bar(empty)
-    k.op("add.u32 %s, %s, %d" % (ckc, ckc, sb))
-    last = k.p("setp.ge.u32", ckc, nblk)
-    reduce_l = k.label("reduce")
-    k.op("@%s bra %s" % (last, reduce_l))
-    mbarrier.arrive(k, empty_slot)
-    ring_c.advance()
-    k.op("bra %s" % cstage)
-
-    # the tile's CW partial sums, added in warp order (store_row_sums'
-    # layout), in the slot of its last stage once every warp is done reading
-    # its weights: no shared memory of its own, which leaves room for a
-    # larger A or a deeper ring
-    k.place(reduce_l)
-    part = k.r("mad.lo.u32", cslot, str(lay.stage), ring)
-    k.op("bar.sync 1, %d" % (32 * CONSUMERS))
-    k.op("st.shared.v4.f32 [%s], {%s}" % (k.r("mad.lo.u32", ct, "16", part), ", ".join(acc)))
-    # the producer's next bulk copy into this slot (async proxy) must land
-    # after these writes (generic proxy)
-    k.op("fence.proxy.async.shared::cta")
-    k.op("bar.sync 1, %d" % (32 * CONSUMERS))
-    stored = k.label("stored")
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", ct, "128"), stored))
-    store_row_sums(k, p, part, ct, CONSUMERS, k.r("shl.b32", ctile, "4"), row_scale if split else None)
-    k.place(stored)
-    mbarrier.arrive(k, empty_slot)
-    ring_c.advance()
-    k.op("add.u32 %s, %s, %s" % (ctile, ctile, ctas))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", ctile, ntiles), ctile_l))
-    k.place(exit_)
+                    if windowed(fmt):
+                        # rows at any even address (the host's `windows`): each row's chunk
+                        # from its 16-byte aligned window, start - (start & 15), its size
+                        # rounded up to 16 (the host checks the last row's rounding stays in
+                        # W's buffer), each expected as it is issued, then one arrive
+                        for win in if_else(k, "!" + k.p("setp.eq.u32", p["windows"], "0"), "plain"):
+                            if win.then:
+                                for r in range(ROWS):
+                                    src = k.rd("add.u64", rows[r], src_off)
+                                    delta = k.r("and.b32", k.r("cvt.u32.u64", src), "15")
+                                    size = k.r("and.b32", k.r("add.u32", delta, k.r("add.u32", row_bytes, "15")),
+                                               "-16")
+                                    mbarrier.expect_tx(k, fbar, size)
+                                    copy(r, k.rd("sub.u64", src, k.rd("cvt.u64.u32", delta)), size)
+                                mbarrier.arrive(k, fbar)
+                            else:
+                                plain_copies()
+                    else:
+                        plain_copies()
+                        k.place(k.label("copied"))   # unused; kept because dropping the line changes the lock
+                    k.op("add.u32 %s, %s, 1" % (i, i))
+                    ring_p.advance()
+                    k.op("add.u32 %s, %s, %d" % (kc, kc, sb))
+                    stage_lp.again(k.p("setp.lt.u32", kc, nblk))
+                k.op("add.u32 %s, %s, %s" % (tile, tile, ctas))
+                tile_lp.again(k.p("setp.lt.u32", tile, ntiles))
+        else:
+            # ---- consumers: warps 1 .. CONSUMERS ----
+            cw = k.r("sub.u32", warp, "1")
+            ct = k.r("sub.u32", tid, "32")
+            g = k.r("shr.u32", lane, "2")
+            t = k.r("and.b32", lane, "3")
+            arow = k.r("min.u32", g, k.r("sub.u32", p["m"], "1"))    # rows past M re-read row M-1
+            # this lane's activation row: K x 4 bytes a row when split (hi + lo)
+            abase = k.r("mad.lo.u32", arow, k.r("shl.b32", k_elems, "2" if split else str(log2_esize)), act)
+            ring_c = ring_side()
+            cslot = ring_c.s
+            ctile = k.var_r(tile0)
+            always = k.p("setp.eq.u32", tid, tid)
+            arm.exit_if(k.p("setp.ge.u32", ctile, ntiles))
+            if copy_a:
+                slot0, parity0 = k.r("mov.u32", "0"), k.r("mov.u32", "0")
+                mbarrier.wait(k, k.r("mad.lo.u32", slot0, "8", act_bar), parity0, "spin")
+            gs = None
+            if split:
+                gs = act_prep.prepare_split(k, p, fmt, dt, be, nblk, act, ct, 32 * CONSUMERS, lane, prep, row_scale,
+                                            arow, t)
+            elif fmt in ("q4_k", "q5_k"):
+                gs = act_prep.group_sums(k, p, dt, nblk, act, ct, 32 * CONSUMERS, arow, t)
+            elif fmt == "q6_k":
+                act_prep.pair_spans(k, p, nblk, act, ct, 32 * CONSUMERS)
+            cx = Ctx(k, "f16" if split or fmt == "q8_0" else dt, act_space="shared", group_sums=gs, split_act=split,
+                     act_paired=fmt != "q8_0")
+            # this lane's rows g and g + 8 at the warp's first block of a stage
+            lane_row = k.r("mad.lo.u32", g, str(lay.pitch), k.r("mad.lo.u32", cw, str(bpw * bb), ring))
+            with loop(k, "ctile") as tile_lp:
+                # rows g and g + 8 in a stage slot: with windows, each 16-byte window
+                # starts (start & 15) before its row's chunk; a stage's chunks start a
+                # multiple of 16 bytes apart (sb x bb), so that offset is the row's, for
+                # the whole tile
+                if windowed(fmt):
+                    assert sb * bb % 16 == 0
+                    row_bases, crow0 = [], k.r("shl.b32", ctile, "4")
+                    for off in (0, 8):
+                        row = tile_row(crow0, k.r("add.u32", g, str(off)))
+                        start = k.r("mad.lo.u32", row, k.r("cvt.u32.u64", p["w_stride"]), k.r("cvt.u32.u64", p["w"]))
+                        row_bases.append(k.r("add.u32", k.r("add.u32", lane_row, str(off * lay.pitch)),
+                                             k.r("and.b32", start, "15")))
+                acc = [k.var_f("0f00000000") for _ in range(4)]
+                ckc = k.var_r("0")
+                with loop(k, "cstage") as stage_lp:
+                    ring_c.wait_full(hint="spin")
+                    bi = k.r("mad.lo.u32", cw, str(bpw), ckc)          # the warp's first block
+                    with skip_if(k, k.p("setp.ge.u32", bi, nblk), "skip"):
+                        if windowed(fmt):
+                            slot_base = k.r("mul.lo.u32", cslot, str(lay.stage))
+                            row_addrs = [k.r("add.u32", slot_base, base) for base in row_bases]
+                        else:
+                            blk = k.r("mad.lo.u32", cslot, str(lay.stage), lane_row)
+                            row_addrs = [k.r("add.u32", blk, str(8 * ri * lay.pitch)) for ri in range(2)]
+                        if fmt == "q8_0":
+                            q8.q8_0_warp_blocks(k, cx, row_addrs, bi, nblk, abase, t, acc)
+                        else:
+                            loaded = [load_block(k, fmt, a, t, space="shared") for a in row_addrs]
+                            compute_block(k, fmt, cx, loaded, abase, k.r("mul.lo.u32", bi, str(be)), t, acc, always)
+                    # every consumer thread releases its own reads of the stage (a lane-0
+                    # arrive after bar.warp.sync is enough in the memory model, but
+                    # compute-sanitizer's racecheck reported the producer's next copies as
+                    # racing with the other lanes' reads); the tile's last stage is released
+                    # after the reduction below, which reuses its slot
+                    empty_slot = ring_c.bar(empty)
+                    k.op("add.u32 %s, %s, %d" % (ckc, ckc, sb))
+                    last = k.p("setp.ge.u32", ckc, nblk)
+                    stage_lp.exit_if(last)   # to the reduction, at the loop's end
+                    mbarrier.arrive(k, empty_slot)
+                    ring_c.advance()
+                    stage_lp.again()
+                # the tile's CW partial sums, added in warp order (store_row_sums'
+                # layout), in the slot of its last stage once every warp is done reading
+                # its weights: no shared memory of its own, which leaves room for a
+                # larger A or a deeper ring
+                part = k.r("mad.lo.u32", cslot, str(lay.stage), ring)
+                k.op("bar.sync 1, %d" % (32 * CONSUMERS))
+                k.op("st.shared.v4.f32 [%s], {%s}" % (k.r("mad.lo.u32", ct, "16", part), ", ".join(acc)))
+                # the producer's next bulk copy into this slot (async proxy) must land
+                # after these writes (generic proxy)
+                k.op("fence.proxy.async.shared::cta")
+                k.op("bar.sync 1, %d" % (32 * CONSUMERS))
+                with skip_if(k, k.p("setp.ge.u32", ct, "128"), "stored"):
+                    store_row_sums(k, p, part, ct, CONSUMERS, k.r("shl.b32", ctile, "4"), row_scale if split else None)
+                mbarrier.arrive(k, empty_slot)
+                ring_c.advance()
+                k.op("add.u32 %s, %s, %s" % (ctile, ctile, ctas))
+                tile_lp.again(k.p("setp.lt.u32", ctile, ntiles))
     k.op("ret")

@@ -10,18 +10,14 @@
 
 namespace kaio {
 
-// A resolved kernel: its function, its launch facts, and the dynamic shared
-// memory it runs with on this device (its manifest's, or for a kernel that
-// sizes a tail per launch, capped at what the device has).
+// A resolved kernel: its function, its launch facts (info, never null once
+// resolved), and the dynamic shared memory it runs with on this device (its
+// manifest's, or for a kernel that sizes a tail per launch, capped at what
+// the device has).
 struct BuiltinFunction {
   cu::CUfunction function = nullptr;
   const KernelInfo *info = nullptr;
   unsigned shared_bytes = 0;
-  unsigned block = 0;
-  unsigned cols_per_block = 0;
-  unsigned shared_fixed = 0;
-  unsigned ring_stage = 0;
-  unsigned ring_stages = 0;
 };
 
 // Copies the box of the kernel's TMA tensor map `param` into out; false

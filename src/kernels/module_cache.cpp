@@ -131,11 +131,6 @@ kaio_status ModuleCache::function(KernelId id, BuiltinFunction *out) {
   r.function = f;
   r.info = &k;
   r.shared_bytes = shared;
-  r.block = k.block[0];
-  r.cols_per_block = k.cols_per_block;
-  r.shared_fixed = k.shared_fixed;
-  r.ring_stage = k.ring_stage;
-  r.ring_stages = k.ring_stages;
   slot.store(f, std::memory_order_release);  // publishes resolved_[index]
   *out = resolved_[index];
   return KAIO_OK;

@@ -42,12 +42,12 @@ kaio_status resolve(kaio_device *device, KernelId id, Launch *out,
                     int64_t *tile, AttentionPlan::Boxes *boxes = nullptr) {
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(id, &fn));
-  if (fn.cols_per_block == 0 ||
+  if (fn.info->cols_per_block == 0 ||
       (boxes && !(tma_box(fn, "tmap_q", boxes->q) && tma_box(fn, "tmap_k", boxes->kv))))
     return fail(KAIO_ERROR_INTERNAL, "%s: attention kernel %s lacks its launch facts.", api_name(),
                 kernel_info(id).name);
   *out = launch_of(fn);
-  *tile = static_cast<int64_t>(fn.cols_per_block);
+  *tile = static_cast<int64_t>(fn.info->cols_per_block);
   return KAIO_OK;
 }
 

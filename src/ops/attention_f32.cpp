@@ -38,11 +38,11 @@ kaio_status plan(kaio_device *device, KernelId id, int64_t seq, Launch *out) {
   KAIO_TRY(require_arch(device, 8, 0, "f32 flash attention (PTX sm_80)"));
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(id, &fn));
-  if (fn.cols_per_block == 0)
+  if (fn.info->cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: an f32 attention kernel lacks its launch annotation.",
                 api_name());
   *out = launch_of(fn);
-  out->grid = static_cast<unsigned>((seq + fn.cols_per_block - 1) / fn.cols_per_block);
+  out->grid = static_cast<unsigned>((seq + fn.info->cols_per_block - 1) / fn.info->cols_per_block);
   return KAIO_OK;
 }
 

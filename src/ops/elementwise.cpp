@@ -47,7 +47,7 @@ kaio_status plan_elementwise(kaio_device *device, ElementwisePlan *plan) {
   KAIO_TRY(device->modules->function(kernels::elementwise(kernel_op(*plan), plan->dtype), &fn));
   plan->launch = launch_of(fn);
   const int64_t per_vector = 16 / static_cast<int64_t>(kaio_dtype_size(plan->dtype));
-  const int64_t per_block = per_vector * kVectorsPerThread * fn.block;
+  const int64_t per_block = per_vector * kVectorsPerThread * fn.info->block[0];
   int64_t wanted = n / per_block + (n % per_block != 0);
   plan->launch.grid = static_cast<unsigned>(std::clamp<int64_t>(wanted, 1, INT32_MAX));
   return KAIO_OK;

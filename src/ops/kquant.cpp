@@ -177,15 +177,16 @@ kaio_status plan_stream_matvec(kaio_device *device, KquantPlan *p,
   const bool split =
       p->dtype == KAIO_DTYPE_F32 || (p->format == KAIO_QUANT_Q8_0 && p->dtype == KAIO_DTYPE_BF16);
   const int64_t tail =
-      fn.shared_fixed + values * (split ? 4 : 2) + (q45 ? 3 * (values / 32) * 2 : 0);
-  int64_t stages = fn.ring_stages;
-  while (stages >= kStreamMinStages && tail + stages * fn.ring_stage > fn.shared_bytes) --stages;
+      fn.info->shared_fixed + values * (split ? 4 : 2) + (q45 ? 3 * (values / 32) * 2 : 0);
+  int64_t stages = fn.info->ring_stages;
+  while (stages >= kStreamMinStages && tail + stages * fn.info->ring_stage > fn.shared_bytes)
+    --stages;
   if (stages < kStreamMinStages) {
     if (log_enabled()) *why = "A does not fit the streaming kernel's shared memory";
     return KAIO_OK;
   }
   KAIO_TRY(resolve(device, id, &p->launch));
-  p->launch.shared_bytes = static_cast<unsigned>(tail + stages * fn.ring_stage);
+  p->launch.shared_bytes = static_cast<unsigned>(tail + stages * fn.info->ring_stage);
   p->ring_stages = static_cast<unsigned>(stages);
   const int64_t tiles = (p->cols + kRowsPerMmaBlock - 1) / kRowsPerMmaBlock;
   p->launch.grid = static_cast<unsigned>(std::min<int64_t>(tiles, device->info.sm_count));

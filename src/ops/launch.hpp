@@ -24,7 +24,7 @@ struct Launch {
 inline Launch launch_of(const BuiltinFunction &fn) {
   Launch l;
   l.function = fn.function;
-  l.block = fn.block;
+  l.block = fn.info->block[0];
   l.shared_bytes = fn.shared_bytes;
   return l;
 }

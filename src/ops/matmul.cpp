@@ -117,11 +117,12 @@ kaio_status MatmulPlan::plan_product(kaio_device *device) {
   if (use_gemv(p)) {
     BuiltinFunction fn;
     KAIO_TRY(device->modules->function(gemv_kernel_for(p), &fn));
-    if (fn.block == 0 || fn.cols_per_block == 0)
+    if (fn.info->block[0] == 0 || fn.info->cols_per_block == 0)
       return fail(KAIO_ERROR_INTERNAL, "%s: the decode matmul kernel lacks its launch annotation.",
                   api_name());
     launch = launch_of(fn);
-    launch.grid = static_cast<unsigned>((n + fn.cols_per_block - 1) / fn.cols_per_block);
+    launch.grid =
+        static_cast<unsigned>((n + fn.info->cols_per_block - 1) / fn.info->cols_per_block);
     log_kernel(device, fn.function, "AUTO: M <= 16, B transposed: the decode kernel");
     return KAIO_OK;
   }

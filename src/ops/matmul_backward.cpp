@@ -54,9 +54,9 @@ kaio_status plan_unlogged(kaio_device *device, MatmulBackwardPlan *plan) {
   KAIO_TRY(device->modules->function(kernels::convert(plan->in_dtype), &fn));
   Launch &c = plan->convert;
   c.function = fn.function;
-  c.block = fn.block;
+  c.block = fn.info->block[0];
   const int64_t elems = plan->m * plan->n;
-  const int64_t per_block = int64_t{fn.block} * kConvertPerThread;
+  const int64_t per_block = int64_t{fn.info->block[0]} * kConvertPerThread;
   c.grid = static_cast<unsigned>(std::min<int64_t>((elems + per_block - 1) / per_block, INT32_MAX));
   log_kernel(device, c.function, "dC is f32: rounded first");
   return DeviceMemory::allocate(device, static_cast<uint64_t>(elems) * 2, &plan->workspace);

@@ -118,8 +118,8 @@ kaio_status plan_matmul_sm90(kaio_device *device, MatmulPlan *plan, const std::s
     KAIO_TRY(device->modules->function(kernels::splitk_reduce(), &reduce));
     // A block per run of a row's columns, a row per grid.y.
     p.reduce.function = reduce.function;
-    p.reduce.block = reduce.block;
-    p.reduce.grid = static_cast<unsigned>((n + reduce.block - 1) / reduce.block);
+    p.reduce.block = reduce.info->block[0];
+    p.reduce.grid = static_cast<unsigned>((n + p.reduce.block - 1) / p.reduce.block);
     p.reduce.grid_y = static_cast<unsigned>(m);
     KAIO_TRY(DeviceMemory::allocate(device, static_cast<uint64_t>(p.splits) * m * n * sizeof(float),
                                     &p.workspace));

@@ -176,12 +176,13 @@ kaio_status plan_fused(kaio_device *device, Int4Plan *p, const std::string &why)
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(
       kernels::int4_mm_sm90(p->in_dtype, best->rows, best->split), &fn));
-  if (fn.cols_per_block == 0 || !tma_box(fn, "tmap_x", p->box_a) ||
+  if (fn.info->cols_per_block == 0 || !tma_box(fn, "tmap_x", p->box_a) ||
       !tma_box(fn, "tmap_qw", p->box_b))
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 wgmma kernel lacks its launch facts.",
                 api_name());
   Launch &kp = p->kernel = launch_of(fn);
-  kp.grid = static_cast<unsigned>((p->n[0] + fn.cols_per_block - 1) / fn.cols_per_block);
+  kp.grid =
+      static_cast<unsigned>((p->n[0] + fn.info->cols_per_block - 1) / fn.info->cols_per_block);
   kp.grid_y = static_cast<unsigned>((p->m + p->box_a[1] - 1) / p->box_a[1]);
   kp.grid_z = static_cast<unsigned>(best->split);   // the split kernels' clusters are 1 x 1 x 2
   p->fused = true;
@@ -197,13 +198,13 @@ kaio_status plan_prefill(kaio_device *device, Int4Plan *p, const std::string &wh
                 api_name(), p->k, kMaxGridYZ * 8);
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(kernels::int4_dequant(p->in_dtype), &fn));
-  if (fn.cols_per_block == 0)
+  if (fn.info->cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 dequantize kernel lacks its annotation.",
                 api_name());
   Launch &d = p->dequant;
   d.function = fn.function;
-  d.block = fn.block;
-  d.grid = static_cast<unsigned>((p->n[0] + fn.cols_per_block - 1) / fn.cols_per_block);
+  d.block = fn.info->block[0];
+  d.grid = static_cast<unsigned>((p->n[0] + fn.info->cols_per_block - 1) / fn.info->cols_per_block);
   d.grid_y = static_cast<unsigned>(p->k / 8);
   if (log_enabled())
     log_kernel(device, d.function, "AUTO: M > 16, dequantize then matmul; " + why);
@@ -280,14 +281,14 @@ kaio_status plan_unlogged(kaio_device *device, Int4Plan *p, bool allow_prefill) 
                         hopper.ok() ? "M > " + std::to_string(kFusedMaxRows) : hopper.why);
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(gemv_kernel(*p, device->info.sm_count), &fn));
-  if (fn.cols_per_block == 0)
+  if (fn.info->cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 decode kernel lacks its annotation.",
                 api_name());
   int64_t nmax = 0;
   for (int i = 0; i < p->nproj; ++i) nmax = p->n[i] > nmax ? p->n[i] : nmax;
   const int64_t rows_per_block = p->m <= 8 ? 8 : kDecodeMaxRows;
   Launch &kp = p->kernel = launch_of(fn);
-  kp.grid = static_cast<unsigned>((nmax + fn.cols_per_block - 1) / fn.cols_per_block);
+  kp.grid = static_cast<unsigned>((nmax + fn.info->cols_per_block - 1) / fn.info->cols_per_block);
   kp.grid_y = static_cast<unsigned>(p->nproj);
   kp.grid_z = static_cast<unsigned>((p->m + rows_per_block - 1) / rows_per_block);
   if (log_enabled())
@@ -438,8 +439,9 @@ kaio_status repack_kaio_int4(kaio_stream *stream, const kaio_tensor *src, const 
   KAIO_TRY(stream->device->modules->function(kernels::int4_transpose(), &fn));
   Launch launch;
   launch.function = fn.function;
-  launch.block = fn.block;
-  launch.grid = static_cast<unsigned>((s.rows + fn.cols_per_block - 1) / fn.cols_per_block);
+  launch.block = fn.info->block[0];
+  launch.grid =
+      static_cast<unsigned>((s.rows + fn.info->cols_per_block - 1) / fn.info->cols_per_block);
   launch.grid_y = static_cast<unsigned>(s.cols);
   unsigned long long ps = s.address, lds = s.row_stride, pd = d.address, ldd = d.row_stride;
   unsigned rows = static_cast<unsigned>(s.rows);

@@ -57,10 +57,10 @@ kaio_status plan_unlogged(kaio_device *device, QkvInt8Plan *p) {
   KAIO_TRY(device->modules->function(
       kernels::quant_gemv(kernels::Weights::int8, kernels::Variant::none, KAIO_DTYPE_F16, rows),
       &fn));
-  if (fn.cols_per_block == 0)
+  if (fn.info->cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: the int8 QKV kernel lacks its annotation.", api_name());
   Launch &kp = p->kernel = launch_of(fn);
-  kp.grid = static_cast<unsigned>((nmax + fn.cols_per_block - 1) / fn.cols_per_block);
+  kp.grid = static_cast<unsigned>((nmax + fn.info->cols_per_block - 1) / fn.info->cols_per_block);
   kp.grid_y = 3;
   kp.grid_z = static_cast<unsigned>((p->m + rows - 1) / rows);
   log_kernel(device, kp.function, "sm_80, the only family");

@@ -39,7 +39,7 @@ kaio_status plan_rows(kaio_device *device, RowsPlan *plan) {
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(row_kernel(*plan), &fn));
   plan->launch = launch_of(fn);
-  const int64_t rows_per_block = fn.block / 32;  // a warp per row
+  const int64_t rows_per_block = fn.info->block[0] / 32;  // a warp per row
   plan->launch.grid = static_cast<unsigned>(
       warp_per_row(*plan) ? (plan->rows + rows_per_block - 1) / rows_per_block : plan->rows);
   return KAIO_OK;

@@ -1267,6 +1267,55 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_lang_kernel_launch(const kaio_lang_kern
  * Any thread. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_lang_kernel_check(const kaio_lang_kernel *kernel);
 
+/* ===========================================================================
+ * Paged KV cache
+ *
+ * A serving engine keeps each layer's K and V in pages of page_size tokens
+ * (the layout of vLLM and FlashInfer, "NHD"): the K cache and the V cache
+ * are each [num_pages, page_size, Hkv, D], passed as the rank-2 view
+ * [num_pages · page_size, Hkv · D] (row p · page_size + t is slot t of page
+ * p; row_stride may exceed Hkv · D). A token's slot is
+ * page · page_size + offset. Sequence b's token i lives in page
+ * block_table[b, i / page_size] at offset i % page_size, where block_table
+ * is an I32 view [B, max_pages] owned by the caller.
+ * ======================================================================== */
+
+/* Writes new K and V rows into their caches: row t of k goes to row
+ * slot_mapping[t] of k_cache, and row t of v to the same row of v_cache
+ * (vLLM's reshape_and_cache). k and v are [T, Hkv · D] views (e.g. of the
+ * K and V projection outputs, row_stride allowed), f32, f16 or bf16, the
+ * caches' dtype; slot_mapping is an I32 view [1, T].
+ * A negative slot skips its token (padding). A slot at or past the caches'
+ * rows is device data the host cannot check: that token is skipped, nothing
+ * is written outside the caches, and the next kaio_stream_synchronize (or
+ * kaio_event_synchronize of an event recorded after it) on the stream
+ * returns KAIO_ERROR_OUT_OF_BOUNDS naming the slot. Two tokens with the same
+ * slot leave one of them, unspecified which.
+ * v and v_cache may both be absent (NULL, or a view with a NULL buffer) for
+ * a K-only cache; one without the other is KAIO_ERROR_INVALID_ARGUMENT.
+ * Alignment: every view but slot_mapping starts on a 16-byte boundary and
+ * has a row pitch that is a multiple of 16 bytes (KAIO_ERROR_MISALIGNED),
+ * and Hkv · D · the element size is a multiple of 16 bytes
+ * (KAIO_ERROR_UNSUPPORTED). The caches must not overlap each other or an
+ * input. Needs compute capability 8.0+. Asynchronous and stream-ordered, no
+ * allocation at launch (the device's 8-byte error flag is made by the first
+ * call or op creation on a device), graph-capturable; any thread.
+ *                  launch tensors: {k, v, slot_mapping, k_cache, v_cache}
+ * width is Hkv · D; cache_rows is num_pages · page_size.
+ * Ownership: caller owns *out; retains device. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_kv_cache_write(kaio_op **out,
+                                                                   kaio_device *device,
+                                                                   kaio_dtype dtype,
+                                                                   int64_t tokens, int64_t width,
+                                                                   int64_t cache_rows);
+/* One-shot: dtype, T and Hkv · D from k, the caches' rows from k_cache.
+ * Ownership: nothing is retained after the call. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_kv_cache_write(kaio_stream *stream, const kaio_tensor *k,
+                                                        const kaio_tensor *v,
+                                                        const kaio_tensor *slot_mapping,
+                                                        const kaio_tensor *k_cache,
+                                                        const kaio_tensor *v_cache);
+
 KAIO_END_DECLS
 
 #endif /* KAIO_H */

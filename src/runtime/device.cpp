@@ -150,6 +150,7 @@ kaio_device::kaio_device() = default;
 kaio_device::~kaio_device() {
   if (borrowed_handle)
     kaio::handle_retire(kaio::HandleTag::device, borrowed_handle, kaio::HandleUse::borrowed);
+  op_flag.reset();  // frees its pinned memory while the context lives
   if (modules) {
     kaio::ContextScope scope(this);
     modules.reset();  // unloads under the device's context

@@ -13,6 +13,7 @@
 #include "runtime/handle.hpp"
 
 namespace kaio {
+class ErrorFlag;
 class ModuleCache;
 }
 
@@ -33,6 +34,9 @@ struct kaio_device {
   // Made by device_open's setup (kernels/device_setup.hpp): the runtime
   // sits below the kernels, so it only holds the cache and its deleter.
   std::unique_ptr<kaio::ModuleCache, void (*)(kaio::ModuleCache *)> modules{nullptr, nullptr};
+  // the built-in ops' device-side error flag (ops/op_flag.hpp), made on
+  // first use; it does not retain the device that owns it
+  std::shared_ptr<kaio::ErrorFlag> op_flag;
   // what kaio_buffer_device and kaio_stream_device hand out; lives with the object
   kaio_device *borrowed_handle = nullptr;
 

@@ -19,10 +19,10 @@ ErrorFlag::~ErrorFlag() {
     ContextScope scope(device_);
     if (scope.status() == KAIO_OK) device_->api->cuMemFreeHost(host_);
   }
-  device_release(device_);
+  if (retained_) device_release(device_);
 }
 
-kaio_status ErrorFlag::allocate(kaio_device *device) {
+kaio_status ErrorFlag::allocate(kaio_device *device, bool retain_device) {
   ContextScope scope(device);
   KAIO_TRY(scope.status());
   void *host = nullptr;
@@ -31,7 +31,8 @@ kaio_status ErrorFlag::allocate(kaio_device *device) {
           &host, sizeof(uint64_t), cu::CU_MEMHOSTALLOC_PORTABLE | cu::CU_MEMHOSTALLOC_DEVICEMAP))
     return fail_driver(r, "cuMemHostAlloc (an 8-byte mapped error flag)");
   device_ = device;
-  device_retain(device);
+  retained_ = retain_device;
+  if (retain_device) device_retain(device);
   host_ = new (host) std::atomic<uint64_t>(0);
   if (cu::CUresult r = device->api->cuMemHostGetDevicePointer(&device_address_, host, 0))
     return fail_driver(r, "cuMemHostGetDevicePointer (mapping the error flag)");

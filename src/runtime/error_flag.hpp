@@ -34,8 +34,9 @@ class ErrorFlag {
   ErrorFlag &operator=(const ErrorFlag &) = delete;
   virtual ~ErrorFlag();
 
-  // Allocates the zeroed flag on device (retained until destruction).
-  kaio_status allocate(kaio_device *device);
+  // Allocates the zeroed flag on device, retained until destruction unless
+  // the device itself owns the flag (retain_device false: no cycle).
+  kaio_status allocate(kaio_device *device, bool retain_device = true);
 
   // The address kernels write to (a mapped device pointer).
   cu::CUdeviceptr device_address() const { return device_address_; }
@@ -49,6 +50,7 @@ class ErrorFlag {
 
  private:
   kaio_device *device_ = nullptr;
+  bool retained_ = false;
   std::atomic<uint64_t> *host_ = nullptr;
   cu::CUdeviceptr device_address_ = 0;
 };

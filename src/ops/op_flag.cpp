@@ -1,0 +1,49 @@
+// The built-in ops' device-side error flag and its messages.
+#include <cinttypes>
+#include <mutex>
+
+#include "core/call_context.hpp"
+#include "core/error.hpp"
+#include "ops/op_flag.hpp"
+
+namespace kaio {
+namespace {
+
+class OpErrorFlag final : public ErrorFlag {
+ public:
+  kaio_status report(uint64_t value) const override {
+    const uint32_t code = static_cast<uint32_t>(value >> 56);
+    const uint32_t where = static_cast<uint32_t>(value >> 32) & 0xffffffu;
+    const uint32_t what = static_cast<uint32_t>(value);
+    const char *more = where == 0xffffffu ? " (or a later token)" : "";
+    switch (static_cast<OpFault>(code)) {
+      case OpFault::kv_slot:
+        return fail(KAIO_ERROR_OUT_OF_BOUNDS,
+                    "%s: a KV-cache write on this stream found slot_mapping[%" PRIu32 "]%s = "
+                    "%" PRIu32 ", past the last row of its caches; that token was not written. "
+                    "A slot is page * page_size + offset and must be below the caches' rows "
+                    "(num_pages * page_size), or negative to skip the token.",
+                    api_name(), where, more, what);
+    }
+    return fail(KAIO_ERROR_INTERNAL,
+                "%s: a built-in kernel left error flag 0x%016" PRIx64 ". Please report this.",
+                api_name(), value);
+  }
+};
+
+std::mutex g_flag_mu;
+
+}  // namespace
+
+kaio_status device_op_flag(kaio_device *device, std::shared_ptr<ErrorFlag> *out) {
+  std::lock_guard<std::mutex> lock(g_flag_mu);
+  if (!device->op_flag) {
+    auto flag = std::make_shared<OpErrorFlag>();
+    KAIO_TRY(flag->allocate(device, false));
+    device->op_flag = std::move(flag);
+  }
+  *out = device->op_flag;
+  return KAIO_OK;
+}
+
+}  // namespace kaio

@@ -685,3 +685,50 @@ func TestGPULangSiluGate(t *testing.T) {
 		}
 	}
 }
+
+func TestGPUKVCacheWrite(t *testing.T) {
+	d := gpuDevice(t)
+	s := must(d.NewStream(kaio.StreamNonBlocking)).get(t)
+	defer s.Close()
+	rng := testRand(t)
+	const n, w, rows = 5, 128, 48
+	kh, _ := randF16(rng, n*w, -2, 2)
+	vh, _ := randF16(rng, n*w, -2, 2)
+	slots := []int32{17, -1, 0, 47, 33} // token 1 is padding
+	poison := kaio.F16FromFloat32(-7.5)
+	kv, vv := kaio.View(upload(t, d, kh), kaio.DTypeF16, n, w), kaio.View(upload(t, d, vh), kaio.DTypeF16, n, w)
+	sv := kaio.View(upload(t, d, slots), kaio.DTypeI32, 1, n)
+	kcb, vcb := upload(t, d, filled(rows*w, poison)), upload(t, d, filled(rows*w, poison))
+	kcv, vcv := kaio.View(kcb, kaio.DTypeF16, rows, w), kaio.View(vcb, kaio.DTypeF16, rows, w)
+	ok(t, kaio.KVCacheWrite(s, kv, vv, sv, kcv, vcv))
+	ok(t, s.Synchronize())
+	for _, c := range []struct {
+		cache []kaio.F16
+		src   []kaio.F16
+	}{{download[kaio.F16](t, kcb, rows*w), kh}, {download[kaio.F16](t, vcb, rows*w), vh}} {
+		for r := 0; r < rows; r++ {
+			tok := -1
+			for i, x := range slots {
+				if int(x) == r {
+					tok = i
+				}
+			}
+			for col := 0; col < w; col++ {
+				want := poison
+				if tok >= 0 {
+					want = c.src[tok*w+col]
+				}
+				if c.cache[r*w+col] != want {
+					t.Fatalf("row %d col %d: got %v want %v", r, col, c.cache[r*w+col], want)
+				}
+			}
+		}
+	}
+	// A slot past the cache: skipped, reported by the next Synchronize.
+	bad := kaio.View(upload(t, d, []int32{3, 48, 5, 6, 7}), kaio.DTypeI32, 1, n)
+	op := must(d.NewKVCacheWriteOp(kaio.DTypeF16, n, w, rows)).get(t)
+	defer op.Close()
+	ok(t, op.Launch(s, kv, kaio.Tensor{}, bad, kcv, kaio.Tensor{}))
+	expectErr(t, s.Synchronize(), kaio.StatusOutOfBounds, "slot_mapping[1]")
+	ok(t, s.Synchronize())
+}

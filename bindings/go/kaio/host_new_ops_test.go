@@ -318,3 +318,27 @@ func TestLangOnTheFake(t *testing.T) {
 	ok(t, k.Close()) // idempotent
 	expectErr(t, k.Check(), kaio.StatusInvalidHandle)
 }
+
+func TestKVCacheWriteOnTheFake(t *testing.T) {
+	h := needFake(t)
+	d0, _ := open2(t)
+	s := must(d0.NewStream(kaio.StreamNonBlocking)).get(t)
+	defer s.Close()
+	const n, w, rows = 3, 256, 32
+	k, v := fakeBuf(t, d0, kaio.DTypeBF16, n, w), fakeBuf(t, d0, kaio.DTypeBF16, n, w)
+	slots := fakeBuf(t, d0, kaio.DTypeI32, 1, n)
+	kc, vc := fakeBuf(t, d0, kaio.DTypeBF16, rows, w), fakeBuf(t, d0, kaio.DTypeBF16, rows, w)
+	n0 := h.LaunchCount()
+	ok(t, kaio.KVCacheWrite(s, k, v, slots, kc, vc))
+	if h.LaunchCount() != n0+1 || lastKernel(t) != "kaio_kv_cache_write" {
+		t.Fatal("kv_cache_write did not launch its kernel")
+	}
+	ok(t, kaio.KVCacheWrite(s, k, kaio.Tensor{}, slots, kc, kaio.Tensor{}))
+	op := must(d0.NewKVCacheWriteOp(kaio.DTypeBF16, n, w, rows)).get(t)
+	defer op.Close()
+	ok(t, op.Launch(s, k, v, slots, kc, vc))
+	expectErr(t, kaio.KVCacheWrite(s, k, v, slots, kc, kaio.Tensor{}), kaio.StatusInvalidArgument, "kaio_kv_cache_write", "v_cache")
+	_, err := d0.NewKVCacheWriteOp(kaio.DTypeBF16, n, 12, rows)
+	expectErr(t, err, kaio.StatusUnsupported, "kaio_op_create_kv_cache_write", "16 bytes")
+	ok(t, s.Synchronize())
+}

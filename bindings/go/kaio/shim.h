@@ -68,6 +68,9 @@ static inline kaio_status kg_gelu(kaio_stream *s, const kaio_tensor *x, const ka
 static inline kaio_status kg_rmsnorm(kaio_stream *s, const kaio_tensor *x, const kaio_tensor *w, const kaio_tensor *o, float eps, kg_err *e) { KG(kaio_rmsnorm(s, x, w, o, eps)); }
 static inline kaio_status kg_softmax(kaio_stream *s, const kaio_tensor *x, const kaio_tensor *o, kg_err *e) { KG(kaio_softmax(s, x, o)); }
 
+static inline kaio_status kg_op_create_kv_cache_write(kaio_op **o, kaio_device *d, kaio_dtype t, int64_t n, int64_t w, int64_t r, kg_err *e) { KG(kaio_op_create_kv_cache_write(o, d, t, n, w, r)); }
+static inline kaio_status kg_kv_cache_write(kaio_stream *s, const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *slots, const kaio_tensor *kc, const kaio_tensor *vc, kg_err *e) { KG(kaio_kv_cache_write(s, k, v, slots, kc, vc)); }
+
 static inline kaio_status kg_matmul_desc_init(kaio_matmul_desc *d, kg_err *e) { KG(kaio_matmul_desc_init(d, sizeof *d)); }
 static inline kaio_status kg_op_create_matmul(kaio_op **o, kaio_device *d, const kaio_matmul_desc *m, kg_err *e) { KG(kaio_op_create_matmul(o, d, m)); }
 static inline kaio_status kg_matmul(kaio_stream *s, const kaio_tensor *a, const kaio_tensor *b, const kaio_tensor *c, const kaio_matmul_desc *m, kg_err *e) { KG(kaio_matmul(s, a, b, c, m)); }

@@ -532,6 +532,24 @@ extern "C" {
     ) -> kaio_status;
     pub fn kaio_softmax(stream: *mut kaio_stream, x: *const kaio_tensor, out: *const kaio_tensor) -> kaio_status;
 
+    // Paged KV cache
+    pub fn kaio_op_create_kv_cache_write(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        dtype: kaio_dtype,
+        tokens: i64,
+        width: i64,
+        cache_rows: i64,
+    ) -> kaio_status;
+    pub fn kaio_kv_cache_write(
+        stream: *mut kaio_stream,
+        k: *const kaio_tensor,
+        v: *const kaio_tensor,
+        slot_mapping: *const kaio_tensor,
+        k_cache: *const kaio_tensor,
+        v_cache: *const kaio_tensor,
+    ) -> kaio_status;
+
     // Tensor-core matmul
     pub fn kaio_matmul_desc_init(desc: *mut kaio_matmul_desc, struct_size: usize) -> kaio_status;
     pub fn kaio_op_create_matmul(out: *mut *mut kaio_op, device: *mut kaio_device, desc: *const kaio_matmul_desc) -> kaio_status;

@@ -573,3 +573,42 @@ fn gpu_lang_silu_gate() {
     }
     println!("lang silu_gate: {} elements ok", r * c);
 }
+
+#[test]
+fn gpu_kv_cache_write_scatters_rows_into_slots() {
+    let dev = match gpu("gpu_kv_cache_write_scatters_rows_into_slots") {
+        Some(d) => d,
+        None => return,
+    };
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_kv_cache_write_scatters_rows_into_slots");
+    let (t, w, rows) = (5, 128, 48);
+    let k: Vec<F16> = f16s(&uniform(&mut rng, t * w, -2.0, 2.0));
+    let v: Vec<F16> = f16s(&uniform(&mut rng, t * w, -2.0, 2.0));
+    let slots: Vec<i32> = vec![17, -1, 0, 47, 33]; // token 1 is padding
+    let poison = F16::from_f32(-7.5);
+    let (kb, vb, sb) = (Buffer::from_slice(&dev, &k).unwrap(), Buffer::from_slice(&dev, &v).unwrap(), Buffer::from_slice(&dev, &slots).unwrap());
+    let kc = Buffer::from_slice(&dev, &vec![poison; rows * w]).unwrap();
+    let vc = Buffer::from_slice(&dev, &vec![poison; rows * w]).unwrap();
+    kaio::kv_cache_write(&s, &kb.view(t, w), Some(&vb.view(t, w)), &sb.view(1, t), &kc.view(rows, w), Some(&vc.view(rows, w)))
+        .unwrap();
+    s.synchronize().unwrap();
+    for (cache, src) in [(kc.to_vec().unwrap(), &k), (vc.to_vec().unwrap(), &v)] {
+        for r in 0..rows {
+            let tok = slots.iter().position(|&x| x == r as i32);
+            for c in 0..w {
+                let want = tok.map_or(poison, |i| src[i * w + c]);
+                assert_eq!(cache[r * w + c], want, "row {} col {}", r, c);
+            }
+        }
+    }
+    // A slot past the cache: skipped, reported by the next synchronize.
+    let bad = Buffer::from_slice(&dev, &[3i32, 48, 5, 6, 7]).unwrap();
+    let op = Op::kv_cache_write(&dev, Dtype::F16, t, w, rows).unwrap();
+    op.launch(&s, &[kb.view(t, w), TensorView::none(), bad.view(1, t), kc.view(rows, w), TensorView::none()]).unwrap();
+    let e = s.synchronize().unwrap_err();
+    assert_eq!(e.status(), kaio::Status::OUT_OF_BOUNDS, "{}", e);
+    assert!(e.to_string().contains("slot_mapping[1]"), "{}", e);
+    s.synchronize().unwrap();
+    println!("kv_cache_write: ok");
+}

@@ -6,7 +6,7 @@ mod common;
 
 use common::expect_err;
 use kaio::{
-    AttentionDesc, AttentionMask, Buffer, Device, Dtype, FlashGrads, Int4Format, Int4Weight, LangKernel, MatmulInt4Desc,
+    AttentionDesc, AttentionMask, Bf16, Buffer, Device, Dtype, FlashGrads, Int4Format, Int4Weight, LangKernel, MatmulInt4Desc,
     MatmulInt8Desc, MatmulVariant, Op, QkvInt4Desc, QkvInt8Desc, QuantFormat, QuantMode, Status, Stream, TensorView, F16,
 };
 
@@ -305,4 +305,33 @@ fn lang_compiles_launches_and_reports_source_errors() {
     expect_err(k.launch(&s, &[x.view(r, c), g.view(r, c)], &[]), Status::INVALID_ARGUMENT, &["kaio_lang_kernel_launch"]);
     expect_err(k.launch(&s, &[x.view(r, c), g.view(r, c - 1), o.view(r, c)], &[]), Status::SHAPE_MISMATCH, &["kaio_lang_kernel_launch"]);
     expect_err(LangKernel::new(&d0, "kernel k(x: tensor<f9>) {}"), Status::KERNEL_SOURCE, &["kaio_lang_kernel_create", "1:"]);
+}
+
+#[test]
+fn kv_cache_write_launches_and_reports_errors_on_the_fake() {
+    let fake = fake_or_skip!("kv_cache_write_launches_and_reports_errors_on_the_fake");
+    let d0 = Device::open(0).unwrap();
+    let s = Stream::non_blocking(&d0).unwrap();
+    let (t, w, rows) = (3, 256, 32);
+    let k = Buffer::<Bf16>::alloc(&d0, t * w).unwrap();
+    let v = Buffer::<Bf16>::alloc(&d0, t * w).unwrap();
+    let slots = Buffer::<i32>::alloc(&d0, t).unwrap();
+    let kc = Buffer::<Bf16>::alloc(&d0, rows * w).unwrap();
+    let vc = Buffer::<Bf16>::alloc(&d0, rows * w).unwrap();
+    let n0 = fake.launches();
+    kaio::kv_cache_write(&s, &k.view(t, w), Some(&v.view(t, w)), &slots.view(1, t), &kc.view(rows, w), Some(&vc.view(rows, w)))
+        .unwrap();
+    launched(&fake, n0, "kv_cache_write");
+    assert_eq!(fake.last().unwrap().name, "kaio_kv_cache_write");
+    kaio::kv_cache_write(&s, &k.view(t, w), None, &slots.view(1, t), &kc.view(rows, w), None).unwrap();
+    let op = Op::kv_cache_write(&d0, Dtype::Bf16, t, w, rows).unwrap();
+    assert_eq!(op.kind(), "kv_cache_write");
+    op.launch(&s, &[k.view(t, w), TensorView::none(), slots.view(1, t), kc.view(rows, w), TensorView::none()]).unwrap();
+    expect_err(
+        kaio::kv_cache_write(&s, &k.view(t, w), Some(&v.view(t, w)), &slots.view(1, t), &kc.view(rows, w), None),
+        Status::INVALID_ARGUMENT,
+        &["kaio_kv_cache_write", "v_cache"],
+    );
+    expect_err(Op::kv_cache_write(&d0, Dtype::Bf16, t, 12, rows), Status::UNSUPPORTED, &["kaio_op_create_kv_cache_write", "16 bytes"]);
+    s.synchronize().unwrap();
 }

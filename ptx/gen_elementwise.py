@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate libkaio's elementwise and row-wise PTX kernels.
 
-    python3 ptx/gen_elementwise.py --out-dir DIR  # write DIR/elementwise.ptx and DIR/rows.ptx
+    python3 ptx/gen_elementwise.py --out-dir DIR  # write DIR/elementwise.ptx, rows.ptx and norms.ptx
     python3 ptx/gen_elementwise.py --refit  # re-derive the gelu_erf polynomial tables and print them
 
 Every op exists for three dtypes and for several memory paths (16-byte vectors,
@@ -24,7 +24,7 @@ import sys
 from kaio_ptx import cli
 from kaio_ptx.control import block, if_else, loop, skip_if
 from kaio_ptx.kernel import Kernel
-from kaio_ptx.literals import NEG_INF, ONE, ZERO, f32
+from kaio_ptx.literals import INF, NEG_INF, ONE, ZERO, f32
 from kaio_ptx.preamble import preamble
 
 HEADER = preamble(__file__)
@@ -133,6 +133,44 @@ class DType:
             k.op("cvt.rn.%sx2.f32 %s, %s, %s" % (self.name, w, hi, lo))   # first source -> upper half
             words.append(w)
         k.op("%sst.global.v4.b32 [%s], {%s}" % (g, addr, ", ".join(words)))
+
+
+def pack(dt, k, vals):
+    """Round f32 values to dt, into raw registers laid out as load leaves them."""
+    if dt.name == "f32":
+        return list(vals)
+    if len(vals) == 1:
+        h = k.reg("h")
+        k.op("cvt.rn.%s.f32 %s, %s" % (dt.name, h, vals[0]))
+        if dt.name == "f16":
+            return [h]
+        r = k.reg("r")      # bf16 scalars live zero-extended in 32 bits
+        k.op("cvt.u32.u16 %s, %s" % (r, h))
+        return [r]
+    words = []
+    for lo, hi in zip(vals[0::2], vals[1::2]):
+        w = k.reg("r")
+        k.op("cvt.rn.%sx2.f32 %s, %s, %s" % (dt.name, w, hi, lo))
+        words.append(w)
+    return words
+
+
+def store_raw(dt, k, addr, raw, pred):
+    g = "@%s " % pred
+    if len(raw) == 4:
+        k.op("%sst.global.v4.%s [%s], {%s}" % (g, "f32" if dt.name == "f32" else "b32", addr, ", ".join(raw)))
+    else:
+        k.op("%sst.global.%s [%s], %s" % (g, {"f32": "f32", "f16": "b16", "bf16": "u16"}[dt.name], addr, raw[0]))
+
+
+def fill_imm(dt, width, value):
+    """Immediate that makes a raw register read as `value` (any f32 constant)."""
+    if dt.name == "f32":
+        return f32(value)
+    bits = struct.unpack("<H", struct.pack("<e", value))[0] if dt.name == "f16" else \
+        struct.unpack("<I", struct.pack("<f", value))[0] >> 16
+    return "0x%04X" % bits if (width == 1 and dt.name == "f16") else \
+        "0x%08X" % (bits if width == 1 else bits << 16 | bits)
 
 
 DTYPES = [DType("f32", 4), DType("f16", 2), DType("bf16", 2)]
@@ -491,7 +529,7 @@ class Softmax:
         return k.f("mul.rn.f32", self.exp_minus(k, x, self.mrow), inv)
 
 
-def reduce_rows(k, op, stats, shape, warp, lane_in_warp):
+def reduce_rows(k, op, stats, shape, warp, lane_in_warp, buf="kaio_partials"):
     for off in (16, 8, 4, 2, 1):
         other = []
         for v in stats:
@@ -504,10 +542,10 @@ def reduce_rows(k, op, stats, shape, warp, lane_in_warp):
     # block: one partial per warp through shared memory; every thread then
     # folds the 8 partials in the same order, so all hold identical results
     width = len(stats)
-    decl = ".shared .align 8 .b8 kaio_partials[%d]" % (WARPS * 8)
+    decl = ".shared .align 8 .b8 %s[%d]" % (buf, WARPS * 8)
     if decl not in k.shared:
         k.shared.append(decl)
-    base = k.r("mov.u32", "kaio_partials")
+    base = k.r("mov.u32", buf)
     slot = k.r("add.u32", base, k.r("shl.b32", warp, "3"))
     lead = k.p("setp.eq.u32", lane_in_warp, "0")
     vec = ".v2" if width == 2 else ""
@@ -696,6 +734,299 @@ gives NaN (0 * inf), as does any +inf or NaN in the row.
 
 
 # --------------------------------------------------------------------------
+# Normalisation kernels (norms.ptx): fused residual add + RMSNorm, LayerNorm.
+# They walk a row in the chunks row_path uses (same slots, masks and launch
+# shapes) but make several passes: a row of one chunk stays in registers
+# between passes (x is read once), a longer row is re-read per pass (from L2
+# for all but the longest rows), so no row length needs the whole row in
+# registers or shared memory.
+# --------------------------------------------------------------------------
+
+class RowWalk:
+    """The chunks of one row for one thread: slots, masks and pointers."""
+
+    def __init__(self, k, dt, shape, vector, lane, lanes, warp, lane_in_warp, rowp, cols):
+        self.k, self.dt, self.shape, self.lane, self.lanes = k, dt, shape, lane, lanes
+        self.warp, self.lane_in_warp = warp, lane_in_warp
+        self.width = width = dt.vec if vector else 1
+        self.slot_bytes = width * dt.esize
+        self.nslots = ((1024 if shape == "warp" else 8192) // (lanes * width)) if vector else 8
+        self.chunk_units = lanes * self.nslots
+        self.units = k.r("shr.u32", cols, str(width.bit_length() - 1)) if vector else cols
+        self.ncols = k.f("cvt.rn.f32.u32", cols)
+        lane_off = k.rd("mul.wide.u32", lane, str(self.slot_bytes))
+        self.bases = {name: k.rd("add.u64", rowp[name], lane_off) for name in rowp}
+        self.c0 = k.reg("r")
+        self.ptr = {name: k.reg("rd") for name in self.bases}
+        # the whole row is one chunk: later passes use the registers
+        self.single = k.p("setp.le.u32", self.units, str(self.chunk_units))
+        group = max(1, 8 // width)
+        self.groups = [list(range(g, min(g + group, self.nslots))) for g in range(0, self.nslots, group)]
+
+    def regs(self):
+        return [self.k.regs(self.dt.raw_kind(self.width), self.dt.raw_count(self.width))
+                for _ in range(self.nslots)]
+
+    def addr(self, name, j):
+        return "%s+%d" % (self.ptr[name], j * self.lanes * self.slot_bytes)
+
+    def chunks(self, hint, body):
+        """body(preds) once per chunk; preds[j]: slot j holds a column of the row."""
+        k = self.k
+        k.op("mov.u32 %s, 0" % self.c0)
+        for name in self.ptr:
+            k.op("mov.b64 %s, %s" % (self.ptr[name], self.bases[name]))
+        with loop(k, hint) as lp:
+            left = k.r("sub.s32", k.r("sub.u32", self.units, self.c0), self.lane)
+            body([k.p("setp.gt.s32", left, str(j * self.lanes)) for j in range(self.nslots)])
+            k.op("add.u32 %s, %s, %d" % (self.c0, self.c0, self.chunk_units))
+            for name in self.ptr:
+                k.op("add.u64 %s, %s, %d" % (self.ptr[name], self.ptr[name], self.chunk_units * self.slot_bytes))
+            lp.again(k.p("setp.lt.u32", self.c0, self.units))
+
+    def load(self, preds, name, regs, fill, also=None):
+        """Masked loads; also: a predicate every load needs too (an optional tensor)."""
+        k, imm = self.k, fill_imm(self.dt, self.width, fill)
+        for j in range(self.nslots):
+            for reg in regs[j]:
+                k.op("mov.%s %s, %s" % ({"%f": "f32", "%h": "b16"}.get(reg[:2], "b32"), reg, imm))
+            pred = preds[j] if also is None else k.p("and.pred", preds[j], also)
+            self.dt.load(k, regs[j], self.addr(name, j), pred)
+
+    def reload(self, preds, name, regs, fill):
+        with skip_if(self.k, self.single, "keep"):
+            self.load(preds, name, regs, fill)
+
+    def each_group(self, preds, emit):
+        # as row_path: past the first group whose first slot is out of the row,
+        # the rest of the chunk is skipped
+        with block(self.k, "skip") as chunk:
+            for gi, slots in enumerate(self.groups):
+                chunk.exit_if("!" + preds[slots[0]])
+                emit(gi, slots)
+
+    def values(self, regs, j):
+        return self.dt.to_f32(self.k, regs[j], self.width)
+
+
+class _Combine:
+    def __init__(self, opcode):
+        self.opcode = opcode
+
+    def combine(self, k, a, b):
+        return [k.f(self.opcode, a[0], b[0])]
+
+
+def row_total(walk, hint, prepare, values, kind, buf):
+    """One pass over the row reduced to one f32 every thread of the row gets:
+    kind "sum" (of the values), "sumsq" or "max" (of |value|).  prepare(preds)
+    loads what the pass reads; values(slots, preds) gives a group's terms."""
+    k = walk.k
+    accs = [k.f("mov.f32", ZERO) for _ in range(min(len(walk.groups), 4))]
+
+    def body(preds):
+        prepare(preds)
+
+        def emit(gi, slots):
+            a = accs[gi % len(accs)]
+            for v in values(slots, preds):
+                if kind == "sumsq":
+                    k.op("fma.rn.f32 %s, %s, %s, %s" % (a, v, v, a))
+                elif kind == "sum":
+                    k.op("add.rn.f32 %s, %s, %s" % (a, a, v))
+                else:
+                    k.op("max.f32 %s, %s, %s" % (a, a, k.f("abs.f32", v)))
+        walk.each_group(preds, emit)
+    walk.chunks(hint, body)
+    opcode = "max.f32" if kind == "max" else "add.rn.f32"
+    while len(accs) > 1:
+        accs = [k.f(opcode, a, b) for a, b in zip(accs[0::2], accs[1::2])] + accs[len(accs) // 2 * 2:]
+    return reduce_rows(k, _Combine(opcode), accs, walk.shape, walk.warp, walk.lane_in_warp, buf)[0]
+
+
+def inv_rms(walk, total, eps, prepare, values):
+    """1 / sqrt(total / cols + eps), total the f32 sum of squares of the row's
+    values.  When that sum overflowed (|values| beyond ~1e19) with every value
+    finite, the sum is redone on values * 2^-e, e the exponent of the largest
+    |value| (exact scaling), and eps dropped (it is below 2^-60 of the mean
+    square then).  A row holding inf or NaN keeps the first result."""
+    k = walk.k
+    inv = k.f("rcp.rn.f32", k.f("sqrt.rn.f32", k.f("add.rn.f32", k.f("div.rn.f32", total, walk.ncols), eps)))
+    with skip_if(k, k.p("setp.ne.f32", total, INF), "in_range", uni=True):
+        top = row_total(walk, "max", prepare, values, "max", "kaio_partials_max")
+        expo = k.r("and.b32", k.r("shr.u32", k.r("mov.b32", top), "23"), "255")
+        sbits = k.r("max.s32", k.r("sub.s32", "254", expo), "1")
+        scale = k.f("mov.b32", k.r("shl.b32", sbits, "23"))
+        total2 = row_total(walk, "scaled", prepare,
+                           lambda slots, preds: [k.f("mul.rn.f32", v, scale) for v in values(slots, preds)],
+                           "sumsq", "kaio_partials_scaled")
+        inv2 = k.f("mul.rn.f32", scale, k.f("rcp.rn.f32", k.f("sqrt.rn.f32", k.f("div.rn.f32", total2, walk.ncols))))
+        k.op("@%s mov.f32 %s, %s" % (k.p("setp.lt.f32", top, INF), inv, inv2))
+    return inv
+
+
+def mov_regs(k, dsts, srcs):
+    for d, s in zip(dsts, srcs):
+        k.op("mov.%s %s, %s" % ({"%f": "f32", "%h": "b16"}.get(d[:2], "b32"), d, s))
+
+
+def add_rmsnorm_path(walk, params):
+    k, dt = walk.k, walk.dt
+    res, xr = walk.regs(), walk.regs()
+
+    def add(preds):
+        # residual + x, rounded once to dt and stored; the rounded value is
+        # what res then holds and what the norm sees
+        walk.load(preds, "x", xr, 0.0)
+        walk.load(preds, "res", res, 0.0)
+
+    def added(slots, preds):
+        vals = []
+        for j in slots:
+            s = [k.f("add.rn.f32", a, b) for a, b in zip(walk.values(res, j), walk.values(xr, j))]
+            packed = pack(dt, k, s)
+            store_raw(dt, k, walk.addr("res", j), packed, preds[j])
+            mov_regs(k, res[j], packed)
+            vals += walk.values(res, j)
+        return vals
+    total = row_total(walk, "add", add, added, "sumsq", "kaio_partials")
+    inv = inv_rms(walk, total, params["eps"], lambda preds: walk.reload(preds, "res", res, 0.0),
+                  lambda slots, preds: [v for j in slots for v in walk.values(res, j)])
+
+    wr = walk.regs()
+
+    def out(preds):
+        walk.reload(preds, "res", res, 0.0)
+        walk.load(preds, "w", wr, 0.0)
+
+        def emit(gi, slots):
+            for j in slots:
+                ys = [k.f("mul.rn.f32", k.f("mul.rn.f32", r, inv), w)
+                      for r, w in zip(walk.values(res, j), walk.values(wr, j))]
+                dt.store(k, walk.addr("out", j), ys, preds[j])
+        walk.each_group(preds, emit)
+    walk.chunks("out", out)
+    k.op("ret")
+
+
+def layernorm_path(walk, params, has_w, has_b):
+    k, dt = walk.k, walk.dt
+    xr = walk.regs()
+    total = row_total(walk, "sum", lambda preds: walk.load(preds, "x", xr, 0.0),
+                      lambda slots, preds: [v for j in slots for v in walk.values(xr, j)],
+                      "sum", "kaio_partials")
+    mean = k.f("div.rn.f32", total, walk.ncols)
+
+    def deviations(slots, preds):
+        # masked slots read 0, whose deviation is -mean: zero them
+        return [k.f("selp.f32", k.f("sub.rn.f32", v, mean), ZERO, preds[j])
+                for j in slots for v in walk.values(xr, j)]
+    reload_x = lambda preds: walk.reload(preds, "x", xr, 0.0)
+    sq = row_total(walk, "var", reload_x, deviations, "sumsq", "kaio_partials_var")
+    inv = inv_rms(walk, sq, params["eps"], reload_x, deviations)
+
+    wr, br = walk.regs(), walk.regs()
+
+    def out(preds):
+        walk.reload(preds, "x", xr, 0.0)
+        # absent weight reads 1, absent bias -0 (x + -0 is x, -0 included)
+        walk.load(preds, "w", wr, 1.0, has_w)
+        walk.load(preds, "b", br, -0.0, has_b)
+
+        def emit(gi, slots):
+            for j in slots:
+                ys = [k.f("add.rn.f32", k.f("mul.rn.f32", k.f("mul.rn.f32", k.f("sub.rn.f32", v, mean), inv), w), b)
+                      for v, w, b in zip(walk.values(xr, j), walk.values(wr, j), walk.values(br, j))]
+                dt.store(k, walk.addr("out", j), ys, preds[j])
+        walk.each_group(preds, emit)
+    walk.chunks("out", out)
+    k.op("ret")
+
+
+def norm_kernel(op, dt, shape, ptr_names, strided, doc):
+    name = "kaio_%s_%s_%s" % (op, dt.name, shape)
+    params = ([(".u64", p) for p in ptr_names] + [(".u32", "rows"), (".u32", "cols")] +
+              [(".u64", s + "_stride") for s in strided] + [(".f32", "eps")])
+    doc = doc.format(name=name, params=", ".join(p for _, p in params), dt=dt.name)
+    k = Kernel(name, doc, params, BLOCK, shared=[],
+               keys={"select": "rows", "op": op, "dtype": dt.name, "row_bucket": shape})
+    ptrs = load_params(k, ptr_names)
+    sizes = load_params(k, ["rows", "cols"], ".u32")
+    strides = {s: k.rd("ld.param.u64", "[%s_stride]" % s) for s in strided}
+    extra = load_params(k, ["eps"], ".f32")
+    present = {}
+    for name_ in ("w", "b"):
+        if op == "layernorm":
+            present[name_] = k.p("setp.ne.u64", k.rd("ld.param.u64", "[%s]" % name_), "0")
+    cols = sizes["cols"]
+    tid = k.r("mov.u32", "%tid.x")
+    ctaid = k.r("mov.u32", "%ctaid.x")
+    warp = k.r("shr.u32", tid, "5")
+    lane_in_warp = k.r("and.b32", tid, "31")
+    if shape == "warp":
+        row = k.rd("add.u64", k.rd("mul.wide.u32", ctaid, str(WARPS)), k.rd("cvt.u64.u32", warp))
+        lane, lanes = lane_in_warp, 32
+    else:
+        row, lane, lanes = k.rd("cvt.u64.u32", ctaid), tid, BLOCK
+    with skip_if(k, k.p("setp.ge.u64", row, k.rd("cvt.u64.u32", sizes["rows"])), "exit"):
+        rowp = {}
+        for p in ptr_names:
+            rowp[p] = ptrs[p] if p not in strided else k.rd(
+                "add.u64", ptrs[p], k.rd("shl.b64", k.rd("mul.lo.u64", row, strides[p]), str(dt.log2size)))
+        k.note("16-byte vectors need aligned bases, strides that keep every row aligned, and cols %% %d == 0" % dt.vec)
+        anded = k.rd("and.b64", k.rd("cvt.u64.u32", cols), str(dt.vec - 1))
+        for p in ptr_names:
+            anded = k.rd("or.b64", anded, ptrs[p])
+        for s in strides.values():
+            anded = k.rd("or.b64", anded, k.rd("shl.b64", s, str(dt.log2size)))
+        for vector in (True, False):
+            def path():
+                walk = RowWalk(k, dt, shape, vector, lane, lanes, warp, lane_in_warp, rowp, cols)
+                if op == "add_rmsnorm":
+                    add_rmsnorm_path(walk, extra)
+                else:
+                    layernorm_path(walk, extra, present["w"], present["b"])
+            if vector:   # the vector path ends in ret
+                with skip_if(k, k.p("setp.ne.u64", k.rd("and.b64", anded, "15"), "0"), "scalar", uni=True):
+                    path()
+            else:
+                path()
+    k.op("ret")
+    return k.text()
+
+
+NORM_SHAPES = ROW_SHAPES.replace(
+    "read once, longer rows twice (the second read mostly from L2).",
+    "read once; longer rows once per pass (mostly from L2).")
+
+
+def add_rmsnorm(dt, shape):
+    doc = """
+{name}({params})
+res[r, c] = round_{dt}(res[r, c] + x[r, c])  (stored: the residual is updated in place)
+out[r, c] = res[r, c] * rsqrt(sum_c res[r, c]^2 / cols + eps) * w[c]
+The norm reads the ROUNDED updated residual, as a framework that stores it
+would.  x, res, out at base + (r * stride + c) * esize; w: cols contiguous {dt}.
+Statistics as kaio_rmsnorm (f32, up to 4 partial sums per thread, then a
+tree; rcp.rn(sqrt.rn(.))); a sum of squares that overflows f32 with finite
+values is redone on the values scaled by a power of two.
+""" + NORM_SHAPES.replace("{w}", ", res, w").replace("{v}", str(dt.vec))
+    return norm_kernel("add_rmsnorm", dt, shape, ["x", "res", "w", "out"], ["x", "res", "out"], doc)
+
+
+def layernorm(dt, shape):
+    doc = """
+{name}({params})
+out[r, c] = (x[r, c] - mean) * rsqrt(var + eps) * w[c] + b[c],
+mean = sum_c x[r, c] / cols, var = sum_c (x[r, c] - mean)^2 / cols (biased).
+Two passes for the statistics (the mean, then squares of deviations from it),
+so a large common offset costs no precision; f32 math, one rounding to {dt}.
+w or b may be 0 (absent): weight 1, bias none.
+""" + NORM_SHAPES.replace("{w}", ", w, b").replace("{v}", str(dt.vec))
+    return norm_kernel("layernorm", dt, shape, ["x", "w", "b", "out"], ["x", "out"], doc)
+
+
+# --------------------------------------------------------------------------
 
 def generate():
     elementwise = [HEADER]
@@ -707,7 +1038,12 @@ def generate():
         for dt in DTYPES:
             for shape in ("warp", "block"):
                 rows.append("\n" + family(dt, shape))
-    return {"elementwise.ptx": "".join(elementwise), "rows.ptx": "".join(rows)}
+    norms = [HEADER]
+    for family in (add_rmsnorm, layernorm):
+        for dt in DTYPES:
+            for shape in ("warp", "block"):
+                norms.append("\n" + family(dt, shape))
+    return {"elementwise.ptx": "".join(elementwise), "rows.ptx": "".join(rows), "norms.ptx": "".join(norms)}
 
 
 def print_refit():

@@ -1316,6 +1316,73 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_kv_cache_write(kaio_stream *stream, con
                                                         const kaio_tensor *k_cache,
                                                         const kaio_tensor *v_cache);
 
+/* ===========================================================================
+ * Normalisations: fused residual add + RMSNorm, LayerNorm
+ *
+ * Row ops like kaio_rmsnorm (see "Ops"): one dtype for every view (f32, f16
+ * or bf16), any row_stride and offset, rows and cols from 1 to 2^31 - 1,
+ * f32 math with one rounding to the dtype per stored value. Rows of any
+ * length: a row of up to 1024 (warp per row) or 8192 (block per row)
+ * columns, when every view is 16-byte aligned and cols a multiple of 16
+ * bytes, is read from memory once; other rows are re-read per pass (mostly
+ * from L2), never held whole in registers or shared memory. eps must be
+ * finite and >= 0. Ownership and threads as for every op: the caller owns
+ * the op; launches are thread-safe; no workspace.
+ *
+ * Add + RMSNorm, for a transformer block's "h = h + f(h); y = norm(h)":
+ *     residual[r,c] = round(residual[r,c] + x[r,c])        (in place)
+ *     out[r,c] = residual[r,c] / sqrt(mean_c residual[r,:]² + eps) · weight[c]
+ * The updated residual is rounded to the dtype ONCE, stored, and the norm is
+ * computed from that rounded value (as a framework that stores the residual
+ * and then normalises it would), so out is kaio_rmsnorm of the new residual.
+ *   launch tensors: {x, residual, weight, out}; x, residual, out rows×cols,
+ *   weight 1×cols. out may be the very same view as x (x is dead after the
+ *   add); residual must not overlap x, out or weight; weight must not
+ *   overlap out. Any other overlap is KAIO_ERROR_INVALID_ARGUMENT.
+ *
+ * LayerNorm (torch.nn.functional.layer_norm over the last dimension):
+ *     mean = Σ_c x[r,c] / cols,  var = Σ_c (x[r,c] − mean)² / cols  (biased)
+ *     out[r,c] = (x[r,c] − mean) / sqrt(var + eps) · weight[c] + bias[c]
+ * The variance is a second pass over deviations from the mean (not
+ * E[x²] − mean²), so a large common offset (1e4 + N(0,1)) costs no
+ * precision. weight and bias are optional: a view with a NULL buffer (or,
+ * in the one-shot call, a NULL pointer) is absent: weight 1, no bias.
+ *   launch tensors: {x, weight, bias, out}; x, out rows×cols, weight and
+ *   bias 1×cols or absent. out may be the very same view as x; weight and
+ *   bias must not overlap out.
+ *
+ * Range: sums are f32; a sum of squares that overflows f32 while every
+ * value is finite (|values| beyond ~1e19) is redone on values scaled by a
+ * power of two, so rows of 1e30 normalise correctly (LayerNorm's mean sum
+ * itself needs cols·max|x| below 3.4e38). A NaN in a row makes its whole
+ * output NaN (for add + RMSNorm also that residual element); an inf makes
+ * LayerNorm's row NaN, and add + RMSNorm's output NaN where the residual is
+ * inf and ±0 elsewhere (x / inf), as torch gives. The residual overflows to
+ * ±inf where the rounded sum does.
+ * Error against f64 from the same rounded inputs: a few f32 ulp growing
+ * like 2^-22·sqrt(cols), then the one rounding to the dtype.
+ * ======================================================================== */
+
+/* eps finite and >= 0.          launch tensors: {x, residual, weight, out} */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_add_rmsnorm(kaio_op **out, kaio_device *device,
+                                                                kaio_dtype dtype, int64_t rows,
+                                                                int64_t cols, float eps);
+/* eps finite and >= 0.          launch tensors: {x, weight, bias, out} */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_layernorm(kaio_op **out, kaio_device *device,
+                                                              kaio_dtype dtype, int64_t rows,
+                                                              int64_t cols, float eps);
+
+/* One-shot forms: dtype and shape come from x. Borrowed views. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_add_rmsnorm(kaio_stream *stream, const kaio_tensor *x,
+                                                      const kaio_tensor *residual,
+                                                      const kaio_tensor *weight,
+                                                      const kaio_tensor *out, float eps);
+/* weight and bias may be NULL (absent). */
+KAIO_API KAIO_NODISCARD kaio_status kaio_layernorm(kaio_stream *stream, const kaio_tensor *x,
+                                                    const kaio_tensor *weight,
+                                                    const kaio_tensor *bias,
+                                                    const kaio_tensor *out, float eps);
+
 KAIO_END_DECLS
 
 #endif /* KAIO_H */

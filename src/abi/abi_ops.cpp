@@ -156,4 +156,53 @@ KAIO_API kaio_status kaio_softmax(kaio_stream *stream, const kaio_tensor *x,
   });
 }
 
+KAIO_API kaio_status kaio_op_create_add_rmsnorm(kaio_op **out, kaio_device *device,
+                                                kaio_dtype dtype, int64_t rows, int64_t cols,
+                                                float eps) {
+  constexpr const char *fn = "kaio_op_create_add_rmsnorm";
+  return kaio::firewall(fn, [&] {
+    auto p = make_plan<RowsPlan>(RowsPlan::Op::add_rmsnorm, dtype, rows, cols);
+    p.eps = eps;
+    return kaio::create_op(out, device, p);
+  });
+}
+
+KAIO_API kaio_status kaio_add_rmsnorm(kaio_stream *stream, const kaio_tensor *x,
+                                      const kaio_tensor *residual, const kaio_tensor *weight,
+                                      const kaio_tensor *out, float eps) {
+  constexpr const char *fn = "kaio_add_rmsnorm";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    const kaio::NamedView views[] = {
+        {"x", x}, {"residual", residual}, {"weight", weight}, {"out", out}};
+    KAIO_TRY(kaio::require_views(views));
+    auto p = make_plan<RowsPlan>(RowsPlan::Op::add_rmsnorm, 0, 0, 0);
+    p.eps = eps;
+    return kaio::one_shot(stream, views, p, ShapeFromX{});
+  });
+}
+
+KAIO_API kaio_status kaio_op_create_layernorm(kaio_op **out, kaio_device *device, kaio_dtype dtype,
+                                              int64_t rows, int64_t cols, float eps) {
+  constexpr const char *fn = "kaio_op_create_layernorm";
+  return kaio::firewall(fn, [&] {
+    auto p = make_plan<RowsPlan>(RowsPlan::Op::layernorm, dtype, rows, cols);
+    p.eps = eps;
+    return kaio::create_op(out, device, p);
+  });
+}
+
+KAIO_API kaio_status kaio_layernorm(kaio_stream *stream, const kaio_tensor *x,
+                                    const kaio_tensor *weight, const kaio_tensor *bias,
+                                    const kaio_tensor *out, float eps) {
+  constexpr const char *fn = "kaio_layernorm";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    const kaio::NamedView views[] = {
+        {"x", x}, {"weight", weight, true}, {"bias", bias, true}, {"out", out}};
+    KAIO_TRY(kaio::require_views(views));
+    auto p = make_plan<RowsPlan>(RowsPlan::Op::layernorm, 0, 0, 0);
+    p.eps = eps;
+    return kaio::one_shot(stream, views, p, ShapeFromX{});
+  });
+}
+
 }  // extern "C"

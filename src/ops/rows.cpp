@@ -1,5 +1,6 @@
-// Row-wise ops over strided views: RMSNorm and softmax. One warp per row for
-// short rows, one block per row for long ones.
+// Row-wise ops over strided views: RMSNorm, softmax and (run in norms.cpp)
+// add + RMSNorm and LayerNorm. One warp per row for short rows, one block per
+// row for long ones.
 #include <cinttypes>
 #include <climits>
 #include <cmath>
@@ -19,10 +20,18 @@ constexpr int64_t kWarpMaxCols = 1024;
 
 bool warp_per_row(const RowsPlan &plan) { return plan.cols <= kWarpMaxCols; }
 
+kernels::Op kernel_op(RowsPlan::Op op) {
+  switch (op) {
+    case RowsPlan::Op::rmsnorm: return kernels::Op::rmsnorm;
+    case RowsPlan::Op::softmax: return kernels::Op::softmax;
+    case RowsPlan::Op::add_rmsnorm: return kernels::Op::add_rmsnorm;
+    case RowsPlan::Op::layernorm: return kernels::Op::layernorm;
+  }
+  return kernels::Op::rmsnorm;
+}
+
 KernelId row_kernel(const RowsPlan &plan) {
-  return kernels::rows(plan.op == RowsPlan::Op::rmsnorm ? kernels::Op::rmsnorm
-                                                         : kernels::Op::softmax,
-                       plan.dtype,
+  return kernels::rows(kernel_op(plan.op), plan.dtype,
                        warp_per_row(plan) ? kernels::RowBucket::warp : kernels::RowBucket::block);
 }
 
@@ -32,7 +41,7 @@ kaio_status plan_rows(kaio_device *device, RowsPlan *plan) {
                 "%s: the shape is %" PRId64 " x %" PRId64 "; row ops take at most %d rows and "
                 "%d cols. Split the rows into several calls.",
                 api_name(), plan->rows, plan->cols, INT32_MAX, INT32_MAX);
-  if (plan->op == RowsPlan::Op::rmsnorm && !(std::isfinite(plan->eps) && plan->eps >= 0.0f))
+  if (plan->op != RowsPlan::Op::softmax && !(std::isfinite(plan->eps) && plan->eps >= 0.0f))
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: argument 'eps' is %g; it must be finite and >= 0 (1e-5 or 1e-6 are usual).",
                 api_name(), static_cast<double>(plan->eps));
@@ -54,6 +63,7 @@ kaio_status RowsPlan::plan(kaio_device *device) {
 }
 
 kaio_status RowsPlan::run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const {
+  if (op == Op::add_rmsnorm || op == Op::layernorm) return run_norm(*this, stream, tensors, count);
   const bool norm = op == Op::rmsnorm;
   KAIO_TRY(check_launch(device, stream, tensors, count, norm ? 3 : 2,
                         norm ? "{x, weight, out}" : "{x, out}"));

@@ -1,4 +1,5 @@
-// Row-wise ops over strided views: RMSNorm and softmax.
+// Row-wise ops over strided views: RMSNorm, softmax, fused residual add +
+// RMSNorm and LayerNorm.
 #pragma once
 
 #include <kaio/kaio.h>
@@ -8,7 +9,7 @@
 namespace kaio {
 
 struct RowsPlan : PlanBase {
-  enum class Op { rmsnorm, softmax };
+  enum class Op { rmsnorm, softmax, add_rmsnorm, layernorm };
   Op op = Op::rmsnorm;
   kaio_dtype dtype = KAIO_DTYPE_INVALID;
   int64_t rows = 0, cols = 0;
@@ -16,8 +17,14 @@ struct RowsPlan : PlanBase {
   Launch launch;
 
   kaio_status plan(kaio_device *device);
-  // Tensors: rmsnorm {x, weight, out}, softmax {x, out}.
+  // Tensors: rmsnorm {x, weight, out}, softmax {x, out}, add_rmsnorm
+  // {x, residual, weight, out}, layernorm {x, weight, bias, out} (weight
+  // and bias may be absent: a NULL buffer).
   kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;
 };
+
+// run() for add_rmsnorm and layernorm (ops/norms.cpp).
+kaio_status run_norm(const RowsPlan &plan, kaio_stream *stream, const kaio_tensor *tensors,
+                     size_t count);
 
 }  // namespace kaio

@@ -1383,6 +1383,114 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_layernorm(kaio_stream *stream, const ka
                                                     const kaio_tensor *bias,
                                                     const kaio_tensor *out, float eps);
 
+/* ===========================================================================
+ * Rotary position embeddings (RoPE), in place on Q and K
+ *
+ * Q is [T, Hq·D] and K [T, Hk·D] (tokens, then heads, then the head's D
+ * elements: a [T, H, D] tensor seen as rank 2), any row_stride >= cols, so
+ * Q and K may be column ranges of one fused QKV projection's output.
+ * Positions are an I32 [1, T] view (one position per token, any value;
+ * as f32 they are exact up to 2^24). Q, K: dtype f32, f16 or bf16; math in
+ * f32, rounded once on output.
+ *
+ * Per token t, head and pair i < rotary_dim / 2, with
+ *     angle = f32(f32(pos[t]) · inv_freq[i])          (as HF transformers)
+ *     c = f32(cos(angle) · attention), s = f32(sin(angle) · attention)
+ * the pair (x0, x1) becomes (x0·c − x1·s, x1·c + x0·s), where the pair is
+ *     KAIO_ROPE_HALF_SPLIT   (x[i], x[i + rotary_dim/2])  GPT-NeoX, Llama, HF's
+ *                            rotate_half / apply_rotary_pos_emb
+ *     KAIO_ROPE_INTERLEAVED  (x[2i], x[2i + 1])          GPT-J, rotate_every_two
+ * Elements from rotary_dim to D - 1 of each head are neither read nor written
+ * (partial rotary). cos and sin are computed with an f32 range reduction
+ * (Cody-Waite, three-part π/2): within 1e-7 of the f64 values of the same
+ * f32 angle for |angle| <= 2^22 rad (position 1e6 · inv_freq 1 included).
+ * Past 2^22 the f32 angle itself is off by more than 0.1 rad; there c and s
+ * stay bounded (|c|, |s| <= attention) but are not meaningful.
+ *
+ * inv_freq (f32, computed on the host once per op or call, as
+ * transformers' modeling_rope_utils.py computes it in f32; r = rotary_dim):
+ *     NONE    1 / θ^(2i/r)            (_compute_default_rope_parameters)
+ *     LINEAR  that / factor           (_compute_linear_scaling_rope_parameters)
+ *     LLAMA3  factor, low_freq_factor, high_freq_factor and
+ *             original_max_position_embeddings (_compute_llama3_parameters)
+ *     YARN    factor, original_max_position_embeddings, beta_fast, beta_slow,
+ *             truncate, and the attention factor: attention_factor if > 0,
+ *             else HF's default from factor, mscale and mscale_all_dim
+ *             (_compute_yarn_parameters). Pass the factor and original
+ *             length your config's HF code ends up using.
+ * θ^e is the correctly rounded f32 power (torch's may differ by an ulp).
+ * The attention factor is 1 except for YARN. Fields a scaling does not use
+ * are ignored.
+ *
+ * Constraints (KAIO_ERROR_* on creation or call): heads_q, heads_k >= 0,
+ * not both 0, sum at most 65535 (INVALID_DIMENSION); head_dim >= 1 (any
+ * parity); rotary_dim (0 means head_dim) even, 2 <= rotary_dim <= head_dim
+ * (INVALID_DIMENSION) and <= 512 (UNSUPPORTED); theta finite and > 1;
+ * factors, lengths and betas as commented below (INVALID_ARGUMENT).
+ * Views: Q (if present) [T, heads_q·head_dim] and K [T, heads_k·head_dim]
+ * of dtype, one T (SHAPE_MISMATCH); a NULL-buffer (or, for the one-shot
+ * call, NULL) Q or K is skipped, not both; a tensor whose heads are 0 must be
+ * absent. Q and K must not share an element (column ranges of one buffer
+ * with the same row_stride are fine); positions must not overlap them.
+ * Fastest with 16-byte aligned heads: start, row_stride·size, head_dim·size
+ * and (rotary_dim / 2)·size (half split) or rotary_dim·size (interleaved)
+ * multiples of 16 bytes; any other layout runs an element-wise kernel.
+ * Compute capability 8.0+.
+ * ======================================================================== */
+typedef int32_t kaio_rope_style;
+enum { KAIO_ROPE_HALF_SPLIT = 0, KAIO_ROPE_INTERLEAVED = 1 };
+
+typedef int32_t kaio_rope_scaling;
+enum {
+    KAIO_ROPE_SCALING_NONE = 0,
+    KAIO_ROPE_SCALING_LINEAR = 1,
+    KAIO_ROPE_SCALING_LLAMA3 = 2,
+    KAIO_ROPE_SCALING_YARN = 3
+};
+
+typedef struct kaio_rope_desc {
+    uint32_t struct_size;          /* sizeof(kaio_rope_desc)                       */
+    kaio_rope_style style;         /* default KAIO_ROPE_HALF_SPLIT                 */
+    kaio_dtype dtype;              /* Q and K: F32, F16 or BF16 (default BF16)     */
+    kaio_rope_scaling scaling;     /* default KAIO_ROPE_SCALING_NONE               */
+    int64_t heads_q;               /* Hq (0: Q always absent)                      */
+    int64_t heads_k;               /* Hk (0: K always absent)                      */
+    int64_t head_dim;              /* D                                            */
+    int64_t rotary_dim;            /* 0 means head_dim                             */
+    double theta;                  /* base θ, default 10000                        */
+    double factor;                 /* LINEAR, LLAMA3, YARN: finite, > 0; default 1 */
+    double low_freq_factor;        /* LLAMA3: > 0; default 1                       */
+    double high_freq_factor;       /* LLAMA3: > low_freq_factor; default 4         */
+    int64_t original_max_position_embeddings; /* LLAMA3, YARN: >= 1; default 8192 */
+    double beta_fast;              /* YARN: > 0; default 32                        */
+    double beta_slow;              /* YARN: > 0; default 1                         */
+    double attention_factor;       /* YARN: > 0, or 0 for HF's default (default 0) */
+    double mscale;                 /* YARN: >= 0, 0 = unset (default)              */
+    double mscale_all_dim;         /* YARN: >= 0, 0 = unset (default)              */
+    int32_t truncate;              /* YARN: 1 floors / ceils the correction range
+                                      as HF does by default (default 1), or 0      */
+    uint32_t reserved;             /* must be 0                                    */
+    uint64_t reserved2[4];         /* must be 0                                    */
+} kaio_rope_desc;
+
+/* Defaults as commented above; heads and head_dim 0 (must be set). Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_rope_desc_init(kaio_rope_desc *desc, size_t struct_size);
+
+/* A prepared RoPE: checks desc, computes the inv_freq table (kept in the op,
+ * passed to the kernel by value) and loads the kernels. Launches take any T.
+ *                                 launch tensors: {Q, K, positions}
+ * Ownership: caller owns *out; retains device. No workspace: launches may
+ * run on several streams and threads at once (on disjoint Q and K). */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_rope(kaio_op **out, kaio_device *device,
+                                                         const kaio_rope_desc *desc);
+
+/* One-shot RoPE: q or k may be NULL or have a NULL buffer (skipped), not
+ * both. Computes the table on the host and allocates nothing on the device.
+ * Ownership: nothing is retained after the call. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_rope(kaio_stream *stream, const kaio_tensor *q,
+                                               const kaio_tensor *k, const kaio_tensor *positions,
+                                               const kaio_rope_desc *desc);
+
 KAIO_END_DECLS
 
 #endif /* KAIO_H */

@@ -14,6 +14,7 @@
 #include "ops/matmul.hpp"
 #include "ops/matmul_backward.hpp"
 #include "ops/quant.hpp"
+#include "ops/rope.hpp"
 #include "ops/rows.hpp"
 #include "runtime/handle.hpp"
 
@@ -25,7 +26,7 @@ struct kaio_op {
   using Body = std::variant<kaio::ElementwisePlan, kaio::RowsPlan, kaio::MatmulPlan,
                             kaio::MatmulBackwardPlan, kaio::KquantPlan, kaio::Int8Plan,
                             kaio::Int4Plan, kaio::QkvInt8Plan, kaio::AttentionPlan,
-                            kaio::KvCacheWritePlan>;
+                            kaio::KvCacheWritePlan, kaio::RopePlan>;
   kaio::HandleTag tag = kTag;
   kaio_device *device = nullptr;
   Body body;

@@ -1,0 +1,269 @@
+// RoPE: the desc's checks, launch shape and views. The kernels' contract is
+// in ptx/gen_rope.py.
+#include "ops/rope.hpp"
+
+#include <cinttypes>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "core/call_context.hpp"
+#include "core/error.hpp"
+#include "kernels/module_cache.hpp"
+#include "ops/plan_log.hpp"
+#include "runtime/tensor_view.hpp"
+
+namespace kaio {
+namespace {
+
+constexpr int64_t kMaxHeads = 65535;
+constexpr unsigned kBlock = 256;
+
+const char *style_name(kaio_rope_style s) {
+  return s == KAIO_ROPE_HALF_SPLIT ? "half split" : "interleaved";
+}
+
+kaio_status bad_param(const char *field, double value, const char *rule) {
+  return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: desc->%s is %g; it must be %s.", api_name(), field,
+              value, rule);
+}
+
+kaio_status check_scaling(const kaio_rope_desc &d) {
+  if (d.scaling == KAIO_ROPE_SCALING_NONE) return KAIO_OK;
+  if (!(std::isfinite(d.factor) && d.factor > 0))
+    return bad_param("factor", d.factor, "finite and > 0 (the config's rope_scaling factor)");
+  if (d.scaling == KAIO_ROPE_SCALING_LINEAR) return KAIO_OK;
+  if (d.original_max_position_embeddings < 1 || d.original_max_position_embeddings > INT32_MAX)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: desc->original_max_position_embeddings is %" PRId64 "; it must be between 1 "
+                "and %d (the pretrained context length, e.g. 8192).",
+                api_name(), d.original_max_position_embeddings, INT32_MAX);
+  if (d.scaling == KAIO_ROPE_SCALING_LLAMA3) {
+    if (!(std::isfinite(d.low_freq_factor) && d.low_freq_factor > 0))
+      return bad_param("low_freq_factor", d.low_freq_factor, "finite and > 0 (Llama 3.1: 1)");
+    if (!(std::isfinite(d.high_freq_factor) && d.high_freq_factor > d.low_freq_factor))
+      return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                  "%s: desc->high_freq_factor is %g and low_freq_factor %g; high_freq_factor "
+                  "must be finite and greater (Llama 3.1: 4 and 1).",
+                  api_name(), d.high_freq_factor, d.low_freq_factor);
+    return KAIO_OK;
+  }
+  const struct {
+    const char *name;
+    double value;
+    bool zero_ok;
+    const char *rule;
+  } yarn[] = {{"beta_fast", d.beta_fast, false, "finite and > 0 (HF's default: 32)"},
+              {"beta_slow", d.beta_slow, false, "finite and > 0 (HF's default: 1)"},
+              {"attention_factor", d.attention_factor, true,
+               "finite and > 0, or 0 for HF's default from factor and mscale"},
+              {"mscale", d.mscale, true, "finite and > 0, or 0 (unset)"},
+              {"mscale_all_dim", d.mscale_all_dim, true, "finite and > 0, or 0 (unset)"}};
+  for (const auto &f : yarn)
+    if (!(std::isfinite(f.value) && (f.value > 0 || (f.zero_ok && f.value == 0))))
+      return bad_param(f.name, f.value, f.rule);
+  if (d.truncate != 0 && d.truncate != 1)
+    return bad_param("truncate", d.truncate, "1 (HF's default) or 0");
+  return KAIO_OK;
+}
+
+kaio_status check_desc(const kaio_rope_desc &d) {
+  if (d.style != KAIO_ROPE_HALF_SPLIT && d.style != KAIO_ROPE_INTERLEAVED)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: desc->style is %d; use KAIO_ROPE_HALF_SPLIT (GPT-NeoX, Llama) or "
+                "KAIO_ROPE_INTERLEAVED (GPT-J).",
+                api_name(), d.style);
+  if (!is_float_dtype(d.dtype))
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: desc->dtype is %s (%d); RoPE takes KAIO_DTYPE_F32, KAIO_DTYPE_F16 or "
+                "KAIO_DTYPE_BF16.",
+                api_name(), kaio_dtype_name(d.dtype), d.dtype);
+  if (d.scaling < KAIO_ROPE_SCALING_NONE || d.scaling > KAIO_ROPE_SCALING_YARN)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: desc->scaling is %d; use KAIO_ROPE_SCALING_NONE, _LINEAR, _LLAMA3 or _YARN.",
+                api_name(), d.scaling);
+  if (d.reserved != 0 || d.reserved2[0] != 0 || d.reserved2[1] != 0 || d.reserved2[2] != 0 ||
+      d.reserved2[3] != 0)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: desc->reserved fields must be 0; initialise the desc with "
+                "kaio_rope_desc_init.",
+                api_name());
+  const struct {
+    const char *name;
+    int64_t value;
+  } heads[] = {{"heads_q", d.heads_q}, {"heads_k", d.heads_k}};
+  for (const auto &h : heads)
+    if (h.value < 0 || h.value > kMaxHeads)
+      return fail(KAIO_ERROR_INVALID_DIMENSION,
+                  "%s: desc->%s is %" PRId64 "; it must be between 0 (that tensor is always "
+                  "absent) and %" PRId64 ".",
+                  api_name(), h.name, h.value, kMaxHeads);
+  if (d.heads_q + d.heads_k == 0 || d.heads_q + d.heads_k > kMaxHeads)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: desc->heads_q + desc->heads_k is %" PRId64 "; it must be between 1 and %" PRId64
+                " (set the head counts; split the heads across calls).",
+                api_name(), d.heads_q + d.heads_k, kMaxHeads);
+  if (d.head_dim < 1 || d.head_dim > INT32_MAX / kMaxHeads)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: desc->head_dim is %" PRId64 "; it must be between 1 and %" PRId64 ".",
+                api_name(), d.head_dim, static_cast<int64_t>(INT32_MAX / kMaxHeads));
+  const int64_t rot = d.rotary_dim == 0 ? d.head_dim : d.rotary_dim;
+  if (rot < 2 || rot % 2 != 0 || rot > d.head_dim)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: desc->rotary_dim is %" PRId64 " (%" PRId64 " with head_dim %" PRId64
+                "); it must be even and between 2 and head_dim (0 means head_dim).",
+                api_name(), d.rotary_dim, rot, d.head_dim);
+  if (rot > 2 * kRopeMaxHalf)
+    return fail(KAIO_ERROR_UNSUPPORTED,
+                "%s: desc->rotary_dim is %" PRId64 "; the kernels take at most %d rotary dims.",
+                api_name(), rot, 2 * kRopeMaxHalf);
+  if (!(std::isfinite(d.theta) && d.theta > 1))
+    return bad_param("theta", d.theta, "finite and > 1 (the config's rope_theta, e.g. 10000)");
+  return check_scaling(d);
+}
+
+// The desc's checks, the table, both kernels.
+kaio_status plan_unlogged(kaio_device *device, RopePlan *plan) {
+  KAIO_TRY(check_desc(plan->desc));
+  kaio_rope_desc &d = plan->desc;
+  if (d.rotary_dim == 0) d.rotary_dim = d.head_dim;
+  KAIO_TRY(require_arch(device, 8, 0, "built-in ops (bf16 conversions, PTX sm_80)"));
+  rope_frequencies(d, d.rotary_dim, &plan->freqs);
+  const auto style = d.style == KAIO_ROPE_HALF_SPLIT ? kernels::RopeStyle::half_split
+                                                     : kernels::RopeStyle::interleaved;
+  for (Launch *l : {&plan->vec, &plan->scalar}) {
+    BuiltinFunction fn;
+    KAIO_TRY(device->modules->function(kernels::rope(d.dtype, style, l == &plan->vec), &fn));
+    *l = launch_of(fn);
+  }
+  log_kernel(device, plan->vec.function, "sm_80, the only family");
+  return KAIO_OK;
+}
+
+// A present view: Q or K.
+kaio_status check_qk(const char *arg, const kaio_tensor &t, const kaio_device *device,
+                     const kaio_rope_desc &d, int64_t heads, const char *field, CheckedView *out) {
+  if (heads == 0)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: argument '%s' has a buffer but desc->%s is 0; pass a view with a NULL "
+                "buffer, or set desc->%s.",
+                api_name(), arg, field, field);
+  KAIO_TRY(check_view(arg, &t, device, out));
+  KAIO_TRY(check_dtype(arg, *out, d.dtype));
+  if (out->cols != heads * d.head_dim)
+    return fail(KAIO_ERROR_SHAPE_MISMATCH,
+                "%s: argument '%s' has %" PRId64 " cols but desc->%s * desc->head_dim is %" PRId64
+                " * %" PRId64 " = %" PRId64 "; pass the [tokens, heads * head_dim] view.",
+                api_name(), arg, out->cols, field, heads, d.head_dim, heads * d.head_dim);
+  return KAIO_OK;
+}
+
+// Q and K may be column ranges of one buffer (a fused QKV output): with one
+// row stride, their bytes never meet when, per row, K's columns fall outside
+// Q's (modulo the stride). Any other overlap is refused.
+kaio_status check_qk_disjoint(const CheckedView &q, const CheckedView &k) {
+  const bool apart = q.address + q.span_bytes <= k.address || k.address + k.span_bytes <= q.address;
+  if (apart) return KAIO_OK;
+  const uint64_t es = kaio_dtype_size(q.dtype);
+  const uint64_t stride = static_cast<uint64_t>(q.row_stride) * es;
+  if (q.row_stride == k.row_stride) {
+    const uint64_t lo = q.address < k.address ? q.address : k.address;
+    const uint64_t first_cols = (lo == q.address ? q.cols : k.cols) * es;
+    const uint64_t second_cols = (lo == q.address ? k.cols : q.cols) * es;
+    const uint64_t delta = ((q.address < k.address ? k.address - q.address : q.address - k.address)) %
+                           stride;
+    if (delta >= first_cols && delta + second_cols <= stride) return KAIO_OK;
+  }
+  return fail(KAIO_ERROR_INVALID_ARGUMENT,
+              "%s: arguments 'q' and 'k' share elements; RoPE rotates each in place, so they "
+              "must be disjoint (column ranges of one buffer with the same row_stride are fine).",
+              api_name());
+}
+
+unsigned ceil_div(uint64_t a, uint64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
+
+bool aligned16(const CheckedView &v, const kaio_rope_desc &d) {
+  const uint64_t es = kaio_dtype_size(d.dtype);
+  const uint64_t span = d.style == KAIO_ROPE_HALF_SPLIT ? d.rotary_dim / 2 : d.rotary_dim;
+  return v.address % 16 == 0 && (v.row_stride * es) % 16 == 0 && (d.head_dim * es) % 16 == 0 &&
+         (span * es) % 16 == 0;
+}
+
+}  // namespace
+
+kaio_status RopePlan::plan(kaio_device *device) {
+  this->device = device;
+  return log_plan([&] { return plan_unlogged(device, this); },
+                  [&] {
+                    char s[200];
+                    std::snprintf(s, sizeof s,
+                                  "Hq %" PRId64 " Hk %" PRId64 " D %" PRId64 " rot %" PRId64
+                                  " %s %s scaling %d",
+                                  desc.heads_q, desc.heads_k, desc.head_dim, desc.rotary_dim,
+                                  style_name(desc.style), kaio_dtype_name(desc.dtype),
+                                  desc.scaling);
+                    return std::string(s);
+                  });
+}
+
+kaio_status RopePlan::run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const {
+  KAIO_TRY(check_launch(device, stream, tensors, count, 3, "{Q, K, positions}"));
+  const kaio_rope_desc &d = desc;
+  const bool has_q = tensors[0].buffer != nullptr, has_k = tensors[1].buffer != nullptr;
+  if (!has_q && !has_k)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: both 'q' and 'k' are absent (NULL buffers); pass at least one to rotate.",
+                api_name());
+  CheckedView q, k, pos;
+  if (has_q) KAIO_TRY(check_qk("q", tensors[0], device, d, d.heads_q, "heads_q", &q));
+  if (has_k) KAIO_TRY(check_qk("k", tensors[1], device, d, d.heads_k, "heads_k", &k));
+  if (has_q && has_k && q.rows != k.rows)
+    return fail(KAIO_ERROR_SHAPE_MISMATCH,
+                "%s: 'q' has %" PRId64 " rows (tokens) and 'k' %" PRId64 "; they must match.",
+                api_name(), q.rows, k.rows);
+  const int64_t tokens = has_q ? q.rows : k.rows;
+  if (tokens > INT32_MAX)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: %" PRId64 " tokens; at most %d per call. Split the tokens.", api_name(),
+                tokens, INT32_MAX);
+  KAIO_TRY(check_view("positions", &tensors[2], device, &pos));
+  KAIO_TRY(check_dtype("positions", pos, KAIO_DTYPE_I32));
+  KAIO_TRY(check_shape("positions", pos, 1, tokens));
+  if (has_q) KAIO_TRY(check_no_partial_overlap("positions", pos, "q", q, false));
+  if (has_k) KAIO_TRY(check_no_partial_overlap("positions", pos, "k", k, false));
+  if (has_q && has_k) KAIO_TRY(check_qk_disjoint(q, k));
+
+  const bool vector = (!has_q || aligned16(q, d)) && (!has_k || aligned16(k, d));
+  const int64_t ppu = !vector ? 1
+                      : d.style == KAIO_ROPE_HALF_SPLIT
+                          ? 16 / static_cast<int64_t>(kaio_dtype_size(d.dtype))
+                          : 8 / static_cast<int64_t>(kaio_dtype_size(d.dtype));
+  Launch l = vector ? vec : scalar;
+  const uint64_t es = kaio_dtype_size(d.dtype);
+  unsigned units = static_cast<unsigned>(freqs.half / ppu);
+  unsigned tok_per_block = kBlock / units;
+  l.grid = ceil_div(static_cast<uint64_t>(tokens), tok_per_block);
+  // Enough blocks to fill the GPU: split the heads when the tokens alone
+  // give too few (decode), else one chunk keeps cos / sin per token once.
+  const unsigned heads = static_cast<unsigned>((has_q ? d.heads_q : 0) + (has_k ? d.heads_k : 0));
+  const uint64_t want = 4 * static_cast<uint64_t>(device->info.sm_count > 0 ? device->info.sm_count : 1);
+  unsigned chunks = l.grid >= want ? 1 : ceil_div(want, l.grid);
+  if (chunks > heads) chunks = heads;
+  unsigned head_chunk = ceil_div(heads, chunks);
+  l.grid_y = ceil_div(heads, head_chunk);
+
+  unsigned long long pq = has_q ? q.address : 0, pk = has_k ? k.address : 0, pp = pos.address;
+  unsigned long long qs = has_q ? q.row_stride * es : 0, ks = has_k ? k.row_stride * es : 0;
+  unsigned utokens = static_cast<unsigned>(tokens);
+  unsigned hq = has_q ? static_cast<unsigned>(d.heads_q) : 0;
+  unsigned hk = has_k ? static_cast<unsigned>(d.heads_k) : 0;
+  unsigned hd = static_cast<unsigned>(d.head_dim), half = static_cast<unsigned>(freqs.half);
+  float attn = freqs.attention;
+  void *params[] = {&pq,   &pk,    &pp,           &qs,         &ks,   &utokens,
+                    &hq,   &hk,    &hd,           &half,       &units, &tok_per_block,
+                    &head_chunk, &attn, const_cast<float *>(freqs.inv_freq)};
+  return launch_builtin(device, l, stream, params);
+}
+
+}  // namespace kaio

@@ -1,0 +1,255 @@
+// RoPE on the fake driver: kernel choice, grid and arguments (the inv_freq
+// table against the test's own HF reference), and every rejected desc field
+// and view with its status, a message naming the function, the argument and
+// the fix, and no launch.
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "support/kaio_test.hpp"
+#include "support/rope_ref.hpp"
+
+namespace {
+
+class FakeRope : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kt::on_fake_driver())
+      GTEST_SKIP() << "needs the fake driver: run through `meson test` (suite host), which sets "
+                      "LIBKAIO_CUDA_DRIVER";
+    dev_ = kt::open_device(0);
+    stream_ = kt::make_stream(dev_.get());
+    buf_ = kt::make_buffer(dev_.get(), 4 << 20);
+  }
+  // Llama-ish: Hq 6, Hk 2, D 64, T 10; Q at 0, K at 1 MiB, positions at 2 MiB.
+  static constexpr int64_t T = 10, Hq = 6, Hk = 2, D = 64;
+  kaio_rope_desc desc() const {
+    kaio_rope_desc d;
+    EXPECT_EQ(kaio_rope_desc_init(&d, sizeof d), KAIO_OK);
+    d.heads_q = Hq;
+    d.heads_k = Hk;
+    d.head_dim = D;
+    return d;
+  }
+  kaio_tensor view(uint64_t offset, kaio_dtype dt, int64_t rows, int64_t cols) const {
+    kaio_tensor t = kaio_tensor_2d(buf_.get(), dt, rows, cols);
+    t.offset_bytes = offset;
+    return t;
+  }
+  kaio_tensor q(kaio_dtype dt = KAIO_DTYPE_BF16) const { return view(0, dt, T, Hq * D); }
+  kaio_tensor k(kaio_dtype dt = KAIO_DTYPE_BF16) const { return view(1 << 20, dt, T, Hk * D); }
+  kaio_tensor pos() const { return view(2 << 20, KAIO_DTYPE_I32, 1, T); }
+  std::string last_name() const { return kt::last_launch().name; }
+  // The table the last launch passed (parameter 14), half entries.
+  std::vector<float> table(int half) const {
+    float t[256];
+    EXPECT_EQ(kt::fake().last_launch_param(14, t, sizeof t), 0);
+    return std::vector<float>(t, t + half);
+  }
+  kt::Device dev_;
+  kt::Stream stream_;
+  kt::Buffer buf_;
+};
+
+TEST_F(FakeRope, PicksTheVectorKernelAndPassesHfsTable) {
+  kaio_rope_desc d = desc();
+  d.theta = 500000.0;
+  d.scaling = KAIO_ROPE_SCALING_LLAMA3;
+  d.factor = 8.0;
+  kaio_tensor qv = q(), kv = k(), pv = pos();
+  KT_OK(kaio_rope(stream_.get(), &qv, &kv, &pv, &d));
+  kt::Launch l = kt::last_launch();
+  EXPECT_EQ(l.name, "kaio_rope_half_split_bf16_vec");
+  EXPECT_EQ(l.block[0], 256u);
+  EXPECT_EQ(kt::launch_param<uint32_t>(10), 4u);  // units: 32 pairs / 8
+  EXPECT_EQ(kt::launch_param<uint32_t>(11), 64u);  // tokens per block
+  EXPECT_EQ(l.grid[0], 1u);
+  const uint32_t chunk = kt::launch_param<uint32_t>(12);
+  EXPECT_EQ(l.grid[1], (Hq + Hk + chunk - 1) / chunk);
+  EXPECT_EQ(kt::launch_param<uint64_t>(3), static_cast<uint64_t>(Hq * D * 2));  // q stride bytes
+  const kt::RopeRef ref = kt::rope_ref_f32(d);
+  const std::vector<float> got = table(32);
+  for (int i = 0; i < 32; ++i)
+    EXPECT_EQ(got[i], static_cast<float>(ref.inv_freq[i])) << "inv_freq[" << i << "]";
+  EXPECT_EQ(kt::launch_param<float>(13), 1.0f);
+}
+
+TEST_F(FakeRope, YarnTableAndAttentionFactorMatchTheReference) {
+  for (double mscale : {0.0, 0.707}) {
+    kaio_rope_desc d = desc();
+    d.scaling = KAIO_ROPE_SCALING_YARN;
+    d.factor = 4.0;
+    d.original_max_position_embeddings = 4096;
+    d.mscale = mscale;
+    d.mscale_all_dim = mscale;
+    d.rotary_dim = 48;
+    kaio_op *raw = nullptr;
+    KT_OK(kaio_op_create_rope(&raw, dev_.get(), &d));
+    kt::Op op(raw);
+    const kaio_tensor t[3] = {q(), k(), pos()};
+    KT_OK(kaio_op_launch(op.get(), stream_.get(), t, 3));
+    const kt::RopeRef ref = kt::rope_ref_f32(d);
+    const std::vector<float> got = table(24);
+    for (int i = 0; i < 24; ++i) EXPECT_EQ(got[i], static_cast<float>(ref.inv_freq[i])) << i;
+    EXPECT_EQ(kt::launch_param<float>(13), static_cast<float>(ref.attention));
+    EXPECT_EQ(kt::launch_param<uint32_t>(9), 24u);  // half
+  }
+}
+
+TEST_F(FakeRope, OddLayoutsRunTheElementKernelAndAbsentTensorsHaveNoHeads) {
+  kaio_rope_desc d = desc();
+  d.dtype = KAIO_DTYPE_F16;
+  d.head_dim = 80;
+  d.rotary_dim = 40;  // half split: the second half starts 20 * 2 = 40 bytes in
+  kaio_tensor qv = view(0, KAIO_DTYPE_F16, T, Hq * 80), pv = pos();
+  KT_OK(kaio_rope(stream_.get(), &qv, nullptr, &pv, &d));
+  EXPECT_EQ(last_name(), "kaio_rope_half_split_f16_scalar");
+  EXPECT_EQ(kt::launch_param<uint32_t>(10), 20u);  // one pair per thread
+  EXPECT_EQ(kt::launch_param<uint32_t>(7), 0u);    // heads_k: K absent
+  EXPECT_EQ(kt::launch_param<uint64_t>(1), 0u);
+  // K only: Q's heads are 0 for the kernel. Interleaved pairs of 40 dims
+  // are 80 bytes: whole 16-byte vectors.
+  d.style = KAIO_ROPE_INTERLEAVED;
+  kaio_tensor kv = view(1 << 20, KAIO_DTYPE_F16, T, Hk * 80);
+  kaio_tensor none{};
+  KT_OK(kaio_rope(stream_.get(), &none, &kv, &pv, &d));
+  EXPECT_EQ(last_name(), "kaio_rope_interleaved_f16_vec");
+  EXPECT_EQ(kt::launch_param<uint32_t>(10), 5u);  // 4 pairs per thread
+  EXPECT_EQ(kt::launch_param<uint32_t>(6), 0u);
+  EXPECT_EQ(kt::launch_param<uint32_t>(7), static_cast<uint32_t>(Hk));
+}
+
+TEST_F(FakeRope, FusedQkvColumnRangesAreAccepted) {
+  // One [T, (Hq + 2 Hk) D] output: Q, K and V side by side in each row.
+  kaio_rope_desc d = desc();
+  const int64_t stride = (Hq + 2 * Hk) * D;
+  kaio_tensor qv = view(0, KAIO_DTYPE_BF16, T, Hq * D);
+  qv.row_stride = stride;
+  kaio_tensor kv = view(Hq * D * 2, KAIO_DTYPE_BF16, T, Hk * D);
+  kv.row_stride = stride;
+  kaio_tensor pv = pos();
+  KT_OK(kaio_rope(stream_.get(), &qv, &kv, &pv, &d));
+  EXPECT_EQ(kt::launch_param<uint64_t>(4), static_cast<uint64_t>(stride * 2));
+  // K shifted one column into Q's range shares elements.
+  const unsigned long long launches = kt::fake().launch_count();
+  kv.offset_bytes -= 2;
+  kt::expect_rejected(kaio_rope(stream_.get(), &qv, &kv, &pv, &d), KAIO_ERROR_INVALID_ARGUMENT,
+                      {"kaio_rope", "'q' and 'k'", "disjoint"}, launches);
+}
+
+TEST_F(FakeRope, RejectsEveryBadDescField) {
+  struct Case {
+    const char *what;
+    std::function<void(kaio_rope_desc &)> edit;
+    kaio_status status;
+    std::vector<const char *> parts;
+  };
+  const std::vector<Case> cases = {
+      {"style", [](auto &d) { d.style = 7; }, KAIO_ERROR_INVALID_ARGUMENT, {"desc->style is 7", "KAIO_ROPE_HALF_SPLIT"}},
+      {"dtype", [](auto &d) { d.dtype = KAIO_DTYPE_I8; }, KAIO_ERROR_INVALID_DTYPE, {"desc->dtype is i8"}},
+      {"scaling", [](auto &d) { d.scaling = 9; }, KAIO_ERROR_INVALID_ARGUMENT, {"desc->scaling is 9"}},
+      {"reserved", [](auto &d) { d.reserved = 1; }, KAIO_ERROR_INVALID_ARGUMENT, {"reserved", "kaio_rope_desc_init"}},
+      {"reserved2", [](auto &d) { d.reserved2[3] = 1; }, KAIO_ERROR_INVALID_ARGUMENT, {"reserved"}},
+      {"heads_q<0", [](auto &d) { d.heads_q = -1; }, KAIO_ERROR_INVALID_DIMENSION, {"desc->heads_q is -1"}},
+      {"heads_k big", [](auto &d) { d.heads_k = 70000; }, KAIO_ERROR_INVALID_DIMENSION, {"desc->heads_k is 70000"}},
+      {"no heads", [](auto &d) { d.heads_q = d.heads_k = 0; }, KAIO_ERROR_INVALID_DIMENSION, {"heads_q + desc->heads_k is 0"}},
+      {"head_dim", [](auto &d) { d.head_dim = 0; }, KAIO_ERROR_INVALID_DIMENSION, {"desc->head_dim is 0"}},
+      {"rotary odd", [](auto &d) { d.rotary_dim = 33; }, KAIO_ERROR_INVALID_DIMENSION, {"desc->rotary_dim is 33", "even"}},
+      {"rotary > D", [](auto &d) { d.rotary_dim = 66; }, KAIO_ERROR_INVALID_DIMENSION, {"desc->rotary_dim is 66"}},
+      {"odd D, rot 0", [](auto &d) { d.head_dim = 65; }, KAIO_ERROR_INVALID_DIMENSION, {"rotary_dim is 0 (65"}},
+      {"rotary > 512", [](auto &d) { d.head_dim = 1024; d.rotary_dim = 514; }, KAIO_ERROR_UNSUPPORTED, {"at most 512"}},
+      {"theta", [](auto &d) { d.theta = 1.0; }, KAIO_ERROR_INVALID_ARGUMENT, {"desc->theta is 1", "rope_theta"}},
+      {"theta nan", [](auto &d) { d.theta = NAN; }, KAIO_ERROR_INVALID_ARGUMENT, {"desc->theta is nan"}},
+      {"factor", [](auto &d) { d.scaling = KAIO_ROPE_SCALING_LINEAR; d.factor = 0; }, KAIO_ERROR_INVALID_ARGUMENT, {"desc->factor is 0"}},
+      {"factor inf", [](auto &d) { d.scaling = KAIO_ROPE_SCALING_YARN; d.factor = INFINITY; }, KAIO_ERROR_INVALID_ARGUMENT, {"desc->factor is inf"}},
+      {"orig len", [](auto &d) { d.scaling = KAIO_ROPE_SCALING_LLAMA3; d.original_max_position_embeddings = 0; }, KAIO_ERROR_INVALID_ARGUMENT, {"original_max_position_embeddings is 0"}},
+      {"low freq", [](auto &d) { d.scaling = KAIO_ROPE_SCALING_LLAMA3; d.low_freq_factor = -1; }, KAIO_ERROR_INVALID_ARGUMENT, {"desc->low_freq_factor is -1"}},
+      {"high freq", [](auto &d) { d.scaling = KAIO_ROPE_SCALING_LLAMA3; d.high_freq_factor = 1; }, KAIO_ERROR_INVALID_ARGUMENT, {"desc->high_freq_factor is 1"}},
+      {"beta_fast", [](auto &d) { d.scaling = KAIO_ROPE_SCALING_YARN; d.beta_fast = 0; }, KAIO_ERROR_INVALID_ARGUMENT, {"desc->beta_fast is 0"}},
+      {"beta_slow", [](auto &d) { d.scaling = KAIO_ROPE_SCALING_YARN; d.beta_slow = -2; }, KAIO_ERROR_INVALID_ARGUMENT, {"desc->beta_slow is -2"}},
+      {"attention", [](auto &d) { d.scaling = KAIO_ROPE_SCALING_YARN; d.attention_factor = -1; }, KAIO_ERROR_INVALID_ARGUMENT, {"desc->attention_factor is -1"}},
+      {"mscale", [](auto &d) { d.scaling = KAIO_ROPE_SCALING_YARN; d.mscale = NAN; }, KAIO_ERROR_INVALID_ARGUMENT, {"desc->mscale is nan"}},
+      {"mscale_all_dim", [](auto &d) { d.scaling = KAIO_ROPE_SCALING_YARN; d.mscale_all_dim = -1; }, KAIO_ERROR_INVALID_ARGUMENT, {"desc->mscale_all_dim is -1"}},
+      {"truncate", [](auto &d) { d.scaling = KAIO_ROPE_SCALING_YARN; d.truncate = 2; }, KAIO_ERROR_INVALID_ARGUMENT, {"desc->truncate is 2"}},
+  };
+  kaio_tensor qv = q(), kv = k(), pv = pos();
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.what);
+    kaio_rope_desc d = desc();
+    c.edit(d);
+    const unsigned long long launches = kt::fake().launch_count();
+    std::vector<const char *> parts = c.parts;
+    parts.push_back("kaio_rope:");
+    kt::expect_rejected(kaio_rope(stream_.get(), &qv, &kv, &pv, &d), c.status, parts, launches);
+    kaio_op *op = reinterpret_cast<kaio_op *>(1);
+    parts.back() = "kaio_op_create_rope:";
+    kt::expect_rejected(kaio_op_create_rope(&op, dev_.get(), &d), c.status, parts, launches);
+    EXPECT_EQ(op, nullptr);
+  }
+  // Scaling fields a scaling does not use are ignored.
+  kaio_rope_desc d = desc();
+  d.factor = -5;
+  d.beta_fast = 0;
+  KT_OK(kaio_rope(stream_.get(), &qv, &kv, &pv, &d));
+  // desc NULL, struct_size too small.
+  const unsigned long long launches = kt::fake().launch_count();
+  kt::expect_rejected(kaio_rope(stream_.get(), &qv, &kv, &pv, nullptr), KAIO_ERROR_INVALID_ARGUMENT,
+                      {"kaio_rope", "'desc' is NULL"}, launches);
+  d.struct_size = 8;
+  kt::expect_rejected(kaio_rope(stream_.get(), &qv, &kv, &pv, &d), KAIO_ERROR_BUFFER_TOO_SMALL,
+                      {"kaio_rope", "struct_size is 8", "kaio_rope_desc_init"}, launches);
+  EXPECT_EQ(kaio_rope_desc_init(nullptr, sizeof d), KAIO_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kaio_rope_desc_init(&d, 4), KAIO_ERROR_BUFFER_TOO_SMALL);
+}
+
+TEST_F(FakeRope, RejectsEveryBadViewWithoutLaunching) {
+  const kaio_rope_desc d = desc();
+  kaio_op *raw = nullptr;
+  KT_OK(kaio_op_create_rope(&raw, dev_.get(), &d));
+  kt::Op op(raw);
+  struct Case {
+    const char *what;
+    std::function<void(kaio_tensor *)> edit;
+    kaio_status status;
+    std::vector<const char *> parts;
+  };
+  const std::vector<Case> cases = {
+      {"q dtype", [](kaio_tensor *t) { t[0].dtype = KAIO_DTYPE_F16; }, KAIO_ERROR_INVALID_DTYPE, {"'q'"}},
+      {"k cols", [](kaio_tensor *t) { t[1].cols = 64; }, KAIO_ERROR_SHAPE_MISMATCH, {"'k' has 64 cols", "heads_k"}},
+      {"rows differ", [](kaio_tensor *t) { t[1].rows = 9; }, KAIO_ERROR_SHAPE_MISMATCH, {"'q' has 10 rows", "'k' 9"}},
+      {"both absent", [](kaio_tensor *t) { t[0].buffer = t[1].buffer = nullptr; }, KAIO_ERROR_INVALID_ARGUMENT, {"both 'q' and 'k' are absent"}},
+      {"pos dtype", [](kaio_tensor *t) { t[2].dtype = KAIO_DTYPE_U32; }, KAIO_ERROR_INVALID_DTYPE, {"'positions'"}},
+      {"pos shape", [](kaio_tensor *t) { t[2].rows = T; t[2].cols = 1; }, KAIO_ERROR_SHAPE_MISMATCH, {"'positions'"}},
+      {"pos overlaps q", [](kaio_tensor *t) { t[2].offset_bytes = 0; }, KAIO_ERROR_INVALID_ARGUMENT, {"'positions' and 'q' overlap"}},
+      {"q past end", [](kaio_tensor *t) { t[0].offset_bytes = (4 << 20) - 64; }, KAIO_ERROR_OUT_OF_BOUNDS, {"'q'"}},
+      {"q misaligned", [](kaio_tensor *t) { t[0].offset_bytes = 1; }, KAIO_ERROR_MISALIGNED, {"'q'"}},
+      {"k on q", [](kaio_tensor *t) { t[1].offset_bytes = 0; }, KAIO_ERROR_INVALID_ARGUMENT, {"'q' and 'k' share elements"}},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.what);
+    kaio_tensor t[3] = {q(), k(), pos()};
+    c.edit(t);
+    const unsigned long long launches = kt::fake().launch_count();
+    std::vector<const char *> parts = c.parts;
+    parts.push_back("kaio_op_launch:");
+    kt::expect_rejected(kaio_op_launch(op.get(), stream_.get(), t, 3), c.status, parts, launches);
+  }
+  // A tensor with 0 heads in the desc must be absent.
+  kaio_rope_desc qonly = desc();
+  qonly.heads_k = 0;
+  kaio_tensor qv = q(), kv = k(), pv = pos();
+  const unsigned long long launches = kt::fake().launch_count();
+  kt::expect_rejected(kaio_rope(stream_.get(), &qv, &kv, &pv, &qonly), KAIO_ERROR_INVALID_ARGUMENT,
+                      {"kaio_rope", "'k' has a buffer but desc->heads_k is 0"}, launches);
+  kt::expect_rejected(kaio_rope(stream_.get(), &qv, &kv, nullptr, &qonly),
+                      KAIO_ERROR_INVALID_ARGUMENT, {"kaio_rope", "'positions' is NULL"}, launches);
+  kt::expect_rejected(kaio_op_launch(op.get(), stream_.get(), nullptr, 3),
+                      KAIO_ERROR_INVALID_ARGUMENT, {"{Q, K, positions}"}, launches);
+  const kaio_tensor two[2] = {q(), k()};
+  kt::expect_rejected(kaio_op_launch(op.get(), stream_.get(), two, 2),
+                      KAIO_ERROR_INVALID_ARGUMENT, {"'count' is 2"}, launches);
+}
+
+}  // namespace

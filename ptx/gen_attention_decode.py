@@ -222,8 +222,6 @@ def decode_kernel(dt, d, paged):
         dst = k.r("add.u32", s_q, k.r("add.u32", k.r("mul.lo.u32", rr, p), k.r("shl.b32", cc, 4)))
         cp_async.copy(k, dst, src, 16, k.r("selp.b32", 16, 0, ok))
     k.op("cp.async.commit_group")
-    k.op("cp.async.wait_group 0")
-    k.op("bar.sync 0")
     l7 = k.r("and.b32", lane, 7)
     b3 = k.r("and.b32", k.r("shr.u32", lane, 3), 1)
     b4 = k.r("shr.u32", lane, 4)
@@ -233,7 +231,6 @@ def decode_kernel(dt, d, paged):
                 k.r("shl.b32", b3, 4))
     bt_off = k.r("add.u32", k.r("mul.lo.u32", k.r("add.u32", l7, k.r("shl.b32", b3, 3)), p),
                  k.r("shl.b32", b4, 4))
-    qa = [ldmatrix_x4(k, a_q, kk * 32) for kk in range(d // 16)] if q_regs else None
 
     k.note("this warp's K/V ring and tile loader: lane copies chunk lane % (D/8) of rows lane / (D/8) + ...")
     wring = k.r("add.u32", s_ring, k.r("mul.lo.u32", warp, stages * stage_bytes))
@@ -288,11 +285,15 @@ def decode_kernel(dt, d, paged):
                 kp = k.rd("add.u64", kp, kst)
                 vp = k.rd("add.u64", vp, vst)
 
-    k.note("prologue: the first STAGES-1 tiles")
+    k.note("prologue: the first STAGES-1 tiles, in flight with Q's copy")
     for s in range(stages - 1):
         with skip_if(k, k.p("setp.le.u32", nw, s), "pro_%d" % s, uni=True):
             issue(k.r("mov.u32", s), s * stage_bytes)
         k.op("cp.async.commit_group")
+    k.note("Q's group (the oldest) is complete once STAGES-1 groups at most are pending")
+    k.op("cp.async.wait_group %d" % (stages - 1))
+    k.op("bar.sync 0")
+    qa = [ldmatrix_x4(k, a_q, kk * 32) for kk in range(d // 16)] if q_regs else None
 
     acc = [k.regs("f", 4) for _ in range(d // 8)]
     for t in acc:

@@ -91,8 +91,11 @@ TEST_F(FakeDecode, AutoTakesDecodePreparedSplitsOneShotDoesNot) {
   EXPECT_EQ(grid[0], 1u);
   EXPECT_EQ(grid[1], 1u);            // 4 heads x 1 row in one CTA
   EXPECT_EQ(grid[2], unsigned{B * Hkv});
-  d.seq_k = 1024;  // K and V fill their 1 MiB each
-  f.t[1].rows = f.t[2].rows = B * 1024;
+  d.seq_k = 4096;  // K and V: 4 MiB each, in buffers of their own
+  kt::Buffer kv = kt::make_buffer(dev_.get(), 8 << 20);
+  f.t[1] = kaio_tensor_2d(kv.get(), KAIO_DTYPE_BF16, B * 4096, Hkv * D);
+  f.t[2] = f.t[1];
+  f.t[2].offset_bytes = 4 << 20;
   kaio_op *op = nullptr;
   KT_OK(kaio_op_create_attention(&op, dev_.get(), &d));
   kt::Op guard(op);

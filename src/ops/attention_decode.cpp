@@ -3,6 +3,7 @@
 // (position, head) rows of a KV head and key split; the splits' partial O and
 // LSE go to the prepared op's workspace and a combine kernel merges them in
 // split order.
+#include <algorithm>
 #include <cinttypes>
 #include <climits>
 #include <cstdio>
@@ -23,7 +24,9 @@ constexpr const auto &kDecodeDims = kernels::keys::attn_decode::head_dim;
 constexpr int64_t kMaxDecodeRows = 16;    // query rows per sequence (Sq)
 constexpr int64_t kCtaRows = 16;          // (position, head) rows per CTA
 constexpr int64_t kMinSplitKeys = 256;    // 4 warps x 4 tiles of 16 keys
-constexpr int64_t kChunkAlign = 64;       // a split starts on a 4-warp tile boundary
+constexpr int64_t kChunkAlign = 16;       // a split starts on a tile boundary
+constexpr double kLaunchBytes = 4 << 20;  // the combine launch, as bytes of cache
+constexpr double kWaveBytes = 4 << 20;    // a wave's start-up and merge, likewise
 constexpr int64_t kMaxSplits = 128;
 constexpr int64_t kPageSizes[] = {16, 32, 64, 128, 256};
 
@@ -104,18 +107,33 @@ kaio_status plan_decode(kaio_device *device, AttentionPlan *plan) {
   plan->decode = true;
   const int64_t group = d.heads_q / d.heads_kv, rows = group * d.seq_q;
   const int64_t row_blocks = (rows + kCtaRows - 1) / kCtaRows, z = d.batch * d.heads_kv;
-  // Splits: enough CTAs for one wave (2 per SM below D 256), never a
-  // partial second wave, each split at least kMinSplitKeys keys. A one-shot
-  // plan has no workspace, so no splits.
-  int64_t splits = 1;
+  // Splits (a one-shot plan has no workspace, so none): the count whose
+  // estimated time is least, time ~ bytes moved / the share of the CTA slots
+  // (2 per SM below D 256) its waves keep busy. Bytes: the cache, plus the
+  // partial O and LSE written and read back (and a launch's worth) when
+  // split; and per wave a CTA's start-up (Q load, first tiles) and merge.
+  // Each split takes at least kMinSplitKeys keys.
+  int64_t splits = 1, chunk = round_up(d.seq_k, kChunkAlign);
   if (plan->prepared) {
-    const int64_t per_sm = d.head_dim <= 128 ? 2 : 1;
-    const int64_t target = per_sm * device->info.sm_count;
-    splits = std::max<int64_t>(1, target / (z * row_blocks));
-    splits = std::min({splits, (d.seq_k + kMinSplitKeys - 1) / kMinSplitKeys, kMaxSplits});
+    const int64_t slots = (d.head_dim <= 128 ? 2 : 1) * std::max(1, device->info.sm_count);
+    const double cache = 4.0 * static_cast<double>(z) * d.seq_k * d.head_dim;
+    const double partial = 8.0 * static_cast<double>(z) * rows * (d.head_dim + 1);
+    const int64_t most = std::min((d.seq_k + kMinSplitKeys - 1) / kMinSplitKeys, kMaxSplits);
+    double best = 0;
+    for (int64_t s = 1; s <= most; ++s) {
+      const int64_t c = round_up((d.seq_k + s - 1) / s, kChunkAlign);
+      const int64_t n = (d.seq_k + c - 1) / c, ctas = z * row_blocks * n;
+      const int64_t waves = (ctas + slots - 1) / slots;
+      const double busy = static_cast<double>(ctas) / static_cast<double>(waves * slots);
+      const double t =
+          (cache + (n > 1 ? n * partial + kLaunchBytes : 0.0)) / busy + waves * kWaveBytes;
+      if (s == 1 || t < best) {
+        best = t;
+        splits = n;
+        chunk = c;
+      }
+    }
   }
-  const int64_t chunk = round_up((d.seq_k + splits - 1) / splits, kChunkAlign);
-  splits = (d.seq_k + chunk - 1) / chunk;
   plan->splits = u32(splits);
   plan->chunk = u32(chunk);
   plan->fwd.grid = u32(splits);

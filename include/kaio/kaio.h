@@ -1018,8 +1018,27 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_qkv_project_int8(kaio_stream *stream,
  * design); the backward runs the same Dv kernel, then a dQ kernel over
  * query blocks and a dK/dV kernel over key blocks (still no atomics).
  * Elsewhere KAIO_ERROR_UNSUPPORTED_ARCH.
- * KAIO_ATTENTION_AUTO: SM90 where it applies; else the forward uses
- * SM80_M128 for D <= 128 and SM80 above, the backward the sm_80 kernels.
+ * KAIO_ATTENTION_DECODE: the forward for few query rows against a long
+ * cache (decoding; sm_80+, mma.sync): Sq <= 16, head dims 64, 128 and 256.
+ * One CTA serves all Hq / Hkv query heads of a KV head (up to 16 query rows
+ * (position, head) per CTA, more CTAs beyond), so K and V are read once,
+ * not once per query head; the keys are split across CTAs
+ * (flash-decoding) when B · Hkv alone cannot fill the GPU: each split
+ * writes a partial O (f32) and LSE into the op's workspace, then a combine
+ * kernel merges the splits in split order, so results are bitwise
+ * identical run to run. The split count depends on the desc's shape and
+ * the device's SM count only. A prepared op (kaio_op_create_attention) is
+ * the fast path: it allocates the split workspace at creation (B · Hkv ·
+ * Hq / Hkv · Sq · (D + 1) · 4 bytes per split, at most 128 splits), so its
+ * launches allocate nothing and are graph-capturable. The one-shot
+ * kaio_attention allocates nothing, so it runs the decode kernel without
+ * splitting (one CTA per 16 rows and KV head: slow when B · Hkv is small).
+ * Launches of one prepared decode op must not run concurrently on
+ * different streams (they share the workspace). Backward: not available
+ * (KAIO_ERROR_UNSUPPORTED).
+ * KAIO_ATTENTION_AUTO: the forward takes DECODE when Sq <= 16 and D is 64,
+ * 128 or 256; otherwise SM90 where it applies; else SM80_M128 for D <= 128
+ * and SM80 above; the backward the sm_80 kernels (or SM90's).
  * SM80 and SM80_M128 run the sm_80 backward.
  * Every call below is asynchronous (enqueues on the stream and returns),
  * borrows its views for the call only, and may be called from any thread.
@@ -1038,7 +1057,8 @@ enum {
     KAIO_ATTENTION_AUTO = 0,
     KAIO_ATTENTION_SM80 = 1,
     KAIO_ATTENTION_SM80_M128 = 2,
-    KAIO_ATTENTION_SM90 = 3
+    KAIO_ATTENTION_SM90 = 3,
+    KAIO_ATTENTION_DECODE = 4
 };
 
 typedef struct kaio_attention_desc {
@@ -1490,6 +1510,70 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_rope(kaio_op **out, kaio_devi
 KAIO_API KAIO_NODISCARD kaio_status kaio_rope(kaio_stream *stream, const kaio_tensor *q,
                                                const kaio_tensor *k, const kaio_tensor *positions,
                                                const kaio_rope_desc *desc);
+
+/* ===========================================================================
+ * Paged attention: decode attention over a paged KV cache
+ *
+ * The forward of the attention section (same kaio_attention_desc, same
+ * O = softmax(scale · Q Kᵀ + mask) · V, Q / O / LSE layouts, precision and
+ * KAIO_ATTENTION_DECODE kernels) with K and V read from page pools, in the
+ * layout of vLLM and FlashInfer (their caches can be wrapped as views):
+ *   K pool, V pool: rank-2 views [num_pages · page_size, Hkv · D] of
+ *     desc->dtype: row p · page_size + t is slot t of page p (a pool
+ *     [num_pages, page_size, Hkv, D]); rows must be a multiple of
+ *     page_size; row_stride may exceed Hkv · D (16-byte aligned start,
+ *     row_stride a multiple of 8 elements); both pools have the same rows.
+ *   block_table: KAIO_DTYPE_I32 [B, max_pages_per_seq] (row_stride
+ *     allowed): entry (b, i) is the page holding tokens i · page_size ..
+ *     (i + 1) · page_size − 1 of sequence b. max_pages_per_seq · page_size
+ *     must be >= desc->seq_k.
+ *   seq_lens: KAIO_DTYPE_I32 [1, B], contiguous: the KV length of each
+ *     sequence INCLUDING its Sq new rows (query row i of sequence b is at
+ *     position seq_lens[b] − Sq + i; KAIO_ATTENTION_CAUSAL: it sees key j
+ *     iff j <= seq_lens[b] − Sq + i). desc->seq_k is the largest length
+ *     any sequence may have (it sizes the split workspace). A length of 0
+ *     gives that sequence O = 0 and LSE = −inf.
+ * desc: variant KAIO_ATTENTION_AUTO or _DECODE, seq_q <= 16, head_dim 64,
+ * 128 or 256; every other field as for kaio_op_create_attention.
+ * Device data is not checked on the host. A length outside [0, seq_k] is
+ * clamped into it and a page id outside [0, num_pages) replaced by page 0,
+ * so no byte outside the pools or the table is ever read; that sequence's
+ * O and LSE are then written as NaN, and a prepared op's next
+ * kaio_stream_synchronize (of the kaio_stream it was launched on) returns
+ * KAIO_ERROR_OUT_OF_BOUNDS naming the sequence and the bad value. The
+ * one-shot call only writes the NaNs (it has no flag to report through).
+ * ======================================================================== */
+typedef struct kaio_attention_paged_desc {
+    uint32_t struct_size;          /* sizeof(kaio_attention_paged_desc)            */
+    int32_t page_size;             /* tokens per page: 16, 32, 64, 128 or 256      */
+    uint64_t reserved[2];          /* must be 0                                    */
+} kaio_attention_paged_desc;
+
+/* Defaults: page_size 16. Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_paged_desc_init(
+    kaio_attention_paged_desc *desc, size_t struct_size);
+
+/* A prepared paged decode attention.
+ *        launch tensors: {Q, K pool, V pool, block_table, seq_lens, O, LSE}
+ * LSE may be a view with a NULL buffer: then it is not written. The op owns
+ * the split workspace (as a prepared KAIO_ATTENTION_DECODE op) and a
+ * device-side bounds flag; its launches allocate nothing and are
+ * graph-capturable (a replayed graph's bounds errors are not reported:
+ * check a launch outside the graph). Launches of one op must not run
+ * concurrently on different streams.
+ * Ownership: caller owns *out; retains device. Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_attention_paged(
+    kaio_op **out, kaio_device *device, const kaio_attention_desc *desc,
+    const kaio_attention_paged_desc *paged);
+
+/* One-shot paged decode attention: no split (one CTA per 16 query rows and
+ * KV head), allocates nothing; bad device data gives NaN (see above).
+ * lse may be NULL or have a NULL buffer. Nothing is retained. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_paged(
+    kaio_stream *stream, const kaio_tensor *q, const kaio_tensor *k_pool,
+    const kaio_tensor *v_pool, const kaio_tensor *block_table, const kaio_tensor *seq_lens,
+    const kaio_tensor *o, const kaio_tensor *lse, const kaio_attention_desc *desc,
+    const kaio_attention_paged_desc *paged);
 
 KAIO_END_DECLS
 

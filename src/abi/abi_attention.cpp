@@ -47,6 +47,30 @@ kaio_status one_shot(kaio_stream *stream, const kaio_tensor *q,
   return kaio::one_shot(stream, views, plan);
 }
 
+kaio_attention_paged_desc default_paged_desc() {
+  kaio_attention_paged_desc d;
+  std::memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.page_size = 16;
+  return d;
+}
+
+// The paged desc into the plan: its reserved fields must be 0.
+kaio_status read_paged(const kaio_attention_desc *desc, const kaio_attention_paged_desc *paged,
+                       AttentionPlan *plan) {
+  KAIO_TRY(kaio::read_desc("kaio_attention_desc_init", desc, &plan->desc));
+  kaio_attention_paged_desc p;
+  KAIO_TRY(kaio::read_desc("kaio_attention_paged_desc_init", paged, &p));
+  if (p.reserved[0] != 0 || p.reserved[1] != 0)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: paged->reserved fields must be 0; initialise the desc with "
+                "kaio_attention_paged_desc_init.",
+                api_name());
+  plan->paged = true;
+  plan->page_size = p.page_size;
+  return KAIO_OK;
+}
+
 // KAIO's rank-2 op: one batch, one head, f16 in, f32 out, top-left causal.
 kaio_status single_head(kaio_stream *stream, const kaio_tensor *q, const kaio_tensor *k,
                         const kaio_tensor *v, const kaio_tensor *out, bool causal) {
@@ -103,6 +127,42 @@ KAIO_API kaio_status kaio_attention(kaio_stream *stream, const kaio_tensor *q,
     kaio_attention_desc d;
     KAIO_TRY(kaio::read_desc("kaio_attention_desc_init", desc, &d));
     return one_shot(stream, q, k, v, o, lse, d);
+  });
+}
+
+KAIO_API kaio_status kaio_attention_paged_desc_init(kaio_attention_paged_desc *desc,
+                                                   size_t struct_size) {
+  constexpr const char *fn = "kaio_attention_paged_desc_init";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    return kaio::init_desc(desc, struct_size, default_paged_desc());
+  });
+}
+
+KAIO_API kaio_status kaio_op_create_attention_paged(kaio_op **out, kaio_device *device,
+                                                    const kaio_attention_desc *desc,
+                                                    const kaio_attention_paged_desc *paged) {
+  constexpr const char *fn = "kaio_op_create_attention_paged";
+  return kaio::firewall(fn, [&] {
+    return kaio::create_op<AttentionPlan>(
+        out, device, [&](AttentionPlan *plan) { return read_paged(desc, paged, plan); });
+  });
+}
+
+KAIO_API kaio_status kaio_attention_paged(kaio_stream *stream, const kaio_tensor *q,
+                                          const kaio_tensor *k_pool, const kaio_tensor *v_pool,
+                                          const kaio_tensor *block_table,
+                                          const kaio_tensor *seq_lens, const kaio_tensor *o,
+                                          const kaio_tensor *lse, const kaio_attention_desc *desc,
+                                          const kaio_attention_paged_desc *paged) {
+  constexpr const char *fn = "kaio_attention_paged";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    AttentionPlan plan;
+    KAIO_TRY(read_paged(desc, paged, &plan));
+    const kaio::NamedView views[] = {{"q", q},           {"k_pool", k_pool},
+                                     {"v_pool", v_pool}, {"block_table", block_table},
+                                     {"seq_lens", seq_lens}, {"out", o},
+                                     {"lse", lse, true}};
+    return kaio::one_shot(stream, views, plan);
   });
 }
 

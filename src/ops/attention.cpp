@@ -93,10 +93,10 @@ kaio_status check_desc(const kaio_attention_desc &d, bool backward) {
                 "%s: desc->mask is %d; use KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL or "
                 "KAIO_ATTENTION_CAUSAL_TOP_LEFT.",
                 api_name(), d.mask);
-  if (d.variant < KAIO_ATTENTION_AUTO || d.variant > KAIO_ATTENTION_SM90)
+  if (d.variant < KAIO_ATTENTION_AUTO || d.variant > KAIO_ATTENTION_DECODE)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: desc->variant is %d; use KAIO_ATTENTION_AUTO, KAIO_ATTENTION_SM80, "
-                "KAIO_ATTENTION_SM80_M128 or KAIO_ATTENTION_SM90.",
+                "KAIO_ATTENTION_SM80_M128, KAIO_ATTENTION_SM90 or KAIO_ATTENTION_DECODE.",
                 api_name(), d.variant);
   if (d.variant == KAIO_ATTENTION_SM90 && !in_list(kSm90Dims, d.head_dim))
     return fail(KAIO_ERROR_UNSUPPORTED,
@@ -158,6 +158,8 @@ kaio_status check_desc(const kaio_attention_desc &d, bool backward) {
   return KAIO_OK;
 }
 
+}  // namespace
+
 // A BSHD tensor as its rank-2 view [B·S, H·D]; 16-byte start, 8-element stride.
 kaio_status check_bshd(const char *arg, const kaio_tensor &t,
                        const kaio_device *device, kaio_dtype dtype, int64_t batch, int64_t seq,
@@ -181,6 +183,8 @@ kaio_status check_lse(const kaio_tensor &t, const kaio_device *device,
   return check_shape("LSE", *out, d.batch * d.heads_q, d.seq_q);
 }
 
+namespace {
+
 kaio_status check_disjoint(std::initializer_list<std::pair<const char *, const CheckedView *>> outs,
                            std::initializer_list<std::pair<const char *, const CheckedView *>> all) {
   for (const auto &[oname, o] : outs)
@@ -201,11 +205,13 @@ kaio_status plan_unlogged(kaio_device *device,
   if (d.softmax_scale == 0.0f)
     d.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
   KAIO_TRY(check_desc(d, backward));
+  KAIO_TRY(check_decode_desc(d, backward, plan->paged, plan->page_size));
   KAIO_TRY(require_arch(device, 8, 0, "attention (mma.sync m16n8k16, cp.async)"));
   plan->backward = backward;
   plan->desc = d;
   plan->causal = d.mask != KAIO_ATTENTION_MASK_NONE;
   plan->causal_off = d.mask == KAIO_ATTENTION_CAUSAL ? static_cast<int32_t>(d.seq_k - d.seq_q) : 0;
+  if (plan->paged || wants_decode(d, backward)) return plan_decode(device, plan);
   const unsigned bh = static_cast<unsigned>(d.batch * d.heads_q);
   const ModuleId sm90_module =
       backward ? ModuleId::attention_bwd_sm90 : ModuleId::attention_fwd_sm90;
@@ -281,7 +287,7 @@ kaio_status AttentionPlan::plan(kaio_device *device) {
         std::snprintf(s, sizeof s,
                       "%s B=%" PRId64 " Sq=%" PRId64 " Sk=%" PRId64 " Hq=%" PRId64
                       " Hkv=%" PRId64 " D=%" PRId64 " %s",
-                      backward ? "backward" : "forward", asked.batch, asked.seq_q, asked.seq_k,
+                      backward ? "backward" : paged ? "paged" : "forward", asked.batch, asked.seq_q, asked.seq_k,
                       asked.heads_q, asked.heads_kv, asked.head_dim, kaio_dtype_name(asked.dtype));
         return std::string(s);
       });
@@ -334,6 +340,7 @@ kaio_status run_forward(const kaio_device *device, const AttentionPlan &plan,
   } else {
     KAIO_TRY(check_disjoint({{"O", &o}}, {{"Q", &q}, {"K", &k}, {"V", &v}}));
   }
+  if (plan.decode) return run_decode(device, plan, stream, q, k, v, o, has_lse ? &lse : nullptr);
   if (plan.sm90)
     return run_forward_sm90(device, plan, stream, q, k, v, o, has_lse ? &lse : nullptr);
   unsigned long long pq = q.address, pk = k.address, pv = v.address, po = o.address,
@@ -473,6 +480,11 @@ kaio_status run_backward(const kaio_device *device, const AttentionPlan &plan,
 kaio_status AttentionPlan::run(kaio_stream *stream, const kaio_tensor *tensors,
                                size_t count) const {
   KAIO_TRY(check_op_stream(device, stream));
+  if (paged) {
+    KAIO_TRY(check_launch(device, stream, tensors, count, 7,
+                          "{Q, K pool, V pool, block_table, seq_lens, O, LSE}"));
+    return run_paged(device, *this, stream, tensors);
+  }
   const size_t expected = backward ? 9 : 5;
   const char *order = backward ? "{dO, Q, K, V, O, LSE, dQ, dK, dV}" : "{Q, K, V, O, LSE}";
   if (!tensors)

@@ -6,7 +6,11 @@
 
 #include <kaio/kaio.h>
 
+#include <memory>
+
 #include "ops/plan.hpp"
+#include "runtime/error_flag.hpp"
+#include "runtime/tensor_view.hpp"
 
 namespace kaio {
 
@@ -29,7 +33,15 @@ struct AttentionPlan : PlanBase {
   Launch pre;                  // backward: Dv = rowsum(dO ∘ O)
   Launch dq;                   // backward: dQ over query tiles
   Launch dkdv;                 // backward: dK, dV over key tiles
-  Workspace workspace;  // backward: Dv, B·Hq·Sq f32
+  Workspace workspace;  // backward: Dv, B·Hq·Sq f32; decode: the splits' O and LSE
+  // The decode kernels (ptx/gen_attention_decode.py, src/ops/attention_decode.cpp).
+  bool paged = false;          // set before plan(): the paged op
+  int32_t page_size = 0;       // paged: set before plan()
+  bool decode = false;         // set by plan(): the forward runs the decode kernels
+  unsigned splits = 1;         // key splits (1: no workspace, no combine)
+  unsigned chunk = 0;          // keys per split
+  Launch combine;              // decode with splits > 1
+  std::shared_ptr<ErrorFlag> flag;  // paged, prepared: bad seq_lens / block_table
 
   // Checks the descriptor against the constraints in kaio.h, resolves the
   // kernels and, for the backward, allocates the workspace.
@@ -38,6 +50,28 @@ struct AttentionPlan : PlanBase {
   // dV}) and the stream, then enqueues the kernels.
   kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;
 };
+
+// The checks the forward makes of its views (src/ops/attention.cpp).
+kaio_status check_bshd(const char *arg, const kaio_tensor &t, const kaio_device *device,
+                       kaio_dtype dtype, int64_t batch, int64_t seq, int64_t heads, int64_t dim,
+                       CheckedView *out);
+kaio_status check_lse(const kaio_tensor &t, const kaio_device *device,
+                      const kaio_attention_desc &d, CheckedView *out);
+
+// Decode (src/ops/attention_decode.cpp). Whether the forward of a checked
+// desc takes the decode kernels; plan_decode resolves them, the split count
+// and, when prepared, the workspace (and the paged flag); run_decode
+// launches on checked views (lse null: not written); run_paged checks the
+// paged op's 7 views and launches.
+bool wants_decode(const kaio_attention_desc &d, bool backward);
+kaio_status check_decode_desc(const kaio_attention_desc &d, bool backward, bool paged,
+                              int32_t page_size);
+kaio_status plan_decode(kaio_device *device, AttentionPlan *plan);
+kaio_status run_decode(const kaio_device *device, const AttentionPlan &plan, kaio_stream *stream,
+                       const CheckedView &q, const CheckedView &k, const CheckedView &v,
+                       const CheckedView &o, const CheckedView *lse);
+kaio_status run_paged(const kaio_device *device, const AttentionPlan &plan, kaio_stream *stream,
+                      const kaio_tensor *t);
 
 // KAIO's f32 single-head flash ops (ptx/gen_attention_f32.py): q, k, v, out
 // [S, D] f32, D <= 256, top-left causal. lse may be NULL (forward only).

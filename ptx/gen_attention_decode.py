@@ -1,0 +1,540 @@
+#!/usr/bin/env python3
+"""Generate libkaio's decode attention kernels (sm_80 mma.sync m16n8k16):
+a few query rows per sequence against a long KV cache, contiguous or paged,
+with the keys split across CTAs (flash-decoding) and a fixed-order combine.
+
+    python3 ptx/gen_attention_decode.py --out-dir DIR  # write DIR/attention_decode.ptx
+
+Only the Python standard library is used.
+
+Rows.  One CTA serves every query head that shares KV head hk: its rows are
+r = i * group + gi (query position i < seq_q, head hk * group + gi), 16 rows
+per CTA (ctaid.y picks the block of 16 when group * seq_q > 16), so K and V
+are read once per 16 rows instead of once per query head.
+
+Kernels (dt f16/bf16, D = head dim, 128 threads = 4 warps):
+  kaio_attn_decode_<dt>_d<D>         contiguous K, V [B, seq_k, Hkv, D] (BSHD)
+  kaio_attn_decode_paged_<dt>_d<D>   K, V pools [num_pages * page_size, Hkv * D];
+      block_table (b, i) = page of tokens i*page_size ..; seq_lens[b] = length
+      grid (splits, ceil(group*seq_q/16), B*Hkv).  Split s takes keys
+      [s*chunk, min(len, (s+1)*chunk)).  Each warp streams its own 16-key
+      tiles (w, w+4, ...) through a private cp.async ring of STAGES stages
+      (only warp barriers in the loop), keeps an online softmax for the 16
+      rows, and the 4 warps merge through shared memory in warp order.
+      splits == 1: O (out_dtype) and LSE are written; else the split's
+      normalised O (f32) and LSE go to ws_o [(z*splits + s)*rows + r][D] and
+      ws_lse [(z*splits + s)*rows + r] (z = b*Hkv + hk, rows = group*seq_q).
+  kaio_attn_decode_combine_d<D>      grid ceil(B*Hkv*rows/4), one warp per row:
+      merges the splits in split order (bitwise deterministic), writes O, LSE.
+Masking: key j of sequence b (length L) is visible to query row i iff j < L
+  and, for causal 1 (bottom-right), j <= i + L - seq_q; causal 2 (top-left),
+  j <= i.  A row that sees no key gets O = 0, LSE = -inf.
+Paged bounds: a length outside [0, seq_k] or a page id outside
+  [0, num_pages) is clamped (length) or replaced by page 0, the sequence's O
+  and LSE become NaN and, when flag != 0, atom.max writes
+  (kind << 56 | b << 32 | value) there (kind 1: length, 2: page id).
+Host guarantees: 16-byte aligned starts, strides multiples of 8 elements,
+  heads_q = group * Hkv, page_size = 1 << page_shift >= 16, seq_k <=
+  max_pages << page_shift, every contiguous row in bounds.
+"""
+
+import sys
+
+from kaio_ptx import cli, cp_async
+from kaio_ptx.attention import Kernel
+from kaio_ptx.control import cases, loop, skip_if
+from kaio_ptx.dtypes import OUT_DTYPES
+from kaio_ptx.literals import LN2, NEG_INF
+from kaio_ptx.mma import ldmatrix_x4, pack
+from kaio_ptx.params import load_params
+from kaio_ptx.preamble import extern_shared, preamble
+from kaio_ptx.warp import quad_reduce
+
+SMEM = "kaio_decode_smem"
+HEADER = preamble(__file__) + extern_shared(SMEM, 128)
+DIMS = (64, 128, 256)
+DTYPES = ("f16", "bf16")
+WARPS = 4
+ROWS = 16            # query rows per CTA (one m16 tile)
+BN = 16              # keys per warp tile
+NAN = "0f7FC00000"
+# Ring stages per warp: as many as keep 2 CTAs per SM for D <= 128.
+STAGES = {64: 6, 128: 3, 256: 3}
+
+PARAMS = [(".u64", "q"), (".u64", "k"), (".u64", "v"), (".u64", "o"), (".u64", "lse"),
+          (".u64", "ws_o"), (".u64", "ws_lse"), (".u64", "table"), (".u64", "lens"),
+          (".u64", "flag"),
+          (".u32", "seq_q"), (".u32", "seq_k"), (".u32", "heads_q"), (".u32", "group"),
+          (".u32", "splits"), (".u32", "chunk"),
+          (".u64", "q_bs"), (".u64", "q_ss"), (".u64", "k_bs"), (".u64", "k_ss"),
+          (".u64", "v_bs"), (".u64", "v_ss"), (".u64", "o_bs"), (".u64", "o_ss"),
+          (".u64", "lse_rs"), (".u64", "table_rs"), (".u32", "num_pages"),
+          (".u32", "page_shift"), (".f32", "scale_log2"), (".u32", "causal"),
+          (".u32", "out_dtype")]
+
+COMBINE_PARAMS = [(".u64", "o"), (".u64", "lse"), (".u64", "ws_o"), (".u64", "ws_lse"),
+                  (".u32", "total"), (".u32", "rows"), (".u32", "seq_q"), (".u32", "heads_q"),
+                  (".u32", "group"), (".u32", "splits"), (".u64", "o_bs"), (".u64", "o_ss"),
+                  (".u64", "lse_rs"), (".u32", "out_dtype")]
+
+
+def pitch(d):
+    return (d + 8) * 2
+
+
+def mma(k, dt, d, a, b):
+    k.op("mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 {%s}, {%s}, {%s}, {%s}"
+         % (dt, dt, ", ".join(d), ", ".join(a), ", ".join(b), ", ".join(d)))
+
+
+def raise_flag(k, P, kind, b, value):
+    """atom.max of (kind << 56 | b << 32 | value) into the flag, if any."""
+    with skip_if(k, k.p("setp.eq.u64", P["flag"], 0), "no_flag"):
+        code = k.rd("or.b64", k.rd("shl.b64", k.wide(b), 32), k.wide(value))
+        code = k.rd("or.b64", code, kind << 56)
+        k.op("atom.global.max.u64 %s, [%s], %s" % (k.reg("rd"), P["flag"], code))
+
+
+def row_out(k, P, b, hk, r):
+    """(query position i, query head h) of CTA row r."""
+    i = k.r("div.u32", r, P["group"])
+    gi = k.r("sub.u32", r, k.r("mul.lo.u32", i, P["group"]))
+    return i, k.r("add.u32", k.r("mul.lo.u32", hk, P["group"]), gi)
+
+
+def store_vals(k, ptr, vals, out_dtype, hint):
+    """vals (f32 registers, consecutive columns, 8 per 16 bytes of halves)
+    at global [ptr] as out_dtype; ptr is 16-byte aligned."""
+    for code, name, esize in cases(k, out_dtype, OUT_DTYPES, k.label(hint)):
+        if name == "f32":
+            for c in range(0, len(vals), 4):
+                k.op("st.global.v4.f32 [%s+%d], {%s}" % (ptr, 4 * c, ", ".join(vals[c:c + 4])))
+        else:
+            for c in range(0, len(vals), 8):
+                w = [pack(k, name, vals[c + 2 * j + 1], vals[c + 2 * j]) for j in range(4)]
+                k.op("st.global.v4.b32 [%s+%d], {%s}" % (ptr, 2 * c, ", ".join(w)))
+
+
+def write_final(k, P, b, hk, r, c0, vals, lse, esize_sel):
+    """O row (i, h) columns c0.. and, from the lane with c0 == 0, LSE."""
+    d = len(vals) * 8
+    i, h = row_out(k, P, b, hk, r)
+    el = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(b), P["o_bs"]),
+              k.rd("mul.lo.u64", k.wide(i), P["o_ss"]))
+    el = k.rd("add.u64", el, k.wide(k.r("add.u32", k.r("mul.lo.u32", h, d), c0)))
+    ptr = k.rd("add.u64", P["o"], k.rd("shl.b64", el, esize_sel))
+    store_vals(k, ptr, vals, P["out_dtype"], "o_stored")
+    lead = k.p("setp.eq.u32", c0, 0)
+    has = k.p("setp.ne.and.u64", P["lse"], 0, lead)
+    with skip_if(k, "!" + has, "no_lse"):
+        lrow = k.r("add.u32", k.r("mul.lo.u32", b, P["heads_q"]), h)
+        lel = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(lrow), P["lse_rs"]), k.wide(i))
+        k.op("st.global.f32 [%s], %s" % (k.rd("add.u64", P["lse"], k.rd("shl.b64", lel, 2)), lse))
+
+
+def esize_shift(k, out_dtype):
+    return k.r("selp.b32", 2, 1, k.p("setp.eq.u32", out_dtype, 1))
+
+
+def decode_kernel(dt, d, paged):
+    stages = STAGES[d]
+    p = pitch(d)
+    tile = BN * p                      # one K or V tile
+    stage_bytes = 2 * tile
+    ring = WARPS * stages * stage_bytes
+    q_bytes = ROWS * p
+    merge = WARPS * ROWS * d * 4 + 2 * WARPS * ROWS * 4
+    assert merge <= ring
+    smem = q_bytes + ring
+    q_regs = d <= 128                  # Q's A fragments held in registers
+    name = "kaio_attn_decode%s_%s_d%d" % ("_paged" if paged else "", dt, d)
+    doc = ("%s: decode attention, %s, head dim %d, %s K/V, %d query rows per CTA, 4 warps x "
+           "%d-stage rings of %d-key tiles." % (name, dt, d, "paged" if paged else "contiguous",
+                                                 ROWS, stages, BN))
+    k = Kernel(name, doc, PARAMS, smem, ROWS,
+               keys={"select": "attn_decode", "paged": bool(paged), "dtype": dt, "head_dim": d})
+    P = load_params(k, PARAMS, ("q", "k", "v", "o", "lse", "ws_o", "ws_lse", "table", "lens",
+                                "flag"))
+    tid = k.r("mov.u32", "%tid.x")
+    lane = k.r("and.b32", tid, 31)
+    warp = k.r("shr.u32", tid, 5)
+    g = k.r("shr.u32", lane, 2)
+    t2 = k.r("shl.b32", k.r("and.b32", lane, 3), 1)
+    split = k.r("mov.u32", "%ctaid.x")
+    r0 = k.r("shl.b32", k.r("mov.u32", "%ctaid.y"), 4)
+    z = k.r("mov.u32", "%ctaid.z")
+    heads_kv = k.r("div.u32", P["heads_q"], P["group"])
+    b = k.r("div.u32", z, heads_kv)
+    hk = k.r("sub.u32", z, k.r("mul.lo.u32", b, heads_kv))
+    rows = k.r("mul.lo.u32", P["group"], P["seq_q"])
+    sq = P["seq_q"]
+    base = k.r("mov.u32", SMEM)
+    s_q = base
+    s_ring = k.r("add.u32", base, q_bytes)
+    bad = k.reg("p")
+    k.op("setp.ne.u32 %s, %s, %s" % (bad, tid, tid))
+
+    k.note("the sequence's length")
+    length = k.reg("r")
+    if paged:
+        lv = k.r("ld.global.u32", "[%s]" % k.rd("add.u64", P["lens"], k.rd("mul.wide.u32", b, 4)))
+        k.op("min.u32 %s, %s, %s" % (length, lv, P["seq_k"]))     # a negative i32 is huge as u32
+        k.op("setp.ne.u32 %s, %s, %s" % (bad, length, lv))
+        with skip_if(k, "!" + bad, "len_ok"):
+            with skip_if(k, k.p("setp.ne.u32", tid, 0), "not_t0"):
+                raise_flag(k, P, 1, b, lv)
+    else:
+        k.op("mov.u32 %s, %s" % (length, P["seq_k"]))
+    # key j visible to query i iff j < i + off + 1 (causal), off = L - Sq (1) or 0 (2)
+    is_causal = k.p("setp.ne.u32", P["causal"], 0)
+    off = k.r("selp.b32", k.r("sub.s32", length, sq), 0, k.p("setp.eq.u32", P["causal"], 1))
+    kb0 = k.r("mul.lo.u32", split, P["chunk"])
+    kend = k.r("min.u32", length, k.r("add.u32", kb0, P["chunk"]))
+    nkeys = k.r("selp.b32", k.r("sub.u32", kend, kb0), 0, k.p("setp.gt.u32", kend, kb0))
+    ntiles = k.r("shr.u32", k.r("add.u32", nkeys, BN - 1), 4)
+    # this warp's tiles: w, w + 4, ...
+    nw = k.r("shr.u32", k.r("add.u32", k.r("sub.u32", k.r("max.u32", ntiles, warp), warp), WARPS - 1), 2)
+    # per-thread row limits (rows g, g + 8 of the CTA), and the CTA's smallest
+    lims = []
+    for half in range(2):
+        r = k.r("add.u32", r0, k.r("add.u32", g, 8 * half))
+        i = k.r("div.u32", r, P["group"])
+        lim = k.r("min.s32", k.r("add.s32", k.r("add.s32", i, off), 1), kend)
+        lims.append(k.r("selp.b32", lim, kend, is_causal))
+    i_min = k.r("div.u32", r0, P["group"])
+    lim_min = k.r("min.s32", k.r("add.s32", k.r("add.s32", i_min, off), 1), kend)
+    lim_min = k.r("selp.b32", lim_min, kend, is_causal)
+
+    k.note("Q rows r0 .. r0+15 into shared memory (rows past group * seq_q zero-filled)")
+    cpr = d // 8
+    for it in range(ROWS * cpr // 128):
+        cidx = k.r("add.u32", tid, it * 128)
+        rr = k.r("div.u32", cidx, cpr)
+        cc = k.r("sub.u32", cidx, k.r("mul.lo.u32", rr, cpr))
+        r = k.r("add.u32", r0, rr)
+        ok = k.p("setp.lt.u32", r, rows)
+        i, h = row_out(k, P, b, hk, r)
+        el = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(b), P["q_bs"]),
+                  k.rd("mul.lo.u64", k.wide(i), P["q_ss"]))
+        el = k.rd("add.u64", el, k.wide(k.r("add.u32", k.r("mul.lo.u32", h, d),
+                                           k.r("shl.b32", cc, 3))))
+        src = k.rd("selp.b64", k.rd("add.u64", P["q"], k.rd("shl.b64", el, 1)), P["q"], ok)
+        dst = k.r("add.u32", s_q, k.r("add.u32", k.r("mul.lo.u32", rr, p), k.r("shl.b32", cc, 4)))
+        cp_async.copy(k, dst, src, 16, k.r("selp.b32", 16, 0, ok))
+    k.op("cp.async.commit_group")
+    l7 = k.r("and.b32", lane, 7)
+    b3 = k.r("and.b32", k.r("shr.u32", lane, 3), 1)
+    b4 = k.r("shr.u32", lane, 4)
+    a_q = k.r("add.u32", s_q, k.r("add.u32", k.r("mul.lo.u32", k.r("and.b32", lane, 15), p),
+                                  k.r("shl.b32", b4, 4)))
+    b_off = k.r("add.u32", k.r("mul.lo.u32", k.r("add.u32", l7, k.r("shl.b32", b4, 3)), p),
+                k.r("shl.b32", b3, 4))
+    bt_off = k.r("add.u32", k.r("mul.lo.u32", k.r("add.u32", l7, k.r("shl.b32", b3, 3)), p),
+                 k.r("shl.b32", b4, 4))
+
+    k.note("this warp's K/V ring and tile loader: lane copies chunk lane % (D/8) of rows lane / (D/8) + ...")
+    wring = k.r("add.u32", s_ring, k.r("mul.lo.u32", warp, stages * stage_bytes))
+    lcpr = min(cpr, 32)
+    rpi = 32 // lcpr
+    iters = BN // rpi
+    trow = k.r("shr.u32", lane, lcpr.bit_length() - 1)
+    tcol16 = k.r("shl.b32", k.r("and.b32", lane, lcpr - 1), 4)
+    soff = k.r("add.u32", k.r("mul.lo.u32", trow, p), tcol16)
+    k_ss = k.rd("shl.b64", P["k_ss"], 1)
+    v_ss = k.rd("shl.b64", P["v_ss"], 1)
+    hcol = k.rd("mul.wide.u32", hk, 2 * d)
+    if paged:
+        kbase = k.rd("add.u64", P["k"], hcol)
+        vbase = k.rd("add.u64", P["v"], hcol)
+        trow_ptr = k.rd("add.u64", P["table"], k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(b), P["table_rs"]), 2))
+        pmask = k.r("sub.u32", k.r("shl.b32", 1, P["page_shift"]), 1)
+    else:
+        kbase = k.rd("add.u64", P["k"], k.rd("add.u64", k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(b), P["k_bs"]), 1), hcol))
+        vbase = k.rd("add.u64", P["v"], k.rd("add.u64", k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(b), P["v_bs"]), 1), hcol))
+
+    def issue(t, stage_off):
+        """Tile t of the warp (keys kb0 + (warp + 4 t) * 16 ..) into the stage."""
+        kv0 = k.r("add.u32", kb0, k.r("shl.b32", k.r("add.u32", warp, k.r("shl.b32", t, 2)), 4))
+        if paged:
+            page = k.r("ld.global.u32", "[%s]" % k.rd("add.u64", trow_ptr, k.rd("mul.wide.u32", k.r("shr.u32", kv0, P["page_shift"]), 4)))
+            pbad = k.p("setp.ge.u32", page, P["num_pages"])      # negative ids too (as u32)
+            with skip_if(k, "!" + pbad, "page_ok"):
+                k.op("setp.eq.u32 %s, %s, %s" % (bad, lane, lane))
+                with skip_if(k, k.p("setp.ne.u32", lane, 0), "not_l0"):
+                    raise_flag(k, P, 2, b, page)
+            page = k.r("selp.b32", 0, page, pbad)
+            prow = k.r("add.u32", k.r("shl.b32", page, P["page_shift"]), k.r("and.b32", kv0, pmask))
+        else:
+            prow = kv0
+        valid = k.r("sub.u32", kend, kv0)
+        row0 = k.wide(k.r("add.u32", prow, trow))
+        kp = k.rd("add.u64", kbase, k.rd("mul.lo.u64", row0, k_ss))
+        vp = k.rd("add.u64", vbase, k.rd("mul.lo.u64", row0, v_ss))
+        kp = k.rd("add.u64", kp, k.wide(tcol16))
+        vp = k.rd("add.u64", vp, k.wide(tcol16))
+        kst = k.rd("mul.lo.u64", k_ss, rpi)
+        vst = k.rd("mul.lo.u64", v_ss, rpi)
+        sdst = k.r("add.u32", k.r("add.u32", wring, stage_off), soff)
+        for it in range(iters):
+            rr = k.r("add.u32", trow, it * rpi)
+            ok = k.p("setp.lt.u32", rr, valid)
+            size = k.r("selp.b32", 16, 0, ok)
+            cp_async.copy(k, "%s+%d" % (sdst, it * rpi * p), k.rd("selp.b64", kp, P["k"], ok), 16, size)
+            cp_async.copy(k, "%s+%d" % (sdst, tile + it * rpi * p), k.rd("selp.b64", vp, P["v"], ok), 16, size)
+            if it + 1 < iters:
+                kp = k.rd("add.u64", kp, kst)
+                vp = k.rd("add.u64", vp, vst)
+
+    k.note("prologue: the first STAGES-1 tiles, in flight with Q's copy")
+    for s in range(stages - 1):
+        with skip_if(k, k.p("setp.le.u32", nw, s), "pro_%d" % s, uni=True):
+            issue(k.r("mov.u32", s), s * stage_bytes)
+        k.op("cp.async.commit_group")
+    k.note("Q's group (the oldest) is complete once STAGES-1 groups at most are pending")
+    k.op("cp.async.wait_group %d" % (stages - 1))
+    k.op("bar.sync 0")
+    qa = [ldmatrix_x4(k, a_q, kk * 32) for kk in range(d // 16)] if q_regs else None
+
+    acc = [k.regs("f", 4) for _ in range(d // 8)]
+    for t in acc:
+        for x in t:
+            k.op("mov.f32 %s, 0f00000000" % x)
+    m = [k.reg("f"), k.reg("f")]
+    l = [k.reg("f"), k.reg("f")]
+    for ri in range(2):
+        k.op("mov.f32 %s, %s" % (m[ri], NEG_INF))
+        k.op("mov.f32 %s, 0f00000000" % l[ri])
+    sl2 = P["scale_log2"]
+    it = k.r("mov.u32", 0)
+    cur = k.r("mov.u32", 0)
+    wrap = stages * stage_bytes
+    with loop(k, "tile_loop", uni=True, skip=k.p("setp.eq.u32", nw, 0)) as lp:
+        k.op("cp.async.wait_group %d" % (stages - 2))
+        k.op("bar.warp.sync -1")
+        k.note("every lane is past tile it-1: refill its stage with tile it + STAGES-1")
+        nxt = k.r("add.u32", it, stages - 1)
+        with skip_if(k, k.p("setp.ge.u32", nxt, nw), "no_next", uni=True):
+            prev = k.r("add.u32", cur, (stages - 1) * stage_bytes)
+            prev = k.r("selp.b32", k.r("sub.u32", prev, wrap), prev, k.p("setp.ge.u32", prev, wrap))
+            issue(nxt, prev)
+        k.op("cp.async.commit_group")
+        kv0 = k.r("add.u32", kb0, k.r("shl.b32", k.r("add.u32", warp, k.r("shl.b32", it, 2)), 4))
+        sk_ = k.r("add.u32", wring, cur)
+        s = [k.regs("f", 4) for _ in range(2)]
+        for t in s:
+            for x in t:
+                k.op("mov.f32 %s, 0f00000000" % x)
+        kaddr = k.r("add.u32", sk_, b_off)
+        for kk in range(d // 16):
+            a = qa[kk] if q_regs else ldmatrix_x4(k, a_q, kk * 32)
+            bb = ldmatrix_x4(k, kaddr, kk * 32)
+            mma(k, dt, s[0], a, bb[0:2])
+            mma(k, dt, s[1], a, bb[2:4])
+        with skip_if(k, k.p("setp.le.s32", k.r("add.s32", kv0, BN), lim_min), "no_mask", uni=True):
+            c0 = k.r("add.s32", kv0, t2)
+            for nt in range(2):
+                for e in range(4):
+                    col = k.r("add.s32", c0, 8 * nt + (e & 1))
+                    ok = k.p("setp.lt.s32", col, lims[e >> 1])
+                    k.op("selp.f32 %s, %s, %s, %s" % (s[nt][e], s[nt][e], NEG_INF, ok))
+        for ri in range(2):
+            mx = k.f("max.f32", s[0][2 * ri], s[0][2 * ri + 1])
+            k.op("max.f32 %s, %s, %s" % (mx, mx, s[1][2 * ri]))
+            k.op("max.f32 %s, %s, %s" % (mx, mx, s[1][2 * ri + 1]))
+            quad_reduce(k, mx, "max.f32")
+            mnew = k.f("max.f32", m[ri], mx)
+            muse = k.f("selp.f32", "0f00000000", mnew, k.p("setp.eq.f32", mnew, NEG_INF))
+            alpha = k.f("ex2.approx.ftz.f32", k.f("mul.f32", k.f("sub.f32", m[ri], muse), sl2))
+            k.op("mov.f32 %s, %s" % (m[ri], mnew))
+            negm = k.f("neg.f32", k.f("mul.f32", muse, sl2))
+            k.op("mul.f32 %s, %s, %s" % (l[ri], l[ri], alpha))
+            for t in acc:
+                for e in (2 * ri, 2 * ri + 1):
+                    k.op("mul.f32 %s, %s, %s" % (t[e], t[e], alpha))
+            for t in s:
+                for e in (2 * ri, 2 * ri + 1):
+                    k.op("fma.rn.f32 %s, %s, %s, %s" % (t[e], t[e], sl2, negm))
+                    k.op("ex2.approx.ftz.f32 %s, %s" % (t[e], t[e]))
+                    k.op("add.f32 %s, %s, %s" % (l[ri], l[ri], t[e]))
+        pa = [pack(k, dt, s[0][1], s[0][0]), pack(k, dt, s[0][3], s[0][2]),
+              pack(k, dt, s[1][1], s[1][0]), pack(k, dt, s[1][3], s[1][2])]
+        vaddr = k.r("add.u32", k.r("add.u32", sk_, tile), bt_off)
+        for np_ in range(d // 16):
+            bb = ldmatrix_x4(k, vaddr, np_ * 32, trans=True)
+            mma(k, dt, acc[2 * np_], pa, bb[0:2])
+            mma(k, dt, acc[2 * np_ + 1], pa, bb[2:4])
+        k.op("add.u32 %s, %s, %d" % (cur, cur, stage_bytes))
+        k.op("selp.b32 %s, 0, %s, %s" % (cur, cur, k.p("setp.ge.u32", cur, wrap)))
+        k.op("add.u32 %s, %s, 1" % (it, it))
+        lp.again(k.p("setp.lt.u32", it, nw))
+    k.op("cp.async.wait_group 0")
+    for ri in range(2):
+        quad_reduce(k, l[ri], "add.f32")
+
+    k.note("merge the warps in warp order: acc[w][row][D], then m[w][row], l[w][row]")
+    k.op("bar.sync 0")
+    s_acc = s_ring
+    s_m = k.r("add.u32", s_ring, WARPS * ROWS * d * 4)
+    s_l = k.r("add.u32", s_m, WARPS * ROWS * 4)
+    wacc = k.r("add.u32", s_acc, k.r("mul.lo.u32", warp, ROWS * d * 4))
+    for ri in range(2):
+        row = k.r("add.u32", g, 8 * ri)
+        ra = k.r("add.u32", wacc, k.r("add.u32", k.r("mul.lo.u32", row, d * 4), k.r("shl.b32", t2, 2)))
+        for nt in range(d // 8):
+            k.op("st.shared.v2.f32 [%s+%d], {%s, %s}" % (ra, nt * 32, acc[nt][2 * ri], acc[nt][2 * ri + 1]))
+        with skip_if(k, k.p("setp.ne.u32", t2, 0), "not_lead_%d" % ri):
+            wr = k.r("shl.b32", k.r("add.u32", k.r("shl.b32", warp, 4), row), 2)
+            k.op("st.shared.f32 [%s], %s" % (k.r("add.u32", s_m, wr), m[ri]))
+            k.op("st.shared.f32 [%s], %s" % (k.r("add.u32", s_l, wr), l[ri]))
+    if paged:
+        k.note("a bad page seen by any warp spoils the CTA's rows")
+        k.op("bar.red.or.pred %s, 0, %s" % (bad, bad))
+    else:
+        k.op("bar.sync 0")
+    # thread tid: row tid / 8, columns (tid % 8) * D/8 ..
+    ncol = d // 8
+    mrow = k.r("shr.u32", tid, 3)
+    c0 = k.r("mul.lo.u32", k.r("and.b32", tid, 7), ncol)
+    mw, lw = [], []
+    for w in range(WARPS):
+        mw.append(k.f("ld.shared.f32", "[%s]" % k.r("add.u32", s_m, k.r("shl.b32", k.r("add.u32", mrow, 16 * w), 2))))
+        lw.append(k.f("ld.shared.f32", "[%s]" % k.r("add.u32", s_l, k.r("shl.b32", k.r("add.u32", mrow, 16 * w), 2))))
+    mmax = mw[0]
+    for w in range(1, WARPS):
+        mmax = k.f("max.f32", mmax, mw[w])
+    muse = k.f("selp.f32", "0f00000000", mmax, k.p("setp.eq.f32", mmax, NEG_INF))
+    fw = [k.f("ex2.approx.ftz.f32", k.f("mul.f32", k.f("sub.f32", mw[w], muse), sl2)) for w in range(WARPS)]
+    lsum = k.f("mul.f32", fw[0], lw[0])
+    for w in range(1, WARPS):
+        lsum = k.f("fma.rn.f32", fw[w], lw[w], lsum)
+    pos = k.p("setp.gt.f32", lsum, "0f00000000")
+    inv = k.f("selp.f32", k.f("rcp.approx.ftz.f32", lsum), "0f00000000", pos)
+    fw = [k.f("mul.f32", f, inv) for f in fw]
+    lse = k.f("mul.f32", k.f("fma.rn.f32", muse, sl2, k.f("lg2.approx.ftz.f32", lsum)), LN2)
+    lse = k.f("selp.f32", lse, NEG_INF, pos)
+    vals = []
+    caddr = k.r("add.u32", s_acc, k.r("shl.b32", k.r("add.u32", k.r("mul.lo.u32", mrow, d), c0), 2))
+    for c in range(0, ncol, 4):
+        sums = None
+        for w in range(WARPS):
+            part = k.regs("f", 4)
+            k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(part), caddr, w * ROWS * d * 4 + 4 * c))
+            if sums is None:
+                sums = [k.f("mul.f32", x, fw[w]) for x in part]
+            else:
+                sums = [k.f("fma.rn.f32", x, fw[w], y) for x, y in zip(part, sums)]
+        vals += sums
+    if paged:
+        vals = [k.f("selp.f32", NAN, x, bad) for x in vals]
+        lse = k.f("selp.f32", NAN, lse, bad)
+    r = k.r("add.u32", r0, mrow)
+    with skip_if(k, k.p("setp.ge.u32", r, rows), "pad_row", uni=False):
+        one = k.p("setp.eq.u32", P["splits"], 1)
+        with skip_if(k, "!" + one, "to_ws"):
+            write_final(k, P, b, hk, r, c0, vals, lse, esize_shift(k, P["out_dtype"]))
+            k.op("ret")
+        widx = k.r("add.u32", k.r("mul.lo.u32", k.r("add.u32", k.r("mul.lo.u32", z, P["splits"]), split), rows), r)
+        wptr = k.rd("add.u64", P["ws_o"], k.rd("shl.b64", k.rd("add.u64", k.rd("mul.wide.u32", widx, d), k.wide(c0)), 2))
+        for c in range(0, ncol, 4):
+            k.op("st.global.v4.f32 [%s+%d], {%s}" % (wptr, 4 * c, ", ".join(vals[c:c + 4])))
+        with skip_if(k, k.p("setp.ne.u32", c0, 0), "not_c0"):
+            k.op("st.global.f32 [%s], %s" % (k.rd("add.u64", P["ws_lse"], k.rd("mul.wide.u32", widx, 4)), lse))
+    k.op("ret")
+    return k.text()
+
+
+def combine_kernel(d):
+    name = "kaio_attn_decode_combine_d%d" % d
+    doc = ("%s: merges the decode splits of one row per warp in split order: O = sum_s w_s O_s, "
+           "w_s = exp(LSE_s - LSE), LSE = log sum_s exp(LSE_s)." % name)
+    k = Kernel(name, doc, COMBINE_PARAMS, 0, 4, keys={"select": "attn_decode_combine", "head_dim": d})
+    P = load_params(k, COMBINE_PARAMS, ("o", "lse", "ws_o", "ws_lse"))
+    tid = k.r("mov.u32", "%tid.x")
+    lane = k.r("and.b32", tid, 31)
+    row = k.r("add.u32", k.r("shl.b32", k.r("mov.u32", "%ctaid.x"), 2), k.r("shr.u32", tid, 5))
+    ncol = d // 32
+    vw = min(4, ncol)
+    with skip_if(k, k.p("setp.ge.u32", row, P["total"]), "done", uni=True):
+        z = k.r("div.u32", row, P["rows"])
+        r = k.r("sub.u32", row, k.r("mul.lo.u32", z, P["rows"]))
+        heads_kv = k.r("div.u32", P["heads_q"], P["group"])
+        b = k.r("div.u32", z, heads_kv)
+        hk = k.r("sub.u32", z, k.r("mul.lo.u32", b, heads_kv))
+        first = k.r("mul.lo.u32", k.r("mul.lo.u32", z, P["splits"]), P["rows"])
+        first = k.r("add.u32", first, r)
+        lptr0 = k.rd("add.u64", P["ws_lse"], k.rd("mul.wide.u32", first, 4))
+        lstep = k.rd("mul.wide.u32", P["rows"], 4)
+        mmax = k.f("mov.f32", NEG_INF)
+        sidx = k.r("mov.u32", 0)
+        lptr = k.rd("mov.b64", lptr0)
+        with loop(k, "max_loop", uni=True) as lp:
+            x = k.f("ld.global.f32", "[%s]" % lptr)
+            k.op("max.f32 %s, %s, %s" % (mmax, mmax, x))
+            k.op("add.u64 %s, %s, %s" % (lptr, lptr, lstep))
+            k.op("add.u32 %s, %s, 1" % (sidx, sidx))
+            lp.again(k.p("setp.lt.u32", sidx, P["splits"]))
+        muse = k.f("selp.f32", "0f00000000", mmax, k.p("setp.eq.f32", mmax, NEG_INF))
+        c0 = k.r("mul.lo.u32", lane, ncol)
+        optr = k.rd("add.u64", P["ws_o"], k.rd("shl.b64", k.rd("add.u64", k.rd("mul.wide.u32", first, d), k.wide(c0)), 2))
+        ostep = k.rd("mul.wide.u32", P["rows"], 4 * d)
+        accs = k.regs("f", ncol)
+        for a in accs:
+            k.op("mov.f32 %s, 0f00000000" % a)
+        lsum = k.f("mov.f32", "0f00000000")
+        k.op("mov.u32 %s, 0" % sidx)
+        k.op("mov.b64 %s, %s" % (lptr, lptr0))
+        with loop(k, "sum_loop", uni=True) as lp:
+            x = k.f("ld.global.f32", "[%s]" % lptr)
+            w = k.f("ex2.approx.ftz.f32", k.f("mul.f32", k.f("sub.f32", x, muse), "0f3FB8AA3B"))
+            k.op("add.f32 %s, %s, %s" % (lsum, lsum, w))
+            for c in range(0, ncol, vw):
+                part = k.regs("f", vw)
+                k.op("ld.global.v%d.f32 {%s}, [%s+%d]" % (vw, ", ".join(part), optr, 4 * c))
+                for j in range(vw):
+                    k.op("fma.rn.f32 %s, %s, %s, %s" % (accs[c + j], part[j], w, accs[c + j]))
+            k.op("add.u64 %s, %s, %s" % (lptr, lptr, lstep))
+            k.op("add.u64 %s, %s, %s" % (optr, optr, ostep))
+            k.op("add.u32 %s, %s, 1" % (sidx, sidx))
+            lp.again(k.p("setp.lt.u32", sidx, P["splits"]))
+        pos = k.p("setp.gtu.f32", lsum, "0f00000000")    # NaN (a bad sequence) carries through
+        inv = k.f("selp.f32", k.f("rcp.approx.ftz.f32", lsum), "0f00000000", pos)
+        vals = [k.f("mul.f32", a, inv) for a in accs]
+        lse = k.f("add.f32", muse, k.f("mul.f32", k.f("lg2.approx.ftz.f32", lsum), LN2))
+        lse = k.f("selp.f32", lse, NEG_INF, pos)
+        i = k.r("div.u32", r, P["group"])
+        gi = k.r("sub.u32", r, k.r("mul.lo.u32", i, P["group"]))
+        h = k.r("add.u32", k.r("mul.lo.u32", hk, P["group"]), gi)
+        el = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(b), P["o_bs"]), k.rd("mul.lo.u64", k.wide(i), P["o_ss"]))
+        el = k.rd("add.u64", el, k.wide(k.r("add.u32", k.r("mul.lo.u32", h, d), c0)))
+        ptr = k.rd("add.u64", P["o"], k.rd("shl.b64", el, esize_shift(k, P["out_dtype"])))
+        for code, name_, esize in cases(k, P["out_dtype"], OUT_DTYPES, k.label("o_stored")):
+            if name_ == "f32":
+                for c in range(0, ncol, vw):
+                    k.op("st.global.v%d.f32 [%s+%d], {%s}" % (vw, ptr, 4 * c, ", ".join(vals[c:c + vw])))
+            else:
+                w = [pack(k, name_, vals[2 * j + 1], vals[2 * j]) for j in range(ncol // 2)]
+                vec = "" if len(w) == 1 else ".v%d" % len(w)
+                k.op("st.global%s.b32 [%s], {%s}" % (vec, ptr, ", ".join(w)) if vec else
+                     "st.global.b32 [%s], %s" % (ptr, w[0]))
+        has = k.p("setp.ne.and.u64", P["lse"], 0, k.p("setp.eq.u32", lane, 0))
+        with skip_if(k, "!" + has, "no_lse"):
+            lrow = k.r("add.u32", k.r("mul.lo.u32", b, P["heads_q"]), h)
+            lel = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(lrow), P["lse_rs"]), k.wide(i))
+            k.op("st.global.f32 [%s], %s" % (k.rd("add.u64", P["lse"], k.rd("shl.b64", lel, 2)), lse))
+    k.op("ret")
+    return k.text()
+
+
+def generate():
+    out = [HEADER]
+    for paged in (False, True):
+        for dt in DTYPES:
+            for d in DIMS:
+                out.append("\n" + decode_kernel(dt, d, paged))
+    for d in DIMS:
+        out.append("\n" + combine_kernel(d))
+    return {"attention_decode.ptx": "".join(out)}
+
+
+if __name__ == "__main__":
+    sys.exit(cli.main(__file__, __doc__, generate))

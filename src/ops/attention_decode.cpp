@@ -1,0 +1,316 @@
+// Decode attention (ptx/gen_attention_decode.py): few query rows per
+// sequence against a long KV cache, contiguous or paged. One CTA per 16
+// (position, head) rows of a KV head and key split; the splits' partial O and
+// LSE go to the prepared op's workspace and a combine kernel merges them in
+// split order.
+#include <algorithm>
+#include <cinttypes>
+#include <climits>
+#include <cstdio>
+
+#include "core/call_context.hpp"
+#include "core/error.hpp"
+#include "kernels/module_cache.hpp"
+#include "ops/attention.hpp"
+#include "ops/key_list.hpp"
+#include "ops/plan_log.hpp"
+#include "runtime/buffer.hpp"
+#include "runtime/stream.hpp"
+
+namespace kaio {
+namespace {
+
+constexpr const auto &kDecodeDims = kernels::keys::attn_decode::head_dim;
+constexpr int64_t kMaxDecodeRows = 16;    // query rows per sequence (Sq)
+constexpr int64_t kCtaRows = 16;          // (position, head) rows per CTA
+constexpr int64_t kMinSplitKeys = 256;    // 4 warps x 4 tiles of 16 keys
+constexpr int64_t kChunkAlign = 16;       // a split starts on a tile boundary
+constexpr double kLaunchBytes = 4 << 20;  // the combine launch, as bytes of cache
+constexpr double kWaveBytes = 4 << 20;    // a wave's start-up and merge, likewise
+constexpr int64_t kMaxSplits = 128;
+constexpr int64_t kPageSizes[] = {16, 32, 64, 128, 256};
+
+// The paged kernels' bounds flag: kind << 56 | b << 32 | value.
+class PagedFlag final : public ErrorFlag {
+ public:
+  kaio_status report(uint64_t value) const override {
+    const unsigned kind = static_cast<unsigned>(value >> 56);
+    const unsigned b = static_cast<unsigned>((value >> 32) & 0xffffff);
+    const int32_t bad = static_cast<int32_t>(static_cast<uint32_t>(value));
+    if (kind == 1)
+      return fail(KAIO_ERROR_OUT_OF_BOUNDS,
+                  "%s: paged attention: seq_lens[%u] is %" PRId32 ", outside [0, desc->seq_k]; "
+                  "the length was clamped and sequence %u's O and LSE were written as NaN. "
+                  "Pass lengths between 0 and the op's seq_k.",
+                  api_name(), b, bad, b);
+    if (kind == 2)
+      return fail(KAIO_ERROR_OUT_OF_BOUNDS,
+                  "%s: paged attention: block_table row %u holds page id %" PRId32
+                  ", outside [0, num_pages); page 0 was read instead and sequence %u's O and LSE "
+                  "were written as NaN. Fix the block table.",
+                  api_name(), b, bad, b);
+    return fail(KAIO_ERROR_INTERNAL,
+                "%s: paged attention left error flag 0x%016" PRIx64 ". Please report this.",
+                api_name(), value);
+  }
+};
+
+unsigned u32(int64_t v) { return static_cast<unsigned>(v); }
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+}  // namespace
+
+bool wants_decode(const kaio_attention_desc &d, bool backward) {
+  if (backward) return false;
+  if (d.variant == KAIO_ATTENTION_DECODE) return true;
+  return d.variant == KAIO_ATTENTION_AUTO && d.seq_q <= kMaxDecodeRows &&
+         in_list(kDecodeDims, d.head_dim);
+}
+
+kaio_status check_decode_desc(const kaio_attention_desc &d, bool backward, bool paged,
+                              int32_t page_size) {
+  if (paged && !in_list(kPageSizes, page_size))
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: paged->page_size is %" PRId32 "; use %s.", api_name(), page_size,
+                list_text(kPageSizes, "or").c_str());
+  if (paged && d.variant != KAIO_ATTENTION_AUTO && d.variant != KAIO_ATTENTION_DECODE)
+    return fail(KAIO_ERROR_UNSUPPORTED,
+                "%s: desc->variant is %d; paged attention runs the decode kernels only. Use "
+                "KAIO_ATTENTION_AUTO or KAIO_ATTENTION_DECODE.",
+                api_name(), d.variant);
+  if (!paged && d.variant != KAIO_ATTENTION_DECODE) return KAIO_OK;
+  const char *what = paged ? "paged attention" : "desc->variant KAIO_ATTENTION_DECODE";
+  if (backward)
+    return fail(KAIO_ERROR_UNSUPPORTED,
+                "%s: %s has no backward. Use KAIO_ATTENTION_AUTO for the backward.", api_name(),
+                what);
+  if (d.seq_q > kMaxDecodeRows)
+    return fail(KAIO_ERROR_UNSUPPORTED,
+                "%s: desc->seq_q is %" PRId64 " but %s takes at most %" PRId64
+                " query rows per sequence. Split the queries, or use KAIO_ATTENTION_AUTO "
+                "(contiguous K/V).",
+                api_name(), d.seq_q, what, kMaxDecodeRows);
+  if (!in_list(kDecodeDims, d.head_dim))
+    return fail(KAIO_ERROR_UNSUPPORTED,
+                "%s: desc->head_dim is %" PRId64 " but %s takes head dims %s. Pad the head "
+                "dimension with zeros.",
+                api_name(), d.head_dim, what, list_text(kDecodeDims, "or").c_str());
+  return KAIO_OK;
+}
+
+kaio_status plan_decode(kaio_device *device, AttentionPlan *plan) {
+  const kaio_attention_desc &d = plan->desc;
+  BuiltinFunction fn;
+  KAIO_TRY(device->modules->function(kernels::attn_decode(d.dtype, d.head_dim, plan->paged), &fn));
+  plan->fwd = launch_of(fn);
+  plan->decode = true;
+  const int64_t group = d.heads_q / d.heads_kv, rows = group * d.seq_q;
+  const int64_t row_blocks = (rows + kCtaRows - 1) / kCtaRows, z = d.batch * d.heads_kv;
+  // Splits (a one-shot plan has no workspace, so none): the count whose
+  // estimated time is least, time ~ bytes moved / the share of the CTA slots
+  // (2 per SM below D 256) its waves keep busy. Bytes: the cache, plus the
+  // partial O and LSE written and read back (and a launch's worth) when
+  // split; and per wave a CTA's start-up (Q load, first tiles) and merge.
+  // Each split takes at least kMinSplitKeys keys.
+  int64_t splits = 1, chunk = round_up(d.seq_k, kChunkAlign);
+  if (plan->prepared) {
+    const int64_t slots = (d.head_dim <= 128 ? 2 : 1) * std::max(1, device->info.sm_count);
+    const double cache = 4.0 * static_cast<double>(z) * d.seq_k * d.head_dim;
+    const double partial = 8.0 * static_cast<double>(z) * rows * (d.head_dim + 1);
+    const int64_t most = std::min((d.seq_k + kMinSplitKeys - 1) / kMinSplitKeys, kMaxSplits);
+    double best = 0;
+    for (int64_t s = 1; s <= most; ++s) {
+      const int64_t c = round_up((d.seq_k + s - 1) / s, kChunkAlign);
+      const int64_t n = (d.seq_k + c - 1) / c, ctas = z * row_blocks * n;
+      const int64_t waves = (ctas + slots - 1) / slots;
+      const double busy = static_cast<double>(ctas) / static_cast<double>(waves * slots);
+      const double t =
+          (cache + (n > 1 ? n * partial + kLaunchBytes : 0.0)) / busy + waves * kWaveBytes;
+      if (s == 1 || t < best) {
+        best = t;
+        splits = n;
+        chunk = c;
+      }
+    }
+  }
+  plan->splits = u32(splits);
+  plan->chunk = u32(chunk);
+  plan->fwd.grid = u32(splits);
+  plan->fwd.grid_y = u32(row_blocks);
+  plan->fwd.grid_z = u32(z);
+  char why[96];
+  std::snprintf(why, sizeof why, "%s, %" PRId64 " split(s) of %" PRId64 " keys",
+                d.variant == KAIO_ATTENTION_DECODE ? "variant KAIO_ATTENTION_DECODE"
+                : plan->paged                      ? "paged"
+                                                   : "AUTO: seq_q <= 16",
+                splits, chunk);
+  log_kernel(device, plan->fwd.function, why);
+  if (plan->paged && plan->prepared) {
+    auto flag = std::make_shared<PagedFlag>();
+    KAIO_TRY(flag->allocate(device));
+    plan->flag = std::move(flag);
+  }
+  if (splits == 1) return KAIO_OK;
+  KAIO_TRY(device->modules->function(kernels::attn_decode_combine(d.head_dim), &fn));
+  plan->combine = launch_of(fn);
+  const int64_t total = z * rows;
+  plan->combine.grid = u32((total + 3) / 4);
+  log_kernel(device, plan->combine.function, why);
+  const uint64_t bytes = static_cast<uint64_t>(splits * total) * (d.head_dim + 1) * 4;
+  return DeviceMemory::allocate(device, bytes, &plan->workspace);
+}
+
+namespace {
+
+// The decode kernel's parameters other than the tensors' addresses.
+struct DecodeArgs {
+  unsigned long long q = 0, k = 0, v = 0, o = 0, lse = 0, ws_o = 0, ws_lse = 0, table = 0,
+                     lens = 0, flag = 0;
+  unsigned seq_q = 0, seq_k = 0, heads_q = 0, group = 0, splits = 0, chunk = 0;
+  unsigned long long q_bs = 0, q_ss = 0, k_bs = 0, k_ss = 0, v_bs = 0, v_ss = 0, o_bs = 0,
+                     o_ss = 0, lse_rs = 0, table_rs = 0;
+  unsigned num_pages = 0, page_shift = 0;
+  float scale_log2 = 0;
+  unsigned causal = 0, out_dtype = 0;
+};
+
+DecodeArgs common_args(const AttentionPlan &plan, const CheckedView &q, const CheckedView &o,
+                       const CheckedView *lse) {
+  const kaio_attention_desc &d = plan.desc;
+  DecodeArgs a;
+  a.q = q.address;
+  a.o = o.address;
+  a.lse = lse ? lse->address : 0;
+  if (plan.splits > 1) {
+    const uint64_t total = static_cast<uint64_t>(d.batch * d.heads_q * d.seq_q);
+    a.ws_o = plan.workspace->ptr();
+    a.ws_lse = a.ws_o + plan.splits * total * static_cast<uint64_t>(d.head_dim) * 4;
+  }
+  a.seq_q = u32(d.seq_q);
+  a.seq_k = u32(d.seq_k);
+  a.heads_q = u32(d.heads_q);
+  a.group = u32(d.heads_q / d.heads_kv);
+  a.splits = plan.splits;
+  a.chunk = plan.chunk;
+  a.q_bs = static_cast<unsigned long long>(q.row_stride * d.seq_q);
+  a.q_ss = q.row_stride;
+  a.o_bs = static_cast<unsigned long long>(o.row_stride * d.seq_q);
+  a.o_ss = o.row_stride;
+  a.lse_rs = lse ? lse->row_stride : 0;
+  a.scale_log2 = static_cast<float>(d.softmax_scale * 1.4426950408889634);
+  a.causal = d.mask == KAIO_ATTENTION_CAUSAL ? 1u : d.mask == KAIO_ATTENTION_CAUSAL_TOP_LEFT ? 2u : 0u;
+  a.out_dtype = static_cast<unsigned>(d.out_dtype);
+  return a;
+}
+
+kaio_status launch_decode(const kaio_device *device, const AttentionPlan &plan,
+                          kaio_stream *stream, DecodeArgs a) {
+  void *params[] = {&a.q,      &a.k,         &a.v,      &a.o,      &a.lse,       &a.ws_o,
+                    &a.ws_lse, &a.table,     &a.lens,   &a.flag,   &a.seq_q,     &a.seq_k,
+                    &a.heads_q, &a.group,    &a.splits, &a.chunk,  &a.q_bs,      &a.q_ss,
+                    &a.k_bs,   &a.k_ss,      &a.v_bs,   &a.v_ss,   &a.o_bs,      &a.o_ss,
+                    &a.lse_rs, &a.table_rs,  &a.num_pages, &a.page_shift, &a.scale_log2,
+                    &a.causal, &a.out_dtype};
+  KAIO_TRY(launch_builtin(device, plan.fwd, stream, params));
+  if (plan.flag) stream->error_flags->note(plan.flag);  // after the launch: see ticket()
+  if (plan.splits == 1) return KAIO_OK;
+  const kaio_attention_desc &d = plan.desc;
+  unsigned total = u32(d.batch * d.heads_q * d.seq_q), rows = u32(a.group * d.seq_q);
+  void *cparams[] = {&a.o,     &a.lse,     &a.ws_o,   &a.ws_lse, &total, &rows,   &a.seq_q,
+                     &a.heads_q, &a.group, &a.splits, &a.o_bs,   &a.o_ss, &a.lse_rs,
+                     &a.out_dtype};
+  return launch_builtin(device, plan.combine, stream, cparams);
+}
+
+}  // namespace
+
+kaio_status run_decode(const kaio_device *device, const AttentionPlan &plan, kaio_stream *stream,
+                       const CheckedView &q, const CheckedView &k, const CheckedView &v,
+                       const CheckedView &o, const CheckedView *lse) {
+  const kaio_attention_desc &d = plan.desc;
+  DecodeArgs a = common_args(plan, q, o, lse);
+  a.k = k.address;
+  a.v = v.address;
+  a.k_bs = static_cast<unsigned long long>(k.row_stride * d.seq_k);
+  a.k_ss = k.row_stride;
+  a.v_bs = static_cast<unsigned long long>(v.row_stride * d.seq_k);
+  a.v_ss = v.row_stride;
+  return launch_decode(device, plan, stream, a);
+}
+
+namespace {
+
+kaio_status check_pool(const char *arg, const kaio_tensor &t, const kaio_device *device,
+                       const kaio_attention_desc &d, int64_t page_size, CheckedView *out) {
+  KAIO_TRY(check_view(arg, &t, device, out));
+  KAIO_TRY(check_dtype(arg, *out, d.dtype));
+  if (out->cols != d.heads_kv * d.head_dim || out->rows % page_size != 0 ||
+      out->rows > INT32_MAX)
+    return fail(KAIO_ERROR_SHAPE_MISMATCH,
+                "%s: argument '%s' is %" PRId64 " x %" PRId64 "; a page pool is [num_pages * "
+                "page_size, heads_kv * head_dim] = [a multiple of %" PRId64 " up to %d, %" PRId64
+                "].",
+                api_name(), arg, out->rows, out->cols, page_size, INT32_MAX,
+                d.heads_kv * d.head_dim);
+  if (out->address % 16 != 0 || out->row_stride % 8 != 0)
+    return fail(KAIO_ERROR_MISALIGNED,
+                "%s: argument '%s' starts at byte offset %" PRIu64 " of a 256-byte-aligned "
+                "allocation with row_stride %" PRId64 "; attention needs a 16-byte aligned start "
+                "and a row_stride that is a multiple of 8 elements.",
+                api_name(), arg, static_cast<uint64_t>(out->address % 256), out->row_stride);
+  return KAIO_OK;
+}
+
+}  // namespace
+
+kaio_status run_paged(const kaio_device *device, const AttentionPlan &plan, kaio_stream *stream,
+                      const kaio_tensor *t) {
+  const kaio_attention_desc &d = plan.desc;
+  const int64_t ps = plan.page_size;
+  CheckedView q, kp, vp, table, lens, o, lse;
+  KAIO_TRY(check_bshd("Q", t[0], device, d.dtype, d.batch, d.seq_q, d.heads_q, d.head_dim, &q));
+  KAIO_TRY(check_pool("K pool", t[1], device, d, ps, &kp));
+  KAIO_TRY(check_pool("V pool", t[2], device, d, ps, &vp));
+  if (vp.rows != kp.rows)
+    return fail(KAIO_ERROR_SHAPE_MISMATCH,
+                "%s: the K pool has %" PRId64 " rows but the V pool %" PRId64
+                "; both hold the same pages.",
+                api_name(), kp.rows, vp.rows);
+  KAIO_TRY(check_view("block_table", &t[3], device, &table));
+  KAIO_TRY(check_dtype("block_table", table, KAIO_DTYPE_I32));
+  const int64_t need_pages = (d.seq_k + ps - 1) / ps;
+  if (table.rows != d.batch || table.cols < need_pages)
+    return fail(KAIO_ERROR_SHAPE_MISMATCH,
+                "%s: argument 'block_table' is %" PRId64 " x %" PRId64 "; it must have desc->batch "
+                "(%" PRId64 ") rows and at least ceil(desc->seq_k / page_size) = %" PRId64
+                " columns.",
+                api_name(), table.rows, table.cols, d.batch, need_pages);
+  KAIO_TRY(check_view("seq_lens", &t[4], device, &lens));
+  KAIO_TRY(check_dtype("seq_lens", lens, KAIO_DTYPE_I32));
+  KAIO_TRY(check_shape("seq_lens", lens, 1, d.batch));
+  KAIO_TRY(check_bshd("O", t[5], device, d.out_dtype, d.batch, d.seq_q, d.heads_q, d.head_dim, &o));
+  const bool has_lse = t[6].buffer != nullptr;
+  if (has_lse) KAIO_TRY(check_lse(t[6], device, d, &lse));
+  const std::pair<const char *, const CheckedView *> ins[] = {
+      {"Q", &q}, {"K pool", &kp}, {"V pool", &vp}, {"block_table", &table}, {"seq_lens", &lens}};
+  for (const auto &[name, view] : ins) {
+    KAIO_TRY(check_no_partial_overlap("O", o, name, *view, false));
+    if (has_lse) KAIO_TRY(check_no_partial_overlap("LSE", lse, name, *view, false));
+  }
+  if (has_lse) KAIO_TRY(check_no_partial_overlap("O", o, "LSE", lse, false));
+  DecodeArgs a = common_args(plan, q, o, has_lse ? &lse : nullptr);
+  a.k = kp.address;
+  a.v = vp.address;
+  a.k_ss = kp.row_stride;
+  a.v_ss = vp.row_stride;
+  a.table = table.address;
+  a.table_rs = table.row_stride;
+  a.lens = lens.address;
+  a.flag = plan.flag ? plan.flag->device_address() : 0;
+  a.num_pages = u32(kp.rows / ps);
+  a.page_shift = u32(__builtin_ctzll(static_cast<unsigned long long>(ps)));
+  return launch_decode(device, plan, stream, a);
+}
+
+}  // namespace kaio

@@ -14,6 +14,7 @@
 #include "ops/matmul_backward.hpp"
 #include "ops/quant.hpp"
 #include "ops/rows.hpp"
+#include "ops/sampling.hpp"
 #include "runtime/handle.hpp"
 
 struct kaio_op {
@@ -23,7 +24,8 @@ struct kaio_op {
   // A new family adds its plan type here; run_op_handle needs nothing more.
   using Body = std::variant<kaio::ElementwisePlan, kaio::RowsPlan, kaio::MatmulPlan,
                             kaio::MatmulBackwardPlan, kaio::KquantPlan, kaio::Int8Plan,
-                            kaio::Int4Plan, kaio::QkvInt8Plan, kaio::AttentionPlan>;
+                            kaio::Int4Plan, kaio::QkvInt8Plan, kaio::AttentionPlan,
+                            kaio::SamplingPlan>;
   kaio::HandleTag tag = kTag;
   kaio_device *device = nullptr;
   Body body;

@@ -1327,7 +1327,7 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_lang_kernel_check(const kaio_lang_kerne
  * row (the first from memory, the rest mostly from L2): max and argmax;
  * top-k and top-p thresholds by radix select on order-preserving keys of
  * the float bits with per-row histograms in shared memory (f32: 3 digits
- * of 11/11/10 bits, f16/bf16: 2 of 8; top-p weights by mass in 32.32 fixed
+ * of 11/11/10 bits, f16/bf16: 2 of 8; top-p weights by mass in fixed
  * point, so the threshold is independent of atomic order); then the draw.
  * No sort. B = 1 runs on one SM (latency, not bandwidth, bound: see
  * bench/RESULTS.md). exp and log use ex2.approx / lg2.approx.

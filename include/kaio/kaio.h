@@ -1575,6 +1575,116 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_attention_paged(
     const kaio_tensor *o, const kaio_tensor *lse, const kaio_attention_desc *desc,
     const kaio_attention_paged_desc *paged);
 
+/* ===========================================================================
+ * Token sampling: logits -> token ids on the GPU
+ *
+ * From logits [B, V] (f32, f16 or bf16; any row_stride) to one token id per
+ * row, with per-row parameters read from device vectors, so one launch mixes
+ * greedy and sampled rows without a host sync.
+ *
+ * Per-row vectors. A "vector of B" is a view of B elements, either [1, B]
+ * or [B, 1] (any row_stride). tokens: I32 vector of B (output).
+ * temperature: F32 (> 0 samples; 0, negative or NaN: greedy). top_k: I32
+ * (<= 0: off; >= the row's number of non-NaN logits: off). top_p: F32 (>= 1
+ * or NaN: off; <= 0: only the most likely value's tokens). min_p: F32 (<= 0
+ * or NaN: off; above 1 acts as 1). rng: U32 or I32 [B, 4] (any row_stride):
+ * the row's 64-bit seed (cols 0 = low word, 1 = high) and 64-bit offset
+ * (cols 2, 3). Out-of-range values are clamped or ignored as stated, never
+ * an error and never an access outside the views.
+ *
+ * Order of operations, as HF transformers' warpers and candle's
+ * LogitsProcessor (TopKThenTopP) apply them:
+ *   penalties -> temperature -> top-k -> top-p -> min-p -> draw.
+ * top-p is taken over what top-k kept (renormalised), min-p relative to the
+ * most likely token (which every filter keeps). Filters are thresholds on
+ * the value: top-k keeps every token >= the k-th largest logit and top-p
+ * every token >= the logit where the running mass, from the largest down,
+ * first reaches top_p of the total; so ties at a boundary are all kept
+ * (HF's semantics; candle's sort keeps an arbitrary k of them). Sampled
+ * probabilities are softmax(logit / T) over the kept tokens.
+ *
+ * Penalties (KAIO_SAMPLING_PENALTIES), over each row's previous tokens
+ * prev [B, max_prev] I32 with prev_lens an I32 vector of B (clamped to
+ * [0, max_prev]); ids outside [0, V) are ignored. penalties F32 [B, 3]:
+ * (repetition r, presence, frequency). For each distinct previous token t,
+ * c times in the row's list: first repetition (HF / candle: x > 0 ? x / r :
+ * x * r; r <= 0 or NaN acts as 1), then OpenAI's x -= presence + frequency
+ * * c. The penalised row is written to the op's f32 workspace and sampled
+ * from there; logits are never modified.
+ *
+ * The draw. Greedy takes the argmax, lowest index on ties (candle's
+ * argmax takes the last one and may take NaN). Sampled rows use the
+ * Gumbel-max trick: token = argmax over kept tokens of
+ * log(p) - log(-log U), U from Philox4x32-10 with key = seed and counter
+ * (token / 4, 0, offset low, offset high), word token % 4. A token's U
+ * depends on (seed, offset, token) only: the same seed and offset give the
+ * same token bit for bit, whatever the batch's other rows, B or stream.
+ * Advance the offset by 1 per step (any change gives fresh draws).
+ *
+ * Special values. NaN logits are never chosen and count nowhere. A +inf
+ * logit wins: the lowest-index +inf token, probability 1, in every mode.
+ * A row with no logit above -inf (all -inf or NaN) gives the lowest index
+ * of a -inf logit, or 0 when all are NaN, with probability 0 and
+ * log-probability -inf; this is data, not an error: no status is raised.
+ *
+ * Outputs (KAIO_SAMPLING_PROBS): probs and logprobs, F32 vectors of B: the
+ * chosen token's probability under the distribution it was drawn from
+ * (after penalties, temperature and filters; greedy rows: 1 and 0).
+ *
+ * Method and cost. One 1024-thread CTA per row, several passes over the
+ * row (the first from memory, the rest mostly from L2): max and argmax;
+ * top-k and top-p thresholds by radix select on order-preserving keys of
+ * the float bits with per-row histograms in shared memory (f32: 3 digits
+ * of 11/11/10 bits, f16/bf16: 2 of 8; top-p weights by mass in fixed
+ * point, so the threshold is independent of atomic order); then the draw.
+ * No sort. B = 1 runs on one SM (latency, not bandwidth, bound: see
+ * bench/RESULTS.md). exp and log use ex2.approx / lg2.approx.
+ *
+ * Launch tensors (12, in this order; views of features the desc leaves
+ * off must have a NULL buffer, those it turns on must not):
+ *   {logits, temperature, top_k, top_p, min_p, rng,
+ *    prev, prev_lens, penalties, tokens, probs, logprobs}
+ * RANDOM: temperature, rng; TOP_K: top_k; TOP_P: top_p; MIN_P: min_p
+ * (the three filters need RANDOM); PENALTIES: prev, prev_lens, penalties;
+ * PROBS: probs, logprobs. Outputs must not overlap the inputs.
+ * ======================================================================== */
+enum {
+    KAIO_SAMPLING_RANDOM = 1,      /* temperature + rng; else every row is greedy */
+    KAIO_SAMPLING_TOP_K = 2,
+    KAIO_SAMPLING_TOP_P = 4,
+    KAIO_SAMPLING_MIN_P = 8,
+    KAIO_SAMPLING_PENALTIES = 16,
+    KAIO_SAMPLING_PROBS = 32
+};
+
+typedef struct kaio_sampling_desc {
+    uint32_t struct_size;          /* sizeof(kaio_sampling_desc)                 */
+    kaio_dtype dtype;              /* logits: KAIO_DTYPE_F32 (default), _F16, _BF16 */
+    int64_t batch;                 /* B >= 1, at most 2^31 - 1                  */
+    int64_t vocab;                 /* V, 1 .. 2^31 - 1                          */
+    int64_t max_prev;              /* columns of prev (PENALTIES), else 0       */
+    uint32_t features;             /* KAIO_SAMPLING_* bits; default 0 (greedy)  */
+    uint32_t reserved;             /* must be 0                                 */
+} kaio_sampling_desc;
+
+/* Defaults: f32, batch = vocab = max_prev = 0 (batch and vocab must be
+ * set), features 0. Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_sampling_desc_init(kaio_sampling_desc *desc,
+                                                            size_t struct_size);
+
+/* A prepared sampler. With KAIO_SAMPLING_PENALTIES it owns a workspace of
+ * 8 · B · V bytes (the penalised f32 rows and per-token counts), allocated
+ * here; such an op must not run on two streams at once. Launch:
+ * kaio_op_launch with the 12 views above; no allocation, module load or
+ * sync. There is no one-shot call: 12 views are clearer in one list, and
+ * the penalty path needs the workspace.
+ * Errors: KAIO_ERROR_INVALID_DTYPE (dtype), KAIO_ERROR_INVALID_DIMENSION
+ * (batch, vocab, max_prev), KAIO_ERROR_INVALID_ARGUMENT (unknown feature
+ * bits, a filter without RANDOM, reserved != 0).
+ * Ownership: caller owns *out; retains device. Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_sampling(kaio_op **out, kaio_device *device,
+                                                             const kaio_sampling_desc *desc);
+
 KAIO_END_DECLS
 
 #endif /* KAIO_H */

@@ -16,6 +16,7 @@
 #include "ops/quant.hpp"
 #include "ops/rope.hpp"
 #include "ops/rows.hpp"
+#include "ops/sampling.hpp"
 #include "runtime/handle.hpp"
 
 struct kaio_op {
@@ -26,7 +27,8 @@ struct kaio_op {
   using Body = std::variant<kaio::ElementwisePlan, kaio::RowsPlan, kaio::MatmulPlan,
                             kaio::MatmulBackwardPlan, kaio::KquantPlan, kaio::Int8Plan,
                             kaio::Int4Plan, kaio::QkvInt8Plan, kaio::AttentionPlan,
-                            kaio::KvCacheWritePlan, kaio::RopePlan>;
+                            kaio::KvCacheWritePlan, kaio::RopePlan,
+                            kaio::SamplingPlan>;
   kaio::HandleTag tag = kTag;
   kaio_device *device = nullptr;
   Body body;

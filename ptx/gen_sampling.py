@@ -1,0 +1,586 @@
+#!/usr/bin/env python3
+"""Generate libkaio's token-sampling kernels (kaio_op_create_sampling).
+
+    python3 ptx/gen_sampling.py --out-dir DIR  # write DIR/sampling.ptx
+
+kaio_sample_<dt>: one 1024-thread CTA per row of logits.  Every pass reads the
+row (the first from memory, the next mostly from L2); thread t handles the
+quads (4 consecutive tokens) t, t + 1024, ...
+
+  1. max and argmax (NaN skipped, lowest index on ties).  Greedy rows
+     (temperature <= 0 or NaN), rows with a +inf logit and rows with no logit
+     above -inf stop here.
+  2. top-k: a radix select of the k-th largest value on order-preserving keys
+     of the float bits (f32: digits of 11, 11, 10 bits; f16 / bf16: 8, 8)
+     with a count histogram per digit in shared memory; it stops early once
+     the bin that holds the k-th value is kept whole.
+  3. top-p: the same search weighted by mass, exp2((x - max) * log2(e) / T)
+     in fixed point (32.32 for f32, 1.31 for f16 / bf16; u64 shared atomics: order independent, so the
+     threshold is the same bits on every run), over the tokens top-k kept;
+     the target is ceil(top_p * total).  For f16 / bf16, lanes of a warp that hit
+     the same bin add once (match.any.sync + redux.sync), so crowded bins do not
+     serialise the shared atomics.
+  4. the draw: the Gumbel-max trick over the kept tokens (value >= both
+     thresholds and mass >= min_p), token = argmax of
+     log2(w) - log2(-ln U), U from Philox4x32-10 with key = the row's seed
+     and counter (quad index, 0, offset lo, offset hi): one counter per 4
+     tokens, so a token's draw does not depend on the batch or the launch.
+     The same pass sums the kept mass for the chosen token's probability.
+
+kaio_sample_penalty_<dt>: one CTA per row copies the row as f32 into the op's
+workspace and applies the repetition, presence and frequency penalties of the
+row's previous tokens (counted with global atomics in a second workspace that
+it leaves zeroed for the tokens it touched).
+"""
+
+import sys
+
+from kaio_ptx import cli
+from kaio_ptx.control import if_else, loop, skip_if
+from kaio_ptx.kernel import Kernel
+from kaio_ptx.literals import NEG_INF, INF, ONE, ZERO, f32
+from kaio_ptx.preamble import preamble
+
+BLOCK = 1024
+WARPS = BLOCK // 32
+NONE = "0xFFFFFFFF"
+LN2 = 0.6931471805599453
+LOG2E = 1.4426950408889634
+UNROLL = 2          # quads per loop trip: 8 loads in flight per thread
+
+PHILOX_M = (0xD2511F53, 0xCD9E8D57)
+PHILOX_W = (0x9E3779B9, 0xBB67AE85)
+
+
+class DType:
+    def __init__(self, name, bits, digits):
+        self.name, self.bits, self.digits = name, bits, digits
+        self.esize = bits // 8
+
+    def load(self, k, addr, pred):
+        """(x as f32, order-preserving key) of the element at addr; a lane
+        whose pred is false gets x = NaN (never valid)."""
+        if self.bits == 32:
+            raw = k.reg("r")
+            k.op("mov.b32 %s, 0x7FC00000" % raw)
+            k.op("@%s ld.global.nc.b32 %s, [%s]" % (pred, raw, addr))
+            x = k.f("mov.b32", raw)
+            sign = k.r("shr.s32", raw, "31")
+            key = k.r("xor.b32", raw, k.r("or.b32", sign, "0x80000000"))
+            return x, key
+        raw = k.reg("h")
+        k.op("mov.b16 %s, 0x7E00" % raw if self.name == "f16" else "mov.b16 %s, 0x7FC0" % raw)
+        k.op("@%s ld.global.nc.b16 %s, [%s]" % (pred, raw, addr))
+        if self.name == "f16":
+            x = k.f("cvt.f32.f16", raw)
+        else:
+            x = k.f("mov.b32", k.r("shl.b32", k.r("cvt.u32.u16", raw), "16"))
+        wide = k.r("cvt.u32.u16", raw)
+        sign = k.r("and.b32", k.r("shr.s32", k.r("shl.b32", wide, "16"), "31"), "0xFFFF")
+        key = k.r("xor.b32", wide, k.r("or.b32", sign, "0x8000"))
+        return x, key
+
+
+DTYPES = [DType("f32", 32, [(21, 11), (10, 11), (0, 10)]),
+          DType("f16", 16, [(8, 8), (0, 8)]),
+          DType("bf16", 16, [(8, 8), (0, 8)])]
+MAX_BINS = 2048
+
+SHARED = [".shared .align 8 .b8 s_hist_cnt[%d]" % (MAX_BINS * 4),
+          ".shared .align 8 .b8 s_hist_mass[%d]" % (MAX_BINS * 8),
+          ".shared .align 8 .b8 s_red[%d]" % (WARPS * 16),
+          ".shared .align 8 .b8 s_scan[%d]" % (WARPS * 8),
+          ".shared .align 8 .b8 s_bc[64]"]
+
+
+def bar(k):
+    k.op("bar.sync 0")
+
+
+def shfl(k, kind, val, how, lane_arg, clamp):
+    o = k.reg(kind)
+    k.op("shfl.sync.%s.b32 %s, %s, %s, %s, 0xffffffff" % (how, o, val, lane_arg, clamp))
+    return o
+
+
+def shfl64(k, val, how, lane_arg, clamp):
+    lo, hi = k.reg("r"), k.reg("r")
+    k.op("mov.b64 {%s, %s}, %s" % (lo, hi, val))
+    lo2 = shfl(k, "r", lo, how, lane_arg, clamp)
+    hi2 = shfl(k, "r", hi, how, lane_arg, clamp)
+    return k.rd("mov.b64", "{%s, %s}" % (lo2, hi2))
+
+
+class Row:
+    """The registers one row's passes share."""
+
+
+def each_quad(k, R, dt, body, guard=True):
+    """for each quad q = tid + j * 1024 (UNROLL quads per trip) of the row:
+    body(quad, [(x, key, valid, index)] * 4), valid = in range and not NaN."""
+    q0 = k.reg("r")
+    k.op("mov.u32 %s, %s" % (q0, R.tid))
+    with loop(k, "quads", skip=k.p("setp.ge.u32", q0, R.nquads)) as lp:
+        loaded = []
+        for u in range(UNROLL):
+            q = k.r("add.u32", q0, u * BLOCK) if u else q0
+            qin = k.p("setp.lt.u32", q, R.nquads)
+            elems = []
+            for e in range(4):
+                i = k.r("add.u32", k.r("shl.b32", q, "2"), e)
+                inr = k.p("setp.lt.and.u32", i, R.vocab, qin)
+                addr = k.rd("add.u64", R.rowp, k.rd("mul.wide.u32", i, dt.esize))
+                x, key = dt.load(k, addr, inr)
+                valid = k.p("setp.num.f32", x, x)
+                elems.append((x, key, valid, i))
+            loaded.append((q, qin, elems))
+        for q, qin, elems in loaded:
+            if not guard:      # out-of-range lanes are not valid: no branch, the warp stays whole
+                body(q, elems)
+                continue
+            with skip_if(k, "!" + qin, "quad_out"):
+                body(q, elems)
+        k.op("add.u32 %s, %s, %d" % (q0, q0, UNROLL * BLOCK))
+        lp.again(k.p("setp.lt.u32", q0, R.nquads))
+
+
+def argmax_combine(k, a, b):
+    """a = better of (score, index, extra) a and b: larger score, then lower
+    index; index NONE is empty."""
+    bv, bi, bx = b
+    av, ai, ax = a
+    a_none = k.p("setp.eq.u32", ai, NONE)
+    b_some = k.p("setp.ne.u32", bi, NONE)
+    gt = k.p("setp.gt.f32", bv, av)
+    eq = k.p("setp.eq.f32", bv, av)
+    lo = k.p("setp.lt.u32", bi, ai)
+    t = k.p("and.pred", eq, lo)
+    t = k.p("or.pred", t, gt)
+    t = k.p("or.pred", t, a_none)
+    take = k.p("and.pred", t, b_some)
+    k.op("selp.f32 %s, %s, %s, %s" % (av, bv, av, take))
+    k.op("selp.b32 %s, %s, %s, %s" % (ai, bi, ai, take))
+    k.op("selp.f32 %s, %s, %s, %s" % (ax, bx, ax, take))
+
+
+def block_argmax(k, R, best):
+    """Reduces best (score, index, extra) over the CTA; every thread gets the
+    result (through s_bc)."""
+    v, i, x = best
+    for m in (16, 8, 4, 2, 1):
+        argmax_combine(k, best, (shfl(k, "f", v, "bfly", m, "0x1f"), shfl(k, "r", i, "bfly", m, "0x1f"),
+                                 shfl(k, "f", x, "bfly", m, "0x1f")))
+    with skip_if(k, k.p("setp.ne.u32", R.lane, 0), "red_w"):
+        a = k.r("add.u32", R.s_red, k.r("shl.b32", R.warp, "4"))
+        k.op("st.shared.v2.f32 [%s], {%s, %s}" % (a, v, x))
+        k.op("st.shared.u32 [%s+8], %s" % (a, i))
+    bar(k)
+    with skip_if(k, k.p("setp.ne.u32", R.warp, 0), "red_b"):
+        a = k.r("add.u32", R.s_red, k.r("shl.b32", R.lane, "4"))
+        k.op("ld.shared.v2.f32 {%s, %s}, [%s]" % (v, x, a))
+        k.op("ld.shared.u32 %s, [%s+8]" % (i, a))
+        for m in (16, 8, 4, 2, 1):
+            argmax_combine(k, best, (shfl(k, "f", v, "bfly", m, "0x1f"), shfl(k, "r", i, "bfly", m, "0x1f"),
+                                     shfl(k, "f", x, "bfly", m, "0x1f")))
+        with skip_if(k, k.p("setp.ne.u32", R.lane, 0), "red_bc"):
+            k.op("st.shared.v2.f32 [s_bc], {%s, %s}" % (v, x))
+            k.op("st.shared.u32 [s_bc+8], %s" % i)
+    bar(k)
+    k.op("ld.shared.v2.f32 {%s, %s}, [s_bc]" % (v, x))
+    k.op("ld.shared.u32 %s, [s_bc+8]" % i)
+    bar(k)
+
+
+def block_sum_f32(k, R, s):
+    for m in (16, 8, 4, 2, 1):
+        k.op("add.f32 %s, %s, %s" % (s, s, shfl(k, "f", s, "bfly", m, "0x1f")))
+    with skip_if(k, k.p("setp.ne.u32", R.lane, 0), "sum_w"):
+        k.op("st.shared.f32 [%s], %s" % (k.r("add.u32", R.s_scan, k.r("shl.b32", R.warp, "2")), s))
+    bar(k)
+    k.op("ld.shared.f32 %s, [%s]" % (s, k.r("add.u32", R.s_scan, k.r("shl.b32", R.lane, "2"))))
+    for m in (16, 8, 4, 2, 1):
+        k.op("add.f32 %s, %s, %s" % (s, s, shfl(k, "f", s, "bfly", m, "0x1f")))
+    bar(k)
+
+
+def block_scan_u64(k, R, v):
+    """(exclusive prefix of v in thread order, total over the CTA)."""
+    inc = k.rd("mov.b64", v)
+    for d in (1, 2, 4, 8, 16):
+        o = shfl64(k, inc, "up", d, "0")
+        ok = k.p("setp.ge.u32", R.lane, d)
+        k.op("@%s add.u64 %s, %s, %s" % (ok, inc, inc, o))
+    with skip_if(k, k.p("setp.ne.u32", R.lane, 31), "scan_w"):
+        k.op("st.shared.u64 [%s], %s" % (k.r("add.u32", R.s_scan, k.r("shl.b32", R.warp, "3")), inc))
+    bar(k)
+    with skip_if(k, k.p("setp.ne.u32", R.warp, 0), "scan_b"):
+        a = k.r("add.u32", R.s_scan, k.r("shl.b32", R.lane, "3"))
+        t = k.rd("ld.shared.u64", "[%s]" % a)
+        for d in (1, 2, 4, 8, 16):
+            o = shfl64(k, t, "up", d, "0")
+            ok = k.p("setp.ge.u32", R.lane, d)
+            k.op("@%s add.u64 %s, %s, %s" % (ok, t, t, o))
+        k.op("st.shared.u64 [%s], %s" % (a, t))
+    bar(k)
+    prev = k.rd("mov.u64", 0)
+    has = k.p("setp.ne.u32", R.warp, 0)
+    k.op("@%s ld.shared.u64 %s, [%s]" % (has, prev, k.r("add.u32", R.s_scan, k.r("shl.b32", k.r("sub.u32", R.warp, 1), "3"))))
+    excl = k.rd("add.u64", prev, k.rd("sub.u64", inc, v))
+    total = k.rd("ld.shared.u64", "[s_scan+%d]" % ((WARPS - 1) * 8))
+    return excl, total
+
+
+def radix_select(k, R, dt, mass, target_of, thr_lo, out_thr):
+    """Finds the threshold key of the descending search: the key of the
+    element where the running count (mass=False) or fixed-point mass
+    (mass=True) from the top first reaches the target.  Elements counted:
+    valid ones with key >= thr_lo.  target_of(total) gives the target
+    (a u64 register) once the first digit's total is known; a target above
+    the total leaves out_thr unchanged (the filter is off)."""
+    prefix = k.r("mov.u32", 0)
+    rem = k.reg("rd")
+    hist = R.s_hist_mass if mass else R.s_hist_cnt
+    esz = 8 if mass else 4
+    done = k.label("radix_done")
+    # f16 / bf16 mass: warp-aggregated updates (measured 3x faster there);
+    # counts and f32 mass (11-bit digits): one atomic per element is faster.
+    aggregate = mass and dt.bits == 16
+
+    def weight(x):
+        return k.f("ex2.approx.ftz.f32", k.f("mul.rn.f32", k.f("sub.rn.f32", x, R.m), R.coef))
+    for di, (shift, width) in enumerate(dt.digits):
+        nb = 1 << width
+        # clear the bins
+        for b0 in range(0, nb, BLOCK):
+            with skip_if(k, k.p("setp.ge.u32", k.r("add.u32", R.tid, b0), nb), "clr"):
+                a = k.r("add.u32", hist, k.r("shl.b32", k.r("add.u32", R.tid, b0), esz.bit_length() - 1))
+                k.op("st.shared.%s [%s], 0" % ("u64" if mass else "u32", a))
+        bar(k)
+        hi_shift = shift + width
+
+        def body(q, elems, shift=shift, width=width, hi_shift=hi_shift, di=di):
+            for x, key, valid, i in elems:
+                ok = k.p("setp.ge.and.u32", key, thr_lo, valid)
+                if di:
+                    ok = k.p("setp.eq.and.u32", k.r("shr.u32", key, hi_shift),
+                             k.r("shr.u32", prefix, hi_shift), ok)
+                bin_ = k.r("and.b32", k.r("shr.u32", key, shift), (1 << width) - 1)
+                a = k.r("add.u32", hist, k.r("shl.b32", bin_, esz.bit_length() - 1))
+                if not aggregate:
+                    if mass:
+                        fx = k.rd("cvt.rni.u64.f32", k.f("mul.rn.f32", weight(x), f32(4294967296.0)))
+                        k.op("@%s red.shared.add.u64 [%s], %s" % (ok, a, fx))
+                    else:
+                        k.op("@%s red.shared.add.u32 [%s], 1" % (ok, a))
+                    continue
+                # 8-bit digits put most of a row's mass into a few bins: lanes
+                # of a warp that share a bin add once (match.any + redux).
+                active = k.reg("r")
+                k.op("activemask.b32 %s" % active)
+                grp = k.r("match.any.sync.b32", k.r("selp.b32", bin_, NONE, ok), active)
+                lead = k.p("setp.eq.and.u32", k.r("and.b32", grp, k.r("mov.u32", "%lanemask_lt")), 0, ok)
+                fx = k.r("cvt.rni.u32.f32", k.f("mul.rn.f32", weight(x), f32(2147483648.0)))
+                k.op("@!%s mov.u32 %s, 0" % (ok, fx))
+                hi = k.r("redux.sync.add.u32", k.r("shr.u32", fx, 16), grp)
+                lo = k.r("redux.sync.add.u32", k.r("and.b32", fx, 0xFFFF), grp)
+                tot = k.rd("add.u64", k.rd("shl.b64", k.rd("cvt.u64.u32", hi), 16), k.rd("cvt.u64.u32", lo))
+                k.op("@%s red.shared.add.u64 [%s], %s" % (lead, a, tot))
+        each_quad(k, R, dt, body, guard=not aggregate)
+        bar(k)
+        # rank order: thread t holds bins nb-1-t*bpt ... (descending values)
+        bpt = max(1, nb // BLOCK)
+        vals = []
+        local = k.rd("mov.u64", 0)
+        owns = k.p("setp.lt.u32", k.r("mul.lo.u32", R.tid, bpt), nb)
+        for j in range(bpt):
+            rank = k.r("add.u32", k.r("mul.lo.u32", R.tid, bpt), j)
+            b = k.r("sub.u32", nb - 1, rank)
+            a = k.r("add.u32", hist, k.r("shl.b32", b, esz.bit_length() - 1))
+            c = k.rd("mov.u64", 0)
+            if mass:
+                k.op("@%s ld.shared.u64 %s, [%s]" % (owns, c, a))
+            else:
+                c32 = k.r("mov.u32", 0)
+                k.op("@%s ld.shared.u32 %s, [%s]" % (owns, c32, a))
+                k.op("cvt.u64.u32 %s, %s" % (c, c32))
+            k.op("add.u64 %s, %s, %s" % (local, local, c))
+            vals.append((b, c))
+        excl, total = block_scan_u64(k, R, local)
+        if di == 0:
+            k.op("mov.u64 %s, %s" % (rem, target_of(total)))
+            # target above the total: the filter keeps everything
+            k.op("@%s bra.uni %s" % (k.p("setp.gt.u64", rem, total), done))
+        above = excl
+        for b, c in vals:
+            hit = k.p("setp.lt.u64", above, rem)
+            hit = k.p("setp.le.and.u64", rem, k.rd("add.u64", above, c), hit)
+            hit = k.p("and.pred", hit, owns)
+            with skip_if(k, "!" + hit, "hit"):
+                k.op("st.shared.v2.u32 [s_bc+16], {%s, %s}" % (b, b))
+                k.op("st.shared.u64 [s_bc+24], %s" % above)
+                k.op("st.shared.u64 [s_bc+32], %s" % c)
+            above = k.rd("add.u64", above, c)
+        bar(k)
+        b = k.r("ld.shared.u32", "[s_bc+16]")
+        ab = k.rd("ld.shared.u64", "[s_bc+24]")
+        c = k.rd("ld.shared.u64", "[s_bc+32]")
+        bar(k)
+        k.op("sub.u64 %s, %s, %s" % (rem, rem, ab))
+        k.op("or.b32 %s, %s, %s" % (prefix, prefix, k.r("shl.b32", b, shift)))
+        # the whole bin is kept: its lowest key is the threshold
+        k.op("mov.u32 %s, %s" % (out_thr, prefix))
+        if di + 1 < len(dt.digits):
+            k.op("@%s bra.uni %s" % (k.p("setp.eq.u64", rem, c), done))
+    k.place(done)
+
+
+def philox(k, q, seed, off):
+    """Philox4x32-10 of counter (q, 0, off lo, off hi) and key (seed lo, seed hi)."""
+    c = [q, k.r("mov.u32", 0), off[0], off[1]]
+    key = [seed[0], seed[1]]
+    for rnd in range(10):
+        if rnd:
+            key = [k.r("add.u32", key[0], PHILOX_W[0]), k.r("add.u32", key[1], PHILOX_W[1])]
+        hi0 = k.r("mul.hi.u32", c[0], PHILOX_M[0])
+        lo0 = k.r("mul.lo.u32", c[0], PHILOX_M[0])
+        hi1 = k.r("mul.hi.u32", c[2], PHILOX_M[1])
+        lo1 = k.r("mul.lo.u32", c[2], PHILOX_M[1])
+        c = [k.r("xor.b32", k.r("xor.b32", hi1, c[1]), key[0]), lo1,
+             k.r("xor.b32", k.r("xor.b32", hi0, c[3]), key[1]), lo0]
+    return c
+
+
+def row_ptr(k, base, row, stride):
+    return k.rd("add.u64", base, k.rd("mul.lo.u64", row, stride))
+
+
+def load_opt(k, R, name, kind, default):
+    """A per-row parameter from an optional vector (pointer 0: absent)."""
+    reg = k.reg(kind)
+    k.op("mov.%s %s, %s" % ("f32" if kind == "f" else "b32", reg, default))
+    ptr = R.p[name]
+    present = k.p("setp.ne.u64", ptr, 0)
+    a = row_ptr(k, ptr, R.row, R.p[name + "_stride"])
+    k.op("@%s ld.global.%s %s, [%s]" % (present, "f32" if kind == "f" else "u32", reg, a))
+    return reg, present
+
+
+def write_out(k, R, token, prob, logprob):
+    with skip_if(k, k.p("setp.ne.u32", R.tid, 0), "out"):
+        k.op("st.global.u32 [%s], %s" % (row_ptr(k, R.p["tokens"], R.row, R.p["tokens_stride"]), token))
+        for name, v in (("probs", prob), ("logprobs", logprob)):
+            ptr = R.p[name]
+            ok = k.p("setp.ne.u64", ptr, 0)
+            k.op("@%s st.global.f32 [%s], %s" % (ok, row_ptr(k, ptr, R.row, R.p[name + "_stride"]), v))
+
+
+SAMPLE_PARAMS = ["logits", "logits_stride", "temperature", "temperature_stride", "top_k",
+                 "top_k_stride", "top_p", "top_p_stride", "min_p", "min_p_stride", "rng",
+                 "rng_stride", "tokens", "tokens_stride", "probs", "probs_stride", "logprobs",
+                 "logprobs_stride"]
+
+
+def sample_kernel(dt):
+    name = "kaio_sample_%s" % dt.name
+    params = [(".u64", p) for p in SAMPLE_PARAMS] + [(".u32", "vocab")]
+    doc = """
+%s(%s)
+One 1024-thread CTA per row (grid = rows).  Pointers of absent optional
+vectors are 0; strides are in bytes.  rng: u32 [rows, 4] (seed lo, seed hi,
+offset lo, offset hi).  Writes tokens (u32), and probs / logprobs if present.
+""" % (name, ", ".join(p for _, p in params))
+    k = Kernel(name, doc, params, BLOCK, shared=SHARED,
+               keys={"select": "sampling", "pass": "sample", "dtype": dt.name})
+    R = Row()
+    R.p = {}
+    for p in SAMPLE_PARAMS:
+        v = k.rd("ld.param.u64", "[%s]" % p)
+        if not p.endswith("_stride"):
+            g = k.rd("cvta.to.global.u64", v)
+            v = k.rd("selp.b64", g, 0, k.p("setp.ne.u64", v, 0))
+        R.p[p] = v
+    R.vocab = k.r("ld.param.u32", "[vocab]")
+    R.nquads = k.r("shr.u32", k.r("add.u32", R.vocab, 3), "2")
+    R.tid = k.r("mov.u32", "%tid.x")
+    R.lane = k.r("and.b32", R.tid, "31")
+    R.warp = k.r("shr.u32", R.tid, "5")
+    R.row = k.rd("cvt.u64.u32", k.r("mov.u32", "%ctaid.x"))
+    R.rowp = row_ptr(k, R.p["logits"], R.row, R.p["logits_stride"])
+    for sym in ("s_scan", "s_red", "s_hist_cnt", "s_hist_mass"):
+        setattr(R, sym, k.r("mov.u32", sym))
+
+    k.note("pass 1: max and argmax")
+    bv, bi, bx = k.f("mov.f32", NEG_INF), k.r("mov.u32", NONE), k.f("mov.f32", ZERO)
+    best = (bv, bi, bx)
+
+    def max_body(q, elems):
+        for x, key, valid, i in elems:
+            take = k.p("setp.gt.f32", x, bv)
+            take = k.p("or.pred", take, k.p("setp.eq.u32", bi, NONE))
+            take = k.p("and.pred", take, valid)
+            k.op("selp.f32 %s, %s, %s, %s" % (bv, x, bv, take))
+            k.op("selp.b32 %s, %s, %s, %s" % (bi, i, bi, take))
+    each_quad(k, R, dt, max_body)
+    block_argmax(k, R, best)
+    R.m = bv
+    temp, _ = load_opt(k, R, "temperature", "f", ZERO)
+    greedy = k.p("setp.gt.f32", temp, ZERO)      # temp > 0 samples; <= 0 and NaN: greedy
+    k.op("not.pred %s, %s" % (greedy, greedy))
+    empty = k.p("setp.eq.u32", bi, NONE)
+    empty = k.p("or.pred", empty, k.p("setp.eq.f32", bv, NEG_INF))
+    special = k.p("or.pred", empty, k.p("setp.eq.f32", bv, INF))
+    with skip_if(k, "!" + k.p("or.pred", greedy, special), "sampled", uni=True):
+        tok = k.r("selp.b32", 0, bi, k.p("setp.eq.u32", bi, NONE))
+        write_out(k, R, tok, k.f("selp.f32", ZERO, ONE, empty), k.f("selp.f32", NEG_INF, ZERO, empty))
+        k.op("ret")
+
+    R.coef = k.f("div.rn.f32", f32(LOG2E), temp)
+    k.note("pass 2: top-k threshold")
+    thr = k.r("mov.u32", 0)
+    topk, has_k = load_opt(k, R, "top_k", "r", 0)
+    k_on = k.p("setp.gt.and.s32", topk, 0, has_k)
+    with skip_if(k, "!" + k_on, "no_topk", uni=True):
+        radix_select(k, R, dt, False, lambda total: k.rd("cvt.u64.u32", topk), 0, thr)
+    k.note("pass 3: top-p threshold over what top-k kept")
+    thr_p = k.r("mov.u32", thr)
+    topp, has_p = load_opt(k, R, "top_p", "f", ONE)
+    p_on = k.p("setp.lt.and.f32", topp, ONE, has_p)     # NaN and >= 1: off
+    with skip_if(k, "!" + p_on, "no_topp", uni=True):
+        def target(total):
+            return k.rd("max.u64", k.rd("cvt.rpi.u64.f64", _ptarget(k, total, topp)), 1)
+        radix_select(k, R, dt, True, target, thr, thr_p)
+    k.note("pass 4: Gumbel-max draw over the kept tokens, and their mass")
+    thr_all = k.r("max.u32", thr, thr_p)
+    minp, has_m = load_opt(k, R, "min_p", "f", ZERO)
+    m_on = k.p("setp.gt.and.f32", minp, ZERO, has_m)
+    minp = k.f("min.f32", minp, ONE)
+    k.op("@!%s mov.f32 %s, %s" % (m_on, minp, ZERO))
+    rngp = row_ptr(k, R.p["rng"], R.row, R.p["rng_stride"])
+    seed = [k.r("ld.global.u32", "[%s]" % rngp), k.r("ld.global.u32", "[%s+4]" % rngp)]
+    off = [k.r("ld.global.u32", "[%s+8]" % rngp), k.r("ld.global.u32", "[%s+12]" % rngp)]
+    sv, si, sx = k.f("mov.f32", NEG_INF), k.r("mov.u32", NONE), k.f("mov.f32", ZERO)
+    zsum = k.f("mov.f32", ZERO)
+
+    def draw_body(q, elems):
+        rnd = philox(k, q, seed, off)
+        for (x, key, valid, i), r in zip(elems, rnd):
+            l2w = k.f("mul.rn.f32", k.f("sub.rn.f32", x, R.m), R.coef)
+            w = k.f("ex2.approx.ftz.f32", l2w)
+            keep = k.p("setp.ge.and.u32", key, thr_all, valid)
+            keep = k.p("setp.ge.and.f32", w, minp, keep)
+            u = k.f("fma.rn.f32", k.f("cvt.rn.f32.u32", k.r("shr.u32", r, 8)), f32(2.0 ** -24), f32(2.0 ** -25))
+            e = k.f("mul.rn.f32", k.f("lg2.approx.ftz.f32", u), f32(-LN2))
+            s = k.f("sub.rn.f32", l2w, k.f("lg2.approx.ftz.f32", e))
+            k.op("@%s add.f32 %s, %s, %s" % (keep, zsum, zsum, w))
+            take = k.p("setp.gt.f32", s, sv)
+            take = k.p("or.pred", take, k.p("setp.eq.u32", si, NONE))
+            take = k.p("and.pred", take, keep)
+            take = k.p("and.pred", take, k.p("setp.num.f32", s, s))
+            k.op("selp.f32 %s, %s, %s, %s" % (sv, s, sv, take))
+            k.op("selp.b32 %s, %s, %s, %s" % (si, i, si, take))
+            k.op("selp.f32 %s, %s, %s, %s" % (sx, l2w, sx, take))
+    each_quad(k, R, dt, draw_body)
+    block_sum_f32(k, R, zsum)
+    block_argmax(k, R, (sv, si, sx))
+    l2p = k.f("sub.rn.f32", sx, k.f("lg2.approx.ftz.f32", zsum))
+    write_out(k, R, si, k.f("ex2.approx.ftz.f32", l2p), k.f("mul.rn.f32", l2p, f32(LN2)))
+    k.op("ret")
+    return k.text()
+
+
+def _ptarget(k, total, topp):
+    z = k.rd("cvt.rn.f64.u64", total)
+    p = k.rd("cvt.f64.f32", k.f("max.f32", topp, ZERO))
+    return k.rd("mul.rn.f64", z, p)
+
+
+PENALTY_PARAMS = ["logits", "logits_stride", "prev", "prev_stride", "prev_lens",
+                  "prev_lens_stride", "penalties", "penalties_stride", "ws", "counts"]
+
+
+def penalty_kernel(dt):
+    name = "kaio_sample_penalty_%s" % dt.name
+    params = [(".u64", p) for p in PENALTY_PARAMS] + [(".u32", "vocab"), (".u32", "max_prev")]
+    doc = """
+%s(%s)
+One 1024-thread CTA per row: ws[row] = f32(logits[row]), then for each distinct
+previous token t in [0, vocab) of prev[row, 0 .. min(max(len, 0), max_prev)):
+x = ws[t]; x = x > 0 ? x / rep : x * rep; x -= presence + frequency * count(t).
+ws and counts are contiguous rows of vocab; counts is left 0 where touched.
+""" % (name, ", ".join(p for _, p in params))
+    k = Kernel(name, doc, params, BLOCK, keys={"select": "sampling", "pass": "penalty", "dtype": dt.name})
+    P = {}
+    for p in PENALTY_PARAMS:
+        v = k.rd("ld.param.u64", "[%s]" % p)
+        P[p] = v if p.endswith("_stride") else k.rd("cvta.to.global.u64", v)
+    vocab = k.r("ld.param.u32", "[vocab]")
+    max_prev = k.r("ld.param.u32", "[max_prev]")
+    tid = k.r("mov.u32", "%tid.x")
+    row = k.rd("cvt.u64.u32", k.r("mov.u32", "%ctaid.x"))
+    src = row_ptr(k, P["logits"], row, P["logits_stride"])
+    rowbytes = k.rd("mul.wide.u32", vocab, 4)
+    ws = k.rd("add.u64", P["ws"], k.rd("mul.lo.u64", row, rowbytes))
+    cnt = k.rd("add.u64", P["counts"], k.rd("mul.lo.u64", row, rowbytes))
+    c = k.r("mov.u32", tid)
+    with loop(k, "copy", skip=k.p("setp.ge.u32", c, vocab)) as lp:
+        a = k.rd("add.u64", src, k.rd("mul.wide.u32", c, dt.esize))
+        if dt.bits == 32:
+            x = k.f("ld.global.nc.f32", "[%s]" % a)
+        elif dt.name == "f16":
+            x = k.f("cvt.f32.f16", k._dst("h", "ld.global.nc.b16", ["[%s]" % a]))
+        else:
+            x = k.f("mov.b32", k.r("shl.b32", k.r("cvt.u32.u16", k._dst("h", "ld.global.nc.b16", ["[%s]" % a])), "16"))
+        k.op("st.global.f32 [%s], %s" % (k.rd("add.u64", ws, k.rd("mul.wide.u32", c, 4)), x))
+        k.op("add.u32 %s, %s, %d" % (c, c, BLOCK))
+        lp.again(k.p("setp.lt.u32", c, vocab))
+    lens = k.r("ld.global.u32", "[%s]" % row_ptr(k, P["prev_lens"], row, P["prev_lens_stride"]))
+    lens = k.r("max.s32", lens, 0)
+    lens = k.r("min.u32", lens, max_prev)
+    pen = row_ptr(k, P["penalties"], row, P["penalties_stride"])
+    rep = k.f("ld.global.f32", "[%s]" % pen)
+    pres = k.f("ld.global.f32", "[%s+4]" % pen)
+    freq = k.f("ld.global.f32", "[%s+8]" % pen)
+    rep_ok = k.p("setp.gt.f32", rep, ZERO)           # <= 0 or NaN: no repetition penalty
+    k.op("@!%s mov.f32 %s, %s" % (rep_ok, rep, ONE))
+    prevp = row_ptr(k, P["prev"], row, P["prev_stride"])
+
+    def over_prev(step):
+        j = k.r("mov.u32", tid)
+        with loop(k, "prev", skip=k.p("setp.ge.u32", j, lens)) as lp:
+            t = k.r("ld.global.u32", "[%s]" % k.rd("add.u64", prevp, k.rd("mul.wide.u32", j, 4)))
+            inr = k.p("setp.lt.u32", t, vocab)      # negative ids are huge as u32
+            with skip_if(k, "!" + inr, "bad_tok"):
+                step(k.rd("add.u64", cnt, k.rd("mul.wide.u32", t, 4)),
+                     k.rd("add.u64", ws, k.rd("mul.wide.u32", t, 4)))
+            k.op("add.u32 %s, %s, %d" % (j, j, BLOCK))
+            lp.again(k.p("setp.lt.u32", j, lens))
+
+    bar(k)
+    over_prev(lambda ca, wa: k.op("st.global.u32 [%s], 0" % ca))
+    bar(k)
+    over_prev(lambda ca, wa: k.op("red.global.add.u32 [%s], 1" % ca))
+    bar(k)
+
+    def apply(ca, wa):
+        n = k.r("atom.global.exch.b32", "[%s]" % ca, 0)
+        with skip_if(k, k.p("setp.eq.u32", n, 0), "seen"):
+            x = k.f("ld.global.f32", "[%s]" % wa)
+            pos = k.p("setp.gt.f32", x, ZERO)
+            y = k.f("selp.f32", k.f("div.rn.f32", x, rep), k.f("mul.rn.f32", x, rep), pos)
+            y = k.f("sub.rn.f32", y, k.f("fma.rn.f32", freq, k.f("cvt.rn.f32.u32", n), pres))
+            k.op("st.global.f32 [%s], %s" % (wa, y))
+    over_prev(apply)
+    k.op("ret")
+    return k.text()
+
+
+def generate():
+    out = [preamble(__file__)]
+    for dt in DTYPES:
+        out.append("\n" + sample_kernel(dt))
+        out.append("\n" + penalty_kernel(dt))
+    return {"sampling.ptx": "".join(out)}
+
+
+if __name__ == "__main__":
+    sys.exit(cli.main(__file__, __doc__, generate))

@@ -1,0 +1,140 @@
+// kaio_op_create_sampling and its launch on the fake driver: every bad desc
+// and view gets its status and a message naming the function, the argument
+// and the value, and launches nothing.
+#include <cstring>
+
+#include "support/fake_device_test.hpp"
+
+namespace {
+
+class SamplingBadInput : public kt::FakeDeviceTest {
+ protected:
+  kaio_sampling_desc desc(uint32_t features = 0) {
+    kaio_sampling_desc d;
+    EXPECT_EQ(kaio_sampling_desc_init(&d, sizeof d), KAIO_OK);
+    d.batch = 4;
+    d.vocab = 100;
+    d.features = features;
+    return d;
+  }
+  kaio_status create(const kaio_sampling_desc &d) {
+    kaio_op *o = nullptr;
+    kaio_status s = kaio_op_create_sampling(&o, dev_.get(), &d);
+    op_.reset(o);
+    return s;
+  }
+  void reject(kaio_status got, kaio_status want, std::vector<const char *> parts) {
+    kt::expect_rejected(got, want, parts, launches_);
+  }
+  unsigned long long launches_ = kt::fake().launch_count ? kt::fake().launch_count() : 0;
+  kt::Op op_;
+};
+
+TEST_F(SamplingBadInput, DescFieldsAreChecked) {
+  if (IsSkipped()) return;
+  kaio_sampling_desc d = desc();
+  reject(kaio_sampling_desc_init(&d, 4), KAIO_ERROR_BUFFER_TOO_SMALL, {"kaio_sampling_desc_init"});
+  reject(kaio_op_create_sampling(nullptr, dev_.get(), &d), KAIO_ERROR_INVALID_ARGUMENT,
+         {"kaio_op_create_sampling", "'out'"});
+  kaio_op *o = nullptr;
+  reject(kaio_op_create_sampling(&o, dev_.get(), nullptr), KAIO_ERROR_INVALID_ARGUMENT,
+         {"kaio_op_create_sampling", "'desc'"});
+  d.struct_size = 8;
+  reject(create(d), KAIO_ERROR_BUFFER_TOO_SMALL, {"struct_size", "kaio_sampling_desc_init"});
+  d = desc(); d.dtype = KAIO_DTYPE_I32;
+  reject(create(d), KAIO_ERROR_INVALID_DTYPE, {"kaio_op_create_sampling", "desc->dtype", "i32"});
+  d = desc(); d.batch = 0;
+  reject(create(d), KAIO_ERROR_INVALID_DIMENSION, {"desc->batch is 0"});
+  d = desc(); d.vocab = -5;
+  reject(create(d), KAIO_ERROR_INVALID_DIMENSION, {"desc->vocab is -5"});
+  d = desc(0x100);
+  reject(create(d), KAIO_ERROR_INVALID_ARGUMENT, {"desc->features", "0x100"});
+  d = desc(KAIO_SAMPLING_TOP_P);
+  reject(create(d), KAIO_ERROR_INVALID_ARGUMENT, {"KAIO_SAMPLING_RANDOM"});
+  d = desc(KAIO_SAMPLING_PENALTIES);
+  reject(create(d), KAIO_ERROR_INVALID_DIMENSION, {"desc->max_prev is 0"});
+  d = desc(); d.max_prev = 3;
+  reject(create(d), KAIO_ERROR_INVALID_DIMENSION, {"desc->max_prev is 3"});
+  d = desc(); d.reserved = 1;
+  reject(create(d), KAIO_ERROR_INVALID_ARGUMENT, {"desc->reserved is 1"});
+}
+
+TEST_F(SamplingBadInput, LaunchViewsAreChecked) {
+  if (IsSkipped()) return;
+  ASSERT_EQ(create(desc(KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K)), KAIO_OK) << kaio_last_error();
+  kt::Buffer buf = kt::make_buffer(dev_.get(), 1 << 16);
+  kaio_tensor t[12];
+  std::memset(t, 0, sizeof t);
+  t[0] = kaio_tensor_2d(buf.get(), KAIO_DTYPE_F32, 4, 100);
+  kaio_tensor f32v = kaio_tensor_2d(buf.get(), KAIO_DTYPE_F32, 4, 1);
+  f32v.offset_bytes = 2048;
+  t[1] = f32v;
+  t[2] = kaio_tensor_2d(buf.get(), KAIO_DTYPE_I32, 1, 4);
+  t[2].offset_bytes = 4096;
+  t[5] = kaio_tensor_2d(buf.get(), KAIO_DTYPE_U32, 4, 4);
+  t[5].offset_bytes = 8192;
+  t[9] = kaio_tensor_2d(buf.get(), KAIO_DTYPE_I32, 4, 1);
+  t[9].offset_bytes = 12288;
+  reject(kaio_op_launch(op_.get(), stream_.get(), t, 11), KAIO_ERROR_INVALID_ARGUMENT,
+         {"kaio_op_launch", "'count' is 11", "12"});
+  kaio_tensor bad[12];
+  std::memcpy(bad, t, sizeof t);
+  bad[3] = f32v;  // top_p is off
+  reject(kaio_op_launch(op_.get(), stream_.get(), bad, 12), KAIO_ERROR_INVALID_ARGUMENT,
+         {"kaio_op_launch", "'top_p'", "NULL buffer"});
+  std::memcpy(bad, t, sizeof t);
+  bad[5].buffer = nullptr;  // rng is on
+  reject(kaio_op_launch(op_.get(), stream_.get(), bad, 12), KAIO_ERROR_INVALID_ARGUMENT,
+         {"'rng'", "NULL buffer"});
+  std::memcpy(bad, t, sizeof t);
+  bad[2].dtype = KAIO_DTYPE_F32;
+  reject(kaio_op_launch(op_.get(), stream_.get(), bad, 12), KAIO_ERROR_INVALID_DTYPE,
+         {"'top_k'", "f32", "i32"});
+  std::memcpy(bad, t, sizeof t);
+  bad[9].rows = 2; bad[9].cols = 2;
+  reject(kaio_op_launch(op_.get(), stream_.get(), bad, 12), KAIO_ERROR_SHAPE_MISMATCH,
+         {"'tokens'", "2 x 2", "1 x 4 or 4 x 1"});
+  std::memcpy(bad, t, sizeof t);
+  bad[0].cols = 99;
+  reject(kaio_op_launch(op_.get(), stream_.get(), bad, 12), KAIO_ERROR_SHAPE_MISMATCH, {"logits"});
+  std::memcpy(bad, t, sizeof t);
+  bad[9] = bad[1];
+  bad[9].dtype = KAIO_DTYPE_I32;  // tokens over temperature
+  reject(kaio_op_launch(op_.get(), stream_.get(), bad, 12), KAIO_ERROR_INVALID_ARGUMENT,
+         {"temperature", "tokens"});
+  const unsigned long long before = kt::fake().launch_count();
+  EXPECT_EQ(kaio_op_launch(op_.get(), stream_.get(), t, 12), KAIO_OK) << kaio_last_error();
+  EXPECT_EQ(kt::fake().launch_count(), before + 1);
+  EXPECT_EQ(kt::last_launch().name, "kaio_sample_f32");
+  EXPECT_EQ(kt::last_launch().grid[0], 4u);
+}
+
+TEST_F(SamplingBadInput, PenaltiesOwnAWorkspaceAndLaunchTwoKernels) {
+  if (IsSkipped()) return;
+  kaio_sampling_desc d = desc(KAIO_SAMPLING_PENALTIES);
+  d.max_prev = 8;
+  d.dtype = KAIO_DTYPE_BF16;
+  const unsigned long long live = kt::fake().live_allocations();
+  ASSERT_EQ(create(d), KAIO_OK) << kaio_last_error();
+  EXPECT_EQ(kt::fake().live_allocations(), live + 1);
+  kt::Buffer buf = kt::make_buffer(dev_.get(), 1 << 16);
+  kaio_tensor t[12];
+  std::memset(t, 0, sizeof t);
+  t[0] = kaio_tensor_2d(buf.get(), KAIO_DTYPE_BF16, 4, 100);
+  t[6] = kaio_tensor_2d(buf.get(), KAIO_DTYPE_I32, 4, 8);
+  t[6].offset_bytes = 1024;
+  t[7] = kaio_tensor_2d(buf.get(), KAIO_DTYPE_I32, 4, 1);
+  t[7].offset_bytes = 2048;
+  t[8] = kaio_tensor_2d(buf.get(), KAIO_DTYPE_F32, 4, 3);
+  t[8].offset_bytes = 3072;
+  t[9] = kaio_tensor_2d(buf.get(), KAIO_DTYPE_I32, 1, 4);
+  t[9].offset_bytes = 4096;
+  const unsigned long long before = kt::fake().launch_count();
+  EXPECT_EQ(kaio_op_launch(op_.get(), stream_.get(), t, 12), KAIO_OK) << kaio_last_error();
+  EXPECT_EQ(kt::fake().launch_count(), before + 2);
+  EXPECT_EQ(kt::last_launch().name, "kaio_sample_f32");
+  op_.reset();  // frees the workspace; buf stays
+  EXPECT_EQ(kt::fake().live_allocations(), live + 1);
+}
+
+}  // namespace

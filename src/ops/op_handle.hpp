@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "ops/attention.hpp"
+#include "ops/attention_varlen.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/kquant.hpp"
 #include "ops/matmul.hpp"
@@ -23,7 +24,8 @@ struct kaio_op {
   // A new family adds its plan type here; run_op_handle needs nothing more.
   using Body = std::variant<kaio::ElementwisePlan, kaio::RowsPlan, kaio::MatmulPlan,
                             kaio::MatmulBackwardPlan, kaio::KquantPlan, kaio::Int8Plan,
-                            kaio::Int4Plan, kaio::QkvInt8Plan, kaio::AttentionPlan>;
+                            kaio::Int4Plan, kaio::QkvInt8Plan, kaio::AttentionPlan,
+                            kaio::AttentionVarlenPlan>;
   kaio::HandleTag tag = kTag;
   kaio_device *device = nullptr;
   Body body;

@@ -386,9 +386,9 @@ TEST_F(GpuAttentionVarlen, SanitizerSmall) {
     run(c, false);
   }
   Case bad;
-  bad.cu_q = {0, 9, 4, 12};
-  bad.cu_k = {0, 5, 1 << 30, 12};
-  bad.tail = 12;
+  bad.cu_q = {0, 9, 1 << 30, 12, 20};  // sequence 3: valid queries, no keys
+  bad.cu_k = {0, 5, 7, -3, 12};
+  bad.tail = 24;
   run(bad, true);
 }
 

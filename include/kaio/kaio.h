@@ -1295,7 +1295,9 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_lang_kernel_check(const kaio_lang_kerne
  * entry pair must satisfy 0 <= cu[b] <= cu[b+1] <= total; a pair that does
  * not (non-monotonic, negative, past total) is treated as an empty sequence
  * (nothing written for it, no error reported). Rows that belong to no
- * sequence are never written.
+ * sequence are never written. Valid pairs that overlap another sequence's
+ * rows (not prefix sums) stay inside the tensors, but the rows they share
+ * are written by both: their values are unspecified.
  * Variants. KAIO_ATTENTION_SM80 / _SM80_M128: the sm_80 mma.sync forward
  * (64 / 128 query rows per CTA), every row fetched with per-row zero fill.
  * KAIO_ATTENTION_SM90 (compute capability 9.0, D 64 or 128): the
@@ -1312,9 +1314,8 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_lang_kernel_check(const kaio_lang_kerne
  * batch·Hq <= 65535; 1 <= max_seqlen_q <= total_q, 0 <= max_seqlen_k <=
  * total_k; total_q·Hq and total_k·Hkv at most 2^31 − 1; alignment and
  * no-overlap of the views as the attention section. Precision: as the
- * attention section; each sequence's O equals (within rounding of the
- * order of the last bit, as the kernel tiles differ) kaio_attention run on
- * that sequence alone.
+ * attention section; each sequence's O and LSE are bit-identical to
+ * kaio_attention run on that sequence alone with the same variant.
  * Threads, ownership and asynchrony as the attention section.
  * ======================================================================== */
 typedef struct kaio_attention_varlen_desc {

@@ -52,7 +52,8 @@ import contextlib
 import sys
 
 from kaio_ptx import cli, cp_async
-from kaio_ptx.attention import Kernel, bh_split, mask_tile, out_base, store_rows, tensor_base
+from kaio_ptx.attention import (VARLEN_PARAMS, Kernel, bh_split, mask_tile, out_base, out_shift,
+                                rebase, store_rows, tensor_base, varlen_sequence)
 from kaio_ptx.control import if_else, loop, skip_if
 from kaio_ptx.literals import LN2, NEG_INF
 from kaio_ptx.mma import ldmatrix_x4, pack
@@ -302,23 +303,52 @@ def issue_rows(k, P, load, dst, name, stride_name, bs_name, b, h, q0, d):
     load.issue(dst, k.rd("add.u64", base, k.rd("mul.lo.u64", k.wide(q0), ss)), ss, valid, P[name])
 
 
-def fwd_kernel(dt, d, mt=1):
+def varlen_rows(k, P, b, first, side, tensors):
+    """A varlen kernel's CTA (rows [first, ...) of its sequence's query side
+    or key side): sequence b's parameters (varlen_sequence), the CTA returns
+    when first is past its side's length, and tensors (name, side, stride
+    param or None, shift: 1 half, 2 f32, "out" out_dtype) move to the
+    sequence's first row.  Returns (P', batch 0)."""
+    V = varlen_sequence(k, P, b)
+    k.op("@%s ret" % k.p("setp.ge.u32", first, V["seq_" + side]))
+    for name, tside, stride, shift in tensors:
+        start = V[tside + "_start"]
+        sh = out_shift(k, P["out_dtype"]) if shift == "out" else shift
+        V[name] = rebase(k, P[name], start, None if stride is None else P[stride], sh)
+    return V, k.r("mov.u32", 0)
+
+
+def fwd_kernel(dt, d, mt=1, varlen=False):
     """mt: m16 tiles per warp (query rows per CTA = 64 mt).  mt = 2 lets every
     K/V fragment feed two mma (FlashAttention-2's 128-row tile), at twice the
-    accumulator registers."""
+    accumulator registers.  varlen: packed sequences (VARLEN_PARAMS, grid y =
+    B*heads_q, grid x over the longest sequence; LSE [heads_q, total_q])."""
     bn = fwd_block_n(d) if mt == 1 or d <= 64 else 32   # 32-key tiles keep d > 64 in 255 registers
     bm = BM * mt
     q_bytes = bm * pitch(d)
     smem = q_bytes + 4 * bn * pitch(d)
-    name = "kaio_attn_fwd%s_%s_d%d" % ("" if mt == 1 else "_m%d" % bm, dt, d)
-    doc = "%s: FlashAttention forward, %s, head dim %d, %d query rows x %d-key tiles per CTA." % (
-        name, dt, d, bm, bn)
-    k = Kernel(name, doc, FWD_PARAMS, smem, bm,
-               keys={"select": "attn_fwd_sm80", "pass": "fwd", "dtype": dt, "head_dim": d, "rows_per_cta": bm})
-    P = load_params(k, FWD_PARAMS, ("q", "k", "v", "o"))
+    name = "kaio_attn_fwd%s%s_%s_d%d" % ("_varlen" if varlen else "", "" if mt == 1 else "_m%d" % bm, dt, d)
+    doc = "%s: FlashAttention forward%s, %s, head dim %d, %d query rows x %d-key tiles per CTA." % (
+        name, " (packed sequences)" if varlen else "", dt, d, bm, bn)
+    params = FWD_PARAMS + (VARLEN_PARAMS if varlen else [])
+    k = Kernel(name, doc, params, smem, bm,
+               keys={"select": "attn_fwd_varlen_sm80" if varlen else "attn_fwd_sm80", "pass": "fwd",
+                     "dtype": dt, "head_dim": d, "rows_per_cta": bm})
+    P = load_params(k, params, ("q", "k", "v", "o") + (("cu_q", "cu_k") if varlen else ()))
     L, b, h, hk, q0, row0, base = row_side(k, P, d, mt)
+    bk = b
+    if varlen:
+        # the sequence's first rows as the "batch" of Q and O (q_start) and of
+        # K and V (k_start), with the row stride as batch stride: no pointer
+        # registers beyond the contiguous kernel's (the m128 d128 kernel is at
+        # the register limit)
+        P = varlen_sequence(k, P, b)
+        k.op("@%s ret" % k.p("setp.ge.u32", q0, P["seq_q"]))
+        for name in ("q", "k", "v", "o"):
+            P[name + "_bs"] = P[name + "_ss"]
+        b, bk = P["q_start"], P["k_start"]
     s_q = base
-    kv = KvPipeline(k, P, L, q0, row0, d, bn, k.r("add.u32", base, q_bytes), hk, b, bm, mt)
+    kv = KvPipeline(k, P, L, q0, row0, d, bn, k.r("add.u32", base, q_bytes), hk, bk, bm, mt)
     k.note("prologue: Q tile and K/V tile 0")
     issue_rows(k, P, TileLoader(k, L.tid, bm, d), s_q, "q", "q_ss", "q_bs", b, h, q0, d)
     accs = [[k.regs("f", 4) for _ in range(d // 8)] for _ in range(mt)]
@@ -391,8 +421,12 @@ def fwd_kernel(dt, d, mt=1):
         store_rows(k, accs[i], d, rowi, P["seq_q"], ob, P["o_ss"], P["out_dtype"], L.t2)
     lead = k.p("setp.eq.u32", L.t2, 0)
     with skip_if(k, k.p("setp.eq.u64", P["lse"], 0), "no_lse", uni=True):
-        lrow = k.r("add.u32", k.r("mul.lo.u32", b, P["heads_q"]), h)
-        lptr = k.rd("add.u64", P["lse"], k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(lrow), P["lse_rs"]), 2))
+        if varlen:      # LSE [heads_q, total_q]: row h, column q_start + s
+            el = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(h), P["lse_rs"]), k.wide(b))
+            lptr = k.rd("add.u64", P["lse"], k.rd("shl.b64", el, 2))
+        else:
+            lrow = k.r("add.u32", k.r("mul.lo.u32", b, P["heads_q"]), h)
+            lptr = k.rd("add.u64", P["lse"], k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(lrow), P["lse_rs"]), 2))
         for ri in range(2 * mt):
             row = k.r("add.u32", row0, 16 * (ri // 2) + 8 * (ri % 2))
             ok = k.p("setp.lt.and.u32", row, P["seq_q"], lead)
@@ -480,17 +514,30 @@ BWD_PARAMS = [(".u64", "q"), (".u64", "k"), (".u64", "v"), (".u64", "dout"), (".
               (".u32", "causal_off"), (".u32", "out_dtype")]
 
 
-def bwd_dq_kernel(dt, d):
-    """grad_a = dQ (grad_b unused)."""
+VARLEN_PTRS = ("cu_q", "cu_k")
+# what a varlen backward kernel moves to its sequence's first rows (Dv's rows
+# are heads_q rows of total_q, like the LSE's)
+VARLEN_BWD_TENSORS = [("q", "q", "q_ss", 1), ("dout", "q", "do_ss", 1), ("k", "k", "k_ss", 1),
+                      ("v", "k", "v_ss", 1), ("lse", "q", None, 2), ("dv", "q", None, 2)]
+
+
+def bwd_dq_kernel(dt, d, varlen=False):
+    """grad_a = dQ (grad_b unused).  varlen: as the forward's; Dv is
+    [heads_q, total_q] (the pre kernel run with one batch of total_q)."""
     bn = 64 if d <= 64 else 32
     tile_q = BM * pitch(d)
     smem = 2 * tile_q + 4 * bn * pitch(d)
-    name = "kaio_attn_bwd_dq_%s_d%d" % (dt, d)
+    name = "kaio_attn_bwd_dq%s_%s_d%d" % ("_varlen" if varlen else "", dt, d)
     doc = "%s: attention backward dQ, %s, head dim %d, %d query rows x %d-key tiles per CTA." % (
         name, dt, d, BM, bn)
-    k = Kernel(name, doc, BWD_PARAMS, smem, BM, keys={"select": "attn_bwd_sm80", "pass": "bwd_dq", "dtype": dt, "head_dim": d})
-    P = load_params(k, BWD_PARAMS, ("q", "k", "v", "dout", "lse", "dv", "grad_a"))
+    params = BWD_PARAMS + (VARLEN_PARAMS if varlen else [])
+    k = Kernel(name, doc, params, smem, BM,
+               keys={"select": "attn_bwd_varlen_sm80" if varlen else "attn_bwd_sm80", "pass": "bwd_dq",
+                     "dtype": dt, "head_dim": d})
+    P = load_params(k, params, ("q", "k", "v", "dout", "lse", "dv", "grad_a") + VARLEN_PTRS[:2 * varlen])
     L, b, h, hk, q0, row0, base = row_side(k, P, d)
+    if varlen:
+        P, b = varlen_rows(k, P, b, q0, "q", VARLEN_BWD_TENSORS + [("grad_a", "q", "ga_ss", "out")])
     sq = P["seq_q"]
     s_q = base
     s_do = k.r("add.u32", base, tile_q)
@@ -498,7 +545,7 @@ def bwd_dq_kernel(dt, d):
     lse2, dvals = [], []
     lrow = k.r("add.u32", k.r("mul.lo.u32", b, P["heads_q"]), h)
     lptr = k.rd("add.u64", P["lse"], k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(lrow), P["lse_rs"]), 2))
-    dptr = k.rd("add.u64", P["dv"], k.rd("shl.b64", k.rd("mul.wide.u32", lrow, sq), 2))
+    dptr = k.rd("add.u64", P["dv"], k.rd("shl.b64", k.rd("mul.wide.u32", lrow, P.get("total_q", sq)), 2))
     for r in range(2):
         row = k.r("add.u32", row0, 8 * r)
         ok = k.p("setp.lt.u32", row, sq)
@@ -547,8 +594,8 @@ def bwd_dq_kernel(dt, d):
     return k.text()
 
 
-def bwd_dkdv_kernel(dt, d):
-    """grad_a = dK, grad_b = dV."""
+def bwd_dkdv_kernel(dt, d, varlen=False):
+    """grad_a = dK, grad_b = dV.  varlen: as bwd_dq_kernel's."""
     bq = 64 if d <= 64 else 32
     p = pitch(d)
     tile_k = BM * p
@@ -556,15 +603,21 @@ def bwd_dkdv_kernel(dt, d):
     vec_bytes = bq * 4
     stage_bytes = 2 * qt_bytes + 2 * vec_bytes     # Q, dO, LSE, Dv
     smem = 2 * tile_k + 2 * stage_bytes
-    name = "kaio_attn_bwd_dkdv_%s_d%d" % (dt, d)
+    name = "kaio_attn_bwd_dkdv%s_%s_d%d" % ("_varlen" if varlen else "", dt, d)
     doc = "%s: attention backward dK and dV, %s, head dim %d, %d key rows x %d-query tiles per CTA." % (
         name, dt, d, BM, bq)
-    k = Kernel(name, doc, BWD_PARAMS, smem, BM, keys={"select": "attn_bwd_sm80", "pass": "bwd_dkdv", "dtype": dt, "head_dim": d})
-    P = load_params(k, BWD_PARAMS, ("q", "k", "v", "dout", "lse", "dv", "grad_a", "grad_b"))
+    params = BWD_PARAMS + (VARLEN_PARAMS if varlen else [])
+    k = Kernel(name, doc, params, smem, BM,
+               keys={"select": "attn_bwd_varlen_sm80" if varlen else "attn_bwd_sm80", "pass": "bwd_dkdv",
+                     "dtype": dt, "head_dim": d})
+    P = load_params(k, params, ("q", "k", "v", "dout", "lse", "dv", "grad_a", "grad_b") + VARLEN_PTRS[:2 * varlen])
     L = Lanes(k, d)
     heads_kv = k.r("div.u32", P["heads_q"], P["group"])
     _, b, hk = bh_split(k, heads_kv)
     k0 = k.r("shl.b32", k.r("mov.u32", "%ctaid.x"), 6)
+    if varlen:
+        P, b = varlen_rows(k, P, b, k0, "k", VARLEN_BWD_TENSORS + [("grad_a", "k", "ga_ss", "out"),
+                                                                   ("grad_b", "k", "gb_ss", "out")])
     sq, sk = P["seq_q"], P["seq_k"]
     kb = tensor_base(k, P["k"], b, P["k_bs"], hk, d)
     vb = tensor_base(k, P["v"], b, P["v_bs"], hk, d)
@@ -624,7 +677,8 @@ def bwd_dkdv_kernel(dt, d):
             lrow = k.r("add.u32", k.r("mul.lo.u32", b, P["heads_q"]), h)
             lrow_el = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(lrow), P["lse_rs"]), k.wide(qi))
             lsrc = k.rd("add.u64", P["lse"], k.rd("shl.b64", lrow_el, 2))
-            dsrc = k.rd("add.u64", P["dv"], k.rd("shl.b64", k.wide(k.r("add.u32", k.r("mul.lo.u32", lrow, sq), qi)), 2))
+            dv_row = k.r("mul.lo.u32", lrow, P.get("total_q", sq))
+            dsrc = k.rd("add.u64", P["dv"], k.rd("shl.b64", k.wide(k.r("add.u32", dv_row, qi)), 2))
             lsrc = k.rd("selp.b64", lsrc, P["lse"], ok)
             dsrc = k.rd("selp.b64", dsrc, P["dv"], ok)
             sv = k.r("add.u32", dst, k.r("add.u32", k.r("shl.b32", L.tid, 2), 2 * qt_bytes))
@@ -726,12 +780,21 @@ def generate():
     for dt in DTYPES:
         for d in FWD_M128_DIMS:
             fwd.append("\n" + fwd_kernel(dt, d, mt=2))
+    for dt in DTYPES:
+        for d in FWD_DIMS:
+            fwd.append("\n" + fwd_kernel(dt, d, varlen=True))
+        for d in FWD_M128_DIMS:
+            fwd.append("\n" + fwd_kernel(dt, d, mt=2, varlen=True))
     bwd = [HEADER]
     for dt in DTYPES:
         bwd.append("\n" + pre_kernel(dt))
         for d in BWD_DIMS:
             bwd.append("\n" + bwd_dq_kernel(dt, d))
             bwd.append("\n" + bwd_dkdv_kernel(dt, d))
+    for dt in DTYPES:
+        for d in BWD_DIMS:
+            bwd.append("\n" + bwd_dq_kernel(dt, d, varlen=True))
+            bwd.append("\n" + bwd_dkdv_kernel(dt, d, varlen=True))
     return {"attention_fwd_sm80.ptx": "".join(fwd), "attention_bwd_sm80.ptx": "".join(bwd)}
 
 

@@ -66,7 +66,8 @@ Design
 import sys
 
 from kaio_ptx import cli, manifest, mbarrier, tma, wgmma
-from kaio_ptx.attention import bh_split, key_blocks, mask_tile, out_base, store_rows
+from kaio_ptx.attention import (VARLEN_PARAMS, bh_split, key_blocks, mask_tile, out_base, store_rows,
+                                varlen_sequence)
 from kaio_ptx.literals import LN2, NEG_INF
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
@@ -130,7 +131,9 @@ class Layout:
         return 8 * (1 + 3 * self.stages + s)
 
 
-def producer(k, L, P, base, bars, b, h, hk, m0, nblocks, exit_):
+def producer(k, L, P, base, bars, b, h, hk, m0, nblocks, exit_, starts=None):
+    """starts: (q_start, k_start) of a varlen kernel's sequence, added to the
+    TMA row coordinates (b is then 0: the maps are over the packed rows)."""
     k.note("producer warpgroup: give registers back; one thread issues every TMA load")
     k.op("setmaxnreg.dec.sync.aligned.u32 %d" % PROD_REGS)
     tid = k.r("mov.u32", "%tid.x")
@@ -142,13 +145,16 @@ def producer(k, L, P, base, bars, b, h, hk, m0, nblocks, exit_):
     k.op("@%s bra %s" % (k.p("setp.eq.u32", nblocks, 0), exit_))
     q_full = k.r("add.u32", bars, L.q_full())
     mbarrier.arrive_expect_tx(k, q_full, L.q_bytes)
+    qrow = m0 if starts is None else k.r("add.u32", m0, starts[0])
     for p in range(L.panels):
-        tma.load(k, k.r("add.u32", base, p * L.q_panel), maps["tmap_q"], (p * PANEL, h, m0, b), q_full)
+        tma.load(k, k.r("add.u32", base, p * L.q_panel), maps["tmap_q"], (p * PANEL, h, qrow, b), q_full)
     ring = Ring(k, bars, L.stages, L.k_full(), L.k_empty())
     j = k.r("mov.u32", 0)
     top = k.label("p_block")
     k.place(top)
     kv0 = k.r("shl.b32", j, BN.bit_length() - 1)
+    if starts is not None:
+        kv0 = k.r("add.u32", kv0, starts[1])
     stage = k.r("add.u32", base, k.r("add.u32", k.r("mul.lo.u32", ring.s, 2 * L.kv_bytes), L.kv_off))
     off8 = ring.offset()
     pph = ring.parity()
@@ -339,8 +345,12 @@ class Consumer:
         store_rows(k, tiles, d, self.row0, P["seq_q"], ob, P["o_ss"], P["out_dtype"], self.t2)
         no_lse = k.label("no_lse")
         k.op("@%s bra.uni %s" % (k.p("setp.eq.u64", P["lse"], 0), no_lse))
-        lrow = k.r("add.u32", k.r("mul.lo.u32", P["b"], P["heads_q"]), P["h"])
-        lptr = k.rd("add.u64", P["lse"], k.rd("shl.b64", k.rd("mul.lo.u64", k.rd("cvt.u64.u32", lrow), P["lse_rs"]), 2))
+        if "q_start" in P:      # varlen: LSE [heads_q, total_q], row h, column q_start + s
+            el = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(P["h"]), P["lse_rs"]), k.wide(P["q_start"]))
+            lptr = k.rd("add.u64", P["lse"], k.rd("shl.b64", el, 2))
+        else:
+            lrow = k.r("add.u32", k.r("mul.lo.u32", P["b"], P["heads_q"]), P["h"])
+            lptr = k.rd("add.u64", P["lse"], k.rd("shl.b64", k.rd("mul.lo.u64", k.rd("cvt.u64.u32", lrow), P["lse_rs"]), 2))
         lead = k.p("setp.eq.u32", self.t2, 0)
         for r in range(2):
             row = k.r("add.u32", self.row0, 8 * r)
@@ -349,12 +359,18 @@ class Consumer:
         k.place(no_lse)
 
 
-def fwd_kernel(dt, d):
-    name = "kaio_attn_fwd_sm90_%s_d%d" % (dt, d)
-    manifest.keys(name, **{"select": "attn_fwd_sm90", "pass": "fwd", "dtype": dt, "head_dim": d})
+def fwd_kernel(dt, d, varlen=False):
+    """varlen: packed sequences (kaio_ptx.attention.VARLEN_PARAMS after the
+    scalars; maps over the packed rows, one batch), grid x over the longest
+    sequence, LSE [heads_q, total_q].  Rows past a sequence's end are read
+    (its tiles reach into the next sequence) but masked or never stored."""
+    name = "kaio_attn_fwd%s_sm90_%s_d%d" % ("_varlen" if varlen else "", dt, d)
+    manifest.keys(name, **{"select": "attn_fwd_varlen_sm90" if varlen else "attn_fwd_sm90", "pass": "fwd",
+                           "dtype": dt, "head_dim": d})
     L = Layout(d)
     k = Kernel()
-    P = load_params(k, SCALARS, ("o", "lse"))
+    scalars = SCALARS + (VARLEN_PARAMS if varlen else [])
+    P = load_params(k, scalars, ("o", "lse") + (("cu_q", "cu_k") if varlen else ()))
     tid = k.r("mov.u32", "%tid.x")
     base = k.smem_base(SMEM)
     bars = k.r("add.u32", base, L.bar_off)
@@ -364,6 +380,13 @@ def fwd_kernel(dt, d):
     # the last query blocks first: under a causal mask they have the most keys
     mb = k.r("sub.u32", k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1), k.r("mov.u32", "%ctaid.x"))
     m0 = k.r("shl.b32", mb, BM.bit_length() - 1)
+    starts = None
+    if varlen:
+        P = varlen_sequence(k, P, b)
+        k.op("@%s ret" % k.p("setp.ge.u32", m0, P["seq_q"]))
+        starts = (P["q_start"], P["k_start"])
+        P["b"], P["o_bs"] = P["q_start"], P["o_ss"]     # O's "batch": the sequence's first row
+        b = k.r("mov.u32", 0)
     nblocks, first_mask = key_blocks(k, P, m0, BM, BN)
 
     k.note("thread 0: init the barriers")
@@ -373,7 +396,7 @@ def fwd_kernel(dt, d):
     exit_ = k.label("exit")
     consumer = k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), consumer))
-    producer(k, L, P, base, bars, b, h, hk, m0, nblocks, exit_)
+    producer(k, L, P, base, bars, b, h, hk, m0, nblocks, exit_, starts)
     k.place(consumer)
     Consumer(k, L, P, dt, d, base, bars, m0, nblocks, first_mask).run(exit_)
     k.place(exit_)
@@ -385,7 +408,7 @@ def fwd_kernel(dt, d):
            for m, rows in (("tmap_q", BM), ("tmap_k", BN), ("tmap_v", BN))]
     ann.append("// kaio-launch: %s block=%d cols_per_block=%d" % (name, NTHREADS, BM))
     ann.append("// kaio-shared-bytes: %s %d" % (name, L.shared))
-    return k.entry_text(name, doc, ann, TMAPS + SCALARS, [".maxntid %d, 1, 1" % NTHREADS, ".minnctapersm 1"])
+    return k.entry_text(name, doc, ann, TMAPS + scalars, [".maxntid %d, 1, 1" % NTHREADS, ".minnctapersm 1"])
 
 
 def generate():
@@ -393,6 +416,9 @@ def generate():
     for dt in DTYPES:
         for d in DIMS:
             parts.append("\n" + fwd_kernel(dt, d))
+    for dt in DTYPES:
+        for d in DIMS:
+            parts.append("\n" + fwd_kernel(dt, d, varlen=True))
     return {OUTPUT: "".join(parts)}
 
 

@@ -1685,6 +1685,108 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_sampling_desc_init(kaio_sampling_desc *
 KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_sampling(kaio_op **out, kaio_device *device,
                                                              const kaio_sampling_desc *desc);
 
+/* ===========================================================================
+ * Attention on variable-length batches (packed sequences, FlashAttention's
+ * varlen layout): the attention section's op for B sequences of different
+ * lengths stored back to back, no padding.
+ *
+ * Layout. Q is [total_q, Hq·D] and K, V are [total_k, Hkv·D] (rank-2 views,
+ * row_stride allowed as for kaio_attention); O is like Q. cu_seqlens_q and
+ * cu_seqlens_k are KAIO_DTYPE_I32 views [1, B+1] of prefix sums (first 0):
+ * sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]−1, its
+ * keys rows cu_seqlens_k[b] .. cu_seqlens_k[b+1]−1; len_q = difference of
+ * the q entries, len_k of the k entries. Each sequence is attention on its
+ * own: query head h reads KV head h / (Hq / Hkv) of its own keys only.
+ * LSE is f32 [Hq, total_q] (FlashAttention's varlen layout: row h, column
+ * the packed query row), natural log; row_stride >= total_q allowed.
+ * Masks per sequence: KAIO_ATTENTION_CAUSAL is bottom-right aligned (query
+ * i sees key j iff j <= i + len_k − len_q), KAIO_ATTENTION_CAUSAL_TOP_LEFT
+ * j <= i. A sequence with len_q 0 writes nothing; one with len_k 0 gets O = 0
+ * and LSE = −inf (and zero gradients); rows of a sequence that see no key
+ * likewise.
+ * max_seqlen_q / max_seqlen_k (host values, as FlashAttention's) size the
+ * grid: they must be >= every len_q / len_k. Query rows of a sequence past
+ * max_seqlen_q are not computed (left as they are), and so are key rows past
+ * max_seqlen_k in the backward's dK and dV.
+ * cu_seqlens are device data, read by the kernels: whatever they hold, no
+ * byte outside Q, K, V, O, LSE (and dO, dQ, dK, dV) is read or written. Each
+ * entry pair must satisfy 0 <= cu[b] <= cu[b+1] <= total; a pair that does
+ * not (non-monotonic, negative, past total) is treated as an empty sequence
+ * (nothing written for it, no error reported). Rows that belong to no
+ * sequence are never written. Valid pairs that overlap another sequence's
+ * rows (not prefix sums) stay inside the tensors, but the rows they share
+ * are written by both: their values are unspecified.
+ * Variants. KAIO_ATTENTION_SM80 / _SM80_M128: the sm_80 mma.sync forward
+ * (64 / 128 query rows per CTA), every row fetched with per-row zero fill.
+ * KAIO_ATTENTION_SM90 (compute capability 9.0, D 64 or 128): the
+ * FlashAttention-3 forward, its TMA maps over the packed rows with each
+ * sequence's first row added to the coordinates; its 128-row tiles read up
+ * to 127 rows past a sequence's end (the next sequence's, or zeros past
+ * total) and give them weight 0, so those rows of K and V must be finite
+ * (0 · Inf is NaN): true of any packed batch of real activations.
+ * KAIO_ATTENTION_AUTO: SM90 where it applies, else SM80_M128 for D <= 128,
+ * else SM80. The backward runs the sm_80 kernels (D in {32, 64, 96, 128}).
+ * Constraints (checked at creation and at every launch, with the attention
+ * section's statuses): dtype f16 or bf16; D as the attention section's
+ * forward (backward); 1 <= batch, 1 <= heads, Hq a multiple of Hkv,
+ * batch·Hq <= 65535; 1 <= max_seqlen_q <= total_q, 0 <= max_seqlen_k <=
+ * total_k; total_q·Hq and total_k·Hkv at most 2^31 − 1; alignment and
+ * no-overlap of the views as the attention section. Precision: as the
+ * attention section; each sequence's O and LSE are bit-identical to
+ * kaio_attention run on that sequence alone with the same variant.
+ * Threads, ownership and asynchrony as the attention section.
+ * ======================================================================== */
+typedef struct kaio_attention_varlen_desc {
+    uint32_t struct_size;          /* sizeof(kaio_attention_varlen_desc)          */
+    kaio_dtype dtype;              /* Q, K, V, dO: KAIO_DTYPE_F16 or _BF16         */
+    kaio_dtype out_dtype;          /* forward: O; backward: dQ, dK, dV. F32, F16 or
+                                      BF16; 0 means dtype                          */
+    kaio_dtype o_dtype;            /* backward only: O's dtype (dtype or F32); 0
+                                      means dtype                                  */
+    kaio_attention_mask mask;      /* per sequence, see above                     */
+    kaio_attention_variant variant;
+    uint32_t reserved;             /* must be 0                                   */
+    int64_t batch;                 /* B: sequences (cu_seqlens have B+1 entries)  */
+    int64_t max_seqlen_q, max_seqlen_k;
+    int64_t total_q, total_k;      /* rows of Q (and O), of K and V               */
+    int64_t heads_q, heads_kv;     /* Hq, Hkv                                     */
+    int64_t head_dim;              /* D                                           */
+    float softmax_scale;           /* 0 means 1/√D                                */
+    uint32_t reserved2;            /* must be 0                                   */
+} kaio_attention_varlen_desc;
+
+/* Defaults: f16, out_dtype and o_dtype 0 (= dtype), no mask, AUTO, every
+ * shape field 0 (must be set), scale 0 (= 1/√D). Any thread. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_varlen_desc_init(
+    kaio_attention_varlen_desc *desc, size_t struct_size);
+
+/* A prepared varlen forward.
+ *   launch tensors: {Q, K, V, cu_seqlens_q, cu_seqlens_k, O, LSE}
+ * LSE may be a view with a NULL buffer: then it is not written.
+ * Ownership: caller owns *out; retains device. Thread-safe to launch from
+ * several threads. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_attention_varlen(
+    kaio_op **out, kaio_device *device, const kaio_attention_varlen_desc *desc);
+
+/* One-shot varlen forward; lse may be NULL or have a NULL buffer. Nothing
+ * is retained after the call. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_varlen(
+    kaio_stream *stream, const kaio_tensor *q, const kaio_tensor *k, const kaio_tensor *v,
+    const kaio_tensor *cu_seqlens_q, const kaio_tensor *cu_seqlens_k, const kaio_tensor *o,
+    const kaio_tensor *lse, const kaio_attention_varlen_desc *desc);
+
+/* A prepared varlen backward (sm_80 kernels, deterministic, no atomics).
+ *   launch tensors: {dO, Q, K, V, cu_seqlens_q, cu_seqlens_k, O, LSE,
+ *                    dQ, dK, dV}
+ * dO like Q (dtype); O o_dtype; LSE the forward's [Hq, total_q]; dQ like Q,
+ * dK and dV like K, out_dtype: the rows of every sequence are overwritten,
+ * rows of no sequence left as they are.
+ * Ownership: caller owns *out; retains device; the op owns an Hq·total_q
+ * f32 workspace, so launches of one op must not run concurrently on
+ * different streams. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_attention_varlen_backward(
+    kaio_op **out, kaio_device *device, const kaio_attention_varlen_desc *desc);
+
 KAIO_END_DECLS
 
 #endif /* KAIO_H */

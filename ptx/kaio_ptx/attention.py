@@ -90,3 +90,51 @@ def key_blocks(k, P, m0, bm, bn):
     first_mask_c = k.r("sub.s32", k.r("add.s32", m0, off), bn - 1)     # kv0 + bn - 1 > m0 + off
     first_mask = k.r("selp.b32", k.r("min.s32", first_mask_sk, first_mask_c), first_mask_sk, causal)
     return nblocks, first_mask
+
+
+# --------------------------------------------------------------------------
+# Variable-length batches (FlashAttention's varlen layout): sequences packed
+# back to back, row cu[b] .. cu[b+1]-1 of the rank-2 views is sequence b.
+# --------------------------------------------------------------------------
+
+VARLEN_PARAMS = [(".u64", "cu_q"), (".u64", "cu_k"), (".u32", "total_q"), (".u32", "total_k")]
+
+
+def varlen_bounds(k, cu, b, total):
+    """(start, length) of sequence b from the s32 prefix sums at cu (global).
+    cu is device data: an entry pair that is not 0 <= cu[b] <= cu[b+1] <=
+    total (compared unsigned, so a negative entry fails too) gives (0, 0),
+    so no row outside [0, total) is ever addressed."""
+    ptr = k.rd("add.u64", cu, k.rd("mul.wide.u32", b, 4))
+    start = k.r("ld.global.u32", "[%s]" % ptr)
+    end = k.r("ld.global.u32", "[%s+4]" % ptr)
+    ok = k.p("setp.le.u32", start, end)
+    ok = k.p("setp.le.and.u32", end, total, ok)
+    return k.r("selp.b32", start, 0, ok), k.r("selp.b32", k.r("sub.u32", end, start), 0, ok)
+
+
+def rebase(k, ptr, start, stride, shift):
+    """ptr + (start * stride) << shift: row start of a packed tensor (stride
+    a u64 register in elements, or None for 1)."""
+    el = k.wide(start) if stride is None else k.rd("mul.lo.u64", k.wide(start), stride)
+    return k.rd("add.u64", ptr, k.rd("shl.b64", el, shift))
+
+
+def out_shift(k, out_dtype):
+    """log2 of an out_dtype element's size (1 f32: 4 bytes, else 2)."""
+    return k.r("selp.b32", 2, 1, k.p("setp.eq.u32", out_dtype, 1))
+
+
+def varlen_sequence(k, P, b):
+    """The per-sequence view of a varlen kernel's parameters for sequence b:
+    a copy of P whose seq_q, seq_k and causal_off are sequence b's (causal 1
+    is bottom-right per sequence, j <= i + len_k - len_q; 2 top-left), plus
+    q_start and k_start (its first packed rows).  The caller moves its
+    pointers with rebase() and uses batch 0 from then on."""
+    q_start, len_q = varlen_bounds(k, P["cu_q"], b, P["total_q"])
+    k_start, len_k = varlen_bounds(k, P["cu_k"], b, P["total_k"])
+    bottom_right = k.p("setp.eq.u32", P["causal"], 1)
+    V = dict(P)
+    V.update(seq_q=len_q, seq_k=len_k, q_start=q_start, k_start=k_start,
+             causal_off=k.r("selp.b32", k.r("sub.u32", len_k, len_q), 0, bottom_right))
+    return V

@@ -1,6 +1,7 @@
 // FlashAttention forward and backward: descriptor checks, kernel choice and
 // launches. The kernels' contract is in ptx/gen_attention_sm80.py.
 #include "ops/attention.hpp"
+#include "ops/attention_varlen.hpp"
 
 #include <cinttypes>
 #include <climits>
@@ -496,6 +497,27 @@ kaio_status AttentionPlan::run(kaio_stream *stream, const kaio_tensor *tensors,
                 count, backward ? "backward" : "forward", expected, order);
   return backward ? run_backward(device, *this, stream, tensors)
                   : run_forward(device, *this, stream, tensors);
+}
+
+}  // namespace kaio
+
+// The helpers the varlen op (ops/attention_varlen.cpp) shares.
+namespace kaio {
+
+kaio_status attention_resolve(kaio_device *device, KernelId id, Launch *out, int64_t *tile,
+                              AttentionPlan::Boxes *boxes) {
+  return resolve(device, id, out, tile, boxes);
+}
+
+kaio_status attention_check_rows(const char *arg, const kaio_tensor &t, const kaio_device *device,
+                                 kaio_dtype dtype, int64_t rows, int64_t heads, int64_t dim,
+                                 CheckedView *out) {
+  return check_bshd(arg, t, device, dtype, 1, rows, heads, dim, out);
+}
+
+kaio_status attention_check_disjoint(std::initializer_list<NamedChecked> outs,
+                                     std::initializer_list<NamedChecked> all) {
+  return check_disjoint(outs, all);
 }
 
 }  // namespace kaio

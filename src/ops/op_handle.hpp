@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "ops/attention.hpp"
+#include "ops/attention_varlen.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/kquant.hpp"
 #include "ops/kv_cache.hpp"
@@ -28,7 +29,7 @@ struct kaio_op {
                             kaio::MatmulBackwardPlan, kaio::KquantPlan, kaio::Int8Plan,
                             kaio::Int4Plan, kaio::QkvInt8Plan, kaio::AttentionPlan,
                             kaio::KvCacheWritePlan, kaio::RopePlan,
-                            kaio::SamplingPlan>;
+                            kaio::SamplingPlan, kaio::AttentionVarlenPlan>;
   kaio::HandleTag tag = kTag;
   kaio_device *device = nullptr;
   Body body;

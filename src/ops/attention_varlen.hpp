@@ -1,0 +1,43 @@
+// Attention on packed variable-length batches (kaio_attention_varlen_desc):
+// the varlen kernels of ptx/gen_attention_sm80.py and gen_attention_sm90.py,
+// which read each sequence's rows from cu_seqlens on the device.
+#pragma once
+
+#include <kaio/kaio.h>
+
+#include <initializer_list>
+#include <utility>
+
+#include "kernels/builtin_kernels.hpp"
+#include "ops/attention.hpp"
+#include "runtime/tensor_view.hpp"
+
+namespace kaio {
+
+struct AttentionVarlenPlan : PlanBase {
+  bool backward = false;
+  kaio_attention_varlen_desc desc{};  // plan() fills in out_dtype, o_dtype and the scale
+  bool sm90 = false;                  // fwd is the sm_90a kernel (TMA maps)
+  AttentionPlan::Boxes fwd_box;
+  Launch fwd;                         // forward
+  Launch pre, dq, dkdv;               // backward: Dv, dQ, dK and dV
+  Workspace workspace;                // backward: Dv, Hq·total_q f32
+
+  kaio_status plan(kaio_device *device);
+  // {Q, K, V, cu_q, cu_k, O, LSE} or {dO, Q, K, V, cu_q, cu_k, O, LSE, dQ, dK, dV}
+  kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;
+};
+
+// attention.cpp's helpers, shared with the varlen op: a kernel's launch and
+// rows per CTA (and TMA boxes), a rank-2 attention view [rows, heads·dim]
+// with its alignment, and outputs that overlap no other view.
+kaio_status attention_resolve(kaio_device *device, KernelId id, Launch *out, int64_t *tile,
+                              AttentionPlan::Boxes *boxes = nullptr);
+kaio_status attention_check_rows(const char *arg, const kaio_tensor &t, const kaio_device *device,
+                                 kaio_dtype dtype, int64_t rows, int64_t heads, int64_t dim,
+                                 CheckedView *out);
+using NamedChecked = std::pair<const char *, const CheckedView *>;
+kaio_status attention_check_disjoint(std::initializer_list<NamedChecked> outs,
+                                     std::initializer_list<NamedChecked> all);
+
+}  // namespace kaio

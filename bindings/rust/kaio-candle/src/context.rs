@@ -79,3 +79,13 @@ pub(crate) fn context(dev: &CudaDevice) -> Result<Arc<Context>> {
     map.insert(dev.id(), c.clone());
     Ok(c)
 }
+
+/// Waits for candle's stream on `dev`, as `Device::synchronize` does, and
+/// returns the first device-side error a libkaio kernel raised on it since
+/// the last call (a KV-cache slot past its cache, for example), which
+/// candle's own synchronisation cannot see. A CPU device has nothing to wait
+/// for.
+pub fn synchronize(dev: &candle_core::Device) -> Result<()> {
+    let candle_core::Device::Cuda(d) = dev else { return Ok(()) };
+    context(d)?.stream.synchronize().kaio("synchronize")
+}

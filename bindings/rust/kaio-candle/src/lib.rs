@@ -30,6 +30,8 @@ mod context;
 #[cfg(feature = "cuda")]
 mod isq;
 #[cfg(feature = "cuda")]
+mod kv_cache;
+#[cfg(feature = "cuda")]
 mod matmul;
 #[cfg(feature = "cuda")]
 mod prep;
@@ -45,6 +47,10 @@ pub use attention::{
     attention_flash, attention_flash_causal, attention_tc, attention_tc_causal, flash_attention, AttentionFlash, AttentionTc,
     FlashAttention,
 };
+#[cfg(feature = "cuda")]
+pub use context::synchronize;
+#[cfg(feature = "cuda")]
+pub use kv_cache::{kv_cache_write, KvCacheWrite};
 #[cfg(feature = "cuda")]
 pub use matmul::{matmul_tc, matmul_tc_async, matmul_tc_bf16, matmul_tc_bf16_async, MatmulTc, MatmulTcOp};
 #[cfg(feature = "cuda")]

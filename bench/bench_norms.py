@@ -18,87 +18,23 @@ written), timed the same way in the same run.
 
 import argparse
 import ctypes as C
-import statistics
 
 import torch
 import torch.nn.functional as F
+from kaio_torch import KAIO_DTYPE, Kaio, graph_ms
 
 SHAPES = [(8192, 8192), (1, 4096), (32, 4096), (4096, 4096), (1, 8192), (32, 8192), (4096, 8192)]
 DTYPES = [torch.bfloat16, torch.float32]
-KAIO_DTYPE = {torch.float16: 2, torch.bfloat16: 3, torch.float32: 1}
 L2_BYTES = 50 << 20
 
 
-class Tensor(C.Structure):
-    _fields_ = [("buffer", C.c_void_p), ("offset_bytes", C.c_uint64), ("dtype", C.c_int32),
-                ("reserved", C.c_uint32), ("rows", C.c_int64), ("cols", C.c_int64),
-                ("row_stride", C.c_int64)]
-
-
-class Kaio:
-    def __init__(self, path, stream):
-        self.lib = C.CDLL(path)
-        self.lib.kaio_last_error.restype = C.c_char_p
-        self.dev = C.c_void_p()
-        self.check(self.lib.kaio_device_open(C.byref(self.dev), 0), "kaio_device_open")
-        self.stream = C.c_void_p()
-        self.check(self.lib.kaio_stream_wrap(C.byref(self.stream), self.dev, C.c_void_p(stream.cuda_stream)),
-                   "kaio_stream_wrap")
-        self.buffers = []
-
-    def check(self, status, what):
-        if status != 0:
-            raise RuntimeError("%s failed (%d): %s" % (what, status, self.lib.kaio_last_error().decode()))
-
-    def view(self, t):
-        v = Tensor()
-        b = C.c_void_p()
-        self.check(self.lib.kaio_buffer_wrap(C.byref(b), self.dev, C.c_uint64(t.data_ptr()),
-                                             C.c_uint64(t.numel() * t.element_size())), "kaio_buffer_wrap")
-        self.buffers.append(b)
-        rows, cols = (1, t.shape[0]) if t.dim() == 1 else t.shape
-        v.buffer, v.dtype, v.rows, v.cols, v.row_stride = b.value, KAIO_DTYPE[t.dtype], rows, cols, cols
-        return v
-
+class NormsKaio(Kaio):
     def op(self, name, dtype, rows, cols, eps):
         o = C.c_void_p()
         fn = getattr(self.lib, "kaio_op_create_" + name)
         self.check(fn(C.byref(o), self.dev, KAIO_DTYPE[dtype], C.c_int64(rows), C.c_int64(cols),
                       C.c_float(eps)), "kaio_op_create_" + name)
         return o
-
-    def launcher(self, op, views):
-        arr = (Tensor * len(views))(*views)
-        return lambda: self.check(self.lib.kaio_op_launch(op, self.stream, arr, C.c_size_t(len(views))),
-                                  "kaio_op_launch")
-
-    def release(self):
-        for b in self.buffers:
-            self.lib.kaio_buffer_destroy(b)
-        self.buffers = []
-
-
-def graph_ms(stream, calls, iters):
-    """Per-call time of a graph running every call once."""
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(stream):
-        for c in calls:   # warm-up outside the capture (module loads, torch's caches)
-            c()
-    stream.synchronize()
-    with torch.cuda.graph(g, stream=stream):
-        for c in calls:
-            c()
-    for _ in range(3):
-        g.replay()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times) / len(calls)
 
 
 def main():
@@ -108,7 +44,7 @@ def main():
     args = ap.parse_args()
     torch.manual_seed(0)
     stream = torch.cuda.Stream()
-    kaio = Kaio(args.lib, stream)
+    kaio = NormsKaio(args.lib, stream)
     print("device: %s, torch %s" % (torch.cuda.get_device_name(), torch.__version__))
     hdr = "| shape | dtype | op | kaio us | torch us | kaio/torch | kaio GB/s | kaio % copy | torch % copy |"
     print(hdr)
@@ -131,7 +67,7 @@ def main():
             copy_ms = {}
             for k in (1, 2):
                 calls = [(lambda s=s_, d=d_, n=k * tensor_bytes: d[:n].copy_(s[:n])) for s_, d_ in zip(srcs, dsts)]
-                copy_ms[2 * k] = graph_ms(stream, calls, args.iters)
+                copy_ms[2 * k] = graph_ms(calls, args.iters, stream)
             ops = [
                 ("add_rmsnorm", 4, 1e-6,
                  lambda o, s: kaio.launcher(o, [s["vx"], s["vres"], wv, s["vout"]]),
@@ -146,8 +82,8 @@ def main():
             for name, factor, eps, kaio_call, torch_call in ops:
                 op = kaio.op(name, dtype, rows, cols, eps)
                 try:
-                    k_ms = graph_ms(stream, [kaio_call(op, s) for s in sets], args.iters)
-                    t_ms = graph_ms(stream, [(lambda s=s: torch_call(s)) for s in sets], args.iters)
+                    k_ms = graph_ms([kaio_call(op, s) for s in sets], args.iters, stream)
+                    t_ms = graph_ms([(lambda s=s: torch_call(s)) for s in sets], args.iters, stream)
                 finally:
                     kaio.lib.kaio_op_destroy(op)
                 moved = factor * tensor_bytes

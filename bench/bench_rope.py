@@ -25,21 +25,14 @@ the precise checks.
 import argparse
 import ctypes as C
 import math
-import statistics
 
 import torch
+from kaio_torch import KAIO_DTYPE, Kaio, time_ms
 
-KAIO_DTYPE = {torch.float16: 2, torch.bfloat16: 3, torch.float32: 1}
 SHAPES = [  # (T, Hq, Hk, D): Llama-3-8B heads, then 8192 x 8192 elements of Q
     (1, 32, 8, 128), (32, 32, 8, 128), (8192, 32, 8, 128), (65536, 32, 8, 128),
     (8192, 64, 0, 128),
 ]
-
-
-class Tensor(C.Structure):
-    _fields_ = [("buffer", C.c_void_p), ("offset_bytes", C.c_uint64), ("dtype", C.c_int32),
-                ("reserved", C.c_uint32), ("rows", C.c_int64), ("cols", C.c_int64),
-                ("row_stride", C.c_int64)]
 
 
 class Desc(C.Structure):
@@ -54,33 +47,7 @@ class Desc(C.Structure):
                 ("reserved2", C.c_uint64 * 4)]
 
 
-class Kaio:
-    def __init__(self, path):
-        self.lib = C.CDLL(path)
-        self.lib.kaio_last_error.restype = C.c_char_p
-        self.dev = C.c_void_p()
-        self.check(self.lib.kaio_device_open(C.byref(self.dev), 0), "kaio_device_open")
-        self.stream = C.c_void_p()
-        self.check(self.lib.kaio_stream_wrap(C.byref(self.stream), self.dev,
-                                             C.c_void_p(torch.cuda.current_stream().cuda_stream)),
-                   "kaio_stream_wrap")
-        self.buffers = []
-
-    def check(self, status, what):
-        if status != 0:
-            raise RuntimeError("%s failed (%d): %s" % (what, status, self.lib.kaio_last_error().decode()))
-
-    def view(self, t, rows, cols):
-        v = Tensor()
-        if t is None:
-            return v
-        b = C.c_void_p()
-        self.check(self.lib.kaio_buffer_wrap(C.byref(b), self.dev, C.c_uint64(t.data_ptr()),
-                                             C.c_uint64(t.numel() * t.element_size())), "kaio_buffer_wrap")
-        self.buffers.append(b)
-        v.buffer, v.dtype, v.rows, v.cols, v.row_stride = b.value, KAIO_DTYPE.get(t.dtype, 6), rows, cols, cols
-        return v
-
+class RopeKaio(Kaio):
     def op(self, dtype, hq, hk, d, theta):
         x = Desc()
         self.check(self.lib.kaio_rope_desc_init(C.byref(x), C.sizeof(Desc)), "desc_init")
@@ -88,30 +55,6 @@ class Kaio:
         o = C.c_void_p()
         self.check(self.lib.kaio_op_create_rope(C.byref(o), self.dev, C.byref(x)), "kaio_op_create_rope")
         return o
-
-    def launch(self, op, views):
-        arr = (Tensor * len(views))(*views)
-        self.check(self.lib.kaio_op_launch(op, self.stream, arr, C.c_size_t(len(views))), "kaio_op_launch")
-
-    def release(self):
-        for b in self.buffers:
-            self.lib.kaio_buffer_destroy(b)
-        self.buffers = []
-
-
-def time_ms(fn, iters, reps, warmup=3):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(reps):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / reps)
-    return statistics.median(times)
 
 
 def rotate_half(x):
@@ -179,9 +122,9 @@ def bench(kaio, T, hq, hk, D, dtype, iters):
         it[0] += 1
         dst[i].copy_(src[i])
 
-    t_kaio = time_ms(run_kaio, iters, reps)
-    t_torch = time_ms(run_torch, iters, reps)
-    t_copy = time_ms(run_copy, iters, reps)
+    t_kaio = time_ms(run_kaio, iters, reps=reps)
+    t_torch = time_ms(run_torch, iters, reps=reps)
+    t_copy = time_ms(run_copy, iters, reps=reps)
     kaio.lib.kaio_op_destroy(op)
     kaio.release()
     gbs = 2 * qk_bytes / (t_kaio * 1e-3) / 1e9
@@ -196,7 +139,7 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--iters", type=int, default=30)
     args = ap.parse_args()
-    kaio = Kaio(args.lib)
+    kaio = RopeKaio(args.lib)
     print("| T | Hq | Hk | D | dtype | libkaio µs | torch (HF) µs | speedup | GB/s | copy µs | copy % | max diff |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for dtype in (torch.bfloat16, torch.float32):

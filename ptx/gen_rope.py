@@ -100,12 +100,14 @@ def pairs_per_unit(style, dt, vec):
     return per16 if style == "half_split" else per16 // 2
 
 
-def rotate_head(k, style, dt, vec, base, off_lo, off_hi, cs):
+def rotate_head(k, style, dt, vec, base, off_lo, off_hi, cs, dst=None):
     """Loads the unit's pairs of one head at base, rotates them by cs
-    [(cos, sin)] and stores them back."""
+    [(cos, sin)] and stores them at dst (default: back at base)."""
     lo_addr = k.rd("add.u64", base, off_lo)
+    lo_dst = lo_addr if dst is None else k.rd("add.u64", dst, off_lo)
     if style == "half_split":
         hi_addr = k.rd("add.u64", base, off_hi)
+        hi_dst = hi_addr if dst is None else k.rd("add.u64", dst, off_hi)
         if vec:
             x0, x1 = load_vec(k, dt, lo_addr), load_vec(k, dt, hi_addr)
         else:
@@ -113,11 +115,11 @@ def rotate_head(k, style, dt, vec, base, off_lo, off_hi, cs):
         out = [rope.rotate(k, a, b, c, s) for a, b, (c, s) in zip(x0, x1, cs)]
         y0, y1 = [o[0] for o in out], [o[1] for o in out]
         if vec:
-            store_vec(k, dt, lo_addr, y0)
-            store_vec(k, dt, hi_addr, y1)
+            store_vec(k, dt, lo_dst, y0)
+            store_vec(k, dt, hi_dst, y1)
         else:
-            store_one(k, dt, lo_addr, y0[0])
-            store_one(k, dt, hi_addr, y1[0])
+            store_one(k, dt, lo_dst, y0[0])
+            store_one(k, dt, hi_dst, y1[0])
         return
     if vec:
         x = load_vec(k, dt, lo_addr)
@@ -127,22 +129,84 @@ def rotate_head(k, style, dt, vec, base, off_lo, off_hi, cs):
     for i, (c, s) in enumerate(cs):
         y += rope.rotate(k, x[2 * i], x[2 * i + 1], c, s)
     if vec:
-        store_vec(k, dt, lo_addr, y)
+        store_vec(k, dt, lo_dst, y)
     else:
-        store_one(k, dt, lo_addr, y[0])
-        store_one(k, dt, k.rd("add.u64", lo_addr, ESIZE[dt]), y[1])
+        store_one(k, dt, lo_dst, y[0])
+        store_one(k, dt, k.rd("add.u64", lo_dst, ESIZE[dt]), y[1])
 
 
-def rope_kernel(style, dt, vec):
+# The KV-cache kernels' extra parameters (before the table, which stays last).
+CACHE_PARAMS = [(".u64", "v"), (".u64", "slots"), (".u64", "k_cache"), (".u64", "v_cache"),
+                (".u64", "v_stride"), (".u64", "kc_stride"), (".u64", "vc_stride"),
+                (".u32", "cache_rows"), (".u32", "v_chunks"), (".u32", "tail"), (".u64", "flag")]
+# The op flag's value (src/ops/op_flag.hpp): fault code << 56 | token << 32 | slot.
+FAULT_KV_SLOT = 1
+
+
+def copy_bits(k, nbytes, src, dst):
+    """nbytes (2, 4 or 16) from src to dst, as bits."""
+    if nbytes == 16:
+        words = k.regs("r", 4)
+        k.op("ld.global.v4.b32 {%s}, [%s]" % (", ".join(words), src))
+        k.op("st.global.v4.b32 [%s], {%s}" % (dst, ", ".join(words)))
+        return
+    kind, width = ("h", 16) if nbytes == 2 else ("r", 32)
+    x = k.reg(kind)
+    k.op("ld.global.b%d %s, [%s]" % (width, x, src))
+    k.op("st.global.b%d [%s], %s" % (width, dst, x))
+
+
+def strided_copy(k, hint, first, count, step, unit_bytes, src, dst):
+    """Units first, first + step, ... < count of unit_bytes each, src to dst."""
+    c = k.r("mov.u32", first)
+    with loop(k, hint, skip=k.p("setp.ge.u32", c, count)) as lp:
+        off = k.rd("mul.wide.u32", c, unit_bytes)
+        copy_bits(k, unit_bytes, k.rd("add.u64", src, off), k.rd("add.u64", dst, off))
+        k.op("add.u32 %s, %s, %s" % (c, c, step))
+        lp.again(k.p("setp.lt.u32", c, count))
+
+
+def cache_side(k, P, t, t64, u):
+    """The KV-cache kernels' per-token work outside the rotation: the slot,
+    whether K goes to the cache, and, in the first head chunk's blocks, V's
+    row copied to its slot and a slot past the cache reported (token t, unit
+    u of the token's threads)."""
+    srow = k.r("ld.global.nc.u32", "[%s]" % k.rd("add.u64", P["slots"], k.rd("shl.b64", t64, 2)))
+    # negative (padding) or past the cache: no K or V store
+    store = k.p("setp.lt.u32", srow, P["cache_rows"])
+    past = k.p("and.pred", k.p("setp.ge.s32", srow, 0), k.p("setp.ge.u32", srow, P["cache_rows"]))
+    with block(k, "v_side") as side:
+        side.exit_if(k.p("setp.ne.u32", k.r("mov.u32", "%ctaid.y"), 0), uni=True)
+        with block(k, "report") as rep:
+            rep.exit_if("!" + past)
+            rep.exit_if(k.p("setp.ne.u32", u, 0))
+            tok = k.rd("cvt.u64.u32", k.r("min.u32", t, (1 << 24) - 1))
+            val = k.rd("or.b64", k.rd("shl.b64", tok, 32), k.rd("cvt.u64.u32", srow))
+            k.op("or.b64 %s, %s, %d" % (val, val, FAULT_KV_SLOT << 56))
+            k.op("atom.global.max.u64 %s, [%s], %s" % (k.reg("rd"), P["flag"], val))
+        side.exit_if("!" + store)
+        side.exit_if(k.p("setp.eq.u64", P["v"], 0))
+        src = k.rd("add.u64", P["v"], k.rd("mul.lo.u64", t64, P["v_stride"]))
+        dst = k.rd("add.u64", P["v_cache"],
+                   k.rd("mul.lo.u64", k.rd("cvt.u64.u32", srow), P["vc_stride"]))
+        strided_copy(k, "v_row", u, P["v_chunks"], P["units"], 16, src, dst)
+    return srow, store
+
+
+def rope_kernel(style, dt, vec, cache=False):
     path = "vec" if vec else "scalar"
-    name = "kaio_rope_%s_%s_%s" % (style, dt, path)
+    name = "kaio_rope_%s%s_%s_%s" % ("cache_" if cache else "", style, dt, path)
     ppu = pairs_per_unit(style, dt, vec)
     doc = """
-%s: RoPE in place, %s pairs, %s, %s loads; %d pair(s) per thread
-and head.  See gen_rope.py.""" % (name, style, dt, "16-byte" if vec else "element", ppu)
-    k = Kernel(name, doc, PARAMS + [TABLE], BLOCK,
-               keys={"select": "rope", "rope_style": style, "dtype": dt, "vector": vec})
-    P = load_params(k, PARAMS, ("q", "k", "pos"))
+%s: RoPE %s, %s pairs, %s, %s loads; %d pair(s) per thread
+and head.  See gen_rope.py.""" % (name, "on Q in place and on K into the KV cache" if cache
+                                  else "in place", style, dt, "16-byte" if vec else "element", ppu)
+    params = PARAMS + (CACHE_PARAMS if cache else [])
+    k = Kernel(name, doc, params + [TABLE], BLOCK,
+               keys={"select": "rope_cache" if cache else "rope", "rope_style": style,
+                     "dtype": dt, "vector": vec})
+    P = load_params(k, params, ("q", "k", "pos") +
+                    (("v", "slots", "k_cache", "v_cache", "flag") if cache else ()))
     es = ESIZE[dt]
     tid = k.r("mov.u32", "%tid.x")
     u = k.r("rem.u32", tid, P["units"])
@@ -151,13 +215,17 @@ and head.  See gen_rope.py.""" % (name, style, dt, "16-byte" if vec else "elemen
         done.exit_if(k.p("setp.ge.u32", slot, P["tok_per_block"]))
         t = k.r("mad.lo.u32", k.r("mov.u32", "%ctaid.x"), P["tok_per_block"], slot)
         done.exit_if(k.p("setp.ge.u32", t, P["tokens"]))
+        if cache:
+            t64 = k.wide(t)
+            srow, store = cache_side(k, P, t, t64, u)
         h = k.r("mul.lo.u32", k.r("mov.u32", "%ctaid.y"), P["head_chunk"])
         heads = k.r("add.u32", P["heads_q"], P["heads_k"])
         h_end = k.r("min.u32", k.r("add.u32", h, P["head_chunk"]), heads)
         done.exit_if(k.p("setp.ge.u32", h, h_end))
 
         k.note("the token's position, as HF's position_ids.float()")
-        t64 = k.wide(t)
+        if not cache:
+            t64 = k.wide(t)
         p = k.r("ld.global.nc.u32", "[%s]" % k.rd("add.u64", P["pos"], k.rd("shl.b64", t64, 2)))
         pos = k.f("cvt.rn.f32.s32", p)
         j0 = k.r("mul.lo.u32", u, ppu)
@@ -174,15 +242,35 @@ and head.  See gen_rope.py.""" % (name, style, dt, "16-byte" if vec else "elemen
         # K's head h (counted after Q's) sits at k_row + h * head_bytes
         k_row = k.rd("sub.u64", k.rd("add.u64", P["k"], k.rd("mul.lo.u64", t64, P["k_stride"])),
                      k.rd("mul.wide.u32", P["heads_q"], head_bytes))
+        if cache:   # and its place in the cache: row srow (0 when not stored)
+            crow = k.rd("cvt.u64.u32", k.r("selp.b32", srow, 0, store))
+            kc_row = k.rd("sub.u64", k.rd("add.u64", P["k_cache"],
+                                          k.rd("mul.lo.u64", crow, P["kc_stride"])),
+                          k.rd("mul.wide.u32", P["heads_q"], head_bytes))
+            tail_at = k.rd("mul.wide.u32", k.r("sub.u32", P["head_dim"], P["tail"]), es)
         if style == "half_split":
             off_lo = k.rd("mul.wide.u32", j0, es)
             off_hi = k.rd("mul.wide.u32", k.r("add.u32", j0, P["half"]), es)
         else:
             off_lo, off_hi = k.rd("mul.wide.u32", j0, 2 * es), None
         with loop(k, "heads") as lp:
-            row = k.rd("selp.b64", q_row, k_row, k.p("setp.lt.u32", h, P["heads_q"]))
+            is_q = k.p("setp.lt.u32", h, P["heads_q"])
+            row = k.rd("selp.b64", q_row, k_row, is_q)
             base = k.rd("add.u64", row, k.rd("mul.wide.u32", h, head_bytes))
-            rotate_head(k, style, dt, vec, base, off_lo, off_hi, cs)
+            if not cache:
+                rotate_head(k, style, dt, vec, base, off_lo, off_hi, cs)
+            else:
+                with block(k, "head") as hd:
+                    # a K head whose token is not stored has nothing to do
+                    hd.exit_if(k.p("and.pred", k.p("setp.ge.u32", h, P["heads_q"]),
+                                   k.p("not.pred", store)))
+                    dst = k.rd("selp.b64", base, k.rd("add.u64", kc_row,
+                                                      k.rd("mul.wide.u32", h, head_bytes)), is_q)
+                    rotate_head(k, style, dt, vec, base, off_lo, off_hi, cs, dst)
+                    k.note("a K head's dims past rotary_dim go to the cache as they are")
+                    hd.exit_if(is_q)
+                    strided_copy(k, "tail", u, P["tail"], P["units"], es,
+                                 k.rd("add.u64", base, tail_at), k.rd("add.u64", dst, tail_at))
             k.op("add.u32 %s, %s, 1" % (h, h))
             lp.exit_if(k.p("setp.ge.u32", h, h_end))
             lp.again()
@@ -192,10 +280,11 @@ and head.  See gen_rope.py.""" % (name, style, dt, "16-byte" if vec else "elemen
 
 def generate():
     parts = [HEADER]
-    for style in ("half_split", "interleaved"):
-        for dt in ("f32", "f16", "bf16"):
-            for vec in (True, False):
-                parts.append("\n" + rope_kernel(style, dt, vec))
+    for cache in (False, True):
+        for style in ("half_split", "interleaved"):
+            for dt in ("f32", "f16", "bf16"):
+                for vec in (True, False):
+                    parts.append("\n" + rope_kernel(style, dt, vec, cache))
     return {OUT_NAME: "".join(parts)}
 
 

@@ -252,4 +252,86 @@ TEST_F(FakeRope, RejectsEveryBadViewWithoutLaunching) {
                       KAIO_ERROR_INVALID_ARGUMENT, {"'count' is 2"}, launches);
 }
 
+// The KV-cache form: V at 2.5 MiB, slots at 3 MiB, caches of 32 rows at 3.25
+// and 3.5 MiB.
+class FakeRopeKvCache : public FakeRope {
+ protected:
+  kaio_tensor v() const { return view(5 << 19, KAIO_DTYPE_BF16, T, Hk * D); }
+  kaio_tensor slots() const { return view(3 << 20, KAIO_DTYPE_I32, 1, T); }
+  kaio_tensor kc() const { return view(13 << 18, KAIO_DTYPE_BF16, 32, Hk * D); }
+  kaio_tensor vc() const { return view(14 << 18, KAIO_DTYPE_BF16, 32, Hk * D); }
+  // The one-shot call with view `which` of {q, k, v, positions, slots, kc, vc} replaced.
+  kaio_status call_with(int which, const kaio_tensor *t, const kaio_rope_desc &d) {
+    kaio_tensor a[7] = {q(), k(), v(), pos(), slots(), kc(), vc()};
+    const kaio_tensor *p[7];
+    for (int i = 0; i < 7; ++i) p[i] = &a[i];
+    p[which] = t;
+    return kaio_rope_kv_cache_write(stream_.get(), p[0], p[1], p[2], p[3], p[4], p[5], p[6], &d);
+  }
+};
+
+TEST_F(FakeRopeKvCache, LaunchesTheCacheKernelWithTheFlag) {
+  const kaio_rope_desc d = desc();
+  KT_OK(call_with(0, nullptr, d));  // no Q
+  kt::Launch l = kt::last_launch();
+  EXPECT_EQ(l.name, "kaio_rope_cache_half_split_bf16_vec");
+  EXPECT_EQ(kt::launch_param<uint64_t>(0), 0u);                          // Q absent
+  EXPECT_EQ(kt::launch_param<uint32_t>(21), 32u);                        // cache rows
+  EXPECT_EQ(kt::launch_param<uint32_t>(22), unsigned(Hk * D * 2 / 16));  // V's 16-byte chunks
+  EXPECT_EQ(kt::launch_param<uint32_t>(23), 0u);                         // no tail: rot == D
+  EXPECT_NE(kt::launch_param<uint64_t>(24), 0u);                         // the device's op flag
+  kaio_tensor t[7] = {q(), k(), v(), pos(), slots(), kc(), vc()};
+  kaio_op *raw = nullptr;
+  kaio_rope_desc partial = d;
+  partial.rotary_dim = 32;
+  KT_OK(kaio_op_create_rope_kv_cache_write(&raw, dev_.get(), &partial));
+  kt::Op op(raw);
+  KT_OK(kaio_op_launch(op.get(), stream_.get(), t, 7));
+  EXPECT_EQ(kt::launch_param<uint32_t>(23), 32u);  // dims 32..63 copied as they are
+  KT_OK(kaio_stream_synchronize(stream_.get()));
+}
+
+TEST_F(FakeRopeKvCache, RejectsBadViewsWithoutLaunching) {
+  const kaio_rope_desc d = desc();
+  struct Case {
+    int which;
+    kaio_tensor view;
+    kaio_status status;
+    std::vector<const char *> parts;
+  };
+  kaio_tensor absent{};
+  kaio_tensor narrow_cache = kc();
+  narrow_cache.cols = Hk * D - 8;
+  kaio_tensor short_vc = vc();
+  short_vc.rows = 16;
+  kaio_tensor odd_v = v();
+  odd_v.offset_bytes += 8;
+  kaio_tensor cache_on_k = kc();
+  cache_on_k.offset_bytes = 1 << 20;
+  kaio_tensor wide_slots = slots();
+  wide_slots.cols = T + 1;
+  const Case cases[] = {
+      {1, absent, KAIO_ERROR_INVALID_ARGUMENT, {"'k' is absent", "kaio_rope"}},
+      {6, absent, KAIO_ERROR_INVALID_ARGUMENT, {"'v_cache'", "neither"}},
+      {5, narrow_cache, KAIO_ERROR_SHAPE_MISMATCH, {"'k_cache'", "heads_k * head_dim"}},
+      {6, short_vc, KAIO_ERROR_SHAPE_MISMATCH, {"'v_cache'"}},
+      {2, odd_v, KAIO_ERROR_MISALIGNED, {"'v'", "16-byte"}},
+      {5, cache_on_k, KAIO_ERROR_INVALID_ARGUMENT, {"k_cache"}},
+      {4, wide_slots, KAIO_ERROR_SHAPE_MISMATCH, {"'slot_mapping'"}},
+  };
+  for (const Case &c : cases) {
+    std::vector<const char *> parts = c.parts;
+    parts.insert(parts.begin(), "kaio_rope_kv_cache_write");
+    const unsigned long long before = kt::fake().launch_count();
+    kt::expect_rejected(call_with(c.which, &c.view, d), c.status, parts, before);
+  }
+  kaio_rope_desc no_k = d;
+  no_k.heads_k = 0;
+  kaio_op *op = nullptr;
+  const unsigned long long before = kt::fake().launch_count();
+  kt::expect_rejected(kaio_op_create_rope_kv_cache_write(&op, dev_.get(), &no_k),
+                      KAIO_ERROR_INVALID_DIMENSION, {"kaio_op_create_rope_kv_cache_write", "heads_k"},
+                      before);
+}
+
 }  // namespace

@@ -1511,6 +1511,34 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_rope(kaio_stream *stream, const kaio_te
                                                const kaio_tensor *k, const kaio_tensor *positions,
                                                const kaio_rope_desc *desc);
 
+/* RoPE fused with the paged KV-cache write (see "Paged KV cache" below):
+ * Q is rotated in place as kaio_rope does; K is rotated on its way into
+ * k_cache, row t going to row slot_mapping[t] (K itself is only read, and
+ * its dims past rotary_dim are copied as they are); V's row t is copied to
+ * the same row of v_cache. One pass over K and V where kaio_rope followed by
+ * kaio_kv_cache_write makes two.
+ *   launch tensors: {Q, K, V, positions, slot_mapping, k_cache, v_cache}
+ * Q, K, positions as for kaio_rope (Q may be absent; K may not: desc->heads_k
+ * >= 1). V [T, heads_k · head_dim] of dtype; k_cache and v_cache
+ * [num_pages · page_size, heads_k · head_dim] of dtype (v_cache as k_cache);
+ * V and v_cache both present or both absent. slot_mapping I32 [1, T]: a
+ * negative slot skips the token's K and V (its Q is still rotated); a slot
+ * at or past the caches' rows skips them too and is reported by the next
+ * kaio_stream_synchronize as KAIO_ERROR_OUT_OF_BOUNDS, as for
+ * kaio_kv_cache_write. V and v_cache rows move as 16-byte vectors (start,
+ * row pitch and heads_k · head_dim · size multiples of 16 bytes, else
+ * KAIO_ERROR_MISALIGNED). The caches must not overlap each other or any
+ * input; Q none but itself. Any thread; no allocation at launch (the
+ * device's error flag is made by the first call or op creation).
+ * Ownership: caller owns *out; retains device. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_rope_kv_cache_write(
+    kaio_op **out, kaio_device *device, const kaio_rope_desc *desc);
+/* One-shot form; q, v and v_cache may be NULL. Nothing is retained. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_rope_kv_cache_write(
+    kaio_stream *stream, const kaio_tensor *q, const kaio_tensor *k, const kaio_tensor *v,
+    const kaio_tensor *positions, const kaio_tensor *slot_mapping, const kaio_tensor *k_cache,
+    const kaio_tensor *v_cache, const kaio_rope_desc *desc);
+
 /* ===========================================================================
  * Paged attention: decode attention over a paged KV cache
  *

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/firewall.hpp"
 
+using kaio::RopeKvCachePlan;
 using kaio::RopePlan;
 
 namespace {
@@ -69,6 +70,38 @@ KAIO_API kaio_status kaio_rope(kaio_stream *stream, const kaio_tensor *q, const 
         {"q", or_absent(q), true}, {"k", or_absent(k), true}, {"positions", positions}};
     return kaio::one_shot(stream, views, plan, kaio::FromViews{},
                           " (an I32 [1, tokens] view)");
+  });
+}
+
+KAIO_API kaio_status kaio_op_create_rope_kv_cache_write(kaio_op **out, kaio_device *device,
+                                                       const kaio_rope_desc *desc) {
+  constexpr const char *fn = "kaio_op_create_rope_kv_cache_write";
+  return kaio::firewall(fn, [&] {
+    return kaio::create_op<RopeKvCachePlan>(out, device, [&](RopeKvCachePlan *plan) {
+      return kaio::read_desc("kaio_rope_desc_init", desc, &plan->rope.desc);
+    });
+  });
+}
+
+KAIO_API kaio_status kaio_rope_kv_cache_write(kaio_stream *stream, const kaio_tensor *q,
+                                              const kaio_tensor *k, const kaio_tensor *v,
+                                              const kaio_tensor *positions,
+                                              const kaio_tensor *slot_mapping,
+                                              const kaio_tensor *k_cache,
+                                              const kaio_tensor *v_cache,
+                                              const kaio_rope_desc *desc) {
+  constexpr const char *fn = "kaio_rope_kv_cache_write";
+  return kaio::firewall(fn, [&]() -> kaio_status {
+    RopeKvCachePlan plan;
+    KAIO_TRY(kaio::read_desc("kaio_rope_desc_init", desc, &plan.rope.desc));
+    const kaio::NamedView views[] = {{"q", or_absent(q), true},
+                                     {"k", k},
+                                     {"v", or_absent(v), true},
+                                     {"positions", positions},
+                                     {"slot_mapping", slot_mapping},
+                                     {"k_cache", k_cache},
+                                     {"v_cache", or_absent(v_cache), true}};
+    return kaio::one_shot(stream, views, plan);
   });
 }
 

@@ -28,7 +28,7 @@ struct kaio_op {
   using Body = std::variant<kaio::ElementwisePlan, kaio::RowsPlan, kaio::MatmulPlan,
                             kaio::MatmulBackwardPlan, kaio::KquantPlan, kaio::Int8Plan,
                             kaio::Int4Plan, kaio::QkvInt8Plan, kaio::AttentionPlan,
-                            kaio::KvCacheWritePlan, kaio::RopePlan,
+                            kaio::KvCacheWritePlan, kaio::RopePlan, kaio::RopeKvCachePlan,
                             kaio::SamplingPlan, kaio::AttentionVarlenPlan>;
   kaio::HandleTag tag = kTag;
   kaio_device *device = nullptr;

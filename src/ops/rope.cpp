@@ -207,63 +207,82 @@ kaio_status RopePlan::plan(kaio_device *device) {
                   });
 }
 
-kaio_status RopePlan::run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const {
-  KAIO_TRY(check_launch(device, stream, tensors, count, 3, "{Q, K, positions}"));
-  const kaio_rope_desc &d = desc;
-  const bool has_q = tensors[0].buffer != nullptr, has_k = tensors[1].buffer != nullptr;
-  if (!has_q && !has_k)
+kaio_status check_rope_views(const RopePlan &plan, const kaio_tensor &tq, const kaio_tensor &tk,
+                             const kaio_tensor &tpos, RopeViews *out) {
+  const kaio_rope_desc &d = plan.desc;
+  const kaio_device *device = plan.device;
+  RopeViews &v = *out;
+  v.has_q = tq.buffer != nullptr;
+  v.has_k = tk.buffer != nullptr;
+  if (!v.has_q && !v.has_k)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: both 'q' and 'k' are absent (NULL buffers); pass at least one to rotate.",
                 api_name());
-  CheckedView q, k, pos;
-  if (has_q) KAIO_TRY(check_qk("q", tensors[0], device, d, d.heads_q, "heads_q", &q));
-  if (has_k) KAIO_TRY(check_qk("k", tensors[1], device, d, d.heads_k, "heads_k", &k));
-  if (has_q && has_k && q.rows != k.rows)
+  if (v.has_q) KAIO_TRY(check_qk("q", tq, device, d, d.heads_q, "heads_q", &v.q));
+  if (v.has_k) KAIO_TRY(check_qk("k", tk, device, d, d.heads_k, "heads_k", &v.k));
+  if (v.has_q && v.has_k && v.q.rows != v.k.rows)
     return fail(KAIO_ERROR_SHAPE_MISMATCH,
                 "%s: 'q' has %" PRId64 " rows (tokens) and 'k' %" PRId64 "; they must match.",
-                api_name(), q.rows, k.rows);
-  const int64_t tokens = has_q ? q.rows : k.rows;
-  if (tokens > INT32_MAX)
+                api_name(), v.q.rows, v.k.rows);
+  v.tokens = v.has_q ? v.q.rows : v.k.rows;
+  if (v.tokens > INT32_MAX)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: %" PRId64 " tokens; at most %d per call. Split the tokens.", api_name(),
-                tokens, INT32_MAX);
-  KAIO_TRY(check_view("positions", &tensors[2], device, &pos));
-  KAIO_TRY(check_dtype("positions", pos, KAIO_DTYPE_I32));
-  KAIO_TRY(check_shape("positions", pos, 1, tokens));
-  if (has_q) KAIO_TRY(check_no_partial_overlap("positions", pos, "q", q, false));
-  if (has_k) KAIO_TRY(check_no_partial_overlap("positions", pos, "k", k, false));
-  if (has_q && has_k) KAIO_TRY(check_qk_disjoint(q, k));
+                v.tokens, INT32_MAX);
+  KAIO_TRY(check_view("positions", &tpos, device, &v.pos));
+  KAIO_TRY(check_dtype("positions", v.pos, KAIO_DTYPE_I32));
+  KAIO_TRY(check_shape("positions", v.pos, 1, v.tokens));
+  if (v.has_q) KAIO_TRY(check_no_partial_overlap("positions", v.pos, "q", v.q, false));
+  if (v.has_k) KAIO_TRY(check_no_partial_overlap("positions", v.pos, "k", v.k, false));
+  if (v.has_q && v.has_k) KAIO_TRY(check_qk_disjoint(v.q, v.k));
+  return KAIO_OK;
+}
 
-  const bool vector = (!has_q || aligned16(q, d)) && (!has_k || aligned16(k, d));
+RopeLaunch rope_launch(const RopePlan &plan, const RopeViews &v, bool vector, Launch l) {
+  const kaio_rope_desc &d = plan.desc;
   const int64_t ppu = !vector ? 1
                       : d.style == KAIO_ROPE_HALF_SPLIT
                           ? 16 / static_cast<int64_t>(kaio_dtype_size(d.dtype))
                           : 8 / static_cast<int64_t>(kaio_dtype_size(d.dtype));
-  Launch l = vector ? vec : scalar;
-  const uint64_t es = kaio_dtype_size(d.dtype);
-  unsigned units = static_cast<unsigned>(freqs.half / ppu);
-  unsigned tok_per_block = kBlock / units;
-  l.grid = ceil_div(static_cast<uint64_t>(tokens), tok_per_block);
+  RopeLaunch r;
+  r.units = static_cast<unsigned>(plan.freqs.half / ppu);
+  r.tok_per_block = kBlock / r.units;
+  l.grid = ceil_div(static_cast<uint64_t>(v.tokens), r.tok_per_block);
   // Enough blocks to fill the GPU: split the heads when the tokens alone
   // give too few (decode), else one chunk keeps cos / sin per token once.
-  const unsigned heads = static_cast<unsigned>((has_q ? d.heads_q : 0) + (has_k ? d.heads_k : 0));
-  const uint64_t want = 4 * static_cast<uint64_t>(device->info.sm_count > 0 ? device->info.sm_count : 1);
+  const unsigned heads = static_cast<unsigned>((v.has_q ? d.heads_q : 0) + (v.has_k ? d.heads_k : 0));
+  const int sms = plan.device->info.sm_count;
+  const uint64_t want = 4 * static_cast<uint64_t>(sms > 0 ? sms : 1);
   unsigned chunks = l.grid >= want ? 1 : ceil_div(want, l.grid);
   if (chunks > heads) chunks = heads;
-  unsigned head_chunk = ceil_div(heads, chunks);
-  l.grid_y = ceil_div(heads, head_chunk);
+  r.head_chunk = ceil_div(heads, chunks);
+  l.grid_y = ceil_div(heads, r.head_chunk);
+  r.launch = l;
+  return r;
+}
 
-  unsigned long long pq = has_q ? q.address : 0, pk = has_k ? k.address : 0, pp = pos.address;
-  unsigned long long qs = has_q ? q.row_stride * es : 0, ks = has_k ? k.row_stride * es : 0;
-  unsigned utokens = static_cast<unsigned>(tokens);
-  unsigned hq = has_q ? static_cast<unsigned>(d.heads_q) : 0;
-  unsigned hk = has_k ? static_cast<unsigned>(d.heads_k) : 0;
+bool rope_vector_ok(const RopePlan &plan, const CheckedView &v) { return aligned16(v, plan.desc); }
+
+kaio_status RopePlan::run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const {
+  KAIO_TRY(check_launch(device, stream, tensors, count, 3, "{Q, K, positions}"));
+  const kaio_rope_desc &d = desc;
+  RopeViews v;
+  KAIO_TRY(check_rope_views(*this, tensors[0], tensors[1], tensors[2], &v));
+  const bool vector = (!v.has_q || aligned16(v.q, d)) && (!v.has_k || aligned16(v.k, d));
+  RopeLaunch r = rope_launch(*this, v, vector, vector ? vec : scalar);
+  const uint64_t es = kaio_dtype_size(d.dtype);
+  unsigned long long pq = v.has_q ? v.q.address : 0, pk = v.has_k ? v.k.address : 0,
+                     pp = v.pos.address;
+  unsigned long long qs = v.has_q ? v.q.row_stride * es : 0, ks = v.has_k ? v.k.row_stride * es : 0;
+  unsigned utokens = static_cast<unsigned>(v.tokens);
+  unsigned hq = v.has_q ? static_cast<unsigned>(d.heads_q) : 0;
+  unsigned hk = v.has_k ? static_cast<unsigned>(d.heads_k) : 0;
   unsigned hd = static_cast<unsigned>(d.head_dim), half = static_cast<unsigned>(freqs.half);
   float attn = freqs.attention;
   void *params[] = {&pq,   &pk,    &pp,           &qs,         &ks,   &utokens,
-                    &hq,   &hk,    &hd,           &half,       &units, &tok_per_block,
-                    &head_chunk, &attn, const_cast<float *>(freqs.inv_freq)};
-  return launch_builtin(device, l, stream, params);
+                    &hq,   &hk,    &hd,           &half,       &r.units, &r.tok_per_block,
+                    &r.head_chunk, &attn, const_cast<float *>(freqs.inv_freq)};
+  return launch_builtin(device, r.launch, stream, params);
 }
 
 }  // namespace kaio

@@ -4,8 +4,12 @@
 
 #include <kaio/kaio.h>
 
+#include <memory>
+
 #include "ops/plan.hpp"
 #include "ops/rope_freq.hpp"
+#include "runtime/error_flag.hpp"
+#include "runtime/tensor_view.hpp"
 
 namespace kaio {
 
@@ -20,5 +24,36 @@ struct RopePlan : PlanBase {
   // Tensors {Q, K, positions}; Q or K may have a NULL buffer.
   kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;
 };
+
+// RoPE on Q in place and on K as it is written into a paged KV cache, V
+// copied to its cache (ptx/gen_rope.py's kaio_rope_cache_* kernels).
+struct RopeKvCachePlan : PlanBase {
+  RopePlan rope;                    // the desc, its table and checks
+  Launch vec, scalar;               // the cache kernels
+  std::shared_ptr<ErrorFlag> flag;  // the device's op flag (ops/op_flag.hpp)
+
+  kaio_status plan(kaio_device *device);
+  // Tensors {Q, K, V, positions, slot_mapping, k_cache, v_cache}; Q may be
+  // absent, V and v_cache both or neither.
+  kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;
+};
+
+// What the RoPE launches share (rope.cpp), for the KV-cache form
+// (rope_kv_cache.cpp): Q, K and positions checked against the desc, and the
+// launch shape of gen_rope.py's kernels.
+struct RopeViews {
+  CheckedView q, k, pos;
+  bool has_q = false, has_k = false;
+  int64_t tokens = 0;
+};
+kaio_status check_rope_views(const RopePlan &plan, const kaio_tensor &q, const kaio_tensor &k,
+                             const kaio_tensor &positions, RopeViews *out);
+// Whether a Q or K view suits the 16-byte kernels.
+bool rope_vector_ok(const RopePlan &plan, const CheckedView &view);
+struct RopeLaunch {
+  Launch launch;  // grid and grid_y set
+  unsigned units = 0, tok_per_block = 0, head_chunk = 0;
+};
+RopeLaunch rope_launch(const RopePlan &plan, const RopeViews &views, bool vector, Launch kernel);
 
 }  // namespace kaio

@@ -558,23 +558,30 @@ offset lo, offset hi).  Writes tokens (u32), and probs / logprobs if present.
     zsum = k.f("mov.f32", ZERO)
 
     def draw_body(q, elems):
-        rnd = philox(k, q, seed, off)
-        for (x, key, valid, i), r in zip(elems, rnd):
+        kept = []
+        any_kept = None
+        for x, key, valid, i in elems:
             l2w = k.f("mul.rn.f32", k.f("sub.rn.f32", x, R.m), R.coef)
             w = k.f("ex2.approx.ftz.f32", l2w)
             keep = k.p("setp.ge.and.u32", key, thr_all, valid)
             keep = k.p("setp.ge.and.f32", w, minp, keep)
-            u = k.f("fma.rn.f32", k.f("cvt.rn.f32.u32", k.r("shr.u32", r, 8)), f32(2.0 ** -24), f32(2.0 ** -25))
-            e = k.f("mul.rn.f32", k.f("lg2.approx.ftz.f32", u), f32(-LN2))
-            s = k.f("sub.rn.f32", l2w, k.f("lg2.approx.ftz.f32", e))
-            k.op("@%s add.f32 %s, %s, %s" % (keep, zsum, zsum, w))
-            take = k.p("setp.gt.f32", s, sv)
-            take = k.p("or.pred", take, k.p("setp.eq.u32", si, NONE))
-            take = k.p("and.pred", take, keep)
-            take = k.p("and.pred", take, k.p("setp.num.f32", s, s))
-            k.op("selp.f32 %s, %s, %s, %s" % (sv, s, sv, take))
-            k.op("selp.b32 %s, %s, %s, %s" % (si, i, si, take))
-            k.op("selp.f32 %s, %s, %s, %s" % (sx, l2w, sx, take))
+            kept.append((l2w, w, keep, i))
+            any_kept = keep if any_kept is None else k.p("or.pred", any_kept, keep)
+        # the filters usually keep few tokens: quads without one skip Philox
+        with skip_if(k, "!" + any_kept, "none_kept"):
+            rnd = philox(k, q, seed, off)
+            for (l2w, w, keep, i), r in zip(kept, rnd):
+                u = k.f("fma.rn.f32", k.f("cvt.rn.f32.u32", k.r("shr.u32", r, 8)), f32(2.0 ** -24), f32(2.0 ** -25))
+                e = k.f("mul.rn.f32", k.f("lg2.approx.ftz.f32", u), f32(-LN2))
+                s = k.f("sub.rn.f32", l2w, k.f("lg2.approx.ftz.f32", e))
+                k.op("@%s add.f32 %s, %s, %s" % (keep, zsum, zsum, w))
+                take = k.p("setp.gt.f32", s, sv)
+                take = k.p("or.pred", take, k.p("setp.eq.u32", si, NONE))
+                take = k.p("and.pred", take, keep)
+                take = k.p("and.pred", take, k.p("setp.num.f32", s, s))
+                k.op("selp.f32 %s, %s, %s, %s" % (sv, s, sv, take))
+                k.op("selp.b32 %s, %s, %s, %s" % (si, i, si, take))
+                k.op("selp.f32 %s, %s, %s, %s" % (sx, l2w, sx, take))
     each_quad(k, R, dt, draw_body)
     block_sum_f32(k, R, zsum)
     block_argmax(k, R, (sv, si, sx))

@@ -19,8 +19,8 @@ load per quad where the row is aligned for it.
      memory (up to 512; more: radix passes over the float key's digits, f32
      11/11/10 bits, f16 / bf16 8/8, inside that bin).
   3. top-p: the same search weighted by mass, exp2((x - max) * log2(e) / T)
-     in 32.32 fixed point (u64 shared atomics: order independent, so the
-     threshold is the same bits on every run), over the tokens top-k kept;
+     in 1.31 fixed point (exact u64 sums kept as u32 lo / hi words: order
+     independent, so the threshold is the same bits on every run), over the tokens top-k kept;
      the target is ceil(top_p * total).
   4. the draw: the Gumbel-max trick over the kept tokens (value >= both
      thresholds and mass >= min_p), token = argmax of
@@ -108,6 +108,7 @@ DTYPES = [DType("f32", 32, [(21, 11), (10, 11), (0, 10)]),
           DType("bf16", 16, [(8, 8), (0, 8)])]
 MAX_BINS = 2048
 COARSE_BINS = 2048
+MASS_HI = COARSE_BINS * 4   # s_hist_mass: lo words of the bins, then hi words
 CAND = 512          # candidates of the threshold's coarse bin kept in shared memory
 
 SHARED = [".shared .align 8 .b8 s_hist_cnt[%d]" % (MAX_BINS * 4),
@@ -265,9 +266,9 @@ def coarse_bin(k, R, x):
 
 
 def fixed_mass(k, l2w):
-    """The weight 2^l2w in 32.32 fixed point: sums are exact, so the
+    """The weight 2^l2w in 1.31 fixed point (a u32): sums are exact, so the
     threshold does not depend on the order of the atomics."""
-    return k.rd("cvt.rni.u64.f32", k.f("mul.rn.f32", k.f("ex2.approx.ftz.f32", l2w), f32(4294967296.0)))
+    return k.r("cvt.rni.u32.f32", k.f("mul.rn.f32", k.f("ex2.approx.ftz.f32", l2w), f32(2147483648.0)))
 
 
 def pick_bin(k, R, hist, nb, mass, rem, first, target_of, done):
@@ -275,7 +276,6 @@ def pick_bin(k, R, hist, nb, mass, rem, first, target_of, done):
     mass reaches rem; rem becomes the rest inside that bin.  Returns the bin
     (a register every thread holds).  first: sets rem = target_of(total) and
     leaves (to done) when the target is above the total."""
-    esz = 8 if mass else 4
     bpt = max(1, nb // BLOCK)
     vals = []
     local = k.rd("mov.u64", 0)
@@ -283,10 +283,13 @@ def pick_bin(k, R, hist, nb, mass, rem, first, target_of, done):
     for j in range(bpt):
         rank = k.r("add.u32", k.r("mul.lo.u32", R.tid, bpt), j)
         b = k.r("sub.u32", nb - 1, rank)
-        a = k.r("add.u32", hist, k.r("shl.b32", b, esz.bit_length() - 1))
+        a = k.r("add.u32", hist, k.r("shl.b32", b, 2))
         c = k.rd("mov.u64", 0)
         if mass:
-            k.op("@%s ld.shared.u64 %s, [%s]" % (owns, c, a))
+            lo, hi = k.r("mov.u32", 0), k.r("mov.u32", 0)
+            k.op("@%s ld.shared.u32 %s, [%s]" % (owns, lo, a))
+            k.op("@%s ld.shared.u32 %s, [%s+%d]" % (owns, hi, a, MASS_HI))
+            k.op("mov.b64 %s, {%s, %s}" % (c, lo, hi))
         else:
             c32 = k.r("mov.u32", 0)
             k.op("@%s ld.shared.u32 %s, [%s]" % (owns, c32, a))
@@ -330,24 +333,31 @@ def radix_select(k, R, dt, mass, target_of, thr_lo, out_thr):
     only the elements of c*."""
     rem = k.reg("rd")
     hist = R.s_hist_mass if mass else R.s_hist_cnt
-    esz = 8 if mass else 4
     done = k.label("radix_done")
 
     def weight(l2w):
-        return fixed_mass(k, l2w) if mass else k.rd("mov.u64", 1)
+        return k.rd("cvt.u64.u32", fixed_mass(k, l2w)) if mass else k.rd("mov.u64", 1)
 
     def clear(nb):
         for b0 in range(0, nb, BLOCK):
             with skip_if(k, k.p("setp.ge.u32", k.r("add.u32", R.tid, b0), nb), "clr"):
-                a = k.r("add.u32", hist, k.r("shl.b32", k.r("add.u32", R.tid, b0), esz.bit_length() - 1))
-                k.op("st.shared.%s [%s], 0" % ("u64" if mass else "u32", a))
+                a = k.r("add.u32", hist, k.r("shl.b32", k.r("add.u32", R.tid, b0), 2))
+                k.op("st.shared.u32 [%s], 0" % a)
+                if mass:
+                    k.op("st.shared.u32 [%s+%d], 0" % (a, MASS_HI))
 
     def add(bin_, ok, l2w):
-        a = k.r("add.u32", hist, k.r("shl.b32", bin_, esz.bit_length() - 1))
         if mass:
-            k.op("@%s red.shared.add.u64 [%s], %s" % (ok, a, fixed_mass(k, l2w)))
-        else:
-            k.op("@%s red.shared.add.u32 [%s], 1" % (ok, a))
+            # u64 sums as (hi, lo) u32 bins: a shared u64 add is a CAS loop,
+            # a u32 add is native; a wrap of lo carries one into hi
+            a = k.r("add.u32", hist, k.r("shl.b32", bin_, 2))
+            v = fixed_mass(k, l2w)
+            old = k.r("mov.u32", 0)
+            k.op("@%s atom.shared.add.u32 %s, [%s], %s" % (ok, old, a, v))
+            carry = k.p("setp.lt.and.u32", k.r("add.u32", old, v), old, ok)
+            k.op("@%s red.shared.add.u32 [%s+%d], 1" % (carry, a, MASS_HI))
+            return
+        k.op("@%s red.shared.add.u32 [%s], 1" % (ok, k.r("add.u32", hist, k.r("shl.b32", bin_, 2))))
 
     def counted(key, valid):
         return k.p("setp.ge.and.u32", key, thr_lo, valid)

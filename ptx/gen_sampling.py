@@ -5,21 +5,23 @@
 
 kaio_sample_<dt>: one 1024-thread CTA per row of logits.  Every pass reads the
 row (the first from memory, the next mostly from L2); thread t handles the
-quads (4 consecutive tokens) t, t + 1024, ...
+quads (4 consecutive tokens) t, t + 1024, ..., one 16-byte (f32) or 8-byte
+load per quad where the row is aligned for it.
 
   1. max and argmax (NaN skipped, lowest index on ties).  Greedy rows
      (temperature <= 0 or NaN), rows with a +inf logit and rows with no logit
      above -inf stop here.
-  2. top-k: a radix select of the k-th largest value on order-preserving keys
-     of the float bits (f32: digits of 11, 11, 10 bits; f16 / bf16: 8, 8)
-     with a count histogram per digit in shared memory; it stops early once
-     the bin that holds the k-th value is kept whole.
+  2. top-k: the k-th largest value's key (order-preserving bits of the
+     float), by radix_select with counts: a histogram of a coarse key, the
+     log2-weight (x - max) * log2(e) / T in 1/64 steps (2048 bins, spread
+     where the float bits' top digit piles a row into a few exponents), then
+     the exact key among the threshold bin's elements, collected into shared
+     memory (up to 512; more: radix passes over the float key's digits, f32
+     11/11/10 bits, f16 / bf16 8/8, inside that bin).
   3. top-p: the same search weighted by mass, exp2((x - max) * log2(e) / T)
-     in fixed point (32.32 for f32, 1.31 for f16 / bf16; u64 shared atomics: order independent, so the
-     threshold is the same bits on every run), over the tokens top-k kept;
-     the target is ceil(top_p * total).  For f16 / bf16, lanes of a warp that hit
-     the same bin add once (match.any.sync + redux.sync), so crowded bins do not
-     serialise the shared atomics.
+     in 1.31 fixed point (exact u64 sums kept as u32 lo / hi words: order
+     independent, so the threshold is the same bits on every run), over the tokens top-k kept;
+     the target is ceil(top_p * total).
   4. the draw: the Gumbel-max trick over the kept tokens (value >= both
      thresholds and mass >= min_p), token = argmax of
      log2(w) - log2(-ln U), U from Philox4x32-10 with key = the row's seed
@@ -57,20 +59,13 @@ class DType:
         self.name, self.bits, self.digits = name, bits, digits
         self.esize = bits // 8
 
-    def load(self, k, addr, pred):
-        """(x as f32, order-preserving key) of the element at addr; a lane
-        whose pred is false gets x = NaN (never valid)."""
+    def decode(self, k, raw):
+        """(x as f32, order-preserving key) of a raw element (NaN stays NaN)."""
         if self.bits == 32:
-            raw = k.reg("r")
-            k.op("mov.b32 %s, 0x7FC00000" % raw)
-            k.op("@%s ld.global.nc.b32 %s, [%s]" % (pred, raw, addr))
             x = k.f("mov.b32", raw)
             sign = k.r("shr.s32", raw, "31")
             key = k.r("xor.b32", raw, k.r("or.b32", sign, "0x80000000"))
             return x, key
-        raw = k.reg("h")
-        k.op("mov.b16 %s, 0x7E00" % raw if self.name == "f16" else "mov.b16 %s, 0x7FC0" % raw)
-        k.op("@%s ld.global.nc.b16 %s, [%s]" % (pred, raw, addr))
         if self.name == "f16":
             x = k.f("cvt.f32.f16", raw)
         else:
@@ -80,11 +75,41 @@ class DType:
         key = k.r("xor.b32", wide, k.r("or.b32", sign, "0x8000"))
         return x, key
 
+    def load_quad(self, k, R, q, qin):
+        """The raw elements 4q .. 4q+3 of the row: one 16-byte (f32) or
+        8-byte (f16 / bf16) load for a whole quad of an aligned row, else
+        one load per element in range; missing elements are NaN."""
+        nan = "0x7FC00000" if self.bits == 32 else ("0x7E00" if self.name == "f16" else "0x7FC0")
+        kind, w = ("r", 32) if self.bits == 32 else ("h", 16)
+        raws = [k.reg(kind) for _ in range(4)]
+        for r in raws:
+            k.op("mov.b%d %s, %s" % (w, r, nan))
+        full = k.p("setp.lt.and.u32", q, R.nfull, R.vec)
+        qaddr = k.rd("add.u64", R.rowp, k.rd("mul.wide.u32", q, 4 * self.esize))
+        if self.bits == 32:
+            k.op("@%s ld.global.nc.v4.b32 {%s}, [%s]" % (full, ", ".join(raws), qaddr))
+        else:
+            lo, hi = k.reg("r"), k.reg("r")
+            k.op("@%s ld.global.nc.v2.b32 {%s, %s}, [%s]" % (full, lo, hi, qaddr))
+            k.op("@%s mov.b32 {%s, %s}, %s" % (full, raws[0], raws[1], lo))
+            k.op("@%s mov.b32 {%s, %s}, %s" % (full, raws[2], raws[3], hi))
+        # the row's tail quad, or a row not aligned for the wide load
+        with skip_if(k, full, "wide"):
+            for e in range(4):
+                i = k.r("add.u32", k.r("shl.b32", q, "2"), e)
+                inr = k.p("setp.lt.and.u32", i, R.vocab, qin)
+                addr = k.rd("add.u64", qaddr, e * self.esize)
+                k.op("@%s ld.global.nc.b%d %s, [%s]" % (inr, w, raws[e], addr))
+        return raws
+
 
 DTYPES = [DType("f32", 32, [(21, 11), (10, 11), (0, 10)]),
           DType("f16", 16, [(8, 8), (0, 8)]),
           DType("bf16", 16, [(8, 8), (0, 8)])]
 MAX_BINS = 2048
+COARSE_BINS = 2048
+MASS_HI = COARSE_BINS * 4   # s_hist_mass: lo words of the bins, then hi words
+CAND = 512          # candidates of the threshold's coarse bin kept in shared memory
 
 SHARED = [".shared .align 8 .b8 s_hist_cnt[%d]" % (MAX_BINS * 4),
           ".shared .align 8 .b8 s_hist_mass[%d]" % (MAX_BINS * 8),
@@ -125,15 +150,15 @@ def each_quad(k, R, dt, body, guard=True):
         for u in range(UNROLL):
             q = k.r("add.u32", q0, u * BLOCK) if u else q0
             qin = k.p("setp.lt.u32", q, R.nquads)
+            loaded.append((q, qin, dt.load_quad(k, R, q, qin)))
+        for j, (q, qin, raws) in enumerate(loaded):
             elems = []
-            for e in range(4):
-                i = k.r("add.u32", k.r("shl.b32", q, "2"), e)
-                inr = k.p("setp.lt.and.u32", i, R.vocab, qin)
-                addr = k.rd("add.u64", R.rowp, k.rd("mul.wide.u32", i, dt.esize))
-                x, key = dt.load(k, addr, inr)
+            i0 = k.r("shl.b32", q, "2")
+            for e, raw in enumerate(raws):
+                x, key = dt.decode(k, raw)
                 valid = k.p("setp.num.f32", x, x)
-                elems.append((x, key, valid, i))
-            loaded.append((q, qin, elems))
+                elems.append((x, key, valid, k.r("add.u32", i0, e) if e else i0))
+            loaded[j] = (q, qin, elems)
         for q, qin, elems in loaded:
             if not guard:      # out-of-range lanes are not valid: no branch, the warp stays whole
                 body(q, elems)
@@ -230,107 +255,185 @@ def block_scan_u64(k, R, v):
     return excl, total
 
 
+def coarse_bin(k, R, x):
+    """The bin of x's log2-weight (x - max) * log2(e) / T in steps of 1/64:
+    2047 holds the max, 0 everything 32 octaves or more below it (weight
+    < 2^-32).  Monotone in x, and it spreads a row's values over many bins
+    where the float bits' top digit piles them into a few exponents."""
+    l2w = k.f("mul.rn.f32", k.f("sub.rn.f32", x, R.m), R.coef)
+    d = k.r("cvt.rzi.u32.f32", k.f("mul.rn.f32", l2w, f32(-64.0)))
+    return k.r("sub.u32", COARSE_BINS - 1, k.r("min.u32", d, COARSE_BINS - 1)), l2w
+
+
+def fixed_mass(k, l2w):
+    """The weight 2^l2w in 1.31 fixed point (a u32): sums are exact, so the
+    threshold does not depend on the order of the atomics."""
+    return k.r("cvt.rni.u32.f32", k.f("mul.rn.f32", k.f("ex2.approx.ftz.f32", l2w), f32(2147483648.0)))
+
+
+def pick_bin(k, R, hist, nb, mass, rem, first, target_of, done):
+    """Scans the histogram from the top: the bin where the running count /
+    mass reaches rem; rem becomes the rest inside that bin.  Returns the bin
+    (a register every thread holds).  first: sets rem = target_of(total) and
+    leaves (to done) when the target is above the total."""
+    bpt = max(1, nb // BLOCK)
+    vals = []
+    local = k.rd("mov.u64", 0)
+    owns = k.p("setp.lt.u32", k.r("mul.lo.u32", R.tid, bpt), nb)
+    for j in range(bpt):
+        rank = k.r("add.u32", k.r("mul.lo.u32", R.tid, bpt), j)
+        b = k.r("sub.u32", nb - 1, rank)
+        a = k.r("add.u32", hist, k.r("shl.b32", b, 2))
+        c = k.rd("mov.u64", 0)
+        if mass:
+            lo, hi = k.r("mov.u32", 0), k.r("mov.u32", 0)
+            k.op("@%s ld.shared.u32 %s, [%s]" % (owns, lo, a))
+            k.op("@%s ld.shared.u32 %s, [%s+%d]" % (owns, hi, a, MASS_HI))
+            k.op("mov.b64 %s, {%s, %s}" % (c, lo, hi))
+        else:
+            c32 = k.r("mov.u32", 0)
+            k.op("@%s ld.shared.u32 %s, [%s]" % (owns, c32, a))
+            k.op("cvt.u64.u32 %s, %s" % (c, c32))
+        k.op("add.u64 %s, %s, %s" % (local, local, c))
+        vals.append((b, c))
+    excl, total = block_scan_u64(k, R, local)
+    if first:
+        k.op("mov.u64 %s, %s" % (rem, target_of(total)))
+        # target above the total: the filter keeps everything
+        k.op("@%s bra.uni %s" % (k.p("setp.gt.u64", rem, total), done))
+    above = excl
+    for b, c in vals:
+        hit = k.p("setp.lt.u64", above, rem)
+        hit = k.p("setp.le.and.u64", rem, k.rd("add.u64", above, c), hit)
+        hit = k.p("and.pred", hit, owns)
+        with skip_if(k, "!" + hit, "hit"):
+            k.op("st.shared.u32 [s_bc+16], %s" % b)
+            k.op("st.shared.u64 [s_bc+24], %s" % above)
+        above = k.rd("add.u64", above, c)
+    bar(k)
+    b = k.r("ld.shared.u32", "[s_bc+16]")
+    ab = k.rd("ld.shared.u64", "[s_bc+24]")
+    bar(k)
+    k.op("sub.u64 %s, %s, %s" % (rem, rem, ab))
+    return b
+
+
 def radix_select(k, R, dt, mass, target_of, thr_lo, out_thr):
     """Finds the threshold key of the descending search: the key of the
     element where the running count (mass=False) or fixed-point mass
     (mass=True) from the top first reaches the target.  Elements counted:
     valid ones with key >= thr_lo.  target_of(total) gives the target
-    (a u64 register) once the first digit's total is known; a target above
-    the total leaves out_thr unchanged (the filter is off)."""
-    prefix = k.r("mov.u32", 0)
+    (a u64 register) once the total is known; a target above the total
+    leaves out_thr unchanged (the filter is off).
+
+    Pass A: histogram of coarse_bin -> the bin c* that holds the target.
+    Pass B: the elements of c* (key, weight) into shared memory; if they
+    fit (CAND), the exact key is found there (each candidate sums the
+    weights above it).  Else passes over the float key's digits, counting
+    only the elements of c*."""
     rem = k.reg("rd")
     hist = R.s_hist_mass if mass else R.s_hist_cnt
-    esz = 8 if mass else 4
     done = k.label("radix_done")
-    # f16 / bf16 mass: warp-aggregated updates (measured 3x faster there);
-    # counts and f32 mass (11-bit digits): one atomic per element is faster.
-    aggregate = mass and dt.bits == 16
 
-    def weight(x):
-        return k.f("ex2.approx.ftz.f32", k.f("mul.rn.f32", k.f("sub.rn.f32", x, R.m), R.coef))
-    for di, (shift, width) in enumerate(dt.digits):
-        nb = 1 << width
-        # clear the bins
+    def weight(l2w):
+        return k.rd("cvt.u64.u32", fixed_mass(k, l2w)) if mass else k.rd("mov.u64", 1)
+
+    def clear(nb):
         for b0 in range(0, nb, BLOCK):
             with skip_if(k, k.p("setp.ge.u32", k.r("add.u32", R.tid, b0), nb), "clr"):
-                a = k.r("add.u32", hist, k.r("shl.b32", k.r("add.u32", R.tid, b0), esz.bit_length() - 1))
-                k.op("st.shared.%s [%s], 0" % ("u64" if mass else "u32", a))
+                a = k.r("add.u32", hist, k.r("shl.b32", k.r("add.u32", R.tid, b0), 2))
+                k.op("st.shared.u32 [%s], 0" % a)
+                if mass:
+                    k.op("st.shared.u32 [%s+%d], 0" % (a, MASS_HI))
+
+    def add(bin_, ok, l2w):
+        if mass:
+            # u64 sums as (hi, lo) u32 bins: a shared u64 add is a CAS loop,
+            # a u32 add is native; a wrap of lo carries one into hi
+            a = k.r("add.u32", hist, k.r("shl.b32", bin_, 2))
+            v = fixed_mass(k, l2w)
+            old = k.r("mov.u32", 0)
+            k.op("@%s atom.shared.add.u32 %s, [%s], %s" % (ok, old, a, v))
+            carry = k.p("setp.lt.and.u32", k.r("add.u32", old, v), old, ok)
+            k.op("@%s red.shared.add.u32 [%s+%d], 1" % (carry, a, MASS_HI))
+            return
+        k.op("@%s red.shared.add.u32 [%s], 1" % (ok, k.r("add.u32", hist, k.r("shl.b32", bin_, 2))))
+
+    def counted(key, valid):
+        return k.p("setp.ge.and.u32", key, thr_lo, valid)
+
+    # pass A
+    clear(COARSE_BINS)
+    with skip_if(k, k.p("setp.ne.u32", R.tid, 0), "ncand0"):
+        k.op("st.shared.u32 [s_bc+48], 0")
+    bar(k)
+
+    def coarse_body(q, elems):
+        for x, key, valid, i in elems:
+            cb, l2w = coarse_bin(k, R, x)
+            add(cb, counted(key, valid), l2w)
+    each_quad(k, R, dt, coarse_body)
+    bar(k)
+    cstar = pick_bin(k, R, hist, COARSE_BINS, mass, rem, True, target_of, done)
+
+    # pass B: c*'s elements into shared memory (the histograms are free now)
+    def collect_body(q, elems):
+        for x, key, valid, i in elems:
+            cb, l2w = coarse_bin(k, R, x)
+            hit = k.p("setp.eq.and.u32", cb, cstar, counted(key, valid))
+            with skip_if(k, "!" + hit, "cand"):
+                slot = k.r("atom.shared.add.u32", "[s_bc+48]", 1)
+                with skip_if(k, k.p("setp.ge.u32", slot, CAND), "cand_full"):
+                    k.op("st.shared.u32 [%s], %s" % (k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", slot, 2)), key))
+                    k.op("st.shared.u64 [%s], %s" % (k.r("add.u32", R.s_hist_mass, k.r("shl.b32", slot, 3)),
+                                                     weight(l2w)))
+    each_quad(k, R, dt, collect_body)
+    bar(k)
+    ncand = k.r("ld.shared.u32", "[s_bc+48]")
+    fine = k.label("radix_fine")
+    k.op("@%s bra.uni %s" % (k.p("setp.gt.u32", ncand, CAND), fine))
+    k.note("the candidates: the key whose weight above < rem <= above + its own")
+    with skip_if(k, k.p("setp.ge.u32", R.tid, ncand), "cand_mine"):
+        mk = k.r("ld.shared.u32", "[%s]" % k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", R.tid, 2)))
+        above, same = k.rd("mov.u64", 0), k.rd("mov.u64", 0)
+        j = k.r("mov.u32", 0)
+        with loop(k, "cand_sum") as lp:
+            kj = k.r("ld.shared.u32", "[%s]" % k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", j, 2)))
+            wj = k.rd("ld.shared.u64", "[%s]" % k.r("add.u32", R.s_hist_mass, k.r("shl.b32", j, 3)))
+            k.op("@%s add.u64 %s, %s, %s" % (k.p("setp.gt.u32", kj, mk), above, above, wj))
+            k.op("@%s add.u64 %s, %s, %s" % (k.p("setp.eq.u32", kj, mk), same, same, wj))
+            k.op("add.u32 %s, %s, 1" % (j, j))
+            lp.again(k.p("setp.lt.u32", j, ncand))
+        hit = k.p("setp.lt.u64", above, rem)
+        hit = k.p("setp.le.and.u64", rem, k.rd("add.u64", above, same), hit)
+        with skip_if(k, "!" + hit, "cand_hit"):
+            k.op("st.shared.u32 [s_bc+40], %s" % mk)
+    bar(k)
+    k.op("ld.shared.u32 %s, [s_bc+40]" % out_thr)
+    k.op("bra.uni %s" % done)
+
+    k.place(fine)
+    k.note("too many candidates: a radix select on the float key inside c*")
+    prefix = k.r("mov.u32", 0)
+    for di, (shift, width) in enumerate(dt.digits):
+        nb = 1 << width
+        clear(nb)
         bar(k)
         hi_shift = shift + width
 
         def body(q, elems, shift=shift, width=width, hi_shift=hi_shift, di=di):
             for x, key, valid, i in elems:
-                ok = k.p("setp.ge.and.u32", key, thr_lo, valid)
+                cb, l2w = coarse_bin(k, R, x)
+                ok = k.p("setp.eq.and.u32", cb, cstar, counted(key, valid))
                 if di:
                     ok = k.p("setp.eq.and.u32", k.r("shr.u32", key, hi_shift),
                              k.r("shr.u32", prefix, hi_shift), ok)
-                bin_ = k.r("and.b32", k.r("shr.u32", key, shift), (1 << width) - 1)
-                a = k.r("add.u32", hist, k.r("shl.b32", bin_, esz.bit_length() - 1))
-                if not aggregate:
-                    if mass:
-                        fx = k.rd("cvt.rni.u64.f32", k.f("mul.rn.f32", weight(x), f32(4294967296.0)))
-                        k.op("@%s red.shared.add.u64 [%s], %s" % (ok, a, fx))
-                    else:
-                        k.op("@%s red.shared.add.u32 [%s], 1" % (ok, a))
-                    continue
-                # 8-bit digits put most of a row's mass into a few bins: lanes
-                # of a warp that share a bin add once (match.any + redux).
-                active = k.reg("r")
-                k.op("activemask.b32 %s" % active)
-                grp = k.r("match.any.sync.b32", k.r("selp.b32", bin_, NONE, ok), active)
-                lead = k.p("setp.eq.and.u32", k.r("and.b32", grp, k.r("mov.u32", "%lanemask_lt")), 0, ok)
-                fx = k.r("cvt.rni.u32.f32", k.f("mul.rn.f32", weight(x), f32(2147483648.0)))
-                k.op("@!%s mov.u32 %s, 0" % (ok, fx))
-                hi = k.r("redux.sync.add.u32", k.r("shr.u32", fx, 16), grp)
-                lo = k.r("redux.sync.add.u32", k.r("and.b32", fx, 0xFFFF), grp)
-                tot = k.rd("add.u64", k.rd("shl.b64", k.rd("cvt.u64.u32", hi), 16), k.rd("cvt.u64.u32", lo))
-                k.op("@%s red.shared.add.u64 [%s], %s" % (lead, a, tot))
-        each_quad(k, R, dt, body, guard=not aggregate)
+                add(k.r("and.b32", k.r("shr.u32", key, shift), (1 << width) - 1), ok, l2w)
+        each_quad(k, R, dt, body)
         bar(k)
-        # rank order: thread t holds bins nb-1-t*bpt ... (descending values)
-        bpt = max(1, nb // BLOCK)
-        vals = []
-        local = k.rd("mov.u64", 0)
-        owns = k.p("setp.lt.u32", k.r("mul.lo.u32", R.tid, bpt), nb)
-        for j in range(bpt):
-            rank = k.r("add.u32", k.r("mul.lo.u32", R.tid, bpt), j)
-            b = k.r("sub.u32", nb - 1, rank)
-            a = k.r("add.u32", hist, k.r("shl.b32", b, esz.bit_length() - 1))
-            c = k.rd("mov.u64", 0)
-            if mass:
-                k.op("@%s ld.shared.u64 %s, [%s]" % (owns, c, a))
-            else:
-                c32 = k.r("mov.u32", 0)
-                k.op("@%s ld.shared.u32 %s, [%s]" % (owns, c32, a))
-                k.op("cvt.u64.u32 %s, %s" % (c, c32))
-            k.op("add.u64 %s, %s, %s" % (local, local, c))
-            vals.append((b, c))
-        excl, total = block_scan_u64(k, R, local)
-        if di == 0:
-            k.op("mov.u64 %s, %s" % (rem, target_of(total)))
-            # target above the total: the filter keeps everything
-            k.op("@%s bra.uni %s" % (k.p("setp.gt.u64", rem, total), done))
-        above = excl
-        for b, c in vals:
-            hit = k.p("setp.lt.u64", above, rem)
-            hit = k.p("setp.le.and.u64", rem, k.rd("add.u64", above, c), hit)
-            hit = k.p("and.pred", hit, owns)
-            with skip_if(k, "!" + hit, "hit"):
-                k.op("st.shared.v2.u32 [s_bc+16], {%s, %s}" % (b, b))
-                k.op("st.shared.u64 [s_bc+24], %s" % above)
-                k.op("st.shared.u64 [s_bc+32], %s" % c)
-            above = k.rd("add.u64", above, c)
-        bar(k)
-        b = k.r("ld.shared.u32", "[s_bc+16]")
-        ab = k.rd("ld.shared.u64", "[s_bc+24]")
-        c = k.rd("ld.shared.u64", "[s_bc+32]")
-        bar(k)
-        k.op("sub.u64 %s, %s, %s" % (rem, rem, ab))
+        b = pick_bin(k, R, hist, nb, mass, rem, False, None, done)
         k.op("or.b32 %s, %s, %s" % (prefix, prefix, k.r("shl.b32", b, shift)))
-        # the whole bin is kept: its lowest key is the threshold
-        k.op("mov.u32 %s, %s" % (out_thr, prefix))
-        if di + 1 < len(dt.digits):
-            k.op("@%s bra.uni %s" % (k.p("setp.eq.u64", rem, c), done))
+    k.op("mov.u32 %s, %s" % (out_thr, prefix))
     k.place(done)
 
 
@@ -401,11 +504,14 @@ offset lo, offset hi).  Writes tokens (u32), and probs / logprobs if present.
         R.p[p] = v
     R.vocab = k.r("ld.param.u32", "[vocab]")
     R.nquads = k.r("shr.u32", k.r("add.u32", R.vocab, 3), "2")
+    R.nfull = k.r("shr.u32", R.vocab, "2")
     R.tid = k.r("mov.u32", "%tid.x")
     R.lane = k.r("and.b32", R.tid, "31")
     R.warp = k.r("shr.u32", R.tid, "5")
     R.row = k.rd("cvt.u64.u32", k.r("mov.u32", "%ctaid.x"))
     R.rowp = row_ptr(k, R.p["logits"], R.row, R.p["logits_stride"])
+    # quads of an aligned row load whole (any row_stride stays valid)
+    R.vec = k.p("setp.eq.u64", k.rd("and.b64", R.rowp, 4 * dt.esize - 1), 0)
     for sym in ("s_scan", "s_red", "s_hist_cnt", "s_hist_mass"):
         setattr(R, sym, k.r("mov.u32", sym))
 
@@ -462,23 +568,30 @@ offset lo, offset hi).  Writes tokens (u32), and probs / logprobs if present.
     zsum = k.f("mov.f32", ZERO)
 
     def draw_body(q, elems):
-        rnd = philox(k, q, seed, off)
-        for (x, key, valid, i), r in zip(elems, rnd):
+        kept = []
+        any_kept = None
+        for x, key, valid, i in elems:
             l2w = k.f("mul.rn.f32", k.f("sub.rn.f32", x, R.m), R.coef)
             w = k.f("ex2.approx.ftz.f32", l2w)
             keep = k.p("setp.ge.and.u32", key, thr_all, valid)
             keep = k.p("setp.ge.and.f32", w, minp, keep)
-            u = k.f("fma.rn.f32", k.f("cvt.rn.f32.u32", k.r("shr.u32", r, 8)), f32(2.0 ** -24), f32(2.0 ** -25))
-            e = k.f("mul.rn.f32", k.f("lg2.approx.ftz.f32", u), f32(-LN2))
-            s = k.f("sub.rn.f32", l2w, k.f("lg2.approx.ftz.f32", e))
-            k.op("@%s add.f32 %s, %s, %s" % (keep, zsum, zsum, w))
-            take = k.p("setp.gt.f32", s, sv)
-            take = k.p("or.pred", take, k.p("setp.eq.u32", si, NONE))
-            take = k.p("and.pred", take, keep)
-            take = k.p("and.pred", take, k.p("setp.num.f32", s, s))
-            k.op("selp.f32 %s, %s, %s, %s" % (sv, s, sv, take))
-            k.op("selp.b32 %s, %s, %s, %s" % (si, i, si, take))
-            k.op("selp.f32 %s, %s, %s, %s" % (sx, l2w, sx, take))
+            kept.append((l2w, w, keep, i))
+            any_kept = keep if any_kept is None else k.p("or.pred", any_kept, keep)
+        # the filters usually keep few tokens: quads without one skip Philox
+        with skip_if(k, "!" + any_kept, "none_kept"):
+            rnd = philox(k, q, seed, off)
+            for (l2w, w, keep, i), r in zip(kept, rnd):
+                u = k.f("fma.rn.f32", k.f("cvt.rn.f32.u32", k.r("shr.u32", r, 8)), f32(2.0 ** -24), f32(2.0 ** -25))
+                e = k.f("mul.rn.f32", k.f("lg2.approx.ftz.f32", u), f32(-LN2))
+                s = k.f("sub.rn.f32", l2w, k.f("lg2.approx.ftz.f32", e))
+                k.op("@%s add.f32 %s, %s, %s" % (keep, zsum, zsum, w))
+                take = k.p("setp.gt.f32", s, sv)
+                take = k.p("or.pred", take, k.p("setp.eq.u32", si, NONE))
+                take = k.p("and.pred", take, keep)
+                take = k.p("and.pred", take, k.p("setp.num.f32", s, s))
+                k.op("selp.f32 %s, %s, %s, %s" % (sv, s, sv, take))
+                k.op("selp.b32 %s, %s, %s, %s" % (si, i, si, take))
+                k.op("selp.f32 %s, %s, %s, %s" % (sx, l2w, sx, take))
     each_quad(k, R, dt, draw_body)
     block_sum_f32(k, R, zsum)
     block_argmax(k, R, (sv, si, sx))

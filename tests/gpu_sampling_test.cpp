@@ -85,6 +85,7 @@ struct Sampler {
   kaio_sampling_desc d;
   kt::Op op;
   std::vector<kt::Buffer> bufs;
+  int64_t row_stride = 0;  // > vocab: logits rows padded to this many elements
 
   Sampler(kaio_device *dv, kaio_stream *s, kaio_dtype dt, int64_t B, int64_t V, uint32_t feat,
           int64_t max_prev = 0)
@@ -111,7 +112,15 @@ struct Sampler {
     const int64_t B = d.batch;
     std::vector<kaio_tensor> t(12);
     for (auto &v : t) std::memset(&v, 0, sizeof v);
-    t[0] = upload(logits.data(), logits.size(), d.dtype, B, d.vocab);
+    if (row_stride > d.vocab) {
+      const size_t es = kaio_dtype_size(d.dtype), rb = d.vocab * es, sb = row_stride * es;
+      std::vector<uint8_t> padded(B * sb, 0xFF);  // NaN padding: never read
+      for (int64_t b = 0; b < B; ++b) std::memcpy(&padded[b * sb], &logits[b * rb], rb);
+      t[0] = upload(padded.data(), padded.size(), d.dtype, B, d.vocab);
+      t[0].row_stride = row_stride;
+    } else {
+      t[0] = upload(logits.data(), logits.size(), d.dtype, B, d.vocab);
+    }
     std::vector<float> temp(B), tp(B), mp(B), pen(B * 3);
     std::vector<int32_t> tk(B), lens(B), prev(B * std::max<int64_t>(1, d.max_prev), 0);
     std::vector<uint32_t> rng(B * 4);
@@ -353,21 +362,86 @@ TEST_F(GpuSampling, ProbsAndPenaltiesMatchTheReference) {
   }
 }
 
+// Every draw of `launches` launches is inside the reference's kept set, and
+// every kept token of row 0 among the first `must_see` is drawn at least once.
+void expect_kept(kaio_device *dev, kaio_stream *st, kaio_dtype dt, int64_t B, int64_t V,
+                 const kt::HostTensor &h, const std::vector<RowParams> &rows, uint32_t feat,
+                 int launches, const char *what) {
+  Sampler s(dev, st, dt, B, V, feat);
+  std::vector<int32_t> all;
+  s.run(h.bytes, rows, nullptr, nullptr, launches, &all);
+  std::vector<std::vector<double>> prob(B);
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<double> xr(h.values.begin() + b * V, h.values.begin() + (b + 1) * V);
+    bool greedy; int64_t am;
+    prob[b] = reference(xr, rows[b], false, &greedy, &am);
+  }
+  for (size_t j = 0; j < all.size(); ++j) {
+    const int64_t b = static_cast<int64_t>(j % B);
+    ASSERT_TRUE(all[j] >= 0 && all[j] < V) << what;
+    EXPECT_GT(prob[b][all[j]], 0) << what << ": draw " << j << " (row " << b << ") outside the kept set";
+  }
+}
+
 TEST_F(GpuSampling, LargeVocabTopKDrawsInsideTheKeptSet) {
   const int64_t V = 262144, B = 3;
   auto h = kt::random_tensor(KAIO_DTYPE_F32, B * V, -10, 10, kt::test_seed());
   std::vector<RowParams> rows(B);
   for (int64_t b = 0; b < B; ++b) { rows[b].temperature = 1; rows[b].top_k = 50; rows[b].seed_lo = 9 + b; }
-  Sampler s(dev(), stream(), KAIO_DTYPE_F32, B, V, KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K);
-  std::vector<int32_t> all;
-  s.run(h.bytes, rows, nullptr, nullptr, 20, &all);
-  for (size_t j = 0; j < all.size(); ++j) {
-    const int64_t b = static_cast<int64_t>(j % B);
-    std::vector<double> xr(h.values.begin() + b * V, h.values.begin() + (b + 1) * V);
-    bool greedy; int64_t am;
-    auto prob = reference(xr, rows[b], false, &greedy, &am);
-    ASSERT_TRUE(all[j] >= 0 && all[j] < V);
-    EXPECT_GT(prob[all[j]], 0) << "draw " << j;
+  expect_kept(dev(), stream(), KAIO_DTYPE_F32, B, V, h, rows,
+              KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K, 20, "top-k 50");
+}
+
+// Few distinct values: the threshold's coarse bin holds more tokens than the
+// shared-memory candidate list, so the float-digit radix passes run.
+TEST_F(GpuSampling, CrowdedThresholdBinTakesTheRadixPath) {
+  for (kaio_dtype dt : kDtypes) {
+    const int64_t V = 8191, B = 4;
+    std::vector<float> x(B * V);
+    for (int64_t i = 0; i < B * V; ++i) x[i] = static_cast<float>((i * 7919) % 5) * 0.25f + ((i % 97) == 0 ? 0.0009765625f : 0.0f);
+    kt::HostTensor h;
+    h.bytes = encode(dt, x);
+    h.values = kt::decode(dt, h.bytes);
+    std::vector<RowParams> rows(B);
+    for (int64_t b = 0; b < B; ++b) {
+      rows[b].temperature = b == 3 ? 40.0f : 1.0f; rows[b].seed_lo = 5 + static_cast<uint32_t>(b);
+      rows[b].top_k = b % 2 ? 2500 : 0; rows[b].top_p = b >= 2 ? 0.5f : 1.0f;
+    }
+    rows[0].top_p = 0.3f;
+    expect_kept(dev(), stream(), dt, B, V, h, rows, KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K | KAIO_SAMPLING_TOP_P,
+                30, "crowded threshold bin");
+  }
+}
+
+// A logits view with padded rows (row_stride V + 3: rows not 16-byte aligned,
+// so the per-element loads run) gives the same tokens and probabilities, bit
+// for bit, as the contiguous one (whole-quad loads).
+TEST_F(GpuSampling, PaddedRowsSameTokensAsContiguous) {
+  for (kaio_dtype dt : kDtypes) {
+    const int64_t V = 128256, B = 5;
+    auto h = kt::random_tensor(dt, B * V, -6, 6, kt::test_seed() + 3 * dt);
+    std::vector<RowParams> rows(B);
+    for (int64_t b = 0; b < B; ++b) {
+      rows[b].temperature = b == 4 ? 0.0f : 0.8f; rows[b].seed_lo = 77 + static_cast<uint32_t>(b);
+      rows[b].off_lo = 5; rows[b].top_k = b % 2 ? 40 : 0; rows[b].top_p = b % 3 ? 0.9f : 1.0f;
+      rows[b].min_p = b == 2 ? 0.05f : 0.0f;
+    }
+    const uint32_t f = KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K | KAIO_SAMPLING_TOP_P |
+                       KAIO_SAMPLING_MIN_P | KAIO_SAMPLING_PROBS;
+    Sampler a(dev(), stream(), dt, B, V, f), p(dev(), stream(), dt, B, V, f);
+    p.row_stride = V + 3;
+    std::vector<float> pa, la, pp, lp;
+    std::vector<int32_t> ta, tp;
+    a.run(h.bytes, rows, &pa, &la, 4, &ta);
+    p.run(h.bytes, rows, &pp, &lp, 4, &tp);
+    EXPECT_EQ(ta, tp) << "dtype " << dt;
+    EXPECT_EQ(pa, pp) << "dtype " << dt;
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<double> xr(h.values.begin() + b * V, h.values.begin() + (b + 1) * V);
+      bool greedy; int64_t am;
+      auto prob = reference(xr, rows[b], false, &greedy, &am);
+      for (int l = 0; l < 4; ++l) EXPECT_GT(prob[tp[l * B + b]], 0) << "dtype " << dt << " row " << b;
+    }
   }
 }
 

@@ -1660,12 +1660,13 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_attention_paged(
  * (after penalties, temperature and filters; greedy rows: 1 and 0).
  *
  * Method and cost. One 1024-thread CTA per row, several passes over the
- * row (the first from memory, the rest mostly from L2): max and argmax;
- * top-k and top-p thresholds by radix select on order-preserving keys of
- * the float bits with per-row histograms in shared memory (f32: 3 digits
- * of 11/11/10 bits, f16/bf16: 2 of 8; top-p weights by mass in fixed
- * point, so the threshold is independent of atomic order); then the draw.
- * No sort. B = 1 runs on one SM (latency, not bandwidth, bound: see
+ * row (the first from memory, the rest mostly from L2; whole 16-byte loads
+ * where the row is aligned): max and argmax; top-k and top-p thresholds
+ * by a histogram of the tempered log-weight (2048 bins of 1/64 octave),
+ * then the exact value inside the threshold's bin (its tokens sorted out
+ * in shared memory, or, when over 512, radix passes on the float bits);
+ * counts and top-p's fixed-point mass are exact integer sums, so the
+ * threshold is independent of atomic order; then the draw. No sort. B = 1 runs on one SM (latency, not bandwidth, bound: see
  * bench/RESULTS.md). exp and log use ex2.approx / lg2.approx.
  *
  * Launch tensors (12, in this order; views of features the desc leaves

@@ -75,7 +75,7 @@ impl Op {
 impl<'a> PagedKv<'a> {
     /// The launch list of [`Op::attention_paged`]; `lse` None: not written.
     pub fn tensors(&self, q: TensorView<'a>, o: TensorView<'a>, lse: Option<TensorView<'a>>) -> [TensorView<'a>; 7] {
-        let lse = lse.unwrap_or_else(|| TensorView::none());
+        let lse = lse.unwrap_or(TensorView::none());
         [q, self.k_pool, self.v_pool, self.block_table, self.seq_lens, o, lse]
     }
 }

@@ -26,8 +26,8 @@ impl Op {
     }
 
     /// LayerNorm over each row (biased variance, as torch's `layer_norm`):
-    /// `out = (x − mean) / sqrt(var + eps) · weight + bias`; eps finite and
-    /// >= 0. Launch tensors: `[x, weight, bias, out]`, weight and bias
+    /// `out = (x − mean) / sqrt(var + eps) · weight + bias`; eps finite,
+    /// `>= 0`. Launch tensors: `[x, weight, bias, out]`, weight and bias
     /// `1 x cols` or [`TensorView::none`] (weight 1, no bias). `out` may be
     /// the very same view as `x`.
     pub fn layernorm(device: &Device, dtype: Dtype, rows: usize, cols: usize, eps: f32) -> Result<Op> {

@@ -171,7 +171,7 @@ impl<'a> SamplingViews<'a> {
     /// The launch list of [`Op::sampling`], absent views as
     /// [`TensorView::none`].
     pub fn tensors(&self) -> [TensorView<'a>; 12] {
-        let o = |t: Option<TensorView<'a>>| t.unwrap_or_else(|| TensorView::none());
+        let o = |t: Option<TensorView<'a>>| t.unwrap_or(TensorView::none());
         [
             self.logits,
             o(self.temperature),

@@ -130,6 +130,25 @@ pub const KAIO_ATTENTION_AUTO: kaio_attention_variant = 0;
 pub const KAIO_ATTENTION_SM80: kaio_attention_variant = 1;
 pub const KAIO_ATTENTION_SM80_M128: kaio_attention_variant = 2;
 pub const KAIO_ATTENTION_SM90: kaio_attention_variant = 3;
+pub const KAIO_ATTENTION_DECODE: kaio_attention_variant = 4;
+
+// Rotary position embeddings
+pub type kaio_rope_style = i32;
+pub const KAIO_ROPE_HALF_SPLIT: kaio_rope_style = 0;
+pub const KAIO_ROPE_INTERLEAVED: kaio_rope_style = 1;
+pub type kaio_rope_scaling = i32;
+pub const KAIO_ROPE_SCALING_NONE: kaio_rope_scaling = 0;
+pub const KAIO_ROPE_SCALING_LINEAR: kaio_rope_scaling = 1;
+pub const KAIO_ROPE_SCALING_LLAMA3: kaio_rope_scaling = 2;
+pub const KAIO_ROPE_SCALING_YARN: kaio_rope_scaling = 3;
+
+// Token sampling: kaio_sampling_desc.features bits
+pub const KAIO_SAMPLING_RANDOM: u32 = 1;
+pub const KAIO_SAMPLING_TOP_K: u32 = 2;
+pub const KAIO_SAMPLING_TOP_P: u32 = 4;
+pub const KAIO_SAMPLING_MIN_P: u32 = 8;
+pub const KAIO_SAMPLING_PENALTIES: u32 = 16;
+pub const KAIO_SAMPLING_PROBS: u32 = 32;
 
 // ---------------------------------------------------------------------------
 // Opaque handles (the nomicon's zero-sized-type pattern)
@@ -353,6 +372,86 @@ pub struct kaio_attention_desc {
     pub reserved2: u32,
 }
 
+/// Fill with `kaio_rope_desc_init` before use.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct kaio_rope_desc {
+    pub struct_size: u32,
+    pub style: kaio_rope_style,
+    pub dtype: kaio_dtype,
+    pub scaling: kaio_rope_scaling,
+    pub heads_q: i64,
+    pub heads_k: i64,
+    pub head_dim: i64,
+    /// 0 means head_dim.
+    pub rotary_dim: i64,
+    pub theta: f64,
+    pub factor: f64,
+    pub low_freq_factor: f64,
+    pub high_freq_factor: f64,
+    pub original_max_position_embeddings: i64,
+    pub beta_fast: f64,
+    pub beta_slow: f64,
+    pub attention_factor: f64,
+    pub mscale: f64,
+    pub mscale_all_dim: f64,
+    pub truncate: i32,
+    /// Must be 0.
+    pub reserved: u32,
+    /// Must be 0.
+    pub reserved2: [u64; 4],
+}
+
+/// Fill with `kaio_attention_paged_desc_init` before use.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct kaio_attention_paged_desc {
+    pub struct_size: u32,
+    pub page_size: i32,
+    /// Must be 0.
+    pub reserved: [u64; 2],
+}
+
+/// Fill with `kaio_sampling_desc_init` before use.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct kaio_sampling_desc {
+    pub struct_size: u32,
+    pub dtype: kaio_dtype,
+    pub batch: i64,
+    pub vocab: i64,
+    pub max_prev: i64,
+    /// `KAIO_SAMPLING_*` bits.
+    pub features: u32,
+    /// Must be 0.
+    pub reserved: u32,
+}
+
+/// Fill with `kaio_attention_varlen_desc_init` before use.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct kaio_attention_varlen_desc {
+    pub struct_size: u32,
+    pub dtype: kaio_dtype,
+    pub out_dtype: kaio_dtype,
+    pub o_dtype: kaio_dtype,
+    pub mask: kaio_attention_mask,
+    pub variant: kaio_attention_variant,
+    /// Must be 0.
+    pub reserved: u32,
+    pub batch: i64,
+    pub max_seqlen_q: i64,
+    pub max_seqlen_k: i64,
+    pub total_q: i64,
+    pub total_k: i64,
+    pub heads_q: i64,
+    pub heads_kv: i64,
+    pub head_dim: i64,
+    pub softmax_scale: f32,
+    /// Must be 0.
+    pub reserved2: u32,
+}
+
 // Layout asserts: the sizes kaio.h's structs have on every 64-bit target
 // (tests/c_abi.rs checks these, and every field offset, against a C compiler).
 const _: () = assert!(std::mem::size_of::<kaio_tensor>() == 48);
@@ -370,6 +469,10 @@ const _: () = assert!(std::mem::size_of::<kaio_qkv_int4_desc>() == 72);
 const _: () = assert!(std::mem::size_of::<kaio_qkv_int8_desc>() == 56);
 const _: () = assert!(std::mem::size_of::<kaio_attention_desc>() == 88);
 const _: () = assert!(std::mem::align_of::<kaio_attention_desc>() == 8);
+const _: () = assert!(std::mem::size_of::<kaio_rope_desc>() == 168);
+const _: () = assert!(std::mem::size_of::<kaio_attention_paged_desc>() == 24);
+const _: () = assert!(std::mem::size_of::<kaio_sampling_desc>() == 40);
+const _: () = assert!(std::mem::size_of::<kaio_attention_varlen_desc>() == 104);
 const _: () = assert!(std::mem::size_of::<kaio_status>() == 4);
 const _: () = assert!(std::mem::size_of::<*mut kaio_buffer>() == 8);
 const _: () = assert!(KAIO_STATUS_CATEGORY(KAIO_ERROR_DEVICE_FAULT) == -500);
@@ -548,6 +651,104 @@ extern "C" {
         slot_mapping: *const kaio_tensor,
         k_cache: *const kaio_tensor,
         v_cache: *const kaio_tensor,
+    ) -> kaio_status;
+
+    // Normalisations
+    pub fn kaio_op_create_add_rmsnorm(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        dtype: kaio_dtype,
+        rows: i64,
+        cols: i64,
+        eps: f32,
+    ) -> kaio_status;
+    pub fn kaio_op_create_layernorm(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        dtype: kaio_dtype,
+        rows: i64,
+        cols: i64,
+        eps: f32,
+    ) -> kaio_status;
+    pub fn kaio_add_rmsnorm(
+        stream: *mut kaio_stream,
+        x: *const kaio_tensor,
+        residual: *const kaio_tensor,
+        weight: *const kaio_tensor,
+        out: *const kaio_tensor,
+        eps: f32,
+    ) -> kaio_status;
+    pub fn kaio_layernorm(
+        stream: *mut kaio_stream,
+        x: *const kaio_tensor,
+        weight: *const kaio_tensor,
+        bias: *const kaio_tensor,
+        out: *const kaio_tensor,
+        eps: f32,
+    ) -> kaio_status;
+
+    // Rotary position embeddings
+    pub fn kaio_rope_desc_init(desc: *mut kaio_rope_desc, struct_size: usize) -> kaio_status;
+    pub fn kaio_op_create_rope(out: *mut *mut kaio_op, device: *mut kaio_device, desc: *const kaio_rope_desc) -> kaio_status;
+    pub fn kaio_rope(
+        stream: *mut kaio_stream,
+        q: *const kaio_tensor,
+        k: *const kaio_tensor,
+        positions: *const kaio_tensor,
+        desc: *const kaio_rope_desc,
+    ) -> kaio_status;
+
+    // Paged attention
+    pub fn kaio_attention_paged_desc_init(desc: *mut kaio_attention_paged_desc, struct_size: usize) -> kaio_status;
+    pub fn kaio_op_create_attention_paged(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        desc: *const kaio_attention_desc,
+        paged: *const kaio_attention_paged_desc,
+    ) -> kaio_status;
+    pub fn kaio_attention_paged(
+        stream: *mut kaio_stream,
+        q: *const kaio_tensor,
+        k_pool: *const kaio_tensor,
+        v_pool: *const kaio_tensor,
+        block_table: *const kaio_tensor,
+        seq_lens: *const kaio_tensor,
+        o: *const kaio_tensor,
+        lse: *const kaio_tensor,
+        desc: *const kaio_attention_desc,
+        paged: *const kaio_attention_paged_desc,
+    ) -> kaio_status;
+
+    // Token sampling
+    pub fn kaio_sampling_desc_init(desc: *mut kaio_sampling_desc, struct_size: usize) -> kaio_status;
+    pub fn kaio_op_create_sampling(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        desc: *const kaio_sampling_desc,
+    ) -> kaio_status;
+
+    // Attention on variable-length batches
+    pub fn kaio_attention_varlen_desc_init(desc: *mut kaio_attention_varlen_desc, struct_size: usize) -> kaio_status;
+    pub fn kaio_op_create_attention_varlen(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        desc: *const kaio_attention_varlen_desc,
+    ) -> kaio_status;
+    pub fn kaio_attention_varlen(
+        stream: *mut kaio_stream,
+        q: *const kaio_tensor,
+        k: *const kaio_tensor,
+        v: *const kaio_tensor,
+        cu_seqlens_q: *const kaio_tensor,
+        cu_seqlens_k: *const kaio_tensor,
+        o: *const kaio_tensor,
+        lse: *const kaio_tensor,
+        desc: *const kaio_attention_varlen_desc,
+    ) -> kaio_status;
+    pub fn kaio_op_create_attention_varlen_backward(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        desc: *const kaio_attention_varlen_desc,
     ) -> kaio_status;
 
     // Tensor-core matmul

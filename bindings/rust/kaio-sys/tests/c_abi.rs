@@ -85,6 +85,19 @@ fn table() -> Vec<(String, i64)> {
         KAIO_ATTENTION_SM80,
         KAIO_ATTENTION_SM80_M128,
         KAIO_ATTENTION_SM90,
+        KAIO_ATTENTION_DECODE,
+        KAIO_ROPE_HALF_SPLIT,
+        KAIO_ROPE_INTERLEAVED,
+        KAIO_ROPE_SCALING_NONE,
+        KAIO_ROPE_SCALING_LINEAR,
+        KAIO_ROPE_SCALING_LLAMA3,
+        KAIO_ROPE_SCALING_YARN,
+        KAIO_SAMPLING_RANDOM,
+        KAIO_SAMPLING_TOP_K,
+        KAIO_SAMPLING_TOP_P,
+        KAIO_SAMPLING_MIN_P,
+        KAIO_SAMPLING_PENALTIES,
+        KAIO_SAMPLING_PROBS,
         KAIO_VERSION_MAJOR,
         KAIO_VERSION_MINOR,
         KAIO_VERSION_PATCH,
@@ -123,6 +136,19 @@ fn table() -> Vec<(String, i64)> {
         struct_size, dtype, out_dtype, o_dtype, mask, variant, deterministic, reserved, batch, seq_q, seq_k, heads_q,
         heads_kv, head_dim, softmax_scale, reserved2
     });
+    layout!(kaio_rope_desc {
+        struct_size, style, dtype, scaling, heads_q, heads_k, head_dim, rotary_dim, theta, factor, low_freq_factor,
+        high_freq_factor, original_max_position_embeddings, beta_fast, beta_slow, attention_factor, mscale,
+        mscale_all_dim, truncate, reserved, reserved2
+    });
+    layout!(kaio_attention_paged_desc { struct_size, page_size, reserved });
+    layout!(kaio_sampling_desc { struct_size, dtype, batch, vocab, max_prev, features, reserved });
+    layout!(kaio_attention_varlen_desc {
+        struct_size, dtype, out_dtype, o_dtype, mask, variant, reserved, batch, max_seqlen_q, max_seqlen_k, total_q,
+        total_k, heads_q, heads_kv, head_dim, softmax_scale, reserved2
+    });
+    t.push(("sizeof(kaio_rope_style)".into(), std::mem::size_of::<kaio_rope_style>() as i64));
+    t.push(("sizeof(kaio_rope_scaling)".into(), std::mem::size_of::<kaio_rope_scaling>() as i64));
     t.push(("sizeof(kaio_quant_format)".into(), std::mem::size_of::<kaio_quant_format>() as i64));
     t.push(("sizeof(kaio_quant_mode)".into(), std::mem::size_of::<kaio_quant_mode>() as i64));
     t.push(("sizeof(kaio_int4_format)".into(), std::mem::size_of::<kaio_int4_format>() as i64));

@@ -38,15 +38,19 @@ impl AttentionMask {
     }
 }
 
-/// `Auto` picks the kernels; `Sm80` forces the 64-row mma.sync kernels,
-/// `Sm80M128` the 128-row forward (head dims up to 128) and `Sm90` the
-/// wgmma + TMA forward (compute capability 9.0, head dims 64 and 128).
+/// `Auto` picks the kernels (`Decode` for Sq <= 16 and head dims 64, 128,
+/// 256); `Sm80` forces the 64-row mma.sync kernels, `Sm80M128` the 128-row
+/// forward (head dims up to 128), `Sm90` the wgmma + TMA forward (compute
+/// capability 9.0, head dims 64 and 128) and `Decode` the split-key decode
+/// forward (Sq <= 16; forward only: a prepared op owns its split
+/// workspace, so its launches must not run on two streams at once).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum AttentionVariant {
     Auto,
     Sm80,
     Sm80M128,
     Sm90,
+    Decode,
 }
 
 impl AttentionVariant {
@@ -56,6 +60,7 @@ impl AttentionVariant {
             AttentionVariant::Sm80 => sys::KAIO_ATTENTION_SM80,
             AttentionVariant::Sm80M128 => sys::KAIO_ATTENTION_SM80_M128,
             AttentionVariant::Sm90 => sys::KAIO_ATTENTION_SM90,
+            AttentionVariant::Decode => sys::KAIO_ATTENTION_DECODE,
         }
     }
 }

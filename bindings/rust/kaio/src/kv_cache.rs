@@ -9,7 +9,7 @@ use crate::buffer::TensorView;
 use crate::device::Device;
 use crate::dtype::Dtype;
 use crate::error::{check, Result};
-use crate::ops::{dim, Op};
+use crate::ops::{dim, opt_raw, Op};
 use crate::stream::Stream;
 
 impl Op {
@@ -39,8 +39,7 @@ pub fn kv_cache_write(
     k_cache: &TensorView<'_>,
     v_cache: Option<&TensorView<'_>>,
 ) -> Result<()> {
-    let opt = |t: Option<&TensorView<'_>>| t.map_or(ptr::null(), |t| t.as_raw() as *const sys::kaio_tensor);
     check(unsafe {
-        sys::kaio_kv_cache_write(stream.as_raw(), k.as_raw(), opt(v), slot_mapping.as_raw(), k_cache.as_raw(), opt(v_cache))
+        sys::kaio_kv_cache_write(stream.as_raw(), k.as_raw(), opt_raw(v), slot_mapping.as_raw(), k_cache.as_raw(), opt_raw(v_cache))
     })
 }

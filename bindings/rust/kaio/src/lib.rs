@@ -17,6 +17,8 @@
 #![warn(missing_debug_implementations)]
 
 mod attention;
+mod attention_paged;
+mod attention_varlen;
 mod buffer;
 mod device;
 mod dtype;
@@ -26,9 +28,12 @@ mod kv_cache;
 mod lang;
 mod matmul;
 mod module;
+mod norms;
 mod ops;
 mod qmatmul;
 mod quant;
+mod rope;
+mod sampling;
 mod stream;
 
 pub use kaio_sys as sys;
@@ -37,6 +42,8 @@ pub use attention::{
     attention, attention_flash, attention_flash_backward, attention_tc, AttentionDesc, AttentionMask, AttentionVariant,
     FlashGrads,
 };
+pub use attention_paged::{attention_paged, AttentionPagedDesc, PagedKv};
+pub use attention_varlen::{attention_varlen, AttentionVarlenDesc};
 pub use buffer::{Buffer, TensorView};
 pub use device::{device_count, probe, Device, DeviceInfo, Probe};
 pub use dtype::{Bf16, Dtype, Element, F16};
@@ -45,10 +52,13 @@ pub use kv_cache::kv_cache_write;
 pub use matmul::{matmul, matmul_tc, matmul_tc_backward, MatmulBackwardDesc, MatmulDesc, MatmulTc, MatmulVariant, Trans};
 pub use lang::{compile_ptx, LangKernel};
 pub use module::{Kernel, KernelArg, KernelArgs, KernelAttributes, LaunchConfig, Module};
+pub use norms::{add_rmsnorm, layernorm};
 pub use ops::{gelu, rmsnorm, silu_gate, softmax, GeluMode, Op};
 pub use qmatmul::{
     int4_repack_kaio, matmul_int4, matmul_int8, qkv_int4_tensors, qkv_int8_tensors, qkv_project_int4, qkv_project_int8,
     Int4Format, Int4Weight, MatmulInt4Desc, MatmulInt8Desc, QkvInt4Desc, QkvInt8Desc,
 };
 pub use quant::{dequantize, quant_matmul, quantize, QuantFormat, QuantMode};
+pub use rope::{rope, RopeDesc, RopeScaling, RopeStyle};
+pub use sampling::{SamplingDesc, SamplingFeatures, SamplingViews};
 pub use stream::{Event, Stream};

@@ -43,6 +43,11 @@ pub(crate) fn dim(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// An optional view for a one-shot call: None is C's NULL (absent).
+pub(crate) fn opt_raw(t: Option<&TensorView<'_>>) -> *const sys::kaio_tensor {
+    t.map_or(ptr::null(), |t| t.as_raw() as *const sys::kaio_tensor)
+}
+
 /// A prepared op. Immutable after creation; runs on any stream of its device.
 #[derive(Debug)]
 pub struct Op {

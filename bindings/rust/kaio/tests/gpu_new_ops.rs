@@ -19,33 +19,12 @@
 //!   lang silu_gate (f16 out): |out - ref| <= 2^-10·|ref| + 1e-6.
 mod common;
 
-use common::gpu_env::{gpu, Rng};
+use common::gpu_env::{f16s, gpu, rel_error, uniform, wide, Rng};
 use kaio::{
     AttentionDesc, AttentionMask, AttentionVariant, Buffer, Device, Dtype, FlashGrads, Int4Format, Int4Weight, LangKernel,
     MatmulInt4Desc, MatmulInt8Desc, MatmulVariant, Op, QkvInt4Desc, QkvInt8Desc, QuantFormat, QuantMode, Stream,
     TensorView, F16,
 };
-
-fn rel_error(what: &str, got: &[f64], want: &[f64], tol: f64) {
-    assert_eq!(got.len(), want.len());
-    let bad = got.iter().filter(|g| !g.is_finite()).count();
-    assert_eq!(bad, 0, "{}: {} outputs unwritten or not finite", what, bad);
-    let err2: f64 = got.iter().zip(want).map(|(g, w)| (g - w) * (g - w)).sum();
-    let ref2: f64 = want.iter().map(|w| w * w).sum();
-    let rel = (err2 / ref2.max(1e-300)).sqrt();
-    assert!(rel <= tol, "{}: relative error {:.3e} > {:.3e}", what, rel, tol);
-    println!("{}: ok, relative error {:.2e}", what, rel);
-}
-
-fn f16s(v: &[f64]) -> Vec<F16> {
-    v.iter().map(|&x| F16::from_f32(x as f32)).collect()
-}
-fn wide(v: &[F16]) -> Vec<f64> {
-    v.iter().map(|x| x.to_f32() as f64).collect()
-}
-fn uniform(rng: &mut Rng, n: usize, lo: f64, hi: f64) -> Vec<f64> {
-    (0..n).map(|_| rng.uniform(lo, hi)).collect()
-}
 
 #[test]
 fn gpu_quantize_known_q8_0_block() {

@@ -1,6 +1,6 @@
 //! The GPU tests' environment: the device (or a printed reason to skip)
 //! and a reproducible random source.
-use kaio::Device;
+use kaio::{Device, F16};
 
 /// The device, or None after printing why the GPU tests cannot run here.
 pub fn gpu(test: &str) -> Option<Device> {
@@ -54,3 +54,25 @@ impl Rng {
     }
 }
 
+/// Asserts every output is finite and the relative Frobenius error is at
+/// most `tol`.
+pub fn rel_error(what: &str, got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len());
+    let bad = got.iter().filter(|g| !g.is_finite()).count();
+    assert_eq!(bad, 0, "{}: {} outputs unwritten or not finite", what, bad);
+    let err2: f64 = got.iter().zip(want).map(|(g, w)| (g - w) * (g - w)).sum();
+    let ref2: f64 = want.iter().map(|w| w * w).sum();
+    let rel = (err2 / ref2.max(1e-300)).sqrt();
+    assert!(rel <= tol, "{}: relative error {:.3e} > {:.3e}", what, rel, tol);
+    println!("{}: ok, relative error {:.2e}", what, rel);
+}
+
+pub fn f16s(v: &[f64]) -> Vec<F16> {
+    v.iter().map(|&x| F16::from_f32(x as f32)).collect()
+}
+pub fn wide(v: &[F16]) -> Vec<f64> {
+    v.iter().map(|x| x.to_f32() as f64).collect()
+}
+pub fn uniform(rng: &mut Rng, n: usize, lo: f64, hi: f64) -> Vec<f64> {
+    (0..n).map(|_| rng.uniform(lo, hi)).collect()
+}

@@ -1,0 +1,420 @@
+//! GPU tests of the serving ops' wrappers against small f64 CPU references
+//! from the same rounded inputs, outputs poisoned (NaN) first. They skip,
+//! saying why, without a real device. Tolerances (relative Frobenius error
+//! unless stated), from kaio.h and the library's tests/gpu_*_test.cpp:
+//!   add_rmsnorm (f32): 2e-5 (f32 sums, error ~2^-22·√cols); the updated
+//!     residual equals f32(residual + x) exactly;
+//!   layernorm (f32, inputs 3 ± 1): 5e-5 (the f32 mean's error scales
+//!     with the offset over the spread);
+//!   rope (f32, half split): per element 1e-6 + 3.6e-7·pos absolute (the
+//!     f32 angle is off by up to 2^-23·pos·inv_freq, cos/sin by 1e-7);
+//!     elements past rotary_dim, and columns outside Q and K, unchanged;
+//!   decode / paged attention (bf16): O 1.2e-2, LSE 2e-3 absolute;
+//!   varlen attention (f16): O 2e-3, LSE 2e-3 absolute;
+//!   sampling: exact tokens; top-k 1 probability 1 and log-probability 0
+//!     within 1e-6.
+mod common;
+
+use common::gpu_env::{f16s, gpu, rel_error, uniform, wide, Rng};
+use kaio::{
+    AttentionDesc, AttentionMask, AttentionPagedDesc, AttentionVariant, AttentionVarlenDesc, Bf16, Buffer, Dtype, Op, PagedKv,
+    RopeDesc, SamplingDesc, SamplingFeatures, SamplingViews, Stream, TensorView,
+};
+
+macro_rules! gpu_or_return {
+    ($name:expr) => {
+        match gpu($name) {
+            Some(d) => d,
+            None => return,
+        }
+    };
+}
+
+fn bf16s(v: &[f64]) -> Vec<Bf16> {
+    v.iter().map(|&x| Bf16::from_f32(x as f32)).collect()
+}
+fn wide_bf16(v: &[Bf16]) -> Vec<f64> {
+    v.iter().map(|x| x.to_f32() as f64).collect()
+}
+fn f32s(v: &[f64]) -> Vec<f32> {
+    v.iter().map(|&x| x as f32).collect()
+}
+fn wide_f32(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&x| x as f64).collect()
+}
+
+#[test]
+fn gpu_add_rmsnorm_f32() {
+    let dev = gpu_or_return!("gpu_add_rmsnorm_f32");
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_add_rmsnorm_f32");
+    let (r, c, eps) = (5, 1000, 1e-6f32);
+    let x = f32s(&uniform(&mut rng, r * c, -1.0, 1.0));
+    let res = f32s(&uniform(&mut rng, r * c, -2.0, 2.0));
+    let w = f32s(&uniform(&mut rng, c, 0.5, 1.5));
+    // The residual is rounded to f32 once; the norm is taken of that value.
+    let new_res: Vec<f32> = res.iter().zip(&x).map(|(a, b)| a + b).collect();
+    let mut want = vec![0.0f64; r * c];
+    for i in 0..r {
+        let row = &new_res[i * c..(i + 1) * c];
+        let ms: f64 = row.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>() / c as f64;
+        let inv = 1.0 / (ms + eps as f64).sqrt();
+        for j in 0..c {
+            want[i * c + j] = row[j] as f64 * inv * w[j] as f64;
+        }
+    }
+    let (xb, wb) = (Buffer::from_slice(&dev, &x).unwrap(), Buffer::from_slice(&dev, &w).unwrap());
+    let op = Op::add_rmsnorm(&dev, Dtype::F32, r, c, eps).unwrap();
+    for &prepared in &[true, false] {
+        let rb = Buffer::from_slice(&dev, &res).unwrap();
+        let out = Buffer::from_slice(&dev, &vec![f32::NAN; r * c]).unwrap();
+        let (xv, rv, wv, ov) = (xb.view(r, c), rb.view(r, c), wb.view(1, c), out.view(r, c));
+        if prepared {
+            op.launch(&s, &[xv, rv, wv, ov]).unwrap();
+        } else {
+            kaio::add_rmsnorm(&s, &xv, &rv, &wv, &ov, eps).unwrap();
+        }
+        s.synchronize().unwrap();
+        assert_eq!(rb.to_vec().unwrap(), new_res, "residual (prepared {})", prepared);
+        rel_error(&format!("add_rmsnorm f32 (prepared {})", prepared), &wide_f32(&out.to_vec().unwrap()), &want, 2e-5);
+    }
+}
+
+#[test]
+fn gpu_layernorm_f32() {
+    let dev = gpu_or_return!("gpu_layernorm_f32");
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_layernorm_f32");
+    let (r, c, eps) = (6, 700, 1e-5f32);
+    // A common offset: the variance must be a second pass, not E[x²] − mean².
+    let x = f32s(&uniform(&mut rng, r * c, 2.0, 4.0));
+    let w = f32s(&uniform(&mut rng, c, 0.5, 1.5));
+    let b = f32s(&uniform(&mut rng, c, -0.5, 0.5));
+    let reference = |affine: bool| {
+        let mut want = vec![0.0f64; r * c];
+        for i in 0..r {
+            let row: Vec<f64> = x[i * c..(i + 1) * c].iter().map(|&v| v as f64).collect();
+            let mean = row.iter().sum::<f64>() / c as f64;
+            let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / c as f64;
+            let inv = 1.0 / (var + eps as f64).sqrt();
+            for j in 0..c {
+                let n = (row[j] - mean) * inv;
+                want[i * c + j] = if affine { n * w[j] as f64 + b[j] as f64 } else { n };
+            }
+        }
+        want
+    };
+    let (xb, wb, bb) = (Buffer::from_slice(&dev, &x).unwrap(), Buffer::from_slice(&dev, &w).unwrap(), Buffer::from_slice(&dev, &b).unwrap());
+    let out = Buffer::from_slice(&dev, &vec![f32::NAN; r * c]).unwrap();
+    let (xv, wv, bv, ov) = (xb.view(r, c), wb.view(1, c), bb.view(1, c), out.view(r, c));
+    Op::layernorm(&dev, Dtype::F32, r, c, eps).unwrap().launch(&s, &[xv, wv, bv, ov]).unwrap();
+    s.synchronize().unwrap();
+    rel_error("layernorm f32 prepared, weight and bias", &wide_f32(&out.to_vec().unwrap()), &reference(true), 5e-5);
+    let out = Buffer::from_slice(&dev, &vec![f32::NAN; r * c]).unwrap();
+    kaio::layernorm(&s, &xv, None, None, &out.view(r, c), eps).unwrap();
+    s.synchronize().unwrap();
+    rel_error("layernorm f32 one-shot, no weight or bias", &wide_f32(&out.to_vec().unwrap()), &reference(false), 5e-5);
+}
+
+#[test]
+fn gpu_rope_half_split_f32() {
+    let dev = gpu_or_return!("gpu_rope_half_split_f32");
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_rope_half_split_f32");
+    // Q and K are column ranges of one fused QKV row [Q | K | V].
+    let (t, hq, hk, d, rot) = (7usize, 4usize, 2usize, 64usize, 48usize);
+    let width = (hq + 2 * hk) * d;
+    let pos: Vec<i32> = vec![0, 3, 17, 100, 5, 42, 1000];
+    let qkv = f32s(&uniform(&mut rng, t * width, -1.0, 1.0));
+    let desc = RopeDesc { dtype: Dtype::F32, heads_q: hq, heads_k: hk, head_dim: d, rotary_dim: rot, ..Default::default() };
+    // Direct formula in f64: pair (x[i], x[i + rot/2]) rotated by pos·θ^(−2i/rot).
+    let mut want: Vec<f64> = wide_f32(&qkv);
+    for tok in 0..t {
+        for head in 0..hq + hk {
+            let base = tok * width + head * d;
+            for i in 0..rot / 2 {
+                let angle = pos[tok] as f64 * desc.theta.powf(-2.0 * i as f64 / rot as f64);
+                let (x0, x1) = (qkv[base + i] as f64, qkv[base + i + rot / 2] as f64);
+                want[base + i] = x0 * angle.cos() - x1 * angle.sin();
+                want[base + i + rot / 2] = x1 * angle.cos() + x0 * angle.sin();
+            }
+        }
+    }
+    let pb = Buffer::from_slice(&dev, &pos).unwrap();
+    let op = Op::rope(&dev, &desc).unwrap();
+    for &prepared in &[true, false] {
+        let buf = Buffer::from_slice(&dev, &qkv).unwrap();
+        let qv = buf.view(t, hq * d).with_row_stride(width);
+        let kv = buf.view(t, hk * d).with_offset(hq * d).with_row_stride(width);
+        if prepared {
+            op.launch(&s, &[qv, kv, pb.view(1, t)]).unwrap();
+        } else {
+            kaio::rope(&s, Some(&qv), Some(&kv), &pb.view(1, t), &desc).unwrap();
+        }
+        s.synchronize().unwrap();
+        let got = buf.to_vec().unwrap();
+        let mut worst = 0.0f64;
+        for tok in 0..t {
+            let tol = 1e-6 + 3.6e-7 * pos[tok] as f64;
+            for col in 0..width {
+                let (g, w) = (got[tok * width + col] as f64, want[tok * width + col]);
+                let rotated = col < (hq + hk) * d && col % d < rot;
+                if rotated {
+                    assert!((g - w).abs() <= tol, "rope (prepared {}) token {} col {}: {} vs {} (tol {:.1e})", prepared, tok, col, g, w, tol);
+                    worst = worst.max((g - w).abs());
+                } else {
+                    assert_eq!(g, w, "rope (prepared {}) token {} col {}: must be unchanged", prepared, tok, col);
+                }
+            }
+        }
+        println!("rope f32 half split (prepared {}): ok, worst absolute error {:.2e}", prepared, worst);
+    }
+}
+
+/// softmax(scale · q·kᵀ) · v over `keys` (rows of `k` and `v`, each `d`
+/// wide from column `col`); (O row, natural-log LSE). No key: (0, −inf).
+fn attend(q: &[f64], k: &[f64], v: &[f64], keys: &[usize], stride: usize, col: usize, scale: f64) -> (Vec<f64>, f64) {
+    let d = q.len();
+    if keys.is_empty() {
+        return (vec![0.0; d], f64::NEG_INFINITY);
+    }
+    let s: Vec<f64> = keys.iter().map(|&j| scale * (0..d).map(|e| q[e] * k[j * stride + col + e]).sum::<f64>()).collect();
+    let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let p: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+    let z: f64 = p.iter().sum();
+    let o = (0..d).map(|e| keys.iter().zip(&p).map(|(&j, pj)| pj * v[j * stride + col + e]).sum::<f64>() / z).collect();
+    (o, m + z.ln())
+}
+
+fn check_lse(what: &str, got: &[f32], want: &[f64]) {
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let ok = if w == f64::NEG_INFINITY { g == f32::NEG_INFINITY } else { (g as f64 - w).abs() <= 2e-3 };
+        assert!(ok, "{}: LSE[{}] = {} vs {}", what, i, g, w);
+    }
+}
+
+/// Decode shape: B 2, Sq 1, Hq 8, Hkv 2 (GQA 4), D 128, Sk 300, bf16.
+const B: usize = 2;
+const HQ: usize = 8;
+const HKV: usize = 2;
+const D: usize = 128;
+const SK: usize = 300;
+
+/// The reference O [B, Hq·D] and LSE [B·Hq] for per-sequence key counts.
+fn decode_reference(q: &[f64], k: &[f64], v: &[f64], lens: &[usize]) -> (Vec<f64>, Vec<f64>) {
+    let scale = 1.0 / (D as f64).sqrt();
+    let (mut o, mut lse) = (vec![0.0; B * HQ * D], vec![0.0; B * HQ]);
+    for b in 0..B {
+        let keys: Vec<usize> = (0..lens[b]).map(|j| b * SK + j).collect();
+        for h in 0..HQ {
+            let g = h / (HQ / HKV);
+            let qrow = &q[b * HQ * D + h * D..][..D];
+            let (orow, l) = attend(qrow, k, v, &keys, HKV * D, g * D, scale);
+            o[b * HQ * D + h * D..][..D].copy_from_slice(&orow);
+            lse[b * HQ + h] = l;
+        }
+    }
+    (o, lse)
+}
+
+#[test]
+fn gpu_decode_and_paged_attention_bf16() {
+    let dev = gpu_or_return!("gpu_decode_and_paged_attention_bf16");
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_decode_and_paged_attention_bf16");
+    let q = bf16s(&uniform(&mut rng, B * HQ * D, -1.0, 1.0));
+    let k = bf16s(&uniform(&mut rng, B * SK * HKV * D, -1.0, 1.0));
+    let v = bf16s(&uniform(&mut rng, B * SK * HKV * D, -1.0, 1.0));
+    let (qw, kw, vw) = (wide_bf16(&q), wide_bf16(&k), wide_bf16(&v));
+    let desc = AttentionDesc { dtype: Dtype::Bf16, batch: B, seq_q: 1, seq_k: SK, heads_q: HQ, heads_kv: HKV, head_dim: D, ..Default::default() };
+    let (qb, kb, vb) = (Buffer::from_slice(&dev, &q).unwrap(), Buffer::from_slice(&dev, &k).unwrap(), Buffer::from_slice(&dev, &v).unwrap());
+    let (qv, kv, vv) = (qb.view(B, HQ * D), kb.view(B * SK, HKV * D), vb.view(B * SK, HKV * D));
+    let fresh = || {
+        (Buffer::from_slice(&dev, &vec![Bf16::from_f32(f32::NAN); B * HQ * D]).unwrap(), Buffer::from_slice(&dev, &vec![f32::NAN; B * HQ]).unwrap())
+    };
+
+    // Contiguous K and V: the prepared Decode op (split keys), one-shot Auto.
+    let (want_o, want_lse) = decode_reference(&qw, &kw, &vw, &[SK, SK]);
+    let op = Op::attention(&dev, &AttentionDesc { variant: AttentionVariant::Decode, ..desc }).unwrap();
+    for &prepared in &[true, false] {
+        let (o, lse) = fresh();
+        if prepared {
+            op.launch(&s, &[qv, kv, vv, o.view(B, HQ * D), lse.view(B * HQ, 1)]).unwrap();
+        } else {
+            kaio::attention(&s, &qv, &kv, &vv, &o.view(B, HQ * D), Some(&lse.view(B * HQ, 1)), &desc).unwrap();
+        }
+        s.synchronize().unwrap();
+        let what = format!("decode attention bf16 (prepared {})", prepared);
+        rel_error(&what, &wide_bf16(&o.to_vec().unwrap()), &want_o, 1.2e-2);
+        check_lse(&what, &lse.to_vec().unwrap(), &want_lse);
+    }
+
+    // Paged: the same K and V in pages of 16 at shuffled page ids, spare
+    // pages of garbage, and a shorter second sequence.
+    let page = 16;
+    let per_seq = (SK + page - 1) / page;
+    let pages = B * per_seq + 3;
+    let mut ids: Vec<usize> = (0..pages).collect();
+    for i in (1..pages).rev() {
+        ids.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+    }
+    let width = HKV * D;
+    let mut kpool = bf16s(&uniform(&mut rng, pages * page * width, -50.0, 50.0));
+    let mut vpool = bf16s(&uniform(&mut rng, pages * page * width, -50.0, 50.0));
+    let mut table = vec![0i32; B * per_seq];
+    for b in 0..B {
+        for p in 0..per_seq {
+            table[b * per_seq + p] = ids[b * per_seq + p] as i32;
+        }
+        for j in 0..SK {
+            let row = ids[b * per_seq + j / page] * page + j % page;
+            kpool[row * width..][..width].copy_from_slice(&k[(b * SK + j) * width..][..width]);
+            vpool[row * width..][..width].copy_from_slice(&v[(b * SK + j) * width..][..width]);
+        }
+    }
+    let lens = [SK, SK - 37];
+    let lens_i32: Vec<i32> = lens.iter().map(|&n| n as i32).collect();
+    let (want_o, want_lse) = decode_reference(&qw, &kw, &vw, &lens);
+    let (kpb, vpb) = (Buffer::from_slice(&dev, &kpool).unwrap(), Buffer::from_slice(&dev, &vpool).unwrap());
+    let (tb, lb) = (Buffer::from_slice(&dev, &table).unwrap(), Buffer::from_slice(&dev, &lens_i32).unwrap());
+    let cache = PagedKv {
+        k_pool: kpb.view(pages * page, width),
+        v_pool: vpb.view(pages * page, width),
+        block_table: tb.view(B, per_seq),
+        seq_lens: lb.view(1, B),
+    };
+    let paged = AttentionPagedDesc { page_size: page };
+    let op = Op::attention_paged(&dev, &desc, &paged).unwrap();
+    for &prepared in &[true, false] {
+        let (o, lse) = fresh();
+        if prepared {
+            op.launch(&s, &cache.tensors(qv, o.view(B, HQ * D), Some(lse.view(B * HQ, 1)))).unwrap();
+        } else {
+            kaio::attention_paged(&s, &qv, &cache, &o.view(B, HQ * D), Some(&lse.view(B * HQ, 1)), &desc, &paged).unwrap();
+        }
+        s.synchronize().unwrap();
+        let what = format!("paged attention bf16, shuffled pages (prepared {})", prepared);
+        rel_error(&what, &wide_bf16(&o.to_vec().unwrap()), &want_o, 1.2e-2);
+        check_lse(&what, &lse.to_vec().unwrap(), &want_lse);
+    }
+}
+
+#[test]
+fn gpu_varlen_attention_f16() {
+    let dev = gpu_or_return!("gpu_varlen_attention_f16");
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_varlen_attention_f16");
+    let (hq, hkv, d) = (4usize, 2usize, 64usize);
+    let lens = [0usize, 5, 9];
+    let cu: Vec<i32> = vec![0, 0, 5, 14];
+    let total = 14;
+    let q = f16s(&uniform(&mut rng, total * hq * d, -1.0, 1.0));
+    let k = f16s(&uniform(&mut rng, total * hkv * d, -1.0, 1.0));
+    let v = f16s(&uniform(&mut rng, total * hkv * d, -1.0, 1.0));
+    let (qw, kw, vw) = (wide(&q), wide(&k), wide(&v));
+    // Per sequence, causal (len_q = len_k: query i sees keys j <= i).
+    let scale = 1.0 / (d as f64).sqrt();
+    let (mut want_o, mut want_lse) = (vec![0.0; total * hq * d], vec![0.0; hq * total]);
+    for (b, &len) in lens.iter().enumerate() {
+        let start = cu[b] as usize;
+        for i in 0..len {
+            let keys: Vec<usize> = (start..=start + i).collect();
+            for h in 0..hq {
+                let row = (start + i) * hq * d + h * d;
+                let (o, l) = attend(&qw[row..row + d], &kw, &vw, &keys, hkv * d, (h / (hq / hkv)) * d, scale);
+                want_o[row..row + d].copy_from_slice(&o);
+                want_lse[h * total + start + i] = l;
+            }
+        }
+    }
+    let desc = AttentionVarlenDesc {
+        mask: AttentionMask::Causal,
+        batch: lens.len(),
+        max_seqlen_q: 9,
+        max_seqlen_k: 9,
+        total_q: total,
+        total_k: total,
+        heads_q: hq,
+        heads_kv: hkv,
+        head_dim: d,
+        ..Default::default()
+    };
+    let (qb, kb, vb, cb) = (
+        Buffer::from_slice(&dev, &q).unwrap(),
+        Buffer::from_slice(&dev, &k).unwrap(),
+        Buffer::from_slice(&dev, &v).unwrap(),
+        Buffer::from_slice(&dev, &cu).unwrap(),
+    );
+    let (qv, kv, vv, cv) = (qb.view(total, hq * d), kb.view(total, hkv * d), vb.view(total, hkv * d), cb.view(1, lens.len() + 1));
+    let op = Op::attention_varlen(&dev, &desc).unwrap();
+    for &prepared in &[true, false] {
+        let o = Buffer::from_slice(&dev, &f16s(&vec![f64::NAN; total * hq * d])).unwrap();
+        let lse = Buffer::from_slice(&dev, &vec![f32::NAN; hq * total]).unwrap();
+        let (ov, lv) = (o.view(total, hq * d), lse.view(hq, total));
+        if prepared {
+            op.launch(&s, &[qv, kv, vv, cv, cv, ov, lv]).unwrap();
+        } else {
+            kaio::attention_varlen(&s, &qv, &kv, &vv, &cv, &cv, &ov, Some(&lv), &desc).unwrap();
+        }
+        s.synchronize().unwrap();
+        let what = format!("varlen attention f16, lengths 0/5/9 (prepared {})", prepared);
+        rel_error(&what, &wide(&o.to_vec().unwrap()), &want_o, 2e-3);
+        check_lse(&what, &lse.to_vec().unwrap(), &want_lse);
+    }
+}
+
+fn argmax(row: &[f32]) -> i32 {
+    let mut best = 0;
+    for (i, &x) in row.iter().enumerate() {
+        if x > row[best] {
+            best = i;
+        }
+    }
+    best as i32
+}
+
+#[test]
+fn gpu_sampling_greedy_and_top1_are_argmax() {
+    let dev = gpu_or_return!("gpu_sampling_greedy_and_top1_are_argmax");
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_sampling_greedy_and_top1_are_argmax");
+    let (b, vocab) = (4usize, 5000usize);
+    let logits = f32s(&uniform(&mut rng, b * vocab, -5.0, 5.0));
+    let want: Vec<i32> = (0..b).map(|r| argmax(&logits[r * vocab..(r + 1) * vocab])).collect();
+    let lb = Buffer::from_slice(&dev, &logits).unwrap();
+    let desc = SamplingDesc { batch: b, vocab, ..Default::default() };
+
+    let tokens = Buffer::from_slice(&dev, &vec![-1i32; b]).unwrap();
+    Op::sampling(&dev, &desc).unwrap().launch(&s, &SamplingViews::new(lb.view(b, vocab), tokens.view(1, b)).tensors()).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(tokens.to_vec().unwrap(), want, "greedy tokens");
+
+    // Sampled rows (row 1 greedy by temperature 0) with top-k 1: the argmax,
+    // at probability 1.
+    let temp = Buffer::from_slice(&dev, &[1.0f32, 0.0, 0.7, 2.0]).unwrap();
+    let top_k = Buffer::from_slice(&dev, &[1i32; 4]).unwrap();
+    let seeds: Vec<u32> = (0..b as u32).flat_map(|r| vec![0x9E37 + r, r, 7, 0]).collect();
+    let rngb = Buffer::from_slice(&dev, &seeds).unwrap();
+    let tokens = Buffer::from_slice(&dev, &vec![-1i32; b]).unwrap();
+    let probs = Buffer::from_slice(&dev, &vec![f32::NAN; b]).unwrap();
+    let logprobs = Buffer::from_slice(&dev, &vec![f32::NAN; b]).unwrap();
+    let features = SamplingFeatures::RANDOM | SamplingFeatures::TOP_K | SamplingFeatures::PROBS;
+    let views = SamplingViews {
+        temperature: Some(temp.view(1, b)),
+        top_k: Some(top_k.view(1, b)),
+        rng: Some(rngb.view(b, 4)),
+        probs: Some(probs.view(1, b)),
+        logprobs: Some(logprobs.view(1, b)),
+        ..SamplingViews::new(lb.view(b, vocab), tokens.view(1, b))
+    };
+    let op = Op::sampling(&dev, &SamplingDesc { features, ..desc }).unwrap();
+    op.launch(&s, &views.tensors()).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(tokens.to_vec().unwrap(), want, "top-k 1 tokens");
+    for (r, (p, lp)) in probs.to_vec().unwrap().iter().zip(logprobs.to_vec().unwrap()).enumerate() {
+        assert!((p - 1.0).abs() <= 1e-6 && lp.abs() <= 1e-6, "row {}: probability {}, log-probability {}", r, p, lp);
+    }
+    // The views of a feature the op lacks are refused.
+    assert!(op.launch(&s, &[TensorView::none(); 12]).is_err());
+    println!("sampling: greedy and top-k 1 tokens are the argmax: ok");
+}

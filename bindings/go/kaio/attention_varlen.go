@@ -14,6 +14,8 @@ import "runtime"
 // DefaultAttentionVarlenDesc and set the shape; kaio.h ("Attention on
 // variable-length batches") has the rules.
 type AttentionVarlenDesc struct {
+	// DType: Q, K, V, dO (F16 or BF16); OutDType: O forward, dQ, dK, dV
+	// backward (F32, F16 or BF16); ODType: the backward's O (DType or F32).
 	DType, OutDType, ODType DType
 	Mask                    AttentionMask
 	Variant                 AttentionVariant

@@ -16,9 +16,14 @@ const (
 	AttentionCausalTopLeft AttentionMask = C.KAIO_ATTENTION_CAUSAL_TOP_LEFT
 )
 
-// AttentionVariant picks the kernels: Auto chooses; SM80 forces the 64-row
-// mma.sync kernels, SM80M128 the 128-row forward (head dims up to 128) and
-// SM90 the wgmma + TMA forward (compute capability 9.0, head dims 64, 128).
+// AttentionVariant picks the kernels: Auto chooses (Decode for Sq <= 16 and
+// head dims 64, 128, 256); SM80 forces the 64-row mma.sync kernels, SM80M128
+// the 128-row forward (head dims up to 128), SM90 the wgmma + TMA forward
+// (compute capability 9.0, head dims 64, 128) and Decode the forward for few
+// query rows against a long cache (Sq <= 16, head dims 64, 128, 256; no
+// backward). A prepared Decode op splits the keys across CTAs through a
+// workspace it owns, so one such op must not run on two streams at once;
+// the one-shot Attention does not split.
 type AttentionVariant int32
 
 const (
@@ -26,6 +31,7 @@ const (
 	AttentionSM80     AttentionVariant = C.KAIO_ATTENTION_SM80
 	AttentionSM80M128 AttentionVariant = C.KAIO_ATTENTION_SM80_M128
 	AttentionSM90     AttentionVariant = C.KAIO_ATTENTION_SM90
+	AttentionDecode   AttentionVariant = C.KAIO_ATTENTION_DECODE
 )
 
 // AttentionDesc describes FlashAttention forward or backward: Q [B, Sq, Hq,

@@ -144,6 +144,29 @@ static inline kaio_status kg_attention_flash_backward(int causal, kaio_stream *s
     KG(kaio_attention_flash_backward(s, dout, q, k, v, o, lse, dq, dk, dv));
 }
 
+static inline kaio_status kg_op_create_add_rmsnorm(kaio_op **o, kaio_device *d, kaio_dtype t, int64_t r, int64_t c, float eps, kg_err *e) { KG(kaio_op_create_add_rmsnorm(o, d, t, r, c, eps)); }
+static inline kaio_status kg_op_create_layernorm(kaio_op **o, kaio_device *d, kaio_dtype t, int64_t r, int64_t c, float eps, kg_err *e) { KG(kaio_op_create_layernorm(o, d, t, r, c, eps)); }
+static inline kaio_status kg_add_rmsnorm(kaio_stream *s, const kaio_tensor *x, const kaio_tensor *res, const kaio_tensor *w, const kaio_tensor *o, float eps, kg_err *e) { KG(kaio_add_rmsnorm(s, x, res, w, o, eps)); }
+/* w, b: a view with a NULL buffer is passed as NULL (absent). */
+static inline kaio_status kg_layernorm(kaio_stream *s, const kaio_tensor *x, const kaio_tensor *w, const kaio_tensor *b, const kaio_tensor *o, float eps, kg_err *e) { KG(kaio_layernorm(s, x, w->buffer ? w : NULL, b->buffer ? b : NULL, o, eps)); }
+
+static inline kaio_status kg_rope_desc_init(kaio_rope_desc *d, kg_err *e) { KG(kaio_rope_desc_init(d, sizeof *d)); }
+static inline kaio_status kg_op_create_rope(kaio_op **o, kaio_device *d, const kaio_rope_desc *m, kg_err *e) { KG(kaio_op_create_rope(o, d, m)); }
+/* q, k: a view with a NULL buffer is passed as NULL (skipped). */
+static inline kaio_status kg_rope(kaio_stream *s, const kaio_tensor *q, const kaio_tensor *k, const kaio_tensor *pos, const kaio_rope_desc *m, kg_err *e) { KG(kaio_rope(s, q->buffer ? q : NULL, k->buffer ? k : NULL, pos, m)); }
+
+static inline kaio_status kg_attention_paged_desc_init(kaio_attention_paged_desc *d, kg_err *e) { KG(kaio_attention_paged_desc_init(d, sizeof *d)); }
+static inline kaio_status kg_op_create_attention_paged(kaio_op **o, kaio_device *d, const kaio_attention_desc *m, const kaio_attention_paged_desc *p, kg_err *e) { KG(kaio_op_create_attention_paged(o, d, m, p)); }
+static inline kaio_status kg_attention_paged(kaio_stream *s, const kaio_tensor *q, const kaio_tensor *kp, const kaio_tensor *vp, const kaio_tensor *bt, const kaio_tensor *sl, const kaio_tensor *o, const kaio_tensor *lse, const kaio_attention_desc *m, const kaio_attention_paged_desc *p, kg_err *e) { KG(kaio_attention_paged(s, q, kp, vp, bt, sl, o, lse->buffer ? lse : NULL, m, p)); }
+
+static inline kaio_status kg_sampling_desc_init(kaio_sampling_desc *d, kg_err *e) { KG(kaio_sampling_desc_init(d, sizeof *d)); }
+static inline kaio_status kg_op_create_sampling(kaio_op **o, kaio_device *d, const kaio_sampling_desc *m, kg_err *e) { KG(kaio_op_create_sampling(o, d, m)); }
+
+static inline kaio_status kg_attention_varlen_desc_init(kaio_attention_varlen_desc *d, kg_err *e) { KG(kaio_attention_varlen_desc_init(d, sizeof *d)); }
+static inline kaio_status kg_op_create_attention_varlen(kaio_op **o, kaio_device *d, const kaio_attention_varlen_desc *m, kg_err *e) { KG(kaio_op_create_attention_varlen(o, d, m)); }
+static inline kaio_status kg_op_create_attention_varlen_backward(kaio_op **o, kaio_device *d, const kaio_attention_varlen_desc *m, kg_err *e) { KG(kaio_op_create_attention_varlen_backward(o, d, m)); }
+static inline kaio_status kg_attention_varlen(kaio_stream *s, const kaio_tensor *q, const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *cq, const kaio_tensor *ck, const kaio_tensor *o, const kaio_tensor *lse, const kaio_attention_varlen_desc *m, kg_err *e) { KG(kaio_attention_varlen(s, q, k, v, cq, ck, o, lse->buffer ? lse : NULL, m)); }
+
 static inline kaio_status kg_lang_kernel_create(kaio_lang_kernel **o, kaio_device *d, const char *src, kg_err *e) { KG(kaio_lang_kernel_create(o, d, src)); }
 static inline kaio_status kg_lang_compile_ptx(const char *src, char *buf, size_t cap, size_t *len, kg_err *e) { KG(kaio_lang_compile_ptx(src, buf, cap, len)); }
 static inline kaio_status kg_lang_kernel_ptx(const kaio_lang_kernel *k, char *buf, size_t cap, size_t *len, kg_err *e) { KG(kaio_lang_kernel_ptx(k, buf, cap, len)); }

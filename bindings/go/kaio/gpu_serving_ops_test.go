@@ -328,3 +328,52 @@ func TestGPUSamplingGreedyAndTopK1(t *testing.T) {
 		}
 	}
 }
+
+// RoPE fused with the KV-cache write against Rope then the slots read back:
+// the K cache's stored rows are Rope's rotated K bit for bit, V's rows copied,
+// padding slots untouched, K itself unchanged.
+func TestGPURopeKVCacheWrite(t *testing.T) {
+	d := gpuDevice(t)
+	s := must(d.NewStream(kaio.StreamNonBlocking)).get(t)
+	defer s.Close()
+	rng := testRand(t)
+	const tok, hk, dd, rows = 4, 2, 64, 16
+	const w = hk * dd
+	kh, _ := randF32(rng, tok*w)
+	vh, _ := randF32(rng, tok*w)
+	pos := kaio.View(upload(t, d, []int32{7, 0, 300, 12}), kaio.DTypeI32, 1, tok)
+	slots := []int32{9, -1, 0, 15}
+	sv := kaio.View(upload(t, d, slots), kaio.DTypeI32, 1, tok)
+	desc := kaio.DefaultRopeDesc()
+	desc.DType, desc.HeadsQ, desc.HeadsK, desc.HeadDim, desc.RotaryDim = kaio.DTypeF32, 0, hk, dd, 32
+	rotated := upload(t, d, kh)
+	ok(t, kaio.Rope(s, kaio.Tensor{}, kaio.View(rotated, kaio.DTypeF32, tok, w), pos, desc))
+	kb, vb := upload(t, d, kh), upload(t, d, vh)
+	kcb, vcb := upload(t, d, filled(rows*w, float32(-9))), upload(t, d, filled(rows*w, float32(-9)))
+	ok(t, kaio.RopeKVCacheWrite(s, kaio.Tensor{}, kaio.View(kb, kaio.DTypeF32, tok, w), kaio.View(vb, kaio.DTypeF32, tok, w),
+		pos, sv, kaio.View(kcb, kaio.DTypeF32, rows, w), kaio.View(vcb, kaio.DTypeF32, rows, w), desc))
+	ok(t, s.Synchronize())
+	wantK, gotK, gotV := download[float32](t, rotated, tok*w), download[float32](t, kcb, rows*w), download[float32](t, vcb, rows*w)
+	for i, x := range download[float32](t, kb, tok*w) {
+		if math.Float32bits(x) != math.Float32bits(kh[i]) {
+			t.Fatalf("K itself changed at %d", i)
+		}
+	}
+	for r := 0; r < rows; r++ {
+		tokIdx := -1
+		for i, x := range slots {
+			if int(x) == r {
+				tokIdx = i
+			}
+		}
+		for c := 0; c < w; c++ {
+			wk, wv := float32(-9), float32(-9)
+			if tokIdx >= 0 {
+				wk, wv = wantK[tokIdx*w+c], vh[tokIdx*w+c]
+			}
+			if math.Float32bits(gotK[r*w+c]) != math.Float32bits(wk) || math.Float32bits(gotV[r*w+c]) != math.Float32bits(wv) {
+				t.Fatalf("row %d col %d: K %v (want %v), V %v (want %v)", r, c, gotK[r*w+c], wk, gotV[r*w+c], wv)
+			}
+		}
+	}
+}

@@ -274,3 +274,30 @@ func TestSamplingOnTheFake(t *testing.T) {
 	wide.Tokens.Rows, wide.Tokens.Cols = 2, 2
 	expectErr(t, greedy.Launch(s, wide.Tensors()...), kaio.StatusShapeMismatch, "'tokens'", "2 x 2", "1 x 4 or 4 x 1")
 }
+
+func TestRopeKVCacheWriteOnTheFake(t *testing.T) {
+	h := needFake(t)
+	d0, _ := open2(t)
+	s := must(d0.NewStream(kaio.StreamNonBlocking)).get(t)
+	defer s.Close()
+	const n, hq, hk, dd, rows = 5, 4, 2, 64, 32
+	q, k, v := fakeBuf(t, d0, kaio.DTypeBF16, n, hq*dd), fakeBuf(t, d0, kaio.DTypeBF16, n, hk*dd), fakeBuf(t, d0, kaio.DTypeBF16, n, hk*dd)
+	pos, slots := fakeBuf(t, d0, kaio.DTypeI32, 1, n), fakeBuf(t, d0, kaio.DTypeI32, 1, n)
+	kc, vc := fakeBuf(t, d0, kaio.DTypeBF16, rows, hk*dd), fakeBuf(t, d0, kaio.DTypeBF16, rows, hk*dd)
+	desc := kaio.DefaultRopeDesc()
+	desc.HeadsQ, desc.HeadsK, desc.HeadDim = hq, hk, dd
+	n0 := h.LaunchCount()
+	ok(t, kaio.RopeKVCacheWrite(s, q, k, v, pos, slots, kc, vc, desc))
+	if h.LaunchCount() != n0+1 || lastKernel(t) != "kaio_rope_cache_half_split_bf16_vec" {
+		t.Fatal("rope_kv_cache_write did not launch its kernel")
+	}
+	op := must(d0.NewRopeKVCacheWriteOp(desc)).get(t)
+	defer op.Close()
+	ok(t, op.Launch(s, kaio.Tensor{}, k, kaio.Tensor{}, pos, slots, kc, kaio.Tensor{}))
+	ok(t, s.Synchronize())
+	expectErr(t, kaio.RopeKVCacheWrite(s, q, k, v, pos, slots, kc, kaio.Tensor{}, desc), kaio.StatusInvalidArgument, "kaio_rope_kv_cache_write", "v_cache")
+	bad := desc
+	bad.HeadsK = 0
+	_, err := d0.NewRopeKVCacheWriteOp(bad)
+	expectErr(t, err, kaio.StatusInvalidDimension, "kaio_op_create_rope_kv_cache_write", "heads_k")
+}

@@ -129,3 +129,35 @@ func Rope(s *Stream, q, k, positions Tensor, desc RopeDesc) error {
 	keepTensors(&q, &k, &positions)
 	return err
 }
+
+// NewRopeKVCacheWriteOp prepares RoPE fused with the paged KV-cache write: Q
+// rotated in place, K rotated on its way into kCache at its slot (K itself is
+// only read), V copied to vCache. Launch tensors: q, k, v, positions,
+// slotMapping (i32 1 x T each), kCache, vCache; q may be Tensor{}, v and
+// vCache both or neither. A negative slot skips the token's K and V; a slot
+// past the cache is skipped and reported by the next Synchronize as
+// StatusOutOfBounds. No workspace; launches from any goroutine.
+func (d *Device) NewRopeKVCacheWriteOp(desc RopeDesc) (*Op, error) {
+	cd, err := desc.c(false)
+	if err != nil {
+		return nil, err
+	}
+	var p *C.kaio_op
+	var e C.kg_err
+	s := C.kg_op_create_rope_kv_cache_write(&p, d.raw(), &cd, &e)
+	return d.madeOp(s, p, &e)
+}
+
+// RopeKVCacheWrite is the one-shot form of NewRopeKVCacheWriteOp.
+func RopeKVCacheWrite(s *Stream, q, k, v, positions, slotMapping, kCache, vCache Tensor, desc RopeDesc) error {
+	cd, err := desc.c(false)
+	if err != nil {
+		return err
+	}
+	cq, ck, cv, cp, cs, ckc, cvc := q.c(), k.c(), v.c(), positions.c(), slotMapping.c(), kCache.c(), vCache.c()
+	var e C.kg_err
+	err = check(C.kg_rope_kv_cache_write(s.raw(), &cq, &ck, &cv, &cp, &cs, &ckc, &cvc, &cd, &e), &e)
+	runtime.KeepAlive(s)
+	keepTensors(&q, &k, &v, &positions, &slotMapping, &kCache, &vCache)
+	return err
+}

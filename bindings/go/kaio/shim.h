@@ -154,6 +154,8 @@ static inline kaio_status kg_rope_desc_init(kaio_rope_desc *d, kg_err *e) { KG(k
 static inline kaio_status kg_op_create_rope(kaio_op **o, kaio_device *d, const kaio_rope_desc *m, kg_err *e) { KG(kaio_op_create_rope(o, d, m)); }
 /* q, k: a view with a NULL buffer is passed as NULL (skipped). */
 static inline kaio_status kg_rope(kaio_stream *s, const kaio_tensor *q, const kaio_tensor *k, const kaio_tensor *pos, const kaio_rope_desc *m, kg_err *e) { KG(kaio_rope(s, q->buffer ? q : NULL, k->buffer ? k : NULL, pos, m)); }
+static inline kaio_status kg_op_create_rope_kv_cache_write(kaio_op **o, kaio_device *d, const kaio_rope_desc *m, kg_err *e) { KG(kaio_op_create_rope_kv_cache_write(o, d, m)); }
+static inline kaio_status kg_rope_kv_cache_write(kaio_stream *s, const kaio_tensor *q, const kaio_tensor *k, const kaio_tensor *v, const kaio_tensor *pos, const kaio_tensor *slots, const kaio_tensor *kc, const kaio_tensor *vc, const kaio_rope_desc *m, kg_err *e) { KG(kaio_rope_kv_cache_write(s, q->buffer ? q : NULL, k, v->buffer ? v : NULL, pos, slots, kc, vc->buffer ? vc : NULL, m)); }
 
 static inline kaio_status kg_attention_paged_desc_init(kaio_attention_paged_desc *d, kg_err *e) { KG(kaio_attention_paged_desc_init(d, sizeof *d)); }
 static inline kaio_status kg_op_create_attention_paged(kaio_op **o, kaio_device *d, const kaio_attention_desc *m, const kaio_attention_paged_desc *p, kg_err *e) { KG(kaio_op_create_attention_paged(o, d, m, p)); }

@@ -697,6 +697,23 @@ extern "C" {
         positions: *const kaio_tensor,
         desc: *const kaio_rope_desc,
     ) -> kaio_status;
+    pub fn kaio_op_create_rope_kv_cache_write(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        desc: *const kaio_rope_desc,
+    ) -> kaio_status;
+    #[allow(clippy::too_many_arguments)]
+    pub fn kaio_rope_kv_cache_write(
+        stream: *mut kaio_stream,
+        q: *const kaio_tensor,
+        k: *const kaio_tensor,
+        v: *const kaio_tensor,
+        positions: *const kaio_tensor,
+        slot_mapping: *const kaio_tensor,
+        k_cache: *const kaio_tensor,
+        v_cache: *const kaio_tensor,
+        desc: *const kaio_rope_desc,
+    ) -> kaio_status;
 
     // Paged attention
     pub fn kaio_attention_paged_desc_init(desc: *mut kaio_attention_paged_desc, struct_size: usize) -> kaio_status;

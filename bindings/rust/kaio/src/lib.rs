@@ -59,6 +59,6 @@ pub use qmatmul::{
     Int4Format, Int4Weight, MatmulInt4Desc, MatmulInt8Desc, QkvInt4Desc, QkvInt8Desc,
 };
 pub use quant::{dequantize, quant_matmul, quantize, QuantFormat, QuantMode};
-pub use rope::{rope, RopeDesc, RopeScaling, RopeStyle};
+pub use rope::{rope, rope_kv_cache_write, KvCaches, RopeDesc, RopeScaling, RopeStyle};
 pub use sampling::{SamplingDesc, SamplingFeatures, SamplingViews};
 pub use stream::{Event, Stream};

@@ -161,6 +161,57 @@ impl Op {
         check(unsafe { sys::kaio_op_create_rope(&mut p, device.as_raw(), &d) })?;
         Op::from_created(p, "rope")
     }
+
+    /// RoPE fused with the paged KV-cache write: Q rotated in place, K rotated
+    /// on its way into the K cache at its slot (K itself only read), V copied
+    /// to the V cache. Launch tensors: `[Q, K, V, positions (I32 1 x T),
+    /// slot_mapping (I32 1 x T), k_cache, v_cache]`; Q may be
+    /// [`TensorView::none`], V and v_cache both or neither. A negative slot
+    /// skips the token's K and V; a slot past the cache is skipped and
+    /// reported by the next [`Stream::synchronize`] as `OUT_OF_BOUNDS`.
+    pub fn rope_kv_cache_write(device: &Device, desc: &RopeDesc) -> Result<Op> {
+        let d = desc.to_raw()?;
+        let mut p = ptr::null_mut();
+        check(unsafe { sys::kaio_op_create_rope_kv_cache_write(&mut p, device.as_raw(), &d) })?;
+        Op::from_created(p, "rope_kv_cache_write")
+    }
+}
+
+/// The caches [`rope_kv_cache_write`] writes: `[num_pages · page_size,
+/// heads_k · head_dim]` each, `v_cache` None for a K-only cache.
+#[derive(Copy, Clone, Debug)]
+pub struct KvCaches<'a, 'b> {
+    pub k_cache: &'a TensorView<'b>,
+    pub v_cache: Option<&'a TensorView<'b>>,
+}
+
+#[allow(clippy::too_many_arguments)]
+/// One-shot RoPE + KV-cache write (see [`Op::rope_kv_cache_write`]); `v` must
+/// be Some exactly when `caches.v_cache` is.
+pub fn rope_kv_cache_write(
+    stream: &Stream,
+    q: Option<&TensorView<'_>>,
+    k: &TensorView<'_>,
+    v: Option<&TensorView<'_>>,
+    positions: &TensorView<'_>,
+    slot_mapping: &TensorView<'_>,
+    caches: KvCaches<'_, '_>,
+    desc: &RopeDesc,
+) -> Result<()> {
+    let d = desc.to_raw()?;
+    check(unsafe {
+        sys::kaio_rope_kv_cache_write(
+            stream.as_raw(),
+            opt_raw(q),
+            k.as_raw(),
+            opt_raw(v),
+            positions.as_raw(),
+            slot_mapping.as_raw(),
+            caches.k_cache.as_raw(),
+            opt_raw(caches.v_cache),
+            &d,
+        )
+    })
 }
 
 /// One-shot RoPE, in place on `q` and `k` (see [`Op::rope`]); either may be

@@ -171,6 +171,45 @@ fn gpu_rope_half_split_f32() {
     }
 }
 
+/// RoPE fused with the KV-cache write against kaio::rope then the slots read
+/// back: the K cache's stored rows are rope's rotated K bit for bit (dims past
+/// rotary_dim copied), V's rows copied, padding slots untouched.
+#[test]
+fn gpu_rope_kv_cache_write_matches_rope() {
+    let dev = gpu_or_return!("gpu_rope_kv_cache_write_matches_rope");
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_rope_kv_cache_write_matches_rope");
+    let (t, hk, d, rows) = (4usize, 2usize, 64usize, 16usize);
+    let w = hk * d;
+    let desc = RopeDesc { dtype: Dtype::F32, heads_q: 0, heads_k: hk, head_dim: d, rotary_dim: 32, ..Default::default() };
+    let k = f32s(&uniform(&mut rng, t * w, -1.0, 1.0));
+    let v = f32s(&uniform(&mut rng, t * w, -1.0, 1.0));
+    let pos = Buffer::from_slice(&dev, &[7i32, 0, 300, 12]).unwrap();
+    let slots: Vec<i32> = vec![9, -1, 0, 15];
+    let sb = Buffer::from_slice(&dev, &slots).unwrap();
+    let rotated = Buffer::from_slice(&dev, &k).unwrap();
+    kaio::rope(&s, None, Some(&rotated.view(t, w)), &pos.view(1, t), &desc).unwrap();
+    let (kb, vb) = (Buffer::from_slice(&dev, &k).unwrap(), Buffer::from_slice(&dev, &v).unwrap());
+    let kc = Buffer::from_slice(&dev, &vec![-9.0f32; rows * w]).unwrap();
+    let vc = Buffer::from_slice(&dev, &vec![-9.0f32; rows * w]).unwrap();
+    let (kcv, vcv) = (kc.view(rows, w), vc.view(rows, w));
+    let caches = kaio::KvCaches { k_cache: &kcv, v_cache: Some(&vcv) };
+    kaio::rope_kv_cache_write(&s, None, &kb.view(t, w), Some(&vb.view(t, w)), &pos.view(1, t), &sb.view(1, t), caches, &desc)
+        .unwrap();
+    s.synchronize().unwrap();
+    let (want_k, got_k, got_v) = (rotated.to_vec().unwrap(), kc.to_vec().unwrap(), vc.to_vec().unwrap());
+    assert_eq!(kb.to_vec().unwrap(), k, "K itself must not change");
+    for r in 0..rows {
+        let tok = slots.iter().position(|&x| x == r as i32);
+        for c in 0..w {
+            let (wk, wv) = tok.map_or((-9.0, -9.0), |i| (want_k[i * w + c], v[i * w + c]));
+            assert_eq!(got_k[r * w + c].to_bits(), f32::to_bits(wk), "K cache row {} col {}", r, c);
+            assert_eq!(got_v[r * w + c].to_bits(), f32::to_bits(wv), "V cache row {} col {}", r, c);
+        }
+    }
+    println!("rope_kv_cache_write f32: ok, bit-identical to rope then the cache write");
+}
+
 /// softmax(scale · q·kᵀ) · v over `keys` (rows of `k` and `v`, each `d`
 /// wide from column `col`); (O row, natural-log LSE). No key: (0, −inf).
 fn attend(q: &[f64], k: &[f64], v: &[f64], keys: &[usize], stride: usize, col: usize, scale: f64) -> (Vec<f64>, f64) {

@@ -316,3 +316,38 @@ fn sampling_launches_and_reports_errors_on_the_fake() {
     expect_err(Op::sampling(&d0, &SamplingDesc { features: SamplingFeatures::TOP_K, ..d }), Status::INVALID_ARGUMENT, &["KAIO_SAMPLING_RANDOM"]);
     expect_err(Op::sampling(&d0, &SamplingDesc { features: SamplingFeatures::PENALTIES, ..d }), Status::INVALID_DIMENSION, &["desc->max_prev is 0"]);
 }
+
+#[test]
+fn rope_kv_cache_write_launches_and_reports_errors_on_the_fake() {
+    let fake = fake_or_skip!("rope_kv_cache_write_launches_and_reports_errors_on_the_fake");
+    let d0 = Device::open(0).unwrap();
+    let s = Stream::non_blocking(&d0).unwrap();
+    let (t, hq, hk, d, rows) = (5, 4, 2, 64, 32);
+    let q = Buffer::<Bf16>::alloc(&d0, t * hq * d).unwrap();
+    let k = Buffer::<Bf16>::alloc(&d0, t * hk * d).unwrap();
+    let v = Buffer::<Bf16>::alloc(&d0, t * hk * d).unwrap();
+    let pos = Buffer::<i32>::alloc(&d0, t).unwrap();
+    let slots = Buffer::<i32>::alloc(&d0, t).unwrap();
+    let kc = Buffer::<Bf16>::alloc(&d0, rows * hk * d).unwrap();
+    let vc = Buffer::<Bf16>::alloc(&d0, rows * hk * d).unwrap();
+    let (qv, kv, vv, pv, sv) = (q.view(t, hq * d), k.view(t, hk * d), v.view(t, hk * d), pos.view(1, t), slots.view(1, t));
+    let (kcv, vcv) = (kc.view(rows, hk * d), vc.view(rows, hk * d));
+    let desc = RopeDesc { heads_q: hq, heads_k: hk, head_dim: d, ..Default::default() };
+    let caches = kaio::KvCaches { k_cache: &kcv, v_cache: Some(&vcv) };
+    kaio::rope_kv_cache_write(&s, Some(&qv), &kv, Some(&vv), &pv, &sv, caches, &desc).unwrap();
+    assert_eq!(fake.last().unwrap().name, "kaio_rope_cache_half_split_bf16_vec");
+    let op = Op::rope_kv_cache_write(&d0, &desc).unwrap();
+    assert_eq!(op.kind(), "rope_kv_cache_write");
+    op.launch(&s, &[TensorView::none(), kv, TensorView::none(), pv, sv, kcv, TensorView::none()]).unwrap();
+    s.synchronize().unwrap();
+    expect_err(
+        kaio::rope_kv_cache_write(&s, None, &kv, Some(&vv), &pv, &sv, kaio::KvCaches { k_cache: &kcv, v_cache: None }, &desc),
+        Status::INVALID_ARGUMENT,
+        &["kaio_rope_kv_cache_write", "v_cache"],
+    );
+    expect_err(
+        Op::rope_kv_cache_write(&d0, &RopeDesc { heads_k: 0, ..desc }),
+        Status::INVALID_DIMENSION,
+        &["kaio_op_create_rope_kv_cache_write", "heads_k"],
+    );
+}

@@ -493,12 +493,12 @@ def combine_last(k, P, d, z, b, hk, r0, rows, tid, warp, lane, s_flag, s_w):
             with skip_if(k, k.p("setp.ne.u32", lane, 0), "not_l0_%d" % j):
                 k.op("st.shared.f32 [%s], %s" % (k.r("add.u32", s_lse, k.r("shl.b32", rr, 2)), lse))
     k.op("bar.sync 0")
-    k.note("O: thread tid takes 4 columns of (row, column) items tid, tid+128, ..; 8 splits per step")
+    k.note("O: thread tid takes 4 columns of (row, column) items tid, tid+128, ..; 16 splits per step")
     ncol4 = d // 4
     items = k.r("mul.lo.u32", rows_here, ncol4)
     item = k.r("mov.u32", tid)
     step = k.rd("mul.wide.u32", rows, 4 * d)
-    unroll = 8
+    unroll = 16
     with loop(k, "item_loop", skip=k.p("setp.ge.u32", item, items)) as il:
         row = k.r("shr.u32", item, ncol4.bit_length() - 1)
         c0 = k.r("shl.b32", k.r("and.b32", item, ncol4 - 1), 2)

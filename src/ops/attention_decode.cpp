@@ -29,7 +29,7 @@ constexpr int64_t kCtaRows = 16;          // (position, head) rows per CTA
 constexpr int64_t kMinSplitKeys = 256;    // 4 warps x 4 tiles of 16 keys
 constexpr int64_t kChunkAlign = 16;       // a split starts on a tile boundary
 constexpr double kWaveBytes = 4 << 20;    // a wave's start-up and merge, as bytes of cache
-constexpr double kMergeBytes = 1 << 20;   // the last CTA's merge, per 8 splits, likewise
+constexpr double kMergeBytes = 1 << 20;   // the last CTA's merge, per 16 splits, likewise
 constexpr int64_t kMaxSplits = 128;       // the merge's weights: 128 per row in shared memory
 constexpr int64_t kPageSizes[] = {16, 32, 64, 128, 256};
 
@@ -115,7 +115,7 @@ kaio_status plan_decode(kaio_device *device, AttentionPlan *plan) {
   // (2 per SM below D 256) its waves keep busy. Bytes: the cache, plus the
   // partial O and LSE written and read back when split; per wave a CTA's
   // start-up (Q load, first tiles) and merge; and the last CTA's merge of
-  // the splits (8 per step). Each split takes at least kMinSplitKeys keys.
+  // the splits (16 per step). Each split takes at least kMinSplitKeys keys.
   int64_t splits = 1, chunk = round_up(d.seq_k, kChunkAlign);
   if (plan->prepared) {
     const int64_t slots = (d.head_dim <= 128 ? 2 : 1) * std::max(1, device->info.sm_count);
@@ -129,7 +129,7 @@ kaio_status plan_decode(kaio_device *device, AttentionPlan *plan) {
       const int64_t waves = (ctas + slots - 1) / slots;
       const double busy = static_cast<double>(ctas) / static_cast<double>(waves * slots);
       const double t = (cache + (n > 1 ? n * partial : 0.0)) / busy + waves * kWaveBytes +
-                       (n > 1 ? static_cast<double>((n + 7) / 8) * kMergeBytes : 0.0);
+                       (n > 1 ? static_cast<double>((n + 15) / 16) * kMergeBytes : 0.0);
       if (s == 1 || t < best) {
         best = t;
         splits = n;

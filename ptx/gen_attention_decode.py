@@ -23,9 +23,11 @@ Kernels (dt f16/bf16, D = head dim, 128 threads = 4 warps):
       rows, and the 4 warps merge through shared memory in warp order.
       splits == 1: O (out_dtype) and LSE are written; else the split's
       normalised O (f32) and LSE go to ws_o [(z*splits + s)*rows + r][D] and
-      ws_lse [(z*splits + s)*rows + r] (z = b*Hkv + hk, rows = group*seq_q).
-  kaio_attn_decode_combine_d<D>      grid ceil(B*Hkv*rows/4), one warp per row:
-      merges the splits in split order (bitwise deterministic), writes O, LSE.
+      ws_lse [(z*splits + s)*rows + r] (z = b*Hkv + hk, rows = group*seq_q),
+      and the CTA counts itself in count[z * gridDim.y + ctaid.y] (u32,
+      zero before the launch); the one that counts last merges the splits
+      in split order (bitwise deterministic), writes O and LSE, and resets
+      the count to zero for the next launch.
 Masking: key j of sequence b (length L) is visible to query row i iff j < L
   and, for causal 1 (bottom-right), j <= i + L - seq_q; causal 2 (top-left),
   j <= i.  A row that sees no key gets O = 0, LSE = -inf.

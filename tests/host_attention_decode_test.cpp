@@ -92,9 +92,11 @@ TEST_F(FakeDecode, AutoTakesDecodePreparedSplitsOneShotDoesNot) {
   EXPECT_EQ(grid[0], 1u);
   EXPECT_EQ(grid[1], 1u);            // 4 heads x 1 row in one CTA
   EXPECT_EQ(grid[2], unsigned{B * Hkv});
-  d.seq_k = 4096;  // K and V: 4 MiB each, in buffers of their own
+  // 2 KV heads in all (Hkv 1), fewer CTAs than the fake's 4 SMs: split
+  d.seq_k = 4096;  // K and V: 2 MiB each, in buffers of their own
+  d.heads_kv = 1;
   kt::Buffer kv = kt::make_buffer(dev_.get(), 8 << 20);
-  f.t[1] = kaio_tensor_2d(kv.get(), KAIO_DTYPE_BF16, B * 4096, Hkv * D);
+  f.t[1] = kaio_tensor_2d(kv.get(), KAIO_DTYPE_BF16, B * 4096, D);
   f.t[2] = f.t[1];
   f.t[2].offset_bytes = 4 << 20;
   kaio_op *op = nullptr;

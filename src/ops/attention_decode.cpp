@@ -26,10 +26,15 @@ namespace {
 constexpr const auto &kDecodeDims = kernels::keys::attn_decode::head_dim;
 constexpr int64_t kMaxDecodeRows = 16;    // query rows per sequence (Sq)
 constexpr int64_t kCtaRows = 16;          // (position, head) rows per CTA
-constexpr int64_t kMinSplitKeys = 256;    // 4 warps x 4 tiles of 16 keys
+constexpr int64_t kMinSplitKeys = 128;    // 4 warps x 2 tiles of 16 keys
 constexpr int64_t kChunkAlign = 16;       // a split starts on a tile boundary
-constexpr double kWaveBytes = 4 << 20;    // a wave's start-up and merge, as bytes of cache
-constexpr double kMergeBytes = 1 << 20;   // the last CTA's merge, per 16 splits, likewise
+// The split estimate's constants, fitted to H100 sweeps of forced split
+// counts (bench/RESULTS.md, session 11 second pass): a CTA streams at most
+// 1/kCtaShare of the device's bandwidth (~40 GB/s of ~3 TB/s), and each
+// CTA per SM beyond the first, or a split merge, costs ~2.1 us (as bytes).
+constexpr double kCtaShare = 75;
+constexpr double kLevelBytes = 6.3e6;
+constexpr double kTieBytes = 1 << 20;
 constexpr int64_t kMaxSplits = 128;       // the merge's weights: 128 per row in shared memory
 constexpr int64_t kPageSizes[] = {16, 32, 64, 128, 256};
 
@@ -110,32 +115,37 @@ kaio_status plan_decode(kaio_device *device, AttentionPlan *plan) {
   plan->decode = true;
   const int64_t group = d.heads_q / d.heads_kv, rows = group * d.seq_q;
   const int64_t row_blocks = (rows + kCtaRows - 1) / kCtaRows, z = d.batch * d.heads_kv;
-  // Splits (a one-shot plan has no workspace, so none): the count whose
-  // estimated time is least, time ~ bytes moved / the share of the CTA slots
-  // (2 per SM below D 256) its waves keep busy. Bytes: the cache, plus the
-  // partial O and LSE written and read back when split; per wave a CTA's
-  // start-up (Q load, first tiles) and merge; and the last CTA's merge of
-  // the splits (16 per step). Each split takes at least kMinSplitKeys keys.
+  // Splits (a one-shot plan has no workspace, so none): estimated time, in
+  // bytes at the device's bandwidth: the cache (plus the partial O and LSE
+  // when split) or, when longer, the busiest SM's CTAs at a CTA's rate; plus
+  // kLevelBytes per CTA per SM beyond the first and for the merge. Of the
+  // counts within kTieBytes of the least, the largest: one CTA per SM that
+  // streams its share beats two that split more, and beats fewer CTAs that
+  // must each stream faster. Each split takes at least kMinSplitKeys keys.
   int64_t splits = 1, chunk = round_up(d.seq_k, kChunkAlign);
   if (plan->prepared) {
-    const int64_t slots = (d.head_dim <= 128 ? 2 : 1) * std::max(1, device->info.sm_count);
+    const int64_t sms = std::max(1, device->info.sm_count);
     const double cache = 4.0 * static_cast<double>(z) * d.seq_k * d.head_dim;
     const double partial = 8.0 * static_cast<double>(z) * rows * (d.head_dim + 1);
     const int64_t most = std::min((d.seq_k + kMinSplitKeys - 1) / kMinSplitKeys, kMaxSplits);
-    double best = 0;
-    for (int64_t s = 1; s <= most; ++s) {
-      const int64_t c = round_up((d.seq_k + s - 1) / s, kChunkAlign);
-      const int64_t n = (d.seq_k + c - 1) / c, ctas = z * row_blocks * n;
-      const int64_t waves = (ctas + slots - 1) / slots;
-      const double busy = static_cast<double>(ctas) / static_cast<double>(waves * slots);
-      const double t = (cache + (n > 1 ? n * partial : 0.0)) / busy + waves * kWaveBytes +
-                       (n > 1 ? static_cast<double>((n + 15) / 16) * kMergeBytes : 0.0);
-      if (s == 1 || t < best) {
-        best = t;
+    const auto estimate = [&](int64_t s, int64_t *n, int64_t *c) {
+      *c = round_up((d.seq_k + s - 1) / s, kChunkAlign);
+      *n = (d.seq_k + *c - 1) / *c;
+      const int64_t level = (z * row_blocks * *n + sms - 1) / sms;  // CTAs per SM
+      const double per_sm = kCtaShare * static_cast<double>(level) * 4.0 * *c * d.head_dim;
+      return std::max(cache + (*n > 1 ? *n * partial : 0.0), per_sm) +
+             kLevelBytes * static_cast<double>(level - 1 + (*n > 1 ? 1 : 0));
+    };
+    double least = 0;
+    for (int64_t s = 1, n, c; s <= most; ++s) {
+      const double t = estimate(s, &n, &c);
+      if (s == 1 || t < least) least = t;
+    }
+    for (int64_t s = 1, n, c; s <= most; ++s)
+      if (estimate(s, &n, &c) <= least + kTieBytes) {
         splits = n;
         chunk = c;
       }
-    }
   }
   plan->splits = u32(splits);
   plan->chunk = u32(chunk);

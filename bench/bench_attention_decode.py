@@ -4,6 +4,7 @@
 the same stream.
 
     python3 bench/bench_attention_decode.py --lib build-gpu/src/libkaio.so [--iters 20]
+        [--baseline OLD/libkaio.so] [--sq 1] [--no-paged]
 
 bf16, Hq 32, Hkv 8, D 128; B in {1, 8, 32, 128} x Sk in {1k, 8k, 32k, 128k}
 (shapes whose K+V cache and a paged copy of it do not fit in ~60 GB are
@@ -18,7 +19,9 @@ median of --iters samples, each a replay of a CUDA graph of the `reps`
 calls (so Python and dispatch costs count for no one). "copy" is
 dst.copy_(src) of the same K+V bytes rotated the same way, run eagerly;
 "%copy" is (K+V bytes / time) / (2 x bytes / copy time), i.e. the read
-bandwidth against the copy's read+write bandwidth.
+bandwidth against the copy's read+write bandwidth. --baseline times a second
+libkaio's prepared contiguous op on the same tensors (column "base"), for
+before/after comparisons in one process.
 """
 
 import argparse
@@ -75,12 +78,14 @@ class Kaio:
         self.buffers = []
         self.cur = self.stream
         # the stream graphs are captured on, wrapped too: launches go to self.cur
-        GRAPH["stream"] = torch.cuda.Stream()
+        if GRAPH["stream"] is None:
+            GRAPH["stream"] = torch.cuda.Stream()
         self.capture = C.c_void_p()
         self.check(self.lib.kaio_stream_wrap(C.byref(self.capture), self.dev,
                                              C.c_void_p(GRAPH["stream"].cuda_stream)),
                    "kaio_stream_wrap")
-        GRAPH["kaio"] = self
+        if GRAPH["kaio"] is None:
+            GRAPH["kaio"] = self
 
     def check(self, status, what):
         if status != 0:
@@ -188,7 +193,23 @@ def sdpa_call(backend, q, k, v):
     return run, out.transpose(1, 2), None
 
 
-def bench_shape(kaio, b, sk, sq, iters):
+def time_base(base, b, sk, sq, q, ks, vs, o, reps, iters):
+    """The baseline libkaio's prepared contiguous op, timed like kaio's."""
+    op = base.op(base.desc(b, sq, sk))
+    vq, vo = base.view(q, b * sq, HQ * D), base.view(o, b * sq, HQ * D)
+    calls = [base.launcher(op, [vq, base.view(k, b * sk, HKV * D), base.view(v, b * sk, HKV * D), vo, Tensor()])
+             for k, v in zip(ks, vs)]
+    main, GRAPH["kaio"] = GRAPH["kaio"], base
+    try:
+        return time_us((calls * reps)[:reps], iters, name="base")
+    finally:
+        GRAPH["kaio"] = main
+        torch.cuda.synchronize()
+        base.lib.kaio_op_destroy(op)
+        base.release()
+
+
+def bench_shape(kaio, b, sk, sq, iters, base=None, paged=True):
     kv_bytes = 2 * b * sk * HKV * D * 2
     copies = max(1, math.ceil(ROTATE_BYTES / kv_bytes)) if kv_bytes < (50 << 20) else 1
     reps = copies * max(1, math.ceil(4 / copies))
@@ -215,6 +236,8 @@ def bench_shape(kaio, b, sk, sq, iters):
     calls[0]()
     o_contig = o.clone()
     kaio.lib.kaio_op_destroy(op)
+    if base is not None:
+        res["base_us"] = time_base(base, b, sk, sq, q, ks, vs, o, reps, iters)
     for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
         fn, out, why = sdpa_call(backend, q, ks[0], vs[0])
         if fn is None:
@@ -224,7 +247,7 @@ def bench_shape(kaio, b, sk, sq, iters):
         fns = [sdpa_call(backend, q, k, v)[0] for k, v in zip(ks, vs)]
         res[name + "_us"] = time_us((fns * reps)[:reps], iters, name=name)
         res[name + "_maxdiff"] = (out.float() - o_contig.float()).abs().max().item()
-    for page in (16, 128):
+    for page in (16, 128) if paged else ():
         pps = sk // page
         pools_k, pools_v, tables = [], [], []
         for k, v in zip(ks, vs):
@@ -266,25 +289,33 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--max-bytes", type=float, default=MAX_BYTES)
+    ap.add_argument("--baseline", help="a second libkaio to time (prepared contiguous op)")
+    ap.add_argument("--sq", type=int, action="append", help="only these Sq (repeatable)")
+    ap.add_argument("--no-paged", action="store_true", help="skip the paged ops")
     args = ap.parse_args()
     kaio = Kaio(args.lib)
+    base = Kaio(args.baseline) if args.baseline else None
     print("device: %s, torch %s" % (torch.cuda.get_device_name(), torch.__version__))
     print("bf16 Hq %d Hkv %d D %d, no mask; µs per call (%% of copy bandwidth)" % (HQ, HKV, D))
-    hdr = "| B | Sk | Sq | K+V MiB | copy µs | kaio µs (%copy) | paged 16 | paged 128 | SDPA flash | cuDNN | best peer / kaio |"
+    hdr = ("| B | Sk | Sq | K+V MiB | copy µs | kaio µs (%copy) | paged 16 | paged 128 | SDPA flash | cuDNN "
+           "| best peer / kaio |" + (" base µs | base / kaio |" if base else ""))
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
-    for sq in QROWS:
+    for sq in args.sq or QROWS:
         for b in BATCHES:
             for sk in SEQS:
                 if 2 * b * sk * HKV * D * 2 > args.max_bytes:
                     continue
-                r = bench_shape(kaio, b, sk, sq, args.iters)
+                r = bench_shape(kaio, b, sk, sq, args.iters, base, not args.no_paged)
                 peers = [r[k] for k in ("flash_us", "cudnn_us") if r.get(k)]
                 ratio = "%.2f" % (min(peers) / r["kaio_us"]) if peers else "n/a"
-                bits = "" if r["paged16_same_bits"] and r["paged128_same_bits"] else " (paged O differs!)"
-                print("| %d | %d | %d | %.0f | %.1f | %s | %s | %s | %s | %s | %s |%s" % (
+                same = all(r.get("paged%d_same_bits" % p, True) for p in (16, 128))
+                bits = "" if same else " (paged O differs!)"
+                extra = (" %.1f | %.2f |" % (r["base_us"], r["base_us"] / r["kaio_us"])) if base else ""
+                print("| %d | %d | %d | %.0f | %.1f | %s | %s | %s | %s | %s | %s |%s%s" % (
                     b, sk, sq, r["MiB"], r["copy_us"], pct(r, "kaio_us"), pct(r, "paged16_us"),
-                    pct(r, "paged128_us"), pct(r, "flash_us"), pct(r, "cudnn_us"), ratio, bits), flush=True)
+                    pct(r, "paged128_us"), pct(r, "flash_us"), pct(r, "cudnn_us"), ratio, extra, bits),
+                    flush=True)
                 for name in ("flash", "cudnn"):
                     if r.get(name + "_why"):
                         print("   %s refused: %s" % (name, r[name + "_why"]))

@@ -23,9 +23,11 @@ Kernels (dt f16/bf16, D = head dim, 128 threads = 4 warps):
       rows, and the 4 warps merge through shared memory in warp order.
       splits == 1: O (out_dtype) and LSE are written; else the split's
       normalised O (f32) and LSE go to ws_o [(z*splits + s)*rows + r][D] and
-      ws_lse [(z*splits + s)*rows + r] (z = b*Hkv + hk, rows = group*seq_q).
-  kaio_attn_decode_combine_d<D>      grid ceil(B*Hkv*rows/4), one warp per row:
-      merges the splits in split order (bitwise deterministic), writes O, LSE.
+      ws_lse [(z*splits + s)*rows + r] (z = b*Hkv + hk, rows = group*seq_q),
+      and the CTA counts itself in count[z * gridDim.y + ctaid.y] (u32,
+      zero before the launch); the one that counts last merges the splits
+      in split order (bitwise deterministic), writes O and LSE, and resets
+      the count to zero for the next launch.
 Masking: key j of sequence b (length L) is visible to query row i iff j < L
   and, for causal 1 (bottom-right), j <= i + L - seq_q; causal 2 (top-left),
   j <= i.  A row that sees no key gets O = 0, LSE = -inf.
@@ -48,7 +50,7 @@ from kaio_ptx.literals import LN2, NEG_INF
 from kaio_ptx.mma import ldmatrix_x4, pack
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
-from kaio_ptx.warp import quad_reduce
+from kaio_ptx.warp import quad_reduce, warp_reduce
 
 SMEM = "kaio_decode_smem"
 HEADER = preamble(__file__) + extern_shared(SMEM, 128)
@@ -63,7 +65,7 @@ STAGES = {64: 6, 128: 3, 256: 3}
 
 PARAMS = [(".u64", "q"), (".u64", "k"), (".u64", "v"), (".u64", "o"), (".u64", "lse"),
           (".u64", "ws_o"), (".u64", "ws_lse"), (".u64", "table"), (".u64", "lens"),
-          (".u64", "flag"),
+          (".u64", "flag"), (".u64", "count"),
           (".u32", "seq_q"), (".u32", "seq_k"), (".u32", "heads_q"), (".u32", "group"),
           (".u32", "splits"), (".u32", "chunk"),
           (".u64", "q_bs"), (".u64", "q_ss"), (".u64", "k_bs"), (".u64", "k_ss"),
@@ -72,10 +74,6 @@ PARAMS = [(".u64", "q"), (".u64", "k"), (".u64", "v"), (".u64", "o"), (".u64", "
           (".u32", "page_shift"), (".f32", "scale_log2"), (".u32", "causal"),
           (".u32", "out_dtype")]
 
-COMBINE_PARAMS = [(".u64", "o"), (".u64", "lse"), (".u64", "ws_o"), (".u64", "ws_lse"),
-                  (".u32", "total"), (".u32", "rows"), (".u32", "seq_q"), (".u32", "heads_q"),
-                  (".u32", "group"), (".u32", "splits"), (".u64", "o_bs"), (".u64", "o_ss"),
-                  (".u64", "lse_rs"), (".u32", "out_dtype")]
 
 
 def pitch(d):
@@ -103,21 +101,22 @@ def row_out(k, P, b, hk, r):
 
 
 def store_vals(k, ptr, vals, out_dtype, hint):
-    """vals (f32 registers, consecutive columns, 8 per 16 bytes of halves)
-    at global [ptr] as out_dtype; ptr is 16-byte aligned."""
+    """vals (f32 registers, consecutive columns, a multiple of 4: 8 per 16
+    bytes of halves) at global [ptr] as out_dtype; ptr is aligned to the
+    vals' bytes (16 at most)."""
+    n = min(8, len(vals))
     for code, name, esize in cases(k, out_dtype, OUT_DTYPES, k.label(hint)):
         if name == "f32":
             for c in range(0, len(vals), 4):
                 k.op("st.global.v4.f32 [%s+%d], {%s}" % (ptr, 4 * c, ", ".join(vals[c:c + 4])))
         else:
-            for c in range(0, len(vals), 8):
-                w = [pack(k, name, vals[c + 2 * j + 1], vals[c + 2 * j]) for j in range(4)]
-                k.op("st.global.v4.b32 [%s+%d], {%s}" % (ptr, 2 * c, ", ".join(w)))
+            for c in range(0, len(vals), n):
+                w = [pack(k, name, vals[c + 2 * j + 1], vals[c + 2 * j]) for j in range(n // 2)]
+                k.op("st.global.v%d.b32 [%s+%d], {%s}" % (n // 2, ptr, 2 * c, ", ".join(w)))
 
 
-def write_final(k, P, b, hk, r, c0, vals, lse, esize_sel):
+def write_final(k, P, b, hk, r, c0, vals, lse, esize_sel, d):
     """O row (i, h) columns c0.. and, from the lane with c0 == 0, LSE."""
-    d = len(vals) * 8
     i, h = row_out(k, P, b, hk, r)
     el = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(b), P["o_bs"]),
               k.rd("mul.lo.u64", k.wide(i), P["o_ss"]))
@@ -154,7 +153,7 @@ def decode_kernel(dt, d, paged):
     k = Kernel(name, doc, PARAMS, smem, ROWS,
                keys={"select": "attn_decode", "paged": bool(paged), "dtype": dt, "head_dim": d})
     P = load_params(k, PARAMS, ("q", "k", "v", "o", "lse", "ws_o", "ws_lse", "table", "lens",
-                                "flag"))
+                                "flag", "count"))
     tid = k.r("mov.u32", "%tid.x")
     lane = k.r("and.b32", tid, 31)
     warp = k.r("shr.u32", tid, 5)
@@ -428,101 +427,113 @@ def decode_kernel(dt, d, paged):
         vals = [k.f("selp.f32", NAN, x, bad) for x in vals]
         lse = k.f("selp.f32", NAN, lse, bad)
     r = k.r("add.u32", r0, mrow)
-    with skip_if(k, k.p("setp.ge.u32", r, rows), "pad_row", uni=False):
-        one = k.p("setp.eq.u32", P["splits"], 1)
-        with skip_if(k, "!" + one, "to_ws"):
-            write_final(k, P, b, hk, r, c0, vals, lse, esize_shift(k, P["out_dtype"]))
-            k.op("ret")
+    with skip_if(k, k.p("setp.ne.u32", P["splits"], 1), "to_ws", uni=True):
+        with skip_if(k, k.p("setp.ge.u32", r, rows), "pad_row"):
+            write_final(k, P, b, hk, r, c0, vals, lse, esize_shift(k, P["out_dtype"]), d)
+        k.op("ret")
+    with skip_if(k, k.p("setp.ge.u32", r, rows), "pad_row_ws"):
         widx = k.r("add.u32", k.r("mul.lo.u32", k.r("add.u32", k.r("mul.lo.u32", z, P["splits"]), split), rows), r)
         wptr = k.rd("add.u64", P["ws_o"], k.rd("shl.b64", k.rd("add.u64", k.rd("mul.wide.u32", widx, d), k.wide(c0)), 2))
         for c in range(0, ncol, 4):
             k.op("st.global.v4.f32 [%s+%d], {%s}" % (wptr, 4 * c, ", ".join(vals[c:c + 4])))
         with skip_if(k, k.p("setp.ne.u32", c0, 0), "not_c0"):
             k.op("st.global.f32 [%s], %s" % (k.rd("add.u64", P["ws_lse"], k.rd("mul.wide.u32", widx, 4)), lse))
+    combine_last(k, P, d, z, b, hk, r0, rows, tid, warp, lane, s_q, s_ring)
     k.op("ret")
     return k.text()
 
 
-def combine_kernel(d):
-    name = "kaio_attn_decode_combine_d%d" % d
-    doc = ("%s: merges the decode splits of one row per warp in split order: O = sum_s w_s O_s, "
-           "w_s = exp(LSE_s - LSE), LSE = log sum_s exp(LSE_s)." % name)
-    k = Kernel(name, doc, COMBINE_PARAMS, 0, 4, keys={"select": "attn_decode_combine", "head_dim": d})
-    P = load_params(k, COMBINE_PARAMS, ("o", "lse", "ws_o", "ws_lse"))
-    tid = k.r("mov.u32", "%tid.x")
-    lane = k.r("and.b32", tid, 31)
-    row = k.r("add.u32", k.r("shl.b32", k.r("mov.u32", "%ctaid.x"), 2), k.r("shr.u32", tid, 5))
-    ncol = d // 32
-    vw = min(4, ncol)
-    with skip_if(k, k.p("setp.ge.u32", row, P["total"]), "done", uni=True):
-        z = k.r("div.u32", row, P["rows"])
-        r = k.r("sub.u32", row, k.r("mul.lo.u32", z, P["rows"]))
-        heads_kv = k.r("div.u32", P["heads_q"], P["group"])
-        b = k.r("div.u32", z, heads_kv)
-        hk = k.r("sub.u32", z, k.r("mul.lo.u32", b, heads_kv))
-        first = k.r("mul.lo.u32", k.r("mul.lo.u32", z, P["splits"]), P["rows"])
-        first = k.r("add.u32", first, r)
-        lptr0 = k.rd("add.u64", P["ws_lse"], k.rd("mul.wide.u32", first, 4))
-        lstep = k.rd("mul.wide.u32", P["rows"], 4)
-        mmax = k.f("mov.f32", NEG_INF)
-        sidx = k.r("mov.u32", 0)
-        lptr = k.rd("mov.b64", lptr0)
-        with loop(k, "max_loop", uni=True) as lp:
-            x = k.f("ld.global.f32", "[%s]" % lptr)
-            k.op("max.f32 %s, %s, %s" % (mmax, mmax, x))
-            k.op("add.u64 %s, %s, %s" % (lptr, lptr, lstep))
-            k.op("add.u32 %s, %s, 1" % (sidx, sidx))
-            lp.again(k.p("setp.lt.u32", sidx, P["splits"]))
-        muse = k.f("selp.f32", "0f00000000", mmax, k.p("setp.eq.f32", mmax, NEG_INF))
-        c0 = k.r("mul.lo.u32", lane, ncol)
+def combine_last(k, P, d, z, b, hk, r0, rows, tid, warp, lane, s_flag, s_w):
+    """The CTA of (z, row block) that counts its split last merges the
+    splits' O and LSE (normalised, in the workspace) in split order, so the
+    result does not depend on which CTA that is; it resets the count for the
+    next launch.  Weights of row rr: s_w[rr][s] (128 splits at most), then
+    the rows' LSE at s_w + 16*128*4."""
+    k.note("count this split; the last CTA of (z, row block) merges them all")
+    k.op("fence.acq_rel.gpu")
+    k.op("bar.sync 0")
+    with skip_if(k, k.p("setp.ne.u32", tid, 0), "not_counter"):
+        cidx = k.r("add.u32", k.r("mul.lo.u32", z, k.r("mov.u32", "%nctaid.y")), k.r("mov.u32", "%ctaid.y"))
+        cptr = k.rd("add.u64", P["count"], k.rd("mul.wide.u32", cidx, 4))
+        old = k.r("atom.acq_rel.gpu.global.add.u32", "[%s]" % cptr, 1)
+        last = k.p("setp.eq.u32", old, k.r("sub.u32", P["splits"], 1))
+        with skip_if(k, "!" + last, "not_last"):
+            k.op("st.relaxed.gpu.global.u32 [%s], 0" % cptr)
+        k.op("st.shared.u32 [%s], %s" % (s_flag, k.r("selp.b32", 1, 0, last)))
+    k.op("bar.sync 0")
+    with skip_if(k, k.p("setp.ne.u32", k.r("ld.shared.u32", "[%s]" % s_flag), 0), "is_last", uni=True):
+        k.op("ret")
+    k.op("fence.acq_rel.gpu")
+    rows_here = k.r("min.u32", k.r("sub.u32", rows, r0), ROWS)
+    zs = k.r("mul.lo.u32", z, P["splits"])
+    s_lse = k.r("add.u32", s_w, ROWS * 128 * 4)
+    k.note("weights: warp w takes rows w, w+4, ..; lane the splits lane, lane+32, ..")
+    for j in range(ROWS // WARPS):
+        rr = k.r("add.u32", warp, WARPS * j)
+        with skip_if(k, k.p("setp.ge.u32", rr, rows_here), "w_row_%d" % j, uni=True):
+            xs = []
+            for q in range(4):
+                sp = k.r("add.u32", lane, 32 * q)
+                x = k.f("mov.f32", NEG_INF)
+                widx = k.r("add.u32", k.r("mul.lo.u32", k.r("add.u32", zs, sp), rows), k.r("add.u32", r0, rr))
+                ok = k.p("setp.lt.u32", sp, P["splits"])
+                k.op("@%s ld.global.cg.f32 %s, [%s]" % (ok, x, k.rd("add.u64", P["ws_lse"], k.rd("mul.wide.u32", widx, 4))))
+                xs.append(x)
+            mx = k.f("max.f32", k.f("max.f32", xs[0], xs[1]), k.f("max.f32", xs[2], xs[3]))
+            warp_reduce(k, mx, "max.f32")
+            muse = k.f("selp.f32", "0f00000000", mx, k.p("setp.eq.f32", mx, NEG_INF))
+            es = [k.f("ex2.approx.ftz.f32", k.f("mul.f32", k.f("sub.f32", x, muse), "0f3FB8AA3B")) for x in xs]
+            lsum = k.f("add.f32", k.f("add.f32", es[0], es[1]), k.f("add.f32", es[2], es[3]))
+            warp_reduce(k, lsum, "add.f32")
+            pos = k.p("setp.gtu.f32", lsum, "0f00000000")    # NaN (a bad sequence) carries through
+            inv = k.f("selp.f32", k.f("rcp.approx.ftz.f32", lsum), "0f00000000", pos)
+            wrow = k.r("add.u32", s_w, k.r("shl.b32", k.r("add.u32", k.r("shl.b32", rr, 7), lane), 2))
+            for q in range(4):
+                k.op("st.shared.f32 [%s+%d], %s" % (wrow, 128 * q, k.f("mul.f32", es[q], inv)))
+            lse = k.f("add.f32", muse, k.f("mul.f32", k.f("lg2.approx.ftz.f32", lsum), LN2))
+            lse = k.f("selp.f32", lse, NEG_INF, pos)
+            with skip_if(k, k.p("setp.ne.u32", lane, 0), "not_l0_%d" % j):
+                k.op("st.shared.f32 [%s], %s" % (k.r("add.u32", s_lse, k.r("shl.b32", rr, 2)), lse))
+    k.op("bar.sync 0")
+    k.note("O: thread tid takes 4 columns of (row, column) items tid, tid+128, ..; 16 splits per step")
+    ncol4 = d // 4
+    items = k.r("mul.lo.u32", rows_here, ncol4)
+    item = k.r("mov.u32", tid)
+    step = k.rd("mul.wide.u32", rows, 4 * d)
+    unroll = 16
+    with loop(k, "item_loop", skip=k.p("setp.ge.u32", item, items)) as il:
+        row = k.r("shr.u32", item, ncol4.bit_length() - 1)
+        c0 = k.r("shl.b32", k.r("and.b32", item, ncol4 - 1), 2)
+        first = k.r("add.u32", k.r("mul.lo.u32", zs, rows), k.r("add.u32", r0, row))
         optr = k.rd("add.u64", P["ws_o"], k.rd("shl.b64", k.rd("add.u64", k.rd("mul.wide.u32", first, d), k.wide(c0)), 2))
-        ostep = k.rd("mul.wide.u32", P["rows"], 4 * d)
-        accs = k.regs("f", ncol)
-        for a in accs:
-            k.op("mov.f32 %s, 0f00000000" % a)
-        lsum = k.f("mov.f32", "0f00000000")
-        k.op("mov.u32 %s, 0" % sidx)
-        k.op("mov.b64 %s, %s" % (lptr, lptr0))
-        with loop(k, "sum_loop", uni=True) as lp:
-            x = k.f("ld.global.f32", "[%s]" % lptr)
-            w = k.f("ex2.approx.ftz.f32", k.f("mul.f32", k.f("sub.f32", x, muse), "0f3FB8AA3B"))
-            k.op("add.f32 %s, %s, %s" % (lsum, lsum, w))
-            for c in range(0, ncol, vw):
-                part = k.regs("f", vw)
-                k.op("ld.global.v%d.f32 {%s}, [%s+%d]" % (vw, ", ".join(part), optr, 4 * c))
-                for j in range(vw):
-                    k.op("fma.rn.f32 %s, %s, %s, %s" % (accs[c + j], part[j], w, accs[c + j]))
-            k.op("add.u64 %s, %s, %s" % (lptr, lptr, lstep))
-            k.op("add.u64 %s, %s, %s" % (optr, optr, ostep))
-            k.op("add.u32 %s, %s, 1" % (sidx, sidx))
-            lp.again(k.p("setp.lt.u32", sidx, P["splits"]))
-        pos = k.p("setp.gtu.f32", lsum, "0f00000000")    # NaN (a bad sequence) carries through
-        inv = k.f("selp.f32", k.f("rcp.approx.ftz.f32", lsum), "0f00000000", pos)
-        vals = [k.f("mul.f32", a, inv) for a in accs]
-        lse = k.f("add.f32", muse, k.f("mul.f32", k.f("lg2.approx.ftz.f32", lsum), LN2))
-        lse = k.f("selp.f32", lse, NEG_INF, pos)
-        i = k.r("div.u32", r, P["group"])
-        gi = k.r("sub.u32", r, k.r("mul.lo.u32", i, P["group"]))
-        h = k.r("add.u32", k.r("mul.lo.u32", hk, P["group"]), gi)
-        el = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(b), P["o_bs"]), k.rd("mul.lo.u64", k.wide(i), P["o_ss"]))
-        el = k.rd("add.u64", el, k.wide(k.r("add.u32", k.r("mul.lo.u32", h, d), c0)))
-        ptr = k.rd("add.u64", P["o"], k.rd("shl.b64", el, esize_shift(k, P["out_dtype"])))
-        for code, name_, esize in cases(k, P["out_dtype"], OUT_DTYPES, k.label("o_stored")):
-            if name_ == "f32":
-                for c in range(0, ncol, vw):
-                    k.op("st.global.v%d.f32 [%s+%d], {%s}" % (vw, ptr, 4 * c, ", ".join(vals[c:c + vw])))
-            else:
-                w = [pack(k, name_, vals[2 * j + 1], vals[2 * j]) for j in range(ncol // 2)]
-                vec = "" if len(w) == 1 else ".v%d" % len(w)
-                k.op("st.global%s.b32 [%s], {%s}" % (vec, ptr, ", ".join(w)) if vec else
-                     "st.global.b32 [%s], %s" % (ptr, w[0]))
-        has = k.p("setp.ne.and.u64", P["lse"], 0, k.p("setp.eq.u32", lane, 0))
-        with skip_if(k, "!" + has, "no_lse"):
-            lrow = k.r("add.u32", k.r("mul.lo.u32", b, P["heads_q"]), h)
-            lel = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(lrow), P["lse_rs"]), k.wide(i))
-            k.op("st.global.f32 [%s], %s" % (k.rd("add.u64", P["lse"], k.rd("shl.b64", lel, 2)), lse))
-    k.op("ret")
-    return k.text()
+        wptr = k.r("add.u32", s_w, k.r("shl.b32", row, 9))
+        acc = k.regs("f", 4)
+        k.zero_f(acc)
+        sidx = k.r("mov.u32", 0)
+        with loop(k, "split_loop") as sl:
+            parts = []
+            ptr = optr
+            for u in range(unroll):
+                part = k.regs("f", 4)
+                k.zero_f(part)
+                ok = k.p("setp.lt.u32", k.r("add.u32", sidx, u), P["splits"])
+                k.op("@%s ld.global.cg.v4.f32 {%s}, [%s]" % (ok, ", ".join(part), ptr))
+                parts.append(part)
+                if u + 1 < unroll:
+                    ptr = k.rd("add.u64", ptr, step)
+            for u in range(unroll):
+                w = k.f("ld.shared.f32", "[%s+%d]" % (wptr, 4 * u))
+                for e in range(4):
+                    k.op("fma.rn.f32 %s, %s, %s, %s" % (acc[e], parts[u][e], w, acc[e]))
+            k.op("add.u64 %s, %s, %s" % (optr, optr, k.rd("mul.lo.u64", step, unroll)))
+            k.op("add.u32 %s, %s, %d" % (wptr, wptr, 4 * unroll))
+            k.op("add.u32 %s, %s, %d" % (sidx, sidx, unroll))
+            sl.again(k.p("setp.lt.u32", sidx, P["splits"]))
+        lse = k.f("ld.shared.f32", "[%s]" % k.r("add.u32", s_lse, k.r("shl.b32", row, 2)))
+        write_final(k, P, b, hk, k.r("add.u32", r0, row), c0, acc, lse,
+                    esize_shift(k, P["out_dtype"]), d)
+        k.op("add.u32 %s, %s, %d" % (item, item, 128))
+        il.again(k.p("setp.lt.u32", item, items))
 
 
 def generate():
@@ -531,8 +542,6 @@ def generate():
         for dt in DTYPES:
             for d in DIMS:
                 out.append("\n" + decode_kernel(dt, d, paged))
-    for d in DIMS:
-        out.append("\n" + combine_kernel(d))
     return {"attention_decode.ptx": "".join(out)}
 
 

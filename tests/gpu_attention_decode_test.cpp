@@ -3,7 +3,9 @@
 // 33000; Sq 1..16 with the bottom-right causal alignment; GQA 1, 4, 8, 32;
 // D 64/128/256; f16/bf16 (f32 out too); prepared (split keys) and one-shot
 // (no split); paged pools with shuffled pages, page sizes 16 and 256, mixed
-// lengths including 0 and 1; bitwise repeatability; bad paged device data.
+// lengths including 0 and 1; bitwise repeatability across launches and CUDA
+// graph replays (the split merge's counts reset); bad paged device data,
+// unsplit and split.
 // Tolerances as tests/gpu_attention_test.cpp: relative Frobenius error of O
 // f16 2e-3, bf16 1.2e-2; LSE absolute 2e-3. Outputs are poisoned (NaN)
 // before each run; rows that see no key must give O = 0 and LSE = -inf.
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "support/graph_api.hpp"
 #include "support/kaio_test.hpp"
 
 namespace {
@@ -341,51 +344,113 @@ TEST_F(GpuAttentionDecode, PreparedSplitIsBitwiseRepeatable) {
 }
 
 // A length past seq_k and a page id past the pool: that sequence's O is
-// NaN, the others are right, and the next sync reports the bad data.
+// NaN, the others are right, and the next sync reports the bad data; with
+// one split and with several (the NaN of one split spoils the merge).
 TEST_F(GpuAttentionDecode, PagedBadDeviceDataGivesNanAndError) {
-  Case c;
-  c.b = 3;
-  c.sk = 64;
-  c.page = 16;
-  Inputs in = make(c, kt::test_seed());
-  const std::vector<int32_t> lens = {64, 65, 64};
-  in.lens = upload_i32(lens, 1, 3);
-  std::vector<int32_t> table(3 * 4);
-  std::vector<uint8_t> bytes(table.size() * 4);
-  ASSERT_EQ(kaio_buffer_read(in.table.buf.get(), 0, bytes.data(), bytes.size()), KAIO_OK);
-  std::memcpy(table.data(), bytes.data(), bytes.size());
-  table[2 * 4 + 1] = 1 << 20;  // sequence 2, page 1
-  Dev bad_table = upload_i32(table, 3, 4);
-  kaio_attention_desc d = desc_for(c);
-  kaio_attention_paged_desc pd;
-  KT_OK(kaio_attention_paged_desc_init(&pd, sizeof pd));
-  pd.page_size = 16;
-  kaio_op *op = nullptr;
-  KT_OK(kaio_op_create_attention_paged(&op, dev(), &d, &pd));
-  kt::Op guard(op);
-  Dev good_lens = upload_i32({64, 64, 64}, 1, 3);
-  const struct {
-    const Dev *table, *lens;
-    int64_t bad_seq;
-    const char *message;
-  } runs[] = {{&in.table, &in.lens, 1, "seq_lens[1] is 65"},
-              {&bad_table, &good_lens, 2, "page id 1048576"}};
-  for (const auto &r : runs) {
-    Dev o = poisoned(c.dt, c.b * c.sq, c.hq * c.d), lse = poisoned(KAIO_DTYPE_F32, c.b * c.hq, 1);
-    const kaio_tensor t[] = {in.dq.view,      in.dk.view, in.dv.view, r.table->view,
-                             r.lens->view,    o.view,     lse.view};
-    KT_OK(kaio_op_launch(op, stream(), t, 7));
-    EXPECT_EQ(kaio_stream_synchronize(stream()), KAIO_ERROR_OUT_OF_BOUNDS);
-    EXPECT_NE(std::string(kaio_last_error()).find(r.message), std::string::npos)
-        << kaio_last_error();
-    KT_OK(kaio_stream_synchronize(stream()));  // reported once
-    std::vector<double> go = read(o);
-    const int64_t row = c.hq * c.d;
-    for (int64_t b = 0; b < 3; ++b) {
-      int64_t nan = 0;
-      for (int64_t x = 0; x < row; ++x) nan += std::isnan(go[b * row + x]);
-      EXPECT_EQ(nan, b == r.bad_seq ? row : 0) << "sequence " << b;
+  for (int64_t sk : {64, 2048}) {
+    SCOPED_TRACE("Sk " + std::to_string(sk));
+    Case c;
+    c.b = 3;
+    c.sk = sk;
+    c.page = 16;
+    const int64_t per_seq = sk / 16;
+    Inputs in = make(c, kt::test_seed());
+    const int32_t len = static_cast<int32_t>(sk);
+    in.lens = upload_i32({len, len + 1, len}, 1, 3);
+    std::vector<int32_t> table(3 * per_seq);
+    std::vector<uint8_t> bytes(table.size() * 4);
+    ASSERT_EQ(kaio_buffer_read(in.table.buf.get(), 0, bytes.data(), bytes.size()), KAIO_OK);
+    std::memcpy(table.data(), bytes.data(), bytes.size());
+    table[2 * per_seq + 1] = 1 << 20;  // sequence 2, page 1
+    Dev bad_table = upload_i32(table, 3, per_seq);
+    kaio_attention_desc d = desc_for(c);
+    kaio_attention_paged_desc pd;
+    KT_OK(kaio_attention_paged_desc_init(&pd, sizeof pd));
+    pd.page_size = 16;
+    kaio_op *op = nullptr;
+    KT_OK(kaio_op_create_attention_paged(&op, dev(), &d, &pd));
+    kt::Op guard(op);
+    Dev good_lens = upload_i32({len, len, len}, 1, 3);
+    const std::string bad_len = "seq_lens[1] is " + std::to_string(sk + 1);
+    const struct {
+      const Dev *table, *lens;
+      int64_t bad_seq;
+      const char *message;
+    } runs[] = {{&in.table, &in.lens, 1, bad_len.c_str()},
+                {&bad_table, &good_lens, 2, "page id 1048576"}};
+    for (const auto &r : runs) {
+      Dev o = poisoned(c.dt, c.b * c.sq, c.hq * c.d), lse = poisoned(KAIO_DTYPE_F32, c.b * c.hq, 1);
+      const kaio_tensor t[] = {in.dq.view,      in.dk.view, in.dv.view, r.table->view,
+                               r.lens->view,    o.view,     lse.view};
+      KT_OK(kaio_op_launch(op, stream(), t, 7));
+      EXPECT_EQ(kaio_stream_synchronize(stream()), KAIO_ERROR_OUT_OF_BOUNDS);
+      EXPECT_NE(std::string(kaio_last_error()).find(r.message), std::string::npos)
+          << kaio_last_error();
+      KT_OK(kaio_stream_synchronize(stream()));  // reported once
+      std::vector<double> go = read(o), gl = read(lse);
+      const int64_t row = c.hq * c.d;
+      for (int64_t b = 0; b < 3; ++b) {
+        int64_t nan = 0, lse_nan = 0;
+        for (int64_t x = 0; x < row; ++x) nan += std::isnan(go[b * row + x]);
+        for (int64_t h = 0; h < c.hq; ++h) lse_nan += std::isnan(gl[b * c.hq + h]);
+        EXPECT_EQ(nan, b == r.bad_seq ? row : 0) << "sequence " << b;
+        EXPECT_EQ(lse_nan, b == r.bad_seq ? c.hq : 0) << "sequence " << b;
+      }
     }
+  }
+}
+
+// The split merge's per-block counts: the last CTA resets them, so eager
+// launches and replays of a captured CUDA graph of one prepared op
+// (contiguous and paged) all merge, to the same bits.
+TEST_F(GpuAttentionDecode, SplitMergeCountsResetAcrossLaunchesAndGraphReplays) {
+  kt::GraphApi api = kt::graph_api();
+  ASSERT_TRUE(api.begin && api.end && api.instantiate && api.launch && api.push && api.pop)
+      << "driver lacks graph API";
+  for (int32_t page : {0, 16}) {
+    SCOPED_TRACE("page " + std::to_string(page));
+    Case c;
+    c.b = 3;
+    c.sq = 2;
+    c.sk = 9000;
+    c.page = page;
+    c.mask = KAIO_ATTENTION_CAUSAL;
+    Inputs in = make(c, kt::test_seed() + 5);
+    kaio_attention_desc d = desc_for(c);
+    kaio_attention_paged_desc pd;
+    KT_OK(kaio_attention_paged_desc_init(&pd, sizeof pd));
+    pd.page_size = page;
+    kaio_op *op = nullptr;
+    KT_OK(page ? kaio_op_create_attention_paged(&op, dev(), &d, &pd)
+               : kaio_op_create_attention(&op, dev(), &d));
+    kt::Op guard(op);
+    const auto first = run(c, in, op);
+    for (double x : first.first) ASSERT_TRUE(std::isfinite(x)) << "a block was not merged";
+    const auto again = run(c, in, op);
+    EXPECT_EQ(std::memcmp(first.first.data(), again.first.data(), first.first.size() * 8), 0);
+    Dev o = poisoned(c.dt, c.b * c.sq, c.hq * c.d), lse = poisoned(KAIO_DTYPE_F32, c.b * c.hq, c.sq);
+    const kaio_tensor pt[] = {in.dq.view, in.dk.view, in.dv.view, in.table.view,
+                              in.lens.view, o.view, lse.view};
+    const kaio_tensor ct[] = {in.dq.view, in.dk.view, in.dv.view, o.view, lse.view};
+    KT_OK(kaio_stream_synchronize(stream()));
+    ASSERT_EQ(api.push(kaio_device_native_context(dev())), 0);
+    kt::PopContext pop{api};
+    void *s = kaio_stream_native(stream()), *graph = nullptr, *exec = nullptr;
+    ASSERT_EQ(api.begin(s, 0), 0);
+    KT_OK(page ? kaio_op_launch(op, stream(), pt, 7) : kaio_op_launch(op, stream(), ct, 5));
+    ASSERT_EQ(api.end(s, &graph), 0) << "capture was invalidated by a kaio call";
+    ASSERT_EQ(api.instantiate(&exec, graph, 0), 0);
+    for (int replay = 0; replay < 3; ++replay) {
+      KT_OK(kaio_buffer_memset(o.buf.get(), stream(), 0, 0xFF, o.bytes));
+      KT_OK(kaio_buffer_memset(lse.buf.get(), stream(), 0, 0xFF, lse.bytes));
+      ASSERT_EQ(api.launch(exec, s), 0);
+      KT_OK(kaio_stream_synchronize(stream()));
+      const std::vector<double> go = read(o), gl = read(lse);
+      EXPECT_EQ(std::memcmp(go.data(), first.first.data(), go.size() * 8), 0) << "replay " << replay;
+      EXPECT_EQ(std::memcmp(gl.data(), first.second.data(), gl.size() * 8), 0) << "replay " << replay;
+    }
+    api.exec_destroy(exec);
+    api.graph_destroy(graph);
   }
 }
 

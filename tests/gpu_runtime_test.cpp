@@ -1,12 +1,12 @@
 // Runtime behaviour on a real GPU: stream ordering with no host sync between
 // ops, CUDA-graph capture of op launches, run-to-run determinism, user PTX,
 // and several devices driven from several threads at once.
-#include <dlfcn.h>
 
 #include <cmath>
 #include <cstring>
 #include <thread>
 
+#include "support/graph_api.hpp"
 #include "support/kaio_test.hpp"
 
 namespace {
@@ -85,48 +85,14 @@ TEST_F(GpuRuntime, EventsOrderTwoStreams) {
   }
 }
 
-// The capture API lives in the driver; tests reach it directly, the way an
-// application mixing kaio with its own CUDA code would.
-struct GraphApi {
-  int (*begin)(void *stream, int mode) = nullptr;
-  int (*end)(void *stream, void **graph) = nullptr;
-  int (*instantiate)(void **exec, void *graph, unsigned long long flags) = nullptr;
-  int (*launch)(void *exec, void *stream) = nullptr;
-  int (*exec_destroy)(void *exec) = nullptr;
-  int (*graph_destroy)(void *graph) = nullptr;
-  int (*push)(void *ctx) = nullptr;
-  int (*pop)(void **ctx) = nullptr;
-};
-
-GraphApi graph_api() {
-  GraphApi g;
-  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!lib) return g;
-  g.begin = reinterpret_cast<decltype(g.begin)>(dlsym(lib, "cuStreamBeginCapture_v2"));
-  g.end = reinterpret_cast<decltype(g.end)>(dlsym(lib, "cuStreamEndCapture"));
-  g.instantiate = reinterpret_cast<decltype(g.instantiate)>(dlsym(lib, "cuGraphInstantiateWithFlags"));
-  g.launch = reinterpret_cast<decltype(g.launch)>(dlsym(lib, "cuGraphLaunch"));
-  g.exec_destroy = reinterpret_cast<decltype(g.exec_destroy)>(dlsym(lib, "cuGraphExecDestroy"));
-  g.graph_destroy = reinterpret_cast<decltype(g.graph_destroy)>(dlsym(lib, "cuGraphDestroy"));
-  g.push = reinterpret_cast<decltype(g.push)>(dlsym(lib, "cuCtxPushCurrent_v2"));
-  g.pop = reinterpret_cast<decltype(g.pop)>(dlsym(lib, "cuCtxPopCurrent_v2"));
-  return g;
-}
-
 TEST_F(GpuRuntime, OpLaunchesCaptureIntoACudaGraph) {
-  GraphApi api = graph_api();
+  kt::GraphApi api = kt::graph_api();
   ASSERT_TRUE(api.begin && api.end && api.instantiate && api.launch && api.push && api.pop)
       << "driver lacks graph API";
   // kaio leaves no context current after its calls; raw driver calls of the
   // application's own bring the device's primary context themselves.
   ASSERT_EQ(api.push(kaio_device_native_context(dev())), 0);
-  struct Pop {
-    GraphApi &api;
-    ~Pop() {
-      void *ctx = nullptr;
-      api.pop(&ctx);
-    }
-  } pop{api};
+  kt::PopContext pop{api};
   const int64_t rows = 64, cols = 4096;
   const size_t n = rows * cols;
   kt::Buffer bx = kt::make_buffer(dev(), n * 2), bw = kt::make_buffer(dev(), cols * 2),

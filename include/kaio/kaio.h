@@ -1024,12 +1024,14 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_qkv_project_int8(kaio_stream *stream,
  * (position, head) per CTA, more CTAs beyond), so K and V are read once,
  * not once per query head; the keys are split across CTAs
  * (flash-decoding) when B · Hkv alone cannot fill the GPU: each split
- * writes a partial O (f32) and LSE into the op's workspace, then a combine
- * kernel merges the splits in split order, so results are bitwise
+ * writes a partial O (f32) and LSE into the op's workspace, and the CTA
+ * that finishes a block's splits last (one launch; a count per block in
+ * the workspace) merges them in split order, so results are bitwise
  * identical run to run. The split count depends on the desc's shape and
  * the device's SM count only. A prepared op (kaio_op_create_attention) is
  * the fast path: it allocates the split workspace at creation (B · Hkv ·
- * Hq / Hkv · Sq · (D + 1) · 4 bytes per split, at most 128 splits), so its
+ * Hq / Hkv · Sq · (D + 1) · 4 bytes per split, at most 128 splits, plus
+ * 4 bytes per 16 query rows of a KV head), so its
  * launches allocate nothing and are graph-capturable. The one-shot
  * kaio_attention allocates nothing, so it runs the decode kernel without
  * splitting (one CTA per 16 rows and KV head: slow when B · Hkv is small).

@@ -33,14 +33,13 @@ struct AttentionPlan : PlanBase {
   Launch pre;                  // backward: Dv = rowsum(dO ∘ O)
   Launch dq;                   // backward: dQ over query tiles
   Launch dkdv;                 // backward: dK, dV over key tiles
-  Workspace workspace;  // backward: Dv, B·Hq·Sq f32; decode: the splits' O and LSE
+  Workspace workspace;  // backward: Dv, B·Hq·Sq f32; decode: the splits' O, LSE, merge counts
   // The decode kernels (ptx/gen_attention_decode.py, src/ops/attention_decode.cpp).
   bool paged = false;          // set before plan(): the paged op
   int32_t page_size = 0;       // paged: set before plan()
   bool decode = false;         // set by plan(): the forward runs the decode kernels
-  unsigned splits = 1;         // key splits (1: no workspace, no combine)
+  unsigned splits = 1;         // key splits (1: no workspace, no merge)
   unsigned chunk = 0;          // keys per split
-  Launch combine;              // decode with splits > 1
   std::shared_ptr<ErrorFlag> flag;  // paged, prepared: bad seq_lens / block_table
 
   // Checks the descriptor against the constraints in kaio.h, resolves the

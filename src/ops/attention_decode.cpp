@@ -1,12 +1,14 @@
 // Decode attention (ptx/gen_attention_decode.py): few query rows per
 // sequence against a long KV cache, contiguous or paged. One CTA per 16
 // (position, head) rows of a KV head and key split; the splits' partial O and
-// LSE go to the prepared op's workspace and a combine kernel merges them in
-// split order.
+// LSE go to the prepared op's workspace, and the CTA of a (sequence, KV head,
+// row block) that finishes last (a count per block in the workspace, which
+// that CTA resets) merges them in split order.
 #include <algorithm>
 #include <cinttypes>
 #include <climits>
 #include <cstdio>
+#include <vector>
 
 #include "core/call_context.hpp"
 #include "core/error.hpp"
@@ -15,6 +17,7 @@
 #include "ops/key_list.hpp"
 #include "ops/plan_log.hpp"
 #include "runtime/buffer.hpp"
+#include "runtime/buffer_copy.hpp"
 #include "runtime/stream.hpp"
 
 namespace kaio {
@@ -23,11 +26,16 @@ namespace {
 constexpr const auto &kDecodeDims = kernels::keys::attn_decode::head_dim;
 constexpr int64_t kMaxDecodeRows = 16;    // query rows per sequence (Sq)
 constexpr int64_t kCtaRows = 16;          // (position, head) rows per CTA
-constexpr int64_t kMinSplitKeys = 256;    // 4 warps x 4 tiles of 16 keys
+constexpr int64_t kMinSplitKeys = 128;    // 4 warps x 2 tiles of 16 keys
 constexpr int64_t kChunkAlign = 16;       // a split starts on a tile boundary
-constexpr double kLaunchBytes = 4 << 20;  // the combine launch, as bytes of cache
-constexpr double kWaveBytes = 4 << 20;    // a wave's start-up and merge, likewise
-constexpr int64_t kMaxSplits = 128;
+// The split estimate's constants, fitted to H100 sweeps of forced split
+// counts (bench/RESULTS.md, session 11 second pass): a CTA streams at most
+// 1/kCtaShare of the device's bandwidth (~40 GB/s of ~3 TB/s), and each
+// CTA per SM beyond the first, or a split merge, costs ~2.1 us (as bytes).
+constexpr double kCtaShare = 75;
+constexpr double kLevelBytes = 6.3e6;
+constexpr double kTieBytes = 1 << 20;
+constexpr int64_t kMaxSplits = 128;       // the merge's weights: 128 per row in shared memory
 constexpr int64_t kPageSizes[] = {16, 32, 64, 128, 256};
 
 // The paged kernels' bounds flag: kind << 56 | b << 32 | value.
@@ -107,32 +115,37 @@ kaio_status plan_decode(kaio_device *device, AttentionPlan *plan) {
   plan->decode = true;
   const int64_t group = d.heads_q / d.heads_kv, rows = group * d.seq_q;
   const int64_t row_blocks = (rows + kCtaRows - 1) / kCtaRows, z = d.batch * d.heads_kv;
-  // Splits (a one-shot plan has no workspace, so none): the count whose
-  // estimated time is least, time ~ bytes moved / the share of the CTA slots
-  // (2 per SM below D 256) its waves keep busy. Bytes: the cache, plus the
-  // partial O and LSE written and read back (and a launch's worth) when
-  // split; and per wave a CTA's start-up (Q load, first tiles) and merge.
-  // Each split takes at least kMinSplitKeys keys.
+  // Splits (a one-shot plan has no workspace, so none): estimated time, in
+  // bytes at the device's bandwidth: the cache (plus the partial O and LSE
+  // when split) or, when longer, the busiest SM's CTAs at a CTA's rate; plus
+  // kLevelBytes per CTA per SM beyond the first and for the merge. Of the
+  // counts within kTieBytes of the least, the largest: one CTA per SM that
+  // streams its share beats two that split more, and beats fewer CTAs that
+  // must each stream faster. Each split takes at least kMinSplitKeys keys.
   int64_t splits = 1, chunk = round_up(d.seq_k, kChunkAlign);
   if (plan->prepared) {
-    const int64_t slots = (d.head_dim <= 128 ? 2 : 1) * std::max(1, device->info.sm_count);
+    const int64_t sms = std::max(1, device->info.sm_count);
     const double cache = 4.0 * static_cast<double>(z) * d.seq_k * d.head_dim;
     const double partial = 8.0 * static_cast<double>(z) * rows * (d.head_dim + 1);
     const int64_t most = std::min((d.seq_k + kMinSplitKeys - 1) / kMinSplitKeys, kMaxSplits);
-    double best = 0;
-    for (int64_t s = 1; s <= most; ++s) {
-      const int64_t c = round_up((d.seq_k + s - 1) / s, kChunkAlign);
-      const int64_t n = (d.seq_k + c - 1) / c, ctas = z * row_blocks * n;
-      const int64_t waves = (ctas + slots - 1) / slots;
-      const double busy = static_cast<double>(ctas) / static_cast<double>(waves * slots);
-      const double t =
-          (cache + (n > 1 ? n * partial + kLaunchBytes : 0.0)) / busy + waves * kWaveBytes;
-      if (s == 1 || t < best) {
-        best = t;
+    const auto estimate = [&](int64_t s, int64_t *n, int64_t *c) {
+      *c = round_up((d.seq_k + s - 1) / s, kChunkAlign);
+      *n = (d.seq_k + *c - 1) / *c;
+      const int64_t level = (z * row_blocks * *n + sms - 1) / sms;  // CTAs per SM
+      const double per_sm = kCtaShare * static_cast<double>(level) * 4.0 * *c * d.head_dim;
+      return std::max(cache + (*n > 1 ? *n * partial : 0.0), per_sm) +
+             kLevelBytes * static_cast<double>(level - 1 + (*n > 1 ? 1 : 0));
+    };
+    double least = 0;
+    for (int64_t s = 1, n, c; s <= most; ++s) {
+      const double t = estimate(s, &n, &c);
+      if (s == 1 || t < least) least = t;
+    }
+    for (int64_t s = 1, n, c; s <= most; ++s)
+      if (estimate(s, &n, &c) <= least + kTieBytes) {
         splits = n;
         chunk = c;
       }
-    }
   }
   plan->splits = u32(splits);
   plan->chunk = u32(chunk);
@@ -152,13 +165,15 @@ kaio_status plan_decode(kaio_device *device, AttentionPlan *plan) {
     plan->flag = std::move(flag);
   }
   if (splits == 1) return KAIO_OK;
-  KAIO_TRY(device->modules->function(kernels::attn_decode_combine(d.head_dim), &fn));
-  plan->combine = launch_of(fn);
-  const int64_t total = z * rows;
-  plan->combine.grid = u32((total + 3) / 4);
-  log_kernel(device, plan->combine.function, why);
-  const uint64_t bytes = static_cast<uint64_t>(splits * total) * (d.head_dim + 1) * 4;
-  return DeviceMemory::allocate(device, bytes, &plan->workspace);
+  // partial O [splits * total][D] f32, LSE [splits * total] f32, then one
+  // u32 count per (z, row block), zero before the first launch (each launch
+  // leaves them zero)
+  const uint64_t total = static_cast<uint64_t>(z * rows);
+  const uint64_t counts = static_cast<uint64_t>(z * row_blocks);
+  const uint64_t count_at = static_cast<uint64_t>(splits) * total * (d.head_dim + 1) * 4;
+  KAIO_TRY(DeviceMemory::allocate(device, count_at + counts * 4, &plan->workspace));
+  const std::vector<uint32_t> zeros(counts, 0);
+  return buffer_write(plan->workspace->buffer(), count_at, zeros.data(), counts * 4);
 }
 
 namespace {
@@ -166,7 +181,7 @@ namespace {
 // The decode kernel's parameters other than the tensors' addresses.
 struct DecodeArgs {
   unsigned long long q = 0, k = 0, v = 0, o = 0, lse = 0, ws_o = 0, ws_lse = 0, table = 0,
-                     lens = 0, flag = 0;
+                     lens = 0, flag = 0, count = 0;
   unsigned seq_q = 0, seq_k = 0, heads_q = 0, group = 0, splits = 0, chunk = 0;
   unsigned long long q_bs = 0, q_ss = 0, k_bs = 0, k_ss = 0, v_bs = 0, v_ss = 0, o_bs = 0,
                      o_ss = 0, lse_rs = 0, table_rs = 0;
@@ -186,6 +201,7 @@ DecodeArgs common_args(const AttentionPlan &plan, const CheckedView &q, const Ch
     const uint64_t total = static_cast<uint64_t>(d.batch * d.heads_q * d.seq_q);
     a.ws_o = plan.workspace->ptr();
     a.ws_lse = a.ws_o + plan.splits * total * static_cast<uint64_t>(d.head_dim) * 4;
+    a.count = a.ws_lse + plan.splits * total * 4;
   }
   a.seq_q = u32(d.seq_q);
   a.seq_k = u32(d.seq_k);
@@ -207,20 +223,14 @@ DecodeArgs common_args(const AttentionPlan &plan, const CheckedView &q, const Ch
 kaio_status launch_decode(const kaio_device *device, const AttentionPlan &plan,
                           kaio_stream *stream, DecodeArgs a) {
   void *params[] = {&a.q,      &a.k,         &a.v,      &a.o,      &a.lse,       &a.ws_o,
-                    &a.ws_lse, &a.table,     &a.lens,   &a.flag,   &a.seq_q,     &a.seq_k,
-                    &a.heads_q, &a.group,    &a.splits, &a.chunk,  &a.q_bs,      &a.q_ss,
-                    &a.k_bs,   &a.k_ss,      &a.v_bs,   &a.v_ss,   &a.o_bs,      &a.o_ss,
-                    &a.lse_rs, &a.table_rs,  &a.num_pages, &a.page_shift, &a.scale_log2,
-                    &a.causal, &a.out_dtype};
+                    &a.ws_lse, &a.table,     &a.lens,   &a.flag,   &a.count,     &a.seq_q,
+                    &a.seq_k,  &a.heads_q,   &a.group,  &a.splits, &a.chunk,     &a.q_bs,
+                    &a.q_ss,   &a.k_bs,      &a.k_ss,   &a.v_bs,   &a.v_ss,      &a.o_bs,
+                    &a.o_ss,   &a.lse_rs,    &a.table_rs, &a.num_pages, &a.page_shift,
+                    &a.scale_log2, &a.causal, &a.out_dtype};
   KAIO_TRY(launch_builtin(device, plan.fwd, stream, params));
   if (plan.flag) stream->error_flags->note(plan.flag);  // after the launch: see ticket()
-  if (plan.splits == 1) return KAIO_OK;
-  const kaio_attention_desc &d = plan.desc;
-  unsigned total = u32(d.batch * d.heads_q * d.seq_q), rows = u32(a.group * d.seq_q);
-  void *cparams[] = {&a.o,     &a.lse,     &a.ws_o,   &a.ws_lse, &total, &rows,   &a.seq_q,
-                     &a.heads_q, &a.group, &a.splits, &a.o_bs,   &a.o_ss, &a.lse_rs,
-                     &a.out_dtype};
-  return launch_builtin(device, plan.combine, stream, cparams);
+  return KAIO_OK;
 }
 
 }  // namespace

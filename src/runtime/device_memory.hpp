@@ -25,7 +25,8 @@ class DeviceMemory {
   DeviceMemory &operator=(const DeviceMemory &) = delete;
 
   cu::CUdeviceptr ptr() const { return buffer_.ptr; }
-  kaio_buffer *handle() const { return handle_; }
+  kaio_buffer *handle() const { return handle_; }  // the issued handle (opaque)
+  const kaio_buffer *buffer() const { return &buffer_; }  // for runtime/buffer_copy.hpp
 
  private:
   DeviceMemory() = default;

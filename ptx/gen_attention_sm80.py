@@ -52,8 +52,9 @@ import contextlib
 import sys
 
 from kaio_ptx import cli, cp_async
-from kaio_ptx.attention import (VARLEN_PARAMS, Kernel, bh_split, mask_tile, out_base, out_shift,
-                                rebase, store_rows, tensor_base, varlen_sequence)
+from kaio_ptx.attention import (NAN, PAGED_PARAMS, VARLEN_PARAMS, Kernel, PagedKeys, bh_split,
+                                mask_tile, out_base, out_shift, rebase, store_rows, tensor_base,
+                                varlen_bounds, varlen_sequence)
 from kaio_ptx.control import if_else, loop, skip_if
 from kaio_ptx.literals import LN2, NEG_INF
 from kaio_ptx.mma import ldmatrix_x4, pack
@@ -145,6 +146,30 @@ class TileLoader:
             if i + 1 < self.iters:
                 gptr = k.rd("add.u64", gptr, step)
 
+    def issue_paged(self, dsts, kv0, valid_rows, pages, tensors):
+        """The tile of keys kv0.. into each dsts[t] from tensors[t] = (base
+        address of column 0 of the head, row stride in bytes, clamp): each row
+        from its pool row (pages: PagedKeys), one table load per row shared by
+        the tensors."""
+        k = self.k
+        rows, oks, insides = [], [], []
+        for i in range(self.iters):
+            row = k.r("add.u32", self.trow, i * self.rpi)
+            rows.append(k.r("add.u32", kv0, row))
+            oks.append(k.p("setp.lt.s32", row, valid_rows))
+            insides.append(k.p("setp.lt.u32", row, min(self.rows, (i + 1) * self.rpi))
+                           if self.rpi * self.cpr != NTHREADS or (i + 1) * self.rpi > self.rows else None)
+        prows = pages.pool_rows(rows, oks)
+        col = k.wide(self.tcol16)
+        sdsts = [k.r("add.u32", dst, self.soff) for dst in dsts]
+        for i in range(self.iters):
+            size = k.r("selp.b32", 16, 0, oks[i])
+            for sdst, (base, stride, clamp) in zip(sdsts, tensors):
+                src = k.rd("add.u64", k.rd("add.u64", base, k.rd("mul.lo.u64", prows[i], stride)), col)
+                src = k.rd("selp.b64", src, clamp, oks[i])
+                cp_async.copy(k, "%s+%d" % (sdst, i * self.rpi * pitch(self.d)), src, 16, size,
+                              insides[i])
+
 
 def gemm_abT(k, dt, accs, a_addr, b_addr, d, ncols):
     """accs[i][nt] (m tile i: 16 x ncols, nt = ncols/8 n8 tiles) += A_i (16 x d,
@@ -200,12 +225,17 @@ class KvPipeline:
     Tiles with kv0 > first_mask need the mask (they reach past seq_k, or
     past the causal diagonal of the CTA's first row)."""
 
-    def __init__(self, k, P, L, q0, row0, d, bn, s_kv, hk, b, bm=BM, mt=1):
+    def __init__(self, k, P, L, q0, row0, d, bn, s_kv, hk, b, bm=BM, mt=1, pages=None):
         self.k, self.P, self.d, self.bn, self.s_kv = k, P, d, bn, s_kv
         self.kv_bytes = bn * pitch(d)
+        self.pages = pages
         sq, sk, off = P["seq_q"], P["seq_k"], P["causal_off"]
-        self.kb = tensor_base(k, P["k"], b, P["k_bs"], hk, d)
-        self.vb = tensor_base(k, P["v"], b, P["v_bs"], hk, d)
+        if pages:       # K, V: pools [pages * page_size, Hkv * D]; row from the table
+            self.kb = k.rd("add.u64", P["k"], k.rd("mul.wide.u32", hk, 2 * d))
+            self.vb = k.rd("add.u64", P["v"], k.rd("mul.wide.u32", hk, 2 * d))
+        else:
+            self.kb = tensor_base(k, P["k"], b, P["k_bs"], hk, d)
+            self.vb = tensor_base(k, P["v"], b, P["v_bs"], hk, d)
         self.k_ss = k.rd("shl.b64", P["k_ss"], 1)
         self.v_ss = k.rd("shl.b64", P["v_ss"], 1)
         causal = k.p("setp.ne.u32", P["causal"], 0)
@@ -232,6 +262,10 @@ class KvPipeline:
     def _issue(self, dst, kv0):
         k, P = self.k, self.P
         valid = k.r("sub.s32", P["seq_k"], kv0)
+        if self.pages:
+            self.load.issue_paged([dst, k.r("add.u32", dst, self.kv_bytes)], kv0, valid, self.pages,
+                                  [(self.kb, self.k_ss, P["k"]), (self.vb, self.v_ss, P["v"])])
+            return
         self.load.issue(dst, k.rd("add.u64", self.kb, k.rd("mul.lo.u64", k.wide(kv0), self.k_ss)),
                         self.k_ss, valid, P["k"])
         self.load.issue(k.r("add.u32", dst, self.kv_bytes),
@@ -318,26 +352,43 @@ def varlen_rows(k, P, b, first, side, tensors):
     return V, k.r("mov.u32", 0)
 
 
-def fwd_kernel(dt, d, mt=1, varlen=False):
+def fwd_kernel(dt, d, mt=1, varlen=False, paged=False):
     """mt: m16 tiles per warp (query rows per CTA = 64 mt).  mt = 2 lets every
     K/V fragment feed two mma (FlashAttention-2's 128-row tile), at twice the
     accumulator registers.  varlen: packed sequences (VARLEN_PARAMS, grid y =
-    B*heads_q, grid x over the longest sequence; LSE [heads_q, total_q])."""
+    B*heads_q, grid x over the longest sequence; LSE [heads_q, total_q]).
+    paged (with varlen): chunked prefill, PAGED_PARAMS instead: queries packed
+    by cu_q, sequence b's keys 0 .. min(lens[b], seq_k) - 1 in the K and V
+    pools through the block table (PagedKeys); k_bs, v_bs unused."""
     bn = fwd_block_n(d) if mt == 1 or d <= 64 else 32   # 32-key tiles keep d > 64 in 255 registers
     bm = BM * mt
     q_bytes = bm * pitch(d)
     smem = q_bytes + 4 * bn * pitch(d)
-    name = "kaio_attn_fwd%s%s_%s_d%d" % ("_varlen" if varlen else "", "" if mt == 1 else "_m%d" % bm, dt, d)
+    kind = "_paged" if paged else "_varlen" if varlen else ""
+    name = "kaio_attn_fwd%s%s_%s_d%d" % (kind, "" if mt == 1 else "_m%d" % bm, dt, d)
     doc = "%s: FlashAttention forward%s, %s, head dim %d, %d query rows x %d-key tiles per CTA." % (
-        name, " (packed sequences)" if varlen else "", dt, d, bm, bn)
-    params = FWD_PARAMS + (VARLEN_PARAMS if varlen else [])
+        name, " (packed queries, paged keys)" if paged else " (packed sequences)" if varlen else "",
+        dt, d, bm, bn)
+    params = FWD_PARAMS + (PAGED_PARAMS if paged else VARLEN_PARAMS if varlen else [])
     k = Kernel(name, doc, params, smem, bm,
-               keys={"select": "attn_fwd_varlen_sm80" if varlen else "attn_fwd_sm80", "pass": "fwd",
+               keys={"select": "attn_fwd%s_sm80" % kind, "pass": "fwd",
                      "dtype": dt, "head_dim": d, "rows_per_cta": bm})
-    P = load_params(k, params, ("q", "k", "v", "o") + (("cu_q", "cu_k") if varlen else ()))
+    ptrs = ("cu_q", "table", "lens", "flag") if paged else ("cu_q", "cu_k") if varlen else ()
+    P = load_params(k, params, ("q", "k", "v", "o") + ptrs)
     L, b, h, hk, q0, row0, base = row_side(k, P, d, mt)
     bk = b
-    if varlen:
+    pages = None
+    if paged:
+        # queries as varlen's; the clamped length and the causal offset per sequence
+        q_start, len_q = varlen_bounds(k, P["cu_q"], b, P["total_q"])
+        k.op("@%s ret" % k.p("setp.ge.u32", q0, len_q))
+        pages = PagedKeys(k, P, b, L.tid)
+        pages.report_length()
+        bottom_right = k.p("setp.eq.u32", P["causal"], 1)
+        P = dict(P, seq_q=len_q, seq_k=pages.length, q_bs=P["q_ss"], o_bs=P["o_ss"],
+                 causal_off=k.r("selp.b32", k.r("sub.u32", pages.length, len_q), 0, bottom_right))
+        b = q_start
+    elif varlen:
         # the sequence's first rows as the "batch" of Q and O (q_start) and of
         # K and V (k_start), with the row stride as batch stride: no pointer
         # registers beyond the contiguous kernel's (the m128 d128 kernel is at
@@ -348,7 +399,7 @@ def fwd_kernel(dt, d, mt=1, varlen=False):
             P[name + "_bs"] = P[name + "_ss"]
         b, bk = P["q_start"], P["k_start"]
     s_q = base
-    kv = KvPipeline(k, P, L, q0, row0, d, bn, k.r("add.u32", base, q_bytes), hk, bk, bm, mt)
+    kv = KvPipeline(k, P, L, q0, row0, d, bn, k.r("add.u32", base, q_bytes), hk, bk, bm, mt, pages)
     k.note("prologue: Q tile and K/V tile 0")
     issue_rows(k, P, TileLoader(k, L.tid, bm, d), s_q, "q", "q_ss", "q_bs", b, h, q0, d)
     accs = [[k.regs("f", 4) for _ in range(d // 8)] for _ in range(mt)]
@@ -400,6 +451,9 @@ def fwd_kernel(dt, d, mt=1, varlen=False):
         gemm_pv(k, dt, accs, ss, k.r("add.u32", s_v, L.bt_off), d, bn)
 
     k.note("epilogue: O = acc / l, LSE = (m scale_log2 + log2 l) ln 2")
+    if pages:
+        k.note("a bad length or page seen by any thread spoils the CTA's rows: O and LSE NaN")
+        pages.spoil()
     lse_vals = []
     for i in range(mt):
         for r in range(2):
@@ -408,6 +462,8 @@ def fwd_kernel(dt, d, mt=1, varlen=False):
             pos = k.p("setp.gt.f32", l[ri], "0f00000000")
             inv = k.f("rcp.approx.ftz.f32", l[ri])
             inv = k.f("selp.f32", inv, "0f00000000", pos)
+            if pages:
+                inv = k.f("selp.f32", NAN, inv, pages.bad)
             for tile in accs[i]:
                 for e in (2 * r, 2 * r + 1):
                     k.op("mul.f32 %s, %s, %s" % (tile[e], tile[e], inv))
@@ -415,13 +471,15 @@ def fwd_kernel(dt, d, mt=1, varlen=False):
             lse2 = k.f("fma.rn.f32", m[ri], sl2, lg)
             lse = k.f("mul.f32", lse2, LN2)
             lse_vals.append(k.f("selp.f32", lse, NEG_INF, pos))
+            if pages:
+                lse_vals[-1] = k.f("selp.f32", NAN, lse_vals[-1], pages.bad)
     ob = out_base(k, P["o"], b, P["o_bs"], h, d, P["out_dtype"])
     for i in range(mt):
         rowi = row0 if i == 0 else k.r("add.u32", row0, 16 * i)
         store_rows(k, accs[i], d, rowi, P["seq_q"], ob, P["o_ss"], P["out_dtype"], L.t2)
     lead = k.p("setp.eq.u32", L.t2, 0)
     with skip_if(k, k.p("setp.eq.u64", P["lse"], 0), "no_lse", uni=True):
-        if varlen:      # LSE [heads_q, total_q]: row h, column q_start + s
+        if varlen or paged:     # LSE [heads_q, total_q]: row h, column q_start + s
             el = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(h), P["lse_rs"]), k.wide(b))
             lptr = k.rd("add.u64", P["lse"], k.rd("shl.b64", el, 2))
         else:
@@ -785,6 +843,11 @@ def generate():
             fwd.append("\n" + fwd_kernel(dt, d, varlen=True))
         for d in FWD_M128_DIMS:
             fwd.append("\n" + fwd_kernel(dt, d, mt=2, varlen=True))
+    for dt in DTYPES:
+        for d in FWD_DIMS:
+            fwd.append("\n" + fwd_kernel(dt, d, paged=True))
+        for d in FWD_M128_DIMS:
+            fwd.append("\n" + fwd_kernel(dt, d, mt=2, paged=True))
     bwd = [HEADER]
     for dt in DTYPES:
         bwd.append("\n" + pre_kernel(dt))

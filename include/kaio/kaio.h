@@ -1818,6 +1818,76 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_attention_varlen(
 KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_attention_varlen_backward(
     kaio_op **out, kaio_device *device, const kaio_attention_varlen_desc *desc);
 
+/* ===========================================================================
+ * Paged prefill: chunked prefill attention over a paged KV cache
+ *
+ * The varlen forward (previous section: kaio_attention_varlen_desc, packed
+ * Q / O / LSE, masks, precision) with each sequence's keys read from the
+ * page pools of "Paged KV cache" / "Paged attention" instead of packed K and
+ * V: sequence b has len_q new query rows (rows cu_seqlens_q[b] ..
+ * cu_seqlens_q[b+1] − 1 of Q) attending to its len_k = seq_lens[b] keys,
+ * the cache INCLUDING those new rows (append them first with
+ * kaio_kv_cache_write). KAIO_ATTENTION_CAUSAL is bottom-right per sequence:
+ * query i sees key j iff j <= i + len_k − len_q (position len_k − len_q + i
+ * of the sequence); KAIO_ATTENTION_CAUSAL_TOP_LEFT j <= i; MASK_NONE every
+ * key below len_k. A chunk of a long prompt, a whole prompt (len_k = len_q)
+ * and decode rows (len_q = 1) mix freely in one batch.
+ *   Q, O: [total_q, Hq·D] as varlen; LSE f32 [Hq, total_q] or absent.
+ *   K pool, V pool: [num_pages · page_size, Hkv · D] of desc->dtype, as the
+ *     paged decode op (row p · page_size + t is slot t of page p; rows a
+ *     multiple of page_size, num_pages >= 1; same rows in both; row_stride
+ *     allowed, 16-byte aligned start and pitch).
+ *   cu_seqlens_q: I32 [1, B+1] prefix sums, read as the varlen op reads
+ *     them (a bad pair is an empty sequence, nothing written).
+ *   block_table: I32 [B, max_pages_per_seq] (row_stride allowed); key j of
+ *     sequence b is slot j % page_size of page block_table[b, j / page_size].
+ *     max_pages_per_seq · page_size must be >= desc->max_seqlen_k.
+ *   seq_lens: I32 [1, B], len_k of each sequence.
+ * desc: a kaio_attention_varlen_desc with total_k 0 (K and V are the pools)
+ * and max_seqlen_k the largest seq_lens entry any launch may pass (it bounds
+ * the lengths, not the grid); max_seqlen_q and total_q as the varlen op;
+ * head_dim 32, 64, 96, 128 or 256; every other field as varlen's forward.
+ * paged: page_size 16, 32, 64, 128 or 256 (KAIO_ERROR_UNSUPPORTED else).
+ * Kernels: the sm_80 mma.sync varlen forward with a paged row fetch (each
+ * key row's table entry read in the tile's cp.async issue). AUTO and
+ * KAIO_ATTENTION_SM80_M128 run the 128-row tile (D <= 128),
+ * KAIO_ATTENTION_SM80 the 64-row one. There is no sm_90a paged kernel yet:
+ * AUTO runs sm_80 on every device and KAIO_ATTENTION_SM90 is
+ * KAIO_ERROR_UNSUPPORTED. O and LSE equal kaio_attention_varlen's with the
+ * same sm_80 variant on the same keys stored contiguously.
+ * Device data (cu_seqlens_q, block_table, seq_lens) is not checked on the
+ * host; whatever it holds, no byte outside the views is read or written.
+ * As for the paged decode op: a length outside [0, max_seqlen_k] is clamped
+ * into it and a page id outside [0, num_pages) replaced by page 0; the
+ * query tiles (up to 128 rows of one head) that met the bad value get O and
+ * LSE written as NaN (a causal tile whose keys end before a bad page does
+ * not meet it), and a prepared op's next kaio_stream_synchronize (of a
+ * kaio_stream it was launched on) returns KAIO_ERROR_OUT_OF_BOUNDS naming
+ * the sequence and the value. The one-shot call only writes the NaNs.
+ * Constraints, statuses, threads and asynchrony as the varlen forward; no
+ * workspace, no allocation at launch, graph-capturable (a replayed graph's
+ * bounds errors are not reported). Compute capability 8.0+.
+ * ======================================================================== */
+
+/* A prepared paged prefill.
+ *   launch tensors: {Q, K pool, V pool, cu_seqlens_q, block_table,
+ *                    seq_lens, O, LSE}
+ * LSE may be a view with a NULL buffer: then it is not written. The op owns
+ * the bounds flag; launches may come from several threads, and a bounds
+ * error is reported by the first synchronisation of a stream it was
+ * launched on. Ownership: caller owns *out; retains device. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_attention_paged_prefill(
+    kaio_op **out, kaio_device *device, const kaio_attention_varlen_desc *desc,
+    const kaio_attention_paged_desc *paged);
+
+/* One-shot paged prefill; lse may be NULL or have a NULL buffer. Bad device
+ * data gives NaN only (no flag). Nothing is retained after the call. */
+KAIO_API KAIO_NODISCARD kaio_status kaio_attention_paged_prefill(
+    kaio_stream *stream, const kaio_tensor *q, const kaio_tensor *k_pool,
+    const kaio_tensor *v_pool, const kaio_tensor *cu_seqlens_q, const kaio_tensor *block_table,
+    const kaio_tensor *seq_lens, const kaio_tensor *o, const kaio_tensor *lse,
+    const kaio_attention_varlen_desc *desc, const kaio_attention_paged_desc *paged);
+
 KAIO_END_DECLS
 
 #endif /* KAIO_H */

@@ -3,7 +3,7 @@ their 128-thread entry with launch annotations, the (batch, head) split of
 the grid, BSHD addressing, masking, key-block counts and the row stores."""
 
 from kaio_ptx import kernel
-from kaio_ptx.control import cases
+from kaio_ptx.control import cases, skip_if
 from kaio_ptx.dtypes import OUT_DTYPES
 from kaio_ptx.mma import pack
 
@@ -138,3 +138,77 @@ def varlen_sequence(k, P, b):
     V.update(seq_q=len_q, seq_k=len_k, q_start=q_start, k_start=k_start,
              causal_off=k.r("selp.b32", k.r("sub.u32", len_k, len_q), 0, bottom_right))
     return V
+
+
+# --------------------------------------------------------------------------
+# Paged KV (chunked prefill): packed queries as varlen, keys of sequence b in
+# the pools' pages block_table[b, j >> page_shift], slot j & (page_size - 1).
+# --------------------------------------------------------------------------
+
+PAGED_PARAMS = [(".u64", "cu_q"), (".u64", "table"), (".u64", "lens"), (".u64", "flag"),
+                (".u64", "table_rs"), (".u32", "total_q"), (".u32", "num_pages"),
+                (".u32", "page_shift")]
+NAN = "0f7FC00000"
+
+
+def raise_flag(k, P, kind, b, value):
+    """atom.max of (kind << 56 | b << 32 | value) into the flag, if any (the
+    paged decode kernels' code: 1 a length, 2 a page id)."""
+    with skip_if(k, k.p("setp.eq.u64", P["flag"], 0), "no_flag"):
+        code = k.rd("or.b64", k.rd("shl.b64", k.wide(b), 32), k.wide(value))
+        code = k.rd("or.b64", code, kind << 56)
+        k.op("atom.global.max.u64 %s, [%s], %s" % (k.reg("rd"), P["flag"], code))
+
+
+class PagedKeys:
+    """Sequence b's keys in the page pools.  seq_k (the host's max_seqlen_k,
+    <= max_pages << page_shift) bounds the length read from lens[b]: a
+    longer (or negative) one is clamped, a page id outside [0, num_pages)
+    replaced by page 0; both set bad (the CTA's rows become NaN) and raise
+    the flag.  So no byte outside the pools or the table is addressed."""
+
+    def __init__(self, k, P, b, tid):
+        self.k, self.P, self.b = k, P, b
+        lv = k.r("ld.global.u32", "[%s]" % k.rd("add.u64", P["lens"], k.rd("mul.wide.u32", b, 4)))
+        self.length = k.r("min.u32", lv, P["seq_k"])      # a negative i32 is huge as u32
+        self.bad = k.reg("p")
+        k.op("setp.ne.u32 %s, %s, %s" % (self.bad, self.length, lv))
+        self.lv, self.tid = lv, tid
+        self.row_ptr = k.rd("add.u64", P["table"],
+                            k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(b), P["table_rs"]), 2))
+        self.pmask = k.r("sub.u32", k.r("shl.b32", 1, P["page_shift"]), 1)
+
+    def report_length(self):
+        """Thread 0 raises the flag for a clamped length (call once, after
+        the CTA's early exit)."""
+        k = self.k
+        with skip_if(k, "!" + self.bad, "len_ok"):
+            with skip_if(k, k.p("setp.ne.u32", self.tid, 0), "not_t0"):
+                raise_flag(k, self.P, 1, self.b, self.lv)
+
+    def pool_rows(self, keys, oks):
+        """Pool rows (u64) of the keys (u32 registers) whose predicate in oks
+        holds (others give row 0 of page 0): every table entry is loaded
+        first, then checked with one branch."""
+        k, P = self.k, self.P
+        pages = []
+        for key, ok in zip(keys, oks):
+            page = k.r("mov.u32", 0)
+            addr = k.rd("add.u64", self.row_ptr, k.rd("mul.wide.u32", k.r("shr.u32", key, P["page_shift"]), 4))
+            k.op("@%s ld.global.nc.u32 %s, [%s]" % (ok, page, addr))
+            pages.append(page)
+        anybad, worst = None, None
+        for i, page in enumerate(pages):
+            pbad = k.p("setp.ge.u32", page, P["num_pages"])    # negative ids too (as u32)
+            worst = page if worst is None else k.r("selp.b32", page, worst, pbad)
+            anybad = pbad if anybad is None else k.p("or.pred", anybad, pbad)
+            pages[i] = k.r("selp.b32", 0, page, pbad)
+        with skip_if(k, "!" + anybad, "pages_ok"):
+            k.op("setp.eq.u32 %s, %s, %s" % (self.bad, self.tid, self.tid))
+            raise_flag(k, P, 2, self.b, worst)
+        return [k.wide(k.r("or.b32", k.r("shl.b32", page, P["page_shift"]), k.r("and.b32", key, self.pmask)))
+                for page, key in zip(pages, keys)]
+
+    def spoil(self):
+        """CTA-wide OR of bad (a barrier: every thread must call it)."""
+        self.k.op("bar.red.or.pred %s, 0, %s" % (self.bad, self.bad))

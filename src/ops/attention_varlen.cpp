@@ -67,7 +67,8 @@ kaio_status check_kinds(const kaio_attention_varlen_desc &d, bool backward) {
   return KAIO_OK;
 }
 
-kaio_status check_shape_fields(const kaio_attention_varlen_desc &d, bool backward) {
+// paged: K and V are page pools, so total_k is 0 and bounds nothing.
+kaio_status check_shape_fields(const kaio_attention_varlen_desc &d, bool backward, bool paged) {
   const struct {
     const char *name;
     int64_t value, low, high;
@@ -76,9 +77,9 @@ kaio_status check_shape_fields(const kaio_attention_varlen_desc &d, bool backwar
                 {"heads_kv", d.heads_kv, 1, INT32_MAX},
                 {"head_dim", d.head_dim, 1, INT32_MAX},
                 {"total_q", d.total_q, 1, INT32_MAX},
-                {"total_k", d.total_k, 1, INT32_MAX},
+                {"total_k", d.total_k, paged ? 0 : 1, paged ? 0 : INT32_MAX},
                 {"max_seqlen_q", d.max_seqlen_q, 1, d.total_q},
-                {"max_seqlen_k", d.max_seqlen_k, 0, d.total_k}};
+                {"max_seqlen_k", d.max_seqlen_k, 0, paged ? INT32_MAX : d.total_k}};
   for (const auto &f : fields)
     if (f.value < f.low || f.value > f.high)
       return fail(KAIO_ERROR_INVALID_DIMENSION,
@@ -138,9 +139,12 @@ kaio_status plan_unlogged(kaio_device *device, bool backward, AttentionVarlenPla
   if (d.o_dtype == 0) d.o_dtype = d.dtype;
   if (d.softmax_scale == 0.0f)
     d.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
+  const bool paged = plan->paged;
   KAIO_TRY(check_kinds(d, backward));
-  KAIO_TRY(check_shape_fields(d, backward));
+  if (paged) KAIO_TRY(paged_prefill_check(d, plan->page_size));
+  KAIO_TRY(check_shape_fields(d, backward, paged));
   KAIO_TRY(require_arch(device, 8, 0, "varlen attention (mma.sync m16n8k16, cp.async)"));
+  if (paged) return paged_prefill_plan(device, plan);
   const unsigned bh = static_cast<unsigned>(d.batch * d.heads_q);
   int64_t tile = 0;
   if (!backward) {
@@ -200,10 +204,13 @@ kaio_status AttentionVarlenPlan::plan(kaio_device *device) {
                   [&] {
                     char s[192];
                     std::snprintf(s, sizeof s,
-                                  "varlen %s B=%" PRId64 " max_q=%" PRId64 " max_k=%" PRId64
+                                  "%s B=%" PRId64 " max_q=%" PRId64 " max_k=%" PRId64
                                   " total_q=%" PRId64 " total_k=%" PRId64 " Hq=%" PRId64
                                   " Hkv=%" PRId64 " D=%" PRId64 " %s",
-                                  backward ? "backward" : "forward", asked.batch,
+                                  backward     ? "varlen backward"
+                                  : paged      ? "paged prefill"
+                                               : "varlen forward",
+                                  asked.batch,
                                   asked.max_seqlen_q, asked.max_seqlen_k, asked.total_q,
                                   asked.total_k, asked.heads_q, asked.heads_kv, asked.head_dim,
                                   kaio_dtype_name(asked.dtype));
@@ -361,6 +368,11 @@ kaio_status run_backward(const AttentionVarlenPlan &plan, kaio_stream *stream,
 
 kaio_status AttentionVarlenPlan::run(kaio_stream *stream, const kaio_tensor *tensors,
                                      size_t count) const {
+  if (paged) {
+    KAIO_TRY(check_launch(device, stream, tensors, count, 8,
+                          "{Q, K pool, V pool, cu_seqlens_q, block_table, seq_lens, O, LSE}"));
+    return paged_prefill_run(*this, stream, tensors);
+  }
   const char *order = backward
                           ? "{dO, Q, K, V, cu_seqlens_q, cu_seqlens_k, O, LSE, dQ, dK, dV}"
                           : "{Q, K, V, cu_seqlens_q, cu_seqlens_k, O, LSE}";

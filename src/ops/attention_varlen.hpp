@@ -6,6 +6,7 @@
 #include <kaio/kaio.h>
 
 #include <initializer_list>
+#include <memory>
 #include <utility>
 
 #include "kernels/builtin_kernels.hpp"
@@ -22,9 +23,13 @@ struct AttentionVarlenPlan : PlanBase {
   Launch fwd;                         // forward
   Launch pre, dq, dkdv;               // backward: Dv, dQ, dK and dV
   Workspace workspace;                // backward: Dv, Hq·total_q f32
+  bool paged = false;                 // set before plan(): the paged prefill op
+  int32_t page_size = 0;              // paged: set before plan()
+  std::shared_ptr<ErrorFlag> flag;    // paged, prepared: bad seq_lens / block_table
 
   kaio_status plan(kaio_device *device);
-  // {Q, K, V, cu_q, cu_k, O, LSE} or {dO, Q, K, V, cu_q, cu_k, O, LSE, dQ, dK, dV}
+  // {Q, K, V, cu_q, cu_k, O, LSE}, {dO, Q, K, V, cu_q, cu_k, O, LSE, dQ, dK, dV}
+  // or, paged, {Q, K pool, V pool, cu_q, block_table, seq_lens, O, LSE}
   kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;
 };
 
@@ -39,5 +44,13 @@ kaio_status attention_check_rows(const char *arg, const kaio_tensor &t, const ka
 using NamedChecked = std::pair<const char *, const CheckedView *>;
 kaio_status attention_check_disjoint(std::initializer_list<NamedChecked> outs,
                                      std::initializer_list<NamedChecked> all);
+
+// Paged prefill (ops/attention_paged_prefill.cpp): the desc fields and page
+// size only it has (before the varlen checks); its kernel and flag; its
+// launch on the 8 views.
+kaio_status paged_prefill_check(const kaio_attention_varlen_desc &d, int32_t page_size);
+kaio_status paged_prefill_plan(kaio_device *device, AttentionVarlenPlan *plan);
+kaio_status paged_prefill_run(const AttentionVarlenPlan &plan, kaio_stream *stream,
+                              const kaio_tensor *t);
 
 }  // namespace kaio

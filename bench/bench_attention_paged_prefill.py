@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""libkaio paged prefill (kaio_op_create_attention_paged_prefill) against the
+contiguous varlen op on the same keys, in one process on one stream.
+
+    python3 bench/bench_attention_paged_prefill.py --lib build-gpu/src/libkaio.so [--iters 20] [--json out.json]
+
+Batches as bench_attention_varlen.py: TOTAL new query tokens (8192, 16384)
+in 16 sequences of random mixed lengths (same seeds), bf16, Hq 32, Hkv 8,
+D 128, causal bottom-right per sequence, LSE written. Two key sides:
+  self:  len_k = len_q (a whole prompt: the same work as the varlen bench)
+  chunk: len_k = 2 len_q (the chunk follows a cached prefix of len_q keys)
+Paged: pages of 16 and 128 tokens, shuffled in the pools. Rows compare
+paged (AUTO, which is the sm_80 128-row kernel, and SM80_M128) with varlen
+SM80_M128 (the same kernel family) and varlen AUTO (sm_90a on an H100);
+"bitwise" says whether paged O equals varlen SM80_M128's O exactly.
+TFLOP/s counts the visible (masked) work: 4·Hq·D·Σ(len_q(len_k − len_q) +
+len_q(len_q + 1)/2). Timing: CUDA events, warm-up, median of --iters.
+"""
+
+import argparse
+import ctypes as C
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_attention_varlen import (D, HKV, HQ, KAIO_BF16, KAIO_F32, KAIO_I32, NSEQ,  # noqa: E402
+                                    Kaio, VarlenDesc, lengths, time_ms)
+
+VARIANTS = {"AUTO": 0, "SM80_M128": 2}
+
+
+class PagedDesc(C.Structure):
+    _fields_ = [("struct_size", C.c_uint32), ("page_size", C.c_int32),
+                ("reserved", C.c_uint64 * 2)]
+
+
+def varlen_desc(kaio, variant, lq, lk, total_k):
+    vd = VarlenDesc()
+    kaio.check(kaio.lib.kaio_attention_varlen_desc_init(C.byref(vd), C.sizeof(vd)), "init")
+    vd.dtype, vd.mask, vd.variant, vd.batch = KAIO_BF16, 1, variant, NSEQ
+    vd.max_seqlen_q, vd.max_seqlen_k = max(lq), max(lk)
+    vd.total_q, vd.total_k = sum(lq), total_k
+    vd.heads_q, vd.heads_kv, vd.head_dim = HQ, HKV, D
+    return vd
+
+
+def paged_pools(k, v, lk, page, gen):
+    """K and V scattered into shuffled pages: (k_pool, v_pool, block_table)."""
+    need = [(l + page - 1) // page for l in lk]
+    num_pages = sum(need) + 4
+    ids = torch.randperm(num_pages, generator=gen).tolist()
+    maxp = max(need)
+    table = torch.zeros(NSEQ, maxp, dtype=torch.int32)
+    kp = torch.randn(num_pages * page, HKV, D, device="cuda", dtype=torch.bfloat16)
+    vp = torch.randn_like(kp)
+    nxt, start = 0, 0
+    for b, l in enumerate(lk):
+        table[b, :need[b]] = torch.tensor(ids[nxt:nxt + need[b]], dtype=torch.int32)
+        nxt += need[b]
+        j = torch.arange(l)
+        rows = (table[b, j // page].long() * page + j % page).cuda()
+        kp[rows] = k[start:start + l]
+        vp[rows] = v[start:start + l]
+        start += l
+    return kp, vp, table.cuda()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    kaio = Kaio(a.lib)
+    print("torch", torch.__version__, torch.cuda.get_device_name())
+    print("%-6s %-5s %-4s %-9s | %9s %7s | %9s %7s %6s | %9s %7s %6s | %s" % (
+        "total", "keys", "page", "paged var", "paged ms", "TFLOP/s", "M128 ms", "TFLOP/s", "p/v",
+        "AUTO ms", "TFLOP/s", "p/v", "bitwise vs varlen M128"))
+    results = []
+    gen = torch.Generator().manual_seed(7)
+    for total in (8192, 16384):
+        lq = lengths(total, total)
+        for side in ("self", "chunk"):
+            lk = list(lq) if side == "self" else [2 * l for l in lq]
+            tk = sum(lk)
+            work = sum(4.0 * HQ * D * (q * (k - q) + q * (q + 1) / 2) for q, k in zip(lq, lk))
+            cu_q = torch.tensor([0] + torch.tensor(lq).cumsum(0).tolist(), dtype=torch.int32, device="cuda")
+            cu_k = torch.tensor([0] + torch.tensor(lk).cumsum(0).tolist(), dtype=torch.int32, device="cuda")
+            seq_lens = torch.tensor(lk, dtype=torch.int32, device="cuda").view(1, NSEQ)
+            q = torch.randn(total, HQ, D, device="cuda", dtype=torch.bfloat16)
+            k = torch.randn(tk, HKV, D, device="cuda", dtype=torch.bfloat16)
+            v = torch.randn(tk, HKV, D, device="cuda", dtype=torch.bfloat16)
+            o = torch.empty_like(q)
+            lse = torch.empty(HQ, total, device="cuda", dtype=torch.float32)
+            vq, vo, vl = (kaio.view(q, total, HQ * D, KAIO_BF16), kaio.view(o, total, HQ * D, KAIO_BF16),
+                          kaio.view(lse, HQ, total, KAIO_F32))
+            vcq = kaio.view(cu_q, 1, NSEQ + 1, KAIO_I32)
+            vviews = [vq, kaio.view(k, tk, HKV * D, KAIO_BF16), kaio.view(v, tk, HKV * D, KAIO_BF16),
+                      vcq, kaio.view(cu_k, 1, NSEQ + 1, KAIO_I32), vo, vl]
+            ref = {}
+            for vname, var in VARIANTS.items():
+                op = kaio.op(kaio.lib.kaio_op_create_attention_varlen, varlen_desc(kaio, var, lq, lk, tk))
+                ref[vname] = time_ms(lambda: kaio.launch(op, vviews), a.iters)
+                if vname == "SM80_M128":
+                    kaio.launch(op, vviews)
+                    ref_o = o.clone()
+                kaio.lib.kaio_op_destroy(op)
+            for page in (16, 128):
+                kp, vp, table = paged_pools(k, v, lk, page, gen)
+                pviews = [vq, kaio.view(kp, kp.shape[0], HKV * D, KAIO_BF16),
+                          kaio.view(vp, vp.shape[0], HKV * D, KAIO_BF16), vcq,
+                          kaio.view(table, NSEQ, table.shape[1], KAIO_I32),
+                          kaio.view(seq_lens, 1, NSEQ, KAIO_I32), vo, vl]
+                pd = PagedDesc()
+                kaio.check(kaio.lib.kaio_attention_paged_desc_init(C.byref(pd), C.sizeof(pd)), "init")
+                pd.page_size = page
+                for vname, var in VARIANTS.items():
+                    vd = varlen_desc(kaio, var, lq, lk, 0)
+                    op = C.c_void_p()
+                    kaio.check(kaio.lib.kaio_op_create_attention_paged_prefill(
+                        C.byref(op), kaio.dev, C.byref(vd), C.byref(pd)), "create paged prefill")
+                    o.zero_()
+                    kaio.launch(op, pviews)
+                    kaio.check(kaio.lib.kaio_stream_synchronize(kaio.stream), "sync")
+                    same = bool(torch.equal(o, ref_o))
+                    p_ms = time_ms(lambda: kaio.launch(op, pviews), a.iters)
+                    kaio.lib.kaio_op_destroy(op)
+                    r = {"total": total, "keys": side, "page": page, "variant": vname,
+                         "paged_ms": p_ms, "paged_tflops": work / p_ms / 1e9,
+                         "varlen_m128_ms": ref["SM80_M128"], "varlen_auto_ms": ref["AUTO"],
+                         "bitwise_vs_varlen_m128": same, "lq": lq, "lk": lk}
+                    results.append(r)
+                    print("%-6d %-5s %-4d %-9s | %9.3f %7.1f | %9.3f %7.1f %6.2f | %9.3f %7.1f %6.2f | %s" % (
+                        total, side, page, vname, p_ms, work / p_ms / 1e9, ref["SM80_M128"],
+                        work / ref["SM80_M128"] / 1e9, p_ms / ref["SM80_M128"], ref["AUTO"],
+                        work / ref["AUTO"] / 1e9, p_ms / ref["AUTO"], same), flush=True)
+        print("  lengths %s" % lq)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+// Chunked prefill against a paged KV cache: the varlen forward's queries
+// (packed by cu_seqlens_q) with each sequence's keys read from the K and V
+// page pools through the block table (the paged entries of
+// ptx/gen_attention_sm80.py). Shares AttentionVarlenPlan and its desc
+// checks; this file holds what only the paged op has.
+#include <cinttypes>
+#include <climits>
+#include <cstdio>
+#include <memory>
+
+#include "core/call_context.hpp"
+#include "core/error.hpp"
+#include "kernels/module_cache.hpp"
+#include "ops/attention_varlen.hpp"
+#include "ops/key_list.hpp"
+#include "ops/plan_log.hpp"
+#include "runtime/stream.hpp"
+
+namespace kaio {
+namespace {
+
+constexpr const auto &kPagedDims = kernels::keys::attn_fwd_paged_sm80::head_dim;
+constexpr int64_t kPageSizes[] = {16, 32, 64, 128, 256};
+constexpr int64_t kMaxM128Dim = 128;
+
+// The kernels' bounds flag: kind << 56 | b << 32 | value (as the paged
+// decode kernels write it).
+class PagedPrefillFlag final : public ErrorFlag {
+ public:
+  kaio_status report(uint64_t value) const override {
+    const unsigned kind = static_cast<unsigned>(value >> 56);
+    const unsigned b = static_cast<unsigned>((value >> 32) & 0xffffff);
+    const int32_t bad = static_cast<int32_t>(static_cast<uint32_t>(value));
+    if (kind == 1)
+      return fail(KAIO_ERROR_OUT_OF_BOUNDS,
+                  "%s: paged prefill: seq_lens[%u] is %" PRId32 ", outside [0, "
+                  "desc->max_seqlen_k]; the length was clamped and sequence %u's O and LSE were "
+                  "written as NaN. Pass lengths between 0 and the op's max_seqlen_k.",
+                  api_name(), b, bad, b);
+    if (kind == 2)
+      return fail(KAIO_ERROR_OUT_OF_BOUNDS,
+                  "%s: paged prefill: block_table row %u holds page id %" PRId32
+                  ", outside [0, num_pages); page 0 was read instead and sequence %u's O and LSE "
+                  "were written as NaN (the query tiles that read it). Fix the block table.",
+                  api_name(), b, bad, b);
+    return fail(KAIO_ERROR_INTERNAL,
+                "%s: paged prefill left error flag 0x%016" PRIx64 ". Please report this.",
+                api_name(), value);
+  }
+};
+
+// A K or V pool: [num_pages · page_size, Hkv · D] of dtype, num_pages >= 1.
+kaio_status check_pool(const char *arg, const kaio_tensor &t, const kaio_device *device,
+                       const kaio_attention_varlen_desc &d, int64_t page_size, CheckedView *out) {
+  KAIO_TRY(attention_check_rows(arg, t, device, d.dtype, t.rows, d.heads_kv, d.head_dim, out));
+  if (out->rows < page_size || out->rows % page_size != 0 || out->rows > INT32_MAX)
+    return fail(KAIO_ERROR_SHAPE_MISMATCH,
+                "%s: argument '%s' has %" PRId64 " rows; a page pool is [num_pages * page_size, "
+                "heads_kv * head_dim] with num_pages >= 1: a multiple of page_size %" PRId64
+                " up to %d rows.",
+                api_name(), arg, out->rows, page_size, INT32_MAX);
+  return KAIO_OK;
+}
+
+kaio_status check_i32(const char *arg, const kaio_tensor &t, const kaio_device *device,
+                      int64_t rows, int64_t cols, CheckedView *out) {
+  KAIO_TRY(check_view(arg, &t, device, out));
+  KAIO_TRY(check_dtype(arg, *out, KAIO_DTYPE_I32));
+  return check_shape(arg, *out, rows, cols);
+}
+
+unsigned u32(int64_t v) { return static_cast<unsigned>(v); }
+
+}  // namespace
+
+kaio_status paged_prefill_check(const kaio_attention_varlen_desc &d, int32_t page_size) {
+  if (!in_list(kPageSizes, page_size))
+    return fail(KAIO_ERROR_UNSUPPORTED, "%s: paged->page_size is %" PRId32 "; use %s.",
+                api_name(), page_size, list_text(kPageSizes, "or").c_str());
+  if (d.variant == KAIO_ATTENTION_SM90)
+    return fail(KAIO_ERROR_UNSUPPORTED,
+                "%s: desc->variant is KAIO_ATTENTION_SM90; paged prefill runs the sm_80 kernels "
+                "only (KAIO_ATTENTION_AUTO picks them on every device). Use KAIO_ATTENTION_AUTO, "
+                "_SM80 or _SM80_M128.",
+                api_name());
+  if (d.total_k != 0)
+    return fail(KAIO_ERROR_INVALID_DIMENSION,
+                "%s: desc->total_k is %" PRId64 "; paged prefill reads K and V from the page "
+                "pools, so total_k must be 0 (max_seqlen_k is the largest seq_lens entry).",
+                api_name(), d.total_k);
+  return KAIO_OK;
+}
+
+kaio_status paged_prefill_plan(kaio_device *device, AttentionVarlenPlan *plan) {
+  const kaio_attention_varlen_desc &d = plan->desc;
+  if (!in_list(kPagedDims, d.head_dim))
+    return fail(KAIO_ERROR_UNSUPPORTED, "%s: desc->head_dim is %" PRId64 "; paged prefill takes %s.",
+                api_name(), d.head_dim, list_text(kPagedDims, "or").c_str());
+  const bool m128 = d.variant == KAIO_ATTENTION_SM80_M128 ||
+                    (d.variant == KAIO_ATTENTION_AUTO && d.head_dim <= kMaxM128Dim);
+  int64_t tile = 0;
+  KAIO_TRY(attention_resolve(device,
+                             kernels::attn_fwd_paged_sm80(d.dtype, d.head_dim, m128 ? 128 : 64),
+                             &plan->fwd, &tile));
+  plan->fwd.grid = u32((d.max_seqlen_q + tile - 1) / tile);
+  plan->fwd.grid_y = u32(d.batch * d.heads_q);
+  log_kernel(device, plan->fwd.function,
+             d.variant == KAIO_ATTENTION_AUTO ? "paged prefill, AUTO: sm_80 (the only paged "
+                                                "prefill kernels)"
+                                              : "paged prefill, variant set in the desc");
+  if (!plan->prepared) return KAIO_OK;
+  auto flag = std::make_shared<PagedPrefillFlag>();
+  KAIO_TRY(flag->allocate(device));
+  plan->flag = std::move(flag);
+  return KAIO_OK;
+}
+
+kaio_status paged_prefill_run(const AttentionVarlenPlan &plan, kaio_stream *stream,
+                              const kaio_tensor *t) {
+  const kaio_attention_varlen_desc &d = plan.desc;
+  const kaio_device *device = plan.device;
+  const int64_t ps = plan.page_size;
+  CheckedView q, kp, vp, cu_q, table, lens, o, lse;
+  KAIO_TRY(attention_check_rows("Q", t[0], device, d.dtype, d.total_q, d.heads_q, d.head_dim, &q));
+  KAIO_TRY(check_pool("K pool", t[1], device, d, ps, &kp));
+  KAIO_TRY(check_pool("V pool", t[2], device, d, ps, &vp));
+  if (vp.rows != kp.rows)
+    return fail(KAIO_ERROR_SHAPE_MISMATCH,
+                "%s: the K pool has %" PRId64 " rows but the V pool %" PRId64
+                "; both hold the same pages.",
+                api_name(), kp.rows, vp.rows);
+  KAIO_TRY(check_i32("cu_seqlens_q", t[3], device, 1, d.batch + 1, &cu_q));
+  KAIO_TRY(check_view("block_table", &t[4], device, &table));
+  KAIO_TRY(check_dtype("block_table", table, KAIO_DTYPE_I32));
+  const int64_t need_pages = (d.max_seqlen_k + ps - 1) / ps;
+  if (table.rows != d.batch || table.cols < need_pages)
+    return fail(KAIO_ERROR_SHAPE_MISMATCH,
+                "%s: argument 'block_table' is %" PRId64 " x %" PRId64 "; it must have desc->batch "
+                "(%" PRId64 ") rows and at least ceil(desc->max_seqlen_k / page_size) = %" PRId64
+                " columns.",
+                api_name(), table.rows, table.cols, d.batch, need_pages);
+  KAIO_TRY(check_i32("seq_lens", t[5], device, 1, d.batch, &lens));
+  KAIO_TRY(attention_check_rows("O", t[6], device, d.out_dtype, d.total_q, d.heads_q, d.head_dim, &o));
+  const bool has_lse = t[7].buffer != nullptr;
+  if (has_lse) {
+    KAIO_TRY(check_view("LSE", &t[7], device, &lse));
+    KAIO_TRY(check_dtype("LSE", lse, KAIO_DTYPE_F32));
+    KAIO_TRY(check_shape("LSE", lse, d.heads_q, d.total_q));
+  }
+  const NamedChecked ins[] = {{"Q", &q},           {"K pool", &kp},     {"V pool", &vp},
+                              {"cu_seqlens_q", &cu_q}, {"block_table", &table},
+                              {"seq_lens", &lens}, {"O", &o}};
+  if (has_lse)
+    KAIO_TRY(attention_check_disjoint({{"O", &o}, {"LSE", &lse}},
+                                      {ins[0], ins[1], ins[2], ins[3], ins[4], ins[5], ins[6],
+                                       {"LSE", &lse}}));
+  else
+    KAIO_TRY(attention_check_disjoint({{"O", &o}}, {ins[0], ins[1], ins[2], ins[3], ins[4], ins[5]}));
+
+  unsigned long long pq = q.address, pk = kp.address, pv = vp.address, po = o.address,
+                     pl = has_lse ? lse.address : 0, zero = 0, q_ss = q.row_stride,
+                     k_ss = kp.row_stride, v_ss = vp.row_stride, o_ss = o.row_stride,
+                     lse_rs = has_lse ? lse.row_stride : 0, p_cu = cu_q.address,
+                     p_table = table.address, p_lens = lens.address,
+                     p_flag = plan.flag ? plan.flag->device_address() : 0,
+                     table_rs = table.row_stride;
+  unsigned sq = u32(d.max_seqlen_q), sk = u32(d.max_seqlen_k), hq = u32(d.heads_q),
+           group = u32(d.heads_q / d.heads_kv), off = 0, causal = u32(d.mask),
+           out_dtype = u32(d.out_dtype), total_q = u32(d.total_q), num_pages = u32(kp.rows / ps),
+           page_shift = u32(__builtin_ctzll(static_cast<unsigned long long>(ps)));
+  float scale_log2 = static_cast<float>(d.softmax_scale * 1.4426950408889634);
+  void *params[] = {&pq,     &pk,       &pv,         &po,       &pl,        &sq,
+                    &sk,     &hq,       &group,      &zero,     &q_ss,      &zero,
+                    &k_ss,   &zero,     &v_ss,       &zero,     &o_ss,      &lse_rs,
+                    &scale_log2, &causal, &off,      &out_dtype, &p_cu,     &p_table,
+                    &p_lens, &p_flag,   &table_rs,   &total_q,  &num_pages, &page_shift};
+  KAIO_TRY(launch_builtin(device, plan.fwd, stream, params));
+  if (plan.flag) stream->error_flags->note(plan.flag);
+  return KAIO_OK;
+}
+
+}  // namespace kaio

@@ -170,7 +170,6 @@ impl CustomOp3 for PagedAttention {
             kaio::TensorView::none(),
         ];
         prepared.launch(&ctx.stream, &views).kaio(op)?;
-        drop(views);
         drop((rq, rk, rv, rb, rl, ro));
         Ok((out, shape))
     }
@@ -333,7 +332,6 @@ impl CustomOp3 for FlashAttnVarlen {
             kaio::TensorView::none(),
         ];
         prepared.launch(&ctx.stream, &views).kaio(op)?;
-        drop(views);
         drop((rq, rk, rv, rcq, rck, ro));
         Ok((out, shape))
     }

@@ -188,7 +188,6 @@ impl CustomOp1 for SampleOp {
             ..kaio::SamplingViews::new(rl.view(&m), ro.view_as(&tokens, kaio::Dtype::I32))
         };
         prepared.launch(&ctx.stream, &views.tensors()).kaio(OP)?;
-        drop(views);
         drop((rl, args, ro));
         Ok((out, shape))
     }

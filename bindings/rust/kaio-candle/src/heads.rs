@@ -83,7 +83,10 @@ mod tests {
         let t = zeros(&[2, 5, 4, 64])?;
         assert_eq!(token_heads("rope", "q", t.layout(), Some(64))?.m, m(10, 256, 256, 0));
         let t = zeros(&[5, 256])?;
-        assert_eq!(token_heads("rope", "q", t.layout(), Some(64))?, Heads { m: m(5, 256, 256, 0), heads: 4, head_dim: 64 });
+        assert_eq!(
+            token_heads("rope", "q", t.layout(), Some(64))?,
+            Heads { m: m(5, 256, 256, 0), heads: 4, head_dim: 64 }
+        );
         // K as a column range of a fused [T, (8 + 2 + 2)·64] QKV output.
         let qkv = zeros(&[7, 12, 64])?;
         let k = qkv.narrow(1, 8, 2)?;
@@ -98,7 +101,10 @@ mod tests {
     fn layouts_that_do_not_fold_are_refused_with_the_fix() -> Result<()> {
         let t = zeros(&[2, 4, 5, 64])?.transpose(1, 2)?;
         let e = token_heads("rope", "q", t.layout(), None).unwrap_err().to_string();
-        assert!(e.contains("kaio-candle::rope") && e.contains("'q'") && e.contains("heads") && e.contains(".contiguous()"), "{e}");
+        assert!(
+            e.contains("kaio-candle::rope") && e.contains("'q'") && e.contains("heads") && e.contains(".contiguous()"),
+            "{e}"
+        );
         let t = zeros(&[5, 64, 4])?.transpose(1, 2)?;
         let e = token_heads("rope", "k", t.layout(), None).unwrap_err().to_string();
         assert!(e.contains("last dimension") && e.contains(".contiguous()"), "{e}");

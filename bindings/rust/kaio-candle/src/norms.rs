@@ -6,7 +6,9 @@ use std::sync::Mutex;
 
 use candle_core::backend::BackendStorage;
 use candle_core::op::BackpropOp;
-use candle_core::{bail, CpuStorage, CudaStorage, CustomOp1, DType, InplaceOp3, Layout, Result, Shape, Storage, Tensor};
+use candle_core::{
+    bail, CpuStorage, CudaStorage, CustomOp1, DType, InplaceOp3, Layout, Result, Shape, Storage, Tensor,
+};
 
 use crate::context::context;
 use crate::error::KaioResultExt;
@@ -51,7 +53,15 @@ impl InplaceOp3 for AddRmsNorm {
         "kaio-add-rmsnorm"
     }
 
-    fn cpu_fwd(&self, _: &mut CpuStorage, _: &Layout, _: &CpuStorage, _: &Layout, _: &CpuStorage, _: &Layout) -> Result<()> {
+    fn cpu_fwd(
+        &self,
+        _: &mut CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> Result<()> {
         no_cpu("add_rmsnorm")
     }
 

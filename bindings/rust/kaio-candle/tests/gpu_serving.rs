@@ -58,15 +58,23 @@ fn add_rmsnorm_and_layer_norm_match_candle_nn() -> Result<()> {
     let wide = Tensor::randn(0f32, 1., (8, 96), &dev)?;
     let x = wide.narrow(1, 16, 64)?;
     let got = kaio_candle::layer_norm(&x, None, None, 1e-5)?;
-    let want = candle_nn::ops::layer_norm(&x.contiguous()?, &Tensor::ones(64, DType::F32, &dev)?, &Tensor::zeros(64, DType::F32, &dev)?, 1e-5)?;
+    let want = candle_nn::ops::layer_norm(
+        &x.contiguous()?,
+        &Tensor::ones(64, DType::F32, &dev)?,
+        &Tensor::zeros(64, DType::F32, &dev)?,
+        1e-5,
+    )?;
     assert!(max_rel_tensors(&got, &want)? < 1e-5);
     // Errors name the argument and the fix.
     let res = Tensor::zeros((4, 8), DType::F32, &dev)?;
-    let e = kaio_candle::add_rmsnorm(&res.clone().to_dtype(DType::F16)?, &res, &Tensor::ones(8, DType::F32, &dev)?, 1e-6)
+    let e =
+        kaio_candle::add_rmsnorm(&res.clone().to_dtype(DType::F16)?, &res, &Tensor::ones(8, DType::F32, &dev)?, 1e-6)
+            .unwrap_err()
+            .to_string();
+    assert!(e.contains("kaio-candle::add_rmsnorm") && e.contains("'x' is F16"), "{e}");
+    let e = kaio_candle::add_rmsnorm(&res.copy()?, &res, &Tensor::ones(7, DType::F32, &dev)?, 1e-6)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("kaio-candle::add_rmsnorm") && e.contains("'x' is F16"), "{e}");
-    let e = kaio_candle::add_rmsnorm(&res.copy()?, &res, &Tensor::ones(7, DType::F32, &dev)?, 1e-6).unwrap_err().to_string();
     assert!(e.contains("'weight'") && e.contains("[8]"), "{e}");
     let e = kaio_candle::layer_norm(&res, None, None, -1.0).unwrap_err().to_string();
     assert!(e.contains("eps is -1"), "{e}");
@@ -122,9 +130,13 @@ fn rope_matches_candle_nn_rope_and_rope_i() -> Result<()> {
     let positions = Tensor::arange(0i32, t as i32, &dev)?;
     kaio_candle::rope(&q, &k, &positions, &kaio::RopeDesc::default())?;
     let (cos, sin) = cos_sin(t, d, 10000.0, &dev)?;
-    let want_q = candle_nn::rotary_emb::rope(&before.narrow(1, 0, hq)?.transpose(0, 1)?.contiguous()?.unsqueeze(0)?, &cos, &sin)?
-        .squeeze(0)?
-        .transpose(0, 1)?;
+    let want_q = candle_nn::rotary_emb::rope(
+        &before.narrow(1, 0, hq)?.transpose(0, 1)?.contiguous()?.unsqueeze(0)?,
+        &cos,
+        &sin,
+    )?
+    .squeeze(0)?
+    .transpose(0, 1)?;
     assert!(max_rel_tensors(&qkv.narrow(1, 0, hq)?, &want_q)? < 1e-5);
     assert_eq!(to_f64(&qkv.narrow(1, hq + hk, hk)?)?, to_f64(&before.narrow(1, hq + hk, hk)?)?, "V changed");
     // Rank 2 needs desc.head_dim; a wrong position count names the fix.
@@ -198,7 +210,8 @@ fn paged_attention_matches_naive_on_kv_cache_write_pages() -> Result<()> {
         for (b, &len) in lens.iter().enumerate() {
             let k = Tensor::rand(-1f32, 1., (len, hkv, d), &dev)?.to_dtype(dtype)?;
             let v = Tensor::rand(-1f32, 1., (len, hkv, d), &dev)?.to_dtype(dtype)?;
-            let slots: Vec<i32> = (0..len).map(|t| table[b * max_pages + t / page] * page as i32 + (t % page) as i32).collect();
+            let slots: Vec<i32> =
+                (0..len).map(|t| table[b * max_pages + t / page] * page as i32 + (t % page) as i32).collect();
             kaio_candle::kv_cache_write(&k, &v, &Tensor::new(slots.as_slice(), &dev)?, &kc, &vc)?;
             seqs.push((k, v));
         }
@@ -232,7 +245,14 @@ fn flash_attn_varlen_matches_naive_per_sequence() -> Result<()> {
     let Some(dev) = gpu("flash_attn_varlen_matches_naive_per_sequence") else { return Ok(()) };
     let (hq, hkv, d) = (4usize, 2usize, 64usize);
     let (lq, lk) = ([3usize, 1, 40], [7usize, 5, 40]);
-    let cu = |l: &[usize]| -> Vec<u32> { std::iter::once(0).chain(l.iter().scan(0u32, |a, &x| { *a += x as u32; Some(*a) })).collect() };
+    let cu = |l: &[usize]| -> Vec<u32> {
+        std::iter::once(0)
+            .chain(l.iter().scan(0u32, |a, &x| {
+                *a += x as u32;
+                Some(*a)
+            }))
+            .collect()
+    };
     let (cq, ck) = (cu(&lq), cu(&lk));
     let (tq, tk) = (*cq.last().unwrap() as usize, *ck.last().unwrap() as usize);
     for dtype in [DType::F16, DType::BF16] {
@@ -248,7 +268,8 @@ fn flash_attn_varlen_matches_naive_per_sequence() -> Result<()> {
                 let o = kaio_candle::flash_attn_varlen(&q, &k, &v, &sq, &sk, 40, 40, scale, causal)?;
                 for b in 0..3 {
                     let (q0, k0) = (cq[b] as usize, ck[b] as usize);
-                    let want = naive(&q.narrow(0, q0, lq[b])?, &k.narrow(0, k0, lk[b])?, &v.narrow(0, k0, lk[b])?, causal)?;
+                    let want =
+                        naive(&q.narrow(0, q0, lq[b])?, &k.narrow(0, k0, lk[b])?, &v.narrow(0, k0, lk[b])?, causal)?;
                     let e = max_rel_tensors(&o.narrow(0, q0, lq[b])?, &want)?;
                     assert!(e < 4.0 * tol(dtype), "{dtype:?} causal {causal} {name} seq {b}: {e}");
                 }
@@ -287,7 +308,8 @@ fn sampling_matches_argmax_and_candle_semantics() -> Result<()> {
             let got = kaio_candle::LogitsSampler::from_sampling(5, s).sample(&logits)?.to_vec1::<u32>()?;
             assert_eq!(got, want, "{dtype:?} {s:?}");
         }
-        let got = kaio_candle::LogitsSampler::new(5, Some(1.0), None).with_min_p(1.0).sample(&logits)?.to_vec1::<u32>()?;
+        let got =
+            kaio_candle::LogitsSampler::new(5, Some(1.0), None).with_min_p(1.0).sample(&logits)?.to_vec1::<u32>()?;
         assert_eq!(got, want, "{dtype:?} min_p 1");
     }
     // One row as [V].

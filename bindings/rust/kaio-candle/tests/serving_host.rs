@@ -41,9 +41,12 @@ fn gradients_and_bad_shapes_are_refused_with_the_fix() -> Result<()> {
     let w = zeros(&[8], DType::F32)?;
     let e = kaio_candle::add_rmsnorm(v.as_tensor(), &zeros(&[4, 8], DType::F32)?, &w, 1e-6).unwrap_err().to_string();
     assert!(e.contains("'x' tracks gradients") && e.contains("x.detach()"), "{e}");
-    let e = kaio_candle::layer_norm(&zeros(&[4, 8], DType::F32)?, Some(&w), Some(v.as_tensor()), 1e-5).unwrap_err().to_string();
+    let e = kaio_candle::layer_norm(&zeros(&[4, 8], DType::F32)?, Some(&w), Some(v.as_tensor()), 1e-5)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("'bias' tracks gradients"), "{e}");
-    let e = kaio_candle::LogitsSampler::new(1, None, None).sample(&zeros(&[2, 3, 4], DType::F32)?).unwrap_err().to_string();
+    let e =
+        kaio_candle::LogitsSampler::new(1, None, None).sample(&zeros(&[2, 3, 4], DType::F32)?).unwrap_err().to_string();
     assert!(e.contains("kaio-candle::sample") && e.contains("[B, V] or [V]"), "{e}");
     Ok(())
 }

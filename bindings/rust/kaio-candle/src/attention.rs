@@ -81,7 +81,7 @@ pub(crate) fn bshd(op: &str, arg: &str, l: &Layout) -> Result<Matrix> {
 
 /// libkaio's tensor-core attention views: a 16-byte aligned start and a row
 /// stride that is a multiple of 8 elements.
-fn tc_view(op: &str, arg: &str, m: &Matrix, elem_bytes: usize) -> Result<()> {
+pub(crate) fn tc_view(op: &str, arg: &str, m: &Matrix, elem_bytes: usize) -> Result<()> {
     if !(m.offset * elem_bytes).is_multiple_of(16) {
         bail!(
             "kaio-candle::{op}: argument '{arg}' starts {} bytes into its storage (start_offset {}), \
@@ -101,7 +101,7 @@ fn tc_view(op: &str, arg: &str, m: &Matrix, elem_bytes: usize) -> Result<()> {
     Ok(())
 }
 
-fn same_dtype(op: &str, arg: &str, got: DType, first: DType) -> Result<()> {
+pub(crate) fn same_dtype(op: &str, arg: &str, got: DType, first: DType) -> Result<()> {
     if got != first {
         bail!("kaio-candle::{op}: argument '{arg}' is {got:?} but 'q' is {first:?}; q, k and v must share one dtype")
     }
@@ -643,7 +643,7 @@ fn desc_key(dtype: kaio::Dtype, causal: bool, scale: Option<f32>, x: &Dims) -> V
     key
 }
 
-fn check_scale(op: &str, scale: Option<f32>) -> Result<()> {
+pub(crate) fn check_scale(op: &str, scale: Option<f32>) -> Result<()> {
     match scale {
         Some(s) if !(s.is_finite() && s > 0.0) => {
             bail!("kaio-candle::{op}: softmax_scale is {s}; it must be finite and > 0 (None means 1/sqrt(head_dim))")

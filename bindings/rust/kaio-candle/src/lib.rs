@@ -21,10 +21,13 @@
 //! # #[cfg(not(feature = "cuda"))] fn main() {}
 //! ```
 pub mod error;
+pub mod heads;
 pub mod layout;
 
 #[cfg(feature = "cuda")]
 mod attention;
+#[cfg(feature = "cuda")]
+mod attention_serving;
 #[cfg(feature = "cuda")]
 mod context;
 #[cfg(feature = "cuda")]
@@ -34,11 +37,17 @@ mod kv_cache;
 #[cfg(feature = "cuda")]
 mod matmul;
 #[cfg(feature = "cuda")]
+mod norms;
+#[cfg(feature = "cuda")]
 mod prep;
 #[cfg(feature = "cuda")]
 mod quant;
 #[cfg(feature = "cuda")]
+mod rope;
+#[cfg(feature = "cuda")]
 mod rows;
+#[cfg(feature = "cuda")]
+mod sampling;
 #[cfg(feature = "cuda")]
 mod storage;
 
@@ -47,6 +56,8 @@ pub use attention::{
     attention_flash, attention_flash_causal, attention_tc, attention_tc_causal, flash_attention, AttentionFlash, AttentionTc,
     FlashAttention,
 };
+#[cfg(feature = "cuda")]
+pub use attention_serving::{flash_attn_varlen, paged_attention, FlashAttnVarlen, PagedAttention};
 #[cfg(feature = "cuda")]
 pub use context::synchronize;
 #[cfg(feature = "cuda")]
@@ -60,6 +71,12 @@ pub use quant::{
     matmul_int4, matmul_int8, matmul_int8_scaled, qkv_project_int4, qkv_project_int8, MatmulInt4, MatmulInt8,
     MatmulInt8Scaled, QkvInt4, QkvInt8,
 };
+#[cfg(feature = "cuda")]
+pub use norms::{add_rmsnorm, layer_norm, AddRmsNorm, LayerNorm};
+#[cfg(feature = "cuda")]
+pub use rope::{rope, Rope};
+#[cfg(feature = "cuda")]
+pub use sampling::{LogitsSampler, Sampling};
 #[cfg(feature = "cuda")]
 pub use rows::{gelu, rmsnorm, silu_gate, softmax_last_dim, Gelu, GeluMode, RmsNorm, SiluGate, Softmax};
 

@@ -55,6 +55,22 @@ pub(crate) fn cuda_of<'a>(op: &str, what: &str, s: &'a Storage) -> Result<&'a Cu
     }
 }
 
+/// The CUDA storage of a tensor an op holds (`arg`), checked to be of one of
+/// `dtypes` and on the GPU of `first` (the op's first input).
+pub(crate) fn held<'a>(
+    op: &str,
+    arg: &str,
+    s: &'a Storage,
+    first: &CudaStorage,
+    dtypes: &[candle_core::DType],
+) -> Result<&'a CudaStorage> {
+    use candle_core::backend::BackendStorage;
+    let c = cuda_of(op, &format!("argument '{arg}'"), s)?;
+    layout::dtype(op, arg, c.dtype(), dtypes)?;
+    crate::storage::same_device(op, first, c, arg)?;
+    Ok(c)
+}
+
 /// The `cpu_fwd` method of a `CustomOp1`, `CustomOp2` or `CustomOp3` (the
 /// first argument), refusing CPU tensors in the op's name: a literal, or
 /// `|op| <expr>` where the name depends on the op (`op` is `&self`: macro

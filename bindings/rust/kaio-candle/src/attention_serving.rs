@@ -1,0 +1,379 @@
+//! Serving attention on candle tensors, f16 or bf16, forward only: decode
+//! over a paged KV cache ([`paged_attention`], the layout
+//! [`crate::kv_cache_write`] fills) and packed variable-length batches
+//! ([`flash_attn_varlen`], candle-flash-attn's signature). Both are GQA:
+//! query head h reads KV head `h / (Hq / Hkv)`.
+use candle_core::backend::{BackendDevice, BackendStorage};
+use candle_core::{bail, CudaStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};
+
+use crate::attention::{bshd, check_scale, same_dtype, tc_view};
+use crate::context::context;
+use crate::error::KaioResultExt;
+use crate::heads::{token_heads, Heads};
+use crate::layout::{self, Matrix};
+use crate::prep::{aligned16, forward_only, held, no_cpu_fwd};
+use crate::storage::{alloc, kaio_dtype, read, same_device, write};
+
+const HALVES: &[DType] = &[DType::F16, DType::BF16];
+
+/// q's dtype for k and v, all on q's GPU.
+fn qkv_like(op: &str, q: &CudaStorage, k: &CudaStorage, v: &CudaStorage, names: [&str; 2]) -> Result<DType> {
+    let dtype = q.dtype();
+    layout::dtype(op, "q", dtype, HALVES)?;
+    same_dtype(op, names[0], k.dtype(), dtype)?;
+    same_dtype(op, names[1], v.dtype(), dtype)?;
+    same_device(op, q, k, names[0])?;
+    same_device(op, q, v, names[1])?;
+    Ok(dtype)
+}
+
+fn gqa(op: &str, hq: usize, hkv: usize) -> Result<()> {
+    if hq == 0 || hkv == 0 || !hq.is_multiple_of(hkv) {
+        bail!(
+            "kaio-candle::{op}: 'q' has {hq} heads and the keys {hkv}; the query heads must be a non-zero multiple \
+             of the KV heads (MHA, GQA, MQA)"
+        )
+    }
+    Ok(())
+}
+
+fn mask(causal: bool) -> kaio::AttentionMask {
+    if causal {
+        kaio::AttentionMask::Causal
+    } else {
+        kaio::AttentionMask::None
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Paged decode attention.
+
+/// Decode attention over a paged cache: `q.apply_op3_no_bwd(&k_cache,
+/// &v_cache, &op)` with the block table and lengths held here.
+#[derive(Clone, Debug)]
+pub struct PagedAttention {
+    /// I32 `[B, max_pages_per_seq]`.
+    pub block_table: Tensor,
+    /// I32 `[B]`: each sequence's KV length including its Sq new tokens.
+    pub seq_lens: Tensor,
+    /// The longest length any sequence may have (sizes the split workspace).
+    pub max_seq_len: usize,
+    pub softmax_scale: Option<f32>,
+    pub causal: bool,
+}
+
+impl CustomOp3 for PagedAttention {
+    fn name(&self) -> &'static str {
+        "kaio-paged-attention"
+    }
+    no_cpu_fwd!(3, "paged_attention");
+    fn cuda_fwd(
+        &self,
+        q: &CudaStorage,
+        ql: &Layout,
+        kc: &CudaStorage,
+        kl: &Layout,
+        vc: &CudaStorage,
+        vl: &Layout,
+    ) -> Result<(CudaStorage, Shape)> {
+        let op = "paged_attention";
+        check_scale(op, self.softmax_scale)?;
+        let dtype = qkv_like(op, q, kc, vc, ["k_cache", "v_cache"])?;
+        let esize = dtype.size_in_bytes();
+        layout::rank(op, "q", ql.dims(), 4, "batch, seq_q, heads_q, head_dim")?;
+        layout::rank(op, "k_cache", kl.dims(), 4, "num_pages, page_size, heads_kv, head_dim")?;
+        if vl.dims() != kl.dims() {
+            bail!("kaio-candle::{op}: 'v_cache' is {:?} but 'k_cache' is {:?}; they must match", vl.dims(), kl.dims())
+        }
+        let (qd, kd) = (ql.dims(), kl.dims());
+        let (b, sq, hq, d) = (qd[0], qd[1], qd[2], qd[3]);
+        let (page_size, hkv) = (kd[1], kd[2]);
+        if kd[3] != d {
+            bail!("kaio-candle::{op}: 'q' has head_dim {d} and 'k_cache' {}; they must match", kd[3])
+        }
+        gqa(op, hq, hkv)?;
+        if sq > 16 {
+            bail!("kaio-candle::{op}: 'q' has {sq} query tokens a sequence; paged decode takes at most 16 (use flash_attn_varlen for prefill)")
+        }
+        let (bs, bl) = self.block_table.storage_and_layout();
+        let bt = held(op, "block_table", &bs, q, &[DType::I32])?;
+        let (ss, sl) = self.seq_lens.storage_and_layout();
+        let lens = held(op, "seq_lens", &ss, q, &[DType::I32])?;
+        layout::rank(op, "block_table", bl.dims(), 2, "batch, max_pages_per_seq")?;
+        let pages = bl.dims()[1];
+        if bl.dims()[0] != b || sl.dims() != [b] {
+            bail!(
+                "kaio-candle::{op}: 'block_table' is {:?} and 'seq_lens' {:?} for a batch of {b}; they must be \
+                 [{b}, max_pages_per_seq] and [{b}]",
+                bl.dims(),
+                sl.dims()
+            )
+        }
+        if pages * page_size < self.max_seq_len {
+            bail!(
+                "kaio-candle::{op}: max_seq_len is {} but the block table holds {pages} pages of {page_size} \
+                 tokens; give max_seq_len <= {} or a wider block table",
+                self.max_seq_len,
+                pages * page_size
+            )
+        }
+        let shape = Shape::from((b, sq, hq, d));
+        let dev = &q.device;
+        if b == 0 || sq == 0 {
+            return Ok((dev.zeros_impl(&shape, dtype)?, shape));
+        }
+        let qm = bshd(op, "q", ql)?;
+        tc_view(op, "q", &qm, esize)?;
+        let mut caches = Vec::new();
+        for (arg, l) in [("k_cache", kl), ("v_cache", vl)] {
+            let Heads { m, .. } = token_heads(op, arg, l, None)?;
+            tc_view(op, arg, &m, esize)?;
+            caches.push(m);
+        }
+        let btm = layout::matrix(op, "block_table", bl)?;
+        let lm = layout::contiguous(op, "seq_lens", sl)?;
+        let kdt = kaio_dtype(op, dtype)?;
+        let desc = kaio::AttentionDesc {
+            dtype: kdt,
+            mask: mask(self.causal),
+            batch: b,
+            seq_q: sq,
+            seq_k: self.max_seq_len,
+            heads_q: hq,
+            heads_kv: hkv,
+            head_dim: d,
+            softmax_scale: self.softmax_scale.unwrap_or(0.0),
+            ..Default::default()
+        };
+        let paged = kaio::AttentionPagedDesc { page_size };
+        let key = [kdt.raw() as usize, self.causal as usize, b, sq, self.max_seq_len, hq, hkv, d, page_size]
+            .into_iter()
+            .map(|n| n as i64)
+            .chain([desc.softmax_scale.to_bits() as i64])
+            .collect();
+        let ctx = context(dev)?;
+        let prepared = ctx.op((op, key), |dv| kaio::Op::attention_paged(dv, &desc, &paged))?;
+        let mut out = alloc(dev, dtype, shape.elem_count())?;
+        let stream = dev.cuda_stream();
+        let (rq, rk, rv) = (read(&ctx, op, q, &stream)?, read(&ctx, op, kc, &stream)?, read(&ctx, op, vc, &stream)?);
+        let (rb, rl) = (read(&ctx, op, bt, &stream)?, read(&ctx, op, lens, &stream)?);
+        let ro = write(&ctx, op, &mut out, &stream)?;
+        let om = Matrix { rows: b * sq, cols: hq * d, row_stride: hq * d, offset: 0 };
+        let flat = Matrix { rows: 1, cols: b, row_stride: b, offset: lm.offset };
+        let views = [
+            rq.view(&qm),
+            rk.view(&caches[0]),
+            rv.view(&caches[1]),
+            rb.view_as(&btm, kaio::Dtype::I32),
+            rl.view_as(&flat, kaio::Dtype::I32),
+            ro.view(&om),
+            kaio::TensorView::none(),
+        ];
+        prepared.launch(&ctx.stream, &views).kaio(op)?;
+        drop((rq, rk, rv, rb, rl, ro));
+        Ok((out, shape))
+    }
+}
+
+/// Decode attention over a paged KV cache (vLLM's `paged_attention`):
+/// q `[B, Sq, Hq, D]` (Sq <= 16 new tokens a sequence, BSHD), `k_cache` and
+/// `v_cache` `[num_pages, page_size, Hkv, D]` (page_size 16, 32, 64, 128 or
+/// 256; 16-byte aligned, as [`crate::kv_cache_write`] fills them),
+/// `block_table` I32 `[B, max_pages_per_seq]` (entry (b, i): the page of
+/// tokens `i·page_size ..` of sequence b) and `seq_lens` I32 `[B]` (each
+/// sequence's KV length INCLUDING its Sq new tokens, at most `max_seq_len`;
+/// 0 gives O = 0). f16 or bf16, D 64, 128 or 256, Hq a multiple of Hkv.
+/// Returns O `[B, Sq, Hq, D]` in q's dtype. `causal` (bottom-right: query i
+/// of sequence b sees keys `j <= seq_lens[b] − Sq + i`) matters only for
+/// Sq > 1. `softmax_scale` None is `1/√D`.
+///
+/// Device data is not checked on the host: a length past `max_seq_len` or a
+/// page id outside the pools gives NaN rows for that sequence and an error
+/// from the next [`crate::synchronize`] naming it. Forward only. The
+/// prepared op (its split workspace) is cached per shape and
+/// `max_seq_len`: pass a fixed bound (the model's context length) rather
+/// than each step's longest length.
+#[allow(clippy::too_many_arguments)]
+pub fn paged_attention(
+    q: &Tensor,
+    k_cache: &Tensor,
+    v_cache: &Tensor,
+    block_table: &Tensor,
+    seq_lens: &Tensor,
+    max_seq_len: usize,
+    softmax_scale: Option<f32>,
+    causal: bool,
+) -> Result<Tensor> {
+    let op = "paged_attention";
+    for (arg, t) in [("q", q), ("k_cache", k_cache), ("v_cache", v_cache)] {
+        forward_only(op, arg, t)?;
+    }
+    let pa = PagedAttention {
+        block_table: block_table.clone(),
+        seq_lens: seq_lens.clone(),
+        max_seq_len,
+        softmax_scale,
+        causal,
+    };
+    aligned16(q)?.apply_op3_no_bwd(k_cache, v_cache, &pa)
+}
+
+// ---------------------------------------------------------------------------
+// Varlen (packed) attention.
+
+/// Varlen attention forward: `q.apply_op3_no_bwd(&k, &v, &op)` with the
+/// prefix sums held here.
+#[derive(Clone, Debug)]
+pub struct FlashAttnVarlen {
+    /// I32 or U32 `[B + 1]`, prefix sums from 0.
+    pub cu_seqlens_q: Tensor,
+    pub cu_seqlens_k: Tensor,
+    pub max_seqlen_q: usize,
+    pub max_seqlen_k: usize,
+    pub softmax_scale: f32,
+    pub causal: bool,
+}
+
+impl CustomOp3 for FlashAttnVarlen {
+    fn name(&self) -> &'static str {
+        "kaio-flash-attn-varlen"
+    }
+    no_cpu_fwd!(3, "flash_attn_varlen");
+    fn cuda_fwd(
+        &self,
+        q: &CudaStorage,
+        ql: &Layout,
+        k: &CudaStorage,
+        kl: &Layout,
+        v: &CudaStorage,
+        vl: &Layout,
+    ) -> Result<(CudaStorage, Shape)> {
+        let op = "flash_attn_varlen";
+        check_scale(op, Some(self.softmax_scale))?;
+        let dtype = qkv_like(op, q, k, v, ["k", "v"])?;
+        let esize = dtype.size_in_bytes();
+        layout::rank(op, "q", ql.dims(), 3, "total_q, heads_q, head_dim")?;
+        layout::rank(op, "k", kl.dims(), 3, "total_k, heads_kv, head_dim")?;
+        if vl.dims() != kl.dims() {
+            bail!("kaio-candle::{op}: 'v' is {:?} but 'k' is {:?}; they must match", vl.dims(), kl.dims())
+        }
+        let mut mats = Vec::new();
+        for (arg, l) in [("q", ql), ("k", kl), ("v", vl)] {
+            let h = token_heads(op, arg, l, None)?;
+            tc_view(op, arg, &h.m, esize)?;
+            mats.push(h);
+        }
+        let (hq, hkv, d) = (mats[0].heads, mats[1].heads, mats[0].head_dim);
+        if mats[1].head_dim != d {
+            bail!("kaio-candle::{op}: 'q' has head_dim {d} and 'k' {}; they must match", mats[1].head_dim)
+        }
+        gqa(op, hq, hkv)?;
+        let (total_q, total_k) = (mats[0].m.rows, mats[1].m.rows);
+        let (cqs, cql) = self.cu_seqlens_q.storage_and_layout();
+        let cq = held(op, "seqlens_q", &cqs, q, &[DType::I32, DType::U32])?;
+        let (cks, ckl) = self.cu_seqlens_k.storage_and_layout();
+        let ck = held(op, "seqlens_k", &cks, q, &[DType::I32, DType::U32])?;
+        let cqm = layout::contiguous(op, "seqlens_q", cql)?;
+        let ckm = layout::contiguous(op, "seqlens_k", ckl)?;
+        let n = cqm.rows * cqm.cols;
+        if cql.dims().len() != 1 || ckl.dims() != cql.dims() || n < 2 {
+            bail!(
+                "kaio-candle::{op}: 'seqlens_q' is {:?} and 'seqlens_k' {:?}; both must be [B + 1] prefix sums \
+                 (first 0) of one batch of B >= 1 sequences",
+                cql.dims(),
+                ckl.dims()
+            )
+        }
+        let batch = n - 1;
+        let shape = Shape::from((total_q, hq, d));
+        let dev = &q.device;
+        // Rows of no sequence are never written: zeros, not garbage.
+        let mut out = dev.zeros_impl(&shape, dtype)?;
+        if total_q == 0 {
+            return Ok((out, shape));
+        }
+        let kdt = kaio_dtype(op, dtype)?;
+        let desc = kaio::AttentionVarlenDesc {
+            dtype: kdt,
+            mask: mask(self.causal),
+            batch,
+            max_seqlen_q: self.max_seqlen_q,
+            max_seqlen_k: self.max_seqlen_k,
+            total_q,
+            total_k,
+            heads_q: hq,
+            heads_kv: hkv,
+            head_dim: d,
+            softmax_scale: self.softmax_scale,
+            ..Default::default()
+        };
+        let key = [kdt.raw() as usize, self.causal as usize, batch, self.max_seqlen_q, self.max_seqlen_k]
+            .into_iter()
+            .chain([total_q, total_k, hq, hkv, d])
+            .map(|n| n as i64)
+            .chain([self.softmax_scale.to_bits() as i64])
+            .collect();
+        let ctx = context(dev)?;
+        let prepared = ctx.op((op, key), |dv| kaio::Op::attention_varlen(dv, &desc))?;
+        let stream = dev.cuda_stream();
+        let (rq, rk, rv) = (read(&ctx, op, q, &stream)?, read(&ctx, op, k, &stream)?, read(&ctx, op, v, &stream)?);
+        let (rcq, rck) = (read(&ctx, op, cq, &stream)?, read(&ctx, op, ck, &stream)?);
+        let ro = write(&ctx, op, &mut out, &stream)?;
+        let om = Matrix { rows: total_q, cols: hq * d, row_stride: hq * d, offset: 0 };
+        let cu = |m: &Matrix| Matrix { rows: 1, cols: n, row_stride: n, offset: m.offset };
+        // U32 prefix sums are read as I32: the same bytes below 2^31.
+        let views = [
+            rq.view(&mats[0].m),
+            rk.view(&mats[1].m),
+            rv.view(&mats[2].m),
+            rcq.view_as(&cu(&cqm), kaio::Dtype::I32),
+            rck.view_as(&cu(&ckm), kaio::Dtype::I32),
+            ro.view(&om),
+            kaio::TensorView::none(),
+        ];
+        prepared.launch(&ctx.stream, &views).kaio(op)?;
+        drop((rq, rk, rv, rcq, rck, ro));
+        Ok((out, shape))
+    }
+}
+
+/// FlashAttention on a packed variable-length batch, with
+/// candle-flash-attn's signature: q `[total_q, Hq, D]`, k and v
+/// `[total_k, Hkv, D]` (f16 or bf16; each token's H·D values side by side,
+/// tokens a multiple of 8 elements apart), `seqlens_q` / `seqlens_k` U32
+/// (candle-flash-attn's) or I32 `[B + 1]` prefix sums from 0 (sequence b's
+/// queries are rows `seqlens_q[b] .. seqlens_q[b+1]`), `max_seqlen_q` /
+/// `max_seqlen_k` host bounds on every length (1 <= max_seqlen_q <=
+/// total_q). Each sequence is attention on its own; `causal` is
+/// bottom-right aligned per sequence (key j <= i + len_k − len_q).
+/// `softmax_scale` must be finite and > 0 (candle-flash-attn's callers pass
+/// `1/√D`). D in {32, 64, 96, 128, 256}; Hq a multiple of Hkv. Returns O
+/// `[total_q, Hq, D]` in q's dtype; rows of no sequence (bad prefix sums are
+/// empty sequences, not errors) are 0. Forward only.
+#[allow(clippy::too_many_arguments)]
+pub fn flash_attn_varlen(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    seqlens_q: &Tensor,
+    seqlens_k: &Tensor,
+    max_seqlen_q: usize,
+    max_seqlen_k: usize,
+    softmax_scale: f32,
+    causal: bool,
+) -> Result<Tensor> {
+    let op = "flash_attn_varlen";
+    for (arg, t) in [("q", q), ("k", k), ("v", v)] {
+        forward_only(op, arg, t)?;
+    }
+    let fa = FlashAttnVarlen {
+        cu_seqlens_q: seqlens_q.clone(),
+        cu_seqlens_k: seqlens_k.clone(),
+        max_seqlen_q,
+        max_seqlen_k,
+        softmax_scale,
+        causal,
+    };
+    let (q, k, v) = (aligned16(q)?, aligned16(k)?, aligned16(v)?);
+    q.apply_op3_no_bwd(&k, &v, &fa)
+}

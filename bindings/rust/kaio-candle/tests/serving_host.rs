@@ -1,0 +1,63 @@
+//! The serving wrappers' checks that need no GPU: CPU tensors and tensors
+//! tracking gradients are refused naming the op and the fix, and
+//! LogitsSampler::new picks candle-transformers' modes.
+#![cfg(feature = "cuda")]
+
+use candle_core::{DType, Device, Result, Tensor, Var};
+
+fn zeros(dims: &[usize], dtype: DType) -> Result<Tensor> {
+    Tensor::zeros(dims, dtype, &Device::Cpu)
+}
+
+fn refused(e: candle_core::Error, op: &str) {
+    let e = e.to_string();
+    assert!(e.contains(&format!("kaio-candle::{op}")) && e.contains("CUDA tensors only"), "{e}");
+}
+
+#[test]
+fn cpu_tensors_are_refused_naming_the_op() -> Result<()> {
+    let x = zeros(&[4, 8], DType::F32)?;
+    let w = zeros(&[8], DType::F32)?;
+    refused(kaio_candle::add_rmsnorm(&x, &x.copy()?, &w, 1e-6).unwrap_err(), "add_rmsnorm");
+    refused(kaio_candle::layer_norm(&x, Some(&w), None, 1e-5).unwrap_err(), "layer_norm");
+    let pos = Tensor::zeros(4, DType::I32, &Device::Cpu)?;
+    let desc = kaio::RopeDesc { head_dim: 4, ..Default::default() };
+    refused(kaio_candle::rope(&x, &x.copy()?, &pos, &desc).unwrap_err(), "rope");
+    let q = zeros(&[2, 1, 4, 64], DType::F16)?;
+    let kc = zeros(&[4, 16, 2, 64], DType::F16)?;
+    let table = Tensor::zeros((2, 4), DType::I32, &Device::Cpu)?;
+    let lens = Tensor::zeros(2, DType::I32, &Device::Cpu)?;
+    refused(kaio_candle::paged_attention(&q, &kc, &kc, &table, &lens, 64, None, true).unwrap_err(), "paged_attention");
+    let q = zeros(&[5, 4, 64], DType::F16)?;
+    let cu = Tensor::new(&[0u32, 5][..], &Device::Cpu)?;
+    refused(kaio_candle::flash_attn_varlen(&q, &q, &q, &cu, &cu, 5, 5, 0.125, true).unwrap_err(), "flash_attn_varlen");
+    refused(kaio_candle::LogitsSampler::new(1, Some(1.0), Some(0.9)).sample(&x).unwrap_err(), "sample");
+    Ok(())
+}
+
+#[test]
+fn gradients_and_bad_shapes_are_refused_with_the_fix() -> Result<()> {
+    let v = Var::from_tensor(&zeros(&[4, 8], DType::F32)?)?;
+    let w = zeros(&[8], DType::F32)?;
+    let e = kaio_candle::add_rmsnorm(v.as_tensor(), &zeros(&[4, 8], DType::F32)?, &w, 1e-6).unwrap_err().to_string();
+    assert!(e.contains("'x' tracks gradients") && e.contains("x.detach()"), "{e}");
+    let e = kaio_candle::layer_norm(&zeros(&[4, 8], DType::F32)?, Some(&w), Some(v.as_tensor()), 1e-5)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("'bias' tracks gradients"), "{e}");
+    let e =
+        kaio_candle::LogitsSampler::new(1, None, None).sample(&zeros(&[2, 3, 4], DType::F32)?).unwrap_err().to_string();
+    assert!(e.contains("kaio-candle::sample") && e.contains("[B, V] or [V]"), "{e}");
+    Ok(())
+}
+
+#[test]
+fn logits_sampler_new_picks_candle_transformers_modes() {
+    let mode = |t, p| format!("{:?}", kaio_candle::LogitsSampler::new(3, t, p));
+    assert!(mode(None, Some(0.9)).contains("ArgMax"));
+    assert!(mode(Some(1e-8), None).contains("ArgMax"));
+    assert!(mode(Some(0.7), None).contains("All { temperature: 0.7 }"));
+    assert!(mode(Some(0.7), Some(0.9)).contains("TopP { p: 0.9, temperature: 0.7 }"));
+    let m = format!("{:?}", kaio_candle::LogitsSampler::new(3, Some(1.0), None).with_min_p(0.05));
+    assert!(m.contains("min_p: Some(0.05)"), "{m}");
+}

@@ -128,11 +128,12 @@ func TestDecodeAndPagedAttentionOnTheFake(t *testing.T) {
 	q, o := fakeBuf(t, d0, kaio.DTypeBF16, b*sq, hq*dd), fakeBuf(t, d0, kaio.DTypeBF16, b*sq, hq*dd)
 	k, v := fakeBuf(t, d0, kaio.DTypeBF16, b*sk, hkv*dd), fakeBuf(t, d0, kaio.DTypeBF16, b*sk, hkv*dd)
 	lse := fakeBuf(t, d0, kaio.DTypeF32, b*hq, sq)
-	// one-shot: no key split; prepared: split, then the combine kernel
+	// one-shot: no key split; prepared: split, merged by the last CTA of each
+	// block in the same launch
 	launched(t, 1, "kaio_attn_decode_bf16_d128", func() error { return kaio.Attention(s, q, k, v, o, lse, desc) })
 	dec := must(d0.NewAttentionOp(desc)).get(t)
 	defer dec.Close()
-	launched(t, 2, "kaio_attn_decode_combine_d128", func() error { return dec.Launch(s, q, k, v, o, kaio.Tensor{}) })
+	launched(t, 1, "kaio_attn_decode_bf16_d128", func() error { return dec.Launch(s, q, k, v, o, kaio.Tensor{}) })
 
 	paged := kaio.DefaultAttentionPagedDesc()
 	pd := desc

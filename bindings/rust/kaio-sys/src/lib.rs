@@ -767,6 +767,26 @@ extern "C" {
         device: *mut kaio_device,
         desc: *const kaio_attention_varlen_desc,
     ) -> kaio_status;
+    pub fn kaio_op_create_attention_paged_prefill(
+        out: *mut *mut kaio_op,
+        device: *mut kaio_device,
+        desc: *const kaio_attention_varlen_desc,
+        paged: *const kaio_attention_paged_desc,
+    ) -> kaio_status;
+    #[allow(clippy::too_many_arguments)]
+    pub fn kaio_attention_paged_prefill(
+        stream: *mut kaio_stream,
+        q: *const kaio_tensor,
+        k_pool: *const kaio_tensor,
+        v_pool: *const kaio_tensor,
+        cu_seqlens_q: *const kaio_tensor,
+        block_table: *const kaio_tensor,
+        seq_lens: *const kaio_tensor,
+        o: *const kaio_tensor,
+        lse: *const kaio_tensor,
+        desc: *const kaio_attention_varlen_desc,
+        paged: *const kaio_attention_paged_desc,
+    ) -> kaio_status;
 
     // Tensor-core matmul
     pub fn kaio_matmul_desc_init(desc: *mut kaio_matmul_desc, struct_size: usize) -> kaio_status;

@@ -114,7 +114,9 @@ class GpuRopeKvCache : public kt::GpuTest {
     }
     KT_OK(kaio_stream_synchronize(stream()));
 
-    if (c.q) EXPECT_TRUE(download(fq, q.size()) == download(rq, q.size())) << "Q differs from kaio_rope's";
+    if (c.q) {
+      EXPECT_TRUE(download(fq, q.size()) == download(rq, q.size())) << "Q differs from kaio_rope's";
+    }
     EXPECT_TRUE(download(fk, k.size()) == k) << "K itself was written";
     const std::vector<uint8_t> rot_k = download(rk, k.size());
     std::vector<uint8_t> want_k(cache_bytes, kPoison), want_v(cache_bytes, kPoison);
@@ -124,11 +126,12 @@ class GpuRopeKvCache : public kt::GpuTest {
       std::memcpy(&want_v[slots[i] * kw * es], &v[i * kw * es], kw * es);
     }
     EXPECT_TRUE(download(kc, cache_bytes) == want_k) << "K cache differs from kaio_rope's K at the slots";
-    if (c.v)
+    if (c.v) {
       EXPECT_TRUE(download(vc, cache_bytes) == want_v) << "V cache differs";
-    else
+    } else {
       EXPECT_TRUE(download(vc, cache_bytes) == std::vector<uint8_t>(cache_bytes, kPoison))
           << "a K-only call wrote the V cache";
+    }
   }
 };
 

@@ -4,6 +4,7 @@ Face transformers' formula on the same tensors, in the same process, on the same
 stream, and against a device copy of the same bytes.
 
     python3 bench/bench_rope.py --lib build-gpu/src/libkaio.so [--iters 30]
+        [--other NAME=LIB ...]   # more libkaio builds, timed on the same data
 
 Torch side (what a HF Llama layer runs): cos / sin from the positions
 (freqs = inv_freq ⊗ pos.float(), emb = cat(freqs, freqs), cos / sin cast to
@@ -82,7 +83,7 @@ def f64_rope(x, pos, inv_freq):
     return torch.cat((x0 * c - x1 * s, x1 * c + x0 * s), dim=-1)
 
 
-def bench(kaio, T, hq, hk, D, dtype, iters):
+def bench(kaio, T, hq, hk, D, dtype, iters, others=()):
     theta = 500000.0
     es = torch.empty((), dtype=dtype).element_size()
     qk_bytes = T * (hq + hk) * D * es
@@ -123,6 +124,18 @@ def bench(kaio, T, hq, hk, D, dtype, iters):
         dst[i].copy_(src[i])
 
     t_kaio = time_ms(run_kaio, iters, reps=reps)
+    t_others = []
+    for _, lib in others:
+        o = lib.op(dtype, hq, hk, D, theta)
+        ov = [[lib.view(q, T, hq * D), lib.view(k, T, hk * D), lib.view(pos, 1, T)]
+              for q, k, pos in data]
+
+        def run_other():
+            lib.launch(o, ov[it[0] % sets])
+            it[0] += 1
+        t_others.append(time_ms(run_other, iters, reps=reps))
+        lib.lib.kaio_op_destroy(o)
+        lib.release()
     t_torch = time_ms(run_torch, iters, reps=reps)
     t_copy = time_ms(run_copy, iters, reps=reps)
     kaio.lib.kaio_op_destroy(op)
@@ -131,23 +144,29 @@ def bench(kaio, T, hq, hk, D, dtype, iters):
     return {"T": T, "hq": hq, "hk": hk, "D": D, "dtype": str(dtype).replace("torch.", ""),
             "kaio_us": t_kaio * 1e3, "torch_us": t_torch * 1e3, "copy_us": t_copy * 1e3,
             "speedup": t_torch / t_kaio, "gbs": gbs, "copy_pct": 100 * t_copy / t_kaio,
-            "diff": diff}
+            "diff": diff, "others_us": [t * 1e3 for t in t_others]}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lib", required=True)
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--other", action="append", default=[], metavar="NAME=LIB",
+                    help="another libkaio build to time on the same data (repeatable)")
     args = ap.parse_args()
     kaio = RopeKaio(args.lib)
-    print("| T | Hq | Hk | D | dtype | libkaio µs | torch (HF) µs | speedup | GB/s | copy µs | copy % | max diff |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    others = [(o.split("=", 1)[0], RopeKaio(o.split("=", 1)[1])) for o in args.other]
+    extra = "".join(" %s µs | %s copy %% |" % (n, n) for n, _ in others)
+    print("| T | Hq | Hk | D | dtype | libkaio µs | torch (HF) µs | speedup | GB/s | copy µs | copy % |"
+          + extra + " max diff |")
+    print("|---" * (12 + 2 * len(others)) + "|")
     for dtype in (torch.bfloat16, torch.float32):
         for T, hq, hk, D in SHAPES:
-            r = bench(kaio, T, hq, hk, D, dtype, args.iters)
-            print("| %d | %d | %d | %d | %s | %.2f | %.2f | %.2fx | %.0f | %.2f | %.0f%% | %.2e |" % (
+            r = bench(kaio, T, hq, hk, D, dtype, args.iters, others)
+            cols = "".join(" %.2f | %.0f%% |" % (t, 100 * r["copy_us"] / t) for t in r["others_us"])
+            print("| %d | %d | %d | %d | %s | %.2f | %.2f | %.2fx | %.0f | %.2f | %.0f%% |%s %.2e |" % (
                 r["T"], r["hq"], r["hk"], r["D"], r["dtype"], r["kaio_us"], r["torch_us"],
-                r["speedup"], r["gbs"], r["copy_us"], r["copy_pct"], r["diff"]), flush=True)
+                r["speedup"], r["gbs"], r["copy_us"], r["copy_pct"], cols, r["diff"]), flush=True)
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ pub use norms::{add_rmsnorm, layer_norm, AddRmsNorm, LayerNorm};
 #[cfg(feature = "cuda")]
 pub use rope::{rope, Rope};
 #[cfg(feature = "cuda")]
-pub use sampling::{LogitsSampler, Sampling};
+pub use sampling::{LogitsSampler, Penalties, Sampled, Sampling};
 #[cfg(feature = "cuda")]
 pub use rows::{gelu, rmsnorm, silu_gate, softmax_last_dim, Gelu, GeluMode, RmsNorm, SiluGate, Softmax};
 

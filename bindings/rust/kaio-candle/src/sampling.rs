@@ -1,7 +1,10 @@
 //! Token sampling on the GPU, candle-transformers' `LogitsProcessor` style:
 //! logits `[B, V]` (or `[V]`) to token ids `[B]` (U32, as candle's argmax),
 //! with no host synchronisation. Modes as candle-transformers' [`Sampling`]
-//! plus min-p; one seed, advanced per call.
+//! plus min-p, repetition / presence / frequency penalties over the
+//! previous tokens (on the GPU, where candle-transformers'
+//! `apply_repeat_penalty` takes them from the host), and the chosen token's
+//! probability and log-probability; one seed, advanced per call.
 //!
 //! Differences from candle-transformers (libkaio's semantics, kaio.h's
 //! "Token sampling"): greedy takes the LOWEST index on ties (candle's argmax
@@ -12,12 +15,13 @@
 //! same); a `+inf` logit always wins; a row of only NaN / `-inf` gives
 //! token 0 / the first `-inf`, not an error.
 use candle_core::backend::BackendStorage;
-use candle_core::{bail, CudaStorage, CustomOp1, DType, Layout, Result, Shape, Tensor};
+use candle_core::op::BackpropOp;
+use candle_core::{bail, CudaStorage, DType, Result, Shape, Storage, Tensor};
 
 use crate::context::context;
 use crate::error::KaioResultExt;
 use crate::layout::{self, Matrix};
-use crate::prep::{held, no_cpu_fwd};
+use crate::prep::{held, no_cpu};
 use crate::storage::{alloc, kaio_dtype, read, write};
 
 const OP: &str = "sample";
@@ -34,11 +38,42 @@ pub enum Sampling {
     TopKThenTopP { k: usize, p: f64, temperature: f64 },
 }
 
+/// Penalties over each row's previous tokens, applied before the
+/// temperature (kaio.h, "Token sampling"): for each distinct previous token,
+/// its logit is divided by `repetition` when positive, multiplied by it when
+/// negative (candle-transformers' `apply_repeat_penalty`), then lowered by
+/// `presence` plus `frequency` times its count (OpenAI's). `Default` is
+/// off: 1, 0, 0.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Penalties {
+    pub repetition: f32,
+    pub presence: f32,
+    pub frequency: f32,
+}
+
+impl Default for Penalties {
+    fn default() -> Penalties {
+        Penalties { repetition: 1.0, presence: 0.0, frequency: 0.0 }
+    }
+}
+
+/// What [`LogitsSampler::sample_with`] returns, one entry per row: the
+/// token (U32 `[B]`), and its probability and natural log (F32 `[B]`) under
+/// the distribution it was drawn from (after penalties, temperature and
+/// filters; greedy rows: 1 and 0).
+#[derive(Clone, Debug)]
+pub struct Sampled {
+    pub tokens: Tensor,
+    pub probs: Tensor,
+    pub logprobs: Tensor,
+}
+
 /// Draws one token per row of logits on candle's stream.
 #[derive(Clone, Debug)]
 pub struct LogitsSampler {
     sampling: Sampling,
     min_p: Option<f64>,
+    penalties: Option<Penalties>,
     seed: u64,
     /// Philox offset: one per call, so each call draws afresh.
     step: u64,
@@ -57,7 +92,7 @@ impl LogitsSampler {
     }
 
     pub fn from_sampling(seed: u64, sampling: Sampling) -> LogitsSampler {
-        LogitsSampler { sampling, min_p: None, seed, step: 0 }
+        LogitsSampler { sampling, min_p: None, penalties: None, seed, step: 0 }
     }
 
     /// Also keeps only tokens with probability >= `min_p` times the most
@@ -67,12 +102,46 @@ impl LogitsSampler {
         self
     }
 
+    /// Applies `penalties` over the previous tokens that each call of
+    /// [`LogitsSampler::sample_with`] passes (greedy rows too).
+    pub fn with_penalties(mut self, penalties: Penalties) -> LogitsSampler {
+        self.penalties = Some(penalties);
+        self
+    }
+
     /// One token id per row of `logits` (`[B, V]`, or `[V]` as one row; f32,
     /// f16 or bf16; rows may be strided): U32 `[B]` on the logits' device.
     /// Uploads the per-row parameters (a few bytes) and launches once; each
     /// call advances the seed's offset, so repeated calls draw afresh and a
-    /// sampler rebuilt with the same seed repeats them bit for bit.
+    /// sampler rebuilt with the same seed repeats them bit for bit. A
+    /// sampler with penalties needs the previous tokens: use `sample_with`.
     pub fn sample(&mut self, logits: &Tensor) -> Result<Tensor> {
+        if self.penalties.is_some() {
+            bail!(
+                "kaio-candle::{OP}: this sampler has penalties, which need each row's previous tokens; \
+                 call sample_with(logits, Some(&context))"
+            )
+        }
+        Ok(self.run(logits, None, false)?.0)
+    }
+
+    /// As [`LogitsSampler::sample`], with the previous tokens `context`
+    /// (`[B, n]`, or `[n]` for one row; U32 or I32 on the logits' device;
+    /// every column counts; ids outside `[0, V)` are ignored) for the
+    /// sampler's penalties, and the chosen tokens' probabilities.
+    pub fn sample_with(&mut self, logits: &Tensor, context: Option<&Tensor>) -> Result<Sampled> {
+        if context.is_some() && self.penalties.is_none() {
+            bail!("kaio-candle::{OP}: a context was given but the sampler has no penalties; add with_penalties(..)")
+        }
+        if context.is_none() && self.penalties.is_some() {
+            bail!("kaio-candle::{OP}: this sampler has penalties; pass the previous tokens as the context")
+        }
+        let (tokens, probs) = self.run(logits, context, true)?;
+        let (probs, logprobs) = probs.expect("asked for probabilities");
+        Ok(Sampled { tokens, probs, logprobs })
+    }
+
+    fn run(&mut self, logits: &Tensor, context: Option<&Tensor>, with_probs: bool) -> Result<(Tensor, Option<(Tensor, Tensor)>)> {
         let dims = logits.dims();
         let b = match dims.len() {
             1 => 1,
@@ -89,7 +158,7 @@ impl LogitsSampler {
         let dev = logits.device();
         let f32s = |x: f64| Tensor::from_vec(vec![x as f32; b], b, dev);
         let mut features = kaio::SamplingFeatures::GREEDY;
-        let mut params: [Option<Tensor>; 5] = Default::default();
+        let mut params: [Option<Tensor>; 8] = Default::default();
         if let Some(t) = temperature {
             features |= kaio::SamplingFeatures::RANDOM;
             params[0] = Some(f32s(t)?);
@@ -114,81 +183,123 @@ impl LogitsSampler {
                 params[3] = Some(f32s(m)?);
             }
         }
-        self.step += 1;
-        logits.apply_op1_no_bwd(&SampleOp { features, params })
-    }
-}
-
-/// The launch: logits -> U32 `[B]`, with the per-row vectors present for
-/// the features set (temperature, top_k, top_p, min_p, rng).
-struct SampleOp {
-    features: kaio::SamplingFeatures,
-    params: [Option<Tensor>; 5],
-}
-
-impl CustomOp1 for SampleOp {
-    fn name(&self) -> &'static str {
-        "kaio-sample"
-    }
-    no_cpu_fwd!(1, "sample");
-    fn cuda_fwd(&self, x: &CudaStorage, xl: &Layout) -> Result<(CudaStorage, Shape)> {
-        let dtype = x.dtype();
-        layout::dtype(OP, "logits", dtype, &[DType::F32, DType::F16, DType::BF16])?;
-        let m = layout::matrix(OP, "logits", xl)?;
-        let (b, vocab) = (m.rows, m.cols);
-        let shape = Shape::from(b);
-        let dev = &x.device;
-        let mut out = alloc(dev, DType::U32, b)?;
-        if b == 0 {
-            return Ok((out, shape));
+        let mut max_prev = 0;
+        if let (Some(pen), Some(ctx)) = (self.penalties, context) {
+            let ctx = match ctx.dims() {
+                [n] if b == 1 => ctx.reshape((1, *n))?,
+                [rows, _] if *rows == b => ctx.clone(),
+                d => bail!("kaio-candle::{OP}: 'context' has shape {d:?} for {b} rows of logits; expected [{b}, n]"),
+            };
+            // an empty context penalises nothing (libkaio wants >= 1 column)
+            if ctx.dims()[1] > 0 {
+                max_prev = ctx.dims()[1];
+                features |= kaio::SamplingFeatures::PENALTIES;
+                params[5] = Some(ctx);
+                params[6] = Some(Tensor::from_vec(vec![max_prev.min(i32::MAX as usize) as i32; b], b, dev)?);
+                let per_row = [pen.repetition, pen.presence, pen.frequency].repeat(b);
+                params[7] = Some(Tensor::from_vec(per_row, (b, 3), dev)?);
+            }
         }
+        if with_probs {
+            features |= kaio::SamplingFeatures::PROBS;
+        }
+        self.step += 1;
+        launch(logits, b, max_prev, features, &params)
+    }
+}
+
+const NAMES: [&str; 8] = ["temperature", "top_k", "top_p", "min_p", "rng", "context", "prev_lens", "penalties"];
+const KINDS: [&[DType]; 8] = [
+    &[DType::F32],
+    &[DType::I32],
+    &[DType::F32],
+    &[DType::F32],
+    &[DType::U32],
+    &[DType::U32, DType::I32],
+    &[DType::I32],
+    &[DType::F32],
+];
+
+/// The launch: logits -> U32 `[B]` (and, with PROBS, F32 `[B]` probs and
+/// logprobs), with the per-row tensors present for the features set.
+fn launch(
+    logits: &Tensor,
+    b: usize,
+    max_prev: usize,
+    features: kaio::SamplingFeatures,
+    params: &[Option<Tensor>; 8],
+) -> Result<(Tensor, Option<(Tensor, Tensor)>)> {
+    let (xs, xl) = logits.storage_and_layout();
+    let x = match &*xs {
+        Storage::Cuda(x) => x,
+        _ => return no_cpu(OP),
+    };
+    let dtype = x.dtype();
+    layout::dtype(OP, "logits", dtype, &[DType::F32, DType::F16, DType::BF16])?;
+    let m = layout::matrix(OP, "logits", xl)?;
+    let vocab = m.cols;
+    let with_probs = features.contains(kaio::SamplingFeatures::PROBS);
+    let dev = &x.device;
+    let new = |dt| alloc(dev, dt, b);
+    let mut outs: Vec<CudaStorage> =
+        if with_probs { vec![new(DType::U32)?, new(DType::F32)?, new(DType::F32)?] } else { vec![new(DType::U32)?] };
+    if b > 0 {
         if vocab == 0 {
             bail!("kaio-candle::{OP}: 'logits' is {:?}, an empty vocabulary; give at least one logit a row", xl.dims())
         }
-        const NAMES: [&str; 5] = ["temperature", "top_k", "top_p", "min_p", "rng"];
-        const KINDS: [DType; 5] = [DType::F32, DType::I32, DType::F32, DType::F32, DType::U32];
-        let guards: Vec<_> = self.params.iter().map(|p| p.as_ref().map(|t| t.storage_and_layout())).collect();
+        let guards: Vec<_> = params.iter().map(|p| p.as_ref().map(|t| t.storage_and_layout())).collect();
         let mut stores = Vec::new();
         for (i, g) in guards.iter().enumerate() {
-            if let Some((s, l)) = g {
-                stores.push(Some((held(OP, NAMES[i], s, x, &[KINDS[i]])?, layout::contiguous(OP, NAMES[i], l)?)));
-            } else {
-                stores.push(None);
-            }
+            stores.push(match g {
+                Some((s, l)) => Some((held(OP, NAMES[i], s, x, KINDS[i])?, layout::contiguous(OP, NAMES[i], l)?)),
+                None => None,
+            });
         }
         let kd = kaio_dtype(OP, dtype)?;
-        let desc = kaio::SamplingDesc { dtype: kd, batch: b, vocab, max_prev: 0, features: self.features };
+        let desc = kaio::SamplingDesc { dtype: kd, batch: b, vocab, max_prev, features };
         let ctx = context(dev)?;
-        let key = vec![kd.raw() as i64, b as i64, vocab as i64, self.features.bits() as i64];
+        let key = vec![kd.raw() as i64, b as i64, vocab as i64, max_prev as i64, features.bits() as i64];
         let prepared = ctx.op((OP, key), |d| kaio::Op::sampling(d, &desc))?;
         let stream = dev.cuda_stream();
         let rl = read(&ctx, OP, x, &stream)?;
         let args = stores
             .iter()
-            .map(|s| s.as_ref().map(|(c, m)| Ok((read(&ctx, OP, c, &stream)?, *m))).transpose())
+            .map(|s| s.as_ref().map(|(c, m)| Ok((read(&ctx, OP, c, &stream)?, *m, c.dtype()))).transpose())
             .collect::<Result<Vec<_>>>()?;
-        let ro = write(&ctx, OP, &mut out, &stream)?;
-        let vec_of = |m: &Matrix| Matrix { rows: 1, cols: b, row_stride: b, offset: m.offset };
+        let ws = outs.iter_mut().map(|o| write(&ctx, OP, o, &stream)).collect::<Result<Vec<_>>>()?;
+        let vec_of = |offset| Matrix { rows: 1, cols: b, row_stride: b, offset };
         let view = |i: usize| {
-            args[i].as_ref().map(|(a, m)| {
-                if i == 4 {
-                    a.view_as(m, kaio::Dtype::U32)
-                } else {
-                    a.view_as(&vec_of(m), if i == 1 { kaio::Dtype::I32 } else { kaio::Dtype::F32 })
-                }
+            args[i].as_ref().map(|(a, m, dt)| match i {
+                // [B, 4] and [B, n]: the matrices as they are
+                4 => a.view_as(m, if *dt == DType::U32 { kaio::Dtype::U32 } else { kaio::Dtype::I32 }),
+                // candle's U32 ids as libkaio's I32: ids >= 2^31 turn negative, ignored as past V
+                5 => a.view_as(m, kaio::Dtype::I32),
+                7 => a.view_as(m, kaio::Dtype::F32),
+                1 | 6 => a.view_as(&vec_of(m.offset), kaio::Dtype::I32),
+                _ => a.view_as(&vec_of(m.offset), kaio::Dtype::F32),
             })
         };
-        let tokens = Matrix { rows: 1, cols: b, row_stride: b, offset: 0 };
+        let out = |i: usize, dt| ws.get(i).map(|w| w.view_as(&vec_of(0), dt));
         let views = kaio::SamplingViews {
             temperature: view(0),
             top_k: view(1),
             top_p: view(2),
             min_p: view(3),
             rng: view(4),
-            ..kaio::SamplingViews::new(rl.view(&m), ro.view_as(&tokens, kaio::Dtype::I32))
+            prev: view(5),
+            prev_lens: view(6),
+            penalties: view(7),
+            probs: out(1, kaio::Dtype::F32),
+            logprobs: out(2, kaio::Dtype::F32),
+            ..kaio::SamplingViews::new(rl.view(&m), ws[0].view_as(&vec_of(0), kaio::Dtype::I32))
         };
         prepared.launch(&ctx.stream, &views.tensors()).kaio(OP)?;
-        drop((rl, args, ro));
-        Ok((out, shape))
     }
+    let mut tensors = outs.into_iter().map(|o| Tensor::from_storage(Storage::Cuda(o), Shape::from(b), BackpropOp::none(), false));
+    let tokens = tensors.next().expect("the tokens' storage");
+    let probs = match (tensors.next(), tensors.next()) {
+        (Some(p), Some(l)) => Some((p, l)),
+        _ => None,
+    };
+    Ok((tokens, probs))
 }

@@ -45,7 +45,9 @@ fn kv_cache_write_fills_slots_in_place() -> Result<()> {
     assert!(e.contains("slot_mapping[1]") && e.contains("80"), "{e}");
     kaio_candle::synchronize(&dev)?;
     // Wrong slot dtype: refused before launching, naming the fix.
-    let e = kaio_candle::kv_cache_write(&k, &k, &sm.to_dtype(DType::U32)?, &kc, &kc).unwrap_err().to_string();
+    // (made as U32, not cast: candle 0.11 has no i32 -> u32 cast kernel)
+    let su = Tensor::new(&[1u32, 80][..], &dev)?;
+    let e = kaio_candle::kv_cache_write(&k, &k, &su, &kc, &kc).unwrap_err().to_string();
     assert!(e.contains("kaio-candle::kv_cache_write") && e.contains("slot_mapping"), "{e}");
     Ok(())
 }

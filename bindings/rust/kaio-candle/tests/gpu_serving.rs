@@ -336,3 +336,75 @@ fn sampling_matches_argmax_and_candle_semantics() -> Result<()> {
     assert!((ones - 0.8).abs() < 5.0 * (0.16f64 / n as f64).sqrt(), "p(1) = {ones}");
     Ok(())
 }
+
+/// A row's logits after libkaio's penalties (kaio.h, "Token sampling"):
+/// repetition on each distinct previous token, then presence + frequency ·
+/// count; ids outside the vocabulary ignored.
+fn penalised(row: &[f32], prev: &[u32], p: kaio_candle::Penalties) -> Vec<f64> {
+    let mut x: Vec<f64> = row.iter().map(|&v| v as f64).collect();
+    let mut count = vec![0usize; row.len()];
+    for &t in prev {
+        if (t as usize) < row.len() {
+            count[t as usize] += 1;
+        }
+    }
+    for (t, &c) in count.iter().enumerate() {
+        if c > 0 {
+            let r = p.repetition as f64;
+            x[t] = if x[t] > 0.0 { x[t] / r } else { x[t] * r };
+            x[t] -= p.presence as f64 + p.frequency as f64 * c as f64;
+        }
+    }
+    x
+}
+
+#[test]
+fn sampling_penalties_and_probabilities_match_a_cpu_reference() -> Result<()> {
+    let Some(dev) = gpu("sampling_penalties_and_probabilities_match_a_cpu_reference") else { return Ok(()) };
+    let (b, v, n) = (5usize, 257usize, 9usize);
+    let pen = kaio_candle::Penalties { repetition: 1.7, presence: 0.3, frequency: 0.25 };
+    let logits = Tensor::randn(0f32, 2., (b, v), &dev)?;
+    let rows = logits.to_vec2::<f32>()?;
+    // Each row's context: its own argmax (so the penalty moves the greedy
+    // choice), repeats, and an id past the vocabulary.
+    let mut ctx = Vec::new();
+    for row in &rows {
+        let top = (0..v).fold(0, |m, i| if row[i] > row[m] { i } else { m }) as u32;
+        ctx.extend([top, top, 3, 7, 7, 7, 100, v as u32 + 5, top]);
+    }
+    let context = Tensor::from_vec(ctx.clone(), (b, n), &dev)?;
+    let refs: Vec<Vec<f64>> = (0..b).map(|r| penalised(&rows[r], &ctx[r * n..(r + 1) * n], pen)).collect();
+    // Greedy: the penalised argmax (lowest index on ties), probability 1.
+    let mut greedy = kaio_candle::LogitsSampler::new(3, None, None).with_penalties(pen);
+    let got = greedy.sample_with(&logits, Some(&context))?;
+    let want: Vec<u32> =
+        refs.iter().map(|x| (0..v).fold(0, |m, i| if x[i] > x[m] { i } else { m }) as u32).collect();
+    assert_eq!(got.tokens.to_vec1::<u32>()?, want);
+    assert_eq!(got.probs.to_vec1::<f32>()?, vec![1.0; b]);
+    assert_eq!(got.logprobs.to_vec1::<f32>()?, vec![0.0; b]);
+    // Sampled at T 0.8: each token's probability is softmax(x / T)[token]
+    // of the penalised row; f32 math over V terms: 4 V ulps relative, and
+    // the same absolute on its log.
+    let t = 0.8f64;
+    let tol = 4.0 * v as f64 * f64::powi(2.0, -24);
+    let mut s = kaio_candle::LogitsSampler::new(11, Some(t), None).with_penalties(pen);
+    for _ in 0..3 {
+        let got = s.sample_with(&logits, Some(&context))?;
+        let (toks, probs, lps) = (got.tokens.to_vec1::<u32>()?, got.probs.to_vec1::<f32>()?, got.logprobs.to_vec1::<f32>()?);
+        for r in 0..b {
+            let m = refs[r].iter().cloned().fold(f64::MIN, f64::max);
+            let z: f64 = refs[r].iter().map(|x| ((x - m) / t).exp()).sum();
+            let p = ((refs[r][toks[r] as usize] - m) / t).exp() / z;
+            assert!(((probs[r] as f64) - p).abs() <= tol * p, "row {r}: prob {} vs {p}", probs[r]);
+            assert!(((lps[r] as f64) - p.ln()).abs() <= tol, "row {r}: logprob {} vs {}", lps[r], p.ln());
+        }
+    }
+    // A [V] row with a [n] context; an empty context penalises nothing.
+    let row = Tensor::new(&[0f32, 5., 4.5][..], &dev)?;
+    let mut g = kaio_candle::LogitsSampler::new(0, None, None)
+        .with_penalties(kaio_candle::Penalties { repetition: 2.0, ..Default::default() });
+    assert_eq!(g.sample_with(&row, Some(&Tensor::new(&[1u32][..], &dev)?))?.tokens.to_vec1::<u32>()?, [2]);
+    let empty = Tensor::zeros((1, 0), DType::U32, &dev)?;
+    assert_eq!(g.sample_with(&row, Some(&empty))?.tokens.to_vec1::<u32>()?, [1]);
+    Ok(())
+}

@@ -32,6 +32,7 @@ fn cpu_tensors_are_refused_naming_the_op() -> Result<()> {
     let cu = Tensor::new(&[0u32, 5][..], &Device::Cpu)?;
     refused(kaio_candle::flash_attn_varlen(&q, &q, &q, &cu, &cu, 5, 5, 0.125, true).unwrap_err(), "flash_attn_varlen");
     refused(kaio_candle::LogitsSampler::new(1, Some(1.0), Some(0.9)).sample(&x).unwrap_err(), "sample");
+    refused(kaio_candle::LogitsSampler::new(1, None, None).sample_with(&x, None).unwrap_err(), "sample");
     Ok(())
 }
 
@@ -48,6 +49,18 @@ fn gradients_and_bad_shapes_are_refused_with_the_fix() -> Result<()> {
     let e =
         kaio_candle::LogitsSampler::new(1, None, None).sample(&zeros(&[2, 3, 4], DType::F32)?).unwrap_err().to_string();
     assert!(e.contains("kaio-candle::sample") && e.contains("[B, V] or [V]"), "{e}");
+    // Penalties need the previous tokens, and a context needs penalties.
+    let x = zeros(&[2, 8], DType::F32)?;
+    let ctx = Tensor::zeros((2, 3), DType::U32, &Device::Cpu)?;
+    let mut pen = kaio_candle::LogitsSampler::new(1, None, None).with_penalties(kaio_candle::Penalties::default());
+    let e = pen.sample(&x).unwrap_err().to_string();
+    assert!(e.contains("kaio-candle::sample") && e.contains("sample_with(logits, Some(&context))"), "{e}");
+    let e = pen.sample_with(&x, None).unwrap_err().to_string();
+    assert!(e.contains("pass the previous tokens"), "{e}");
+    let e = kaio_candle::LogitsSampler::new(1, None, None).sample_with(&x, Some(&ctx)).unwrap_err().to_string();
+    assert!(e.contains("no penalties") && e.contains("with_penalties"), "{e}");
+    let e = pen.sample_with(&x, Some(&zeros(&[3, 3], DType::U32)?)).unwrap_err().to_string();
+    assert!(e.contains("'context' has shape [3, 3] for 2 rows") && e.contains("expected [2, n]"), "{e}");
     Ok(())
 }
 

@@ -12,16 +12,19 @@ interleaved (pairs (2i, 2i+1), GPT-J); dtype f32, f16, bf16; path vec (16-byte
 loads: the host checks the alignment) or scalar (any layout).  Dims from
 rot = 2 * half on are not touched.
 
-One thread owns one token t and `ppu` consecutive pairs of every head (its
-"unit" u): it computes their cos / sin once (kaio_ptx.rope: an f32 range
-reduction good to |angle| 2^22) and walks the heads of its chunk, Q's then
-K's, so the trigonometry is paid once per token and pair, not per head.
-Block 256 = tok_per_block tokens x units threads (the rest idle); grid
-x = ceil(T / tok_per_block), y = ceil((Hq + Hk) / head_chunk).
+One thread owns one token t, `ppu` consecutive pairs of a head (its
+"unit" u) and one of head_lanes interleaved head lanes l: it computes the
+pairs' cos / sin once (kaio_ptx.rope: an f32 range reduction good to
+|angle| 2^22) and walks heads l, l + head_lanes, ... of its chunk, Q's then
+K's, so the trigonometry is paid once per token, pair and lane, not per
+head; a warp's lanes on neighbouring heads of one token read one stretch of
+its row. Block 256 = tok_per_block tokens x head_lanes x units threads (the
+rest idle); grid x = ceil(T / tok_per_block), y = ceil((Hq + Hk) /
+head_chunk). The KV-cache kernels take head_lanes 1.
 
 Parameters: q, k (element (0, 0); an absent tensor has 0 heads), pos (i32
 [T]), q_stride, k_stride (row strides in bytes), tokens, heads_q, heads_k,
-head_dim, half (rot / 2), units (per head), tok_per_block, head_chunk,
+head_dim, half (rot / 2), units (per head), head_lanes, tok_per_block, head_chunk,
 attn (the factor cos and sin are scaled by), inv_freq (f32[half], by value).
 """
 
@@ -39,7 +42,7 @@ BLOCK = 256
 MAX_HALF = 256   # inv_freq entries: rotary_dim <= 512
 PARAMS = [(".u64", "q"), (".u64", "k"), (".u64", "pos"), (".u64", "q_stride"),
           (".u64", "k_stride"), (".u32", "tokens"), (".u32", "heads_q"), (".u32", "heads_k"),
-          (".u32", "head_dim"), (".u32", "half"), (".u32", "units"),
+          (".u32", "head_dim"), (".u32", "half"), (".u32", "units"), (".u32", "head_lanes"),
           (".u32", "tok_per_block"), (".u32", "head_chunk"), (".f32", "attn")]
 TABLE = (".align 4 .b8", "inv_freq[%d]" % (4 * MAX_HALF))
 ESIZE = {"f32": 4, "f16": 2, "bf16": 2}
@@ -210,7 +213,9 @@ and head.  See gen_rope.py.""" % (name, "on Q in place and on K into the KV cach
     es = ESIZE[dt]
     tid = k.r("mov.u32", "%tid.x")
     u = k.r("rem.u32", tid, P["units"])
-    slot = k.r("div.u32", tid, P["units"])
+    lanes = k.r("div.u32", tid, P["units"])
+    lane = k.r("rem.u32", lanes, P["head_lanes"])
+    slot = k.r("div.u32", lanes, P["head_lanes"])
     with block(k, "done") as done:
         done.exit_if(k.p("setp.ge.u32", slot, P["tok_per_block"]))
         t = k.r("mad.lo.u32", k.r("mov.u32", "%ctaid.x"), P["tok_per_block"], slot)
@@ -218,9 +223,10 @@ and head.  See gen_rope.py.""" % (name, "on Q in place and on K into the KV cach
         if cache:
             t64 = k.wide(t)
             srow, store = cache_side(k, P, t, t64, u)
-        h = k.r("mul.lo.u32", k.r("mov.u32", "%ctaid.y"), P["head_chunk"])
+        h0 = k.r("mul.lo.u32", k.r("mov.u32", "%ctaid.y"), P["head_chunk"])
         heads = k.r("add.u32", P["heads_q"], P["heads_k"])
-        h_end = k.r("min.u32", k.r("add.u32", h, P["head_chunk"]), heads)
+        h_end = k.r("min.u32", k.r("add.u32", h0, P["head_chunk"]), heads)
+        h = k.r("add.u32", h0, lane)
         done.exit_if(k.p("setp.ge.u32", h, h_end))
 
         k.note("the token's position, as HF's position_ids.float()")
@@ -271,7 +277,7 @@ and head.  See gen_rope.py.""" % (name, "on Q in place and on K into the KV cach
                     hd.exit_if(is_q)
                     strided_copy(k, "tail", u, P["tail"], P["units"], es,
                                  k.rd("add.u64", base, tail_at), k.rd("add.u64", dst, tail_at))
-            k.op("add.u32 %s, %s, 1" % (h, h))
+            k.op("add.u32 %s, %s, %s" % (h, h, P["head_lanes"]))
             lp.exit_if(k.p("setp.ge.u32", h, h_end))
             lp.again()
     k.op("ret")

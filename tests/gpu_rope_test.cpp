@@ -230,6 +230,20 @@ TEST_F(GpuRope, OddHeadsOddDimsAndManyTokens) {
   run(c);
 }
 
+// Prefill shapes, where a token's threads take interleaved head lanes (up
+// to a warp of them): odd head counts, chunks whose heads are not a
+// multiple of the lanes, and a token count that is not a multiple of a
+// block's tokens.
+TEST_F(GpuRope, PrefillHeadLanesCoverEveryHeadOnce) {
+  Case c;
+  c.tokens = 4097, c.hq = 7, c.hk = 2;  // bf16 D 128: 4 lanes, heads split in two chunks
+  run(c);
+  c.dt = KAIO_DTYPE_F32, c.tokens = 8191, c.hq = 13, c.hk = 3;  // 2 lanes, one chunk
+  run(c);
+  c.dt = KAIO_DTYPE_F16, c.style = KAIO_ROPE_INTERLEAVED, c.d = 64, c.hq = 5, c.hk = 1;
+  run(c);
+}
+
 TEST_F(GpuRope, DecodeSplitsHeadsAcrossBlocks) {
   Case c;
   c.tokens = 1, c.hq = 32, c.hk = 8, c.prepared = true;

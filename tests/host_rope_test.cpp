@@ -42,10 +42,10 @@ class FakeRope : public ::testing::Test {
   kaio_tensor k(kaio_dtype dt = KAIO_DTYPE_BF16) const { return view(1 << 20, dt, T, Hk * D); }
   kaio_tensor pos() const { return view(2 << 20, KAIO_DTYPE_I32, 1, T); }
   std::string last_name() const { return kt::last_launch().name; }
-  // The table the last launch passed (parameter 14), half entries.
+  // The table the last launch passed (parameter 15), half entries.
   std::vector<float> table(int half) const {
     float t[256];
-    EXPECT_EQ(kt::fake().last_launch_param(14, t, sizeof t), 0);
+    EXPECT_EQ(kt::fake().last_launch_param(15, t, sizeof t), 0);
     return std::vector<float>(t, t + half);
   }
   kt::Device dev_;
@@ -63,17 +63,34 @@ TEST_F(FakeRope, PicksTheVectorKernelAndPassesHfsTable) {
   kt::Launch l = kt::last_launch();
   EXPECT_EQ(l.name, "kaio_rope_half_split_bf16_vec");
   EXPECT_EQ(l.block[0], 256u);
-  EXPECT_EQ(kt::launch_param<uint32_t>(10), 4u);  // units: 32 pairs / 8
-  EXPECT_EQ(kt::launch_param<uint32_t>(11), 64u);  // tokens per block
+  EXPECT_EQ(kt::launch_param<uint32_t>(10), 4u);   // units: 32 pairs / 8
+  EXPECT_EQ(kt::launch_param<uint32_t>(11), 1u);   // head lanes: 10 tokens split the heads
+  EXPECT_EQ(kt::launch_param<uint32_t>(12), 64u);  // tokens per block
   EXPECT_EQ(l.grid[0], 1u);
-  const uint32_t chunk = kt::launch_param<uint32_t>(12);
+  const uint32_t chunk = kt::launch_param<uint32_t>(13);
   EXPECT_EQ(l.grid[1], (Hq + Hk + chunk - 1) / chunk);
   EXPECT_EQ(kt::launch_param<uint64_t>(3), static_cast<uint64_t>(Hq * D * 2));  // q stride bytes
   const kt::RopeRef ref = kt::rope_ref_f32(d);
   const std::vector<float> got = table(32);
   for (int i = 0; i < 32; ++i)
     EXPECT_EQ(got[i], static_cast<float>(ref.inv_freq[i])) << "inv_freq[" << i << "]";
-  EXPECT_EQ(kt::launch_param<float>(13), 1.0f);
+  EXPECT_EQ(kt::launch_param<float>(14), 1.0f);
+}
+
+TEST_F(FakeRope, PrefillLetsAWarpTakeNeighbouringHeadsOfOneToken) {
+  // 1024 tokens fill the fake's 4 SMs without splitting the 6 heads: a
+  // token's 4 units x 4 head lanes (lanes <= heads, lanes x units <= 32).
+  const kaio_rope_desc d = desc();
+  constexpr int64_t tokens = 1024;
+  kaio_tensor qv = view(0, KAIO_DTYPE_BF16, tokens, Hq * D), pv = view(2 << 20, KAIO_DTYPE_I32, 1, tokens);
+  KT_OK(kaio_rope(stream_.get(), &qv, nullptr, &pv, &d));
+  const kt::Launch l = kt::last_launch();
+  EXPECT_EQ(kt::launch_param<uint32_t>(10), 4u);   // units
+  EXPECT_EQ(kt::launch_param<uint32_t>(11), 4u);   // head lanes
+  EXPECT_EQ(kt::launch_param<uint32_t>(12), 16u);  // tokens per block: 256 / (4 x 4)
+  EXPECT_EQ(kt::launch_param<uint32_t>(13), 6u);   // one chunk of every head
+  EXPECT_EQ(l.grid[0], 64u);
+  EXPECT_EQ(l.grid[1], 1u);
 }
 
 TEST_F(FakeRope, YarnTableAndAttentionFactorMatchTheReference) {
@@ -93,7 +110,7 @@ TEST_F(FakeRope, YarnTableAndAttentionFactorMatchTheReference) {
     const kt::RopeRef ref = kt::rope_ref_f32(d);
     const std::vector<float> got = table(24);
     for (int i = 0; i < 24; ++i) EXPECT_EQ(got[i], static_cast<float>(ref.inv_freq[i])) << i;
-    EXPECT_EQ(kt::launch_param<float>(13), static_cast<float>(ref.attention));
+    EXPECT_EQ(kt::launch_param<float>(14), static_cast<float>(ref.attention));
     EXPECT_EQ(kt::launch_param<uint32_t>(9), 24u);  // half
   }
 }
@@ -276,10 +293,11 @@ TEST_F(FakeRopeKvCache, LaunchesTheCacheKernelWithTheFlag) {
   kt::Launch l = kt::last_launch();
   EXPECT_EQ(l.name, "kaio_rope_cache_half_split_bf16_vec");
   EXPECT_EQ(kt::launch_param<uint64_t>(0), 0u);                          // Q absent
-  EXPECT_EQ(kt::launch_param<uint32_t>(21), 32u);                        // cache rows
-  EXPECT_EQ(kt::launch_param<uint32_t>(22), unsigned(Hk * D * 2 / 16));  // V's 16-byte chunks
-  EXPECT_EQ(kt::launch_param<uint32_t>(23), 0u);                         // no tail: rot == D
-  EXPECT_NE(kt::launch_param<uint64_t>(24), 0u);                         // the device's op flag
+  EXPECT_EQ(kt::launch_param<uint32_t>(11), 1u);                         // no head lanes
+  EXPECT_EQ(kt::launch_param<uint32_t>(22), 32u);                        // cache rows
+  EXPECT_EQ(kt::launch_param<uint32_t>(23), unsigned(Hk * D * 2 / 16));  // V's 16-byte chunks
+  EXPECT_EQ(kt::launch_param<uint32_t>(24), 0u);                         // no tail: rot == D
+  EXPECT_NE(kt::launch_param<uint64_t>(25), 0u);                         // the device's op flag
   kaio_tensor t[7] = {q(), k(), v(), pos(), slots(), kc(), vc()};
   kaio_op *raw = nullptr;
   kaio_rope_desc partial = d;
@@ -287,7 +305,7 @@ TEST_F(FakeRopeKvCache, LaunchesTheCacheKernelWithTheFlag) {
   KT_OK(kaio_op_create_rope_kv_cache_write(&raw, dev_.get(), &partial));
   kt::Op op(raw);
   KT_OK(kaio_op_launch(op.get(), stream_.get(), t, 7));
-  EXPECT_EQ(kt::launch_param<uint32_t>(23), 32u);  // dims 32..63 copied as they are
+  EXPECT_EQ(kt::launch_param<uint32_t>(24), 32u);  // dims 32..63 copied as they are
   KT_OK(kaio_stream_synchronize(stream_.get()));
 }
 

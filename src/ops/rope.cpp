@@ -238,24 +238,35 @@ kaio_status check_rope_views(const RopePlan &plan, const kaio_tensor &tq, const 
   return KAIO_OK;
 }
 
-RopeLaunch rope_launch(const RopePlan &plan, const RopeViews &v, bool vector, Launch l) {
+RopeLaunch rope_launch(const RopePlan &plan, const RopeViews &v, bool vector, Launch l,
+                       bool head_lanes) {
   const kaio_rope_desc &d = plan.desc;
   const int64_t ppu = !vector ? 1
                       : d.style == KAIO_ROPE_HALF_SPLIT
                           ? 16 / static_cast<int64_t>(kaio_dtype_size(d.dtype))
                           : 8 / static_cast<int64_t>(kaio_dtype_size(d.dtype));
   RopeLaunch r;
-  r.units = static_cast<unsigned>(plan.freqs.half / ppu);
-  r.tok_per_block = kBlock / r.units;
-  l.grid = ceil_div(static_cast<uint64_t>(v.tokens), r.tok_per_block);
-  // Enough blocks to fill the GPU: split the heads when the tokens alone
-  // give too few (decode), else one chunk keeps cos / sin per token once.
   const unsigned heads = static_cast<unsigned>((v.has_q ? d.heads_q : 0) + (v.has_k ? d.heads_k : 0));
+  r.units = static_cast<unsigned>(plan.freqs.half / ppu);
+  // A warp on neighbouring heads of one token reads one stretch of its row
+  // (a warp on 4 tokens reads 4 pieces a row apart); each of a token's lanes
+  // computes the same cos / sin, so no more lanes than a warp holds, nor
+  // than a head chunk has heads.
+  while (head_lanes && r.head_lanes * 2 * r.units <= 32 && r.head_lanes * 2 <= heads)
+    r.head_lanes *= 2;
   const int sms = plan.device->info.sm_count;
   const uint64_t want = 4 * static_cast<uint64_t>(sms > 0 ? sms : 1);
-  unsigned chunks = l.grid >= want ? 1 : ceil_div(want, l.grid);
-  if (chunks > heads) chunks = heads;
-  r.head_chunk = ceil_div(heads, chunks);
+  for (;;) {
+    r.tok_per_block = kBlock / (r.units * r.head_lanes);
+    l.grid = ceil_div(static_cast<uint64_t>(v.tokens), r.tok_per_block);
+    // Enough blocks to fill the GPU: split the heads when the tokens alone
+    // give too few (decode), else one chunk keeps cos / sin per token once.
+    unsigned chunks = l.grid >= want ? 1 : ceil_div(want, l.grid);
+    if (chunks > heads) chunks = heads;
+    r.head_chunk = ceil_div(heads, chunks);
+    if (r.head_lanes <= r.head_chunk) break;
+    r.head_lanes /= 2;
+  }
   l.grid_y = ceil_div(heads, r.head_chunk);
   r.launch = l;
   return r;
@@ -269,7 +280,7 @@ kaio_status RopePlan::run(kaio_stream *stream, const kaio_tensor *tensors, size_
   RopeViews v;
   KAIO_TRY(check_rope_views(*this, tensors[0], tensors[1], tensors[2], &v));
   const bool vector = (!v.has_q || aligned16(v.q, d)) && (!v.has_k || aligned16(v.k, d));
-  RopeLaunch r = rope_launch(*this, v, vector, vector ? vec : scalar);
+  RopeLaunch r = rope_launch(*this, v, vector, vector ? vec : scalar, true);
   const uint64_t es = kaio_dtype_size(d.dtype);
   unsigned long long pq = v.has_q ? v.q.address : 0, pk = v.has_k ? v.k.address : 0,
                      pp = v.pos.address;
@@ -280,8 +291,8 @@ kaio_status RopePlan::run(kaio_stream *stream, const kaio_tensor *tensors, size_
   unsigned hd = static_cast<unsigned>(d.head_dim), half = static_cast<unsigned>(freqs.half);
   float attn = freqs.attention;
   void *params[] = {&pq,   &pk,    &pp,           &qs,         &ks,   &utokens,
-                    &hq,   &hk,    &hd,           &half,       &r.units, &r.tok_per_block,
-                    &r.head_chunk, &attn, const_cast<float *>(freqs.inv_freq)};
+                    &hq,   &hk,    &hd,           &half,       &r.units, &r.head_lanes,
+                    &r.tok_per_block, &r.head_chunk, &attn, const_cast<float *>(freqs.inv_freq)};
   return launch_builtin(device, r.launch, stream, params);
 }
 

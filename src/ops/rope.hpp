@@ -52,8 +52,12 @@ kaio_status check_rope_views(const RopePlan &plan, const kaio_tensor &q, const k
 bool rope_vector_ok(const RopePlan &plan, const CheckedView &view);
 struct RopeLaunch {
   Launch launch;  // grid and grid_y set
-  unsigned units = 0, tok_per_block = 0, head_chunk = 0;
+  unsigned units = 0, head_lanes = 1, tok_per_block = 0, head_chunk = 0;
 };
-RopeLaunch rope_launch(const RopePlan &plan, const RopeViews &views, bool vector, Launch kernel);
+// head_lanes: let up to a warp's worth of a token's threads take interleaved
+// heads (the plain RoPE kernels); the KV-cache kernels walk every head of a
+// chunk per thread (1).
+RopeLaunch rope_launch(const RopePlan &plan, const RopeViews &views, bool vector, Launch kernel,
+                       bool head_lanes);
 
 }  // namespace kaio

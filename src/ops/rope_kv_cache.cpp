@@ -112,7 +112,7 @@ kaio_status RopeKvCachePlan::run(kaio_stream *stream, const kaio_tensor *t, size
 
   const bool vector = (!rv.has_q || rope_vector_ok(rope, rv.q)) && rope_vector_ok(rope, rv.k) &&
                       rope_vector_ok(rope, kc);
-  RopeLaunch r = rope_launch(rope, rv, vector, vector ? vec : scalar);
+  RopeLaunch r = rope_launch(rope, rv, vector, vector ? vec : scalar, false);
   const uint64_t es = kaio_dtype_size(d.dtype);
   unsigned long long pq = rv.has_q ? rv.q.address : 0, pk = rv.k.address, pp = rv.pos.address;
   unsigned long long qs = rv.has_q ? rv.q.row_stride * es : 0, ks = rv.k.row_stride * es;
@@ -130,7 +130,7 @@ kaio_status RopeKvCachePlan::run(kaio_stream *stream, const kaio_tensor *t, size
   unsigned tail = static_cast<unsigned>(d.head_dim - d.rotary_dim);
   unsigned long long pflag = flag->device_address();
   void *params[] = {&pq,  &pk,  &pp,  &qs,   &ks,       &utokens,   &hq,
-                    &hk,  &hd,  &half, &r.units, &r.tok_per_block, &r.head_chunk, &attn,
+                    &hk,  &hd,  &half, &r.units, &r.head_lanes, &r.tok_per_block, &r.head_chunk, &attn,
                     &pv,  &ps,  &pkc, &pvc,  &vs,       &kcs,       &vcs,
                     &rows, &v_chunks, &tail, &pflag,
                     const_cast<float *>(rope.freqs.inv_freq)};

@@ -18,7 +18,8 @@
  * NCCL is opened at run time (nccl_loader.c): $KAIO_NCCL_LIBRARY, else
  * libnccl.so.2 on the loader's search path.
  *
- * Usage: tensor_parallel [REPS]  (timed steps, default 20; 0 skips timing)
+ * Usage: tensor_parallel [REPS [TOKENS]]: REPS timed steps (default 20; 0
+ * skips timing), TOKENS the prefill length (default 512).
  * Exit status: 0 when the two-GPU result matches, 1 on a mismatch or any
  * failure, 2 when NCCL or two usable GPUs are missing.
  */
@@ -39,8 +40,10 @@
 #define WARMUP 3
 #define MAX_REPS 1000
 
-/* Llama-2-7B's widths with grouped-query attention (8 kv heads). */
-static const tp_dims dims = {512, 4096, 11008, 32, 8, 128};
+/* Llama-2-7B's widths with grouped-query attention (8 kv heads); the token
+ * count may be set on the command line. */
+static tp_dims dims = {512, 4096, 11008, 32, 8, 128};
+#define MAX_TOKENS 16384
 
 /* Tolerance, relative to the reference output's RMS; the reasoning is in
  * README.md ("Tolerance"). */
@@ -245,8 +248,21 @@ static int check_block(const char *name, kaio_buffer *ref_buf, tp_shard *sh, int
     return finite && rms > 0.0 && max_abs <= TOL * rms;
 }
 
+/* A whole decimal argument in [lo, hi]; 0 when it is one. */
+static int parse_long(const char *text, long lo, long hi, long *out) {
+    char *end = NULL;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "tensor_parallel: \"%s\" is not a number from %ld to %ld\n", text,
+                lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    const size_t out_elems = (size_t)(dims.tokens * dims.hidden);
+    size_t out_elems;
     int exit_code = 1, ok, i;
     int devlist[NRANKS] = {0, 1};
     char err[1024];
@@ -258,15 +274,17 @@ int main(int argc, char **argv) {
     float *ref_out = NULL, *got0 = NULL, *got1 = NULL;
     double ms1, ms2;
     tp_nccl_result r;
-    char *end = NULL;
-    long reps = argc > 1 ? strtol(argv[1], &end, 10) : 20;
+    long reps = 20, tokens = dims.tokens;
 
-    if (argc > 2 || (argc > 1 && (end == argv[1] || *end != '\0')) || reps < 0 ||
-        reps > MAX_REPS) {
-        fprintf(stderr, "usage: tensor_parallel [REPS]: REPS, the timed steps, from 0 (no "
-                        "timing) to %d (default 20); got \"%s\"\n", MAX_REPS, argv[1]);
+    if (argc > 3 || (argc > 1 && parse_long(argv[1], 0, MAX_REPS, &reps) != 0) ||
+        (argc > 2 && parse_long(argv[2], 1, MAX_TOKENS, &tokens) != 0)) {
+        fprintf(stderr, "usage: tensor_parallel [REPS [TOKENS]]: REPS, the timed steps, from 0 "
+                        "(no timing) to %d (default 20); TOKENS, the prefill length, from 1 to "
+                        "%d (default 512)\n", MAX_REPS, MAX_TOKENS);
         return 1;
     }
+    dims.tokens = tokens;
+    out_elems = (size_t)(dims.tokens * dims.hidden);
     memset(&nccl, 0, sizeof nccl);
     memset(&ref, 0, sizeof ref);
     memset(tp, 0, sizeof tp);

@@ -18,7 +18,7 @@ Kernels (block 128 threads, no shared memory):
 
 import sys
 
-from kaio_ptx import cli, manifest
+from kaio_ptx import cli, manifest, op_fault
 from kaio_ptx.control import block, loop, skip_if
 from kaio_ptx.kernel import Kernel
 from kaio_ptx.params import load_params
@@ -28,9 +28,6 @@ OUT_NAME = "kv_cache.ptx"
 HEADER = preamble(__file__)
 BLOCK = 128
 
-# The op flag's value: bits 63..56 the fault code, 55..32 the token (clamped
-# to 2^24 - 1), 31..0 the slot as u32 (src/ops/op_flag.hpp decodes it).
-FAULT_KV_SLOT = 1
 
 WRITE_PARAMS = [(".u64", "k"), (".u64", "v"), (".u64", "slots"), (".u64", "k_cache"),
                 (".u64", "v_cache"), (".u32", "chunks"), (".u64", "k_ld"), (".u64", "v_ld"),
@@ -64,7 +61,7 @@ def write_kernel():
 vc_ld, cache_rows, tokens, flag): row t of k (and of v, unless v is 0) goes to
 row slots[t] of k_cache (v_cache).  Rows are `chunks` 16-byte vectors; the
 *_ld are row strides in bytes.  slots[t] < 0 skips token t; slots[t] >=
-cache_rows skips it and raises *flag (atomic max, see FAULT_KV_SLOT).
+cache_rows skips it and raises *flag (atomic max; kaio_ptx/op_fault.py).
 Grid: x = tokens; block 128.""" % name
     k = Kernel(name, doc, WRITE_PARAMS, BLOCK)
     P = load_params(k, WRITE_PARAMS, ("k", "v", "slots", "k_cache", "v_cache", "flag"))
@@ -77,10 +74,7 @@ Grid: x = tokens; block 128.""" % name
         done.exit_if(k.p("setp.lt.s32", slot, 0), uni=True)
         with skip_if(k, k.p("setp.lt.u32", slot, P["cache_rows"]), "in_range", uni=True):
             with skip_if(k, k.p("setp.ne.u32", tid, 0), "one_thread"):
-                tok = k.rd("cvt.u64.u32", k.r("min.u32", t, (1 << 24) - 1))
-                val = k.rd("or.b64", k.rd("shl.b64", tok, 32), k.rd("cvt.u64.u32", slot))
-                k.op("or.b64 %s, %s, %d" % (val, val, FAULT_KV_SLOT << 56))
-                k.op("atom.global.max.u64 %s, [%s], %s" % (k.reg("rd"), P["flag"], val))
+                op_fault.raise_fault(k, P["flag"], op_fault.KV_SLOT, t, slot, clamp=True)
             done.exit_if(None)
         copy_row(k, P["k"], P["k_ld"], P["k_cache"], P["kc_ld"], t, slot, P["chunks"], tid, "k")
         copy_row(k, P["v"], P["v_ld"], P["v_cache"], P["vc_ld"], t, slot, P["chunks"], tid, "v")

@@ -30,7 +30,7 @@ attn (the factor cos and sin are scaled by), inv_freq (f32[half], by value).
 
 import sys
 
-from kaio_ptx import cli, rope
+from kaio_ptx import cli, op_fault, rope
 from kaio_ptx.control import block, loop
 from kaio_ptx.kernel import Kernel
 from kaio_ptx.params import load_params
@@ -142,8 +142,6 @@ def rotate_head(k, style, dt, vec, base, off_lo, off_hi, cs, dst=None):
 CACHE_PARAMS = [(".u64", "v"), (".u64", "slots"), (".u64", "k_cache"), (".u64", "v_cache"),
                 (".u64", "v_stride"), (".u64", "kc_stride"), (".u64", "vc_stride"),
                 (".u32", "cache_rows"), (".u32", "v_chunks"), (".u32", "tail"), (".u64", "flag")]
-# The op flag's value (src/ops/op_flag.hpp): fault code << 56 | token << 32 | slot.
-FAULT_KV_SLOT = 1
 
 
 def copy_bits(k, nbytes, src, dst):
@@ -183,10 +181,7 @@ def cache_side(k, P, t, t64, u):
         with block(k, "report") as rep:
             rep.exit_if("!" + past)
             rep.exit_if(k.p("setp.ne.u32", u, 0))
-            tok = k.rd("cvt.u64.u32", k.r("min.u32", t, (1 << 24) - 1))
-            val = k.rd("or.b64", k.rd("shl.b64", tok, 32), k.rd("cvt.u64.u32", srow))
-            k.op("or.b64 %s, %s, %d" % (val, val, FAULT_KV_SLOT << 56))
-            k.op("atom.global.max.u64 %s, [%s], %s" % (k.reg("rd"), P["flag"], val))
+            op_fault.raise_fault(k, P["flag"], op_fault.KV_SLOT, t, srow, clamp=True)
         side.exit_if("!" + store)
         side.exit_if(k.p("setp.eq.u64", P["v"], 0))
         src = k.rd("add.u64", P["v"], k.rd("mul.lo.u64", t64, P["v_stride"]))

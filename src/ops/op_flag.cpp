@@ -24,6 +24,20 @@ class OpErrorFlag final : public ErrorFlag {
                     "A slot is page * page_size + offset and must be below the caches' rows "
                     "(num_pages * page_size), or negative to skip the token.",
                     api_name(), where, more, what);
+      case OpFault::seq_len:
+        return fail(KAIO_ERROR_OUT_OF_BOUNDS,
+                    "%s: a paged attention call on this stream found seq_lens[%" PRIu32 "] = %" PRId32
+                    ", outside [0, the op's key capacity] (desc->seq_k, or max_seqlen_k for a "
+                    "chunked prefill); the length was clamped and that sequence's O and LSE were "
+                    "written as NaN. Pass lengths within the capacity the op was made for.",
+                    api_name(), where, static_cast<int32_t>(what));
+      case OpFault::page_id:
+        return fail(KAIO_ERROR_OUT_OF_BOUNDS,
+                    "%s: a paged attention call on this stream found page id %" PRId32
+                    " in block_table row %" PRIu32 ", outside [0, num_pages); page 0 was read "
+                    "instead and that sequence's O and LSE were written as NaN. Fix the block "
+                    "table: every page a sequence's length reaches must be a page of the pools.",
+                    api_name(), static_cast<int32_t>(what), where);
     }
     return fail(KAIO_ERROR_INTERNAL,
                 "%s: a built-in kernel left error flag 0x%016" PRIx64 ". Please report this.",

@@ -18,9 +18,11 @@
 
 namespace kaio {
 
-// The fault codes (bits 63..56). The generators write the same numbers.
+// The fault codes (bits 63..56), as ptx/kaio_ptx/op_fault.py writes them.
 enum class OpFault : uint32_t {
   kv_slot = 1,  // kv_cache_write: slot_mapping[where] = value >= the cache's rows
+  seq_len = 2,  // paged attention: seq_lens[where] = value outside [0, the op's capacity]
+  page_id = 3,  // paged attention: block_table row where holds page id value >= num_pages
 };
 
 // The device's op flag, allocated on first use. Thread-safe.

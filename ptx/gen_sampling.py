@@ -141,15 +141,16 @@ class Row:
 
 
 def each_quad(k, R, dt, body, guard=True):
-    """for each quad q = tid + j * 1024 (UNROLL quads per trip) of the row:
+    """for each quad q = qstart + j * 1024 (UNROLL quads per trip) below qend
+    (the CTA's quads: tid + its first quad .. its last):
     body(quad, [(x, key, valid, index)] * 4), valid = in range and not NaN."""
     q0 = k.reg("r")
-    k.op("mov.u32 %s, %s" % (q0, R.tid))
-    with loop(k, "quads", skip=k.p("setp.ge.u32", q0, R.nquads)) as lp:
+    k.op("mov.u32 %s, %s" % (q0, R.qstart))
+    with loop(k, "quads", skip=k.p("setp.ge.u32", q0, R.qend)) as lp:
         loaded = []
         for u in range(UNROLL):
             q = k.r("add.u32", q0, u * BLOCK) if u else q0
-            qin = k.p("setp.lt.u32", q, R.nquads)
+            qin = k.p("setp.lt.u32", q, R.qend)
             loaded.append((q, qin, dt.load_quad(k, R, q, qin)))
         for j, (q, qin, raws) in enumerate(loaded):
             elems = []
@@ -166,7 +167,7 @@ def each_quad(k, R, dt, body, guard=True):
             with skip_if(k, "!" + qin, "quad_out"):
                 body(q, elems)
         k.op("add.u32 %s, %s, %d" % (q0, q0, UNROLL * BLOCK))
-        lp.again(k.p("setp.lt.u32", q0, R.nquads))
+        lp.again(k.p("setp.lt.u32", q0, R.qend))
 
 
 def argmax_combine(k, a, b):
@@ -318,6 +319,126 @@ def pick_bin(k, R, hist, nb, mass, rem, first, target_of, done):
     return b
 
 
+class Select:
+    """One threshold search's pieces (radix_select composes them for one
+    CTA per row; the split kernel runs them in separate launches)."""
+
+    def __init__(self, k, R, dt, mass, thr_lo):
+        self.k, self.R, self.dt, self.mass, self.thr_lo = k, R, dt, mass, thr_lo
+        self.hist = R.s_hist_mass if mass else R.s_hist_cnt
+
+    def weight(self, l2w):
+        k = self.k
+        return k.rd("cvt.u64.u32", fixed_mass(k, l2w)) if self.mass else k.rd("mov.u64", 1)
+
+    def clear(self, nb):
+        k, R = self.k, self.R
+        for b0 in range(0, nb, BLOCK):
+            with skip_if(k, k.p("setp.ge.u32", k.r("add.u32", R.tid, b0), nb), "clr"):
+                a = k.r("add.u32", self.hist, k.r("shl.b32", k.r("add.u32", R.tid, b0), 2))
+                k.op("st.shared.u32 [%s], 0" % a)
+                if self.mass:
+                    k.op("st.shared.u32 [%s+%d], 0" % (a, MASS_HI))
+
+    def add(self, bin_, ok, l2w):
+        k = self.k
+        if self.mass:
+            # u64 sums as (hi, lo) u32 bins: a shared u64 add is a CAS loop,
+            # a u32 add is native; a wrap of lo carries one into hi
+            a = k.r("add.u32", self.hist, k.r("shl.b32", bin_, 2))
+            v = fixed_mass(k, l2w)
+            old = k.r("mov.u32", 0)
+            k.op("@%s atom.shared.add.u32 %s, [%s], %s" % (ok, old, a, v))
+            carry = k.p("setp.lt.and.u32", k.r("add.u32", old, v), old, ok)
+            k.op("@%s red.shared.add.u32 [%s+%d], 1" % (carry, a, MASS_HI))
+            return
+        k.op("@%s red.shared.add.u32 [%s], 1" % (ok, k.r("add.u32", self.hist, k.r("shl.b32", bin_, 2))))
+
+    def counted(self, key, valid):
+        return self.k.p("setp.ge.and.u32", key, self.thr_lo, valid)
+
+    def coarse_pass(self):
+        """The histogram of coarse_bin over the CTA's quads, in shared memory
+        (the caller clears it and syncs first)."""
+        k, R = self.k, self.R
+
+        def coarse_body(q, elems):
+            for x, key, valid, i in elems:
+                cb, l2w = coarse_bin(k, R, x)
+                self.add(cb, self.counted(key, valid), l2w)
+        each_quad(k, R, self.dt, coarse_body)
+        bar(k)
+
+    def collect(self, cstar, store):
+        """store(key, weight) for each counted element of coarse bin cstar."""
+        k, R = self.k, self.R
+
+        def collect_body(q, elems):
+            for x, key, valid, i in elems:
+                cb, l2w = coarse_bin(k, R, x)
+                hit = k.p("setp.eq.and.u32", cb, cstar, self.counted(key, valid))
+                with skip_if(k, "!" + hit, "cand"):
+                    store(key, l2w)
+        each_quad(k, R, self.dt, collect_body)
+
+    def store_shared(self, key, l2w):
+        k, R = self.k, self.R
+        slot = k.r("atom.shared.add.u32", "[s_bc+48]", 1)
+        with skip_if(k, k.p("setp.ge.u32", slot, CAND), "cand_full"):
+            k.op("st.shared.u32 [%s], %s" % (k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", slot, 2)), key))
+            k.op("st.shared.u64 [%s], %s" % (k.r("add.u32", R.s_hist_mass, k.r("shl.b32", slot, 3)),
+                                             self.weight(l2w)))
+
+    def resolve_cands(self, ncand, rem, out_thr):
+        """The candidates (keys in s_hist_cnt, u64 weights in s_hist_mass):
+        the key whose weight above < rem <= above + its own."""
+        k, R = self.k, self.R
+        k.note("the candidates: the key whose weight above < rem <= above + its own")
+        with skip_if(k, k.p("setp.ge.u32", R.tid, ncand), "cand_mine"):
+            mk = k.r("ld.shared.u32", "[%s]" % k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", R.tid, 2)))
+            above, same = k.rd("mov.u64", 0), k.rd("mov.u64", 0)
+            j = k.r("mov.u32", 0)
+            with loop(k, "cand_sum") as lp:
+                kj = k.r("ld.shared.u32", "[%s]" % k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", j, 2)))
+                wj = k.rd("ld.shared.u64", "[%s]" % k.r("add.u32", R.s_hist_mass, k.r("shl.b32", j, 3)))
+                k.op("@%s add.u64 %s, %s, %s" % (k.p("setp.gt.u32", kj, mk), above, above, wj))
+                k.op("@%s add.u64 %s, %s, %s" % (k.p("setp.eq.u32", kj, mk), same, same, wj))
+                k.op("add.u32 %s, %s, 1" % (j, j))
+                lp.again(k.p("setp.lt.u32", j, ncand))
+            hit = k.p("setp.lt.u64", above, rem)
+            hit = k.p("setp.le.and.u64", rem, k.rd("add.u64", above, same), hit)
+            with skip_if(k, "!" + hit, "cand_hit"):
+                k.op("st.shared.u32 [s_bc+40], %s" % mk)
+        bar(k)
+        k.op("ld.shared.u32 %s, [s_bc+40]" % out_thr)
+
+    def fine(self, cstar, rem, out_thr, done):
+        """Too many candidates: a radix select on the float key inside cstar,
+        over the CTA's quads (the whole row)."""
+        k, R, dt = self.k, self.R, self.dt
+        k.note("too many candidates: a radix select on the float key inside c*")
+        prefix = k.r("mov.u32", 0)
+        for di, (shift, width) in enumerate(dt.digits):
+            nb = 1 << width
+            self.clear(nb)
+            bar(k)
+            hi_shift = shift + width
+
+            def body(q, elems, shift=shift, width=width, hi_shift=hi_shift, di=di):
+                for x, key, valid, i in elems:
+                    cb, l2w = coarse_bin(k, R, x)
+                    ok = k.p("setp.eq.and.u32", cb, cstar, self.counted(key, valid))
+                    if di:
+                        ok = k.p("setp.eq.and.u32", k.r("shr.u32", key, hi_shift),
+                                 k.r("shr.u32", prefix, hi_shift), ok)
+                    self.add(k.r("and.b32", k.r("shr.u32", key, shift), (1 << width) - 1), ok, l2w)
+            each_quad(k, R, dt, body)
+            bar(k)
+            b = pick_bin(k, R, self.hist, nb, self.mass, rem, False, None, done)
+            k.op("or.b32 %s, %s, %s" % (prefix, prefix, k.r("shl.b32", b, shift)))
+        k.op("mov.u32 %s, %s" % (out_thr, prefix))
+
+
 def radix_select(k, R, dt, mass, target_of, thr_lo, out_thr):
     """Finds the threshold key of the descending search: the key of the
     element where the running count (mass=False) or fixed-point mass
@@ -332,108 +453,27 @@ def radix_select(k, R, dt, mass, target_of, thr_lo, out_thr):
     weights above it).  Else passes over the float key's digits, counting
     only the elements of c*."""
     rem = k.reg("rd")
-    hist = R.s_hist_mass if mass else R.s_hist_cnt
+    S = Select(k, R, dt, mass, thr_lo)
     done = k.label("radix_done")
-
-    def weight(l2w):
-        return k.rd("cvt.u64.u32", fixed_mass(k, l2w)) if mass else k.rd("mov.u64", 1)
-
-    def clear(nb):
-        for b0 in range(0, nb, BLOCK):
-            with skip_if(k, k.p("setp.ge.u32", k.r("add.u32", R.tid, b0), nb), "clr"):
-                a = k.r("add.u32", hist, k.r("shl.b32", k.r("add.u32", R.tid, b0), 2))
-                k.op("st.shared.u32 [%s], 0" % a)
-                if mass:
-                    k.op("st.shared.u32 [%s+%d], 0" % (a, MASS_HI))
-
-    def add(bin_, ok, l2w):
-        if mass:
-            # u64 sums as (hi, lo) u32 bins: a shared u64 add is a CAS loop,
-            # a u32 add is native; a wrap of lo carries one into hi
-            a = k.r("add.u32", hist, k.r("shl.b32", bin_, 2))
-            v = fixed_mass(k, l2w)
-            old = k.r("mov.u32", 0)
-            k.op("@%s atom.shared.add.u32 %s, [%s], %s" % (ok, old, a, v))
-            carry = k.p("setp.lt.and.u32", k.r("add.u32", old, v), old, ok)
-            k.op("@%s red.shared.add.u32 [%s+%d], 1" % (carry, a, MASS_HI))
-            return
-        k.op("@%s red.shared.add.u32 [%s], 1" % (ok, k.r("add.u32", hist, k.r("shl.b32", bin_, 2))))
-
-    def counted(key, valid):
-        return k.p("setp.ge.and.u32", key, thr_lo, valid)
-
     # pass A
-    clear(COARSE_BINS)
+    S.clear(COARSE_BINS)
     with skip_if(k, k.p("setp.ne.u32", R.tid, 0), "ncand0"):
         k.op("st.shared.u32 [s_bc+48], 0")
     bar(k)
-
-    def coarse_body(q, elems):
-        for x, key, valid, i in elems:
-            cb, l2w = coarse_bin(k, R, x)
-            add(cb, counted(key, valid), l2w)
-    each_quad(k, R, dt, coarse_body)
-    bar(k)
-    cstar = pick_bin(k, R, hist, COARSE_BINS, mass, rem, True, target_of, done)
+    S.coarse_pass()
+    cstar = pick_bin(k, R, S.hist, COARSE_BINS, mass, rem, True, target_of, done)
 
     # pass B: c*'s elements into shared memory (the histograms are free now)
-    def collect_body(q, elems):
-        for x, key, valid, i in elems:
-            cb, l2w = coarse_bin(k, R, x)
-            hit = k.p("setp.eq.and.u32", cb, cstar, counted(key, valid))
-            with skip_if(k, "!" + hit, "cand"):
-                slot = k.r("atom.shared.add.u32", "[s_bc+48]", 1)
-                with skip_if(k, k.p("setp.ge.u32", slot, CAND), "cand_full"):
-                    k.op("st.shared.u32 [%s], %s" % (k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", slot, 2)), key))
-                    k.op("st.shared.u64 [%s], %s" % (k.r("add.u32", R.s_hist_mass, k.r("shl.b32", slot, 3)),
-                                                     weight(l2w)))
-    each_quad(k, R, dt, collect_body)
+    S.collect(cstar, S.store_shared)
     bar(k)
     ncand = k.r("ld.shared.u32", "[s_bc+48]")
     fine = k.label("radix_fine")
     k.op("@%s bra.uni %s" % (k.p("setp.gt.u32", ncand, CAND), fine))
-    k.note("the candidates: the key whose weight above < rem <= above + its own")
-    with skip_if(k, k.p("setp.ge.u32", R.tid, ncand), "cand_mine"):
-        mk = k.r("ld.shared.u32", "[%s]" % k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", R.tid, 2)))
-        above, same = k.rd("mov.u64", 0), k.rd("mov.u64", 0)
-        j = k.r("mov.u32", 0)
-        with loop(k, "cand_sum") as lp:
-            kj = k.r("ld.shared.u32", "[%s]" % k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", j, 2)))
-            wj = k.rd("ld.shared.u64", "[%s]" % k.r("add.u32", R.s_hist_mass, k.r("shl.b32", j, 3)))
-            k.op("@%s add.u64 %s, %s, %s" % (k.p("setp.gt.u32", kj, mk), above, above, wj))
-            k.op("@%s add.u64 %s, %s, %s" % (k.p("setp.eq.u32", kj, mk), same, same, wj))
-            k.op("add.u32 %s, %s, 1" % (j, j))
-            lp.again(k.p("setp.lt.u32", j, ncand))
-        hit = k.p("setp.lt.u64", above, rem)
-        hit = k.p("setp.le.and.u64", rem, k.rd("add.u64", above, same), hit)
-        with skip_if(k, "!" + hit, "cand_hit"):
-            k.op("st.shared.u32 [s_bc+40], %s" % mk)
-    bar(k)
-    k.op("ld.shared.u32 %s, [s_bc+40]" % out_thr)
+    S.resolve_cands(ncand, rem, out_thr)
     k.op("bra.uni %s" % done)
 
     k.place(fine)
-    k.note("too many candidates: a radix select on the float key inside c*")
-    prefix = k.r("mov.u32", 0)
-    for di, (shift, width) in enumerate(dt.digits):
-        nb = 1 << width
-        clear(nb)
-        bar(k)
-        hi_shift = shift + width
-
-        def body(q, elems, shift=shift, width=width, hi_shift=hi_shift, di=di):
-            for x, key, valid, i in elems:
-                cb, l2w = coarse_bin(k, R, x)
-                ok = k.p("setp.eq.and.u32", cb, cstar, counted(key, valid))
-                if di:
-                    ok = k.p("setp.eq.and.u32", k.r("shr.u32", key, hi_shift),
-                             k.r("shr.u32", prefix, hi_shift), ok)
-                add(k.r("and.b32", k.r("shr.u32", key, shift), (1 << width) - 1), ok, l2w)
-        each_quad(k, R, dt, body)
-        bar(k)
-        b = pick_bin(k, R, hist, nb, mass, rem, False, None, done)
-        k.op("or.b32 %s, %s, %s" % (prefix, prefix, k.r("shl.b32", b, shift)))
-    k.op("mov.u32 %s, %s" % (out_thr, prefix))
+    S.fine(cstar, rem, out_thr, done)
     k.place(done)
 
 
@@ -509,6 +549,7 @@ offset lo, offset hi).  Writes tokens (u32), and probs / logprobs if present.
     R.lane = k.r("and.b32", R.tid, "31")
     R.warp = k.r("shr.u32", R.tid, "5")
     R.row = k.rd("cvt.u64.u32", k.r("mov.u32", "%ctaid.x"))
+    R.qstart, R.qend = R.tid, R.nquads
     R.rowp = row_ptr(k, R.p["logits"], R.row, R.p["logits_stride"])
     # quads of an aligned row load whole (any row_stride stays valid)
     R.vec = k.p("setp.eq.u64", k.rd("and.b64", R.rowp, 4 * dt.esize - 1), 0)

@@ -304,6 +304,9 @@ def pick_bin(k, R, hist, nb, mass, rem, first, target_of, done):
         vals.append((b, c))
     excl, total = block_scan_u64(k, R, local)
     if first:
+        # every thread has read s_scan before the branch to done skips the
+        # barriers below (the draw's sum writes s_scan next)
+        bar(k)
         k.op("mov.u64 %s, %s" % (rem, target_of(total)))
         # target above the total: the filter keeps everything
         k.op("@%s bra.uni %s" % (k.p("setp.gt.u64", rem, total), done))

@@ -2,7 +2,7 @@
 
     python3 bench/bench_sampling.py --lib build-gpu/src/libkaio.so [--old OLD.so] [--iters 25]
 
-Modes (V = 128256, B in {1, 32, 128}, f32 and bf16 logits):
+Modes (V = 128256, B in {1, 32, 128}, f32, f16 and bf16 logits):
   greedy   kaio (temperature 0)       vs torch.argmax
   top-k 50 kaio (T = 1, top_k = 50)   vs torch.topk + softmax + multinomial
   top-p .9 kaio (T = 1, top_p = 0.9)  vs sort, softmax, cumsum, mask, multinomial
@@ -176,7 +176,7 @@ def main():
         " | torch us | speed-up | read % of copy | copy us |" + (" tokens = old |" if args.old else "")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
-    for dtype in (torch.float32, torch.bfloat16):
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
         for B in (1, 32, 128):
             nbytes = B * V * torch.tensor([], dtype=dtype).element_size()
             ncopies = max(2, (120 << 20) // nbytes + 1)

@@ -722,6 +722,7 @@ WS_CPK = WS_CK + CAND * 4
 WS_CPW = WS_CPK + CAND * 4
 SPLIT_ROW_BYTES = WS_CPW + CAND * 8
 SPLIT_RESET_BYTES = WS_CK
+assert SPLIT_ROW_BYTES == 32896, "update kSplitRowBytes in src/ops/sampling.cpp"
 STAGES = [(1, "max"), (2, "k_hist"), (3, "k_collect"), (4, "p_hist"), (5, "p_collect"), (6, "draw")]
 
 

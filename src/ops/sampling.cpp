@@ -106,9 +106,9 @@ kaio_status check_matrix(const char *name, const kaio_tensor *t, const kaio_devi
 
 }  // namespace
 
-// Rows split over several CTAs when there are fewer rows than SMs: B·C
-// CTAs cover the SMs (C = SMs / B), each taking at least kMinSpanQuads
-// quads (4 tokens each) of its row. Every split gives the same bits.
+// Rows split over several CTAs when 2·B <= SMs: B·C CTAs cover the SMs
+// (C = SMs / B), each taking at least kMinSpanQuads quads (4 tokens each)
+// of its row. Every split gives the same bits.
 constexpr int64_t kMinSpanQuads = 64;
 // ptx/gen_sampling.py's SPLIT_ROW_BYTES: the split kernel's record per row.
 constexpr uint64_t kSplitRowBytes = 32896;

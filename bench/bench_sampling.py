@@ -2,12 +2,13 @@
 
     python3 bench/bench_sampling.py --lib build-gpu/src/libkaio.so [--old OLD.so] [--iters 25]
 
-Modes (V = 128256, B in {1, 32, 128}, f32 and bf16 logits):
+Modes (V = 128256, B in {1, 32, 128}, f32, f16 and bf16 logits):
   greedy   kaio (temperature 0)       vs torch.argmax
   top-k 50 kaio (T = 1, top_k = 50)   vs torch.topk + softmax + multinomial
   top-p .9 kaio (T = 1, top_p = 0.9)  vs sort, softmax, cumsum, mask, multinomial
   min-p .1 kaio (T = 1, min_p = 0.1)  vs softmax, max, mask, multinomial
---old times a second libkaio (e.g. the previous build) in the same process.
+--old times a second libkaio (e.g. the previous build) in the same process,
+and checks that it draws the same tokens from the same call.
 Timing: a pass of --calls calls (each on the next copy of the logits; enough
 copies to exceed the 50 MiB L2, so every call reads from memory) is captured
 in a CUDA graph; the median over --iters replays, per call, so host dispatch
@@ -172,10 +173,10 @@ def main():
     kaios = [k for _, k in libs]
     V = 128256
     head = "| dtype | B | mode | " + " | ".join("kaio %s us" % n for n, _ in libs) + \
-        " | torch us | speed-up | read % of copy | copy us |"
+        " | torch us | speed-up | read % of copy | copy us |" + (" tokens = old |" if args.old else "")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
-    for dtype in (torch.float32, torch.bfloat16):
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
         for B in (1, 32, 128):
             nbytes = B * V * torch.tensor([], dtype=dtype).element_size()
             ncopies = max(2, (120 << 20) // nbytes + 1)
@@ -199,7 +200,7 @@ def main():
             for name, feat, ref in modes:
                 if args.only and name not in args.only.split(","):
                     continue
-                res = []
+                res, drawn = [], []
                 for lname, kaio in libs:
                     xviews = [kaio.view(x, B, V) for x in xs]
                     c = dict(t=kaio.view(temp, B, 1), k=kaio.view(topk, B, 1), p=kaio.view(topp, B, 1),
@@ -213,14 +214,21 @@ def main():
                             c["p"] if feat & TOP_P else e, c["m"] if feat & MIN_P else e,
                             c["r"] if feat & RANDOM else e, e, e, e, c["o"], e, e]))
                     res.append(graph_us(fns, args.iters, cap, kaios, "kaio %s %s" % (lname, name)))
+                    fns[0]()        # the same call on each library: the same tokens
+                    torch.cuda.synchronize()
+                    drawn.append(tokens.clone())
                     kaio.lib.kaio_op_destroy(op)
                 tus = float("nan")
                 if ref:
                     tus = graph_us([lambda i=i: ref(xs[i % ncopies]) for i in range(calls)], args.iters, cap,
                                    kaios, "torch " + name)
-                print("| %s | %d | %s | %s | %.1f | %.2fx | %.0f%% | %.1f |" % (
+                same = ""
+                if args.old:
+                    same = " %s |" % ("yes" if torch.equal(drawn[0], drawn[1]) else
+                                      "NO (%d of %d rows differ)" % (int((drawn[0] != drawn[1]).sum()), B))
+                print("| %s | %d | %s | %s | %.1f | %.2fx | %.0f%% | %.1f |%s" % (
                     str(dtype).replace("torch.", ""), B, name, " | ".join("%.1f" % r for r in res), tus,
-                    tus / res[0], 100 * copy_us / res[0], copy_us))
+                    tus / res[0], 100 * copy_us / res[0], copy_us, same))
                 sys.stdout.flush()
             del xs
             torch.cuda.empty_cache()

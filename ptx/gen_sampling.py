@@ -38,7 +38,7 @@ it leaves zeroed for the tokens it touched).
 import sys
 
 from kaio_ptx import cli
-from kaio_ptx.control import if_else, loop, skip_if
+from kaio_ptx.control import cases, loop, skip_if
 from kaio_ptx.kernel import Kernel
 from kaio_ptx.literals import NEG_INF, INF, ONE, ZERO, f32
 from kaio_ptx.preamble import preamble
@@ -141,15 +141,16 @@ class Row:
 
 
 def each_quad(k, R, dt, body, guard=True):
-    """for each quad q = tid + j * 1024 (UNROLL quads per trip) of the row:
+    """for each quad q = qstart + j * 1024 (UNROLL quads per trip) below qend
+    (the CTA's quads: tid + its first quad .. its last):
     body(quad, [(x, key, valid, index)] * 4), valid = in range and not NaN."""
     q0 = k.reg("r")
-    k.op("mov.u32 %s, %s" % (q0, R.tid))
-    with loop(k, "quads", skip=k.p("setp.ge.u32", q0, R.nquads)) as lp:
+    k.op("mov.u32 %s, %s" % (q0, R.qstart))
+    with loop(k, "quads", skip=k.p("setp.ge.u32", q0, R.qend)) as lp:
         loaded = []
         for u in range(UNROLL):
             q = k.r("add.u32", q0, u * BLOCK) if u else q0
-            qin = k.p("setp.lt.u32", q, R.nquads)
+            qin = k.p("setp.lt.u32", q, R.qend)
             loaded.append((q, qin, dt.load_quad(k, R, q, qin)))
         for j, (q, qin, raws) in enumerate(loaded):
             elems = []
@@ -166,7 +167,7 @@ def each_quad(k, R, dt, body, guard=True):
             with skip_if(k, "!" + qin, "quad_out"):
                 body(q, elems)
         k.op("add.u32 %s, %s, %d" % (q0, q0, UNROLL * BLOCK))
-        lp.again(k.p("setp.lt.u32", q0, R.nquads))
+        lp.again(k.p("setp.lt.u32", q0, R.qend))
 
 
 def argmax_combine(k, a, b):
@@ -265,10 +266,15 @@ def coarse_bin(k, R, x):
     return k.r("sub.u32", COARSE_BINS - 1, k.r("min.u32", d, COARSE_BINS - 1)), l2w
 
 
+def fixed_of(k, w):
+    """A weight w <= 1 in 1.31 fixed point (a u32): sums are exact, so they
+    do not depend on the order of the additions (or atomics)."""
+    return k.r("cvt.rni.u32.f32", k.f("mul.rn.f32", w, f32(2147483648.0)))
+
+
 def fixed_mass(k, l2w):
-    """The weight 2^l2w in 1.31 fixed point (a u32): sums are exact, so the
-    threshold does not depend on the order of the atomics."""
-    return k.r("cvt.rni.u32.f32", k.f("mul.rn.f32", k.f("ex2.approx.ftz.f32", l2w), f32(2147483648.0)))
+    """The weight 2^l2w in 1.31 fixed point."""
+    return fixed_of(k, k.f("ex2.approx.ftz.f32", l2w))
 
 
 def pick_bin(k, R, hist, nb, mass, rem, first, target_of, done):
@@ -298,6 +304,9 @@ def pick_bin(k, R, hist, nb, mass, rem, first, target_of, done):
         vals.append((b, c))
     excl, total = block_scan_u64(k, R, local)
     if first:
+        # every thread has read s_scan before the branch to done skips the
+        # barriers below (the draw's sum writes s_scan next)
+        bar(k)
         k.op("mov.u64 %s, %s" % (rem, target_of(total)))
         # target above the total: the filter keeps everything
         k.op("@%s bra.uni %s" % (k.p("setp.gt.u64", rem, total), done))
@@ -318,6 +327,126 @@ def pick_bin(k, R, hist, nb, mass, rem, first, target_of, done):
     return b
 
 
+class Select:
+    """One threshold search's pieces (radix_select composes them for one
+    CTA per row; the split kernel runs them in separate launches)."""
+
+    def __init__(self, k, R, dt, mass, thr_lo):
+        self.k, self.R, self.dt, self.mass, self.thr_lo = k, R, dt, mass, thr_lo
+        self.hist = R.s_hist_mass if mass else R.s_hist_cnt
+
+    def weight(self, l2w):
+        k = self.k
+        return k.rd("cvt.u64.u32", fixed_mass(k, l2w)) if self.mass else k.rd("mov.u64", 1)
+
+    def clear(self, nb):
+        k, R = self.k, self.R
+        for b0 in range(0, nb, BLOCK):
+            with skip_if(k, k.p("setp.ge.u32", k.r("add.u32", R.tid, b0), nb), "clr"):
+                a = k.r("add.u32", self.hist, k.r("shl.b32", k.r("add.u32", R.tid, b0), 2))
+                k.op("st.shared.u32 [%s], 0" % a)
+                if self.mass:
+                    k.op("st.shared.u32 [%s+%d], 0" % (a, MASS_HI))
+
+    def add(self, bin_, ok, l2w):
+        k = self.k
+        if self.mass:
+            # u64 sums as (hi, lo) u32 bins: a shared u64 add is a CAS loop,
+            # a u32 add is native; a wrap of lo carries one into hi
+            a = k.r("add.u32", self.hist, k.r("shl.b32", bin_, 2))
+            v = fixed_mass(k, l2w)
+            old = k.r("mov.u32", 0)
+            k.op("@%s atom.shared.add.u32 %s, [%s], %s" % (ok, old, a, v))
+            carry = k.p("setp.lt.and.u32", k.r("add.u32", old, v), old, ok)
+            k.op("@%s red.shared.add.u32 [%s+%d], 1" % (carry, a, MASS_HI))
+            return
+        k.op("@%s red.shared.add.u32 [%s], 1" % (ok, k.r("add.u32", self.hist, k.r("shl.b32", bin_, 2))))
+
+    def counted(self, key, valid):
+        return self.k.p("setp.ge.and.u32", key, self.thr_lo, valid)
+
+    def coarse_pass(self):
+        """The histogram of coarse_bin over the CTA's quads, in shared memory
+        (the caller clears it and syncs first)."""
+        k, R = self.k, self.R
+
+        def coarse_body(q, elems):
+            for x, key, valid, i in elems:
+                cb, l2w = coarse_bin(k, R, x)
+                self.add(cb, self.counted(key, valid), l2w)
+        each_quad(k, R, self.dt, coarse_body)
+        bar(k)
+
+    def collect(self, cstar, store):
+        """store(key, weight) for each counted element of coarse bin cstar."""
+        k, R = self.k, self.R
+
+        def collect_body(q, elems):
+            for x, key, valid, i in elems:
+                cb, l2w = coarse_bin(k, R, x)
+                hit = k.p("setp.eq.and.u32", cb, cstar, self.counted(key, valid))
+                with skip_if(k, "!" + hit, "cand"):
+                    store(key, l2w)
+        each_quad(k, R, self.dt, collect_body)
+
+    def store_shared(self, key, l2w):
+        k, R = self.k, self.R
+        slot = k.r("atom.shared.add.u32", "[s_bc+48]", 1)
+        with skip_if(k, k.p("setp.ge.u32", slot, CAND), "cand_full"):
+            k.op("st.shared.u32 [%s], %s" % (k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", slot, 2)), key))
+            k.op("st.shared.u64 [%s], %s" % (k.r("add.u32", R.s_hist_mass, k.r("shl.b32", slot, 3)),
+                                             self.weight(l2w)))
+
+    def resolve_cands(self, ncand, rem, out_thr):
+        """The candidates (keys in s_hist_cnt, u64 weights in s_hist_mass):
+        the key whose weight above < rem <= above + its own."""
+        k, R = self.k, self.R
+        k.note("the candidates: the key whose weight above < rem <= above + its own")
+        with skip_if(k, k.p("setp.ge.u32", R.tid, ncand), "cand_mine"):
+            mk = k.r("ld.shared.u32", "[%s]" % k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", R.tid, 2)))
+            above, same = k.rd("mov.u64", 0), k.rd("mov.u64", 0)
+            j = k.r("mov.u32", 0)
+            with loop(k, "cand_sum") as lp:
+                kj = k.r("ld.shared.u32", "[%s]" % k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", j, 2)))
+                wj = k.rd("ld.shared.u64", "[%s]" % k.r("add.u32", R.s_hist_mass, k.r("shl.b32", j, 3)))
+                k.op("@%s add.u64 %s, %s, %s" % (k.p("setp.gt.u32", kj, mk), above, above, wj))
+                k.op("@%s add.u64 %s, %s, %s" % (k.p("setp.eq.u32", kj, mk), same, same, wj))
+                k.op("add.u32 %s, %s, 1" % (j, j))
+                lp.again(k.p("setp.lt.u32", j, ncand))
+            hit = k.p("setp.lt.u64", above, rem)
+            hit = k.p("setp.le.and.u64", rem, k.rd("add.u64", above, same), hit)
+            with skip_if(k, "!" + hit, "cand_hit"):
+                k.op("st.shared.u32 [s_bc+40], %s" % mk)
+        bar(k)
+        k.op("ld.shared.u32 %s, [s_bc+40]" % out_thr)
+
+    def fine(self, cstar, rem, out_thr, done):
+        """Too many candidates: a radix select on the float key inside cstar,
+        over the CTA's quads (the whole row)."""
+        k, R, dt = self.k, self.R, self.dt
+        k.note("too many candidates: a radix select on the float key inside c*")
+        prefix = k.r("mov.u32", 0)
+        for di, (shift, width) in enumerate(dt.digits):
+            nb = 1 << width
+            self.clear(nb)
+            bar(k)
+            hi_shift = shift + width
+
+            def body(q, elems, shift=shift, width=width, hi_shift=hi_shift, di=di):
+                for x, key, valid, i in elems:
+                    cb, l2w = coarse_bin(k, R, x)
+                    ok = k.p("setp.eq.and.u32", cb, cstar, self.counted(key, valid))
+                    if di:
+                        ok = k.p("setp.eq.and.u32", k.r("shr.u32", key, hi_shift),
+                                 k.r("shr.u32", prefix, hi_shift), ok)
+                    self.add(k.r("and.b32", k.r("shr.u32", key, shift), (1 << width) - 1), ok, l2w)
+            each_quad(k, R, dt, body)
+            bar(k)
+            b = pick_bin(k, R, self.hist, nb, self.mass, rem, False, None, done)
+            k.op("or.b32 %s, %s, %s" % (prefix, prefix, k.r("shl.b32", b, shift)))
+        k.op("mov.u32 %s, %s" % (out_thr, prefix))
+
+
 def radix_select(k, R, dt, mass, target_of, thr_lo, out_thr):
     """Finds the threshold key of the descending search: the key of the
     element where the running count (mass=False) or fixed-point mass
@@ -332,108 +461,27 @@ def radix_select(k, R, dt, mass, target_of, thr_lo, out_thr):
     weights above it).  Else passes over the float key's digits, counting
     only the elements of c*."""
     rem = k.reg("rd")
-    hist = R.s_hist_mass if mass else R.s_hist_cnt
+    S = Select(k, R, dt, mass, thr_lo)
     done = k.label("radix_done")
-
-    def weight(l2w):
-        return k.rd("cvt.u64.u32", fixed_mass(k, l2w)) if mass else k.rd("mov.u64", 1)
-
-    def clear(nb):
-        for b0 in range(0, nb, BLOCK):
-            with skip_if(k, k.p("setp.ge.u32", k.r("add.u32", R.tid, b0), nb), "clr"):
-                a = k.r("add.u32", hist, k.r("shl.b32", k.r("add.u32", R.tid, b0), 2))
-                k.op("st.shared.u32 [%s], 0" % a)
-                if mass:
-                    k.op("st.shared.u32 [%s+%d], 0" % (a, MASS_HI))
-
-    def add(bin_, ok, l2w):
-        if mass:
-            # u64 sums as (hi, lo) u32 bins: a shared u64 add is a CAS loop,
-            # a u32 add is native; a wrap of lo carries one into hi
-            a = k.r("add.u32", hist, k.r("shl.b32", bin_, 2))
-            v = fixed_mass(k, l2w)
-            old = k.r("mov.u32", 0)
-            k.op("@%s atom.shared.add.u32 %s, [%s], %s" % (ok, old, a, v))
-            carry = k.p("setp.lt.and.u32", k.r("add.u32", old, v), old, ok)
-            k.op("@%s red.shared.add.u32 [%s+%d], 1" % (carry, a, MASS_HI))
-            return
-        k.op("@%s red.shared.add.u32 [%s], 1" % (ok, k.r("add.u32", hist, k.r("shl.b32", bin_, 2))))
-
-    def counted(key, valid):
-        return k.p("setp.ge.and.u32", key, thr_lo, valid)
-
     # pass A
-    clear(COARSE_BINS)
+    S.clear(COARSE_BINS)
     with skip_if(k, k.p("setp.ne.u32", R.tid, 0), "ncand0"):
         k.op("st.shared.u32 [s_bc+48], 0")
     bar(k)
-
-    def coarse_body(q, elems):
-        for x, key, valid, i in elems:
-            cb, l2w = coarse_bin(k, R, x)
-            add(cb, counted(key, valid), l2w)
-    each_quad(k, R, dt, coarse_body)
-    bar(k)
-    cstar = pick_bin(k, R, hist, COARSE_BINS, mass, rem, True, target_of, done)
+    S.coarse_pass()
+    cstar = pick_bin(k, R, S.hist, COARSE_BINS, mass, rem, True, target_of, done)
 
     # pass B: c*'s elements into shared memory (the histograms are free now)
-    def collect_body(q, elems):
-        for x, key, valid, i in elems:
-            cb, l2w = coarse_bin(k, R, x)
-            hit = k.p("setp.eq.and.u32", cb, cstar, counted(key, valid))
-            with skip_if(k, "!" + hit, "cand"):
-                slot = k.r("atom.shared.add.u32", "[s_bc+48]", 1)
-                with skip_if(k, k.p("setp.ge.u32", slot, CAND), "cand_full"):
-                    k.op("st.shared.u32 [%s], %s" % (k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", slot, 2)), key))
-                    k.op("st.shared.u64 [%s], %s" % (k.r("add.u32", R.s_hist_mass, k.r("shl.b32", slot, 3)),
-                                                     weight(l2w)))
-    each_quad(k, R, dt, collect_body)
+    S.collect(cstar, S.store_shared)
     bar(k)
     ncand = k.r("ld.shared.u32", "[s_bc+48]")
     fine = k.label("radix_fine")
     k.op("@%s bra.uni %s" % (k.p("setp.gt.u32", ncand, CAND), fine))
-    k.note("the candidates: the key whose weight above < rem <= above + its own")
-    with skip_if(k, k.p("setp.ge.u32", R.tid, ncand), "cand_mine"):
-        mk = k.r("ld.shared.u32", "[%s]" % k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", R.tid, 2)))
-        above, same = k.rd("mov.u64", 0), k.rd("mov.u64", 0)
-        j = k.r("mov.u32", 0)
-        with loop(k, "cand_sum") as lp:
-            kj = k.r("ld.shared.u32", "[%s]" % k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", j, 2)))
-            wj = k.rd("ld.shared.u64", "[%s]" % k.r("add.u32", R.s_hist_mass, k.r("shl.b32", j, 3)))
-            k.op("@%s add.u64 %s, %s, %s" % (k.p("setp.gt.u32", kj, mk), above, above, wj))
-            k.op("@%s add.u64 %s, %s, %s" % (k.p("setp.eq.u32", kj, mk), same, same, wj))
-            k.op("add.u32 %s, %s, 1" % (j, j))
-            lp.again(k.p("setp.lt.u32", j, ncand))
-        hit = k.p("setp.lt.u64", above, rem)
-        hit = k.p("setp.le.and.u64", rem, k.rd("add.u64", above, same), hit)
-        with skip_if(k, "!" + hit, "cand_hit"):
-            k.op("st.shared.u32 [s_bc+40], %s" % mk)
-    bar(k)
-    k.op("ld.shared.u32 %s, [s_bc+40]" % out_thr)
+    S.resolve_cands(ncand, rem, out_thr)
     k.op("bra.uni %s" % done)
 
     k.place(fine)
-    k.note("too many candidates: a radix select on the float key inside c*")
-    prefix = k.r("mov.u32", 0)
-    for di, (shift, width) in enumerate(dt.digits):
-        nb = 1 << width
-        clear(nb)
-        bar(k)
-        hi_shift = shift + width
-
-        def body(q, elems, shift=shift, width=width, hi_shift=hi_shift, di=di):
-            for x, key, valid, i in elems:
-                cb, l2w = coarse_bin(k, R, x)
-                ok = k.p("setp.eq.and.u32", cb, cstar, counted(key, valid))
-                if di:
-                    ok = k.p("setp.eq.and.u32", k.r("shr.u32", key, hi_shift),
-                             k.r("shr.u32", prefix, hi_shift), ok)
-                add(k.r("and.b32", k.r("shr.u32", key, shift), (1 << width) - 1), ok, l2w)
-        each_quad(k, R, dt, body)
-        bar(k)
-        b = pick_bin(k, R, hist, nb, mass, rem, False, None, done)
-        k.op("or.b32 %s, %s, %s" % (prefix, prefix, k.r("shl.b32", b, shift)))
-    k.op("mov.u32 %s, %s" % (out_thr, prefix))
+    S.fine(cstar, rem, out_thr, done)
     k.place(done)
 
 
@@ -483,20 +531,11 @@ SAMPLE_PARAMS = ["logits", "logits_stride", "temperature", "temperature_stride",
                  "logprobs_stride"]
 
 
-def sample_kernel(dt):
-    name = "kaio_sample_%s" % dt.name
-    params = [(".u64", p) for p in SAMPLE_PARAMS] + [(".u32", "vocab")]
-    doc = """
-%s(%s)
-One 1024-thread CTA per row (grid = rows).  Pointers of absent optional
-vectors are 0; strides are in bytes.  rng: u32 [rows, 4] (seed lo, seed hi,
-offset lo, offset hi).  Writes tokens (u32), and probs / logprobs if present.
-""" % (name, ", ".join(p for _, p in params))
-    k = Kernel(name, doc, params, BLOCK, shared=SHARED,
-               keys={"select": "sampling", "pass": "sample", "dtype": dt.name})
-    R = Row()
+def setup(k, R, dt, names, row):
+    """Loads the parameters and the registers every pass uses; row: the
+    special register that numbers the row."""
     R.p = {}
-    for p in SAMPLE_PARAMS:
+    for p in names:
         v = k.rd("ld.param.u64", "[%s]" % p)
         if not p.endswith("_stride"):
             g = k.rd("cvta.to.global.u64", v)
@@ -508,16 +547,18 @@ offset lo, offset hi).  Writes tokens (u32), and probs / logprobs if present.
     R.tid = k.r("mov.u32", "%tid.x")
     R.lane = k.r("and.b32", R.tid, "31")
     R.warp = k.r("shr.u32", R.tid, "5")
-    R.row = k.rd("cvt.u64.u32", k.r("mov.u32", "%ctaid.x"))
+    R.row = k.rd("cvt.u64.u32", k.r("mov.u32", row))
+    R.qstart, R.qend = R.tid, R.nquads
     R.rowp = row_ptr(k, R.p["logits"], R.row, R.p["logits_stride"])
     # quads of an aligned row load whole (any row_stride stays valid)
     R.vec = k.p("setp.eq.u64", k.rd("and.b64", R.rowp, 4 * dt.esize - 1), 0)
     for sym in ("s_scan", "s_red", "s_hist_cnt", "s_hist_mass"):
         setattr(R, sym, k.r("mov.u32", sym))
 
-    k.note("pass 1: max and argmax")
+
+def max_pass(k, R, dt):
+    """(max, argmax) over the CTA's quads, every thread holding them."""
     bv, bi, bx = k.f("mov.f32", NEG_INF), k.r("mov.u32", NONE), k.f("mov.f32", ZERO)
-    best = (bv, bi, bx)
 
     def max_body(q, elems):
         for x, key, valid, i in elems:
@@ -527,36 +568,44 @@ offset lo, offset hi).  Writes tokens (u32), and probs / logprobs if present.
             k.op("selp.f32 %s, %s, %s, %s" % (bv, x, bv, take))
             k.op("selp.b32 %s, %s, %s, %s" % (bi, i, bi, take))
     each_quad(k, R, dt, max_body)
-    block_argmax(k, R, best)
-    R.m = bv
+    block_argmax(k, R, (bv, bi, bx))
+    return bv, bi
+
+
+def row_kind(k, R, bv, bi):
+    """(temperature, stop, empty): stop holds for rows that end with the
+    argmax: greedy (temperature <= 0 or NaN), a +inf logit, or no logit
+    above -inf (empty)."""
     temp, _ = load_opt(k, R, "temperature", "f", ZERO)
     greedy = k.p("setp.gt.f32", temp, ZERO)      # temp > 0 samples; <= 0 and NaN: greedy
     k.op("not.pred %s, %s" % (greedy, greedy))
     empty = k.p("setp.eq.u32", bi, NONE)
     empty = k.p("or.pred", empty, k.p("setp.eq.f32", bv, NEG_INF))
     special = k.p("or.pred", empty, k.p("setp.eq.f32", bv, INF))
-    with skip_if(k, "!" + k.p("or.pred", greedy, special), "sampled", uni=True):
-        tok = k.r("selp.b32", 0, bi, k.p("setp.eq.u32", bi, NONE))
-        write_out(k, R, tok, k.f("selp.f32", ZERO, ONE, empty), k.f("selp.f32", NEG_INF, ZERO, empty))
-        k.op("ret")
+    return temp, k.p("or.pred", greedy, special), empty
 
-    R.coef = k.f("div.rn.f32", f32(LOG2E), temp)
-    k.note("pass 2: top-k threshold")
-    thr = k.r("mov.u32", 0)
-    topk, has_k = load_opt(k, R, "top_k", "r", 0)
-    k_on = k.p("setp.gt.and.s32", topk, 0, has_k)
-    with skip_if(k, "!" + k_on, "no_topk", uni=True):
-        radix_select(k, R, dt, False, lambda total: k.rd("cvt.u64.u32", topk), 0, thr)
-    k.note("pass 3: top-p threshold over what top-k kept")
-    thr_p = k.r("mov.u32", thr)
-    topp, has_p = load_opt(k, R, "top_p", "f", ONE)
-    p_on = k.p("setp.lt.and.f32", topp, ONE, has_p)     # NaN and >= 1: off
-    with skip_if(k, "!" + p_on, "no_topp", uni=True):
-        def target(total):
-            return k.rd("max.u64", k.rd("cvt.rpi.u64.f64", _ptarget(k, total, topp)), 1)
-        radix_select(k, R, dt, True, target, thr, thr_p)
-    k.note("pass 4: Gumbel-max draw over the kept tokens, and their mass")
-    thr_all = k.r("max.u32", thr, thr_p)
+
+def write_argmax(k, R, bi, empty):
+    tok = k.r("selp.b32", 0, bi, k.p("setp.eq.u32", bi, NONE))
+    write_out(k, R, tok, k.f("selp.f32", ZERO, ONE, empty), k.f("selp.f32", NEG_INF, ZERO, empty))
+
+
+def block_sum_u64(k, R, s):
+    for m in (16, 8, 4, 2, 1):
+        k.op("add.u64 %s, %s, %s" % (s, s, shfl64(k, s, "bfly", m, "0x1f")))
+    with skip_if(k, k.p("setp.ne.u32", R.lane, 0), "sum_w"):
+        k.op("st.shared.u64 [%s], %s" % (k.r("add.u32", R.s_scan, k.r("shl.b32", R.warp, "3")), s))
+    bar(k)
+    k.op("ld.shared.u64 %s, [%s]" % (s, k.r("add.u32", R.s_scan, k.r("shl.b32", R.lane, "3"))))
+    for m in (16, 8, 4, 2, 1):
+        k.op("add.u64 %s, %s, %s" % (s, s, shfl64(k, s, "bfly", m, "0x1f")))
+    bar(k)
+
+
+def draw_pass(k, R, dt, thr_all):
+    """The Gumbel-max draw over the CTA's kept tokens: (score, token, its
+    log2-weight) of the best and the kept mass in 1.31 fixed point (an
+    exact sum: the same bits however the row is split), over the CTA."""
     minp, has_m = load_opt(k, R, "min_p", "f", ZERO)
     m_on = k.p("setp.gt.and.f32", minp, ZERO, has_m)
     minp = k.f("min.f32", minp, ONE)
@@ -565,7 +614,7 @@ offset lo, offset hi).  Writes tokens (u32), and probs / logprobs if present.
     seed = [k.r("ld.global.u32", "[%s]" % rngp), k.r("ld.global.u32", "[%s+4]" % rngp)]
     off = [k.r("ld.global.u32", "[%s+8]" % rngp), k.r("ld.global.u32", "[%s+12]" % rngp)]
     sv, si, sx = k.f("mov.f32", NEG_INF), k.r("mov.u32", NONE), k.f("mov.f32", ZERO)
-    zsum = k.f("mov.f32", ZERO)
+    zsum = k.rd("mov.u64", 0)
 
     def draw_body(q, elems):
         kept = []
@@ -584,7 +633,7 @@ offset lo, offset hi).  Writes tokens (u32), and probs / logprobs if present.
                 u = k.f("fma.rn.f32", k.f("cvt.rn.f32.u32", k.r("shr.u32", r, 8)), f32(2.0 ** -24), f32(2.0 ** -25))
                 e = k.f("mul.rn.f32", k.f("lg2.approx.ftz.f32", u), f32(-LN2))
                 s = k.f("sub.rn.f32", l2w, k.f("lg2.approx.ftz.f32", e))
-                k.op("@%s add.f32 %s, %s, %s" % (keep, zsum, zsum, w))
+                k.op("@%s add.u64 %s, %s, %s" % (keep, zsum, zsum, k.rd("cvt.u64.u32", fixed_of(k, w))))
                 take = k.p("setp.gt.f32", s, sv)
                 take = k.p("or.pred", take, k.p("setp.eq.u32", si, NONE))
                 take = k.p("and.pred", take, keep)
@@ -593,10 +642,342 @@ offset lo, offset hi).  Writes tokens (u32), and probs / logprobs if present.
                 k.op("selp.b32 %s, %s, %s, %s" % (si, i, si, take))
                 k.op("selp.f32 %s, %s, %s, %s" % (sx, l2w, sx, take))
     each_quad(k, R, dt, draw_body)
-    block_sum_f32(k, R, zsum)
+    block_sum_u64(k, R, zsum)
     block_argmax(k, R, (sv, si, sx))
-    l2p = k.f("sub.rn.f32", sx, k.f("lg2.approx.ftz.f32", zsum))
+    return sv, si, sx, zsum
+
+
+def write_drawn(k, R, si, sx, zsum):
+    """The drawn token, its probability 2^sx / mass and log-probability."""
+    z = k.f("mul.rn.f32", k.f("cvt.rn.f32.u64", zsum), f32(2.0 ** -31))
+    l2p = k.f("sub.rn.f32", sx, k.f("lg2.approx.ftz.f32", z))
     write_out(k, R, si, k.f("ex2.approx.ftz.f32", l2p), k.f("mul.rn.f32", l2p, f32(LN2)))
+
+
+def top_k_on(k, R):
+    topk, has_k = load_opt(k, R, "top_k", "r", 0)
+    return topk, k.p("setp.gt.and.s32", topk, 0, has_k)
+
+
+def top_p_on(k, R):
+    topp, has_p = load_opt(k, R, "top_p", "f", ONE)
+    return topp, k.p("setp.lt.and.f32", topp, ONE, has_p)     # NaN and >= 1: off
+
+
+def p_target(k, topp):
+    return lambda total: k.rd("max.u64", k.rd("cvt.rpi.u64.f64", _ptarget(k, total, topp)), 1)
+
+
+def sample_kernel(dt):
+    name = "kaio_sample_%s" % dt.name
+    params = [(".u64", p) for p in SAMPLE_PARAMS] + [(".u32", "vocab")]
+    doc = """
+%s(%s)
+One 1024-thread CTA per row (grid = rows).  Pointers of absent optional
+vectors are 0; strides are in bytes.  rng: u32 [rows, 4] (seed lo, seed hi,
+offset lo, offset hi).  Writes tokens (u32), and probs / logprobs if present.
+""" % (name, ", ".join(p for _, p in params))
+    k = Kernel(name, doc, params, BLOCK, shared=SHARED,
+               keys={"select": "sampling", "pass": "sample", "dtype": dt.name})
+    R = Row()
+    setup(k, R, dt, SAMPLE_PARAMS, "%ctaid.x")
+
+    k.note("pass 1: max and argmax")
+    bv, bi = max_pass(k, R, dt)
+    R.m = k.f("add.f32", bv, ZERO)      # -0 as +0, as the split kernel's packed max
+    temp, stop, empty = row_kind(k, R, bv, bi)
+    with skip_if(k, "!" + stop, "sampled", uni=True):
+        write_argmax(k, R, bi, empty)
+        k.op("ret")
+
+    R.coef = k.f("div.rn.f32", f32(LOG2E), temp)
+    k.note("pass 2: top-k threshold")
+    thr = k.r("mov.u32", 0)
+    topk, k_on = top_k_on(k, R)
+    with skip_if(k, "!" + k_on, "no_topk", uni=True):
+        radix_select(k, R, dt, False, lambda total: k.rd("cvt.u64.u32", topk), 0, thr)
+    k.note("pass 3: top-p threshold over what top-k kept")
+    thr_p = k.r("mov.u32", thr)
+    topp, p_on = top_p_on(k, R)
+    with skip_if(k, "!" + p_on, "no_topp", uni=True):
+        radix_select(k, R, dt, True, p_target(k, topp), thr, thr_p)
+    k.note("pass 4: Gumbel-max draw over the kept tokens, and their mass")
+    sv, si, sx, zsum = draw_pass(k, R, dt, k.r("max.u32", thr, thr_p))
+    write_drawn(k, R, si, sx, zsum)
+    k.op("ret")
+    return k.text()
+
+
+# The split kernel's workspace: one record of SPLIT_ROW_BYTES per row (byte
+# offsets), zero before the first launch; the last CTA of a row's last
+# stage zeroes its first SPLIT_RESET_BYTES again.  src/ops/sampling.cpp
+# sizes it with the same number.
+WS_MAX, WS_DRAW, WS_ZSUM, WS_REM_K, WS_REM_P = 0, 8, 16, 24, 32
+WS_CSTAR_K, WS_CSTAR_P, WS_THR_K, WS_NC_K, WS_NC_P, WS_COUNT, WS_OFF_K, WS_OFF_P = (
+    40, 44, 48, 52, 56, 60, 64, 68)
+WS_HCNT = 128
+WS_HMASS = WS_HCNT + COARSE_BINS * 4
+WS_CK = WS_HMASS + COARSE_BINS * 8
+WS_CPK = WS_CK + CAND * 4
+WS_CPW = WS_CPK + CAND * 4
+SPLIT_ROW_BYTES = WS_CPW + CAND * 8
+SPLIT_RESET_BYTES = WS_CK
+assert SPLIT_ROW_BYTES == 32896, "update kSplitRowBytes in src/ops/sampling.cpp"
+STAGES = [(1, "max"), (2, "k_hist"), (3, "k_collect"), (4, "p_hist"), (5, "p_collect"), (6, "draw")]
+
+
+def pack(k, v, i):
+    """(order-preserving key of v, with -0 as +0) << 32 | ~i: the u64 max
+    is the larger value, then the lower index, as argmax_combine; 0 is
+    empty."""
+    raw = k.r("mov.b32", k.f("add.f32", v, ZERO))
+    key = k.r("xor.b32", raw, k.r("or.b32", k.r("shr.s32", raw, "31"), "0x80000000"))
+    return k.rd("mov.b64", "{%s, %s}" % (k.r("not.b32", i), key))
+
+
+def unpack(k, acc):
+    """(value, index) of a packed u64; 0 gives index NONE."""
+    lo, hi = k.reg("r"), k.reg("r")
+    k.op("mov.b64 {%s, %s}, %s" % (lo, hi, acc))
+    flip = k.r("or.b32", k.r("not.b32", k.r("shr.s32", hi, "31")), "0x80000000")
+    return k.f("mov.b32", k.r("xor.b32", hi, flip)), k.r("not.b32", lo)
+
+
+def ws_at(R, off):
+    return "[%s+%d]" % (R.st, off)
+
+
+def once(k, R, hint):
+    """Thread 0 of the row's first CTA (writes of the row's state)."""
+    return skip_if(k, k.p("setp.ne.u32", k.r("or.b32", R.tid, R.cta), 0), hint)
+
+
+def split_gate(k, R):
+    """The row's max from stage 1; returns past rows that end with the argmax."""
+    m, bi = unpack(k, k.rd("ld.global.u64", ws_at(R, WS_MAX)))
+    temp, stop, _ = row_kind(k, R, m, bi)
+    R.m = m
+    R.coef = k.f("div.rn.f32", f32(LOG2E), temp)
+    return stop
+
+
+def split_hist(k, R, dt, mass, thr_lo):
+    """The CTA's coarse histogram, added into the row's (exact integer
+    sums: the same totals in any order)."""
+    S = Select(k, R, dt, mass, thr_lo)
+    S.clear(COARSE_BINS)
+    bar(k)
+    S.coarse_pass()
+    for b0 in range(0, COARSE_BINS, BLOCK):
+        b = k.r("add.u32", R.tid, b0)
+        a = k.r("add.u32", S.hist, k.r("shl.b32", b, 2))
+        if mass:
+            lo, hi = k.r("ld.shared.u32", "[%s]" % a), k.r("ld.shared.u32", "[%s+%d]" % (a, MASS_HI))
+            v = k.rd("mov.b64", "{%s, %s}" % (lo, hi))
+            g = k.rd("add.u64", R.st, k.rd("mul.wide.u32", b, 8))
+            k.op("@%s red.global.add.u64 [%s+%d], %s" % (k.p("setp.ne.u64", v, 0), g, WS_HMASS, v))
+        else:
+            v = k.r("ld.shared.u32", "[%s]" % a)
+            g = k.rd("add.u64", R.st, k.rd("mul.wide.u32", b, 4))
+            k.op("@%s red.global.add.u32 [%s+%d], %s" % (k.p("setp.ne.u32", v, 0), g, WS_HCNT, v))
+
+
+def split_collect(k, R, dt, mass, thr_lo, target_of):
+    """The row's histogram -> c* and the rest inside it (the row's first CTA
+    records them, or that the filter is off); c*'s counted elements of the
+    CTA's quads into the row's candidate list (CAND kept, all counted)."""
+    S = Select(k, R, dt, mass, thr_lo)
+    for b0 in range(0, COARSE_BINS, BLOCK):
+        b = k.r("add.u32", R.tid, b0)
+        a = k.r("add.u32", S.hist, k.r("shl.b32", b, 2))
+        if mass:
+            v = k.rd("ld.global.u64", "[%s+%d]" % (k.rd("add.u64", R.st, k.rd("mul.wide.u32", b, 8)), WS_HMASS))
+            lo, hi = k.reg("r"), k.reg("r")
+            k.op("mov.b64 {%s, %s}, %s" % (lo, hi, v))
+            k.op("st.shared.u32 [%s], %s" % (a, lo))
+            k.op("st.shared.u32 [%s+%d], %s" % (a, MASS_HI, hi))
+        else:
+            v = k.r("ld.global.u32", "[%s+%d]" % (k.rd("add.u64", R.st, k.rd("mul.wide.u32", b, 4)), WS_HCNT))
+            k.op("st.shared.u32 [%s], %s" % (a, v))
+    bar(k)
+    off = k.r("mov.u32", 1)
+    rem = k.reg("rd")
+    done = k.label("collect_done")
+    cstar = pick_bin(k, R, S.hist, COARSE_BINS, mass, rem, True, target_of, done)
+    k.op("mov.u32 %s, 0" % off)
+    with once(k, R, "record"):
+        k.op("st.global.u32 %s, %s" % (ws_at(R, WS_CSTAR_P if mass else WS_CSTAR_K), cstar))
+        k.op("st.global.u64 %s, %s" % (ws_at(R, WS_REM_P if mass else WS_REM_K), rem))
+
+    def store(key, l2w):
+        slot = k.r("atom.global.add.u32", ws_at(R, WS_NC_P if mass else WS_NC_K), 1)
+        with skip_if(k, k.p("setp.ge.u32", slot, CAND), "cand_full"):
+            k.op("st.global.u32 [%s+%d], %s" % (k.rd("add.u64", R.st, k.rd("mul.wide.u32", slot, 4)),
+                                                WS_CPK if mass else WS_CK, key))
+            if mass:
+                k.op("st.global.u64 [%s+%d], %s" % (k.rd("add.u64", R.st, k.rd("mul.wide.u32", slot, 8)),
+                                                    WS_CPW, S.weight(l2w)))
+    S.collect(cstar, store)
+    k.place(done)
+    with once(k, R, "record_off"):
+        k.op("st.global.u32 %s, %s" % (ws_at(R, WS_OFF_P if mass else WS_OFF_K), off))
+
+
+def split_resolve(k, R, dt, mass, thr_lo, out_thr):
+    """The exact threshold key from the row's candidates (or, when c* held
+    more than CAND, the float-digit passes over the whole row in this CTA);
+    out_thr = thr_lo when the filter is off."""
+    S = Select(k, R, dt, mass, thr_lo)
+    k.op("mov.u32 %s, %s" % (out_thr, thr_lo))
+    off = k.r("ld.global.u32", ws_at(R, WS_OFF_P if mass else WS_OFF_K))
+    done = k.label("resolved")
+    k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", off, 0), done))
+    cstar = k.r("ld.global.u32", ws_at(R, WS_CSTAR_P if mass else WS_CSTAR_K))
+    rem = k.rd("ld.global.u64", ws_at(R, WS_REM_P if mass else WS_REM_K))
+    n = k.r("ld.global.u32", ws_at(R, WS_NC_P if mass else WS_NC_K))
+    fine = k.label("resolve_fine")
+    k.op("@%s bra.uni %s" % (k.p("setp.gt.u32", n, CAND), fine))
+    with skip_if(k, k.p("setp.ge.u32", R.tid, n), "cand_load"):
+        key = k.r("ld.global.u32", "[%s+%d]" % (k.rd("add.u64", R.st, k.rd("mul.wide.u32", R.tid, 4)),
+                                                 WS_CPK if mass else WS_CK))
+        if mass:
+            w = k.rd("ld.global.u64", "[%s+%d]" % (k.rd("add.u64", R.st, k.rd("mul.wide.u32", R.tid, 8)), WS_CPW))
+        else:
+            w = k.rd("mov.u64", 1)
+        k.op("st.shared.u32 [%s], %s" % (k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", R.tid, 2)), key))
+        k.op("st.shared.u64 [%s], %s" % (k.r("add.u32", R.s_hist_mass, k.r("shl.b32", R.tid, 3)), w))
+    bar(k)
+    S.resolve_cands(n, rem, out_thr)
+    k.op("bra.uni %s" % done)
+    k.place(fine)
+    saved = R.qstart, R.qend
+    R.qstart, R.qend = R.tid, R.nquads
+    S.fine(cstar, rem, out_thr, done)
+    R.qstart, R.qend = saved
+    k.place(done)
+
+
+def split_finish(k, R, dt):
+    """The row's CTAs count themselves in; the last writes the row's result
+    from the combined partials and zeroes the row's record for the next
+    launch (every other CTA of the row is done with it)."""
+    bar(k)
+    with skip_if(k, k.p("setp.ne.u32", R.tid, 0), "count"):
+        k.op("membar.gl")
+        old = k.r("atom.global.add.u32", ws_at(R, WS_COUNT), 1)
+        k.op("st.shared.u32 [s_bc+56], %s" % k.r("selp.u32", 1, 0, k.p("setp.eq.u32", old, R.nlast)))
+    bar(k)
+    k.op("@%s ret" % k.p("setp.eq.u32", k.r("ld.shared.u32", "[s_bc+56]"), 0))
+    k.op("membar.gl")
+    m, bi = unpack(k, k.rd("ld.global.cg.u64", ws_at(R, WS_MAX)))
+    temp, stop, empty = row_kind(k, R, m, bi)
+    drawn = k.label("drawn")
+    with skip_if(k, "!" + stop, "final_argmax", uni=True):
+        write_argmax(k, R, bi, empty)
+        k.op("bra.uni %s" % drawn)
+    R.m = m
+    R.coef = k.f("div.rn.f32", f32(LOG2E), temp)
+    _, si = unpack(k, k.rd("ld.global.cg.u64", ws_at(R, WS_DRAW)))
+    zsum = k.rd("ld.global.cg.u64", ws_at(R, WS_ZSUM))
+    sx = k.f("mov.f32", ZERO)
+    with skip_if(k, k.p("setp.eq.u32", si, NONE), "no_draw"):
+        # the drawn token's log2-weight, as the draw pass computed it
+        raw = k.reg("r" if dt.bits == 32 else "h")
+        k.op("ld.global.nc.b%d %s, [%s]" % (dt.bits, raw, k.rd("add.u64", R.rowp, k.rd("mul.wide.u32", si, dt.esize))))
+        x, _ = dt.decode(k, raw)
+        k.op("mul.rn.f32 %s, %s, %s" % (sx, k.f("sub.rn.f32", x, R.m), R.coef))
+    write_drawn(k, R, si, sx, zsum)
+    k.place(drawn)
+    bar(k)      # every thread has read the record
+    for o in range(0, SPLIT_RESET_BYTES, 16 * BLOCK):
+        at = k.r("add.u32", k.r("shl.b32", R.tid, 4), o)
+        with skip_if(k, k.p("setp.ge.u32", at, SPLIT_RESET_BYTES), "reset"):
+            k.op("st.global.v4.u32 [%s], {0, 0, 0, 0}" % k.rd("add.u64", R.st, k.rd("cvt.u64.u32", at)))
+    k.op("ret")
+
+
+def split_kernel(dt):
+    name = "kaio_sample_split_%s" % dt.name
+    params = [(".u64", p) for p in SAMPLE_PARAMS + ["ws"]] + [(".u32", "vocab"), (".u32", "stage"),
+                                                              (".u32", "span")]
+    doc = """
+%s(%s)
+A row split over several 1024-thread CTAs: grid (CTAs per row, rows); CTA c
+takes the row's quads [c * span, (c + 1) * span).  One launch per stage, in
+order (stream order is the sync between them): 1 max (with no temperature
+vector, also the result), then as the op's features ask 2 / 3 the top-k
+histogram / candidates, 4 / 5 top-p's, 6 the draw and the result.  Partials
+are integer sums and packed maxima combined with atomics in the row's
+record of ws (SPLIT_ROW_BYTES = %d), so the result is the bits the one-CTA
+kernel gives, whatever the split.  Other parameters as kaio_sample_%s.
+""" % (name, ", ".join(p for _, p in params), SPLIT_ROW_BYTES, dt.name)
+    k = Kernel(name, doc, params, BLOCK, shared=SHARED,
+               keys={"select": "sampling", "pass": "split", "dtype": dt.name})
+    R = Row()
+    setup(k, R, dt, SAMPLE_PARAMS + ["ws"], "%ctaid.y")
+    R.cta = k.r("mov.u32", "%ctaid.x")
+    R.nlast = k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1)
+    span = k.r("ld.param.u32", "[span]")
+    first = k.r("mul.lo.u32", R.cta, span)
+    R.qstart = k.r("add.u32", first, R.tid)
+    R.qend = k.r("min.u32", k.r("add.u32", first, span), R.nquads)
+    R.st = k.rd("add.u64", R.p["ws"], k.rd("mul.lo.u64", R.row, SPLIT_ROW_BYTES))
+    stage = k.r("ld.param.u32", "[stage]")
+    for code, what in cases(k, stage, STAGES):
+        k.note("stage %d: %s" % (code, what))
+        if what == "max":
+            bv, bi = max_pass(k, R, dt)
+            with skip_if(k, k.p("setp.ne.or.u32", R.tid, 0, k.p("setp.eq.u32", bi, NONE)), "max_out"):
+                k.op("red.global.max.u64 %s, %s" % (ws_at(R, WS_MAX), pack(k, bv, bi)))
+            k.op("@%s ret" % k.p("setp.ne.u64", R.p["temperature"], 0))
+            split_finish(k, R, dt)
+            continue
+        if what == "draw":
+            finish = k.label("finish")
+            k.op("@%s bra.uni %s" % (split_gate(k, R), finish))
+            thr = k.r("mov.u32", 0)
+            _, k_on = top_k_on(k, R)
+            _, p_on = top_p_on(k, R)
+            k_done = k.label("k_done")
+            with skip_if(k, "!" + p_on, "k_of_p", uni=True):
+                k.op("ld.global.u32 %s, %s" % (thr, ws_at(R, WS_THR_K)))
+                k.op("bra.uni %s" % k_done)
+            with skip_if(k, "!" + k_on, "k_here", uni=True):
+                split_resolve(k, R, dt, False, 0, thr)
+            k.place(k_done)
+            thr_p = k.r("mov.u32", thr)
+            with skip_if(k, "!" + p_on, "p_here", uni=True):
+                split_resolve(k, R, dt, True, thr, thr_p)
+            sv, si, sx, zsum = draw_pass(k, R, dt, k.r("max.u32", thr, thr_p))
+            with skip_if(k, k.p("setp.ne.u32", R.tid, 0), "draw_out"):
+                k.op("@%s red.global.max.u64 %s, %s" % (k.p("setp.ne.u32", si, NONE), ws_at(R, WS_DRAW),
+                                                       pack(k, sv, si)))
+                k.op("red.global.add.u64 %s, %s" % (ws_at(R, WS_ZSUM), zsum))
+            k.place(finish)
+            split_finish(k, R, dt)
+            continue
+        k.op("@%s ret" % split_gate(k, R))
+        if what.startswith("k_"):
+            topk, on = top_k_on(k, R)
+            k.op("@!%s ret" % on)
+            if what == "k_hist":
+                split_hist(k, R, dt, False, 0)
+            else:
+                split_collect(k, R, dt, False, 0, lambda total: k.rd("cvt.u64.u32", topk))
+        else:
+            topp, on = top_p_on(k, R)
+            k.op("@!%s ret" % on)
+            if what == "p_hist":
+                thr = k.r("mov.u32", 0)
+                _, k_on = top_k_on(k, R)
+                with skip_if(k, "!" + k_on, "k_first", uni=True):
+                    split_resolve(k, R, dt, False, 0, thr)
+                with once(k, R, "record_k"):
+                    k.op("st.global.u32 %s, %s" % (ws_at(R, WS_THR_K), thr))
+                split_hist(k, R, dt, True, thr)
+            else:
+                split_collect(k, R, dt, True, k.r("ld.global.u32", ws_at(R, WS_THR_K)), p_target(k, topp))
+        k.op("ret")
     k.op("ret")
     return k.text()
 
@@ -691,6 +1072,7 @@ def generate():
     out = [preamble(__file__)]
     for dt in DTYPES:
         out.append("\n" + sample_kernel(dt))
+        out.append("\n" + split_kernel(dt))
         out.append("\n" + penalty_kernel(dt))
     return {"sampling.ptx": "".join(out)}
 

@@ -3,7 +3,8 @@
 // min-p (every kept token drawn, nothing else), chi-square of 10^6 draws
 // against the filtered, tempered distribution, reproducibility across batch
 // compositions, penalties, probability outputs, f32/f16/bf16, V = 1, prime V
-// and V = 262144. Skips with its reason when no real GPU is present.
+// and V = 262144; rows split over several CTAs give the bits of one CTA per
+// row. Skips with its reason when no real GPU is present.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -156,7 +157,7 @@ struct Sampler {
     }
     std::vector<int32_t> tokens(B);
     for (int l = 0; l < launches; ++l) {
-      if (l) {
+      if (l && t[5].buffer) {  // greedy ops have no rng
         for (int64_t b = 0; b < B; ++b) rng[b * 4 + 2] = rows[b].off_lo + l;
         EXPECT_EQ(kaio_buffer_write(t[5].buffer, 0, rng.data(), B * 16), KAIO_OK);
       }
@@ -470,6 +471,83 @@ TEST_F(GpuSampling, SanitizerSmall) {
     EXPECT_TRUE(tok[b] >= 0 && tok[b] < V) << "row " << b;
     EXPECT_TRUE(pr[b] > 0 && pr[b] <= 1) << "row " << b << " prob " << pr[b];
   }
+}
+
+// Rows split over several CTAs (fewer rows than SMs) give the bits one CTA
+// per row gives (as many rows as SMs, same row data and seeds): tokens,
+// probs and logprobs, over 3 launches (each launch's last CTA of a row
+// resets the workspace for the next), every mode, V not a multiple of the
+// split, ties at the max, a crowded threshold bin, NaN, +inf, -inf rows.
+void split_same_bits(kaio_device *dev, kaio_stream *st, kaio_dtype dt, int64_t V) {
+  kaio_device_info info;
+  info.struct_size = sizeof info;
+  ASSERT_EQ(kaio_device_get_info(dev, &info), KAIO_OK);
+  const int64_t nref = info.sm_count, rows_n = 4;  // nref rows: one CTA per row
+  std::mt19937 g(static_cast<uint32_t>(V * 3 + dt));
+  std::uniform_real_distribution<float> u(-6, 6);
+  std::vector<float> x(rows_n * V);
+  for (auto &v : x) v = u(g);
+  float *r1 = &x[V], *r2 = &x[2 * V], *r3 = &x[3 * V];
+  for (int64_t i = 0; i < V; ++i) r1[i] = static_cast<float>((i * 7919) % 5) * 0.25f;  // crowded ties
+  r2[V / 3] = 9; r2[V - 1] = 9; r2[5] = NAN; r2[V / 2] = -INFINITY; r2[V - 2] = NAN;  // max tie
+  if (V == 4099) { r3[V / 2] = INFINITY; r3[1] = INFINITY; }               // +inf wins
+  if (V == 1009) std::fill(r3, r3 + V, -INFINITY), r3[7] = NAN;            // nothing above -inf
+  std::vector<RowParams> base(rows_n);
+  const float temps[] = {1.0f, 0.8f, 1.3f, 0.6f}, tps[] = {0.9f, 0.5f, 0.3f, 0.95f},
+              mps[] = {0.05f, 0.1f, 0.2f, 0.01f};
+  const int32_t tks[] = {50, 2500, 7, 1};
+  for (int64_t b = 0; b < rows_n; ++b) {
+    base[b].temperature = temps[b]; base[b].top_k = tks[b]; base[b].top_p = tps[b];
+    base[b].min_p = mps[b]; base[b].seed_lo = 1000u + static_cast<uint32_t>(b * 77);
+    base[b].seed_hi = 3; base[b].off_lo = 11;
+  }
+  const uint32_t P = KAIO_SAMPLING_PROBS, R = KAIO_SAMPLING_RANDOM, K = KAIO_SAMPLING_TOP_K,
+                 TP = KAIO_SAMPLING_TOP_P, MP = KAIO_SAMPLING_MIN_P;
+  const uint32_t modes[] = {P, R | P, R | K | P, R | TP | P, R | MP | P, R | K | TP | MP | P};
+  const int launches = 3;
+  for (uint32_t f : modes) {
+    std::vector<float> xr(nref * V);
+    std::vector<RowParams> rref(nref);
+    for (int64_t b = 0; b < nref; ++b) {
+      std::copy(x.begin() + (b % rows_n) * V, x.begin() + (b % rows_n + 1) * V, xr.begin() + b * V);
+      rref[b] = base[b % rows_n];
+    }
+    Sampler ref(dev, st, dt, nref, V, f);
+    std::vector<float> pref, lref;
+    std::vector<int32_t> tref;
+    ref.run(encode(dt, xr), rref, &pref, &lref, launches, &tref);
+    for (int64_t B : {int64_t{1}, rows_n}) {
+      Sampler s(dev, st, dt, B, V, f);
+      std::vector<float> ps, ls;
+      std::vector<int32_t> ts;
+      std::vector<RowParams> rs(base.begin(), base.begin() + B);
+      s.run(encode(dt, std::vector<float>(x.begin(), x.begin() + B * V)), rs, &ps, &ls, launches, &ts);
+      for (int l = 0; l < launches; ++l)
+        for (int64_t b = 0; b < B; ++b)
+          EXPECT_EQ(ts[l * B + b], tref[l * nref + b])
+              << "dtype " << dt << " V " << V << " features " << f << " B " << B << " launch " << l
+              << " row " << b;
+      for (int64_t b = 0; b < B; ++b) {
+        uint32_t a[2], c[2];
+        std::memcpy(&a[0], &ps[b], 4); std::memcpy(&c[0], &pref[b], 4);
+        std::memcpy(&a[1], &ls[b], 4); std::memcpy(&c[1], &lref[b], 4);
+        EXPECT_EQ(a[0], c[0]) << "prob: dtype " << dt << " V " << V << " features " << f << " B " << B << " row " << b;
+        EXPECT_EQ(a[1], c[1]) << "logprob: dtype " << dt << " V " << V << " features " << f << " B " << B << " row " << b;
+      }
+    }
+  }
+}
+
+// One dtype, one small V: short enough for compute-sanitizer.
+TEST_F(GpuSampling, SplitSanitizerSmall) { split_same_bits(dev(), stream(), KAIO_DTYPE_F16, 1009); }
+
+TEST_F(GpuSampling, SplitSmallSameBitsAsOneCtaPerRow) {
+  for (kaio_dtype dt : kDtypes)
+    for (int64_t V : {1009, 4099}) split_same_bits(dev(), stream(), dt, V);
+}
+
+TEST_F(GpuSampling, SplitLargeSameBitsAsOneCtaPerRow) {
+  for (kaio_dtype dt : {KAIO_DTYPE_F32, KAIO_DTYPE_BF16}) split_same_bits(dev(), stream(), dt, 128256);
 }
 
 }  // namespace

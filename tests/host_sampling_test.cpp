@@ -137,4 +137,69 @@ TEST_F(SamplingBadInput, PenaltiesOwnAWorkspaceAndLaunchTwoKernels) {
   EXPECT_EQ(kt::fake().live_allocations(), live + 1);
 }
 
+// Fewer rows than SMs (the fake device has 4): each row is split over
+// SMs / B CTAs, one launch per stage the features use, with a workspace the
+// op owns (allocated at creation, none at launch); B >= SMs keeps one CTA.
+TEST_F(SamplingBadInput, FewRowsSplitOverSeveralCtasInStages) {
+  if (IsSkipped()) return;
+  kaio_device_info info;
+  info.struct_size = sizeof info;
+  ASSERT_EQ(kaio_device_get_info(dev_.get(), &info), KAIO_OK);
+  const int64_t V = 128256, quads = (V + 3) / 4;
+  kt::Buffer buf = kt::make_buffer(dev_.get(), 1 << 20);
+  struct Case {
+    uint32_t features;
+    int stages;
+  };
+  const Case cases[] = {{0, 1},
+                        {KAIO_SAMPLING_RANDOM, 2},
+                        {KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K, 4},
+                        {KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_P | KAIO_SAMPLING_MIN_P, 4},
+                        {KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K | KAIO_SAMPLING_TOP_P, 6}};
+  for (const Case &c : cases) {
+    kaio_sampling_desc d = desc(c.features);
+    d.batch = 1;
+    d.vocab = V;
+    d.dtype = KAIO_DTYPE_BF16;
+    op_.reset();
+    const unsigned long long live = kt::fake().live_allocations();
+    ASSERT_EQ(create(d), KAIO_OK) << kaio_last_error();
+    EXPECT_EQ(kt::fake().live_allocations(), live + 1) << "features " << c.features;
+    kaio_tensor t[12];
+    std::memset(t, 0, sizeof t);
+    t[0] = kaio_tensor_2d(buf.get(), KAIO_DTYPE_BF16, 1, V);
+    const kaio_dtype types[12] = {KAIO_DTYPE_BF16, KAIO_DTYPE_F32, KAIO_DTYPE_I32, KAIO_DTYPE_F32,
+                                  KAIO_DTYPE_F32, KAIO_DTYPE_U32, KAIO_DTYPE_I32, KAIO_DTYPE_I32,
+                                  KAIO_DTYPE_F32, KAIO_DTYPE_I32, KAIO_DTYPE_F32, KAIO_DTYPE_F32};
+    const uint32_t need[12] = {0, KAIO_SAMPLING_RANDOM, KAIO_SAMPLING_TOP_K, KAIO_SAMPLING_TOP_P,
+                               KAIO_SAMPLING_MIN_P, KAIO_SAMPLING_RANDOM, 1u << 30, 1u << 30,
+                               1u << 30, 0, 1u << 30, 1u << 30};
+    for (int i = 1; i < 12; ++i) {
+      if (need[i] && !(c.features & need[i])) continue;
+      t[i] = kaio_tensor_2d(buf.get(), types[i], 1, i == 5 ? 4 : 1);
+      t[i].offset_bytes = 300000 + 64 * i;
+    }
+    const unsigned long long before = kt::fake().launch_count();
+    EXPECT_EQ(kaio_op_launch(op_.get(), stream_.get(), t, 12), KAIO_OK) << kaio_last_error();
+    EXPECT_EQ(kt::fake().launch_count(), before + c.stages) << "features " << c.features;
+    const kt::Launch l = kt::last_launch();
+    EXPECT_EQ(l.name, "kaio_sample_split_bf16");
+    EXPECT_EQ(l.grid[0], static_cast<unsigned>(info.sm_count));
+    EXPECT_EQ(l.grid[1], 1u);
+    // parameters 18 .. 21: ws, vocab, stage (the last: 6, or 1 for greedy), span
+    EXPECT_EQ(kt::launch_param<uint32_t>(19), static_cast<uint32_t>(V));
+    EXPECT_EQ(kt::launch_param<uint32_t>(20), c.features ? 6u : 1u);
+    const uint32_t span = kt::launch_param<uint32_t>(21);
+    EXPECT_GE(span * l.grid[0], quads);
+    EXPECT_LT(span * (l.grid[0] - 1), quads);
+  }
+  kaio_sampling_desc d = desc(KAIO_SAMPLING_RANDOM);
+  d.batch = info.sm_count;
+  d.vocab = V;
+  op_.reset();
+  const unsigned long long live = kt::fake().live_allocations();
+  ASSERT_EQ(create(d), KAIO_OK) << kaio_last_error();
+  EXPECT_EQ(kt::fake().live_allocations(), live) << "one CTA per row needs no workspace";
+}
+
 }  // namespace

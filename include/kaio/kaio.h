@@ -1668,8 +1668,12 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_attention_paged(
  * then the exact value inside the threshold's bin (its tokens sorted out
  * in shared memory, or, when over 512, radix passes on the float bits);
  * counts and top-p's fixed-point mass are exact integer sums, so the
- * threshold is independent of atomic order; then the draw. No sort. B = 1 runs on one SM (latency, not bandwidth, bound: see
- * bench/RESULTS.md). exp and log use ex2.approx / lg2.approx.
+ * threshold is independent of atomic order; then the draw. No sort.
+ * With at most half as many rows as SMs, a prepared op splits each row over
+ * about SMs / B CTAs and launches one kernel per pass (2 to 6 launches);
+ * the CTAs' partials (integer sums, maxima) meet in the op's workspace,
+ * so tokens, probs and logprobs are the same bits for any split, B or
+ * device. exp and log use ex2.approx / lg2.approx.
  *
  * Launch tensors (12, in this order; views of features the desc leaves
  * off must have a NULL buffer, those it turns on must not):
@@ -1704,8 +1708,10 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_sampling_desc_init(kaio_sampling_desc *
                                                             size_t struct_size);
 
 /* A prepared sampler. With KAIO_SAMPLING_PENALTIES it owns a workspace of
- * 8 · B · V bytes (the penalised f32 rows and per-token counts), allocated
- * here; such an op must not run on two streams at once. Launch:
+ * 8 · B · V bytes (the penalised f32 rows and per-token counts), and when
+ * it splits rows (2 · B <= SMs, V >= 509) one of 32896 · B bytes, both
+ * allocated (and zeroed) here, none at launch; such an op must not run on
+ * two streams at once (CUDA-graph capture is fine). Launch:
  * kaio_op_launch with the 12 views above; no allocation, module load or
  * sync. There is no one-shot call: 12 views are clearer in one list, and
  * the penalty path needs the workspace.

@@ -1,13 +1,17 @@
-// Token sampling: one CTA per row (ptx/gen_sampling.py). Penalties first copy
-// the row, penalised, into the op's f32 workspace; the sampler then reads that.
+// Token sampling: one CTA per row, or with few rows a row split over several
+// CTAs in stage launches (ptx/gen_sampling.py). Penalties first copy the row,
+// penalised, into the op's f32 workspace; the sampler then reads that.
 #include "ops/sampling.hpp"
 
+#include <algorithm>
 #include <cinttypes>
 #include <climits>
+#include <vector>
 
 #include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
+#include "runtime/buffer_copy.hpp"
 #include "runtime/tensor_view.hpp"
 
 namespace kaio {
@@ -102,6 +106,32 @@ kaio_status check_matrix(const char *name, const kaio_tensor *t, const kaio_devi
 
 }  // namespace
 
+// Rows split over several CTAs when 2·B <= SMs: B·C CTAs cover the SMs
+// (C = SMs / B), each taking at least kMinSpanQuads quads (4 tokens each)
+// of its row. Every split gives the same bits.
+constexpr int64_t kMinSpanQuads = 64;
+// ptx/gen_sampling.py's SPLIT_ROW_BYTES: the split kernel's record per row.
+constexpr uint64_t kSplitRowBytes = 32896;
+
+kaio_status SamplingPlan::plan_split(kaio_device *device, bool pen) {
+  const int64_t quads = (desc.vocab + 3) / 4, sms = std::max(1, device->info.sm_count);
+  const int64_t c = std::min(sms / desc.batch, quads / kMinSpanQuads);
+  if (!prepared || c < 2) return KAIO_OK;
+  const int64_t per = (quads + c - 1) / c;
+  BuiltinFunction fn;
+  KAIO_TRY(device->modules->function(
+      kernels::sampling(kernels::Pass::split, pen ? KAIO_DTYPE_F32 : desc.dtype), &fn));
+  split = launch_of(fn);
+  split.grid = static_cast<unsigned>((quads + per - 1) / per);
+  split.grid_y = static_cast<unsigned>(desc.batch);
+  span = static_cast<unsigned>(per);
+  // zero once here; each launch leaves the records zero
+  const uint64_t bytes = kSplitRowBytes * static_cast<uint64_t>(desc.batch);
+  KAIO_TRY(DeviceMemory::allocate(device, bytes, &split_ws));
+  const std::vector<uint8_t> zeros(bytes, 0);
+  return buffer_write(split_ws->buffer(), 0, zeros.data(), bytes);
+}
+
 kaio_status SamplingPlan::plan(kaio_device *device) {
   this->device = device;
   KAIO_TRY(check_desc(desc));
@@ -113,6 +143,7 @@ kaio_status SamplingPlan::plan(kaio_device *device) {
       kernels::sampling(kernels::Pass::sample, pen ? KAIO_DTYPE_F32 : desc.dtype), &fn));
   sample = launch_of(fn);
   sample.grid = static_cast<unsigned>(desc.batch);
+  KAIO_TRY(plan_split(device, pen));
   if (!pen) return KAIO_OK;
   KAIO_TRY(device->modules->function(kernels::sampling(kernels::Pass::penalty, desc.dtype), &fn));
   penalty = launch_of(fn);
@@ -196,10 +227,28 @@ kaio_status SamplingPlan::run(kaio_stream *stream, const kaio_tensor *t, size_t 
     logits_addr = ws;
     logits_stride = static_cast<unsigned long long>(V) * 4;
   }
+  if (!split_ws) {
+    void *sp[] = {&logits_addr, &logits_stride, &a[1], &s[1], &a[2], &s[2], &a[3], &s[3],
+                  &a[4], &s[4], &a[5], &s[5], &a[9], &s[9], &a[10], &s[10], &a[11], &s[11],
+                  &vocab};
+    return launch_builtin(device, sample, stream, sp);
+  }
+  // The split kernel's stages (gen_sampling.py's STAGES), those the features use.
+  unsigned long long ws = split_ws->ptr();
+  unsigned stage = 0, per = span;
   void *sp[] = {&logits_addr, &logits_stride, &a[1], &s[1], &a[2], &s[2], &a[3], &s[3],
                 &a[4], &s[4], &a[5], &s[5], &a[9], &s[9], &a[10], &s[10], &a[11], &s[11],
-                &vocab};
-  return launch_builtin(device, sample, stream, sp);
+                &ws, &vocab, &stage, &per};
+  const uint32_t f = desc.features;
+  for (unsigned st = 1; st <= 6; ++st) {
+    const bool use = st == 1 || ((f & KAIO_SAMPLING_RANDOM) &&
+                                 (st == 6 || (st <= 3 ? (f & KAIO_SAMPLING_TOP_K)
+                                                      : (f & KAIO_SAMPLING_TOP_P))));
+    if (!use) continue;
+    stage = st;
+    KAIO_TRY(launch_builtin(device, split, stream, sp));
+  }
+  return KAIO_OK;
 }
 
 }  // namespace kaio

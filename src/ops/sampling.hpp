@@ -10,10 +10,15 @@ namespace kaio {
 
 struct SamplingPlan : PlanBase {
   kaio_sampling_desc desc{};
-  Launch sample, penalty;
+  Launch sample, penalty, split;
   Workspace workspace;  // PENALTIES: B·V f32 penalised rows, then B·V u32 counts
+  // Rows split over split.grid CTAs of span quads each (prepared ops with
+  // few rows); split_ws: one record per row (see gen_sampling.py).
+  unsigned span = 0;
+  Workspace split_ws;
 
   kaio_status plan(kaio_device *device);
+  kaio_status plan_split(kaio_device *device, bool pen);
   // Tensors: {logits, temperature, top_k, top_p, min_p, rng, prev, prev_lens,
   // penalties, tokens, probs, logprobs}.
   kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;

@@ -106,7 +106,7 @@ class Layout:
         self.kv_panel = BN * 128
         self.q_bytes = self.panels * self.q_panel
         self.kv_bytes = self.panels * self.kv_panel          # one K (or V) block
-        self.stages = STAGES[d]
+        self.stages = STAGES[d]       # paged too: 3 stages at D 128 measured no faster
         self.kv_off = self.q_bytes
         self.bar_off = self.kv_off + self.stages * 2 * self.kv_bytes
         nbars = 1 + 4 * self.stages
@@ -180,6 +180,8 @@ def paged_producer(k, L, P, base, bars, h, hk, m0, nblocks, exit_, pages):
     apart, whole 1024-B swizzle atoms, so the stage's layout is the
     contiguous kernel's.  A box whose first key is past the sequence is not
     loaded (its table entry is never read; the consumers zero those V rows).
+    Block j + 1's table entry is loaded before block j waits for its stages
+    (checked only when block j + 1 is issued), off the loads' critical path.
     A bad page id reads page 0 and sets the shared bad word, which the
     consumers read after their last full wait (ordered by the warp barrier
     and lane 0's arrive)."""
@@ -204,12 +206,16 @@ def paged_producer(k, L, P, base, bars, h, hk, m0, nblocks, exit_, pages):
     box_bytes = k.r("shl.b32", L.panels * 128, shift)   # one box, every panel
     flag = k.r("add.u32", base, L.flag_off)
     ring = Ring(k, bars, L.stages, L.k_full(), L.k_empty())
+    k.note("the table entry of block j + 1 loads while block j waits for its stages")
+    key = k.r("mov.u32", koff)
+    page = pages.load_pages([key], [k.p("setp.lt.and.u32", key, pages.length, mine)])[0]
     j = k.r("mov.u32", 0)
     top = k.label("p_block")
     k.place(top)
-    key = k.r("add.u32", k.r("shl.b32", j, BN.bit_length() - 1), koff)
     ok = k.p("setp.lt.and.u32", key, pages.length, mine)
-    row = k.r("cvt.u32.u64", pages.pool_rows([key], [ok])[0])
+    key_next = k.r("add.u32", key, BN)
+    page_next = pages.load_pages([key_next], [k.p("setp.lt.and.u32", key_next, pages.length, mine)])[0]
+    row = k.r("cvt.u32.u64", pages.check_pages([page], [key])[0])
     k.op("@%s st.shared.u32 [%s], 1" % (pages.bad, flag))
     nbytes = k.r("mul.lo.u32", k.r("popc.b32", k.r("vote.sync.ballot.b32", ok, "0xffffffff")), box_bytes)
     stage = k.r("add.u32", base, k.r("add.u32", k.r("mul.lo.u32", ring.s, 2 * L.kv_bytes), L.kv_off))
@@ -227,6 +233,8 @@ def paged_producer(k, L, P, base, bars, h, hk, m0, nblocks, exit_, pages):
         for p in range(L.panels):
             tma.load(k, k.r("add.u32", dst, soff + p * L.kv_panel), m, (p * PANEL, hk, row, 0), full, ok)
     ring.advance()
+    k.op("mov.u32 %s, %s" % (key, key_next))
+    k.op("mov.u32 %s, %s" % (page, page_next))
     k.op("add.u32 %s, %s, 1" % (j, j))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", j, nblocks), top))
     k.op("bra.uni %s" % exit_)

@@ -10,9 +10,13 @@ D 128, causal bottom-right per sequence, LSE written. Two key sides:
   self:  len_k = len_q (a whole prompt: the same work as the varlen bench)
   chunk: len_k = 2 len_q (the chunk follows a cached prefix of len_q keys)
 Paged: pages of 16 and 128 tokens, shuffled in the pools. Rows compare
-paged (AUTO, which is the sm_80 128-row kernel, and SM80_M128) with varlen
-SM80_M128 (the same kernel family) and varlen AUTO (sm_90a on an H100);
-"bitwise" says whether paged O equals varlen SM80_M128's O exactly.
+paged (AUTO, which is the sm_90a paged kernel on an H100, SM90 and
+SM80_M128) with varlen SM80_M128, varlen AUTO (sm_90a on an H100) and the
+contiguous kaio_attention AUTO at the same total tokens (B 16, S_q =
+total/16, S_k = S_q or 2 S_q, bottom-right causal): issue 21's target is
+paged TFLOP/s within 10% of that contiguous prefill's ("p/c" the ratio of
+TFLOP/s). "bitwise" says whether paged O equals the varlen O of the same
+family (sm_90a: varlen AUTO; sm_80: varlen SM80_M128) exactly.
 TFLOP/s counts the visible (masked) work: 4·Hq·D·Σ(len_q(len_k − len_q) +
 len_q(len_q + 1)/2). Timing: CUDA events, warm-up, median of --iters.
 """
@@ -27,9 +31,10 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_attention_varlen import (D, HKV, HQ, KAIO_BF16, KAIO_F32, KAIO_I32, NSEQ,  # noqa: E402
-                                    Kaio, VarlenDesc, lengths, time_ms)
+                                    Desc, Kaio, VarlenDesc, lengths, time_ms)
 
 VARIANTS = {"AUTO": 0, "SM80_M128": 2}
+PAGED_VARIANTS = {"AUTO": 0, "SM90": 3, "SM80_M128": 2}
 
 
 class PagedDesc(C.Structure):
@@ -45,6 +50,29 @@ def varlen_desc(kaio, variant, lq, lk, total_k):
     vd.total_q, vd.total_k = sum(lq), total_k
     vd.heads_q, vd.heads_kv, vd.head_dim = HQ, HKV, D
     return vd
+
+
+def contiguous_ms(kaio, total, side, iters):
+    """kaio_attention AUTO at the same total tokens: (ms, TFLOP/s)."""
+    s = total // NSEQ
+    sk = s if side == "self" else 2 * s
+    q = torch.randn(NSEQ, s, HQ, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(NSEQ, sk, HKV, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    o = torch.empty_like(q)
+    lse = torch.empty(NSEQ * HQ, s, device="cuda", dtype=torch.float32)
+    views = [kaio.view(q, NSEQ * s, HQ * D, KAIO_BF16), kaio.view(k, NSEQ * sk, HKV * D, KAIO_BF16),
+             kaio.view(v, NSEQ * sk, HKV * D, KAIO_BF16), kaio.view(o, NSEQ * s, HQ * D, KAIO_BF16),
+             kaio.view(lse, NSEQ * HQ, s, KAIO_F32)]
+    cd = Desc()
+    kaio.check(kaio.lib.kaio_attention_desc_init(C.byref(cd), C.sizeof(cd)), "init")
+    cd.dtype, cd.mask, cd.variant, cd.batch, cd.seq_q, cd.seq_k = KAIO_BF16, 1, 0, NSEQ, s, sk
+    cd.heads_q, cd.heads_kv, cd.head_dim = HQ, HKV, D
+    cop = kaio.op(kaio.lib.kaio_op_create_attention, cd)
+    ms = time_ms(lambda: kaio.launch(cop, views), iters)
+    kaio.lib.kaio_op_destroy(cop)
+    work = NSEQ * 4.0 * HQ * D * (s * (sk - s) + s * (s + 1) / 2)
+    return ms, work / ms / 1e9
 
 
 def paged_pools(k, v, lk, page, gen):
@@ -76,9 +104,9 @@ def main():
     a = ap.parse_args()
     kaio = Kaio(a.lib)
     print("torch", torch.__version__, torch.cuda.get_device_name())
-    print("%-6s %-5s %-4s %-9s | %9s %7s | %9s %7s %6s | %9s %7s %6s | %s" % (
+    print("%-6s %-5s %-4s %-9s | %9s %7s | %9s %7s %6s | %9s %7s %6s | %9s %7s %6s | %s" % (
         "total", "keys", "page", "paged var", "paged ms", "TFLOP/s", "M128 ms", "TFLOP/s", "p/v",
-        "AUTO ms", "TFLOP/s", "p/v", "bitwise vs varlen M128"))
+        "AUTO ms", "TFLOP/s", "p/v", "contig ms", "TFLOP/s", "p/c", "bitwise vs varlen"))
     results = []
     gen = torch.Generator().manual_seed(7)
     for total in (8192, 16384):
@@ -100,14 +128,14 @@ def main():
             vcq = kaio.view(cu_q, 1, NSEQ + 1, KAIO_I32)
             vviews = [vq, kaio.view(k, tk, HKV * D, KAIO_BF16), kaio.view(v, tk, HKV * D, KAIO_BF16),
                       vcq, kaio.view(cu_k, 1, NSEQ + 1, KAIO_I32), vo, vl]
-            ref = {}
+            ref, ref_o = {}, {}
             for vname, var in VARIANTS.items():
                 op = kaio.op(kaio.lib.kaio_op_create_attention_varlen, varlen_desc(kaio, var, lq, lk, tk))
                 ref[vname] = time_ms(lambda: kaio.launch(op, vviews), a.iters)
-                if vname == "SM80_M128":
-                    kaio.launch(op, vviews)
-                    ref_o = o.clone()
+                kaio.launch(op, vviews)
+                ref_o[vname] = o.clone()
                 kaio.lib.kaio_op_destroy(op)
+            c_ms, c_tflops = contiguous_ms(kaio, total, side, a.iters)
             for page in (16, 128):
                 kp, vp, table = paged_pools(k, v, lk, page, gen)
                 pviews = [vq, kaio.view(kp, kp.shape[0], HKV * D, KAIO_BF16),
@@ -117,7 +145,7 @@ def main():
                 pd = PagedDesc()
                 kaio.check(kaio.lib.kaio_attention_paged_desc_init(C.byref(pd), C.sizeof(pd)), "init")
                 pd.page_size = page
-                for vname, var in VARIANTS.items():
+                for vname, var in PAGED_VARIANTS.items():
                     vd = varlen_desc(kaio, var, lq, lk, 0)
                     op = C.c_void_p()
                     kaio.check(kaio.lib.kaio_op_create_attention_paged_prefill(
@@ -125,18 +153,21 @@ def main():
                     o.zero_()
                     kaio.launch(op, pviews)
                     kaio.check(kaio.lib.kaio_stream_synchronize(kaio.stream), "sync")
-                    same = bool(torch.equal(o, ref_o))
+                    same = bool(torch.equal(o, ref_o["SM80_M128" if var == 2 else "AUTO"]))
                     p_ms = time_ms(lambda: kaio.launch(op, pviews), a.iters)
                     kaio.lib.kaio_op_destroy(op)
                     r = {"total": total, "keys": side, "page": page, "variant": vname,
                          "paged_ms": p_ms, "paged_tflops": work / p_ms / 1e9,
                          "varlen_m128_ms": ref["SM80_M128"], "varlen_auto_ms": ref["AUTO"],
-                         "bitwise_vs_varlen_m128": same, "lq": lq, "lk": lk}
+                         "contig_auto_ms": c_ms, "contig_auto_tflops": c_tflops,
+                         "paged_over_contig_tflops": work / p_ms / 1e9 / c_tflops,
+                         "bitwise_vs_varlen": same, "lq": lq, "lk": lk}
                     results.append(r)
-                    print("%-6d %-5s %-4d %-9s | %9.3f %7.1f | %9.3f %7.1f %6.2f | %9.3f %7.1f %6.2f | %s" % (
+                    print("%-6d %-5s %-4d %-9s | %9.3f %7.1f | %9.3f %7.1f %6.2f | %9.3f %7.1f %6.2f | %9.3f %7.1f %6.2f | %s" % (
                         total, side, page, vname, p_ms, work / p_ms / 1e9, ref["SM80_M128"],
                         work / ref["SM80_M128"] / 1e9, p_ms / ref["SM80_M128"], ref["AUTO"],
-                        work / ref["AUTO"] / 1e9, p_ms / ref["AUTO"], same), flush=True)
+                        work / ref["AUTO"] / 1e9, p_ms / ref["AUTO"], c_ms, c_tflops,
+                        r["paged_over_contig_tflops"], same), flush=True)
         print("  lengths %s" % lq)
     if a.json:
         with open(a.json, "w") as f:

@@ -66,8 +66,9 @@ Design
 import sys
 
 from kaio_ptx import cli, manifest, mbarrier, tma, wgmma
-from kaio_ptx.attention import (VARLEN_PARAMS, bh_split, key_blocks, mask_tile, out_base, store_rows,
-                                varlen_sequence)
+from kaio_ptx.control import skip_if
+from kaio_ptx.attention import (NAN, PAGED_PARAMS, VARLEN_PARAMS, PagedKeys, bh_split, key_blocks,
+                                mask_tile, out_base, store_rows, varlen_bounds, varlen_sequence)
 from kaio_ptx.literals import LN2, NEG_INF
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
@@ -99,17 +100,18 @@ SCALARS = [(".u64", "o"), (".u64", "lse"), (".u32", "seq_q"), (".u32", "seq_k"),
 class Layout:
     """Byte offsets in the CTA's shared memory for head dim d."""
 
-    def __init__(self, d):
+    def __init__(self, d, paged=False):
         self.panels = d // PANEL
         self.q_panel = BM * 128
         self.kv_panel = BN * 128
         self.q_bytes = self.panels * self.q_panel
         self.kv_bytes = self.panels * self.kv_panel          # one K (or V) block
-        self.stages = STAGES[d]
+        self.stages = STAGES[d]       # paged too: 3 stages at D 128 measured no faster
         self.kv_off = self.q_bytes
         self.bar_off = self.kv_off + self.stages * 2 * self.kv_bytes
         nbars = 1 + 4 * self.stages
-        self.shared = self.bar_off + 8 * nbars + 1024        # + run-time 1024-B alignment slack
+        self.flag_off = self.bar_off + 8 * nbars             # paged: the producer's bad-page word
+        self.shared = self.flag_off + (8 if paged else 0) + 1024  # + run-time 1024-B alignment slack
 
     def k_stage(self, s):
         return self.kv_off + 2 * s * self.kv_bytes
@@ -170,10 +172,81 @@ def producer(k, L, P, base, bars, b, h, hk, m0, nblocks, exit_, starts=None):
     k.op("bra.uni %s" % exit_)
 
 
+def paged_producer(k, L, P, base, bars, h, hk, m0, nblocks, exit_, pages):
+    """The paged kernel's producer: warp 0, lane i loads box i of every key
+    block, 1 << shift rows from the pool row of its first key (shift =
+    min(page_shift, log2 BN): a box never crosses a page; the host encodes
+    tmap_k and tmap_v with that box).  The boxes land 2^(shift + 7) bytes
+    apart, whole 1024-B swizzle atoms, so the stage's layout is the
+    contiguous kernel's.  A box whose first key is past the sequence is not
+    loaded (its table entry is never read; the consumers zero those V rows).
+    Block j + 1's table entry is loaded before block j waits for its stages
+    (checked only when block j + 1 is issued), off the loads' critical path.
+    A bad page id reads page 0 and sets the shared bad word, which the
+    consumers read after their last full wait (ordered by the warp barrier
+    and lane 0's arrive)."""
+    k.note("producer warpgroup: give registers back; warp 0 loads, lane i box i of a key block")
+    k.op("setmaxnreg.dec.sync.aligned.u32 %d" % PROD_REGS)
+    tid = k.r("mov.u32", "%tid.x")
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", tid, 32), exit_))
+    k.op("@%s bra %s" % (k.p("setp.eq.u32", nblocks, 0), exit_))
+    lane0 = k.p("setp.eq.u32", tid, 0)
+    tmap = lambda name: k.rd("cvta.param.u64", k.rd("mov.b64", name))
+    q_full = k.r("add.u32", bars, L.q_full())
+    with skip_if(k, "!" + lane0, "q_issued"):
+        for name in ("tmap_q", "tmap_k", "tmap_v"):
+            k.op("prefetch.tensormap [%s]" % tmap(name))
+        mbarrier.arrive_expect_tx(k, q_full, L.q_bytes)
+        qrow = k.r("add.u32", m0, P["q_start"])
+        for p in range(L.panels):
+            tma.load(k, k.r("add.u32", base, p * L.q_panel), tmap("tmap_q"), (p * PANEL, h, qrow, 0), q_full)
+    shift = k.r("min.u32", P["page_shift"], BN.bit_length() - 1)
+    koff = k.r("shl.b32", tid, shift)                   # this lane's first key in a block
+    mine = k.p("setp.lt.u32", koff, BN)
+    box_bytes = k.r("shl.b32", L.panels * 128, shift)   # one box, every panel
+    flag = k.r("add.u32", base, L.flag_off)
+    ring = Ring(k, bars, L.stages, L.k_full(), L.k_empty())
+    k.note("the table entry of block j + 1 loads while block j waits for its stages")
+    key = k.r("mov.u32", koff)
+    page = pages.load_pages([key], [k.p("setp.lt.and.u32", key, pages.length, mine)])[0]
+    j = k.r("mov.u32", 0)
+    top = k.label("p_block")
+    k.place(top)
+    ok = k.p("setp.lt.and.u32", key, pages.length, mine)
+    key_next = k.r("add.u32", key, BN)
+    page_next = pages.load_pages([key_next], [k.p("setp.lt.and.u32", key_next, pages.length, mine)])[0]
+    row = k.r("cvt.u32.u64", pages.check_pages([page], [key])[0])
+    k.op("@%s st.shared.u32 [%s], 1" % (pages.bad, flag))
+    nbytes = k.r("mul.lo.u32", k.r("popc.b32", k.r("vote.sync.ballot.b32", ok, "0xffffffff")), box_bytes)
+    stage = k.r("add.u32", base, k.r("add.u32", k.r("mul.lo.u32", ring.s, 2 * L.kv_bytes), L.kv_off))
+    dst = k.r("add.u32", stage, k.r("shl.b32", koff, 7))
+    off8 = ring.offset()
+    pph = ring.parity()
+    for tag, full_off, empty_off, soff in (("tmap_k", L.k_full(), L.k_empty(), 0),
+                                           ("tmap_v", L.v_full(), L.v_empty(), L.kv_bytes)):
+        ring.wait_empty(pph, empty_off, off8)
+        k.op("bar.warp.sync -1")
+        full = ring.bar(full_off, off8=off8)
+        k.op("@%s mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %s" % (lane0, full, nbytes))
+        k.op("bar.warp.sync -1")
+        m = tmap(tag)
+        for p in range(L.panels):
+            tma.load(k, k.r("add.u32", dst, soff + p * L.kv_panel), m, (p * PANEL, hk, row, 0), full, ok)
+    ring.advance()
+    k.op("mov.u32 %s, %s" % (key, key_next))
+    k.op("mov.u32 %s, %s" % (page, page_next))
+    k.op("add.u32 %s, %s, 1" % (j, j))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", j, nblocks), top))
+    k.op("bra.uni %s" % exit_)
+
+
 class Consumer:
     """One consumer warpgroup's state and code: 64 query rows."""
 
-    def __init__(self, k, L, P, dt, d, base, bars, m0, nblocks, first_mask):
+    def __init__(self, k, L, P, dt, d, base, bars, m0, nblocks, first_mask, pages=None):
+        """pages: the paged kernel's PagedKeys (its length bounds the keys;
+        its bad, or the producer's bad word, makes the rows NaN)."""
+        self.pages = pages
         self.k, self.L, self.P, self.dt, self.d = k, L, P, dt, d
         self.base, self.bars, self.nblocks, self.first_mask = base, bars, nblocks, first_mask
         tid = k.r("mov.u32", "%tid.x")
@@ -319,6 +392,8 @@ class Consumer:
         k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", j, self.nblocks), top))
         k.place(tail)
         ring.wait_full(L.v_full(), ps, pph, "v_full")
+        if self.pages:
+            self.zero_v_tail(k.r("add.u32", stage(ps), L.kv_bytes))
         wgmma.fence(k)
         self.wgmma_pv(k.r("add.u32", stage(ps), L.kv_bytes))
         wgmma.wait(k, 0)
@@ -327,19 +402,50 @@ class Consumer:
         self.epilogue()
         k.op("bra.uni %s" % exit_)
 
+    def zero_v_tail(self, vstage):
+        """Paged: zeroes the last block's V rows past the sequence (the rest
+        of its last page, or boxes never loaded: any bits, NaN included,
+        and P = 0 there would still give NaN).  Both warpgroups write the
+        same zeros; each orders its own for its wgmma."""
+        k, L = self.k, self.L
+        rem = k.r("sub.u32", self.P["seq_k"], k.r("shl.b32", k.r("sub.u32", self.nblocks, 1), BN.bit_length() - 1))
+        with skip_if(k, k.p("setp.ge.u32", rem, BN), "v_whole", uni=True):
+            z = k.r("mov.b32", 0)
+            off = k.r("add.u32", k.r("shl.b32", rem, 7), k.r("shl.b32", k.r("and.b32", k.r("mov.u32", "%tid.x"), 127), 4))
+            top, done = k.label("zero_v"), k.label("zeroed")
+            k.place(top)
+            k.op("@%s bra %s" % (k.p("setp.ge.u32", off, BN * 128), done))
+            for p in range(L.panels):
+                k.op("st.shared.v4.b32 [%s+%d], {%s, %s, %s, %s}" % (k.r("add.u32", vstage, off), p * L.kv_panel, z, z, z, z))
+            k.op("add.u32 %s, %s, %d" % (off, off, 128 * 16))
+            k.op("bra %s" % top)
+            k.place(done)
+            k.op("fence.proxy.async.shared::cta")
+            cw = k.r("shr.u32", k.r("mov.u32", "%tid.x"), 7)
+            k.op("bar.sync %s, 128" % cw)     # named barrier 1 or 2: this warpgroup
+
     def epilogue(self):
         k, P, d = self.k, self.P, self.d
         k.note("epilogue: O = acc / l, LSE = (m scale_log2 + log2 l) ln 2")
+        bad = None
+        if self.pages:
+            k.note("a bad length, or a bad page the producer read, makes the rows NaN")
+            word = k.r("ld.shared.u32", "[%s]" % k.r("add.u32", self.base, self.L.flag_off))
+            bad = k.p("setp.ne.or.u32", word, 0, self.pages.bad)
         lse_vals = []
         for r in range(2):
             quad_reduce(k, self.l[r], "add.f32")
             pos = k.p("setp.gt.f32", self.l[r], "0f00000000")
             inv = k.f("selp.f32", k.f("rcp.approx.ftz.f32", self.l[r]), "0f00000000", pos)
+            if bad:
+                inv = k.f("selp.f32", NAN, inv, bad)
             for i, x in enumerate(self.O):
                 if (i >> 1) & 1 == r:
                     k.op("mul.f32 %s, %s, %s" % (x, x, inv))
             lse2 = k.f("fma.rn.f32", self.m[r], P["scale_log2"], k.f("lg2.approx.ftz.f32", self.l[r]))
             lse_vals.append(k.f("selp.f32", k.f("mul.f32", lse2, LN2), NEG_INF, pos))
+            if bad:
+                lse_vals[-1] = k.f("selp.f32", NAN, lse_vals[-1], bad)
         ob = out_base(k, P["o"], P["b"], P["o_bs"], P["h"], d, P["out_dtype"])
         tiles = [self.O[4 * c:4 * c + 4] for c in range(d // 8)]
         store_rows(k, tiles, d, self.row0, P["seq_q"], ob, P["o_ss"], P["out_dtype"], self.t2)
@@ -359,18 +465,23 @@ class Consumer:
         k.place(no_lse)
 
 
-def fwd_kernel(dt, d, varlen=False):
+def fwd_kernel(dt, d, varlen=False, paged=False):
     """varlen: packed sequences (kaio_ptx.attention.VARLEN_PARAMS after the
     scalars; maps over the packed rows, one batch), grid x over the longest
     sequence, LSE [heads_q, total_q].  Rows past a sequence's end are read
-    (its tiles reach into the next sequence) but masked or never stored."""
-    name = "kaio_attn_fwd%s_sm90_%s_d%d" % ("_varlen" if varlen else "", dt, d)
-    manifest.keys(name, **{"select": "attn_fwd_varlen_sm90" if varlen else "attn_fwd_sm90", "pass": "fwd",
-                           "dtype": dt, "head_dim": d})
-    L = Layout(d)
+    (its tiles reach into the next sequence) but masked or never stored.
+    paged: chunked prefill, PAGED_PARAMS instead: queries as varlen's, the
+    keys of sequence b (0 .. min(lens[b], seq_k) - 1, PagedKeys) in the
+    pools that tmap_k and tmap_v map as one batch of num_pages * page_size
+    rows, with box rows min(page_size, BN) (paged_producer)."""
+    kind = "_paged" if paged else "_varlen" if varlen else ""
+    name = "kaio_attn_fwd%s_sm90_%s_d%d" % (kind, dt, d)
+    manifest.keys(name, **{"select": "attn_fwd%s_sm90" % kind, "pass": "fwd", "dtype": dt, "head_dim": d})
+    L = Layout(d, paged)
     k = Kernel()
-    scalars = SCALARS + (VARLEN_PARAMS if varlen else [])
-    P = load_params(k, scalars, ("o", "lse") + (("cu_q", "cu_k") if varlen else ()))
+    scalars = SCALARS + (PAGED_PARAMS if paged else VARLEN_PARAMS if varlen else [])
+    ptrs = ("cu_q", "table", "lens", "flag") if paged else ("cu_q", "cu_k") if varlen else ()
+    P = load_params(k, scalars, ("o", "lse") + ptrs)
     tid = k.r("mov.u32", "%tid.x")
     base = k.smem_base(SMEM)
     bars = k.r("add.u32", base, L.bar_off)
@@ -380,8 +491,16 @@ def fwd_kernel(dt, d, varlen=False):
     # the last query blocks first: under a causal mask they have the most keys
     mb = k.r("sub.u32", k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1), k.r("mov.u32", "%ctaid.x"))
     m0 = k.r("shl.b32", mb, BM.bit_length() - 1)
-    starts = None
-    if varlen:
+    starts, pages = None, None
+    if paged:
+        q_start, len_q = varlen_bounds(k, P["cu_q"], b, P["total_q"])
+        k.op("@%s ret" % k.p("setp.ge.u32", m0, len_q))
+        pages = PagedKeys(k, P, b, tid)
+        pages.report_length()
+        bottom_right = k.p("setp.eq.u32", P["causal"], 1)
+        P = dict(P, seq_q=len_q, seq_k=pages.length, q_start=q_start, b=q_start, o_bs=P["o_ss"],
+                 causal_off=k.r("selp.b32", k.r("sub.u32", pages.length, len_q), 0, bottom_right))
+    elif varlen:
         P = varlen_sequence(k, P, b)
         k.op("@%s ret" % k.p("setp.ge.u32", m0, P["seq_q"]))
         starts = (P["q_start"], P["k_start"])
@@ -390,24 +509,32 @@ def fwd_kernel(dt, d, varlen=False):
     nblocks, first_mask = key_blocks(k, P, m0, BM, BN)
 
     k.note("thread 0: init the barriers")
+    if paged:
+        k.op("@%s st.shared.u32 [%s+%d], 0" % (k.p("setp.eq.u32", tid, 0), base, L.flag_off))
     k.init_mbarriers(tid, bars, [(L.q_full(), 1)] + [
         x for s in range(L.stages)
         for x in ((L.k_full(s), 1), (L.v_full(s), 1), (L.k_empty(s), 8), (L.v_empty(s), 8))])
     exit_ = k.label("exit")
     consumer = k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), consumer))
-    producer(k, L, P, base, bars, b, h, hk, m0, nblocks, exit_, starts)
+    if paged:
+        paged_producer(k, L, P, base, bars, h, hk, m0, nblocks, exit_, pages)
+    else:
+        producer(k, L, P, base, bars, b, h, hk, m0, nblocks, exit_, starts)
     k.place(consumer)
-    Consumer(k, L, P, dt, d, base, bars, m0, nblocks, first_mask).run(exit_)
+    Consumer(k, L, P, dt, d, base, bars, m0, nblocks, first_mask, pages).run(exit_)
     k.place(exit_)
     k.op("ret")
 
     doc = ("%s: FlashAttention forward, %s, head dim %d, %d query rows x %d-key blocks per CTA,\n"
            "1 TMA producer + 2 wgmma consumer warpgroups, %d K/V stages." % (name, dt, d, BM, BN, L.stages))
+    # paged: tmap_k's rows are the most a box holds; the host takes min(page_size, rows)
     ann = ["// kaio-tma: %s %s rank=4 dims=D,H,S,B box=%d,%d swizzle=128 dtype=%s" % (name, m, PANEL, rows, dt)
            for m, rows in (("tmap_q", BM), ("tmap_k", BN), ("tmap_v", BN))]
     ann.append("// kaio-launch: %s block=%d cols_per_block=%d" % (name, NTHREADS, BM))
     ann.append("// kaio-shared-bytes: %s %d" % (name, L.shared))
+    if paged:
+        doc += "\nPaged K/V: TMA boxes of min(page_size, %d) rows, one page each." % BN
     return k.entry_text(name, doc, ann, TMAPS + scalars, [".maxntid %d, 1, 1" % NTHREADS, ".minnctapersm 1"])
 
 
@@ -419,6 +546,9 @@ def generate():
     for dt in DTYPES:
         for d in DIMS:
             parts.append("\n" + fwd_kernel(dt, d, varlen=True))
+    for dt in DTYPES:
+        for d in DIMS:
+            parts.append("\n" + fwd_kernel(dt, d, paged=True))
     return {OUTPUT: "".join(parts)}
 
 

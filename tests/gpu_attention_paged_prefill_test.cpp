@@ -5,11 +5,16 @@
 // and O and LSE must equal kaio_attention_varlen's with the same sm_80
 // variant BIT FOR BIT (the same kernel code on the same rows; the varlen op
 // itself is checked against an f64 reference in gpu_attention_varlen_test).
-// AUTO against the varlen op's AUTO (sm_90a on an H100) is checked within
-// the attention tolerances: O relative Frobenius f16 2e-3, bf16 1.2e-2;
-// LSE absolute 2e-3. Mixed lengths (len_q 0, 1, 17, 300; len_k >= len_q up
-// to 4097), page sizes 16 and 256, GQA 1/4/8, f16/bf16, D 64/128, outputs
-// poisoned with 0xFF (NaN) first, and bad device data (NaN rows, error).
+// The sm_90a paged kernel (variant SM90, AUTO on sm_90) likewise equals the
+// varlen op's sm_90a kernel bit for bit, and the sm_80 paged kernel within
+// a bound in the dtype's epsilon and the sequence's key count, with every
+// unused pool slot NaN (the kernel reads whole pages by TMA, so it must zero
+// the rows past a sequence's end). AUTO against the varlen op's AUTO is
+// checked within the attention tolerances: O relative Frobenius f16 2e-3,
+// bf16 1.2e-2; LSE absolute 2e-3. Mixed lengths (len_q 0, 1, 17, 300;
+// len_k >= len_q up to 4097), page sizes 16 to 256, GQA 1/4/8, f16/bf16,
+// D 64/128, outputs poisoned with 0xFF (NaN) first, and bad device data
+// (NaN rows, error).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -28,6 +33,7 @@ struct Case {
   kaio_dtype dt = KAIO_DTYPE_F16;
   kaio_attention_mask mask = KAIO_ATTENTION_CAUSAL;
   kaio_attention_variant variant = KAIO_ATTENTION_SM80_M128;
+  bool nan_pool = false;  // unused pool slots NaN instead of random values
 };
 
 std::string describe(const Case &c) {
@@ -120,6 +126,15 @@ class GpuAttentionPagedPrefill : public kt::GpuTest {
     return st;
   }
   void run(const Case &c);
+  void bad_device_data(kaio_attention_variant v);
+  // SM80_M128, and SM90 where the device is sm_90 (the sm_90a kernels' only target)
+  std::vector<kaio_attention_variant> variants() {
+    kaio_device_info info{};
+    info.struct_size = sizeof info;
+    EXPECT_EQ(kaio_device_get_info(dev(), &info), KAIO_OK);
+    if (info.cc_major == 9 && info.cc_minor == 0) return {KAIO_ATTENTION_SM80_M128, KAIO_ATTENTION_SM90};
+    return {KAIO_ATTENTION_SM80_M128};
+  }
 };
 
 GpuAttentionPagedPrefill::Batch GpuAttentionPagedPrefill::upload(const Case &c) {
@@ -154,6 +169,7 @@ GpuAttentionPagedPrefill::Batch GpuAttentionPagedPrefill::upload(const Case &c) 
   kt::HostTensor pv = kt::random_tensor(c.dt, num_pages * ps * ldk, -1, 1, seed + 4);
   b.table.assign(B * b.max_pages, -7);  // never read: past every sequence's pages
   const size_t row_bytes = static_cast<size_t>(ldk) * kaio_dtype_size(c.dt);
+  std::vector<bool> used_row(static_cast<size_t>(num_pages * ps), false);
   int64_t next = 0;
   for (size_t i = 0; i < B; ++i)
     for (int64_t j = 0; j < c.lk[i]; ++j) {
@@ -161,6 +177,12 @@ GpuAttentionPagedPrefill::Batch GpuAttentionPagedPrefill::upload(const Case &c) 
       const int64_t prow = b.table[i * b.max_pages + j / ps] * ps + j % ps;
       std::memcpy(&pk.bytes[prow * row_bytes], &hk.bytes[(b.ck[i] + j) * row_bytes], row_bytes);
       std::memcpy(&pv.bytes[prow * row_bytes], &hv.bytes[(b.ck[i] + j) * row_bytes], row_bytes);
+      used_row[prow] = true;
+    }
+  for (size_t r = 0; c.nan_pool && r < used_row.size(); ++r)
+    if (!used_row[r]) {  // 0xFFFF: a NaN in f16 and bf16
+      std::memset(&pk.bytes[r * row_bytes], 0xFF, row_bytes);
+      std::memset(&pv.bytes[r * row_bytes], 0xFF, row_bytes);
     }
   b.q = make(c.dt, b.tq, c.hq * c.d, hq.bytes.data());
   b.k = make(c.dt, b.tk, ldk, hk.bytes.data());
@@ -206,25 +228,29 @@ const std::vector<int32_t> kLq = {0, 1, 17, 300, 5, 17, 64};
 const std::vector<int32_t> kLk = {40, 1, 17, 4097, 300, 1000, 129};
 
 TEST_F(GpuAttentionPagedPrefill, MatchesContiguousVarlenBitwise) {
-  for (kaio_dtype dt : {KAIO_DTYPE_F16, KAIO_DTYPE_BF16})
-    for (int64_t d : {64, 128})
-      for (int64_t page : {16, 256}) {
-        Case c;
-        c.lq = kLq;
-        c.lk = kLk;
-        c.dt = dt;
-        c.d = d;
-        c.page = page;
-        c.hkv = d == 64 ? 8 : 2;  // GQA 1 and 4
-        run(c);
-      }
+  for (kaio_attention_variant v : variants())
+    for (kaio_dtype dt : {KAIO_DTYPE_F16, KAIO_DTYPE_BF16})
+      for (int64_t d : {64, 128})
+        for (int64_t page : {16, 256}) {
+          Case c;
+          c.variant = v;
+          c.lq = kLq;
+          c.lk = kLk;
+          c.dt = dt;
+          c.d = d;
+          c.page = page;
+          c.hkv = d == 64 ? 8 : 2;  // GQA 1 and 4
+          c.nan_pool = v == KAIO_ATTENTION_SM90;
+          run(c);
+        }
 }
 
 TEST_F(GpuAttentionPagedPrefill, MasksGqaAndSixtyFourRowTile) {
   const kaio_attention_mask masks[] = {KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL_TOP_LEFT,
                                        KAIO_ATTENTION_CAUSAL};
   for (kaio_attention_mask m : masks)
-    for (kaio_attention_variant v : {KAIO_ATTENTION_SM80, KAIO_ATTENTION_SM80_M128}) {
+    for (kaio_attention_variant v : {KAIO_ATTENTION_SM80, KAIO_ATTENTION_SM80_M128, KAIO_ATTENTION_SM90}) {
+      if (v == KAIO_ATTENTION_SM90 && variants().size() == 1) continue;
       Case c;
       c.lq = {17, 300, 1, 0};
       c.lk = {33, 513, 200, 7};
@@ -266,9 +292,15 @@ TEST_F(GpuAttentionPagedPrefill, AutoWithinToleranceOfVarlenAuto) {
 // A bad page id in sequence 1 and a too-long length in sequence 2: their
 // rows become NaN, sequence 0 is untouched, and the sync reports it once.
 TEST_F(GpuAttentionPagedPrefill, BadDeviceDataGivesNanAndError) {
+  for (kaio_attention_variant v : variants()) bad_device_data(v);
+}
+
+void GpuAttentionPagedPrefill::bad_device_data(kaio_attention_variant v) {
   Case c;
   c.lq = {40, 20, 10};
   c.lk = {100, 50, 30};
+  c.variant = v;
+  SCOPED_TRACE(describe(c));
   Batch b = upload(c);
   std::vector<uint8_t> o_ref, l_ref, o, l;
   contiguous(c, b, c.variant, &o_ref, &l_ref);
@@ -302,9 +334,12 @@ TEST_F(GpuAttentionPagedPrefill, BadDeviceDataGivesNanAndError) {
 // Small enough for compute-sanitizer memcheck: both tiles, both page sizes,
 // a partial last page and a sequence with no query rows.
 TEST_F(GpuAttentionPagedPrefill, SanitizerSmall) {
-  for (kaio_attention_variant v : {KAIO_ATTENTION_SM80, KAIO_ATTENTION_SM80_M128})
+  std::vector<kaio_attention_variant> vs = variants();
+  vs.push_back(KAIO_ATTENTION_SM80);
+  for (kaio_attention_variant v : vs)
     for (int64_t page : {16, 256}) {
       Case c;
+      c.nan_pool = v == KAIO_ATTENTION_SM90;
       c.lq = {3, 17, 0, 1};
       c.lk = {20, 40, 5, 33};
       c.hq = 4;
@@ -313,6 +348,54 @@ TEST_F(GpuAttentionPagedPrefill, SanitizerSmall) {
       c.variant = v;
       run(c);
     }
+}
+
+// The sm_90a paged kernel against the sm_80 one on the same pools (every
+// page size, pages shuffled, unused slots NaN, mixed lengths with 0 and 1,
+// GQA 4, both masks that align differently): per element |O90 - O80| <=
+// 4 eps(dtype) + K 2^-20 (P is rounded to the dtype in both, in different
+// key blocks; K the sequence's keys, for the f32 sums), LSE within 1e-3 +
+// K 2^-20; rows of empty sequences O = 0, LSE = -inf in both.
+TEST_F(GpuAttentionPagedPrefill, Sm90MatchesSm80WithinEpsilon) {
+  if (variants().size() == 1) GTEST_SKIP() << "the sm_90a kernels need an sm_90 device";
+  for (kaio_dtype dt : {KAIO_DTYPE_F16, KAIO_DTYPE_BF16})
+    for (int64_t page : {16, 32, 64, 128, 256})
+      for (kaio_attention_mask mask : {KAIO_ATTENTION_CAUSAL, KAIO_ATTENTION_MASK_NONE}) {
+        Case c;
+        c.lq = {0, 1, 130, 7, 256, 1};
+        c.lk = {5, 1, 700, 0, 300, 129};  // (7, 0): no keys, O = 0, LSE = -inf
+        c.dt = dt;
+        c.d = page == 64 ? 64 : 128;
+        c.page = page;
+        c.mask = mask;
+        c.nan_pool = true;
+        SCOPED_TRACE(describe(c));
+        Batch b = upload(c);
+        std::vector<uint8_t> o90, l90, o80, l80;
+        EXPECT_EQ(paged(c, b, KAIO_ATTENTION_SM90, &o90, &l90), KAIO_OK);
+        EXPECT_EQ(paged(c, b, KAIO_ATTENTION_SM80_M128, &o80, &l80), KAIO_OK);
+        const std::vector<double> a = kt::decode(dt, o90), r = kt::decode(dt, o80);
+        const std::vector<double> la = kt::decode(KAIO_DTYPE_F32, l90),
+                                  lr = kt::decode(KAIO_DTYPE_F32, l80);
+        const double eps = dt == KAIO_DTYPE_BF16 ? 0x1p-7 : 0x1p-10;
+        int64_t bad = 0, bad_lse = 0;
+        double worst = 0;
+        for (size_t s = 0; s < c.lq.size(); ++s)
+          for (int64_t row = b.cq[s]; row < b.cq[s + 1]; ++row) {
+            const double kk = c.lk[s], tol = 4 * eps + kk * 0x1p-20;
+            for (int64_t i = 0; i < c.hq * c.d; ++i) {
+              const double e = std::fabs(a[row * c.hq * c.d + i] - r[row * c.hq * c.d + i]);
+              worst = std::max(worst, std::isnan(e) ? 1e30 : e);
+              bad += !(e <= tol);
+            }
+            for (int64_t h = 0; h < c.hq; ++h) {
+              const double x = la[h * b.tq + row], y = lr[h * b.tq + row];
+              bad_lse += !(x == y || std::fabs(x - y) <= 1e-3 + kk * 0x1p-20);
+            }
+          }
+        EXPECT_EQ(bad, 0) << "worst |O90 - O80| " << worst;
+        EXPECT_EQ(bad_lse, 0);
+      }
 }
 
 }  // namespace

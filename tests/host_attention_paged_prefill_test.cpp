@@ -1,6 +1,7 @@
 // Paged prefill on the fake driver: kernel choice, grid and arguments, and
 // every rejected input (desc, paged desc, each of the eight views) with its
 // status, a message naming the function and argument, and no launch.
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -90,7 +91,7 @@ TEST_F(FakeAttentionPagedPrefill, GridAndArguments) {
     int64_t dim;
     const char *name;
     unsigned gx;
-  } runs[] = {{KAIO_ATTENTION_AUTO, 64, "kaio_attn_fwd_paged_m128_bf16_d64", 1},
+  } runs[] = {{KAIO_ATTENTION_SM80_M128, 64, "kaio_attn_fwd_paged_m128_bf16_d64", 1},
               {KAIO_ATTENTION_SM80, 64, "kaio_attn_fwd_paged_bf16_d64", 2},
               {KAIO_ATTENTION_AUTO, 256, "kaio_attn_fwd_paged_bf16_d256", 2}};
   for (const auto &r : runs) {
@@ -126,8 +127,53 @@ TEST_F(FakeAttentionPagedPrefill, GridAndArguments) {
   }
   // The one-shot call has no flag.
   Views v = views();
-  KT_OK(call(desc(), pdesc(), v.t));
+  kaio_attention_varlen_desc d = desc();
+  d.variant = KAIO_ATTENTION_SM80;
+  KT_OK(call(d, pdesc(), v.t));
   EXPECT_EQ(param<uint64_t>(25), 0u);
+}
+
+// AUTO on the fake device (9.0) with D 64 or 128: the sm_90a kernel, its K
+// and V maps over the pools as one batch of pages * page_size rows, boxes of
+// min(page_size, 128) rows; the paged parameters after the varlen kernel's scalars.
+TEST_F(FakeAttentionPagedPrefill, Sm90MapsCoverThePools) {
+  const uint64_t base = kaio_buffer_device_ptr(buf_.get());
+  struct Record {
+    uint64_t address, dim0, dim1, stride1, box01, flags, rank, dim2, stride2, box2, dim3,
+        stride3, box3, rest[3];
+  };
+  for (int32_t ps : {16, 256}) {
+    kaio_attention_varlen_desc d = desc();
+    kaio_attention_paged_desc p = pdesc();
+    p.page_size = ps;
+    Views v = views();
+    const int64_t pages = ps == 16 ? Pages : 2;
+    v.t[1].rows = v.t[2].rows = pages * ps;
+    v.t[4].cols = ps == 16 ? MaxPages : 1;  // ceil(Mk / page_size) columns or more
+    KT_OK(call(d, p, v.t));
+    unsigned grid[3];
+    EXPECT_EQ(last_name(grid), "kaio_attn_fwd_paged_sm90_bf16_d64");
+    EXPECT_EQ(grid[0], 1u);
+    EXPECT_EQ(grid[1], unsigned{B * Hq});
+    const Record rk = param<Record>(1), rv = param<Record>(2);
+    EXPECT_EQ(rk.address, base + (1 << 20));
+    EXPECT_EQ(rv.address, base + (2 << 20));
+    EXPECT_EQ(rk.dim1, uint64_t{Hkv});
+    EXPECT_EQ(rk.dim2, static_cast<uint64_t>(pages * ps));
+    EXPECT_EQ(rk.dim3, 1u);
+    EXPECT_EQ(rk.box2, static_cast<uint64_t>(std::min(ps, 128)));
+    EXPECT_EQ(rv.box2, rk.box2);
+    EXPECT_EQ(param<Record>(0).box2, 128u);          // Q: 128 rows per CTA
+    EXPECT_EQ(param<uint32_t>(6), uint32_t{Mk});     // the length bound
+    EXPECT_EQ(param<uint32_t>(13), 1u);              // bottom-right, per sequence
+    EXPECT_EQ(param<uint64_t>(16), base + kCu);      // cu_seqlens_q
+    EXPECT_EQ(param<uint64_t>(17), base + kCu + 256);  // block_table
+    EXPECT_EQ(param<uint64_t>(18), base + kCu + 512);  // seq_lens
+    EXPECT_EQ(param<uint64_t>(19), 0u);              // one-shot: no flag
+    EXPECT_EQ(param<uint32_t>(21), uint32_t{Tq});
+    EXPECT_EQ(param<uint32_t>(22), static_cast<uint32_t>(pages));
+    EXPECT_EQ(param<uint32_t>(23), ps == 16 ? 4u : 8u);
+  }
 }
 
 struct BadCase {
@@ -156,8 +202,13 @@ TEST_F(FakeAttentionPagedPrefill, RejectsBadInput) {
        [&](Dsc d, Pd p, kaio_tensor *t) { p.page_size = 512; return c(d, p, t); }},
       {"paged reserved", KAIO_ERROR_INVALID_ARGUMENT, V{"paged->reserved"},
        [&](Dsc d, Pd p, kaio_tensor *t) { p.reserved[1] = 1; return c(d, p, t); }},
-      {"sm90 variant", KAIO_ERROR_UNSUPPORTED, V{"KAIO_ATTENTION_SM90", "sm_80"},
-       [&](Dsc d, Pd p, kaio_tensor *t) { d.variant = KAIO_ATTENTION_SM90; return c(d, p, t); }},
+      {"sm90 variant with D 256", KAIO_ERROR_UNSUPPORTED, V{"KAIO_ATTENTION_SM90", "64 and 128"},
+       [&](Dsc d, Pd p, kaio_tensor *t) {
+         d.variant = KAIO_ATTENTION_SM90;
+         d.head_dim = 256;
+         for (int i : {0, 1, 2, 6}) t[i].cols = t[i].cols / D * 256;
+         return c(d, p, t);
+       }},
       {"m128 with D 256", KAIO_ERROR_UNSUPPORTED, V{"SM80_M128"},
        [&](Dsc d, Pd p, kaio_tensor *t) {
          d.variant = KAIO_ATTENTION_SM80_M128;

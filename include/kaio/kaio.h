@@ -1854,13 +1854,17 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_attention_varlen_backward(
  * the lengths, not the grid); max_seqlen_q and total_q as the varlen op;
  * head_dim 32, 64, 96, 128 or 256; every other field as varlen's forward.
  * paged: page_size 16, 32, 64, 128 or 256 (KAIO_ERROR_UNSUPPORTED else).
- * Kernels: the sm_80 mma.sync varlen forward with a paged row fetch (each
- * key row's table entry read in the tile's cp.async issue). AUTO and
- * KAIO_ATTENTION_SM80_M128 run the 128-row tile (D <= 128),
- * KAIO_ATTENTION_SM80 the 64-row one. There is no sm_90a paged kernel yet:
- * AUTO runs sm_80 on every device and KAIO_ATTENTION_SM90 is
- * KAIO_ERROR_UNSUPPORTED. O and LSE equal kaio_attention_varlen's with the
- * same sm_80 variant on the same keys stored contiguously.
+ * Kernels, chosen as the varlen forward chooses: KAIO_ATTENTION_SM90
+ * (compute capability 9.0, D 64 or 128; else KAIO_ERROR_UNSUPPORTED_ARCH /
+ * _UNSUPPORTED) is the sm_90a varlen forward with K and V loaded by TMA one
+ * page at a time (boxes of min(page_size, 128) rows, each from its page of
+ * the block table); AUTO picks it where it applies. KAIO_ATTENTION_SM80_M128
+ * (and AUTO elsewhere for D <= 128) is the sm_80 mma.sync 128-row tile with
+ * a paged row fetch (each key row's table entry read in the tile's cp.async
+ * issue), KAIO_ATTENTION_SM80 the 64-row one. O and LSE equal
+ * kaio_attention_varlen's with the same variant on the same keys stored
+ * contiguously (bit for bit). Unused pool slots (past a sequence's length)
+ * may hold anything, NaN included.
  * Device data (cu_seqlens_q, block_table, seq_lens) is not checked on the
  * host; whatever it holds, no byte outside the views is read or written.
  * As for the paged decode op: a length outside [0, max_seqlen_k] is clamped

@@ -190,6 +190,11 @@ class PagedKeys:
         """Pool rows (u64) of the keys (u32 registers) whose predicate in oks
         holds (others give row 0 of page 0): every table entry is loaded
         first, then checked with one branch."""
+        return self.check_pages(self.load_pages(keys, oks), keys)
+
+    def load_pages(self, keys, oks):
+        """The table entries (u32 registers, 0 where oks fails) of the keys'
+        pages, loaded, not yet checked (a caller may load them early)."""
         k, P = self.k, self.P
         pages = []
         for key, ok in zip(keys, oks):
@@ -197,6 +202,12 @@ class PagedKeys:
             addr = k.rd("add.u64", self.row_ptr, k.rd("mul.wide.u32", k.r("shr.u32", key, P["page_shift"]), 4))
             k.op("@%s ld.global.nc.u32 %s, [%s]" % (ok, page, addr))
             pages.append(page)
+        return pages
+
+    def check_pages(self, pages, keys):
+        """pool_rows' second half: bad ids to page 0 (bad, flag), pool rows."""
+        k, P = self.k, self.P
+        pages = list(pages)
         anybad, worst = None, None
         for i, page in enumerate(pages):
             pbad = k.p("setp.ge.u32", page, P["num_pages"])    # negative ids too (as u32)

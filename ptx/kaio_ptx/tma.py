@@ -10,8 +10,9 @@ def smem_base(k, symbol):
     return k.r("and.b32", k.r("add.u32", k.r("mov.u32", symbol), 1023), "0xFFFFFC00")
 
 
-def load(k, dst, tmap, coords, bar):
+def load(k, dst, tmap, coords, bar, pred=None):
     """One box at coords (innermost first; the rank is their count) into
-    shared dst, completing its bytes on mbarrier bar."""
-    k.op("cp.async.bulk.tensor.%dd.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+    shared dst, completing its bytes on mbarrier bar (only where pred holds,
+    if given)."""
+    k.op(("@%s " % pred if pred else "") + "cp.async.bulk.tensor.%dd.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
          " [%s], [%s, {%s}], [%s]" % (len(coords), dst, tmap, ", ".join(str(c) for c in coords), bar))

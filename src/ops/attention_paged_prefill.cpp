@@ -1,8 +1,10 @@
 // Chunked prefill against a paged KV cache: the varlen forward's queries
 // (packed by cu_seqlens_q) with each sequence's keys read from the K and V
 // page pools through the block table (the paged entries of
-// ptx/gen_attention_sm80.py). Shares AttentionVarlenPlan and its desc
-// checks; this file holds what only the paged op has.
+// ptx/gen_attention_sm80.py, and of gen_attention_sm90.py on sm_90, picked
+// as the varlen forward picks its kernel). Shares AttentionVarlenPlan and
+// its desc checks; this file holds what only the paged op has.
+#include <algorithm>
 #include <cinttypes>
 #include <climits>
 #include <cstdio>
@@ -14,6 +16,8 @@
 #include "ops/attention_varlen.hpp"
 #include "ops/key_list.hpp"
 #include "ops/plan_log.hpp"
+#include "ops/tensor_map.hpp"
+#include "runtime/context_scope.hpp"
 #include "runtime/stream.hpp"
 
 namespace kaio {
@@ -77,12 +81,6 @@ kaio_status paged_prefill_check(const kaio_attention_varlen_desc &d, int32_t pag
   if (!in_list(kPageSizes, page_size))
     return fail(KAIO_ERROR_UNSUPPORTED, "%s: paged->page_size is %" PRId32 "; use %s.",
                 api_name(), page_size, list_text(kPageSizes, "or").c_str());
-  if (d.variant == KAIO_ATTENTION_SM90)
-    return fail(KAIO_ERROR_UNSUPPORTED,
-                "%s: desc->variant is KAIO_ATTENTION_SM90; paged prefill runs the sm_80 kernels "
-                "only (KAIO_ATTENTION_AUTO picks them on every device). Use KAIO_ATTENTION_AUTO, "
-                "_SM80 or _SM80_M128.",
-                api_name());
   if (d.total_k != 0)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: desc->total_k is %" PRId64 "; paged prefill reads K and V from the page "
@@ -96,18 +94,26 @@ kaio_status paged_prefill_plan(kaio_device *device, AttentionVarlenPlan *plan) {
   if (!in_list(kPagedDims, d.head_dim))
     return fail(KAIO_ERROR_UNSUPPORTED, "%s: desc->head_dim is %" PRId64 "; paged prefill takes %s.",
                 api_name(), d.head_dim, list_text(kPagedDims, "or").c_str());
-  const bool m128 = d.variant == KAIO_ATTENTION_SM80_M128 ||
-                    (d.variant == KAIO_ATTENTION_AUTO && d.head_dim <= kMaxM128Dim);
+  KAIO_TRY(varlen_pick_sm90(device, d, &plan->sm90));
   int64_t tile = 0;
-  KAIO_TRY(attention_resolve(device,
-                             kernels::attn_fwd_paged_sm80(d.dtype, d.head_dim, m128 ? 128 : 64),
-                             &plan->fwd, &tile));
+  if (plan->sm90) {
+    KAIO_TRY(attention_resolve(device, kernels::attn_fwd_paged_sm90(d.dtype, d.head_dim),
+                               &plan->fwd, &tile, &plan->fwd_box));
+    // a K/V box never crosses a page: the kernel loads min(page_size, box) rows per box
+    plan->fwd_box.kv[1] = std::min(plan->fwd_box.kv[1], static_cast<unsigned>(plan->page_size));
+  } else {
+    const bool m128 = d.variant == KAIO_ATTENTION_SM80_M128 ||
+                      (d.variant == KAIO_ATTENTION_AUTO && d.head_dim <= kMaxM128Dim);
+    KAIO_TRY(attention_resolve(device,
+                               kernels::attn_fwd_paged_sm80(d.dtype, d.head_dim, m128 ? 128 : 64),
+                               &plan->fwd, &tile));
+  }
   plan->fwd.grid = u32((d.max_seqlen_q + tile - 1) / tile);
   plan->fwd.grid_y = u32(d.batch * d.heads_q);
   log_kernel(device, plan->fwd.function,
-             d.variant == KAIO_ATTENTION_AUTO ? "paged prefill, AUTO: sm_80 (the only paged "
-                                                "prefill kernels)"
-                                              : "paged prefill, variant set in the desc");
+             d.variant != KAIO_ATTENTION_AUTO ? "paged prefill, variant set in the desc"
+             : plan->sm90                     ? "paged prefill, AUTO: sm_90a"
+                                              : "paged prefill, AUTO: sm_80");
   if (!plan->prepared) return KAIO_OK;
   auto flag = std::make_shared<PagedPrefillFlag>();
   KAIO_TRY(flag->allocate(device));
@@ -169,12 +175,30 @@ kaio_status paged_prefill_run(const AttentionVarlenPlan &plan, kaio_stream *stre
            out_dtype = u32(d.out_dtype), total_q = u32(d.total_q), num_pages = u32(kp.rows / ps),
            page_shift = u32(__builtin_ctzll(static_cast<unsigned long long>(ps)));
   float scale_log2 = static_cast<float>(d.softmax_scale * 1.4426950408889634);
-  void *params[] = {&pq,     &pk,       &pv,         &po,       &pl,        &sq,
-                    &sk,     &hq,       &group,      &zero,     &q_ss,      &zero,
-                    &k_ss,   &zero,     &v_ss,       &zero,     &o_ss,      &lse_rs,
-                    &scale_log2, &causal, &off,      &out_dtype, &p_cu,     &p_table,
-                    &p_lens, &p_flag,   &table_rs,   &total_q,  &num_pages, &page_shift};
-  KAIO_TRY(launch_builtin(device, plan.fwd, stream, params));
+  if (plan.sm90) {
+    // the pools as one batch of num_pages * page_size rows
+    TensorMap map_q, map_k, map_v;
+    {
+      ContextScope scope(device);
+      KAIO_TRY(scope.status());
+      const AttentionPlan::Boxes &box = plan.fwd_box;
+      KAIO_TRY(encode_bshd_map(device, q, d.dtype, d.total_q, d.heads_q, box.q, &map_q));
+      KAIO_TRY(encode_bshd_map(device, kp, d.dtype, kp.rows, d.heads_kv, box.kv, &map_k));
+      KAIO_TRY(encode_bshd_map(device, vp, d.dtype, vp.rows, d.heads_kv, box.kv, &map_v));
+    }
+    void *params[] = {&map_q,   &map_k,      &map_v,   &po,      &pl,        &sq,
+                      &sk,      &hq,         &group,   &zero,    &o_ss,      &lse_rs,
+                      &scale_log2, &causal,  &off,     &out_dtype, &p_cu,    &p_table,
+                      &p_lens,  &p_flag,     &table_rs, &total_q, &num_pages, &page_shift};
+    KAIO_TRY(launch_builtin(device, plan.fwd, stream, params));
+  } else {
+    void *params[] = {&pq,     &pk,       &pv,         &po,       &pl,        &sq,
+                      &sk,     &hq,       &group,      &zero,     &q_ss,      &zero,
+                      &k_ss,   &zero,     &v_ss,       &zero,     &o_ss,      &lse_rs,
+                      &scale_log2, &causal, &off,      &out_dtype, &p_cu,     &p_table,
+                      &p_lens, &p_flag,   &table_rs,   &total_q,  &num_pages, &page_shift};
+    KAIO_TRY(launch_builtin(device, plan.fwd, stream, params));
+  }
   if (plan.flag) stream->error_flags->note(plan.flag);
   return KAIO_OK;
 }

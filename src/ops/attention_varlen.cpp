@@ -133,6 +133,27 @@ const char *variant_why(const kaio_attention_varlen_desc &d, bool sm90) {
   return sm90 ? "AUTO: sm_90a" : "AUTO: sm_80";
 }
 
+}  // namespace
+
+kaio_status varlen_pick_sm90(const kaio_device *device, const kaio_attention_varlen_desc &d,
+                             bool *sm90) {
+  const FamilyCheck hopper = check_family(device, ModuleId::attention_fwd_sm90, true);
+  if (d.variant == KAIO_ATTENTION_SM90 && hopper.verdict == FamilyCheck::Verdict::driver)
+    return fail_variant_driver("desc->variant", "KAIO_ATTENTION_SM90", "KAIO_ATTENTION_AUTO",
+                               device, ModuleId::attention_fwd_sm90);
+  if (d.variant == KAIO_ATTENTION_SM90 && !hopper.ok())
+    return fail(KAIO_ERROR_UNSUPPORTED_ARCH,
+                "%s: desc->variant is KAIO_ATTENTION_SM90 but device %d has compute capability "
+                "%d.%d (or a driver without cuTensorMapEncodeTiled); that variant needs exactly "
+                "9.0 (sm_90a). Use KAIO_ATTENTION_AUTO.",
+                api_name(), device->ordinal, device->info.cc_major, device->info.cc_minor);
+  *sm90 = d.variant == KAIO_ATTENTION_SM90 ||
+          (d.variant == KAIO_ATTENTION_AUTO && in_list(kSm90Dims, d.head_dim) && hopper.ok());
+  return KAIO_OK;
+}
+
+namespace {
+
 kaio_status plan_unlogged(kaio_device *device, bool backward, AttentionVarlenPlan *plan) {
   kaio_attention_varlen_desc &d = plan->desc;
   if (d.out_dtype == 0) d.out_dtype = d.dtype;
@@ -148,18 +169,7 @@ kaio_status plan_unlogged(kaio_device *device, bool backward, AttentionVarlenPla
   const unsigned bh = static_cast<unsigned>(d.batch * d.heads_q);
   int64_t tile = 0;
   if (!backward) {
-    const FamilyCheck hopper = check_family(device, ModuleId::attention_fwd_sm90, true);
-    if (d.variant == KAIO_ATTENTION_SM90 && hopper.verdict == FamilyCheck::Verdict::driver)
-      return fail_variant_driver("desc->variant", "KAIO_ATTENTION_SM90", "KAIO_ATTENTION_AUTO",
-                                 device, ModuleId::attention_fwd_sm90);
-    if (d.variant == KAIO_ATTENTION_SM90 && !hopper.ok())
-      return fail(KAIO_ERROR_UNSUPPORTED_ARCH,
-                  "%s: desc->variant is KAIO_ATTENTION_SM90 but device %d has compute capability "
-                  "%d.%d (or a driver without cuTensorMapEncodeTiled); that variant needs exactly "
-                  "9.0 (sm_90a). Use KAIO_ATTENTION_AUTO.",
-                  api_name(), device->ordinal, device->info.cc_major, device->info.cc_minor);
-    plan->sm90 = d.variant == KAIO_ATTENTION_SM90 ||
-                 (d.variant == KAIO_ATTENTION_AUTO && in_list(kSm90Dims, d.head_dim) && hopper.ok());
+    KAIO_TRY(varlen_pick_sm90(device, d, &plan->sm90));
     if (plan->sm90) {
       KAIO_TRY(attention_resolve(device, kernels::attn_fwd_varlen_sm90(d.dtype, d.head_dim),
                                  &plan->fwd, &tile, &plan->fwd_box));

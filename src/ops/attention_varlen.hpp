@@ -18,7 +18,7 @@ namespace kaio {
 struct AttentionVarlenPlan : PlanBase {
   bool backward = false;
   kaio_attention_varlen_desc desc{};  // plan() fills in out_dtype, o_dtype and the scale
-  bool sm90 = false;                  // fwd is the sm_90a kernel (TMA maps)
+  bool sm90 = false;                  // fwd is an sm_90a kernel (TMA maps)
   AttentionPlan::Boxes fwd_box;
   Launch fwd;                         // forward
   Launch pre, dq, dkdv;               // backward: Dv, dQ, dK and dV
@@ -44,6 +44,12 @@ kaio_status attention_check_rows(const char *arg, const kaio_tensor &t, const ka
 using NamedChecked = std::pair<const char *, const CheckedView *>;
 kaio_status attention_check_disjoint(std::initializer_list<NamedChecked> outs,
                                      std::initializer_list<NamedChecked> all);
+
+// Whether a forward runs the sm_90a kernel: variant SM90 (an error where
+// the device or driver can't run it), or AUTO for the sm_90a head dims on
+// an sm_90 device with tensor maps.
+kaio_status varlen_pick_sm90(const kaio_device *device, const kaio_attention_varlen_desc &d,
+                             bool *sm90);
 
 // Paged prefill (ops/attention_paged_prefill.cpp): the desc fields and page
 // size only it has (before the varlen checks); its kernel and flag; its

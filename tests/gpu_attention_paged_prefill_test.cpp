@@ -311,9 +311,25 @@ void GpuAttentionPagedPrefill::bad_device_data(kaio_attention_variant v) {
   lens[2] = -5;
   KT_OK(kaio_buffer_write(b.sl.buf.get(), 0, lens.data(), lens.size() * 4));
   EXPECT_EQ(paged(c, b, c.variant, &o, &l), KAIO_ERROR_OUT_OF_BOUNDS);
-  EXPECT_NE(std::string(kaio_last_error()).find("paged prefill"), std::string::npos)
-      << kaio_last_error();
+  // the device's op flag keeps the larger code: the page id (of row 1)
+  const std::string why = kaio_last_error();
+  EXPECT_NE(why.find("page id 1048576 in block_table row 1"), std::string::npos) << why;
   KT_OK(kaio_stream_synchronize(stream()));  // reported once
+  // The one-shot call reports through the same flag.
+  {
+    Dev od = make(c.dt, b.tq, c.hq * c.d, nullptr);
+    kaio_attention_varlen_desc d = desc(c, b, true);
+    d.variant = c.variant;
+    kaio_attention_paged_desc pd;
+    KT_OK(kaio_attention_paged_desc_init(&pd, sizeof pd));
+    pd.page_size = static_cast<int32_t>(c.page);
+    KT_OK(kaio_attention_paged_prefill(stream(), &b.q.view, &b.kpool.view, &b.vpool.view, &b.cuq.view,
+                                       &b.tab.view, &b.sl.view, &od.view, nullptr, &d, &pd));
+    EXPECT_EQ(kaio_stream_synchronize(stream()), KAIO_ERROR_OUT_OF_BOUNDS);
+    EXPECT_NE(std::string(kaio_last_error()).find("kaio_stream_synchronize"), std::string::npos)
+        << kaio_last_error();
+    KT_OK(kaio_stream_synchronize(stream()));
+  }
   const size_t esz = kaio_dtype_size(c.dt), row = static_cast<size_t>(c.hq * c.d) * esz;
   const std::vector<double> go = kt::decode(c.dt, o);
   int64_t nan_rows = 0;

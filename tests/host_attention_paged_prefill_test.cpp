@@ -119,18 +119,19 @@ TEST_F(FakeAttentionPagedPrefill, GridAndArguments) {
     EXPECT_EQ(param<uint64_t>(22), base + kCu);       // cu_seqlens_q
     EXPECT_EQ(param<uint64_t>(23), base + kCu + 256); // block_table
     EXPECT_EQ(param<uint64_t>(24), base + kCu + 512); // seq_lens
-    EXPECT_NE(param<uint64_t>(25), 0u);               // the op's bounds flag
+    EXPECT_NE(param<uint64_t>(25), 0u);               // the device's op flag
     EXPECT_EQ(param<uint64_t>(26), uint64_t{MaxPages + 2});
     EXPECT_EQ(param<uint32_t>(27), uint32_t{Tq});
     EXPECT_EQ(param<uint32_t>(28), uint32_t{Pages});
     EXPECT_EQ(param<uint32_t>(29), 4u);               // log2 16
   }
-  // The one-shot call has no flag.
+  // The one-shot call reports through the same flag: the device's.
+  const uint64_t flag = param<uint64_t>(25);
   Views v = views();
   kaio_attention_varlen_desc d = desc();
   d.variant = KAIO_ATTENTION_SM80;
   KT_OK(call(d, pdesc(), v.t));
-  EXPECT_EQ(param<uint64_t>(25), 0u);
+  EXPECT_EQ(param<uint64_t>(25), flag);
 }
 
 // AUTO on the fake device (9.0) with D 64 or 128: the sm_90a kernel, its K
@@ -169,7 +170,7 @@ TEST_F(FakeAttentionPagedPrefill, Sm90MapsCoverThePools) {
     EXPECT_EQ(param<uint64_t>(16), base + kCu);      // cu_seqlens_q
     EXPECT_EQ(param<uint64_t>(17), base + kCu + 256);  // block_table
     EXPECT_EQ(param<uint64_t>(18), base + kCu + 512);  // seq_lens
-    EXPECT_EQ(param<uint64_t>(19), 0u);              // one-shot: no flag
+    EXPECT_NE(param<uint64_t>(19), 0u);              // one-shot too: the device's op flag
     EXPECT_EQ(param<uint32_t>(21), uint32_t{Tq});
     EXPECT_EQ(param<uint32_t>(22), static_cast<uint32_t>(pages));
     EXPECT_EQ(param<uint32_t>(23), ps == 16 ? 4u : 8u);

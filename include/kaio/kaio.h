@@ -1882,16 +1882,18 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_attention_varlen_backward(
 /* A prepared paged prefill.
  *   launch tensors: {Q, K pool, V pool, cu_seqlens_q, block_table,
  *                    seq_lens, O, LSE}
- * LSE may be a view with a NULL buffer: then it is not written. The op owns
- * the bounds flag; launches may come from several threads, and a bounds
- * error is reported by the first synchronisation of a stream it was
- * launched on. Ownership: caller owns *out; retains device. */
+ * LSE may be a view with a NULL buffer: then it is not written. Launches
+ * may come from several threads; a bounds error (bad seq_lens or
+ * block_table entries) is reported through the device's op flag by the
+ * first synchronisation of a stream it was launched on. Ownership: caller
+ * owns *out; retains device. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_attention_paged_prefill(
     kaio_op **out, kaio_device *device, const kaio_attention_varlen_desc *desc,
     const kaio_attention_paged_desc *paged);
 
 /* One-shot paged prefill; lse may be NULL or have a NULL buffer. Bad device
- * data gives NaN only (no flag). Nothing is retained after the call. */
+ * data gives NaN and is reported as for the prepared op. Nothing is
+ * retained after the call. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_attention_paged_prefill(
     kaio_stream *stream, const kaio_tensor *q, const kaio_tensor *k_pool,
     const kaio_tensor *v_pool, const kaio_tensor *cu_seqlens_q, const kaio_tensor *block_table,

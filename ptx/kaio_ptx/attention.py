@@ -2,7 +2,7 @@
 their 128-thread entry with launch annotations, the (batch, head) split of
 the grid, BSHD addressing, masking, key-block counts and the row stores."""
 
-from kaio_ptx import kernel
+from kaio_ptx import kernel, op_fault
 from kaio_ptx.control import cases, skip_if
 from kaio_ptx.dtypes import OUT_DTYPES
 from kaio_ptx.mma import pack
@@ -151,13 +151,11 @@ PAGED_PARAMS = [(".u64", "cu_q"), (".u64", "table"), (".u64", "lens"), (".u64", 
 NAN = "0f7FC00000"
 
 
-def raise_flag(k, P, kind, b, value):
-    """atom.max of (kind << 56 | b << 32 | value) into the flag, if any (the
-    paged decode kernels' code: 1 a length, 2 a page id)."""
+def raise_flag(k, P, code, b, value):
+    """Raises the device's op flag, if any (flag != 0), with fault code
+    (op_fault.SEQ_LEN, PAGE_ID) for sequence b and the offending value."""
     with skip_if(k, k.p("setp.eq.u64", P["flag"], 0), "no_flag"):
-        code = k.rd("or.b64", k.rd("shl.b64", k.wide(b), 32), k.wide(value))
-        code = k.rd("or.b64", code, kind << 56)
-        k.op("atom.global.max.u64 %s, [%s], %s" % (k.reg("rd"), P["flag"], code))
+        op_fault.raise_fault(k, P["flag"], code, b, value)
 
 
 class PagedKeys:
@@ -184,7 +182,7 @@ class PagedKeys:
         k = self.k
         with skip_if(k, "!" + self.bad, "len_ok"):
             with skip_if(k, k.p("setp.ne.u32", self.tid, 0), "not_t0"):
-                raise_flag(k, self.P, 1, self.b, self.lv)
+                raise_flag(k, self.P, op_fault.SEQ_LEN, self.b, self.lv)
 
     def pool_rows(self, keys, oks):
         """Pool rows (u64) of the keys (u32 registers) whose predicate in oks
@@ -216,7 +214,7 @@ class PagedKeys:
             pages[i] = k.r("selp.b32", 0, page, pbad)
         with skip_if(k, "!" + anybad, "pages_ok"):
             k.op("setp.eq.u32 %s, %s, %s" % (self.bad, self.tid, self.tid))
-            raise_flag(k, P, 2, self.b, worst)
+            raise_flag(k, P, op_fault.PAGE_ID, self.b, worst)
         return [k.wide(k.r("or.b32", k.r("shl.b32", page, P["page_shift"]), k.r("and.b32", key, self.pmask)))
                 for page, key in zip(pages, keys)]
 

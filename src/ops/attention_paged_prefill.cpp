@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/attention_varlen.hpp"
+#include "ops/op_flag.hpp"
 #include "ops/key_list.hpp"
 #include "ops/plan_log.hpp"
 #include "ops/tensor_map.hpp"
@@ -27,31 +28,6 @@ constexpr const auto &kPagedDims = kernels::keys::attn_fwd_paged_sm80::head_dim;
 constexpr int64_t kPageSizes[] = {16, 32, 64, 128, 256};
 constexpr int64_t kMaxM128Dim = 128;
 
-// The kernels' bounds flag: kind << 56 | b << 32 | value (as the paged
-// decode kernels write it).
-class PagedPrefillFlag final : public ErrorFlag {
- public:
-  kaio_status report(uint64_t value) const override {
-    const unsigned kind = static_cast<unsigned>(value >> 56);
-    const unsigned b = static_cast<unsigned>((value >> 32) & 0xffffff);
-    const int32_t bad = static_cast<int32_t>(static_cast<uint32_t>(value));
-    if (kind == 1)
-      return fail(KAIO_ERROR_OUT_OF_BOUNDS,
-                  "%s: paged prefill: seq_lens[%u] is %" PRId32 ", outside [0, "
-                  "desc->max_seqlen_k]; the length was clamped and sequence %u's O and LSE were "
-                  "written as NaN. Pass lengths between 0 and the op's max_seqlen_k.",
-                  api_name(), b, bad, b);
-    if (kind == 2)
-      return fail(KAIO_ERROR_OUT_OF_BOUNDS,
-                  "%s: paged prefill: block_table row %u holds page id %" PRId32
-                  ", outside [0, num_pages); page 0 was read instead and sequence %u's O and LSE "
-                  "were written as NaN (the query tiles that read it). Fix the block table.",
-                  api_name(), b, bad, b);
-    return fail(KAIO_ERROR_INTERNAL,
-                "%s: paged prefill left error flag 0x%016" PRIx64 ". Please report this.",
-                api_name(), value);
-  }
-};
 
 // A K or V pool: [num_pages · page_size, Hkv · D] of dtype, num_pages >= 1.
 kaio_status check_pool(const char *arg, const kaio_tensor &t, const kaio_device *device,
@@ -114,11 +90,8 @@ kaio_status paged_prefill_plan(kaio_device *device, AttentionVarlenPlan *plan) {
              d.variant != KAIO_ATTENTION_AUTO ? "paged prefill, variant set in the desc"
              : plan->sm90                     ? "paged prefill, AUTO: sm_90a"
                                               : "paged prefill, AUTO: sm_80");
-  if (!plan->prepared) return KAIO_OK;
-  auto flag = std::make_shared<PagedPrefillFlag>();
-  KAIO_TRY(flag->allocate(device));
-  plan->flag = std::move(flag);
-  return KAIO_OK;
+  // the device's op flag (allocated once per device), so one-shot calls report too
+  return device_op_flag(device, &plan->flag);
 }
 
 kaio_status paged_prefill_run(const AttentionVarlenPlan &plan, kaio_stream *stream,
@@ -199,7 +172,7 @@ kaio_status paged_prefill_run(const AttentionVarlenPlan &plan, kaio_stream *stre
                       &p_lens, &p_flag,   &table_rs,   &total_q,  &num_pages, &page_shift};
     KAIO_TRY(launch_builtin(device, plan.fwd, stream, params));
   }
-  if (plan.flag) stream->error_flags->note(plan.flag);
+  note_op_flag(stream, plan.flag);  // after the launch: see ErrorFlagRegistry::ticket
   return KAIO_OK;
 }
 

@@ -52,7 +52,7 @@ import contextlib
 import sys
 
 from kaio_ptx import cli, cp_async
-from kaio_ptx.attention import (NAN, PAGED_PARAMS, VARLEN_PARAMS, Kernel, PagedKeys, bh_split,
+from kaio_ptx.attention import (NAN, PAGED_PARAMS, VARLEN_PARAMS, VARLEN_PTRS, Kernel, PagedKeys, bh_split,
                                 mask_tile, out_base, out_shift, rebase, store_rows, tensor_base,
                                 varlen_bounds, varlen_sequence)
 from kaio_ptx.control import if_else, loop, skip_if
@@ -373,14 +373,16 @@ def fwd_kernel(dt, d, mt=1, varlen=False, paged=False):
     k = Kernel(name, doc, params, smem, bm,
                keys={"select": "attn_fwd%s_sm80" % kind, "pass": "fwd",
                      "dtype": dt, "head_dim": d, "rows_per_cta": bm})
-    ptrs = ("cu_q", "table", "lens", "flag") if paged else ("cu_q", "cu_k") if varlen else ()
+    ptrs = ("cu_q", "table", "lens", "flag") if paged else VARLEN_PTRS if varlen else ()
     P = load_params(k, params, ("q", "k", "v", "o") + ptrs)
     L, b, h, hk, q0, row0, base = row_side(k, P, d, mt)
     bk = b
     pages = None
     if paged:
         # queries as varlen's; the clamped length and the causal offset per sequence
-        q_start, len_q = varlen_bounds(k, P["cu_q"], b, P["total_q"])
+        # no flag for a bad cu_seqlens_q pair here (an empty sequence): raising it
+        # makes the m128 d128 sm_80 kernel spill
+        q_start, len_q = varlen_bounds(k, P["cu_q"], b, P["total_q"], P["seq_q"])
         k.op("@%s ret" % k.p("setp.ge.u32", q0, len_q))
         pages = PagedKeys(k, P, b, L.tid)
         pages.report_length()
@@ -572,7 +574,6 @@ BWD_PARAMS = [(".u64", "q"), (".u64", "k"), (".u64", "v"), (".u64", "dout"), (".
               (".u32", "causal_off"), (".u32", "out_dtype")]
 
 
-VARLEN_PTRS = ("cu_q", "cu_k")
 # what a varlen backward kernel moves to its sequence's first rows (Dv's rows
 # are heads_q rows of total_q, like the LSE's)
 VARLEN_BWD_TENSORS = [("q", "q", "q_ss", 1), ("dout", "q", "do_ss", 1), ("k", "k", "k_ss", 1),
@@ -592,7 +593,7 @@ def bwd_dq_kernel(dt, d, varlen=False):
     k = Kernel(name, doc, params, smem, BM,
                keys={"select": "attn_bwd_varlen_sm80" if varlen else "attn_bwd_sm80", "pass": "bwd_dq",
                      "dtype": dt, "head_dim": d})
-    P = load_params(k, params, ("q", "k", "v", "dout", "lse", "dv", "grad_a") + VARLEN_PTRS[:2 * varlen])
+    P = load_params(k, params, ("q", "k", "v", "dout", "lse", "dv", "grad_a") + VARLEN_PTRS[:3 * varlen])
     L, b, h, hk, q0, row0, base = row_side(k, P, d)
     if varlen:
         P, b = varlen_rows(k, P, b, q0, "q", VARLEN_BWD_TENSORS + [("grad_a", "q", "ga_ss", "out")])
@@ -668,7 +669,7 @@ def bwd_dkdv_kernel(dt, d, varlen=False):
     k = Kernel(name, doc, params, smem, BM,
                keys={"select": "attn_bwd_varlen_sm80" if varlen else "attn_bwd_sm80", "pass": "bwd_dkdv",
                      "dtype": dt, "head_dim": d})
-    P = load_params(k, params, ("q", "k", "v", "dout", "lse", "dv", "grad_a", "grad_b") + VARLEN_PTRS[:2 * varlen])
+    P = load_params(k, params, ("q", "k", "v", "dout", "lse", "dv", "grad_a", "grad_b") + VARLEN_PTRS[:3 * varlen])
     L = Lanes(k, d)
     heads_kv = k.r("div.u32", P["heads_q"], P["group"])
     _, b, hk = bh_split(k, heads_kv)

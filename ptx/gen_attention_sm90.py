@@ -67,7 +67,7 @@ import sys
 
 from kaio_ptx import cli, manifest, mbarrier, tma, wgmma
 from kaio_ptx.control import skip_if
-from kaio_ptx.attention import (NAN, PAGED_PARAMS, VARLEN_PARAMS, PagedKeys, bh_split, key_blocks,
+from kaio_ptx.attention import (NAN, PAGED_PARAMS, VARLEN_PARAMS, VARLEN_PTRS, PagedKeys, bh_split, key_blocks,
                                 mask_tile, out_base, store_rows, varlen_bounds, varlen_sequence)
 from kaio_ptx.literals import LN2, NEG_INF
 from kaio_ptx.params import load_params
@@ -480,7 +480,7 @@ def fwd_kernel(dt, d, varlen=False, paged=False):
     L = Layout(d, paged)
     k = Kernel()
     scalars = SCALARS + (PAGED_PARAMS if paged else VARLEN_PARAMS if varlen else [])
-    ptrs = ("cu_q", "table", "lens", "flag") if paged else ("cu_q", "cu_k") if varlen else ()
+    ptrs = ("cu_q", "table", "lens", "flag") if paged else VARLEN_PTRS if varlen else ()
     P = load_params(k, scalars, ("o", "lse") + ptrs)
     tid = k.r("mov.u32", "%tid.x")
     base = k.smem_base(SMEM)
@@ -493,7 +493,9 @@ def fwd_kernel(dt, d, varlen=False, paged=False):
     m0 = k.r("shl.b32", mb, BM.bit_length() - 1)
     starts, pages = None, None
     if paged:
-        q_start, len_q = varlen_bounds(k, P["cu_q"], b, P["total_q"])
+        # no flag for a bad cu_seqlens_q pair here (an empty sequence): raising it
+        # makes the m128 d128 sm_80 kernel spill
+        q_start, len_q = varlen_bounds(k, P["cu_q"], b, P["total_q"], P["seq_q"])
         k.op("@%s ret" % k.p("setp.ge.u32", m0, len_q))
         pages = PagedKeys(k, P, b, tid)
         pages.report_length()

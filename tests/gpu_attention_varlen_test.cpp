@@ -33,6 +33,7 @@ struct Case {
   kaio_attention_variant variant = KAIO_ATTENTION_AUTO;
   int64_t tail = 5;               // rows after the last sequence, in no sequence
   std::vector<int32_t> cu_q, cu_k;  // explicit prefix sums (bad-input cases), else from lq/lk
+  int64_t max_q = 0, max_k = 0;   // the desc's max_seqlen (0: the longest valid sequence)
 };
 
 std::string describe(const Case &c) {
@@ -54,12 +55,20 @@ std::vector<int32_t> prefix(const std::vector<int32_t> &len) {
 // The sequence bounds the kernels derive: [start, start + len), or empty.
 struct Seq {
   int64_t q0 = 0, lq = 0, k0 = 0, lk = 0;
+  bool bad = false;  // a side was invalid: empty, and the device's op flag raised
 };
+// Sequence b as the kernels see it: a side whose pair is not 0 <= start <=
+// end <= total, or longer than its max_seqlen (mq / mk, 0: no limit), is empty.
 Seq bounds(const std::vector<int32_t> &cq, const std::vector<int32_t> &ck, size_t b, int64_t tq,
-           int64_t tk) {
+           int64_t tk, int64_t mq = 0, int64_t mk = 0) {
   Seq s;
-  if (cq[b] >= 0 && cq[b] <= cq[b + 1] && cq[b + 1] <= tq) s.q0 = cq[b], s.lq = cq[b + 1] - cq[b];
-  if (ck[b] >= 0 && ck[b] <= ck[b + 1] && ck[b + 1] <= tk) s.k0 = ck[b], s.lk = ck[b + 1] - ck[b];
+  auto ok = [](int32_t a, int32_t e, int64_t total, int64_t m) {
+    return a >= 0 && a <= e && e <= total && (m == 0 || e - a <= m);
+  };
+  if (ok(cq[b], cq[b + 1], tq, mq)) s.q0 = cq[b], s.lq = cq[b + 1] - cq[b];
+  else s.bad = true;
+  if (ok(ck[b], ck[b + 1], tk, mk)) s.k0 = ck[b], s.lk = ck[b + 1] - ck[b];
+  else s.bad = true;
   return s;
 }
 
@@ -112,12 +121,27 @@ void GpuAttentionVarlen::run(const Case &c, bool backward) {
   const int64_t tq = (c.cu_q.empty() ? cq.back() : 0) + c.tail,
                 tk = (c.cu_k.empty() ? ck.back() : 0) + c.tail;
   int64_t mq = 1, mk = 0;
-  std::vector<Seq> seqs;
   for (size_t b = 0; b < B; ++b) {
-    seqs.push_back(bounds(cq, ck, b, tq, tk));
-    mq = std::max(mq, seqs.back().lq);
-    mk = std::max(mk, seqs.back().lk);
+    mq = std::max(mq, bounds(cq, ck, b, tq, tk).lq);
+    mk = std::max(mk, bounds(cq, ck, b, tq, tk).lk);
   }
+  if (c.max_q) mq = c.max_q;
+  if (c.max_k) mk = c.max_k;
+  std::vector<Seq> seqs;
+  bool flagged = false;
+  for (size_t b = 0; b < B; ++b) {
+    seqs.push_back(bounds(cq, ck, b, tq, tk, mq, mk));
+    flagged |= seqs.back().bad;
+  }
+  // A bad pair is reported by the next sync of the stream (once), naming it.
+  auto synced = [&] {
+    const kaio_status st = kaio_stream_synchronize(stream());
+    EXPECT_EQ(st, flagged ? KAIO_ERROR_OUT_OF_BOUNDS : KAIO_OK) << kaio_last_error();
+    if (flagged)
+      EXPECT_NE(std::string(kaio_last_error()).find("cu_seqlens_"), std::string::npos)
+          << kaio_last_error();
+    KT_OK(kaio_stream_synchronize(stream()));
+  };
   const uint64_t seed = kt::test_seed() ^ static_cast<uint64_t>(tq * 7919 + tk * 31 + D + c.mask);
   kt::HostTensor hq = kt::random_tensor(c.dt, tq * ldq, -1, 1, seed);
   kt::HostTensor hk = kt::random_tensor(c.dt, tk * ldk, -1, 1, seed + 1);
@@ -142,7 +166,7 @@ void GpuAttentionVarlen::run(const Case &c, bool backward) {
   d.head_dim = D;
   KT_OK(kaio_attention_varlen(stream(), &q.view, &k.view, &v.view, &cuq.view, &cuk.view, &o.view,
                               &lse.view, &d));
-  KT_OK(kaio_stream_synchronize(stream()));
+  synced();
   const std::vector<uint8_t> o_raw = raw(o), lse_raw = raw(lse);
   const std::vector<double> go = kt::decode(c.dt, o_raw), gl = kt::decode(KAIO_DTYPE_F32, lse_raw);
 
@@ -277,7 +301,7 @@ void GpuAttentionVarlen::run(const Case &c, bool backward) {
   const kaio_tensor t[] = {dout.view, q.view, k.view,  v.view,  cuq.view, cuk.view,
                            o.view,    lse.view, dq.view, dk.view, dv.view};
   KT_OK(kaio_op_launch(op, stream(), t, 11));
-  KT_OK(kaio_stream_synchronize(stream()));
+  synced();
   const struct {
     const char *name;
     Dev *dev;
@@ -373,6 +397,18 @@ TEST_F(GpuAttentionVarlen, BadCuSeqlensAreEmptySequences) {
     c.cu_q = {0, 50, 30, 2000000, -5, 60, 70};
     c.cu_k = {0, 40, 45, 45, 1 << 30, 80, 90};
     c.tail = 100;  // total_q = total_k = 100
+    c.mask = KAIO_ATTENTION_CAUSAL;
+    c.variant = var;
+    run(c, var == KAIO_ATTENTION_SM80);
+  }
+  // Sequences longer than the desc's max_seqlen_q / _k (which sized the
+  // grid): empty and reported, not cut short.
+  for (kaio_attention_variant var : {KAIO_ATTENTION_AUTO, KAIO_ATTENTION_SM80}) {
+    Case c;
+    c.lq = {20, 90, 7};
+    c.lk = {30, 25, 100};
+    c.max_q = 64;
+    c.max_k = 64;
     c.mask = KAIO_ATTENTION_CAUSAL;
     c.variant = var;
     run(c, var == KAIO_ATTENTION_SM80);

@@ -126,6 +126,7 @@ TEST_F(FakeAttentionVarlen, Sm80ForwardGridAndArguments) {
     EXPECT_EQ(param<uint64_t>(23), base + (9 << 19) + 256);     // cu_seqlens_k
     EXPECT_EQ(param<uint32_t>(24), uint32_t{Tq});
     EXPECT_EQ(param<uint32_t>(25), uint32_t{Tk});
+    EXPECT_NE(param<uint64_t>(26), 0u);  // the device's op flag: bad cu_seqlens
   }
   // AUTO on the fake device (9.0): sm_90a for D 64, m128 for D 32, 64 rows for 256.
   for (int64_t dim : {32, 64, 256}) {
@@ -172,6 +173,7 @@ TEST_F(FakeAttentionVarlen, Sm90MapsCoverThePackedRows) {
   EXPECT_EQ(param<uint32_t>(13), 1u);  // bottom-right, resolved per sequence in the kernel
   EXPECT_EQ(param<uint32_t>(18), uint32_t{Tq});
   EXPECT_EQ(param<uint32_t>(19), uint32_t{Tk});
+  EXPECT_NE(param<uint64_t>(20), 0u);  // the device's op flag
 }
 
 TEST_F(FakeAttentionVarlen, BackwardLaunchesPreprocessDqThenDkDv) {
@@ -193,6 +195,7 @@ TEST_F(FakeAttentionVarlen, BackwardLaunchesPreprocessDqThenDkDv) {
   EXPECT_EQ(param<uint64_t>(7), base + (15 << 20) / 2);    // dV
   EXPECT_EQ(param<uint32_t>(27), 1u);
   EXPECT_EQ(param<uint32_t>(32), uint32_t{Tq});
+  EXPECT_NE(param<uint64_t>(34), 0u);  // the device's op flag
   // max_seqlen_k 0: dQ (zeros) only.
   d.max_seqlen_k = 0;
   kaio_op *op0 = nullptr;

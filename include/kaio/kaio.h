@@ -1742,15 +1742,16 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_sampling(kaio_op **out, kaio_
  * and LSE = −inf (and zero gradients); rows of a sequence that see no key
  * likewise.
  * max_seqlen_q / max_seqlen_k (host values, as FlashAttention's) size the
- * grid: they must be >= every len_q / len_k. Query rows of a sequence past
- * max_seqlen_q are not computed (left as they are), and so are key rows past
- * max_seqlen_k in the backward's dK and dV.
+ * grid: they must be >= every len_q / len_k.
  * cu_seqlens are device data, read by the kernels: whatever they hold, no
  * byte outside Q, K, V, O, LSE (and dO, dQ, dK, dV) is read or written. Each
- * entry pair must satisfy 0 <= cu[b] <= cu[b+1] <= total; a pair that does
- * not (non-monotonic, negative, past total) is treated as an empty sequence
- * (nothing written for it, no error reported). Rows that belong to no
- * sequence are never written. Valid pairs that overlap another sequence's
+ * entry pair must satisfy 0 <= cu[b] <= cu[b+1] <= total and cu[b+1] −
+ * cu[b] <= max_seqlen; a side (q or k) whose pair does not (non-monotonic,
+ * negative, past total, longer than max_seqlen) is treated as empty for that
+ * sequence (no query rows: nothing written for it; no keys: O = 0 and LSE =
+ * −inf), and the next kaio_stream_synchronize of a stream it was launched on
+ * returns KAIO_ERROR_OUT_OF_BOUNDS naming the entry (the device's op flag;
+ * one-shot calls too). Rows that belong to no sequence are never written. Valid pairs that overlap another sequence's
  * rows (not prefix sums) stay inside the tensors, but the rows they share
  * are written by both: their values are unspecified.
  * Variants. KAIO_ATTENTION_SM80 / _SM80_M128: the sm_80 mma.sync forward
@@ -1871,9 +1872,10 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_attention_varlen_backward(
  * into it and a page id outside [0, num_pages) replaced by page 0; the
  * query tiles (up to 128 rows of one head) that met the bad value get O and
  * LSE written as NaN (a causal tile whose keys end before a bad page does
- * not meet it), and a prepared op's next kaio_stream_synchronize (of a
- * kaio_stream it was launched on) returns KAIO_ERROR_OUT_OF_BOUNDS naming
- * the sequence and the value. The one-shot call only writes the NaNs.
+ * not meet it), and the next kaio_stream_synchronize (of a kaio_stream it
+ * was launched on; one-shot calls too) returns KAIO_ERROR_OUT_OF_BOUNDS
+ * naming the sequence and the value. A bad cu_seqlens_q pair (as the varlen
+ * op defines it) gives an empty sequence but is not reported here.
  * Constraints, statuses, threads and asynchrony as the varlen forward; no
  * workspace, no allocation at launch, graph-capturable (a replayed graph's
  * bounds errors are not reported). Compute capability 8.0+.

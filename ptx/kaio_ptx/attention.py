@@ -97,19 +97,32 @@ def key_blocks(k, P, m0, bm, bn):
 # back to back, row cu[b] .. cu[b+1]-1 of the rank-2 views is sequence b.
 # --------------------------------------------------------------------------
 
-VARLEN_PARAMS = [(".u64", "cu_q"), (".u64", "cu_k"), (".u32", "total_q"), (".u32", "total_k")]
+VARLEN_PARAMS = [(".u64", "cu_q"), (".u64", "cu_k"), (".u32", "total_q"), (".u32", "total_k"),
+                 (".u64", "flag")]
+VARLEN_PTRS = ("cu_q", "cu_k", "flag")
 
 
-def varlen_bounds(k, cu, b, total):
+def varlen_bounds(k, cu, b, total, limit=None, fault=None):
     """(start, length) of sequence b from the s32 prefix sums at cu (global).
     cu is device data: an entry pair that is not 0 <= cu[b] <= cu[b+1] <=
-    total (compared unsigned, so a negative entry fails too) gives (0, 0),
-    so no row outside [0, total) is ever addressed."""
+    total (compared unsigned, so a negative entry fails too), or, with
+    limit, a length above limit (the host's max_seqlen, which sized the
+    grid), gives (0, 0), so no row outside [0, total) is ever addressed and
+    no sequence is cut short. fault (flag address, op_fault code): thread 0
+    of the CTA then raises the flag with b and cu[b+1]."""
     ptr = k.rd("add.u64", cu, k.rd("mul.wide.u32", b, 4))
     start = k.r("ld.global.u32", "[%s]" % ptr)
     end = k.r("ld.global.u32", "[%s+4]" % ptr)
     ok = k.p("setp.le.u32", start, end)
     ok = k.p("setp.le.and.u32", end, total, ok)
+    if limit is not None:
+        ok = k.p("setp.le.and.u32", k.r("sub.u32", end, start), limit, ok)
+    if fault is not None:
+        flag, code = fault
+        quiet = k.p("setp.eq.or.u64", flag, 0, ok)
+        quiet = k.p("setp.ne.or.u32", k.r("mov.u32", "%tid.x"), 0, quiet)
+        with skip_if(k, quiet, "cu_ok"):
+            op_fault.raise_fault(k, flag, code, b, end)
     return k.r("selp.b32", start, 0, ok), k.r("selp.b32", k.r("sub.u32", end, start), 0, ok)
 
 
@@ -131,8 +144,10 @@ def varlen_sequence(k, P, b):
     is bottom-right per sequence, j <= i + len_k - len_q; 2 top-left), plus
     q_start and k_start (its first packed rows).  The caller moves its
     pointers with rebase() and uses batch 0 from then on."""
-    q_start, len_q = varlen_bounds(k, P["cu_q"], b, P["total_q"])
-    k_start, len_k = varlen_bounds(k, P["cu_k"], b, P["total_k"])
+    q_start, len_q = varlen_bounds(k, P["cu_q"], b, P["total_q"], P["seq_q"],
+                                   (P["flag"], op_fault.CU_Q))
+    k_start, len_k = varlen_bounds(k, P["cu_k"], b, P["total_k"], P["seq_k"],
+                                   (P["flag"], op_fault.CU_K))
     bottom_right = k.p("setp.eq.u32", P["causal"], 1)
     V = dict(P)
     V.update(seq_q=len_q, seq_k=len_k, q_start=q_start, k_start=k_start,

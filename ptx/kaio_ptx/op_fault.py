@@ -14,6 +14,8 @@ value into the error of the next stream sync.
 KV_SLOT = 1      # kv_cache_write: slot_mapping[where] = value, past the cache's rows
 SEQ_LEN = 2      # paged attention: seq_lens[where] = value, outside [0, capacity]
 PAGE_ID = 3      # paged attention: block_table row where holds page id value, past the pool
+CU_Q = 4         # varlen: cu_seqlens_q[where + 1] = value breaks the prefix sums or max_seqlen_q
+CU_K = 5         # varlen: the same of cu_seqlens_k and max_seqlen_k
 
 WHERE_MAX = (1 << 24) - 1
 

@@ -90,8 +90,7 @@ kaio_status paged_prefill_plan(kaio_device *device, AttentionVarlenPlan *plan) {
              d.variant != KAIO_ATTENTION_AUTO ? "paged prefill, variant set in the desc"
              : plan->sm90                     ? "paged prefill, AUTO: sm_90a"
                                               : "paged prefill, AUTO: sm_80");
-  // the device's op flag (allocated once per device), so one-shot calls report too
-  return device_op_flag(device, &plan->flag);
+  return KAIO_OK;
 }
 
 kaio_status paged_prefill_run(const AttentionVarlenPlan &plan, kaio_stream *stream,

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/kernel_family.hpp"
+#include "ops/op_flag.hpp"
 #include "ops/key_list.hpp"
 #include "ops/plan_log.hpp"
 #include "ops/tensor_map.hpp"
@@ -165,6 +166,9 @@ kaio_status plan_unlogged(kaio_device *device, bool backward, AttentionVarlenPla
   if (paged) KAIO_TRY(paged_prefill_check(d, plan->page_size));
   KAIO_TRY(check_shape_fields(d, backward, paged));
   KAIO_TRY(require_arch(device, 8, 0, "varlen attention (mma.sync m16n8k16, cp.async)"));
+  // bad device data (cu_seqlens; a paged cache's seq_lens and block table)
+  // is reported through the device's op flag, one-shot calls included
+  KAIO_TRY(device_op_flag(device, &plan->flag));
   if (paged) return paged_prefill_plan(device, plan);
   const unsigned bh = static_cast<unsigned>(d.batch * d.heads_q);
   int64_t tile = 0;
@@ -260,13 +264,17 @@ kaio_status check_lse(const kaio_tensor &t, const kaio_device *device,
   return check_shape("LSE", *out, d.heads_q, d.total_q);
 }
 
-// The kernels' tail parameters: cu_q, cu_k, total_q, total_k.
+// The kernels' tail parameters: cu_q, cu_k, total_q, total_k, and the
+// device's op flag, raised for a cu_seqlens pair that breaks the prefix sums
+// or the max_seqlen it was planned for.
 struct Packed {
   unsigned long long cu_q, cu_k;
   unsigned total_q, total_k;
-  Packed(const Views &v, const kaio_attention_varlen_desc &d)
+  unsigned long long flag;
+  Packed(const Views &v, const AttentionVarlenPlan &plan)
       : cu_q(v.cu_q.address), cu_k(v.cu_k.address),
-        total_q(static_cast<unsigned>(d.total_q)), total_k(static_cast<unsigned>(d.total_k)) {}
+        total_q(static_cast<unsigned>(plan.desc.total_q)),
+        total_k(static_cast<unsigned>(plan.desc.total_k)), flag(plan.flag->device_address()) {}
 };
 
 kaio_status run_forward(const AttentionVarlenPlan &plan, kaio_stream *stream,
@@ -287,7 +295,7 @@ kaio_status run_forward(const AttentionVarlenPlan &plan, kaio_stream *stream,
                                       {{"Q", &v.q}, {"K", &v.k}, {"V", &v.v},
                                        {"cu_seqlens_q", &v.cu_q}, {"cu_seqlens_k", &v.cu_k}}));
   }
-  Packed pk(v, d);
+  Packed pk(v, plan);
   unsigned long long po = v.o.address, pl = has_lse ? v.lse.address : 0, zero = 0;
   unsigned sq = static_cast<unsigned>(d.max_seqlen_q), sk = static_cast<unsigned>(d.max_seqlen_k),
            hq = static_cast<unsigned>(d.heads_q),
@@ -308,16 +316,21 @@ kaio_status run_forward(const AttentionVarlenPlan &plan, kaio_stream *stream,
     void *params[] = {&map_q,      &map_k,  &map_v, &po,        &pl,       &sq,
                       &sk,         &hq,     &group, &zero,      &o_ss,     &lse_rs,
                       &scale_log2, &causal, &off,   &out_dtype, &pk.cu_q,  &pk.cu_k,
-                      &pk.total_q, &pk.total_k};
-    return launch_builtin(device, plan.fwd, stream, params);
+                      &pk.total_q, &pk.total_k, &pk.flag};
+    KAIO_TRY(launch_builtin(device, plan.fwd, stream, params));
+    note_op_flag(stream, plan.flag);
+    return KAIO_OK;
   }
   unsigned long long pq = v.q.address, pkk = v.k.address, pv = v.v.address,
                      q_ss = v.q.row_stride, k_ss = v.k.row_stride, v_ss = v.v.row_stride;
   void *params[] = {&pq,     &pkk,  &pv,         &po,     &pl,   &sq,        &sk,
                     &hq,     &group, &zero,      &q_ss,   &zero, &k_ss,      &zero,
                     &v_ss,   &zero, &o_ss,       &lse_rs, &scale_log2,       &causal,
-                    &off,    &out_dtype, &pk.cu_q, &pk.cu_k, &pk.total_q,    &pk.total_k};
-  return launch_builtin(device, plan.fwd, stream, params);
+                    &off,    &out_dtype, &pk.cu_q, &pk.cu_k, &pk.total_q,    &pk.total_k,
+                    &pk.flag};
+  KAIO_TRY(launch_builtin(device, plan.fwd, stream, params));
+  note_op_flag(stream, plan.flag);  // after the launch: see ErrorFlagRegistry::ticket
+  return KAIO_OK;
 }
 
 kaio_status run_backward(const AttentionVarlenPlan &plan, kaio_stream *stream,
@@ -349,7 +362,7 @@ kaio_status run_backward(const AttentionVarlenPlan &plan, kaio_stream *stream,
   void *pre[] = {&p_do, &p_o, &p_ws, &rows, &tq, &hq, &hd, &zero, &do_ss, &zero, &o_ss, &o_f32};
   KAIO_TRY(launch_builtin(device, plan.pre, stream, pre));
 
-  Packed pk(v, d);
+  Packed pk(v, plan);
   unsigned long long pq = v.q.address, pkk = v.k.address, pv = v.v.address, pl = v.lse.address,
                      q_ss = v.q.row_stride, k_ss = v.k.row_stride, v_ss = v.v.row_stride,
                      lse_rs = v.lse.row_stride;
@@ -364,8 +377,9 @@ kaio_status run_backward(const AttentionVarlenPlan &plan, kaio_stream *stream,
                     &zero,  &k_ss,  &zero,    &v_ss,    &zero,       &do_ss,   &zero,
                     &ga_ss, &zero,  &gb_ss,   &lse_rs,  &scale,      &scale_log2,
                     &causal, &off,  &out_dtype, &pk.cu_q, &pk.cu_k,  &pk.total_q,
-                    &pk.total_k};
+                    &pk.total_k, &pk.flag};
   KAIO_TRY(launch_builtin(device, plan.dq, stream, params));
+  note_op_flag(stream, plan.flag);
   if (plan.dkdv.grid == 0) return KAIO_OK;  // max_seqlen_k 0: no key row to write
   ga = dk.address;
   ga_ss = dk.row_stride;

@@ -25,7 +25,7 @@ struct AttentionVarlenPlan : PlanBase {
   Workspace workspace;                // backward: Dv, Hq·total_q f32
   bool paged = false;                 // set before plan(): the paged prefill op
   int32_t page_size = 0;              // paged: set before plan()
-  std::shared_ptr<ErrorFlag> flag;    // paged: the device's op flag (bad seq_lens / block_table)
+  std::shared_ptr<ErrorFlag> flag;    // the device's op flag (bad cu_seqlens, seq_lens, block_table)
 
   kaio_status plan(kaio_device *device);
   // {Q, K, V, cu_q, cu_k, O, LSE}, {dO, Q, K, V, cu_q, cu_k, O, LSE, dQ, dK, dV}

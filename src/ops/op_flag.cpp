@@ -38,6 +38,18 @@ class OpErrorFlag final : public ErrorFlag {
                     "instead and that sequence's O and LSE were written as NaN. Fix the block "
                     "table: every page a sequence's length reaches must be a page of the pools.",
                     api_name(), static_cast<int32_t>(what), where);
+      case OpFault::cu_q:
+      case OpFault::cu_k: {
+        const char *side = static_cast<OpFault>(code) == OpFault::cu_q ? "q" : "k";
+        return fail(KAIO_ERROR_OUT_OF_BOUNDS,
+                    "%s: a varlen attention call on this stream found cu_seqlens_%s[%" PRIu32
+                    "] = %" PRId32 " (the end of sequence %" PRIu32 "), which is below its start, "
+                    "past total_%s, or more than max_seqlen_%s past its start; that sequence was "
+                    "treated as empty (its output rows were not written). Pass prefix sums from 0 "
+                    "that rise by at most max_seqlen_%s per sequence up to total_%s.",
+                    api_name(), side, where + 1, static_cast<int32_t>(what), where, side, side,
+                    side, side);
+      }
     }
     return fail(KAIO_ERROR_INTERNAL,
                 "%s: a built-in kernel left error flag 0x%016" PRIx64 ". Please report this.",

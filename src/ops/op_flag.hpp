@@ -23,6 +23,8 @@ enum class OpFault : uint32_t {
   kv_slot = 1,  // kv_cache_write: slot_mapping[where] = value >= the cache's rows
   seq_len = 2,  // paged attention: seq_lens[where] = value outside [0, the op's capacity]
   page_id = 3,  // paged attention: block_table row where holds page id value >= num_pages
+  cu_q = 4,     // varlen: cu_seqlens_q[where + 1] = value breaks the sums or max_seqlen_q
+  cu_k = 5,     // varlen: the same of cu_seqlens_k and max_seqlen_k
 };
 
 // The device's op flag, allocated on first use. Thread-safe.

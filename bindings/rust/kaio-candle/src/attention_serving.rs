@@ -348,8 +348,9 @@ impl CustomOp3 for FlashAttnVarlen {
 /// bottom-right aligned per sequence (key j <= i + len_k − len_q).
 /// `softmax_scale` must be finite and > 0 (candle-flash-attn's callers pass
 /// `1/√D`). D in {32, 64, 96, 128, 256}; Hq a multiple of Hkv. Returns O
-/// `[total_q, Hq, D]` in q's dtype; rows of no sequence (bad prefix sums are
-/// empty sequences, not errors) are 0. Forward only.
+/// `[total_q, Hq, D]` in q's dtype; rows of no sequence are 0. Bad prefix
+/// sums (or a length past max_seqlen) make that sequence empty, and the next
+/// [`crate::synchronize`] of the device reports them. Forward only.
 #[allow(clippy::too_many_arguments)]
 pub fn flash_attn_varlen(
     q: &Tensor,

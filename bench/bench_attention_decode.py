@@ -4,7 +4,8 @@
 the same stream.
 
     python3 bench/bench_attention_decode.py --lib build-gpu/src/libkaio.so [--iters 20]
-        [--baseline OLD/libkaio.so] [--sq 1] [--no-paged]
+        [--baseline OLD/libkaio.so] [--other NAME=LIB ...] [--sq 1] [--no-paged]
+        [--max-bytes N] [--no-peers]
 
 bf16, Hq 32, Hkv 8, D 128; B in {1, 8, 32, 128} x Sk in {1k, 8k, 32k, 128k}
 (shapes whose K+V cache and a paged copy of it do not fit in ~60 GB are
@@ -21,7 +22,8 @@ dst.copy_(src) of the same K+V bytes rotated the same way, run eagerly;
 "%copy" is (K+V bytes / time) / (2 x bytes / copy time), i.e. the read
 bandwidth against the copy's read+write bandwidth. --baseline times a second
 libkaio's prepared contiguous op on the same tensors (column "base"), for
-before/after comparisons in one process.
+before/after comparisons in one process; --other NAME=LIB (repeatable) times
+more libkaio builds the same way (columns "NAME µs"), to compare variants.
 """
 
 import argparse
@@ -209,7 +211,7 @@ def time_base(base, b, sk, sq, q, ks, vs, o, reps, iters):
         base.release()
 
 
-def bench_shape(kaio, b, sk, sq, iters, base=None, paged=True):
+def bench_shape(kaio, b, sk, sq, iters, base=None, paged=True, others=(), peers=True):
     kv_bytes = 2 * b * sk * HKV * D * 2
     copies = max(1, math.ceil(ROTATE_BYTES / kv_bytes)) if kv_bytes < (50 << 20) else 1
     reps = copies * max(1, math.ceil(4 / copies))
@@ -238,7 +240,12 @@ def bench_shape(kaio, b, sk, sq, iters, base=None, paged=True):
     kaio.lib.kaio_op_destroy(op)
     if base is not None:
         res["base_us"] = time_base(base, b, sk, sq, q, ks, vs, o, reps, iters)
+    for name, lib in others:
+        res["other_" + name] = time_base(lib, b, sk, sq, q, ks, vs, o, reps, iters)
     for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        if not peers:
+            res[name + "_us"] = None
+            continue
         fn, out, why = sdpa_call(backend, q, ks[0], vs[0])
         if fn is None:
             res[name + "_us"] = None
@@ -292,13 +299,18 @@ def main():
     ap.add_argument("--baseline", help="a second libkaio to time (prepared contiguous op)")
     ap.add_argument("--sq", type=int, action="append", help="only these Sq (repeatable)")
     ap.add_argument("--no-paged", action="store_true", help="skip the paged ops")
+    ap.add_argument("--other", action="append", default=[], metavar="NAME=LIB",
+                    help="another libkaio to time like --baseline (repeatable)")
+    ap.add_argument("--no-peers", action="store_true", help="skip SDPA flash and cuDNN")
     args = ap.parse_args()
     kaio = Kaio(args.lib)
     base = Kaio(args.baseline) if args.baseline else None
+    others = [(n, Kaio(p)) for n, p in (x.split("=", 1) for x in args.other)]
     print("device: %s, torch %s" % (torch.cuda.get_device_name(), torch.__version__))
     print("bf16 Hq %d Hkv %d D %d, no mask; µs per call (%% of copy bandwidth)" % (HQ, HKV, D))
     hdr = ("| B | Sk | Sq | K+V MiB | copy µs | kaio µs (%copy) | paged 16 | paged 128 | SDPA flash | cuDNN "
-           "| best peer / kaio |" + (" base µs | base / kaio |" if base else ""))
+           "| best peer / kaio |" + (" base µs | base / kaio |" if base else "")
+           + "".join(" %s µs |" % n for n, _ in others))
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
     for sq in args.sq or QROWS:
@@ -306,12 +318,14 @@ def main():
             for sk in SEQS:
                 if 2 * b * sk * HKV * D * 2 > args.max_bytes:
                     continue
-                r = bench_shape(kaio, b, sk, sq, args.iters, base, not args.no_paged)
+                r = bench_shape(kaio, b, sk, sq, args.iters, base, not args.no_paged, others,
+                                not args.no_peers)
                 peers = [r[k] for k in ("flash_us", "cudnn_us") if r.get(k)]
                 ratio = "%.2f" % (min(peers) / r["kaio_us"]) if peers else "n/a"
                 same = all(r.get("paged%d_same_bits" % p, True) for p in (16, 128))
                 bits = "" if same else " (paged O differs!)"
                 extra = (" %.1f | %.2f |" % (r["base_us"], r["base_us"] / r["kaio_us"])) if base else ""
+                extra += "".join(" %s |" % pct(r, "other_" + n) for n, _ in others)
                 print("| %d | %d | %d | %.0f | %.1f | %s | %s | %s | %s | %s | %s |%s%s" % (
                     b, sk, sq, r["MiB"], r["copy_us"], pct(r, "kaio_us"), pct(r, "paged16_us"),
                     pct(r, "paged128_us"), pct(r, "flash_us"), pct(r, "cudnn_us"), ratio, extra, bits),

@@ -62,6 +62,11 @@ BN = 16              # keys per warp tile
 NAN = "0f7FC00000"
 # Ring stages per warp: as many as keep 2 CTAs per SM for D <= 128.
 STAGES = {64: 6, 128: 3, 256: 3}
+# K/V copies ask L2 for 256 aligned bytes from DRAM at once (a head's row is
+# 128-512 bytes) and mark them evict-first (read once): on H100 the 1 GiB+
+# caches went from 96-98% to 98-99% of copy bandwidth, and the evict-first
+# hint kept B 32/128 x Sk 1k contiguous at 92-97% (bench/RESULTS.md).
+KV_PREFETCH = 256
 
 PARAMS = [(".u64", "q"), (".u64", "k"), (".u64", "v"), (".u64", "o"), (".u64", "lse"),
           (".u64", "ws_o"), (".u64", "ws_lse"), (".u64", "table"), (".u64", "lens"),
@@ -240,6 +245,7 @@ def decode_kernel(dt, d, paged):
     tcol16 = k.r("shl.b32", k.r("and.b32", lane, lcpr - 1), 4)
     soff = k.r("add.u32", k.r("mul.lo.u32", trow, p), tcol16)
     k_ss = k.rd("shl.b64", P["k_ss"], 1)
+    policy = cp_async.evict_first(k)
     v_ss = k.rd("shl.b64", P["v_ss"], 1)
     hcol = k.rd("mul.wide.u32", hk, 2 * d)
     if paged:
@@ -278,8 +284,10 @@ def decode_kernel(dt, d, paged):
             rr = k.r("add.u32", trow, it * rpi)
             ok = k.p("setp.lt.u32", rr, valid)
             size = k.r("selp.b32", 16, 0, ok)
-            cp_async.copy(k, "%s+%d" % (sdst, it * rpi * p), k.rd("selp.b64", kp, P["k"], ok), 16, size)
-            cp_async.copy(k, "%s+%d" % (sdst, tile + it * rpi * p), k.rd("selp.b64", vp, P["v"], ok), 16, size)
+            cp_async.copy(k, "%s+%d" % (sdst, it * rpi * p), k.rd("selp.b64", kp, P["k"], ok), 16, size,
+                          prefetch=KV_PREFETCH, policy=policy)
+            cp_async.copy(k, "%s+%d" % (sdst, tile + it * rpi * p), k.rd("selp.b64", vp, P["v"], ok), 16, size,
+                          prefetch=KV_PREFETCH, policy=policy)
             if it + 1 < iters:
                 kp = k.rd("add.u64", kp, kst)
                 vp = k.rd("add.u64", vp, vst)

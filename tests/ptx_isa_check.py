@@ -50,6 +50,9 @@ DOCUMENTED = (
     ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%f1, %f2, %f3, %f4}, "
      "{%r1, %r2, %r3, %r4}, {%r5, %r6}, {%f5, %f6, %f7, %f8};", "7.0", "sm_80"),
     ("cp.async.cg.shared.global [%r1], [%rd1], 16, %r2;", "7.0", "sm_80"),
+    ("cp.async.cg.shared.global.L2::256B [%r1], [%rd1], 16, %r2;", "7.4", "sm_80"),
+    ("cp.async.cg.shared.global.L2::cache_hint [%r1], [%rd1], 16, %r2, %rd2;", "7.4", "sm_80"),
+    ("createpolicy.fractional.L2::evict_first.b64 %rd1, 1.0;", "7.4", "sm_80"),
     ("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r1, %r2, %r3, %r4}, [%r5];", "6.5", "sm_75"),
 )
 # Below every documented minimum: what a line no table entry matches gets.

@@ -35,6 +35,9 @@ TABLE = (
     # bf16 arithmetic other than fma, and conversions from bf16.
     (r"^cvt\.(\w+\.)*f32\.bf16$", "7.8", "sm_90"),
     (r"^(add|sub|mul)\.rn\.bf16", "7.8", "sm_90"),
+    # cp.async with an L2 prefetch size (.L2::64B/128B/256B) or cache hint.
+    (r"^cp\.async\.c[ag]\.shared\.global\.L2::", "7.4", "sm_80"),
+    (r"^createpolicy\.", "7.4", "sm_80"),
     # Within the floor; listed so that the table says what needs sm_80.
     (r"^mma\.sync\.aligned\.m16n8k\d+\..*bf16", "7.0", "sm_80"),
     (r"^cp\.async\.(ca|cg|commit_group|wait_group|wait_all)", "7.0", "sm_80"),

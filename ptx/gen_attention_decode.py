@@ -33,8 +33,8 @@ Masking: key j of sequence b (length L) is visible to query row i iff j < L
   j <= i.  A row that sees no key gets O = 0, LSE = -inf.
 Paged bounds: a length outside [0, seq_k] or a page id outside
   [0, num_pages) is clamped (length) or replaced by page 0, the sequence's O
-  and LSE become NaN and, when flag != 0, atom.max writes
-  (kind << 56 | b << 32 | value) there (kind 1: length, 2: page id).
+  and LSE become NaN and, when flag != 0, the device's op flag is raised
+  (kaio_ptx/op_fault.py: SEQ_LEN, PAGE_ID).
 Host guarantees: 16-byte aligned starts, strides multiples of 8 elements,
   heads_q = group * Hkv, page_size = 1 << page_shift >= 16, seq_k <=
   max_pages << page_shift, every contiguous row in bounds.
@@ -42,8 +42,8 @@ Host guarantees: 16-byte aligned starts, strides multiples of 8 elements,
 
 import sys
 
-from kaio_ptx import cli, cp_async
-from kaio_ptx.attention import Kernel
+from kaio_ptx import cli, cp_async, op_fault
+from kaio_ptx.attention import Kernel, raise_flag
 from kaio_ptx.control import cases, loop, skip_if
 from kaio_ptx.dtypes import OUT_DTYPES
 from kaio_ptx.literals import LN2, NEG_INF
@@ -88,14 +88,6 @@ def pitch(d):
 def mma(k, dt, d, a, b):
     k.op("mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 {%s}, {%s}, {%s}, {%s}"
          % (dt, dt, ", ".join(d), ", ".join(a), ", ".join(b), ", ".join(d)))
-
-
-def raise_flag(k, P, kind, b, value):
-    """atom.max of (kind << 56 | b << 32 | value) into the flag, if any."""
-    with skip_if(k, k.p("setp.eq.u64", P["flag"], 0), "no_flag"):
-        code = k.rd("or.b64", k.rd("shl.b64", k.wide(b), 32), k.wide(value))
-        code = k.rd("or.b64", code, kind << 56)
-        k.op("atom.global.max.u64 %s, [%s], %s" % (k.reg("rd"), P["flag"], code))
 
 
 def row_out(k, P, b, hk, r):
@@ -186,7 +178,7 @@ def decode_kernel(dt, d, paged):
         k.op("setp.ne.u32 %s, %s, %s" % (bad, length, lv))
         with skip_if(k, "!" + bad, "len_ok"):
             with skip_if(k, k.p("setp.ne.u32", tid, 0), "not_t0"):
-                raise_flag(k, P, 1, b, lv)
+                raise_flag(k, P, op_fault.SEQ_LEN, b, lv)
     else:
         k.op("mov.u32 %s, %s" % (length, P["seq_k"]))
     # key j visible to query i iff j < i + off + 1 (causal), off = L - Sq (1) or 0 (2)
@@ -266,7 +258,7 @@ def decode_kernel(dt, d, paged):
             with skip_if(k, "!" + pbad, "page_ok"):
                 k.op("setp.eq.u32 %s, %s, %s" % (bad, lane, lane))
                 with skip_if(k, k.p("setp.ne.u32", lane, 0), "not_l0"):
-                    raise_flag(k, P, 2, b, page)
+                    raise_flag(k, P, op_fault.PAGE_ID, b, page)
             page = k.r("selp.b32", 0, page, pbad)
             prow = k.r("add.u32", k.r("shl.b32", page, P["page_shift"]), k.r("and.b32", kv0, pmask))
         else:

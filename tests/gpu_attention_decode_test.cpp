@@ -411,7 +411,7 @@ TEST_F(GpuAttentionDecode, PagedBadDeviceDataGivesNanAndError) {
     KT_OK(kaio_op_create_attention_paged(&op, dev(), &d, &pd));
     kt::Op guard(op);
     Dev good_lens = upload_i32({len, len, len}, 1, 3);
-    const std::string bad_len = "seq_lens[1] is " + std::to_string(sk + 1);
+    const std::string bad_len = "seq_lens[1] = " + std::to_string(sk + 1);
     const struct {
       const Dev *table, *lens;
       int64_t bad_seq;
@@ -437,6 +437,14 @@ TEST_F(GpuAttentionDecode, PagedBadDeviceDataGivesNanAndError) {
         EXPECT_EQ(lse_nan, b == r.bad_seq ? c.hq : 0) << "sequence " << b;
       }
     }
+    // The one-shot call reports through the device's op flag too.
+    Dev o = poisoned(c.dt, c.b * c.sq, c.hq * c.d);
+    KT_OK(kaio_attention_paged(stream(), &in.dq.view, &in.dk.view, &in.dv.view, &bad_table.view,
+                               &good_lens.view, &o.view, nullptr, &d, &pd));
+    EXPECT_EQ(kaio_stream_synchronize(stream()), KAIO_ERROR_OUT_OF_BOUNDS);
+    EXPECT_NE(std::string(kaio_last_error()).find("page id 1048576"), std::string::npos)
+        << kaio_last_error();
+    KT_OK(kaio_stream_synchronize(stream()));
   }
 }
 

@@ -124,10 +124,13 @@ TEST_F(FakeDecode, PagedLaunchesThePagedKernel) {
                              nullptr, &d, &p));
   EXPECT_EQ(last_name(grid), "kaio_attn_decode_paged_bf16_d128");
   EXPECT_EQ(grid[0], 1u);
+  const uint64_t flag = kt::launch_param<uint64_t>(9);
+  EXPECT_NE(flag, 0u);  // one-shot too: the device's op flag
   kaio_op *op = nullptr;
   KT_OK(kaio_op_create_attention_paged(&op, dev_.get(), &d, &p));
   kt::Op guard(op);
   KT_OK(kaio_op_launch(op, stream_.get(), v.t, 7));
+  EXPECT_EQ(kt::launch_param<uint64_t>(9), flag);
   KT_OK(kaio_stream_synchronize(stream_.get()));
 }
 

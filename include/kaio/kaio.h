@@ -1568,10 +1568,10 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_rope_kv_cache_write(
  * Device data is not checked on the host. A length outside [0, seq_k] is
  * clamped into it and a page id outside [0, num_pages) replaced by page 0,
  * so no byte outside the pools or the table is ever read; that sequence's
- * O and LSE are then written as NaN, and a prepared op's next
- * kaio_stream_synchronize (of the kaio_stream it was launched on) returns
- * KAIO_ERROR_OUT_OF_BOUNDS naming the sequence and the bad value. The
- * one-shot call only writes the NaNs (it has no flag to report through).
+ * O and LSE are then written as NaN, and the next kaio_stream_synchronize
+ * (of a kaio_stream it was launched on; one-shot calls too) returns
+ * KAIO_ERROR_OUT_OF_BOUNDS naming the sequence and the bad value (the
+ * device's op flag, shared by every op that reports device data).
  * ======================================================================== */
 typedef struct kaio_attention_paged_desc {
     uint32_t struct_size;          /* sizeof(kaio_attention_paged_desc)            */
@@ -1586,8 +1586,8 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_attention_paged_desc_init(
 /* A prepared paged decode attention.
  *        launch tensors: {Q, K pool, V pool, block_table, seq_lens, O, LSE}
  * LSE may be a view with a NULL buffer: then it is not written. The op owns
- * the split workspace (as a prepared KAIO_ATTENTION_DECODE op) and a
- * device-side bounds flag; its launches allocate nothing and are
+ * the split workspace (as a prepared KAIO_ATTENTION_DECODE op) and reports
+ * bad device data through the device's op flag; its launches allocate nothing and are
  * graph-capturable (a replayed graph's bounds errors are not reported:
  * check a launch outside the graph). Launches of one op must not run
  * concurrently on different streams.

@@ -15,6 +15,7 @@
 #include "kernels/module_cache.hpp"
 #include "ops/attention.hpp"
 #include "ops/key_list.hpp"
+#include "ops/op_flag.hpp"
 #include "ops/plan_log.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/buffer_copy.hpp"
@@ -38,30 +39,6 @@ constexpr double kTieBytes = 1 << 20;
 constexpr int64_t kMaxSplits = 128;       // the merge's weights: 128 per row in shared memory
 constexpr int64_t kPageSizes[] = {16, 32, 64, 128, 256};
 
-// The paged kernels' bounds flag: kind << 56 | b << 32 | value.
-class PagedFlag final : public ErrorFlag {
- public:
-  kaio_status report(uint64_t value) const override {
-    const unsigned kind = static_cast<unsigned>(value >> 56);
-    const unsigned b = static_cast<unsigned>((value >> 32) & 0xffffff);
-    const int32_t bad = static_cast<int32_t>(static_cast<uint32_t>(value));
-    if (kind == 1)
-      return fail(KAIO_ERROR_OUT_OF_BOUNDS,
-                  "%s: paged attention: seq_lens[%u] is %" PRId32 ", outside [0, desc->seq_k]; "
-                  "the length was clamped and sequence %u's O and LSE were written as NaN. "
-                  "Pass lengths between 0 and the op's seq_k.",
-                  api_name(), b, bad, b);
-    if (kind == 2)
-      return fail(KAIO_ERROR_OUT_OF_BOUNDS,
-                  "%s: paged attention: block_table row %u holds page id %" PRId32
-                  ", outside [0, num_pages); page 0 was read instead and sequence %u's O and LSE "
-                  "were written as NaN. Fix the block table.",
-                  api_name(), b, bad, b);
-    return fail(KAIO_ERROR_INTERNAL,
-                "%s: paged attention left error flag 0x%016" PRIx64 ". Please report this.",
-                api_name(), value);
-  }
-};
 
 unsigned u32(int64_t v) { return static_cast<unsigned>(v); }
 
@@ -159,11 +136,8 @@ kaio_status plan_decode(kaio_device *device, AttentionPlan *plan) {
                                                    : "AUTO: seq_q <= 16",
                 splits, chunk);
   log_kernel(device, plan->fwd.function, why);
-  if (plan->paged && plan->prepared) {
-    auto flag = std::make_shared<PagedFlag>();
-    KAIO_TRY(flag->allocate(device));
-    plan->flag = std::move(flag);
-  }
+  // bad seq_lens / block_table entries: the device's op flag, one-shot calls too
+  if (plan->paged) KAIO_TRY(device_op_flag(device, &plan->flag));
   if (splits == 1) return KAIO_OK;
   // partial O [splits * total][D] f32, LSE [splits * total] f32, then one
   // u32 count per (z, row block), zero before the first launch (each launch
@@ -229,7 +203,7 @@ kaio_status launch_decode(const kaio_device *device, const AttentionPlan &plan,
                     &a.o_ss,   &a.lse_rs,    &a.table_rs, &a.num_pages, &a.page_shift,
                     &a.scale_log2, &a.causal, &a.out_dtype};
   KAIO_TRY(launch_builtin(device, plan.fwd, stream, params));
-  if (plan.flag) stream->error_flags->note(plan.flag);  // after the launch: see ticket()
+  if (plan.flag) note_op_flag(stream, plan.flag);  // after the launch: see ticket()
   return KAIO_OK;
 }
 

@@ -14,8 +14,9 @@ import "runtime"
 // for NewAttentionOp. desc: Variant Auto or Decode, SeqQ <= 16, HeadDim 64,
 // 128 or 256, SeqK the longest length any sequence may have. Device data
 // is not checked on the host: a bad length or page id reads inside the
-// pools only and writes that sequence's O and LSE as NaN; a prepared op's
-// next Synchronize also returns StatusOutOfBounds naming it.
+// pools only and writes that sequence's O and LSE as NaN, and the next
+// Synchronize of the stream returns StatusOutOfBounds naming it (one-shot
+// calls too).
 
 // AttentionPagedDesc is the paging of the KV pools. Start from
 // DefaultAttentionPagedDesc.
@@ -44,7 +45,7 @@ func (a AttentionPagedDesc) c(defaults bool) (C.kaio_attention_paged_desc, error
 
 // NewAttentionPagedOp prepares paged decode attention. Launch tensors: Q,
 // K pool, V pool, blockTable, seqLens, O, LSE (Tensor{}: not written). The
-// op owns the key-split workspace and a bounds flag: launches allocate
+// op owns the key-split workspace: launches allocate
 // nothing and are graph-capturable, but one op must not run on two streams
 // at once.
 func (d *Device) NewAttentionPagedOp(desc AttentionDesc, paged AttentionPagedDesc) (*Op, error) {
@@ -63,7 +64,7 @@ func (d *Device) NewAttentionPagedOp(desc AttentionDesc, paged AttentionPagedDes
 }
 
 // AttentionPaged is the one-shot paged decode attention: no key split,
-// nothing allocated, bad device data only gives NaN (no status). lse
+// nothing allocated; bad device data is reported as for the op. lse
 // Tensor{}: not written.
 func AttentionPaged(s *Stream, q, kPool, vPool, blockTable, seqLens, o, lse Tensor, desc AttentionDesc, paged AttentionPagedDesc) error {
 	cd, err := desc.c(false)

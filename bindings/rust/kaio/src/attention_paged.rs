@@ -61,9 +61,9 @@ impl Op {
     /// length any sequence may have and sizes the split workspace). Launch
     /// tensors: `[Q, K pool, V pool, block_table, seq_lens, O, LSE]`
     /// ([`PagedKv::tensors`] builds them); LSE may be [`TensorView::none`].
-    /// Owns the split workspace and a bounds flag: a bad length or page id
-    /// gives NaN rows and `OUT_OF_BOUNDS` from the next
-    /// [`Stream::synchronize`]. Launches must not run on two streams at once.
+    /// Owns the split workspace; a bad length or page id gives NaN rows and
+    /// `OUT_OF_BOUNDS` from the next [`Stream::synchronize`] (the device's
+    /// op flag). Launches must not run on two streams at once.
     pub fn attention_paged(device: &Device, desc: &AttentionDesc, paged: &AttentionPagedDesc) -> Result<Op> {
         let (d, pd) = (desc.to_raw()?, paged.to_raw()?);
         let mut p = ptr::null_mut();
@@ -81,7 +81,8 @@ impl<'a> PagedKv<'a> {
 }
 
 /// One-shot paged decode attention (see [`Op::attention_paged`]): no key
-/// split, allocates nothing; bad device data gives NaN rows, unreported.
+/// split, allocates nothing; bad device data gives NaN rows, reported as
+/// for the op.
 /// `lse` None: not written.
 pub fn attention_paged(
     stream: &Stream,

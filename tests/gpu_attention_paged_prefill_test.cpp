@@ -311,9 +311,12 @@ void GpuAttentionPagedPrefill::bad_device_data(kaio_attention_variant v) {
   lens[2] = -5;
   KT_OK(kaio_buffer_write(b.sl.buf.get(), 0, lens.data(), lens.size() * 4));
   EXPECT_EQ(paged(c, b, c.variant, &o, &l), KAIO_ERROR_OUT_OF_BOUNDS);
-  // the device's op flag keeps the larger code: the page id (of row 1)
+  // the device's op flag keeps the largest value: a page id (PAGE_ID is
+  // above SEQ_LEN), of the highest block-table row that had one (sequence 2's
+  // clamped length reaches its unused entries)
   const std::string why = kaio_last_error();
-  EXPECT_NE(why.find("page id 1048576 in block_table row 1"), std::string::npos) << why;
+  EXPECT_NE(why.find("page id"), std::string::npos) << why;
+  EXPECT_NE(why.find("in block_table row"), std::string::npos) << why;
   KT_OK(kaio_stream_synchronize(stream()));  // reported once
   // The one-shot call reports through the same flag.
   {
@@ -326,7 +329,8 @@ void GpuAttentionPagedPrefill::bad_device_data(kaio_attention_variant v) {
     KT_OK(kaio_attention_paged_prefill(stream(), &b.q.view, &b.kpool.view, &b.vpool.view, &b.cuq.view,
                                        &b.tab.view, &b.sl.view, &od.view, nullptr, &d, &pd));
     EXPECT_EQ(kaio_stream_synchronize(stream()), KAIO_ERROR_OUT_OF_BOUNDS);
-    EXPECT_NE(std::string(kaio_last_error()).find("kaio_stream_synchronize"), std::string::npos)
+    EXPECT_NE(std::string(kaio_last_error()).find("kaio_stream_synchronize: a paged attention"),
+              std::string::npos)
         << kaio_last_error();
     KT_OK(kaio_stream_synchronize(stream()));
   }

@@ -931,6 +931,7 @@ def split_finish(k, R, dt):
 
 
 KEY_BITS = 12      # stage 7's histogram: 4096 bins in s_hist_mass
+KEEP = 4           # stage 7: the largest keys each thread keeps while reading
 
 
 def key_bin(k, dt, key):
@@ -941,43 +942,46 @@ def key_bin(k, dt, key):
 
 def fast_topk(k, R, dt):
     """Stage 7, top-k (and min-p) without top-p, in one launch.  Each CTA
-    reads its quads once for the max, a histogram of key_bin and each
-    thread's two largest keys, takes the bin b where its own count from the
-    top reaches k (all its tokens when it has fewer), and appends its tokens
-    of bins >= b to the row's candidates: the row's k-th largest key is at
-    least the CTA's, so every token top-k keeps is a candidate.  A thread's
-    two kept tokens are all of its own there unless the second is in a bin
-    >= b too (then it reads its quads again).  The row's last CTA finds the
-    exact threshold key among the candidates and draws over them; rows with
-    top-k off or more than FAST_CAND candidates take the one-CTA passes over
-    the whole row there instead (the same bits either way)."""
+    reads its quads once for the max and each thread's KEEP largest keys.
+    A histogram of key_bin over those kept keys gives the bin b where their
+    count from the top reaches k (all tokens when there are fewer): the
+    CTA's k-th largest key is in b or above (the kept keys are some of its
+    keys), and the row's is at least the CTA's, so every token top-k keeps
+    is in a bin >= b.  The CTA passes those on to the row's candidates: a
+    thread's kept ones, or, where its KEEP-th kept key is in a bin >= b too
+    (rare), its quads read again.  The row's last CTA finds the exact
+    threshold key among the candidates and draws over them; rows with top-k
+    off or more than FAST_CAND candidates take the one-CTA passes over the
+    whole row there instead (the same bits either way)."""
     nbins = 1 << KEY_BITS
     for b0 in range(0, nbins, BLOCK):
         a = k.r("add.u32", R.s_hist_mass, k.r("shl.b32", k.r("add.u32", R.tid, b0), 2))
         k.op("st.shared.u32 [%s], 0" % a)
-    bar(k)
     bv, bi, bx = k.f("mov.f32", NEG_INF), k.r("mov.u32", NONE), k.f("mov.f32", ZERO)
-    # the thread's two largest keys (0: none; every valid key is above 0)
-    k1, i1, k2, i2 = k.r("mov.u32", 0), k.r("mov.u32", 0), k.r("mov.u32", 0), k.r("mov.u32", 0)
+    # the thread's largest keys, in order (0: none; every valid key is above 0)
+    ks = [k.r("mov.u32", 0) for _ in range(KEEP)]
+    ids = [k.r("mov.u32", 0) for _ in range(KEEP)]
 
-    def max_hist(q, elems):
+    def max_top(q, elems):
         for x, key, valid, i in elems:
             take = k.p("setp.gt.f32", x, bv)
             take = k.p("or.pred", take, k.p("setp.eq.u32", bi, NONE))
             take = k.p("and.pred", take, valid)
             k.op("selp.f32 %s, %s, %s, %s" % (bv, x, bv, take))
             k.op("selp.b32 %s, %s, %s, %s" % (bi, i, bi, take))
-            gt1 = k.p("setp.gt.and.u32", key, k1, valid)
-            gt2 = k.p("setp.gt.and.u32", key, k2, valid)
-            k.op("selp.b32 %s, %s, %s, %s" % (k2, key, k2, gt2))
-            k.op("selp.b32 %s, %s, %s, %s" % (i2, i, i2, gt2))
-            k.op("selp.b32 %s, %s, %s, %s" % (k2, k1, k2, gt1))
-            k.op("selp.b32 %s, %s, %s, %s" % (i2, i1, i2, gt1))
-            k.op("selp.b32 %s, %s, %s, %s" % (k1, key, k1, gt1))
-            k.op("selp.b32 %s, %s, %s, %s" % (i1, i, i1, gt1))
-            a = k.r("add.u32", R.s_hist_mass, k.r("shl.b32", key_bin(k, dt, key), 2))
-            k.op("@%s red.shared.add.u32 [%s], 1" % (valid, a))
-    each_quad(k, R, dt, max_hist)
+            with skip_if(k, "!" + k.p("setp.gt.and.u32", key, ks[-1], valid), "ins"):
+                gts = [k.p("setp.gt.u32", key, kj) for kj in ks]
+                for j in range(KEEP - 1, -1, -1):
+                    k.op("selp.b32 %s, %s, %s, %s" % (ks[j], key, ks[j], gts[j]))
+                    k.op("selp.b32 %s, %s, %s, %s" % (ids[j], i, ids[j], gts[j]))
+                    if j:
+                        k.op("selp.b32 %s, %s, %s, %s" % (ks[j], ks[j - 1], ks[j], gts[j - 1]))
+                        k.op("selp.b32 %s, %s, %s, %s" % (ids[j], ids[j - 1], ids[j], gts[j - 1]))
+    each_quad(k, R, dt, max_top)
+    bar(k)      # the histogram is clear
+    for kj in ks:
+        a = k.r("add.u32", R.s_hist_mass, k.r("shl.b32", key_bin(k, dt, kj), 2))
+        k.op("@%s red.shared.add.u32 [%s], 1" % (k.p("setp.ne.u32", kj, 0), a))
     bar(k)
     block_argmax(k, R, (bv, bi, bx))
     with skip_if(k, k.p("setp.ne.or.u32", R.tid, 0, k.p("setp.eq.u32", bi, NONE)), "max_out"):
@@ -993,28 +997,42 @@ def fast_topk(k, R, dt):
     k.op("mov.u32 %s, %s" % (bmin, b))
     k.place(all_in)
 
-    def store(i):
-        slot = k.r("atom.global.add.u32", ws_at(R, WS_NC_K), 1)
-        with skip_if(k, k.p("setp.ge.u32", slot, FAST_CAND), "cand_full"):
-            k.op("st.global.u32 [%s+%d], %s" % (k.rd("add.u64", R.st, k.rd("mul.wide.u32", slot, 4)),
-                                                WS_FAST, i))
-            k.op("membar.gl")      # before count_in: the last CTA reads it
+    def above(kj):
+        return k.p("setp.ge.and.u32", key_bin(k, dt, kj), bmin, k.p("setp.ne.u32", kj, 0))
+    again = above(ks[-1])
+    own = k.p("not.pred", again)
+    mine, cnt = [], k.r("mov.u32", 0)
+    for kj in ks:
+        h = k.p("and.pred", above(kj), own)
+        k.op("@%s add.u32 %s, %s, 1" % (h, cnt, cnt))
+        mine.append(h)
+    # one slot reservation for the CTA's own candidates
+    excl, total = block_scan_u64(k, R, k.rd("cvt.u64.u32", cnt))
+    with skip_if(k, k.p("setp.ne.u32", R.tid, 0), "cand_base"):
+        base = k.r("atom.global.add.u32", ws_at(R, WS_NC_K), k.r("cvt.u32.u64", total))
+        k.op("st.shared.u32 [s_bc+32], %s" % base)
+    bar(k)
+    slot = k.r("add.u32", k.r("ld.shared.u32", "[s_bc+32]"), k.r("cvt.u32.u64", excl))
+    for h, ij in zip(mine, ids):
+        with skip_if(k, "!" + h, "own"):
+            with skip_if(k, k.p("setp.ge.u32", slot, FAST_CAND), "own_full"):
+                k.op("st.global.u32 [%s+%d], %s" % (k.rd("add.u64", R.st, k.rd("mul.wide.u32", slot, 4)),
+                                                    WS_FAST, ij))
+            k.op("add.u32 %s, %s, 1" % (slot, slot))
+    with skip_if(k, k.p("setp.eq.u32", cnt, 0), "own_fence"):
+        k.op("membar.gl")      # before count_in: the last CTA reads them
 
     def collect(q, elems):
         for x, key, valid, i in elems:
             hit = k.p("setp.ge.and.u32", key_bin(k, dt, key), bmin, valid)
             with skip_if(k, "!" + hit, "cand"):
-                store(i)
-    again = k.p("setp.ge.and.u32", key_bin(k, dt, k2), bmin, k.p("setp.ne.u32", k2, 0))
-    kept = k.label("kept")
+                slot = k.r("atom.global.add.u32", ws_at(R, WS_NC_K), 1)
+                with skip_if(k, k.p("setp.ge.u32", slot, FAST_CAND), "cand_full"):
+                    k.op("st.global.u32 [%s+%d], %s" % (k.rd("add.u64", R.st, k.rd("mul.wide.u32", slot, 4)),
+                                                        WS_FAST, i))
+                    k.op("membar.gl")
     with skip_if(k, "!" + again, "again"):
         each_quad(k, R, dt, collect)
-        k.op("bra %s" % kept)
-    for kk, ii in ((k1, i1), (k2, i2)):
-        hit = k.p("setp.ge.and.u32", key_bin(k, dt, kk), bmin, k.p("setp.ne.u32", kk, 0))
-        with skip_if(k, "!" + hit, "own"):
-            store(ii)
-    k.place(kept)
     k.place(collected)
 
     count_in(k, R)

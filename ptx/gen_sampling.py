@@ -29,6 +29,10 @@ load per quad where the row is aligned for it.
      tokens, so a token's draw does not depend on the batch or the launch.
      The same pass sums the kept mass for the chosen token's probability.
 
+kaio_sample_split_<dt>: a row over several CTAs, one launch per pass (the
+same bits); top-k without top-p in one launch that reads the row once
+(fast_topk).
+
 kaio_sample_penalty_<dt>: one CTA per row copies the row as f32 into the op's
 workspace and applies the repetition, presence and frequency penalties of the
 row's previous tokens (counted with global atomics in a second workspace that
@@ -602,10 +606,8 @@ def block_sum_u64(k, R, s):
     bar(k)
 
 
-def draw_pass(k, R, dt, thr_all):
-    """The Gumbel-max draw over the CTA's kept tokens: (score, token, its
-    log2-weight) of the best and the kept mass in 1.31 fixed point (an
-    exact sum: the same bits however the row is split), over the CTA."""
+def draw_setup(k, R):
+    """(min_p clamped to [0, 1], 0 when off; seed; offset) of the row."""
     minp, has_m = load_opt(k, R, "min_p", "f", ZERO)
     m_on = k.p("setp.gt.and.f32", minp, ZERO, has_m)
     minp = k.f("min.f32", minp, ONE)
@@ -613,6 +615,31 @@ def draw_pass(k, R, dt, thr_all):
     rngp = row_ptr(k, R.p["rng"], R.row, R.p["rng_stride"])
     seed = [k.r("ld.global.u32", "[%s]" % rngp), k.r("ld.global.u32", "[%s+4]" % rngp)]
     off = [k.r("ld.global.u32", "[%s+8]" % rngp), k.r("ld.global.u32", "[%s+12]" % rngp)]
+    return minp, seed, off
+
+
+def draw_take(k, best, l2w, w, keep, i, r):
+    """Token i's Gumbel score from its Philox word r; best = (score, token,
+    log2-weight, kept mass) takes it if kept and better (lower index on ties)."""
+    sv, si, sx, zsum = best
+    u = k.f("fma.rn.f32", k.f("cvt.rn.f32.u32", k.r("shr.u32", r, 8)), f32(2.0 ** -24), f32(2.0 ** -25))
+    e = k.f("mul.rn.f32", k.f("lg2.approx.ftz.f32", u), f32(-LN2))
+    s = k.f("sub.rn.f32", l2w, k.f("lg2.approx.ftz.f32", e))
+    k.op("@%s add.u64 %s, %s, %s" % (keep, zsum, zsum, k.rd("cvt.u64.u32", fixed_of(k, w))))
+    take = k.p("setp.gt.f32", s, sv)
+    take = k.p("or.pred", take, k.p("setp.eq.u32", si, NONE))
+    take = k.p("and.pred", take, keep)
+    take = k.p("and.pred", take, k.p("setp.num.f32", s, s))
+    k.op("selp.f32 %s, %s, %s, %s" % (sv, s, sv, take))
+    k.op("selp.b32 %s, %s, %s, %s" % (si, i, si, take))
+    k.op("selp.f32 %s, %s, %s, %s" % (sx, l2w, sx, take))
+
+
+def draw_pass(k, R, dt, thr_all):
+    """The Gumbel-max draw over the CTA's kept tokens: (score, token, its
+    log2-weight) of the best and the kept mass in 1.31 fixed point (an
+    exact sum: the same bits however the row is split), over the CTA."""
+    minp, seed, off = draw_setup(k, R)
     sv, si, sx = k.f("mov.f32", NEG_INF), k.r("mov.u32", NONE), k.f("mov.f32", ZERO)
     zsum = k.rd("mov.u64", 0)
 
@@ -630,17 +657,7 @@ def draw_pass(k, R, dt, thr_all):
         with skip_if(k, "!" + any_kept, "none_kept"):
             rnd = philox(k, q, seed, off)
             for (l2w, w, keep, i), r in zip(kept, rnd):
-                u = k.f("fma.rn.f32", k.f("cvt.rn.f32.u32", k.r("shr.u32", r, 8)), f32(2.0 ** -24), f32(2.0 ** -25))
-                e = k.f("mul.rn.f32", k.f("lg2.approx.ftz.f32", u), f32(-LN2))
-                s = k.f("sub.rn.f32", l2w, k.f("lg2.approx.ftz.f32", e))
-                k.op("@%s add.u64 %s, %s, %s" % (keep, zsum, zsum, k.rd("cvt.u64.u32", fixed_of(k, w))))
-                take = k.p("setp.gt.f32", s, sv)
-                take = k.p("or.pred", take, k.p("setp.eq.u32", si, NONE))
-                take = k.p("and.pred", take, keep)
-                take = k.p("and.pred", take, k.p("setp.num.f32", s, s))
-                k.op("selp.f32 %s, %s, %s, %s" % (sv, s, sv, take))
-                k.op("selp.b32 %s, %s, %s, %s" % (si, i, si, take))
-                k.op("selp.f32 %s, %s, %s, %s" % (sx, l2w, sx, take))
+                draw_take(k, (sv, si, sx, zsum), l2w, w, keep, i, r)
     each_quad(k, R, dt, draw_body)
     block_sum_u64(k, R, zsum)
     block_argmax(k, R, (sv, si, sx))
@@ -723,7 +740,13 @@ WS_CPW = WS_CPK + CAND * 4
 SPLIT_ROW_BYTES = WS_CPW + CAND * 8
 SPLIT_RESET_BYTES = WS_CK
 assert SPLIT_ROW_BYTES == 32896, "update kSplitRowBytes in src/ops/sampling.cpp"
-STAGES = [(1, "max"), (2, "k_hist"), (3, "k_collect"), (4, "p_hist"), (5, "p_collect"), (6, "draw")]
+STAGES = [(1, "max"), (2, "k_hist"), (3, "k_collect"), (4, "p_hist"), (5, "p_collect"), (6, "draw"),
+          (7, "topk")]
+# Stage 7 (top-k without top-p): the row's candidate tokens (u32 indices)
+# where top-p's lists lie on the staged path.
+FAST_CAND = BLOCK
+WS_FAST = WS_CK
+assert WS_FAST + FAST_CAND * 4 <= SPLIT_ROW_BYTES
 
 
 def pack(k, v, i):
@@ -857,10 +880,8 @@ def split_resolve(k, R, dt, mass, thr_lo, out_thr):
     k.place(done)
 
 
-def split_finish(k, R, dt):
-    """The row's CTAs count themselves in; the last writes the row's result
-    from the combined partials and zeroes the row's record for the next
-    launch (every other CTA of the row is done with it)."""
+def count_in(k, R):
+    """The row's CTAs count themselves in; all but the last return."""
     bar(k)
     with skip_if(k, k.p("setp.ne.u32", R.tid, 0), "count"):
         k.op("membar.gl")
@@ -869,6 +890,24 @@ def split_finish(k, R, dt):
     bar(k)
     k.op("@%s ret" % k.p("setp.eq.u32", k.r("ld.shared.u32", "[s_bc+56]"), 0))
     k.op("membar.gl")
+
+
+def reset_record(k, R):
+    """The row's last CTA zeroes the row's record for the next launch (every
+    other CTA of the row is done with it)."""
+    bar(k)      # every thread has read the record
+    for o in range(0, SPLIT_RESET_BYTES, 16 * BLOCK):
+        at = k.r("add.u32", k.r("shl.b32", R.tid, 4), o)
+        with skip_if(k, k.p("setp.ge.u32", at, SPLIT_RESET_BYTES), "reset"):
+            k.op("st.global.v4.u32 [%s], {0, 0, 0, 0}" % k.rd("add.u64", R.st, k.rd("cvt.u64.u32", at)))
+    k.op("ret")
+
+
+def split_finish(k, R, dt):
+    """The row's CTAs count themselves in; the last writes the row's result
+    from the combined partials and zeroes the row's record for the next
+    launch (every other CTA of the row is done with it)."""
+    count_in(k, R)
     m, bi = unpack(k, k.rd("ld.global.cg.u64", ws_at(R, WS_MAX)))
     temp, stop, empty = row_kind(k, R, m, bi)
     drawn = k.label("drawn")
@@ -888,12 +927,194 @@ def split_finish(k, R, dt):
         k.op("mul.rn.f32 %s, %s, %s" % (sx, k.f("sub.rn.f32", x, R.m), R.coef))
     write_drawn(k, R, si, sx, zsum)
     k.place(drawn)
-    bar(k)      # every thread has read the record
-    for o in range(0, SPLIT_RESET_BYTES, 16 * BLOCK):
-        at = k.r("add.u32", k.r("shl.b32", R.tid, 4), o)
-        with skip_if(k, k.p("setp.ge.u32", at, SPLIT_RESET_BYTES), "reset"):
-            k.op("st.global.v4.u32 [%s], {0, 0, 0, 0}" % k.rd("add.u64", R.st, k.rd("cvt.u64.u32", at)))
-    k.op("ret")
+    reset_record(k, R)
+
+
+KEY_BITS = 12      # stage 7's histogram: 4096 bins in s_hist_mass
+KEEP = 4           # stage 7: the largest keys each thread keeps while reading
+
+
+def key_bin(k, dt, key):
+    """The top KEY_BITS bits of the order-preserving key: monotone in the
+    value and known without the row's max (sign, exponent, 3 mantissa bits)."""
+    return k.r("shr.u32", key, dt.bits - KEY_BITS)
+
+
+def fast_topk(k, R, dt):
+    """Stage 7, top-k (and min-p) without top-p, in one launch.  Each CTA
+    reads its quads once for the max and each thread's KEEP largest keys.
+    A histogram of key_bin over those kept keys gives the bin b where their
+    count from the top reaches k (all tokens when there are fewer): the
+    CTA's k-th largest key is in b or above (the kept keys are some of its
+    keys), and the row's is at least the CTA's, so every token top-k keeps
+    is in a bin >= b.  The CTA passes those on to the row's candidates: a
+    thread's kept ones, or, where its KEEP-th kept key is in a bin >= b too
+    (rare), its quads read again.  The row's last CTA finds the exact
+    threshold key among the candidates and draws over them; rows with top-k
+    off or more than FAST_CAND candidates take the one-CTA passes over the
+    whole row there instead (the same bits either way)."""
+    nbins = 1 << KEY_BITS
+    for b0 in range(0, nbins, BLOCK):
+        a = k.r("add.u32", R.s_hist_mass, k.r("shl.b32", k.r("add.u32", R.tid, b0), 2))
+        k.op("st.shared.u32 [%s], 0" % a)
+    bv, bi, bx = k.f("mov.f32", NEG_INF), k.r("mov.u32", NONE), k.f("mov.f32", ZERO)
+    # the thread's largest keys, in order (0: none; every valid key is above 0)
+    ks = [k.r("mov.u32", 0) for _ in range(KEEP)]
+    ids = [k.r("mov.u32", 0) for _ in range(KEEP)]
+
+    def max_top(q, elems):
+        for x, key, valid, i in elems:
+            take = k.p("setp.gt.f32", x, bv)
+            take = k.p("or.pred", take, k.p("setp.eq.u32", bi, NONE))
+            take = k.p("and.pred", take, valid)
+            k.op("selp.f32 %s, %s, %s, %s" % (bv, x, bv, take))
+            k.op("selp.b32 %s, %s, %s, %s" % (bi, i, bi, take))
+            with skip_if(k, "!" + k.p("setp.gt.and.u32", key, ks[-1], valid), "ins"):
+                gts = [k.p("setp.gt.u32", key, kj) for kj in ks]
+                for j in range(KEEP - 1, -1, -1):
+                    k.op("selp.b32 %s, %s, %s, %s" % (ks[j], key, ks[j], gts[j]))
+                    k.op("selp.b32 %s, %s, %s, %s" % (ids[j], i, ids[j], gts[j]))
+                    if j:
+                        k.op("selp.b32 %s, %s, %s, %s" % (ks[j], ks[j - 1], ks[j], gts[j - 1]))
+                        k.op("selp.b32 %s, %s, %s, %s" % (ids[j], ids[j - 1], ids[j], gts[j - 1]))
+    each_quad(k, R, dt, max_top)
+    bar(k)      # the histogram is clear
+    for kj in ks:
+        a = k.r("add.u32", R.s_hist_mass, k.r("shl.b32", key_bin(k, dt, kj), 2))
+        k.op("@%s red.shared.add.u32 [%s], 1" % (k.p("setp.ne.u32", kj, 0), a))
+    bar(k)
+    block_argmax(k, R, (bv, bi, bx))
+    with skip_if(k, k.p("setp.ne.or.u32", R.tid, 0, k.p("setp.eq.u32", bi, NONE)), "max_out"):
+        k.op("red.global.max.u64 %s, %s" % (ws_at(R, WS_MAX), pack(k, bv, bi)))
+    topk, k_on = top_k_on(k, R)
+    target = lambda total: k.rd("cvt.u64.u32", topk)
+    collected = k.label("collected")
+    k.op("@!%s bra.uni %s" % (k_on, collected))
+    bmin = k.r("mov.u32", 0)
+    rem = k.reg("rd")
+    all_in = k.label("all_in")
+    b = pick_bin(k, R, R.s_hist_mass, nbins, False, rem, True, target, all_in)
+    k.op("mov.u32 %s, %s" % (bmin, b))
+    k.place(all_in)
+
+    def above(kj):
+        return k.p("setp.ge.and.u32", key_bin(k, dt, kj), bmin, k.p("setp.ne.u32", kj, 0))
+    again = above(ks[-1])
+    own = k.p("not.pred", again)
+    mine, cnt = [], k.r("mov.u32", 0)
+    for kj in ks:
+        h = k.p("and.pred", above(kj), own)
+        k.op("@%s add.u32 %s, %s, 1" % (h, cnt, cnt))
+        mine.append(h)
+    # one slot reservation for the CTA's own candidates
+    excl, total = block_scan_u64(k, R, k.rd("cvt.u64.u32", cnt))
+    with skip_if(k, k.p("setp.ne.u32", R.tid, 0), "cand_base"):
+        base = k.r("atom.global.add.u32", ws_at(R, WS_NC_K), k.r("cvt.u32.u64", total))
+        k.op("st.shared.u32 [s_bc+32], %s" % base)
+    bar(k)
+    slot = k.r("add.u32", k.r("ld.shared.u32", "[s_bc+32]"), k.r("cvt.u32.u64", excl))
+    for h, ij in zip(mine, ids):
+        with skip_if(k, "!" + h, "own"):
+            with skip_if(k, k.p("setp.ge.u32", slot, FAST_CAND), "own_full"):
+                k.op("st.global.u32 [%s+%d], %s" % (k.rd("add.u64", R.st, k.rd("mul.wide.u32", slot, 4)),
+                                                    WS_FAST, ij))
+            k.op("add.u32 %s, %s, 1" % (slot, slot))
+    with skip_if(k, k.p("setp.eq.u32", cnt, 0), "own_fence"):
+        k.op("membar.gl")      # before count_in: the last CTA reads them
+
+    def collect(q, elems):
+        for x, key, valid, i in elems:
+            hit = k.p("setp.ge.and.u32", key_bin(k, dt, key), bmin, valid)
+            with skip_if(k, "!" + hit, "cand"):
+                slot = k.r("atom.global.add.u32", ws_at(R, WS_NC_K), 1)
+                with skip_if(k, k.p("setp.ge.u32", slot, FAST_CAND), "cand_full"):
+                    k.op("st.global.u32 [%s+%d], %s" % (k.rd("add.u64", R.st, k.rd("mul.wide.u32", slot, 4)),
+                                                        WS_FAST, i))
+                    k.op("membar.gl")
+    with skip_if(k, "!" + again, "again"):
+        each_quad(k, R, dt, collect)
+    k.place(collected)
+
+    count_in(k, R)
+    m, bi = unpack(k, k.rd("ld.global.cg.u64", ws_at(R, WS_MAX)))
+    temp, stop, empty = row_kind(k, R, m, bi)
+    drawn = k.label("drawn")
+    with skip_if(k, "!" + stop, "fast_argmax", uni=True):
+        write_argmax(k, R, bi, empty)
+        k.op("bra.uni %s" % drawn)
+    R.m = m
+    R.coef = k.f("div.rn.f32", f32(LOG2E), temp)
+    n = k.r("ld.global.cg.u32", ws_at(R, WS_NC_K))
+    fast = k.label("fast")
+    k.op("@%s bra.uni %s" % (k.p("setp.le.and.u32", n, FAST_CAND, k_on), fast))
+    k.note("top-k off for the row, or too many candidates: the one-CTA passes")
+    saved = R.qstart, R.qend
+    R.qstart, R.qend = R.tid, R.nquads
+    thr = k.r("mov.u32", 0)
+    with skip_if(k, "!" + k_on, "slow_k", uni=True):
+        radix_select(k, R, dt, False, target, 0, thr)
+    sv, si, sx, zsum = draw_pass(k, R, dt, thr)
+    write_drawn(k, R, si, sx, zsum)
+    k.op("bra.uni %s" % drawn)
+    R.qstart, R.qend = saved
+    k.place(fast)
+    fast_draw(k, R, dt, n, target)
+    k.place(drawn)
+    reset_record(k, R)
+
+
+def fast_draw(k, R, dt, n, target):
+    """The row's last CTA, n <= FAST_CAND candidates (one a thread): the
+    k-th largest key among them by a radix select over the float key's
+    digits (none when there are fewer than k: then every valid token is a
+    candidate and top-k keeps all), then the draw_pass arithmetic over the
+    kept ones."""
+    has = k.p("setp.lt.u32", R.tid, n)
+    idx = k.r("mov.u32", 0)
+    k.op("@%s ld.global.cg.u32 %s, [%s+%d]" % (has, idx, k.rd("add.u64", R.st, k.rd("mul.wide.u32", R.tid, 4)),
+                                               WS_FAST))
+    raw = k.reg("r" if dt.bits == 32 else "h")
+    k.op("mov.b%d %s, 0" % (dt.bits, raw))
+    k.op("@%s ld.global.nc.b%d %s, [%s]" % (has, dt.bits, raw,
+                                            k.rd("add.u64", R.rowp, k.rd("mul.wide.u32", idx, dt.esize))))
+    x, key = dt.decode(k, raw)
+    has = k.p("setp.num.and.f32", x, x, has)
+    S = Select(k, R, dt, False, 0)
+    thr, prefix = k.r("mov.u32", 0), k.r("mov.u32", 0)
+    rem = k.reg("rd")
+    off = k.label("fast_off")
+    for di, (shift, width) in enumerate(dt.digits):
+        nb = 1 << width
+        S.clear(nb)
+        bar(k)
+        ok = has
+        if di:
+            ok = k.p("setp.eq.and.u32", k.r("shr.u32", key, shift + width),
+                     k.r("shr.u32", prefix, shift + width), has)
+        digit = k.r("and.b32", k.r("shr.u32", key, shift), nb - 1)
+        k.op("@%s red.shared.add.u32 [%s], 1" % (ok, k.r("add.u32", R.s_hist_cnt, k.r("shl.b32", digit, 2))))
+        bar(k)
+        b = pick_bin(k, R, R.s_hist_cnt, nb, False, rem, di == 0, target, off)
+        k.op("or.b32 %s, %s, %s" % (prefix, prefix, k.r("shl.b32", b, shift)))
+    k.op("mov.u32 %s, %s" % (thr, prefix))
+    k.place(off)
+    minp, seed, offs = draw_setup(k, R)
+    best = (k.f("mov.f32", NEG_INF), k.r("mov.u32", NONE), k.f("mov.f32", ZERO), k.rd("mov.u64", 0))
+    l2w = k.f("mul.rn.f32", k.f("sub.rn.f32", x, R.m), R.coef)
+    w = k.f("ex2.approx.ftz.f32", l2w)
+    keep = k.p("setp.ge.and.u32", key, thr, has)
+    keep = k.p("setp.ge.and.f32", w, minp, keep)
+    with skip_if(k, "!" + keep, "fast_kept"):
+        rnd = philox(k, k.r("shr.u32", idx, 2), seed, offs)
+        e = k.r("and.b32", idx, 3)
+        r = rnd[3]
+        for j in (2, 1, 0):
+            r = k.r("selp.b32", rnd[j], r, k.p("setp.eq.u32", e, j))
+        draw_take(k, best, l2w, w, keep, idx, r)
+    sv, si, sx, zsum = best
+    block_sum_u64(k, R, zsum)
+    block_argmax(k, R, (sv, si, sx))
+    write_drawn(k, R, si, sx, zsum)
 
 
 def split_kernel(dt):
@@ -906,7 +1127,8 @@ A row split over several 1024-thread CTAs: grid (CTAs per row, rows); CTA c
 takes the row's quads [c * span, (c + 1) * span).  One launch per stage, in
 order (stream order is the sync between them): 1 max (with no temperature
 vector, also the result), then as the op's features ask 2 / 3 the top-k
-histogram / candidates, 4 / 5 top-p's, 6 the draw and the result.  Partials
+histogram / candidates, 4 / 5 top-p's, 6 the draw and the result; or, for
+top-k without top-p, 7 alone (fast_topk; CTAs per row may be 1).  Partials
 are integer sums and packed maxima combined with atomics in the row's
 record of ws (SPLIT_ROW_BYTES = %d), so the result is the bits the one-CTA
 kernel gives, whatever the split.  Other parameters as kaio_sample_%s.
@@ -931,6 +1153,9 @@ kernel gives, whatever the split.  Other parameters as kaio_sample_%s.
                 k.op("red.global.max.u64 %s, %s" % (ws_at(R, WS_MAX), pack(k, bv, bi)))
             k.op("@%s ret" % k.p("setp.ne.u64", R.p["temperature"], 0))
             split_finish(k, R, dt)
+            continue
+        if what == "topk":
+            fast_topk(k, R, dt)
             continue
         if what == "draw":
             finish = k.label("finish")

@@ -474,7 +474,8 @@ TEST_F(GpuSampling, SanitizerSmall) {
 }
 
 // Rows split over several CTAs (fewer rows than SMs) give the bits one CTA
-// per row gives (as many rows as SMs, same row data and seeds): tokens,
+// per row gives (SMs + 1 rows: top-k without top-p takes the split kernel's
+// stage 7 up to SMs rows; same row data and seeds): tokens,
 // probs and logprobs, over 3 launches (each launch's last CTA of a row
 // resets the workspace for the next), every mode, V not a multiple of the
 // split, ties at the max, a crowded threshold bin, NaN, +inf, -inf rows.
@@ -482,7 +483,7 @@ void split_same_bits(kaio_device *dev, kaio_stream *st, kaio_dtype dt, int64_t V
   kaio_device_info info;
   info.struct_size = sizeof info;
   ASSERT_EQ(kaio_device_get_info(dev, &info), KAIO_OK);
-  const int64_t nref = info.sm_count, rows_n = 4;  // nref rows: one CTA per row
+  const int64_t nref = info.sm_count + 1, rows_n = 4;  // nref rows: one CTA per row
   std::mt19937 g(static_cast<uint32_t>(V * 3 + dt));
   std::uniform_real_distribution<float> u(-6, 6);
   std::vector<float> x(rows_n * V);
@@ -492,20 +493,23 @@ void split_same_bits(kaio_device *dev, kaio_stream *st, kaio_dtype dt, int64_t V
   r2[V / 3] = 9; r2[V - 1] = 9; r2[5] = NAN; r2[V / 2] = -INFINITY; r2[V - 2] = NAN;  // max tie
   if (V == 4099) { r3[V / 2] = INFINITY; r3[1] = INFINITY; }               // +inf wins
   if (V == 1009) std::fill(r3, r3 + V, -INFINITY), r3[7] = NAN;            // nothing above -inf
-  std::vector<RowParams> base(rows_n);
+  std::vector<RowParams> base0(rows_n);
   const float temps[] = {1.0f, 0.8f, 1.3f, 0.6f}, tps[] = {0.9f, 0.5f, 0.3f, 0.95f},
               mps[] = {0.05f, 0.1f, 0.2f, 0.01f};
   const int32_t tks[] = {50, 2500, 7, 1};
   for (int64_t b = 0; b < rows_n; ++b) {
-    base[b].temperature = temps[b]; base[b].top_k = tks[b]; base[b].top_p = tps[b];
-    base[b].min_p = mps[b]; base[b].seed_lo = 1000u + static_cast<uint32_t>(b * 77);
-    base[b].seed_hi = 3; base[b].off_lo = 11;
+    base0[b].temperature = temps[b]; base0[b].top_k = tks[b]; base0[b].top_p = tps[b];
+    base0[b].min_p = mps[b]; base0[b].seed_lo = 1000u + static_cast<uint32_t>(b * 77);
+    base0[b].seed_hi = 3; base0[b].off_lo = 11;
   }
   const uint32_t P = KAIO_SAMPLING_PROBS, R = KAIO_SAMPLING_RANDOM, K = KAIO_SAMPLING_TOP_K,
                  TP = KAIO_SAMPLING_TOP_P, MP = KAIO_SAMPLING_MIN_P;
-  const uint32_t modes[] = {P, R | P, R | K | P, R | TP | P, R | MP | P, R | K | TP | MP | P};
+  const uint32_t modes[] = {P, R | P, R | K | P, R | TP | P, R | MP | P, R | K | TP | MP | P, R | K | MP | P};
   const int launches = 3;
   for (uint32_t f : modes) {
+    // top-k + min-p: also a greedy row and a row with top-k off
+    std::vector<RowParams> base = base0;
+    if (f == (R | K | MP | P)) base[0].temperature = 0, base[3].top_k = 0;
     std::vector<float> xr(nref * V);
     std::vector<RowParams> rref(nref);
     for (int64_t b = 0; b < nref; ++b) {

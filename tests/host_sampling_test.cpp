@@ -105,8 +105,11 @@ TEST_F(SamplingBadInput, LaunchViewsAreChecked) {
   const unsigned long long before = kt::fake().launch_count();
   EXPECT_EQ(kaio_op_launch(op_.get(), stream_.get(), t, 12), KAIO_OK) << kaio_last_error();
   EXPECT_EQ(kt::fake().launch_count(), before + 1);
-  EXPECT_EQ(kt::last_launch().name, "kaio_sample_f32");
-  EXPECT_EQ(kt::last_launch().grid[0], 4u);
+  // top-k without top-p, B <= SMs: the split kernel's stage 7, one CTA a row
+  EXPECT_EQ(kt::last_launch().name, "kaio_sample_split_f32");
+  EXPECT_EQ(kt::last_launch().grid[0], 1u);
+  EXPECT_EQ(kt::last_launch().grid[1], 4u);
+  EXPECT_EQ(kt::launch_param<uint32_t>(20), 7u);
 }
 
 TEST_F(SamplingBadInput, PenaltiesOwnAWorkspaceAndLaunchTwoKernels) {
@@ -138,8 +141,9 @@ TEST_F(SamplingBadInput, PenaltiesOwnAWorkspaceAndLaunchTwoKernels) {
 }
 
 // Fewer rows than SMs (the fake device has 4): each row is split over
-// SMs / B CTAs, one launch per stage the features use, with a workspace the
-// op owns (allocated at creation, none at launch); B >= SMs keeps one CTA.
+// SMs / B CTAs, one launch per stage the features use (top-k without top-p:
+// stage 7 alone), with a workspace the op owns (allocated at creation, none
+// at launch); B >= SMs keeps one CTA, but for top-k without top-p.
 TEST_F(SamplingBadInput, FewRowsSplitOverSeveralCtasInStages) {
   if (IsSkipped()) return;
   kaio_device_info info;
@@ -150,12 +154,14 @@ TEST_F(SamplingBadInput, FewRowsSplitOverSeveralCtasInStages) {
   struct Case {
     uint32_t features;
     int stages;
+    uint32_t last;
   };
-  const Case cases[] = {{0, 1},
-                        {KAIO_SAMPLING_RANDOM, 2},
-                        {KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K, 4},
-                        {KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_P | KAIO_SAMPLING_MIN_P, 4},
-                        {KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K | KAIO_SAMPLING_TOP_P, 6}};
+  const Case cases[] = {{0, 1, 1},
+                        {KAIO_SAMPLING_RANDOM, 2, 6},
+                        {KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K, 1, 7},
+                        {KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K | KAIO_SAMPLING_MIN_P, 1, 7},
+                        {KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_P | KAIO_SAMPLING_MIN_P, 4, 6},
+                        {KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K | KAIO_SAMPLING_TOP_P, 6, 6}};
   for (const Case &c : cases) {
     kaio_sampling_desc d = desc(c.features);
     d.batch = 1;
@@ -186,9 +192,9 @@ TEST_F(SamplingBadInput, FewRowsSplitOverSeveralCtasInStages) {
     EXPECT_EQ(l.name, "kaio_sample_split_bf16");
     EXPECT_EQ(l.grid[0], static_cast<unsigned>(info.sm_count));
     EXPECT_EQ(l.grid[1], 1u);
-    // parameters 18 .. 21: ws, vocab, stage (the last: 6, or 1 for greedy), span
+    // parameters 18 .. 21: ws, vocab, stage (the last: 6, 7 top-k alone, 1 greedy), span
     EXPECT_EQ(kt::launch_param<uint32_t>(19), static_cast<uint32_t>(V));
-    EXPECT_EQ(kt::launch_param<uint32_t>(20), c.features ? 6u : 1u);
+    EXPECT_EQ(kt::launch_param<uint32_t>(20), c.last);
     const uint32_t span = kt::launch_param<uint32_t>(21);
     EXPECT_GE(span * l.grid[0], quads);
     EXPECT_LT(span * (l.grid[0] - 1), quads);
@@ -200,6 +206,12 @@ TEST_F(SamplingBadInput, FewRowsSplitOverSeveralCtasInStages) {
   const unsigned long long live = kt::fake().live_allocations();
   ASSERT_EQ(create(d), KAIO_OK) << kaio_last_error();
   EXPECT_EQ(kt::fake().live_allocations(), live) << "one CTA per row needs no workspace";
+  d = desc(KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K);
+  d.batch = info.sm_count;
+  d.vocab = V;
+  op_.reset();
+  ASSERT_EQ(create(d), KAIO_OK) << kaio_last_error();
+  EXPECT_EQ(kt::fake().live_allocations(), live + 1) << "top-k alone: stage 7's records";
 }
 
 }  // namespace

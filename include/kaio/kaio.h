@@ -1673,7 +1673,13 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_attention_paged(
  * about SMs / B CTAs and launches one kernel per pass (2 to 6 launches);
  * the CTAs' partials (integer sums, maxima) meet in the op's workspace,
  * so tokens, probs and logprobs are the same bits for any split, B or
- * device. exp and log use ex2.approx / lg2.approx.
+ * device. Top-k without top-p (B <= SMs, prepared op) takes one launch of
+ * 1 to 8 CTAs a row that read the row once: max, a histogram of the value
+ * bits and each thread's two largest tokens give each CTA's tokens at or
+ * above its own k-th largest bin; the row's last CTA finds the exact k-th
+ * largest value among them (up to 1024; more, or top_k <= 0: the passes
+ * above over the whole row, in that CTA) and draws over the kept ones.
+ * exp and log use ex2.approx / lg2.approx.
  *
  * Launch tensors (12, in this order; views of features the desc leaves
  * off must have a NULL buffer, those it turns on must not):

@@ -112,11 +112,18 @@ kaio_status check_matrix(const char *name, const kaio_tensor *t, const kaio_devi
 constexpr int64_t kMinSpanQuads = 64;
 // ptx/gen_sampling.py's SPLIT_ROW_BYTES: the split kernel's record per row.
 constexpr uint64_t kSplitRowBytes = 32896;
+// Top-k without top-p takes stage 7 whenever B <= SMs, with C in [1, 8]:
+// each CTA passes on about k tokens (its top key bins), and the row's
+// last CTA holds 1024 of them (more: the one-CTA passes in that CTA).
+constexpr int64_t kFastMaxSplit = 8;
 
 kaio_status SamplingPlan::plan_split(kaio_device *device, bool pen) {
   const int64_t quads = (desc.vocab + 3) / 4, sms = std::max(1, device->info.sm_count);
-  const int64_t c = std::min(sms / desc.batch, quads / kMinSpanQuads);
-  if (!prepared || c < 2) return KAIO_OK;
+  int64_t c = std::min(sms / desc.batch, quads / kMinSpanQuads);
+  fast_topk = prepared && (desc.features & KAIO_SAMPLING_TOP_K) &&
+              !(desc.features & KAIO_SAMPLING_TOP_P) && desc.batch <= sms;
+  if (fast_topk) c = std::clamp<int64_t>(c, 1, kFastMaxSplit);
+  if (!prepared || c < (fast_topk ? 1 : 2)) return KAIO_OK;
   const int64_t per = (quads + c - 1) / c;
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(
@@ -239,6 +246,10 @@ kaio_status SamplingPlan::run(kaio_stream *stream, const kaio_tensor *t, size_t 
   void *sp[] = {&logits_addr, &logits_stride, &a[1], &s[1], &a[2], &s[2], &a[3], &s[3],
                 &a[4], &s[4], &a[5], &s[5], &a[9], &s[9], &a[10], &s[10], &a[11], &s[11],
                 &ws, &vocab, &stage, &per};
+  if (fast_topk) {
+    stage = 7;
+    return launch_builtin(device, split, stream, sp);
+  }
   const uint32_t f = desc.features;
   for (unsigned st = 1; st <= 6; ++st) {
     const bool use = st == 1 || ((f & KAIO_SAMPLING_RANDOM) &&

@@ -16,6 +16,9 @@ struct SamplingPlan : PlanBase {
   // few rows); split_ws: one record per row (see gen_sampling.py).
   unsigned span = 0;
   Workspace split_ws;
+  // Top-k without top-p: the split kernel's one-launch stage 7 (split.grid
+  // may be 1 there).
+  bool fast_topk = false;
 
   kaio_status plan(kaio_device *device);
   kaio_status plan_split(kaio_device *device, bool pen);

@@ -167,6 +167,7 @@ def main():
     ap.add_argument("--iters", type=int, default=25)
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--only", help="comma list of modes to run (default: all)")
+    ap.add_argument("--batches", help="comma list of batch sizes to run (default: 1,32,128)")
     args = ap.parse_args()
     cap = torch.cuda.Stream()
     libs = [("new", Kaio(args.lib, cap))] + ([("old", Kaio(args.old, cap))] if args.old else [])
@@ -177,7 +178,7 @@ def main():
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
-        for B in (1, 32, 128):
+        for B in [int(b) for b in (args.batches or "1,32,128").split(",")]:
             nbytes = B * V * torch.tensor([], dtype=dtype).element_size()
             ncopies = max(2, (120 << 20) // nbytes + 1)
             calls = max(args.calls, ncopies)

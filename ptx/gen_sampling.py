@@ -746,7 +746,7 @@ STAGES = [(1, "max"), (2, "k_hist"), (3, "k_collect"), (4, "p_hist"), (5, "p_col
 # where top-p's lists lie on the staged path.
 FAST_CAND = BLOCK
 WS_FAST = WS_CK
-assert WS_FAST + FAST_CAND * 4 <= SPLIT_ROW_BYTES
+assert WS_FAST + FAST_CAND * 8 <= SPLIT_ROW_BYTES      # (index, key) pairs
 
 
 def pack(k, v, i):
@@ -947,13 +947,15 @@ def fast_topk(k, R, dt):
     count from the top reaches k (all tokens when there are fewer): the
     CTA's k-th largest key is in b or above (the kept keys are some of its
     keys), and the row's is at least the CTA's, so every token top-k keeps
-    is in a bin >= b.  The CTA passes those on to the row's candidates: a
-    thread's kept ones, or, where its KEEP-th kept key is in a bin >= b too
-    (rare), its quads read again.  The row's last CTA finds the exact
+    is in a bin >= b.  The CTA passes those on to the row's candidates
+    (token and key, so the last CTA loads no logits): a thread's kept ones,
+    or, where its KEEP-th kept key is in a bin >= b too (rare), its quads
+    read again.  The row's last CTA finds the exact
     threshold key among the candidates and draws over them; rows with top-k
     off or more than FAST_CAND candidates take the one-CTA passes over the
     whole row there instead (the same bits either way)."""
     nbins = 1 << KEY_BITS
+    topk, k_on = top_k_on(k, R)     # loaded early: its latency hides under the read
     for b0 in range(0, nbins, BLOCK):
         a = k.r("add.u32", R.s_hist_mass, k.r("shl.b32", k.r("add.u32", R.tid, b0), 2))
         k.op("st.shared.u32 [%s], 0" % a)
@@ -986,7 +988,6 @@ def fast_topk(k, R, dt):
     block_argmax(k, R, (bv, bi, bx))
     with skip_if(k, k.p("setp.ne.or.u32", R.tid, 0, k.p("setp.eq.u32", bi, NONE)), "max_out"):
         k.op("red.global.max.u64 %s, %s" % (ws_at(R, WS_MAX), pack(k, bv, bi)))
-    topk, k_on = top_k_on(k, R)
     target = lambda total: k.rd("cvt.u64.u32", topk)
     collected = k.label("collected")
     k.op("@!%s bra.uni %s" % (k_on, collected))
@@ -1013,14 +1014,11 @@ def fast_topk(k, R, dt):
         k.op("st.shared.u32 [s_bc+32], %s" % base)
     bar(k)
     slot = k.r("add.u32", k.r("ld.shared.u32", "[s_bc+32]"), k.r("cvt.u32.u64", excl))
-    for h, ij in zip(mine, ids):
+    for h, ij, kj in zip(mine, ids, ks):
         with skip_if(k, "!" + h, "own"):
             with skip_if(k, k.p("setp.ge.u32", slot, FAST_CAND), "own_full"):
-                k.op("st.global.u32 [%s+%d], %s" % (k.rd("add.u64", R.st, k.rd("mul.wide.u32", slot, 4)),
-                                                    WS_FAST, ij))
+                put_cand(k, R, slot, ij, kj)
             k.op("add.u32 %s, %s, 1" % (slot, slot))
-    with skip_if(k, k.p("setp.eq.u32", cnt, 0), "own_fence"):
-        k.op("membar.gl")      # before count_in: the last CTA reads them
 
     def collect(q, elems):
         for x, key, valid, i in elems:
@@ -1028,14 +1026,17 @@ def fast_topk(k, R, dt):
             with skip_if(k, "!" + hit, "cand"):
                 slot = k.r("atom.global.add.u32", ws_at(R, WS_NC_K), 1)
                 with skip_if(k, k.p("setp.ge.u32", slot, FAST_CAND), "cand_full"):
-                    k.op("st.global.u32 [%s+%d], %s" % (k.rd("add.u64", R.st, k.rd("mul.wide.u32", slot, 4)),
-                                                        WS_FAST, i))
-                    k.op("membar.gl")
+                    put_cand(k, R, slot, i, key)
     with skip_if(k, "!" + again, "again"):
         each_quad(k, R, dt, collect)
     k.place(collected)
 
+    # count_in's barrier and thread 0's membar.gl publish every thread's
+    # candidates (the fence is cumulative: the pattern of a grid-wide sync)
     count_in(k, R)
+    # every load the fast draw needs, issued together (none depends on another)
+    cand = get_cand(k, R)
+    setup = draw_setup(k, R)
     m, bi = unpack(k, k.rd("ld.global.cg.u64", ws_at(R, WS_MAX)))
     temp, stop, empty = row_kind(k, R, m, bi)
     drawn = k.label("drawn")
@@ -1058,26 +1059,53 @@ def fast_topk(k, R, dt):
     k.op("bra.uni %s" % drawn)
     R.qstart, R.qend = saved
     k.place(fast)
-    fast_draw(k, R, dt, n, target)
+    fast_draw(k, R, dt, n, target, cand, setup)
     k.place(drawn)
     reset_record(k, R)
 
 
-def fast_draw(k, R, dt, n, target):
+def put_cand(k, R, slot, idx, key):
+    """Candidate slot of the row's list: the token and its key (the last CTA
+    needs no second load for the value)."""
+    a = k.rd("add.u64", R.st, k.rd("mul.wide.u32", slot, 8))
+    k.op("st.global.v2.u32 [%s+%d], {%s, %s}" % (a, WS_FAST, idx, key))
+
+
+def get_cand(k, R):
+    """(index, key) of candidate slot tid; slots at or past the count hold
+    stale pairs, which fast_draw masks."""
+    idx, key = k.reg("r"), k.reg("r")
+    a = k.rd("add.u64", R.st, k.rd("mul.wide.u32", R.tid, 8))
+    k.op("ld.global.cg.v2.u32 {%s, %s}, [%s+%d]" % (idx, key, a, WS_FAST))
+    return idx, key
+
+
+def value_of_key(k, dt, key):
+    """The f32 value whose order-preserving key (DType.decode) is key: the
+    same bits decode gives (every candidate is a number, not NaN)."""
+    top = 1 << (dt.bits - 1)
+    pos = k.r("shr.s32", k.r("shl.b32", key, 32 - dt.bits), "31")    # all ones: sign was clear
+    flip = k.r("or.b32", k.r("not.b32", pos), "0x%X" % top)
+    if dt.bits == 32:
+        return k.f("mov.b32", k.r("xor.b32", key, flip))
+    raw = k.r("and.b32", k.r("xor.b32", key, flip), "0xFFFF")
+    if dt.name == "f16":
+        h = k.reg("h")
+        k.op("cvt.u16.u32 %s, %s" % (h, raw))
+        return k.f("cvt.f32.f16", h)
+    return k.f("mov.b32", k.r("shl.b32", raw, "16"))
+
+
+def fast_draw(k, R, dt, n, target, cand, setup):
     """The row's last CTA, n <= FAST_CAND candidates (one a thread): the
     k-th largest key among them by a radix select over the float key's
     digits (none when there are fewer than k: then every valid token is a
     candidate and top-k keeps all), then the draw_pass arithmetic over the
     kept ones."""
     has = k.p("setp.lt.u32", R.tid, n)
-    idx = k.r("mov.u32", 0)
-    k.op("@%s ld.global.cg.u32 %s, [%s+%d]" % (has, idx, k.rd("add.u64", R.st, k.rd("mul.wide.u32", R.tid, 4)),
-                                               WS_FAST))
-    raw = k.reg("r" if dt.bits == 32 else "h")
-    k.op("mov.b%d %s, 0" % (dt.bits, raw))
-    k.op("@%s ld.global.nc.b%d %s, [%s]" % (has, dt.bits, raw,
-                                            k.rd("add.u64", R.rowp, k.rd("mul.wide.u32", idx, dt.esize))))
-    x, key = dt.decode(k, raw)
+    idx, key = cand
+    key = k.r("selp.b32", key, 0, has)
+    x = value_of_key(k, dt, key)
     has = k.p("setp.num.and.f32", x, x, has)
     S = Select(k, R, dt, False, 0)
     thr, prefix = k.r("mov.u32", 0), k.r("mov.u32", 0)
@@ -1098,7 +1126,7 @@ def fast_draw(k, R, dt, n, target):
         k.op("or.b32 %s, %s, %s" % (prefix, prefix, k.r("shl.b32", b, shift)))
     k.op("mov.u32 %s, %s" % (thr, prefix))
     k.place(off)
-    minp, seed, offs = draw_setup(k, R)
+    minp, seed, offs = setup
     best = (k.f("mov.f32", NEG_INF), k.r("mov.u32", NONE), k.f("mov.f32", ZERO), k.rd("mov.u64", 0))
     l2w = k.f("mul.rn.f32", k.f("sub.rn.f32", x, R.m), R.coef)
     w = k.f("ex2.approx.ftz.f32", l2w)

@@ -33,7 +33,6 @@ static_assert(same_list(kSm90Dims, kernels::keys::attn_bwd_sm90::head_dim),
               "the sm_90a forward and backward take the same head dims");
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kPreRowsPerBlock = 4;
-constexpr int64_t kMaxM128Dim = 128;  // the 128-row forward kernels: D in {32, 64, 96, 128}
 
 bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
 
@@ -75,25 +74,7 @@ bool uses_sm90(const kaio_attention_desc &d, const FamilyCheck &hopper, std::str
 unsigned blocks(int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); }
 
 kaio_status check_desc(const kaio_attention_desc &d, bool backward) {
-  if (!is_half(d.dtype))
-    return fail(KAIO_ERROR_INVALID_DTYPE,
-                "%s: desc->dtype is %s (%d); attention takes KAIO_DTYPE_F16 or KAIO_DTYPE_BF16.",
-                api_name(), kaio_dtype_name(d.dtype), d.dtype);
-  if (!is_float_dtype(d.out_dtype))
-    return fail(KAIO_ERROR_INVALID_DTYPE,
-                "%s: desc->out_dtype is %s (%d); use 0 (same as dtype), KAIO_DTYPE_F32, "
-                "KAIO_DTYPE_F16 or KAIO_DTYPE_BF16.",
-                api_name(), kaio_dtype_name(d.out_dtype), d.out_dtype);
-  if (backward && d.o_dtype != d.dtype && d.o_dtype != KAIO_DTYPE_F32)
-    return fail(KAIO_ERROR_INVALID_DTYPE,
-                "%s: desc->o_dtype is %s (%d); O must be dtype (%s) or KAIO_DTYPE_F32 (0 means "
-                "dtype).",
-                api_name(), kaio_dtype_name(d.o_dtype), d.o_dtype, kaio_dtype_name(d.dtype));
-  if (d.mask < KAIO_ATTENTION_MASK_NONE || d.mask > KAIO_ATTENTION_CAUSAL_TOP_LEFT)
-    return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                "%s: desc->mask is %d; use KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL or "
-                "KAIO_ATTENTION_CAUSAL_TOP_LEFT.",
-                api_name(), d.mask);
+  KAIO_TRY(attention_check_types("attention", d.dtype, d.out_dtype, d.o_dtype, d.mask, backward));
   if (d.variant < KAIO_ATTENTION_AUTO || d.variant > KAIO_ATTENTION_DECODE)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: desc->variant is %d; use KAIO_ATTENTION_AUTO, KAIO_ATTENTION_SM80, "
@@ -239,8 +220,7 @@ kaio_status plan_unlogged(kaio_device *device,
       log_kernel(device, plan->fwd.function, why);
       return KAIO_OK;
     }
-    const bool m128 = d.variant == KAIO_ATTENTION_SM80_M128 ||
-                      (d.variant == KAIO_ATTENTION_AUTO && d.head_dim <= kMaxM128Dim);
+    const bool m128 = attention_m128(d.variant, d.head_dim);
     KAIO_TRY(resolve(device, kernels::attn_fwd_sm80(d.dtype, d.head_dim, m128 ? 128 : 64),
                      &plan->fwd, &tile));
     plan->fwd.grid = blocks(d.seq_q, tile);
@@ -518,6 +498,30 @@ kaio_status attention_check_rows(const char *arg, const kaio_tensor &t, const ka
 kaio_status attention_check_disjoint(std::initializer_list<NamedChecked> outs,
                                      std::initializer_list<NamedChecked> all) {
   return check_disjoint(outs, all);
+}
+
+kaio_status attention_check_types(const char *family, kaio_dtype dtype, kaio_dtype out_dtype,
+                                  kaio_dtype o_dtype, int32_t mask, bool backward) {
+  if (!is_half(dtype))
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: desc->dtype is %s (%d); %s takes KAIO_DTYPE_F16 or KAIO_DTYPE_BF16.",
+                api_name(), kaio_dtype_name(dtype), dtype, family);
+  if (!is_float_dtype(out_dtype))
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: desc->out_dtype is %s (%d); use 0 (same as dtype), KAIO_DTYPE_F32, "
+                "KAIO_DTYPE_F16 or KAIO_DTYPE_BF16.",
+                api_name(), kaio_dtype_name(out_dtype), out_dtype);
+  if (backward && o_dtype != dtype && o_dtype != KAIO_DTYPE_F32)
+    return fail(KAIO_ERROR_INVALID_DTYPE,
+                "%s: desc->o_dtype is %s (%d); O must be dtype (%s) or KAIO_DTYPE_F32 (0 means "
+                "dtype).",
+                api_name(), kaio_dtype_name(o_dtype), o_dtype, kaio_dtype_name(dtype));
+  if (mask < KAIO_ATTENTION_MASK_NONE || mask > KAIO_ATTENTION_CAUSAL_TOP_LEFT)
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: desc->mask is %d; use KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL or "
+                "KAIO_ATTENTION_CAUSAL_TOP_LEFT.",
+                api_name(), mask);
+  return KAIO_OK;
 }
 
 }  // namespace kaio

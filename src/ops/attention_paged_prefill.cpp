@@ -26,7 +26,6 @@ namespace {
 
 constexpr const auto &kPagedDims = kernels::keys::attn_fwd_paged_sm80::head_dim;
 constexpr int64_t kPageSizes[] = {16, 32, 64, 128, 256};
-constexpr int64_t kMaxM128Dim = 128;
 
 
 // A K or V pool: [num_pages · page_size, Hkv · D] of dtype, num_pages >= 1.
@@ -78,8 +77,7 @@ kaio_status paged_prefill_plan(kaio_device *device, AttentionVarlenPlan *plan) {
     // a K/V box never crosses a page: the kernel loads min(page_size, box) rows per box
     plan->fwd_box.kv[1] = std::min(plan->fwd_box.kv[1], static_cast<unsigned>(plan->page_size));
   } else {
-    const bool m128 = d.variant == KAIO_ATTENTION_SM80_M128 ||
-                      (d.variant == KAIO_ATTENTION_AUTO && d.head_dim <= kMaxM128Dim);
+    const bool m128 = attention_m128(d.variant, d.head_dim);
     KAIO_TRY(attention_resolve(device,
                                kernels::attn_fwd_paged_sm80(d.dtype, d.head_dim, m128 ? 128 : 64),
                                &plan->fwd, &tile));

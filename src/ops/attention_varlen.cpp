@@ -28,33 +28,14 @@ constexpr const auto &kFwdDims = kernels::keys::attn_fwd_varlen_sm80::head_dim;
 constexpr const auto &kBwdDims = kernels::keys::attn_bwd_varlen_sm80::head_dim;
 constexpr const auto &kSm90Dims = kernels::keys::attn_fwd_varlen_sm90::head_dim;
 constexpr int64_t kMaxGridY = 65535;
-constexpr int64_t kMaxM128Dim = 128;
 constexpr int64_t kPreRowsPerBlock = 4;
 
 unsigned blocks(int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); }
 
 // The enum-valued fields: dtypes, mask, variant and the reserved words.
 kaio_status check_kinds(const kaio_attention_varlen_desc &d, bool backward) {
-  if (d.dtype != KAIO_DTYPE_F16 && d.dtype != KAIO_DTYPE_BF16)
-    return fail(KAIO_ERROR_INVALID_DTYPE,
-                "%s: desc->dtype is %s (%d); varlen attention takes KAIO_DTYPE_F16 or "
-                "KAIO_DTYPE_BF16.",
-                api_name(), kaio_dtype_name(d.dtype), d.dtype);
-  if (!is_float_dtype(d.out_dtype))
-    return fail(KAIO_ERROR_INVALID_DTYPE,
-                "%s: desc->out_dtype is %s (%d); use 0 (same as dtype), KAIO_DTYPE_F32, "
-                "KAIO_DTYPE_F16 or KAIO_DTYPE_BF16.",
-                api_name(), kaio_dtype_name(d.out_dtype), d.out_dtype);
-  if (backward && d.o_dtype != d.dtype && d.o_dtype != KAIO_DTYPE_F32)
-    return fail(KAIO_ERROR_INVALID_DTYPE,
-                "%s: desc->o_dtype is %s (%d); O must be dtype (%s) or KAIO_DTYPE_F32 (0 means "
-                "dtype).",
-                api_name(), kaio_dtype_name(d.o_dtype), d.o_dtype, kaio_dtype_name(d.dtype));
-  if (d.mask < KAIO_ATTENTION_MASK_NONE || d.mask > KAIO_ATTENTION_CAUSAL_TOP_LEFT)
-    return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                "%s: desc->mask is %d; use KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL or "
-                "KAIO_ATTENTION_CAUSAL_TOP_LEFT.",
-                api_name(), d.mask);
+  KAIO_TRY(attention_check_types("varlen attention", d.dtype, d.out_dtype, d.o_dtype, d.mask,
+                                 backward));
   if (d.variant < KAIO_ATTENTION_AUTO || d.variant > KAIO_ATTENTION_SM90)
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: desc->variant is %d; use KAIO_ATTENTION_AUTO, KAIO_ATTENTION_SM80, "
@@ -178,8 +159,7 @@ kaio_status plan_unlogged(kaio_device *device, bool backward, AttentionVarlenPla
       KAIO_TRY(attention_resolve(device, kernels::attn_fwd_varlen_sm90(d.dtype, d.head_dim),
                                  &plan->fwd, &tile, &plan->fwd_box));
     } else {
-      const bool m128 = d.variant == KAIO_ATTENTION_SM80_M128 ||
-                        (d.variant == KAIO_ATTENTION_AUTO && d.head_dim <= kMaxM128Dim);
+      const bool m128 = attention_m128(d.variant, d.head_dim);
       KAIO_TRY(attention_resolve(
           device, kernels::attn_fwd_varlen_sm80(d.dtype, d.head_dim, m128 ? 128 : 64), &plan->fwd,
           &tile));

@@ -44,6 +44,18 @@ kaio_status attention_check_rows(const char *arg, const kaio_tensor &t, const ka
 using NamedChecked = std::pair<const char *, const CheckedView *>;
 kaio_status attention_check_disjoint(std::initializer_list<NamedChecked> outs,
                                      std::initializer_list<NamedChecked> all);
+// The dtype, out_dtype, o_dtype (backward) and mask fields of an attention
+// desc; family names the op in the dtype message ("attention", "varlen
+// attention").
+kaio_status attention_check_types(const char *family, kaio_dtype dtype, kaio_dtype out_dtype,
+                                  kaio_dtype o_dtype, int32_t mask, bool backward);
+// The sm_80 forward's 128-row kernels take head dims up to 128: variant
+// SM80_M128 forces them, AUTO takes them where they exist.
+inline constexpr int64_t kMaxM128Dim = 128;
+inline bool attention_m128(int32_t variant, int64_t head_dim) {
+  return variant == KAIO_ATTENTION_SM80_M128 ||
+         (variant == KAIO_ATTENTION_AUTO && head_dim <= kMaxM128Dim);
+}
 
 // Whether a forward runs the sm_90a kernel: variant SM90 (an error where
 // the device or driver can't run it), or AUTO for the sm_90a head dims on

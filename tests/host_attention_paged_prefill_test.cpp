@@ -6,25 +6,21 @@
 #include <string>
 #include <vector>
 
+#include "support/fake_device_test.hpp"
 #include "support/kaio_test.hpp"
 
 namespace {
 
-class FakeAttentionPagedPrefill : public ::testing::Test {
+class FakeAttentionPagedPrefill : public kt::FakeDeviceTest {
  protected:
   void SetUp() override {
-    if (!kt::on_fake_driver())
-      GTEST_SKIP() << "needs the fake driver: run through `meson test` (suite host), which sets "
-                      "LIBKAIO_CUDA_DRIVER";
-    dev_ = kt::open_device(0);
-    stream_ = kt::make_stream(dev_.get());
+    kt::FakeDeviceTest::SetUp();
+    if (IsSkipped()) return;
     buf_ = kt::make_buffer(dev_.get(), 8 << 20);
   }
   template <class T>
   static T param(size_t index) {
-    T v{};
-    EXPECT_EQ(kt::fake().last_launch_param(index, &v, sizeof v), 0);
-    return v;
+    return kt::launch_param<T>(index);
   }
   static std::string last_name(unsigned *grid) {
     char name[128] = {0};
@@ -79,8 +75,6 @@ class FakeAttentionPagedPrefill : public ::testing::Test {
                                         &t[6], &t[7], &d, &p);
   }
 
-  kt::Device dev_;
-  kt::Stream stream_;
   kt::Buffer buf_;
 };
 

@@ -7,18 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "support/fake_device_test.hpp"
 #include "support/kaio_test.hpp"
 
 namespace {
 
-class FakeAttention : public ::testing::Test {
+class FakeAttention : public kt::FakeDeviceTest {
  protected:
   void SetUp() override {
-    if (!kt::on_fake_driver())
-      GTEST_SKIP() << "needs the fake driver: run through `meson test` (suite host), which sets "
-                      "LIBKAIO_CUDA_DRIVER";
-    dev_ = kt::open_device(0);
-    stream_ = kt::make_stream(dev_.get());
+    kt::FakeDeviceTest::SetUp();
+    if (IsSkipped()) return;
     buf_ = kt::make_buffer(dev_.get(), 8 << 20);
   }
 
@@ -37,9 +35,7 @@ class FakeAttention : public ::testing::Test {
 
   template <class T>
   static T param(size_t index) {
-    T v{};
-    EXPECT_EQ(kt::fake().last_launch_param(index, &v, sizeof v), 0);
-    return v;
+    return kt::launch_param<T>(index);
   }
 
   // B 2, Sq 100, Sk 77, Hq 4, Hkv 2, D 64, laid out in one 8 MiB buffer:
@@ -82,8 +78,6 @@ class FakeAttention : public ::testing::Test {
              bshd(6 << 20, dt, Sq, Hq), bshd(7 << 20, dt, Sk, Hkv), bshd((15 << 20) / 2, dt, Sk, Hkv)}};
   }
 
-  kt::Device dev_;
-  kt::Stream stream_;
   kt::Buffer buf_;
 };
 

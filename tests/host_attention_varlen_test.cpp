@@ -7,37 +7,24 @@
 #include <string>
 #include <vector>
 
+#include "support/fake_device_test.hpp"
 #include "support/kaio_test.hpp"
 
 namespace {
 
-class FakeAttentionVarlen : public ::testing::Test {
+class FakeAttentionVarlen : public kt::FakeDeviceTest {
  protected:
   void SetUp() override {
-    if (!kt::on_fake_driver())
-      GTEST_SKIP() << "needs the fake driver: run through `meson test` (suite host), which sets "
-                      "LIBKAIO_CUDA_DRIVER";
-    dev_ = kt::open_device(0);
-    stream_ = kt::make_stream(dev_.get());
+    kt::FakeDeviceTest::SetUp();
+    if (IsSkipped()) return;
     buf_ = kt::make_buffer(dev_.get(), 8 << 20);
   }
 
-  struct Launch {
-    std::string name;
-    unsigned grid[3] = {0, 0, 0}, block[3] = {0, 0, 0}, shared = 0;
-  };
-  static Launch last_launch() {
-    Launch l;
-    char name[128] = {0};
-    EXPECT_EQ(kt::fake().last_launch(name, sizeof name, l.grid, l.block, &l.shared), 0);
-    l.name = name;
-    return l;
-  }
+  using Launch = kt::Launch;
+  static Launch last_launch() { return kt::last_launch(); }
   template <class T>
   static T param(size_t index) {
-    T v{};
-    EXPECT_EQ(kt::fake().last_launch_param(index, &v, sizeof v), 0);
-    return v;
+    return kt::launch_param<T>(index);
   }
 
   // B 3, total_q 150 (longest 100), total_k 120 (longest 77), Hq 4, Hkv 2,
@@ -93,8 +80,6 @@ class FakeAttentionVarlen : public ::testing::Test {
                                  &d);
   }
 
-  kt::Device dev_;
-  kt::Stream stream_;
   kt::Buffer buf_;
 };
 

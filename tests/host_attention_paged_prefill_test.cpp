@@ -189,11 +189,11 @@ TEST_F(FakeAttentionPagedPrefill, RejectsBadInput) {
   std::vector<BadCase> cases = {
       {"total_k set", KAIO_ERROR_INVALID_DIMENSION, V{"kaio_attention_paged_prefill", "total_k", "0"},
        [&](Dsc d, Pd p, kaio_tensor *t) { d.total_k = 100; return c(d, p, t); }},
-      {"page size 8", KAIO_ERROR_UNSUPPORTED, V{"page_size", "8", "16"},
+      {"page size 8", KAIO_ERROR_INVALID_ARGUMENT, V{"page_size", "8", "16"},
        [&](Dsc d, Pd p, kaio_tensor *t) { p.page_size = 8; return c(d, p, t); }},
-      {"page size 0", KAIO_ERROR_UNSUPPORTED, V{"page_size"},
+      {"page size 0", KAIO_ERROR_INVALID_ARGUMENT, V{"page_size"},
        [&](Dsc d, Pd p, kaio_tensor *t) { p.page_size = 0; return c(d, p, t); }},
-      {"page size 512", KAIO_ERROR_UNSUPPORTED, V{"page_size", "512"},
+      {"page size 512", KAIO_ERROR_INVALID_ARGUMENT, V{"page_size", "512"},
        [&](Dsc d, Pd p, kaio_tensor *t) { p.page_size = 512; return c(d, p, t); }},
       {"paged reserved", KAIO_ERROR_INVALID_ARGUMENT, V{"paged->reserved"},
        [&](Dsc d, Pd p, kaio_tensor *t) { p.reserved[1] = 1; return c(d, p, t); }},
@@ -268,7 +268,7 @@ TEST_F(FakeAttentionPagedPrefill, RejectsBadInput) {
          return kaio_attention_paged_prefill(st, &t[0], &t[1], &t[2], &t[3], &t[4], &t[5], &t[6],
                                              &t[7], &d, nullptr);
        }},
-      {"op creation", KAIO_ERROR_UNSUPPORTED, V{"kaio_op_create_attention_paged_prefill", "page_size"},
+      {"op creation", KAIO_ERROR_INVALID_ARGUMENT, V{"kaio_op_create_attention_paged_prefill", "page_size"},
        [&](Dsc d, Pd p, kaio_tensor *) {
          p.page_size = 24;
          kaio_op *op = nullptr;

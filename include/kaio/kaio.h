@@ -1860,7 +1860,8 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_attention_varlen_backward(
  * and max_seqlen_k the largest seq_lens entry any launch may pass (it bounds
  * the lengths, not the grid); max_seqlen_q and total_q as the varlen op;
  * head_dim 32, 64, 96, 128 or 256; every other field as varlen's forward.
- * paged: page_size 16, 32, 64, 128 or 256 (KAIO_ERROR_UNSUPPORTED else).
+ * paged: page_size 16, 32, 64, 128 or 256 (KAIO_ERROR_INVALID_ARGUMENT else, as
+ * for the paged decode op).
  * Kernels, chosen as the varlen forward chooses: KAIO_ATTENTION_SM90
  * (compute capability 9.0, D 64 or 128; else KAIO_ERROR_UNSUPPORTED_ARCH /
  * _UNSUPPORTED) is the sm_90a varlen forward with K and V loaded by TMA one

@@ -500,6 +500,14 @@ kaio_status attention_check_disjoint(std::initializer_list<NamedChecked> outs,
   return check_disjoint(outs, all);
 }
 
+kaio_status attention_check_page_size(int32_t page_size) {
+  static constexpr int64_t kPageSizes[] = {16, 32, 64, 128, 256};
+  if (!in_list(kPageSizes, page_size))
+    return fail(KAIO_ERROR_INVALID_ARGUMENT, "%s: paged->page_size is %" PRId32 "; use %s.",
+                api_name(), page_size, list_text(kPageSizes, "or").c_str());
+  return KAIO_OK;
+}
+
 kaio_status attention_check_types(const char *family, kaio_dtype dtype, kaio_dtype out_dtype,
                                   kaio_dtype o_dtype, int32_t mask, bool backward) {
   if (!is_half(dtype))

@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "ops/attention.hpp"
+#include "ops/attention_varlen.hpp"
 #include "ops/key_list.hpp"
 #include "ops/op_flag.hpp"
 #include "ops/plan_log.hpp"
@@ -37,7 +38,6 @@ constexpr double kCtaShare = 75;
 constexpr double kLevelBytes = 6.3e6;
 constexpr double kTieBytes = 1 << 20;
 constexpr int64_t kMaxSplits = 128;       // the merge's weights: 128 per row in shared memory
-constexpr int64_t kPageSizes[] = {16, 32, 64, 128, 256};
 
 
 unsigned u32(int64_t v) { return static_cast<unsigned>(v); }
@@ -55,10 +55,7 @@ bool wants_decode(const kaio_attention_desc &d, bool backward) {
 
 kaio_status check_decode_desc(const kaio_attention_desc &d, bool backward, bool paged,
                               int32_t page_size) {
-  if (paged && !in_list(kPageSizes, page_size))
-    return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                "%s: paged->page_size is %" PRId32 "; use %s.", api_name(), page_size,
-                list_text(kPageSizes, "or").c_str());
+  if (paged) KAIO_TRY(attention_check_page_size(page_size));
   if (paged && d.variant != KAIO_ATTENTION_AUTO && d.variant != KAIO_ATTENTION_DECODE)
     return fail(KAIO_ERROR_UNSUPPORTED,
                 "%s: desc->variant is %d; paged attention runs the decode kernels only. Use "

@@ -25,7 +25,6 @@ namespace kaio {
 namespace {
 
 constexpr const auto &kPagedDims = kernels::keys::attn_fwd_paged_sm80::head_dim;
-constexpr int64_t kPageSizes[] = {16, 32, 64, 128, 256};
 
 
 // A K or V pool: [num_pages · page_size, Hkv · D] of dtype, num_pages >= 1.
@@ -53,9 +52,7 @@ unsigned u32(int64_t v) { return static_cast<unsigned>(v); }
 }  // namespace
 
 kaio_status paged_prefill_check(const kaio_attention_varlen_desc &d, int32_t page_size) {
-  if (!in_list(kPageSizes, page_size))
-    return fail(KAIO_ERROR_UNSUPPORTED, "%s: paged->page_size is %" PRId32 "; use %s.",
-                api_name(), page_size, list_text(kPageSizes, "or").c_str());
+  KAIO_TRY(attention_check_page_size(page_size));
   if (d.total_k != 0)
     return fail(KAIO_ERROR_INVALID_DIMENSION,
                 "%s: desc->total_k is %" PRId64 "; paged prefill reads K and V from the page "

@@ -49,6 +49,8 @@ kaio_status attention_check_disjoint(std::initializer_list<NamedChecked> outs,
 // attention").
 kaio_status attention_check_types(const char *family, kaio_dtype dtype, kaio_dtype out_dtype,
                                   kaio_dtype o_dtype, int32_t mask, bool backward);
+// The paged ops' page_size: 16, 32, 64, 128 or 256 (INVALID_ARGUMENT else).
+kaio_status attention_check_page_size(int32_t page_size);
 // The sm_80 forward's 128-row kernels take head dims up to 128: variant
 // SM80_M128 forces them, AUTO takes them where they exist.
 inline constexpr int64_t kMaxM128Dim = 128;

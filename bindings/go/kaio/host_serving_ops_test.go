@@ -218,6 +218,45 @@ func TestVarlenAttentionOnTheFake(t *testing.T) {
 		"kaio_attention_varlen", "'cu_seqlens_q' has a NULL buffer")
 }
 
+func TestPagedPrefillOnTheFake(t *testing.T) {
+	needFake(t)
+	d0, _ := open2(t)
+	s := must(d0.NewStream(kaio.StreamNonBlocking)).get(t)
+	defer s.Close()
+	// 3 sequences, 40 packed new rows (at most 20 each), up to 48 keys each in
+	// pages of 16 (block table 3 x 3), pools of 8 pages
+	const b, tq, mq, mk, hq, hkv, dd, page, pages = 3, 40, 20, 48, 4, 2, 64, 16, 8
+	desc := kaio.DefaultAttentionVarlenDesc()
+	desc.DType, desc.Batch, desc.MaxSeqlenQ, desc.MaxSeqlenK, desc.TotalQ, desc.TotalK = kaio.DTypeBF16, b, mq, mk, tq, 0
+	desc.HeadsQ, desc.HeadsKV, desc.HeadDim = hq, hkv, dd
+	q, o := fakeBuf(t, d0, kaio.DTypeBF16, tq, hq*dd), fakeBuf(t, d0, kaio.DTypeBF16, tq, hq*dd)
+	kp, vp := fakeBuf(t, d0, kaio.DTypeBF16, pages*page, hkv*dd), fakeBuf(t, d0, kaio.DTypeBF16, pages*page, hkv*dd)
+	cuq, table, lens := fakeBuf(t, d0, kaio.DTypeI32, 1, b+1), fakeBuf(t, d0, kaio.DTypeI32, b, 3), fakeBuf(t, d0, kaio.DTypeI32, 1, b)
+	lse := fakeBuf(t, d0, kaio.DTypeF32, hq, tq)
+	paged := kaio.DefaultAttentionPagedDesc()
+	// the fake device is sm_90: Auto takes the sm_90a paged kernel for D 64
+	launched(t, 1, "kaio_attn_fwd_paged_sm90_bf16_d64", func() error {
+		return kaio.AttentionPagedPrefill(s, q, kp, vp, cuq, table, lens, o, lse, desc, paged)
+	})
+	sm80 := desc
+	sm80.Variant = kaio.AttentionSM80
+	op := must(d0.NewAttentionPagedPrefillOp(sm80, paged)).get(t)
+	defer op.Close()
+	launched(t, 1, "kaio_attn_fwd_paged_bf16_d64", func() error {
+		return op.Launch(s, q, kp, vp, cuq, table, lens, o, kaio.Tensor{})
+	})
+	ok(t, s.Synchronize())
+
+	expectErr(t, kaio.AttentionPagedPrefill(s, q, kp, vp, cuq, table, lens, o, lse, desc, kaio.AttentionPagedDesc{PageSize: 17}),
+		kaio.StatusInvalidArgument, "kaio_attention_paged_prefill", "page_size", "17")
+	bad := desc
+	bad.TotalK = 5
+	_, err := d0.NewAttentionPagedPrefillOp(bad, paged)
+	expectErr(t, err, kaio.StatusInvalidDimension, "kaio_op_create_attention_paged_prefill", "total_k")
+	expectErr(t, op.Launch(s, q, kp, vp, cuq, table, lens), kaio.StatusInvalidArgument,
+		"kaio_op_launch", "{Q, K pool, V pool, cu_seqlens_q, block_table, seq_lens, O, LSE}")
+}
+
 func TestSamplingOnTheFake(t *testing.T) {
 	h := needFake(t)
 	d0, _ := open2(t)

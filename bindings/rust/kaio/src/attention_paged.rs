@@ -50,8 +50,9 @@ pub struct PagedKv<'a> {
     /// `i · page_size ..` of sequence b; `max_pages_per_seq · page_size >=
     /// seq_k`.
     pub block_table: TensorView<'a>,
-    /// I32 `[1, B]`, contiguous: each sequence's KV length INCLUDING its Sq
-    /// new rows, at most the desc's `seq_k` (0: O = 0, LSE = −inf).
+    /// I32 `[1, B]`, contiguous: each sequence's KV length INCLUDING its
+    /// new rows, at most the desc's `seq_k` (decode) or `max_seqlen_k`
+    /// (prefill) (0: O = 0, LSE = −inf).
     pub seq_lens: TensorView<'a>,
 }
 

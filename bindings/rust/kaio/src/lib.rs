@@ -18,6 +18,7 @@
 
 mod attention;
 mod attention_paged;
+mod attention_paged_prefill;
 mod attention_varlen;
 mod buffer;
 mod device;
@@ -43,6 +44,7 @@ pub use attention::{
     FlashGrads,
 };
 pub use attention_paged::{attention_paged, AttentionPagedDesc, PagedKv};
+pub use attention_paged_prefill::attention_paged_prefill;
 pub use attention_varlen::{attention_varlen, AttentionVarlenDesc};
 pub use buffer::{Buffer, TensorView};
 pub use device::{device_count, probe, Device, DeviceInfo, Probe};

@@ -351,3 +351,62 @@ fn rope_kv_cache_write_launches_and_reports_errors_on_the_fake() {
         &["kaio_op_create_rope_kv_cache_write", "heads_k"],
     );
 }
+
+#[test]
+fn paged_prefill_launches_and_reports_errors_on_the_fake() {
+    let fake = fake_or_skip!("paged_prefill_launches_and_reports_errors_on_the_fake");
+    let d0 = Device::open(0).unwrap();
+    let s = Stream::non_blocking(&d0).unwrap();
+    // 3 sequences, 40 packed new rows (at most 20 each), up to 48 keys each
+    // in pages of 16 (block table [3, 3]), pools of 8 pages.
+    let (b, tq, hq, hkv, d, page, pages, per_seq) = (3, 40, 4, 2, 64, 16, 8, 3);
+    let desc = AttentionVarlenDesc {
+        dtype: Dtype::Bf16,
+        batch: b,
+        max_seqlen_q: 20,
+        max_seqlen_k: 48,
+        total_q: tq,
+        total_k: 0,
+        heads_q: hq,
+        heads_kv: hkv,
+        head_dim: d,
+        ..Default::default()
+    };
+    let bf = |n| Buffer::<Bf16>::alloc(&d0, n).unwrap();
+    let (q, o, kp, vp) = (bf(tq * hq * d), bf(tq * hq * d), bf(pages * page * hkv * d), bf(pages * page * hkv * d));
+    let lse = Buffer::<f32>::alloc(&d0, hq * tq).unwrap();
+    let cu = Buffer::<i32>::alloc(&d0, b + 1).unwrap();
+    let table = Buffer::<i32>::alloc(&d0, b * per_seq).unwrap();
+    let lens = Buffer::<i32>::alloc(&d0, b).unwrap();
+    let (qv, ov, lv, cq) = (q.view(tq, hq * d), o.view(tq, hq * d), lse.view(hq, tq), cu.view(1, b + 1));
+    let kv = PagedKv {
+        k_pool: kp.view(pages * page, hkv * d),
+        v_pool: vp.view(pages * page, hkv * d),
+        block_table: table.view(b, per_seq),
+        seq_lens: lens.view(1, b),
+    };
+    let paged = AttentionPagedDesc::default();
+    // AUTO on the fake's compute capability 9.0: the sm_90a kernel.
+    kaio::attention_paged_prefill(&s, &qv, &cq, &kv, &ov, Some(&lv), &desc, &paged).unwrap();
+    assert_eq!(fake.last().unwrap().name, "kaio_attn_fwd_paged_sm90_bf16_d64");
+    kaio::attention_paged_prefill(&s, &qv, &cq, &kv, &ov, None, &desc, &paged).unwrap();
+    let op = Op::attention_paged_prefill(&d0, &AttentionVarlenDesc { variant: AttentionVariant::Sm80, ..desc }, &paged)
+        .unwrap();
+    assert_eq!(op.kind(), "attention_paged_prefill");
+    op.launch(&s, &kv.prefill_tensors(qv, cq, ov, Some(lv))).unwrap();
+    assert_eq!(fake.last().unwrap().name, "kaio_attn_fwd_paged_bf16_d64");
+    op.launch(&s, &kv.prefill_tensors(qv, cq, ov, None)).unwrap();
+    s.synchronize().unwrap();
+
+    expect_err(
+        kaio::attention_paged_prefill(&s, &qv, &cq, &kv, &ov, None, &desc, &AttentionPagedDesc { page_size: 17 }),
+        Status::INVALID_ARGUMENT,
+        &["kaio_attention_paged_prefill", "page_size", "17"],
+    );
+    expect_err(
+        Op::attention_paged_prefill(&d0, &AttentionVarlenDesc { total_k: 5, ..desc }, &paged),
+        Status::INVALID_DIMENSION,
+        &["kaio_op_create_attention_paged_prefill", "total_k"],
+    );
+    expect_err(op.launch(&s, &kv.prefill_tensors(qv, cq, ov, None)[..7]), Status::INVALID_ARGUMENT, &["kaio_op_launch"]);
+}

@@ -508,6 +508,56 @@ kaio_status attention_check_page_size(int32_t page_size) {
   return KAIO_OK;
 }
 
+namespace {
+
+// A K or V pool: [num_pages · page_size, heads_kv · head_dim] of dtype,
+// num_pages >= 1, 16-byte aligned (the kernels' 16-byte loads).
+kaio_status check_pool(const char *arg, const kaio_tensor &t, const kaio_device *device,
+                       kaio_dtype dtype, int64_t width, int64_t page_size, CheckedView *out) {
+  KAIO_TRY(check_view(arg, &t, device, out));
+  KAIO_TRY(check_dtype(arg, *out, dtype));
+  if (out->cols != width || out->rows < page_size || out->rows % page_size != 0 ||
+      out->rows > INT32_MAX)
+    return fail(KAIO_ERROR_SHAPE_MISMATCH,
+                "%s: argument '%s' is %" PRId64 " x %" PRId64 "; a page pool is [num_pages * "
+                "page_size, heads_kv * head_dim] = [a multiple of %" PRId64 " up to %d, %" PRId64
+                "] with num_pages >= 1.",
+                api_name(), arg, out->rows, out->cols, page_size, INT32_MAX, width);
+  if (out->address % 16 != 0 || out->row_stride % 8 != 0)
+    return fail(KAIO_ERROR_MISALIGNED,
+                "%s: argument '%s' starts at byte offset %" PRIu64 " of a 256-byte-aligned "
+                "allocation with row_stride %" PRId64 "; attention needs a 16-byte aligned start "
+                "and a row_stride that is a multiple of 8 elements.",
+                api_name(), arg, static_cast<uint64_t>(out->address % 256), out->row_stride);
+  return KAIO_OK;
+}
+
+}  // namespace
+
+kaio_status attention_check_pages(const kaio_tensor &k_pool, const kaio_tensor &v_pool,
+                                  const kaio_tensor &table, const kaio_device *device,
+                                  kaio_dtype dtype, int64_t heads_kv, int64_t head_dim,
+                                  int64_t batch, int64_t page_size, int64_t max_len,
+                                  const char *max_len_field, PagedViews *out) {
+  KAIO_TRY(check_pool("K pool", k_pool, device, dtype, heads_kv * head_dim, page_size, &out->k_pool));
+  KAIO_TRY(check_pool("V pool", v_pool, device, dtype, heads_kv * head_dim, page_size, &out->v_pool));
+  if (out->v_pool.rows != out->k_pool.rows)
+    return fail(KAIO_ERROR_SHAPE_MISMATCH,
+                "%s: the K pool has %" PRId64 " rows but the V pool %" PRId64
+                "; both hold the same pages.",
+                api_name(), out->k_pool.rows, out->v_pool.rows);
+  KAIO_TRY(check_view("block_table", &table, device, &out->table));
+  KAIO_TRY(check_dtype("block_table", out->table, KAIO_DTYPE_I32));
+  const int64_t need_pages = (max_len + page_size - 1) / page_size;
+  if (out->table.rows != batch || out->table.cols < need_pages)
+    return fail(KAIO_ERROR_SHAPE_MISMATCH,
+                "%s: argument 'block_table' is %" PRId64 " x %" PRId64 "; it must have desc->batch "
+                "(%" PRId64 ") rows and at least ceil(desc->%s / page_size) = %" PRId64
+                " columns.",
+                api_name(), out->table.rows, out->table.cols, batch, max_len_field, need_pages);
+  return KAIO_OK;
+}
+
 kaio_status attention_check_types(const char *family, kaio_dtype dtype, kaio_dtype out_dtype,
                                   kaio_dtype o_dtype, int32_t mask, bool backward) {
   if (!is_half(dtype))

@@ -222,26 +222,6 @@ kaio_status run_decode(const kaio_device *device, const AttentionPlan &plan, kai
 
 namespace {
 
-kaio_status check_pool(const char *arg, const kaio_tensor &t, const kaio_device *device,
-                       const kaio_attention_desc &d, int64_t page_size, CheckedView *out) {
-  KAIO_TRY(check_view(arg, &t, device, out));
-  KAIO_TRY(check_dtype(arg, *out, d.dtype));
-  if (out->cols != d.heads_kv * d.head_dim || out->rows % page_size != 0 ||
-      out->rows > INT32_MAX)
-    return fail(KAIO_ERROR_SHAPE_MISMATCH,
-                "%s: argument '%s' is %" PRId64 " x %" PRId64 "; a page pool is [num_pages * "
-                "page_size, heads_kv * head_dim] = [a multiple of %" PRId64 " up to %d, %" PRId64
-                "].",
-                api_name(), arg, out->rows, out->cols, page_size, INT32_MAX,
-                d.heads_kv * d.head_dim);
-  if (out->address % 16 != 0 || out->row_stride % 8 != 0)
-    return fail(KAIO_ERROR_MISALIGNED,
-                "%s: argument '%s' starts at byte offset %" PRIu64 " of a 256-byte-aligned "
-                "allocation with row_stride %" PRId64 "; attention needs a 16-byte aligned start "
-                "and a row_stride that is a multiple of 8 elements.",
-                api_name(), arg, static_cast<uint64_t>(out->address % 256), out->row_stride);
-  return KAIO_OK;
-}
 
 }  // namespace
 
@@ -249,24 +229,12 @@ kaio_status run_paged(const kaio_device *device, const AttentionPlan &plan, kaio
                       const kaio_tensor *t) {
   const kaio_attention_desc &d = plan.desc;
   const int64_t ps = plan.page_size;
-  CheckedView q, kp, vp, table, lens, o, lse;
+  CheckedView q, lens, o, lse;
   KAIO_TRY(check_bshd("Q", t[0], device, d.dtype, d.batch, d.seq_q, d.heads_q, d.head_dim, &q));
-  KAIO_TRY(check_pool("K pool", t[1], device, d, ps, &kp));
-  KAIO_TRY(check_pool("V pool", t[2], device, d, ps, &vp));
-  if (vp.rows != kp.rows)
-    return fail(KAIO_ERROR_SHAPE_MISMATCH,
-                "%s: the K pool has %" PRId64 " rows but the V pool %" PRId64
-                "; both hold the same pages.",
-                api_name(), kp.rows, vp.rows);
-  KAIO_TRY(check_view("block_table", &t[3], device, &table));
-  KAIO_TRY(check_dtype("block_table", table, KAIO_DTYPE_I32));
-  const int64_t need_pages = (d.seq_k + ps - 1) / ps;
-  if (table.rows != d.batch || table.cols < need_pages)
-    return fail(KAIO_ERROR_SHAPE_MISMATCH,
-                "%s: argument 'block_table' is %" PRId64 " x %" PRId64 "; it must have desc->batch "
-                "(%" PRId64 ") rows and at least ceil(desc->seq_k / page_size) = %" PRId64
-                " columns.",
-                api_name(), table.rows, table.cols, d.batch, need_pages);
+  PagedViews pages;
+  KAIO_TRY(attention_check_pages(t[1], t[2], t[3], device, d.dtype, d.heads_kv, d.head_dim, d.batch,
+                                 ps, d.seq_k, "seq_k", &pages));
+  const CheckedView &kp = pages.k_pool, &vp = pages.v_pool, &table = pages.table;
   KAIO_TRY(check_view("seq_lens", &t[4], device, &lens));
   KAIO_TRY(check_dtype("seq_lens", lens, KAIO_DTYPE_I32));
   KAIO_TRY(check_shape("seq_lens", lens, 1, d.batch));

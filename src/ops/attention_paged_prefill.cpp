@@ -27,19 +27,6 @@ namespace {
 constexpr const auto &kPagedDims = kernels::keys::attn_fwd_paged_sm80::head_dim;
 
 
-// A K or V pool: [num_pages · page_size, Hkv · D] of dtype, num_pages >= 1.
-kaio_status check_pool(const char *arg, const kaio_tensor &t, const kaio_device *device,
-                       const kaio_attention_varlen_desc &d, int64_t page_size, CheckedView *out) {
-  KAIO_TRY(attention_check_rows(arg, t, device, d.dtype, t.rows, d.heads_kv, d.head_dim, out));
-  if (out->rows < page_size || out->rows % page_size != 0 || out->rows > INT32_MAX)
-    return fail(KAIO_ERROR_SHAPE_MISMATCH,
-                "%s: argument '%s' has %" PRId64 " rows; a page pool is [num_pages * page_size, "
-                "heads_kv * head_dim] with num_pages >= 1: a multiple of page_size %" PRId64
-                " up to %d rows.",
-                api_name(), arg, out->rows, page_size, INT32_MAX);
-  return KAIO_OK;
-}
-
 kaio_status check_i32(const char *arg, const kaio_tensor &t, const kaio_device *device,
                       int64_t rows, int64_t cols, CheckedView *out) {
   KAIO_TRY(check_view(arg, &t, device, out));
@@ -93,25 +80,13 @@ kaio_status paged_prefill_run(const AttentionVarlenPlan &plan, kaio_stream *stre
   const kaio_attention_varlen_desc &d = plan.desc;
   const kaio_device *device = plan.device;
   const int64_t ps = plan.page_size;
-  CheckedView q, kp, vp, cu_q, table, lens, o, lse;
+  CheckedView q, cu_q, lens, o, lse;
   KAIO_TRY(attention_check_rows("Q", t[0], device, d.dtype, d.total_q, d.heads_q, d.head_dim, &q));
-  KAIO_TRY(check_pool("K pool", t[1], device, d, ps, &kp));
-  KAIO_TRY(check_pool("V pool", t[2], device, d, ps, &vp));
-  if (vp.rows != kp.rows)
-    return fail(KAIO_ERROR_SHAPE_MISMATCH,
-                "%s: the K pool has %" PRId64 " rows but the V pool %" PRId64
-                "; both hold the same pages.",
-                api_name(), kp.rows, vp.rows);
+  PagedViews pages;
+  KAIO_TRY(attention_check_pages(t[1], t[2], t[4], device, d.dtype, d.heads_kv, d.head_dim, d.batch,
+                                 ps, d.max_seqlen_k, "max_seqlen_k", &pages));
+  const CheckedView &kp = pages.k_pool, &vp = pages.v_pool, &table = pages.table;
   KAIO_TRY(check_i32("cu_seqlens_q", t[3], device, 1, d.batch + 1, &cu_q));
-  KAIO_TRY(check_view("block_table", &t[4], device, &table));
-  KAIO_TRY(check_dtype("block_table", table, KAIO_DTYPE_I32));
-  const int64_t need_pages = (d.max_seqlen_k + ps - 1) / ps;
-  if (table.rows != d.batch || table.cols < need_pages)
-    return fail(KAIO_ERROR_SHAPE_MISMATCH,
-                "%s: argument 'block_table' is %" PRId64 " x %" PRId64 "; it must have desc->batch "
-                "(%" PRId64 ") rows and at least ceil(desc->max_seqlen_k / page_size) = %" PRId64
-                " columns.",
-                api_name(), table.rows, table.cols, d.batch, need_pages);
   KAIO_TRY(check_i32("seq_lens", t[5], device, 1, d.batch, &lens));
   KAIO_TRY(attention_check_rows("O", t[6], device, d.out_dtype, d.total_q, d.heads_q, d.head_dim, &o));
   const bool has_lse = t[7].buffer != nullptr;

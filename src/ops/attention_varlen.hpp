@@ -51,6 +51,18 @@ kaio_status attention_check_types(const char *family, kaio_dtype dtype, kaio_dty
                                   kaio_dtype o_dtype, int32_t mask, bool backward);
 // The paged ops' page_size: 16, 32, 64, 128 or 256 (INVALID_ARGUMENT else).
 kaio_status attention_check_page_size(int32_t page_size);
+// A paged op's K and V pools (views [num_pages · page_size, heads_kv ·
+// head_dim] of dtype, num_pages >= 1, the same rows, 16-byte aligned) and
+// its block table (I32 [batch, >= ceil(max_len / page_size)]; max_len_field
+// names the desc field that bounds the sequences' lengths).
+struct PagedViews {
+  CheckedView k_pool, v_pool, table;
+};
+kaio_status attention_check_pages(const kaio_tensor &k_pool, const kaio_tensor &v_pool,
+                                  const kaio_tensor &table, const kaio_device *device,
+                                  kaio_dtype dtype, int64_t heads_kv, int64_t head_dim,
+                                  int64_t batch, int64_t page_size, int64_t max_len,
+                                  const char *max_len_field, PagedViews *out);
 // The sm_80 forward's 128-row kernels take head dims up to 128: variant
 // SM80_M128 forces them, AUTO takes them where they exist.
 inline constexpr int64_t kMaxM128Dim = 128;

@@ -143,19 +143,25 @@ kaio_status check_desc(const kaio_attention_desc &d, bool backward) {
 }  // namespace
 
 // A BSHD tensor as its rank-2 view [B·S, H·D]; 16-byte start, 8-element stride.
+// The 16-byte loads' rule for an attention view: a 16-byte aligned start
+// and a row_stride of whole 8-element (16-byte) steps.
+kaio_status check_aligned16(const char *arg, const CheckedView &v) {
+  if (v.address % 16 != 0 || v.row_stride % 8 != 0)
+    return fail(KAIO_ERROR_MISALIGNED,
+                "%s: argument '%s' starts at byte offset %" PRIu64 " of a 256-byte-aligned "
+                "allocation with row_stride %" PRId64 "; attention needs a 16-byte aligned start "
+                "and a row_stride that is a multiple of 8 elements.",
+                api_name(), arg, static_cast<uint64_t>(v.address % 256), v.row_stride);
+  return KAIO_OK;
+}
+
 kaio_status check_bshd(const char *arg, const kaio_tensor &t,
                        const kaio_device *device, kaio_dtype dtype, int64_t batch, int64_t seq,
                        int64_t heads, int64_t dim, CheckedView *out) {
   KAIO_TRY(check_view(arg, &t, device, out));
   KAIO_TRY(check_dtype(arg, *out, dtype));
   KAIO_TRY(check_shape(arg, *out, batch * seq, heads * dim));
-  if (out->address % 16 != 0 || out->row_stride % 8 != 0)
-    return fail(KAIO_ERROR_MISALIGNED,
-                "%s: argument '%s' starts at byte offset %" PRIu64 " of a 256-byte-aligned "
-                "allocation with row_stride %" PRId64 "; attention needs a 16-byte aligned start "
-                "and a row_stride that is a multiple of 8 elements.",
-                api_name(), arg, static_cast<uint64_t>(out->address % 256), out->row_stride);
-  return KAIO_OK;
+  return check_aligned16(arg, *out);
 }
 
 kaio_status check_lse(const kaio_tensor &t, const kaio_device *device,
@@ -523,13 +529,7 @@ kaio_status check_pool(const char *arg, const kaio_tensor &t, const kaio_device 
                 "page_size, heads_kv * head_dim] = [a multiple of %" PRId64 " up to %d, %" PRId64
                 "] with num_pages >= 1.",
                 api_name(), arg, out->rows, out->cols, page_size, INT32_MAX, width);
-  if (out->address % 16 != 0 || out->row_stride % 8 != 0)
-    return fail(KAIO_ERROR_MISALIGNED,
-                "%s: argument '%s' starts at byte offset %" PRIu64 " of a 256-byte-aligned "
-                "allocation with row_stride %" PRId64 "; attention needs a 16-byte aligned start "
-                "and a row_stride that is a multiple of 8 elements.",
-                api_name(), arg, static_cast<uint64_t>(out->address % 256), out->row_stride);
-  return KAIO_OK;
+  return check_aligned16(arg, *out);
 }
 
 }  // namespace

@@ -11,14 +11,17 @@
 //!     elements past rotary_dim, and columns outside Q and K, unchanged;
 //!   decode / paged attention (bf16): O 1.2e-2, LSE 2e-3 absolute;
 //!   varlen attention (f16): O 2e-3, LSE 2e-3 absolute;
+//!   paged prefill: O f16 2e-3, bf16 1.2e-2 (one rounding of O and of P
+//!     before P·V: 2^-11 / 2^-8 per element, averaged over the keys), LSE
+//!     2e-3 absolute (f32 sums of exact products);
 //!   sampling: exact tokens; top-k 1 probability 1 and log-probability 0
 //!     within 1e-6.
 mod common;
 
 use common::gpu_env::{f16s, gpu, rel_error, uniform, wide, Rng};
 use kaio::{
-    AttentionDesc, AttentionMask, AttentionPagedDesc, AttentionVariant, AttentionVarlenDesc, Bf16, Buffer, Dtype, Op, PagedKv,
-    RopeDesc, SamplingDesc, SamplingFeatures, SamplingViews, Stream, TensorView,
+    AttentionDesc, AttentionMask, AttentionPagedDesc, AttentionVariant, AttentionVarlenDesc, Bf16, Buffer, Device, Dtype, Element,
+    Op, PagedKv, RopeDesc, SamplingDesc, SamplingFeatures, SamplingViews, Stream, TensorView,
 };
 
 macro_rules! gpu_or_return {
@@ -400,6 +403,117 @@ fn gpu_varlen_attention_f16() {
         rel_error(&what, &wide(&o.to_vec().unwrap()), &want_o, 2e-3);
         check_lse(&what, &lse.to_vec().unwrap(), &want_lse);
     }
+}
+
+/// Paged prefill of a small batch: new rows 0, 1 and 7 against caches of 5,
+/// 33 and 1 tokens (seq_lens 5, 34, 8: the cache INCLUDING the new rows),
+/// causal (bottom-right), GQA 4:1, D 64, pages of 16 shuffled in a pool with
+/// spare pages; unused slots and spare pages hold large garbage (±50) that
+/// would show if read. Checked against the f64 reference of each sequence
+/// alone, prepared and one-shot, AUTO (sm_90a TMA kernel on sm_90) and
+/// SM80_M128 (the mma.sync paged fetch).
+fn paged_prefill_case<T: Element>(dev: &Device, rng: &mut Rng, enc: fn(&[f64]) -> Vec<T>, dec: fn(&[T]) -> Vec<f64>, tol_o: f64) {
+    let s = Stream::non_blocking(dev).unwrap();
+    let (hq, hkv, d, page) = (8usize, 2usize, 64usize, 16usize);
+    let (lq, lk) = ([0usize, 1, 7], [5usize, 34, 8]);
+    let b = lq.len();
+    let (width, qwidth) = (hkv * d, hq * d);
+    let total_q: usize = lq.iter().sum();
+    let cu: Vec<i32> = std::iter::once(0).chain(lq.iter().scan(0, |a, &n| { *a += n as i32; Some(*a) })).collect();
+    let max_pages = 3; // ceil(34 / 16)
+    let used: usize = lk.iter().map(|&n| (n + page - 1) / page).sum();
+    let pages = used + 3;
+    let mut ids: Vec<usize> = (0..pages).collect();
+    for i in (1..pages).rev() {
+        ids.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+    }
+    let q = enc(&uniform(rng, total_q * qwidth, -1.0, 1.0));
+    let mut kpool = enc(&uniform(rng, pages * page * width, -50.0, 50.0));
+    let mut vpool = enc(&uniform(rng, pages * page * width, -50.0, 50.0));
+    // Sequence b's keys, contiguous, for the reference; scattered into pages.
+    let (mut keys, mut vals) = (Vec::new(), Vec::new());
+    let (mut table, mut next) = (vec![0i32; b * max_pages], 0);
+    for (bi, &n) in lk.iter().enumerate() {
+        let (k, v) = (enc(&uniform(rng, n * width, -1.0, 1.0)), enc(&uniform(rng, n * width, -1.0, 1.0)));
+        let npages = (n + page - 1) / page;
+        for p in 0..max_pages {
+            // Entries past the sequence's pages point at a spare page.
+            table[bi * max_pages + p] = if p < npages { ids[next + p] as i32 } else { ids[pages - 1] as i32 };
+        }
+        for j in 0..n {
+            let row = table[bi * max_pages + j / page] as usize * page + j % page;
+            kpool[row * width..][..width].copy_from_slice(&k[j * width..][..width]);
+            vpool[row * width..][..width].copy_from_slice(&v[j * width..][..width]);
+        }
+        next += npages;
+        keys.push(dec(&k));
+        vals.push(dec(&v));
+    }
+    let qw = dec(&q);
+    let scale = 1.0 / (d as f64).sqrt();
+    let (mut want_o, mut want_lse) = (vec![0.0; total_q * qwidth], vec![0.0; hq * total_q]);
+    for bi in 0..b {
+        for i in 0..lq[bi] {
+            let row = cu[bi] as usize + i;
+            let visible: Vec<usize> = (0..=lk[bi] - lq[bi] + i).collect();
+            for h in 0..hq {
+                let qrow = &qw[row * qwidth + h * d..][..d];
+                let (o, l) = attend(qrow, &keys[bi], &vals[bi], &visible, width, (h / (hq / hkv)) * d, scale);
+                want_o[row * qwidth + h * d..][..d].copy_from_slice(&o);
+                want_lse[h * total_q + row] = l;
+            }
+        }
+    }
+    let lens: Vec<i32> = lk.iter().map(|&n| n as i32).collect();
+    let (qb, kpb, vpb) = (Buffer::from_slice(dev, &q).unwrap(), Buffer::from_slice(dev, &kpool).unwrap(), Buffer::from_slice(dev, &vpool).unwrap());
+    let (cb, tb, lb) = (Buffer::from_slice(dev, &cu).unwrap(), Buffer::from_slice(dev, &table).unwrap(), Buffer::from_slice(dev, &lens).unwrap());
+    let (qv, cv) = (qb.view(total_q, qwidth), cb.view(1, b + 1));
+    let cache = PagedKv {
+        k_pool: kpb.view(pages * page, width),
+        v_pool: vpb.view(pages * page, width),
+        block_table: tb.view(b, max_pages),
+        seq_lens: lb.view(1, b),
+    };
+    let paged = AttentionPagedDesc { page_size: page };
+    for &variant in &[AttentionVariant::Auto, AttentionVariant::Sm80M128] {
+        let desc = AttentionVarlenDesc {
+            dtype: T::DTYPE,
+            mask: AttentionMask::Causal,
+            variant,
+            batch: b,
+            max_seqlen_q: 7,
+            max_seqlen_k: max_pages * page,
+            total_q,
+            total_k: 0,
+            heads_q: hq,
+            heads_kv: hkv,
+            head_dim: d,
+            ..Default::default()
+        };
+        let op = Op::attention_paged_prefill(dev, &desc, &paged).unwrap();
+        for &prepared in &[true, false] {
+            let o = Buffer::from_slice(dev, &enc(&vec![f64::NAN; total_q * qwidth])).unwrap();
+            let lse = Buffer::from_slice(dev, &vec![f32::NAN; hq * total_q]).unwrap();
+            let (ov, lv) = (o.view(total_q, qwidth), lse.view(hq, total_q));
+            if prepared {
+                op.launch(&s, &cache.prefill_tensors(qv, cv, ov, Some(lv))).unwrap();
+            } else {
+                kaio::attention_paged_prefill(&s, &qv, &cv, &cache, &ov, Some(&lv), &desc, &paged).unwrap();
+            }
+            s.synchronize().unwrap();
+            let what = format!("paged prefill {:?} {:?}, new 0/1/7, lens 5/34/8 (prepared {})", T::DTYPE, variant, prepared);
+            rel_error(&what, &dec(&o.to_vec().unwrap()), &want_o, tol_o);
+            check_lse(&what, &lse.to_vec().unwrap(), &want_lse);
+        }
+    }
+}
+
+#[test]
+fn gpu_paged_prefill_attention_f16_bf16() {
+    let dev = gpu_or_return!("gpu_paged_prefill_attention_f16_bf16");
+    let mut rng = Rng::new("gpu_paged_prefill_attention_f16_bf16");
+    paged_prefill_case(&dev, &mut rng, f16s, wide, 2e-3);
+    paged_prefill_case(&dev, &mut rng, bf16s, wide_bf16, 1.2e-2);
 }
 
 fn argmax(row: &[f32]) -> i32 {

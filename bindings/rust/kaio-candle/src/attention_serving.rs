@@ -1,15 +1,17 @@
 //! Serving attention on candle tensors, f16 or bf16, forward only: decode
 //! over a paged KV cache ([`paged_attention`], the layout
-//! [`crate::kv_cache_write`] fills) and packed variable-length batches
-//! ([`flash_attn_varlen`], candle-flash-attn's signature). Both are GQA:
-//! query head h reads KV head `h / (Hq / Hkv)`.
+//! [`crate::kv_cache_write`] fills), packed variable-length batches
+//! ([`flash_attn_varlen`], candle-flash-attn's signature) and chunked
+//! prefill of packed new rows over the paged cache
+//! ([`paged_attention_prefill`]). All are GQA: query head h reads KV head
+//! `h / (Hq / Hkv)`.
 use candle_core::backend::{BackendDevice, BackendStorage};
 use candle_core::{bail, CudaStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};
 
 use crate::attention::{bshd, check_scale, same_dtype, tc_view};
 use crate::context::context;
 use crate::error::KaioResultExt;
-use crate::heads::{token_heads, Heads};
+use crate::heads::token_heads;
 use crate::layout::{self, Matrix};
 use crate::prep::{aligned16, forward_only, held, no_cpu_fwd};
 use crate::storage::{alloc, kaio_dtype, read, same_device, write};
@@ -45,6 +47,53 @@ fn mask(causal: bool) -> kaio::AttentionMask {
     }
 }
 
+/// Block tables, lengths and prefix sums: I32, or U32 (candle's index
+/// dtype), read as I32: the same bytes below 2^31; a larger value reads as
+/// negative and is reported as bad device data.
+const INDICES: &[DType] = &[DType::I32, DType::U32];
+
+/// The K and V page pools `[num_pages, page_size, Hkv, D]` as libkaio's
+/// `[num_pages · page_size, Hkv · D]` views, with page_size, Hkv and D.
+fn page_pools(op: &str, kl: &Layout, vl: &Layout, esize: usize) -> Result<([Matrix; 2], usize, usize, usize)> {
+    layout::rank(op, "k_cache", kl.dims(), 4, "num_pages, page_size, heads_kv, head_dim")?;
+    if vl.dims() != kl.dims() {
+        bail!("kaio-candle::{op}: 'v_cache' is {:?} but 'k_cache' is {:?}; they must match", vl.dims(), kl.dims())
+    }
+    let mut pools = [Matrix { rows: 0, cols: 0, row_stride: 0, offset: 0 }; 2];
+    for (m, (arg, l)) in pools.iter_mut().zip([("k_cache", kl), ("v_cache", vl)]) {
+        *m = token_heads(op, arg, l, None)?.m;
+        tc_view(op, arg, m, esize)?;
+    }
+    let kd = kl.dims();
+    Ok((pools, kd[1], kd[2], kd[3]))
+}
+
+/// Checks `block_table` `[B, max_pages_per_seq]` and `seq_lens` `[B]` for a
+/// batch of `b` and pages of `page_size` covering `max_seq_len`; their views
+/// (seq_lens as libkaio's `[1, B]`).
+fn table_views(op: &str, bl: &Layout, sl: &Layout, b: usize, page_size: usize, max_seq_len: usize) -> Result<(Matrix, Matrix)> {
+    layout::rank(op, "block_table", bl.dims(), 2, "batch, max_pages_per_seq")?;
+    let pages = bl.dims()[1];
+    if bl.dims()[0] != b || sl.dims() != [b] {
+        bail!(
+            "kaio-candle::{op}: 'block_table' is {:?} and 'seq_lens' {:?} for a batch of {b}; they must be \
+             [{b}, max_pages_per_seq] and [{b}]",
+            bl.dims(),
+            sl.dims()
+        )
+    }
+    if pages * page_size < max_seq_len {
+        bail!(
+            "kaio-candle::{op}: max_seq_len is {max_seq_len} but the block table holds {pages} pages of {page_size} \
+             tokens; give max_seq_len <= {} or a wider block table",
+            pages * page_size
+        )
+    }
+    let btm = layout::matrix(op, "block_table", bl)?;
+    let lm = layout::contiguous(op, "seq_lens", sl)?;
+    Ok((btm, Matrix { rows: 1, cols: b, row_stride: b, offset: lm.offset }))
+}
+
 // ---------------------------------------------------------------------------
 // Paged decode attention.
 
@@ -52,9 +101,9 @@ fn mask(causal: bool) -> kaio::AttentionMask {
 /// &v_cache, &op)` with the block table and lengths held here.
 #[derive(Clone, Debug)]
 pub struct PagedAttention {
-    /// I32 `[B, max_pages_per_seq]`.
+    /// I32 or U32 `[B, max_pages_per_seq]`.
     pub block_table: Tensor,
-    /// I32 `[B]`: each sequence's KV length including its Sq new tokens.
+    /// I32 or U32 `[B]`: each sequence's KV length including its Sq new tokens.
     pub seq_lens: Tensor,
     /// The longest length any sequence may have (sizes the split workspace).
     pub max_seq_len: usize,
@@ -81,42 +130,24 @@ impl CustomOp3 for PagedAttention {
         let dtype = qkv_like(op, q, kc, vc, ["k_cache", "v_cache"])?;
         let esize = dtype.size_in_bytes();
         layout::rank(op, "q", ql.dims(), 4, "batch, seq_q, heads_q, head_dim")?;
-        layout::rank(op, "k_cache", kl.dims(), 4, "num_pages, page_size, heads_kv, head_dim")?;
-        if vl.dims() != kl.dims() {
-            bail!("kaio-candle::{op}: 'v_cache' is {:?} but 'k_cache' is {:?}; they must match", vl.dims(), kl.dims())
-        }
-        let (qd, kd) = (ql.dims(), kl.dims());
+        let (caches, page_size, hkv, kd) = page_pools(op, kl, vl, esize)?;
+        let qd = ql.dims();
         let (b, sq, hq, d) = (qd[0], qd[1], qd[2], qd[3]);
-        let (page_size, hkv) = (kd[1], kd[2]);
-        if kd[3] != d {
-            bail!("kaio-candle::{op}: 'q' has head_dim {d} and 'k_cache' {}; they must match", kd[3])
+        if kd != d {
+            bail!("kaio-candle::{op}: 'q' has head_dim {d} and 'k_cache' {kd}; they must match")
         }
         gqa(op, hq, hkv)?;
         if sq > 16 {
-            bail!("kaio-candle::{op}: 'q' has {sq} query tokens a sequence; paged decode takes at most 16 (use flash_attn_varlen for prefill)")
+            bail!(
+                "kaio-candle::{op}: 'q' has {sq} query tokens a sequence; paged decode takes at most 16 (use \
+                 paged_attention_prefill for prefill)"
+            )
         }
         let (bs, bl) = self.block_table.storage_and_layout();
-        let bt = held(op, "block_table", &bs, q, &[DType::I32])?;
+        let bt = held(op, "block_table", &bs, q, INDICES)?;
         let (ss, sl) = self.seq_lens.storage_and_layout();
-        let lens = held(op, "seq_lens", &ss, q, &[DType::I32])?;
-        layout::rank(op, "block_table", bl.dims(), 2, "batch, max_pages_per_seq")?;
-        let pages = bl.dims()[1];
-        if bl.dims()[0] != b || sl.dims() != [b] {
-            bail!(
-                "kaio-candle::{op}: 'block_table' is {:?} and 'seq_lens' {:?} for a batch of {b}; they must be \
-                 [{b}, max_pages_per_seq] and [{b}]",
-                bl.dims(),
-                sl.dims()
-            )
-        }
-        if pages * page_size < self.max_seq_len {
-            bail!(
-                "kaio-candle::{op}: max_seq_len is {} but the block table holds {pages} pages of {page_size} \
-                 tokens; give max_seq_len <= {} or a wider block table",
-                self.max_seq_len,
-                pages * page_size
-            )
-        }
+        let lens = held(op, "seq_lens", &ss, q, INDICES)?;
+        let (btm, flat) = table_views(op, bl, sl, b, page_size, self.max_seq_len)?;
         let shape = Shape::from((b, sq, hq, d));
         let dev = &q.device;
         if b == 0 || sq == 0 {
@@ -124,14 +155,6 @@ impl CustomOp3 for PagedAttention {
         }
         let qm = bshd(op, "q", ql)?;
         tc_view(op, "q", &qm, esize)?;
-        let mut caches = Vec::new();
-        for (arg, l) in [("k_cache", kl), ("v_cache", vl)] {
-            let Heads { m, .. } = token_heads(op, arg, l, None)?;
-            tc_view(op, arg, &m, esize)?;
-            caches.push(m);
-        }
-        let btm = layout::matrix(op, "block_table", bl)?;
-        let lm = layout::contiguous(op, "seq_lens", sl)?;
         let kdt = kaio_dtype(op, dtype)?;
         let desc = kaio::AttentionDesc {
             dtype: kdt,
@@ -159,7 +182,6 @@ impl CustomOp3 for PagedAttention {
         let (rb, rl) = (read(&ctx, op, bt, &stream)?, read(&ctx, op, lens, &stream)?);
         let ro = write(&ctx, op, &mut out, &stream)?;
         let om = Matrix { rows: b * sq, cols: hq * d, row_stride: hq * d, offset: 0 };
-        let flat = Matrix { rows: 1, cols: b, row_stride: b, offset: lm.offset };
         let views = [
             rq.view(&qm),
             rk.view(&caches[0]),
@@ -179,8 +201,8 @@ impl CustomOp3 for PagedAttention {
 /// q `[B, Sq, Hq, D]` (Sq <= 16 new tokens a sequence, BSHD), `k_cache` and
 /// `v_cache` `[num_pages, page_size, Hkv, D]` (page_size 16, 32, 64, 128 or
 /// 256; 16-byte aligned, as [`crate::kv_cache_write`] fills them),
-/// `block_table` I32 `[B, max_pages_per_seq]` (entry (b, i): the page of
-/// tokens `i·page_size ..` of sequence b) and `seq_lens` I32 `[B]` (each
+/// `block_table` I32 or U32 `[B, max_pages_per_seq]` (entry (b, i): the page
+/// of tokens `i·page_size ..` of sequence b) and `seq_lens` I32 or U32 `[B]` (each
 /// sequence's KV length INCLUDING its Sq new tokens, at most `max_seq_len`;
 /// 0 gives O = 0). f16 or bf16, D 64, 128 or 256, Hq a multiple of Hkv.
 /// Returns O `[B, Sq, Hq, D]` in q's dtype. `causal` (bottom-right: query i
@@ -377,4 +399,213 @@ pub fn flash_attn_varlen(
     };
     let (q, k, v) = (aligned16(q)?, aligned16(k)?, aligned16(v)?);
     q.apply_op3_no_bwd(&k, &v, &fa)
+}
+
+// ---------------------------------------------------------------------------
+// Chunked prefill over the paged cache.
+
+/// Paged prefill: `q.apply_op3_no_bwd(&k_cache, &v_cache, &op)` with the
+/// prefix sums, block table and lengths held here.
+#[derive(Clone, Debug)]
+pub struct PagedAttentionPrefill {
+    /// I32 or U32 `[B + 1]`: prefix sums from 0 of each sequence's new rows.
+    pub cu_seqlens_q: Tensor,
+    /// I32 or U32 `[B, max_pages_per_seq]`.
+    pub block_table: Tensor,
+    /// I32 or U32 `[B]`: each sequence's KV length INCLUDING its new rows.
+    pub seq_lens: Tensor,
+    /// The most new rows any sequence has (1 <= max_seqlen_q <= total_q).
+    pub max_seqlen_q: usize,
+    /// The longest length any `seq_lens` entry may hold.
+    pub max_seq_len: usize,
+    pub softmax_scale: Option<f32>,
+    pub causal: bool,
+}
+
+impl CustomOp3 for PagedAttentionPrefill {
+    fn name(&self) -> &'static str {
+        "kaio-paged-attention-prefill"
+    }
+    no_cpu_fwd!(3, "paged_attention_prefill");
+    fn cuda_fwd(
+        &self,
+        q: &CudaStorage,
+        ql: &Layout,
+        kc: &CudaStorage,
+        kl: &Layout,
+        vc: &CudaStorage,
+        vl: &Layout,
+    ) -> Result<(CudaStorage, Shape)> {
+        let op = "paged_attention_prefill";
+        check_scale(op, self.softmax_scale)?;
+        let dtype = qkv_like(op, q, kc, vc, ["k_cache", "v_cache"])?;
+        let esize = dtype.size_in_bytes();
+        layout::rank(op, "q", ql.dims(), 3, "total_q, heads_q, head_dim")?;
+        let qh = token_heads(op, "q", ql, None)?;
+        tc_view(op, "q", &qh.m, esize)?;
+        let (pools, page_size, hkv, d) = page_pools(op, kl, vl, esize)?;
+        let (total_q, hq) = (qh.m.rows, qh.heads);
+        if qh.head_dim != d {
+            bail!("kaio-candle::{op}: 'q' has head_dim {} and 'k_cache' {d}; they must match", qh.head_dim)
+        }
+        gqa(op, hq, hkv)?;
+        let (cqs, cql) = self.cu_seqlens_q.storage_and_layout();
+        let cq = held(op, "cu_seqlens_q", &cqs, q, INDICES)?;
+        let cqm = layout::contiguous(op, "cu_seqlens_q", cql)?;
+        let n = cqm.rows * cqm.cols;
+        if cql.dims().len() != 1 || n < 2 {
+            bail!(
+                "kaio-candle::{op}: 'cu_seqlens_q' is {:?}; it must be [B + 1] prefix sums (first 0) of the new \
+                 rows of B >= 1 sequences",
+                cql.dims()
+            )
+        }
+        let batch = n - 1;
+        let (bs, bl) = self.block_table.storage_and_layout();
+        let bt = held(op, "block_table", &bs, q, INDICES)?;
+        let (ss, sl) = self.seq_lens.storage_and_layout();
+        let lens = held(op, "seq_lens", &ss, q, INDICES)?;
+        let (btm, flat) = table_views(op, bl, sl, batch, page_size, self.max_seq_len)?;
+        let shape = Shape::from((total_q, hq, d));
+        let dev = &q.device;
+        // Rows of no sequence are never written: zeros, not garbage.
+        let mut out = dev.zeros_impl(&shape, dtype)?;
+        if total_q == 0 {
+            return Ok((out, shape));
+        }
+        let desc = kaio::AttentionVarlenDesc {
+            dtype: kaio_dtype(op, dtype)?,
+            mask: mask(self.causal),
+            batch,
+            max_seqlen_q: self.max_seqlen_q,
+            max_seqlen_k: self.max_seq_len,
+            total_q,
+            total_k: 0,
+            heads_q: hq,
+            heads_kv: hkv,
+            head_dim: d,
+            softmax_scale: self.softmax_scale.unwrap_or(0.0),
+            ..Default::default()
+        };
+        let paged = kaio::AttentionPagedDesc { page_size };
+        let ctx = context(dev)?;
+        let stream = dev.cuda_stream();
+        let (rq, rk, rv) = (read(&ctx, op, q, &stream)?, read(&ctx, op, kc, &stream)?, read(&ctx, op, vc, &stream)?);
+        let (rcq, rb, rl) = (read(&ctx, op, cq, &stream)?, read(&ctx, op, bt, &stream)?, read(&ctx, op, lens, &stream)?);
+        let ro = write(&ctx, op, &mut out, &stream)?;
+        let om = Matrix { rows: total_q, cols: hq * d, row_stride: hq * d, offset: 0 };
+        let cu = Matrix { rows: 1, cols: n, row_stride: n, offset: cqm.offset };
+        let kv = kaio::PagedKv {
+            k_pool: rk.view(&pools[0]),
+            v_pool: rv.view(&pools[1]),
+            block_table: rb.view_as(&btm, kaio::Dtype::I32),
+            seq_lens: rl.view_as(&flat, kaio::Dtype::I32),
+        };
+        // The one-shot call, not a cached prepared op: total_q changes with
+        // every step of a chunked prefill, and the op has no workspace.
+        kaio::attention_paged_prefill(
+            &ctx.stream,
+            &rq.view(&qh.m),
+            &rcq.view_as(&cu, kaio::Dtype::I32),
+            &kv,
+            &ro.view(&om),
+            None,
+            &desc,
+            &paged,
+        )
+        .kaio(op)?;
+        drop((rq, rk, rv, rcq, rb, rl, ro));
+        Ok((out, shape))
+    }
+}
+
+/// Chunked prefill over a paged KV cache (vLLM's / FlashInfer's prefill
+/// with a block table): the new query rows of B sequences packed as
+/// `q` `[total_q, Hq, D]` (sequence b's rows `cu_seqlens_q[b] ..
+/// cu_seqlens_q[b+1]`, I32 or U32 `[B + 1]` prefix sums from 0), each
+/// attending to its `seq_lens[b]` keys (I32 or U32 `[B]`, the cache
+/// INCLUDING the new rows: append them first with [`crate::kv_cache_write`])
+/// in `k_cache` / `v_cache` `[num_pages, page_size, Hkv, D]` through
+/// `block_table` I32 or U32 `[B, max_pages_per_seq]`, as
+/// [`paged_attention`] reads them. `max_seqlen_q` bounds every sequence's new
+/// rows (1 <= max_seqlen_q <= total_q), `max_seq_len` every length
+/// (`max_pages_per_seq · page_size >= max_seq_len`). `causal` is
+/// bottom-right per sequence: new row i sees keys `j <= seq_lens[b] −
+/// len_q + i`. A chunk of a long prompt, a whole prompt and decode rows
+/// (len_q 1) mix in one batch. f16 or bf16, D 32, 64, 96, 128 or 256, Hq a
+/// multiple of Hkv, page_size 16, 32, 64, 128 or 256. `softmax_scale` None is
+/// `1/√D`. Returns O `[total_q, Hq, D]` in q's dtype; rows of no sequence
+/// are 0.
+///
+/// Device data is not checked on the host: a length past `max_seq_len` or a
+/// page id outside the pools gives NaN rows for that sequence and an error
+/// from the next [`crate::synchronize`] naming it; a bad prefix-sum pair
+/// makes that sequence empty. Forward only.
+#[allow(clippy::too_many_arguments)]
+pub fn paged_attention_prefill(
+    q: &Tensor,
+    k_cache: &Tensor,
+    v_cache: &Tensor,
+    cu_seqlens_q: &Tensor,
+    block_table: &Tensor,
+    seq_lens: &Tensor,
+    max_seqlen_q: usize,
+    max_seq_len: usize,
+    softmax_scale: Option<f32>,
+    causal: bool,
+) -> Result<Tensor> {
+    let op = "paged_attention_prefill";
+    for (arg, t) in [("q", q), ("k_cache", k_cache), ("v_cache", v_cache)] {
+        forward_only(op, arg, t)?;
+    }
+    let pp = PagedAttentionPrefill {
+        cu_seqlens_q: cu_seqlens_q.clone(),
+        block_table: block_table.clone(),
+        seq_lens: seq_lens.clone(),
+        max_seqlen_q,
+        max_seq_len,
+        softmax_scale,
+        causal,
+    };
+    aligned16(q)?.apply_op3_no_bwd(k_cache, v_cache, &pp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    fn layout_of(dims: &[usize]) -> Layout {
+        Tensor::zeros(dims, DType::F16, &Device::Cpu).unwrap().layout().clone()
+    }
+
+    #[test]
+    fn page_pools_fold_pages_into_rows() -> Result<()> {
+        let l = layout_of(&[8, 16, 2, 64]);
+        let (pools, page_size, hkv, d) = page_pools("op", &l, &l, 2)?;
+        assert_eq!((page_size, hkv, d), (16, 2, 64));
+        assert_eq!(pools[1], Matrix { rows: 128, cols: 128, row_stride: 128, offset: 0 });
+        let e = page_pools("op", &l, &layout_of(&[8, 16, 2, 32]), 2).unwrap_err().to_string();
+        assert!(e.contains("kaio-candle::op") && e.contains("'v_cache' is [8, 16, 2, 32]") && e.contains("must match"), "{e}");
+        let e = page_pools("op", &layout_of(&[128, 2, 64]), &l, 2).unwrap_err().to_string();
+        assert!(e.contains("'k_cache'") && e.contains("rank 4"), "{e}");
+        Ok(())
+    }
+
+    #[test]
+    fn block_tables_are_checked_against_the_batch_and_bound() -> Result<()> {
+        let (bl, sl) = (layout_of(&[3, 4]), layout_of(&[3]));
+        let (btm, lens) = table_views("op", &bl, &sl, 3, 16, 64)?;
+        assert_eq!(btm, Matrix { rows: 3, cols: 4, row_stride: 4, offset: 0 });
+        assert_eq!(lens, Matrix { rows: 1, cols: 3, row_stride: 3, offset: 0 });
+        let e = table_views("op", &bl, &sl, 2, 16, 64).unwrap_err().to_string();
+        assert!(e.contains("for a batch of 2") && e.contains("[2, max_pages_per_seq] and [2]"), "{e}");
+        let e = table_views("op", &bl, &layout_of(&[3, 1]), 3, 16, 64).unwrap_err().to_string();
+        assert!(e.contains("'seq_lens' [3, 1]"), "{e}");
+        let e = table_views("op", &bl, &sl, 3, 16, 65).unwrap_err().to_string();
+        assert!(e.contains("max_seq_len is 65") && e.contains("4 pages of 16") && e.contains("<= 64"), "{e}");
+        let e = table_views("op", &layout_of(&[12]), &sl, 3, 16, 64).unwrap_err().to_string();
+        assert!(e.contains("'block_table'") && e.contains("rank 2"), "{e}");
+        Ok(())
+    }
 }

@@ -57,7 +57,9 @@ pub use attention::{
     FlashAttention,
 };
 #[cfg(feature = "cuda")]
-pub use attention_serving::{flash_attn_varlen, paged_attention, FlashAttnVarlen, PagedAttention};
+pub use attention_serving::{
+    flash_attn_varlen, paged_attention, paged_attention_prefill, FlashAttnVarlen, PagedAttention, PagedAttentionPrefill,
+};
 #[cfg(feature = "cuda")]
 pub use context::synchronize;
 #[cfg(feature = "cuda")]

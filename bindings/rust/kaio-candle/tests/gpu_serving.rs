@@ -1,8 +1,9 @@
 //! kaio-candle's serving ops on candle's own CUDA tensors, against candle's
 //! own ops on the same tensors: add_rmsnorm / layer_norm against
 //! candle-nn's rms_norm / layer_norm, rope against candle-nn's rope /
-//! rope_i, paged / varlen / decode attention against a naive candle
-//! softmax(Q Kᵀ · scale + mask) V in f32, and greedy sampling against
+//! rope_i, paged / varlen / decode attention and the paged prefill against
+//! a naive candle softmax(Q Kᵀ · scale + mask) V in f32 (the prefill's on
+//! the CPU), and greedy sampling against
 //! candle's argmax. Skipped, saying why, without a CUDA device.
 #![cfg(feature = "cuda")]
 
@@ -237,6 +238,81 @@ fn paged_attention_matches_naive_on_kv_cache_write_pages() -> Result<()> {
     kaio_candle::synchronize(&dev)?;
     let e = kaio_candle::paged_attention(&q, &kc, &kc, &block_table, &bad, 81, None, false).unwrap_err().to_string();
     assert!(e.contains("max_seq_len is 81") && e.contains("<= 80"), "{e}");
+    Ok(())
+}
+
+/// Chunked prefill over a paged cache: new rows 0, 1 and 7 against caches
+/// of 5, 33 and 1 tokens (seq_lens 5, 34, 8, the new rows included), GQA
+/// 4:1, D 64, pages of 16 out of order in a pool whose other slots hold
+/// garbage (±50); each sequence against the naive f32 attention on the CPU
+/// of its own keys, causal and not, I32 and U32 indices.
+#[test]
+fn paged_attention_prefill_matches_naive_per_sequence() -> Result<()> {
+    let Some(dev) = gpu("paged_attention_prefill_matches_naive_per_sequence") else { return Ok(()) };
+    let (hq, hkv, d, page, pages, max_pages) = (8usize, 2usize, 64usize, 16usize, 8usize, 3usize);
+    let (lq, lk) = ([0usize, 1, 7], [5usize, 34, 8]);
+    // Pages 0, 3 and 5 are spare; entries past a sequence's pages point at 5.
+    let table: Vec<i32> = vec![6, 5, 5, 2, 7, 4, 1, 5, 5];
+    let cu: Vec<i32> = vec![0, 0, 1, 8];
+    let total_q = 8;
+    let cpu = Device::Cpu;
+    for dtype in [DType::F16, DType::BF16] {
+        let kc = Tensor::rand(-50f32, 50., (pages, page, hkv, d), &dev)?.to_dtype(dtype)?;
+        let vc = Tensor::rand(-50f32, 50., (pages, page, hkv, d), &dev)?.to_dtype(dtype)?;
+        let mut seqs = Vec::new();
+        for (b, &len) in lk.iter().enumerate() {
+            let k = Tensor::rand(-1f32, 1., (len, hkv, d), &dev)?.to_dtype(dtype)?;
+            let v = Tensor::rand(-1f32, 1., (len, hkv, d), &dev)?.to_dtype(dtype)?;
+            let slots: Vec<i32> =
+                (0..len).map(|t| table[b * max_pages + t / page] * page as i32 + (t % page) as i32).collect();
+            kaio_candle::kv_cache_write(&k, &v, &Tensor::new(slots.as_slice(), &dev)?, &kc, &vc)?;
+            seqs.push((k.to_device(&cpu)?, v.to_device(&cpu)?));
+        }
+        let q = Tensor::rand(-1f32, 1., (total_q, hq, d), &dev)?.to_dtype(dtype)?;
+        let q_cpu = q.to_device(&cpu)?;
+        let i32s = (
+            Tensor::new(cu.as_slice(), &dev)?,
+            Tensor::from_vec(table.clone(), (3, max_pages), &dev)?,
+            Tensor::new(&lk.map(|l| l as i32)[..], &dev)?,
+        );
+        let u32 = |v: &[i32]| v.iter().map(|&x| x as u32).collect::<Vec<u32>>();
+        let u32s = (
+            Tensor::new(u32(&cu).as_slice(), &dev)?,
+            Tensor::from_vec(u32(&table), (3, max_pages), &dev)?,
+            Tensor::new(&lk.map(|l| l as u32)[..], &dev)?,
+        );
+        for ((cu_t, bt, lens), name) in [(i32s, "i32"), (u32s, "u32")] {
+            for causal in [true, false] {
+                let o = kaio_candle::paged_attention_prefill(&q, &kc, &vc, &cu_t, &bt, &lens, 7, max_pages * page, None, causal)?;
+                kaio_candle::synchronize(&dev)?;
+                assert_eq!(o.dims(), [total_q, hq, d]);
+                for (b, (k, v)) in seqs.iter().enumerate() {
+                    if lq[b] == 0 {
+                        continue;
+                    }
+                    let rows = cu[b] as usize;
+                    let want = naive(&q_cpu.narrow(0, rows, lq[b])?, k, v, causal)?;
+                    let e = max_rel_tensors(&o.narrow(0, rows, lq[b])?, &want)?;
+                    assert!(e < 4.0 * tol(dtype), "{dtype:?} causal {causal} {name} seq {b}: {e}");
+                }
+            }
+        }
+    }
+    // A length past max_seq_len: NaN rows, reported by synchronize; the
+    // host-side bound on max_seq_len names the fix.
+    let kc = Tensor::zeros((pages, page, hkv, d), DType::F16, &dev)?;
+    let q = Tensor::zeros((total_q, hq, d), DType::F16, &dev)?;
+    let (cu_t, bt) = (Tensor::new(cu.as_slice(), &dev)?, Tensor::from_vec(table.clone(), (3, max_pages), &dev)?);
+    let bad = Tensor::new(&[5i32, 34, 500][..], &dev)?;
+    let o = kaio_candle::paged_attention_prefill(&q, &kc, &kc, &cu_t, &bt, &bad, 7, 48, None, true)?;
+    let e = kaio_candle::synchronize(&dev).unwrap_err().to_string();
+    assert!(e.contains("500"), "{e}");
+    kaio_candle::synchronize(&dev)?;
+    // Sequence 1 is row 0, sequence 2 (the bad length) rows 1 to 7.
+    assert!(to_f64(&o.narrow(0, 0, 1)?)?.iter().all(|x| x.is_finite()), "sequence 1 must be unaffected");
+    assert!(to_f64(&o.narrow(0, 1, 7)?)?.iter().all(|x| x.is_nan()), "the bad sequence's rows must be NaN");
+    let e = kaio_candle::paged_attention_prefill(&q, &kc, &kc, &cu_t, &bt, &bad, 7, 49, None, true).unwrap_err().to_string();
+    assert!(e.contains("kaio-candle::paged_attention_prefill") && e.contains("max_seq_len is 49") && e.contains("<= 48"), "{e}");
     Ok(())
 }
 

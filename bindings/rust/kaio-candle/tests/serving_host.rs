@@ -1,5 +1,6 @@
 //! The serving wrappers' checks that need no GPU: CPU tensors and tensors
-//! tracking gradients are refused naming the op and the fix, and
+//! tracking gradients are refused naming the op and the fix (the paged
+//! prefill's shape checks are unit tests in src/attention_serving.rs), and
 //! LogitsSampler::new picks candle-transformers' modes.
 #![cfg(feature = "cuda")]
 
@@ -31,6 +32,11 @@ fn cpu_tensors_are_refused_naming_the_op() -> Result<()> {
     let q = zeros(&[5, 4, 64], DType::F16)?;
     let cu = Tensor::new(&[0u32, 5][..], &Device::Cpu)?;
     refused(kaio_candle::flash_attn_varlen(&q, &q, &q, &cu, &cu, 5, 5, 0.125, true).unwrap_err(), "flash_attn_varlen");
+    let cu3 = Tensor::new(&[0i32, 1, 5][..], &Device::Cpu)?;
+    refused(
+        kaio_candle::paged_attention_prefill(&q, &kc, &kc, &cu3, &table, &lens, 4, 64, None, true).unwrap_err(),
+        "paged_attention_prefill",
+    );
     refused(kaio_candle::LogitsSampler::new(1, Some(1.0), Some(0.9)).sample(&x).unwrap_err(), "sample");
     refused(kaio_candle::LogitsSampler::new(1, None, None).sample_with(&x, None).unwrap_err(), "sample");
     Ok(())
@@ -46,6 +52,13 @@ fn gradients_and_bad_shapes_are_refused_with_the_fix() -> Result<()> {
         .unwrap_err()
         .to_string();
     assert!(e.contains("'bias' tracks gradients"), "{e}");
+    let q = Var::from_tensor(&zeros(&[5, 4, 64], DType::F16)?)?;
+    let (kc, cu) = (zeros(&[4, 16, 2, 64], DType::F16)?, Tensor::new(&[0i32, 5][..], &Device::Cpu)?);
+    let (table, lens) = (Tensor::zeros((1, 4), DType::I32, &Device::Cpu)?, Tensor::zeros(1, DType::I32, &Device::Cpu)?);
+    let e = kaio_candle::paged_attention_prefill(q.as_tensor(), &kc, &kc, &cu, &table, &lens, 5, 64, None, true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("kaio-candle::paged_attention_prefill") && e.contains("'q' tracks gradients"), "{e}");
     let e =
         kaio_candle::LogitsSampler::new(1, None, None).sample(&zeros(&[2, 3, 4], DType::F32)?).unwrap_err().to_string();
     assert!(e.contains("kaio-candle::sample") && e.contains("[B, V] or [V]"), "{e}");

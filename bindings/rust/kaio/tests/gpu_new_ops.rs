@@ -12,7 +12,8 @@
 //!     + 2^-9 when M > 8 (W rounded to f16 for the tensor-core path);
 //!   int8: i32 exactly; f32 within 1e-6 per element of the f32 chain;
 //!   int4 / qkv: 2e-5 (+ 2^-11 for f16 outputs; + 1e-4 for M > 16);
-//!   attention: O 2e-3 (f16), LSE 2e-3 absolute, dQ/dK/dV 1e-2;
+//!   attention: O 2e-3 (f16), LSE 2e-3 absolute, dQ/dK/dV 1e-2; the varlen
+//!     backward likewise, each sequence against the reference alone;
 //!   attention_flash (f32 end to end): O 2e-5, LSE 2e-5 absolute, grads 1e-4;
 //!   qkv_project_int8 (f16 out): 2e-5 + 2^-11 (exact products, f32 sums,
 //!     one f16 rounding);
@@ -21,7 +22,7 @@ mod common;
 
 use common::gpu_env::{f16s, gpu, rel_error, uniform, wide, Rng};
 use kaio::{
-    AttentionDesc, AttentionMask, AttentionVariant, Buffer, Device, Dtype, FlashGrads, Int4Format, Int4Weight, LangKernel,
+    AttentionDesc, AttentionMask, AttentionVariant, AttentionVarlenDesc, Buffer, Device, Dtype, FlashGrads, Int4Format, Int4Weight, LangKernel,
     MatmulInt4Desc, MatmulInt8Desc, MatmulVariant, Op, QkvInt4Desc, QkvInt8Desc, QuantFormat, QuantMode, Stream,
     TensorView, F16,
 };
@@ -427,6 +428,79 @@ fn gpu_attention_forward_backward() {
         let (o, ..) = attention_ref(&desc, &wide(&q), &wide(&k), &wide(&v), &vec![0.0; sq * d], true, causal);
         let got: Vec<f64> = out.to_vec().unwrap().iter().map(|&x| x as f64).collect();
         rel_error(&format!("attention_tc causal {}", causal), &got, &o, 2e-3);
+    }
+}
+
+/// The varlen forward then backward on packed sequences of (len_q, len_k)
+/// (3, 7), (1, 1), (9, 9), (20, 33), causal (bottom-right) and not, against
+/// attention_ref of each sequence alone; every output poisoned first.
+#[test]
+fn gpu_attention_varlen_backward() {
+    let dev = match gpu("gpu_attention_varlen_backward") {
+        Some(d) => d,
+        None => return,
+    };
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_attention_varlen_backward");
+    let (hq, hkv, d) = (4usize, 2usize, 64usize);
+    let (lq, lk) = ([3usize, 1, 9, 20], [7usize, 1, 9, 33]);
+    let prefix = |l: &[usize]| -> Vec<usize> { std::iter::once(0).chain(l.iter().scan(0, |a, &n| { *a += n; Some(*a) })).collect() };
+    let (cq, ck) = (prefix(&lq), prefix(&lk));
+    let (tq, tk) = (cq[lq.len()], ck[lk.len()]);
+    let (nq, nk) = (tq * hq * d, tk * hkv * d);
+    let (q, k, v, dout) = (
+        f16s(&uniform(&mut rng, nq, -1.0, 1.0)),
+        f16s(&uniform(&mut rng, nk, -1.0, 1.0)),
+        f16s(&uniform(&mut rng, nk, -1.0, 1.0)),
+        f16s(&uniform(&mut rng, nq, -1.0, 1.0)),
+    );
+    let (qw, kw, vw, dw) = (wide(&q), wide(&k), wide(&v), wide(&dout));
+    let nan = F16::from_f32(f32::NAN);
+    let up = |x: &[F16]| Buffer::from_slice(&dev, x).unwrap();
+    let (qb, kb, vb, dob) = (up(&q), up(&k), up(&v), up(&dout));
+    let i32s = |c: &[usize]| Buffer::from_slice(&dev, &c.iter().map(|&x| x as i32).collect::<Vec<i32>>()).unwrap();
+    let (cqb, ckb) = (i32s(&cq), i32s(&ck));
+    let (qv, kv, vv, dov) = (qb.view(tq, hq * d), kb.view(tk, hkv * d), vb.view(tk, hkv * d), dob.view(tq, hq * d));
+    let (cqv, ckv) = (cqb.view(1, lq.len() + 1), ckb.view(1, lk.len() + 1));
+    for &mask in &[AttentionMask::None, AttentionMask::Causal] {
+        let desc = AttentionVarlenDesc {
+            mask,
+            batch: lq.len(),
+            max_seqlen_q: 20,
+            max_seqlen_k: 33,
+            total_q: tq,
+            total_k: tk,
+            heads_q: hq,
+            heads_kv: hkv,
+            head_dim: d,
+            ..Default::default()
+        };
+        let (ob, dqb, dkb, dvb) = (up(&vec![nan; nq]), up(&vec![nan; nq]), up(&vec![nan; nk]), up(&vec![nan; nk]));
+        let lb = Buffer::from_slice(&dev, &vec![f32::NAN; hq * tq]).unwrap();
+        let (ov, lv) = (ob.view(tq, hq * d), lb.view(hq, tq));
+        kaio::attention_varlen(&s, &qv, &kv, &vv, &cqv, &ckv, &ov, Some(&lv), &desc).unwrap();
+        Op::attention_varlen_backward(&dev, &desc)
+            .unwrap()
+            .launch(&s, &[dov, qv, kv, vv, cqv, ckv, ov, lv, dqb.view(tq, hq * d), dkb.view(tk, hkv * d), dvb.view(tk, hkv * d)])
+            .unwrap();
+        s.synchronize().unwrap();
+        let (mut o, mut dq, mut dk, mut dv) = (vec![0.0; nq], vec![0.0; nq], vec![0.0; nk], vec![0.0; nk]);
+        for bi in 0..lq.len() {
+            let one = AttentionDesc { batch: 1, seq_q: lq[bi], seq_k: lk[bi], heads_q: hq, heads_kv: hkv, head_dim: d, ..Default::default() };
+            let (qr, kr) = (cq[bi] * hq * d..cq[bi + 1] * hq * d, ck[bi] * hkv * d..ck[bi + 1] * hkv * d);
+            let causal = mask == AttentionMask::Causal;
+            let (so, _, sdq, sdk, sdv) =
+                attention_ref(&one, &qw[qr.clone()], &kw[kr.clone()], &vw[kr.clone()], &dw[qr.clone()], false, causal);
+            o[qr.clone()].copy_from_slice(&so);
+            dq[qr].copy_from_slice(&sdq);
+            dk[kr.clone()].copy_from_slice(&sdk);
+            dv[kr].copy_from_slice(&sdv);
+        }
+        let what = format!("varlen backward mask {:?}", mask);
+        rel_error(&format!("{} O", what), &wide(&ob.to_vec().unwrap()), &o, 2e-3);
+        rel_error(&format!("{} dQ", what), &wide(&dqb.to_vec().unwrap()), &dq, 1e-2);
+        rel_error(&format!("{} dK", what), &wide(&dkb.to_vec().unwrap()), &dk, 1e-2);
+        rel_error(&format!("{} dV", what), &wide(&dvb.to_vec().unwrap()), &dv, 1e-2);
     }
 }
 

@@ -15,7 +15,10 @@
 //!     before P·V: 2^-11 / 2^-8 per element, averaged over the keys), LSE
 //!     2e-3 absolute (f32 sums of exact products);
 //!   sampling: exact tokens; top-k 1 probability 1 and log-probability 0
-//!     within 1e-6.
+//!     within 1e-6; with penalties, greedy tokens exact on rows built with
+//!     clear margins, a sampled row's probability within 1e-4 relative of
+//!     the f64 softmax of the f32-penalised, tempered, top-k-kept logits
+//!     (ex2/lg2.approx and f32 sums: ~1e-6), its log-probability 1e-4.
 mod common;
 
 use common::gpu_env::{f16s, gpu, rel_error, uniform, wide, Rng};
@@ -570,4 +573,115 @@ fn gpu_sampling_greedy_and_top1_are_argmax() {
     // The views of a feature the op lacks are refused.
     assert!(op.launch(&s, &[TensorView::none(); 12]).is_err());
     println!("sampling: greedy and top-k 1 tokens are the argmax: ok");
+}
+
+/// libkaio's penalties (kaio.h, "Token sampling") in f32 as the kernel
+/// computes them: repetition once per distinct previous token, then
+/// presence + frequency · count; ids outside [0, V) ignored.
+fn penalised(row: &[f32], prev: &[i32], pen: [f32; 3]) -> Vec<f32> {
+    let mut x = row.to_vec();
+    let mut counts = std::collections::BTreeMap::new();
+    for &t in prev.iter().filter(|&&t| t >= 0 && (t as usize) < row.len()) {
+        *counts.entry(t as usize).or_insert(0u32) += 1;
+    }
+    let r = if pen[0] > 0.0 { pen[0] } else { 1.0 };
+    for (&t, &c) in &counts {
+        let v = if x[t] > 0.0 { x[t] / r } else { x[t] * r };
+        x[t] = v - (pen[1] + pen[2] * c as f32);
+    }
+    x
+}
+
+/// Rows 0 to 2 greedy (temperature 0) where the penalties change (rows 0,
+/// 2) or keep (row 1: all off) the argmax, by margins far above rounding;
+/// row 3 sampled at T 0.8, top-k 50: its token must be kept and its
+/// probability that of the reference distribution. Previous-token lists
+/// hold ids outside [0, V) (ignored) and are cut by prev_lens.
+#[test]
+fn gpu_sampling_penalties_and_probabilities() {
+    let dev = gpu_or_return!("gpu_sampling_penalties_and_probabilities");
+    let s = Stream::non_blocking(&dev).unwrap();
+    let mut rng = Rng::new("gpu_sampling_penalties_and_probabilities");
+    let (b, vocab, max_prev) = (4usize, 1000usize, 6usize);
+    let mut logits = f32s(&uniform(&mut rng, b * vocab, -2.0, 2.0));
+    for x in &mut logits[2 * vocab..3 * vocab] {
+        *x -= 4.0; // row 2 all negative: repetition multiplies
+    }
+    let (a, bb) = (17usize, 923usize);
+    logits[a] = 5.0; // row 0: A 5 -> 5/1.5 - 0.5 - 0.25·3 ≈ 2.08, B 4 wins
+    logits[bb] = 4.0;
+    logits[vocab + a] = 5.0; // row 1: no penalty, A wins over B
+    logits[vocab + bb] = 4.0;
+    logits[2 * vocab + a] = -1.0; // row 2: A -1 -> -2, B -1.5 wins
+    logits[2 * vocab + bb] = -1.5;
+    let prev: Vec<i32> = [
+        [a as i32, a as i32, 7000, a as i32, -1, 0],
+        [a as i32, a as i32, 3, 4, 5, 6],
+        [a as i32, 9, 9, 2000, 0, 0],
+        [0, 0, 0, 0, 0, 0],
+    ]
+    .concat();
+    let prev_lens: Vec<i32> = vec![5, 2, 4, 6];
+    let pens: [[f32; 3]; 4] = [[1.5, 0.5, 0.25], [1.0, 0.0, 0.0], [2.0, 0.0, 0.0], [1.3, 0.2, 0.1]];
+    // Row 3's previous tokens: its five largest logits, so penalties matter.
+    let mut order: Vec<usize> = (0..vocab).collect();
+    order.sort_by(|&i, &j| logits[3 * vocab + j].partial_cmp(&logits[3 * vocab + i]).unwrap());
+    let mut prev = prev;
+    for (c, &t) in order[..5].iter().enumerate() {
+        prev[3 * max_prev + c] = t as i32;
+    }
+    prev[3 * max_prev + 5] = order[0] as i32; // twice: frequency counts 2
+    let rows: Vec<Vec<f32>> = (0..b)
+        .map(|r| penalised(&logits[r * vocab..][..vocab], &prev[r * max_prev..][..prev_lens[r] as usize], pens[r]))
+        .collect();
+    let want_greedy: Vec<i32> = vec![bb as i32, a as i32, bb as i32];
+    for r in 0..3 {
+        assert_eq!(argmax(&rows[r]), want_greedy[r], "row {}: the reference itself", r);
+    }
+    let (temp, top_k) = (vec![0.0f32, 0.0, 0.0, 0.8], vec![0i32, 0, 0, 50]);
+    let seeds: Vec<u32> = vec![1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0xC0FFEE, 0, 5, 0];
+    let up_f = |v: &[f32]| Buffer::from_slice(&dev, v).unwrap();
+    let up_i = |v: &[i32]| Buffer::from_slice(&dev, v).unwrap();
+    let (lb, tb, kb) = (up_f(&logits), up_f(&temp), up_i(&top_k));
+    let (pb, plb, penb) = (up_i(&prev), up_i(&prev_lens), up_f(&pens.concat()));
+    let sb = Buffer::from_slice(&dev, &seeds).unwrap();
+    let features = SamplingFeatures::RANDOM | SamplingFeatures::TOP_K | SamplingFeatures::PENALTIES | SamplingFeatures::PROBS;
+    let op = Op::sampling(&dev, &SamplingDesc { batch: b, vocab, max_prev, features, ..Default::default() }).unwrap();
+    let mut drawn = Vec::new();
+    for _ in 0..2 {
+        let tokens = up_i(&vec![-1; b]);
+        let (probs, logprobs) = (up_f(&vec![f32::NAN; b]), up_f(&vec![f32::NAN; b]));
+        let views = SamplingViews {
+            temperature: Some(tb.view(1, b)),
+            top_k: Some(kb.view(1, b)),
+            rng: Some(sb.view(b, 4)),
+            prev: Some(pb.view(b, max_prev)),
+            prev_lens: Some(plb.view(1, b)),
+            penalties: Some(penb.view(b, 3)),
+            probs: Some(probs.view(1, b)),
+            logprobs: Some(logprobs.view(1, b)),
+            ..SamplingViews::new(lb.view(b, vocab), tokens.view(1, b))
+        };
+        op.launch(&s, &views.tensors()).unwrap();
+        s.synchronize().unwrap();
+        let (tok, p, lp) = (tokens.to_vec().unwrap(), probs.to_vec().unwrap(), logprobs.to_vec().unwrap());
+        assert_eq!(&tok[..3], &want_greedy[..], "greedy tokens after penalties");
+        for r in 0..3 {
+            assert!((p[r] - 1.0).abs() <= 1e-6 && lp[r].abs() <= 1e-6, "greedy row {}: probability {}, log-probability {}", r, p[r], lp[r]);
+        }
+        // Row 3: softmax over the top-k kept of the penalised logits / T.
+        let row: Vec<f64> = rows[3].iter().map(|&x| x as f64 / temp[3] as f64).collect();
+        let mut sorted = row.clone();
+        sorted.sort_by(|x, y| y.partial_cmp(x).unwrap());
+        let kth = sorted[top_k[3] as usize - 1];
+        let t = tok[3] as usize;
+        assert!(t < vocab && row[t] >= kth, "row 3: token {} is not among the top {}", tok[3], top_k[3]);
+        let z: f64 = row.iter().filter(|&&x| x >= kth).map(|&x| (x - sorted[0]).exp()).sum();
+        let want_p = (row[t] - sorted[0]).exp() / z;
+        assert!((p[3] as f64 - want_p).abs() <= 1e-4 * want_p, "row 3: probability {} vs {}", p[3], want_p);
+        assert!((lp[3] as f64 - want_p.ln()).abs() <= 1e-4, "row 3: log-probability {} vs {}", lp[3], want_p.ln());
+        drawn.push(tok[3]);
+    }
+    assert_eq!(drawn[0], drawn[1], "the same seed and offset draw the same token");
+    println!("sampling with penalties: greedy tokens exact, row 3 drew {} at the reference probability", drawn[0]);
 }

@@ -16,7 +16,7 @@
 //! token 0 / the first `-inf`, not an error.
 use candle_core::backend::BackendStorage;
 use candle_core::op::BackpropOp;
-use candle_core::{bail, CudaStorage, DType, Result, Shape, Storage, Tensor};
+use candle_core::{bail, CudaStorage, DType, Device, Result, Shape, Storage, Tensor};
 
 use crate::context::context;
 use crate::error::KaioResultExt;
@@ -77,6 +77,75 @@ pub struct LogitsSampler {
     seed: u64,
     /// Philox offset: one per call, so each call draws afresh.
     step: u64,
+    params: DeviceParams,
+}
+
+/// The per-row parameter tensors of the last call, kept on its device so
+/// that a decode loop uploads nothing: the fixed ones (temperature, top-k,
+/// top-p, min-p, prev_lens, penalties) are made once per device, batch size
+/// and context width, and the RNG words advance by one step on the device
+/// (one candle add) instead of coming from the host. Tensors are immutable
+/// and shared, so a cloned sampler stays independent.
+#[derive(Clone, Debug, Default)]
+struct DeviceParams {
+    /// What the tensors were made for: the device, B and max_prev.
+    made_for: Option<(Device, usize, usize)>,
+    /// By launch slot (as `NAMES`); slots 4 (rng) and 5 (context) unused.
+    fixed: [Option<Tensor>; 8],
+    /// The RNG words `[B, 4]` of a step, and that step.
+    rng: Option<(Tensor, u64)>,
+    /// `[B, 4]`: 1 in column 2 (the offset's low word), 0 elsewhere.
+    one_step: Option<Tensor>,
+}
+
+impl DeviceParams {
+    /// Forgets every tensor unless they were made for `dev`, `b` and `max_prev`.
+    fn keep_if(&mut self, dev: &Device, b: usize, max_prev: usize) {
+        let same = matches!(&self.made_for, Some((d, kb, km)) if d.same_device(dev) && *kb == b && *km == max_prev);
+        if !same {
+            *self = DeviceParams { made_for: Some((dev.clone(), b, max_prev)), ..Default::default() };
+        }
+    }
+
+    /// The fixed tensor of `slot`, made by `make` on first use.
+    fn fixed(&mut self, slot: usize, make: impl FnOnce() -> Result<Tensor>) -> Result<Tensor> {
+        if let Some(t) = &self.fixed[slot] {
+            return Ok(t.clone());
+        }
+        let t = make()?;
+        self.fixed[slot] = Some(t.clone());
+        Ok(t)
+    }
+
+    /// The RNG words of `step` for `b` rows: row r draws with key `seed`
+    /// and offset (step's low word, r), so rows never share draws. From the
+    /// previous step's words plus one on the device where they are kept,
+    /// else from the host.
+    fn rng(&mut self, dev: &Device, b: usize, seed: u64, step: u64) -> Result<Tensor> {
+        let words = match &self.rng {
+            Some((t, s)) if *s == step => t.clone(),
+            // Not across a wrap of the low word (candle's CPU add would panic).
+            Some((t, s)) if s.wrapping_add(1) == step && step as u32 != 0 => {
+                let one = match &self.one_step {
+                    Some(o) => o.clone(),
+                    None => Tensor::from_vec([0u32, 0, 1, 0].repeat(b), (b, 4), dev)?,
+                };
+                self.one_step = Some(one.clone());
+                t.add(&one)?
+            }
+            _ => {
+                let w = |x: u64| [x as u32, (x >> 32) as u32];
+                let mut rng = Vec::with_capacity(4 * b);
+                for r in 0..b as u32 {
+                    rng.extend(w(seed));
+                    rng.extend([w(step)[0], r]);
+                }
+                Tensor::from_vec(rng, (b, 4), dev)?
+            }
+        };
+        self.rng = Some((words.clone(), step));
+        Ok(words)
+    }
 }
 
 impl LogitsSampler {
@@ -92,13 +161,14 @@ impl LogitsSampler {
     }
 
     pub fn from_sampling(seed: u64, sampling: Sampling) -> LogitsSampler {
-        LogitsSampler { sampling, min_p: None, penalties: None, seed, step: 0 }
+        LogitsSampler { sampling, min_p: None, penalties: None, seed, step: 0, params: DeviceParams::default() }
     }
 
     /// Also keeps only tokens with probability >= `min_p` times the most
     /// likely one's (after top-k / top-p); ignored when greedy.
     pub fn with_min_p(mut self, min_p: f64) -> LogitsSampler {
         self.min_p = Some(min_p);
+        self.params = DeviceParams::default();
         self
     }
 
@@ -106,12 +176,15 @@ impl LogitsSampler {
     /// [`LogitsSampler::sample_with`] passes (greedy rows too).
     pub fn with_penalties(mut self, penalties: Penalties) -> LogitsSampler {
         self.penalties = Some(penalties);
+        self.params = DeviceParams::default();
         self
     }
 
     /// One token id per row of `logits` (`[B, V]`, or `[V]` as one row; f32,
     /// f16 or bf16; rows may be strided): U32 `[B]` on the logits' device.
-    /// Uploads the per-row parameters (a few bytes) and launches once; each
+    /// Uploads the per-row parameters (a few bytes) on the first call for a
+    /// device and batch size and keeps them there (later calls advance the
+    /// RNG words on the device), allocates the outputs and launches once; each
     /// call advances the seed's offset, so repeated calls draw afresh and a
     /// sampler rebuilt with the same seed repeats them bit for bit. A
     /// sampler with penalties needs the previous tokens: use `sample_with`.
@@ -156,49 +229,48 @@ impl LogitsSampler {
             Sampling::TopKThenTopP { k, p, temperature } => (Some(temperature), Some(k), Some(p)),
         };
         let dev = logits.device();
-        let f32s = |x: f64| Tensor::from_vec(vec![x as f32; b], b, dev);
+        // The context's width first: the kept tensors are made for it.
+        let ctx = match (self.penalties, context) {
+            (Some(_), Some(ctx)) => Some(match ctx.dims() {
+                [n] if b == 1 => ctx.reshape((1, *n))?,
+                [rows, _] if *rows == b => ctx.clone(),
+                d => bail!("kaio-candle::{OP}: 'context' has shape {d:?} for {b} rows of logits; expected [{b}, n]"),
+            }),
+            _ => None,
+        };
+        // an empty context penalises nothing (libkaio wants >= 1 column)
+        let ctx = ctx.filter(|c| c.dims()[1] > 0);
+        let max_prev = ctx.as_ref().map_or(0, |c| c.dims()[1]);
+        let kept = &mut self.params;
+        kept.keep_if(dev, b, max_prev);
+        let f32s = |x: f64| move || Tensor::from_vec(vec![x as f32; b], b, dev);
         let mut features = kaio::SamplingFeatures::GREEDY;
         let mut params: [Option<Tensor>; 8] = Default::default();
         if let Some(t) = temperature {
             features |= kaio::SamplingFeatures::RANDOM;
-            params[0] = Some(f32s(t)?);
-            // Row r draws with counter (step, r): rows never share draws.
-            let words = |x: u64| [x as u32, (x >> 32) as u32];
-            let mut rng = Vec::with_capacity(4 * b);
-            for r in 0..b as u64 {
-                rng.extend(words(self.seed));
-                rng.extend([words(self.step)[0], r as u32]);
-            }
-            params[4] = Some(Tensor::from_vec(rng, (b, 4), dev)?);
+            params[0] = Some(kept.fixed(0, f32s(t))?);
+            params[4] = Some(kept.rng(dev, b, self.seed, self.step)?);
             if let Some(k) = k {
                 features |= kaio::SamplingFeatures::TOP_K;
-                params[1] = Some(Tensor::from_vec(vec![k.min(i32::MAX as usize) as i32; b], b, dev)?);
+                let k = k.min(i32::MAX as usize) as i32;
+                params[1] = Some(kept.fixed(1, || Tensor::from_vec(vec![k; b], b, dev))?);
             }
             if let Some(p) = p {
                 features |= kaio::SamplingFeatures::TOP_P;
-                params[2] = Some(f32s(p)?);
+                params[2] = Some(kept.fixed(2, f32s(p))?);
             }
             if let Some(m) = self.min_p {
                 features |= kaio::SamplingFeatures::MIN_P;
-                params[3] = Some(f32s(m)?);
+                params[3] = Some(kept.fixed(3, f32s(m))?);
             }
         }
-        let mut max_prev = 0;
-        if let (Some(pen), Some(ctx)) = (self.penalties, context) {
-            let ctx = match ctx.dims() {
-                [n] if b == 1 => ctx.reshape((1, *n))?,
-                [rows, _] if *rows == b => ctx.clone(),
-                d => bail!("kaio-candle::{OP}: 'context' has shape {d:?} for {b} rows of logits; expected [{b}, n]"),
-            };
-            // an empty context penalises nothing (libkaio wants >= 1 column)
-            if ctx.dims()[1] > 0 {
-                max_prev = ctx.dims()[1];
-                features |= kaio::SamplingFeatures::PENALTIES;
-                params[5] = Some(ctx);
-                params[6] = Some(Tensor::from_vec(vec![max_prev.min(i32::MAX as usize) as i32; b], b, dev)?);
-                let per_row = [pen.repetition, pen.presence, pen.frequency].repeat(b);
-                params[7] = Some(Tensor::from_vec(per_row, (b, 3), dev)?);
-            }
+        if let (Some(pen), Some(ctx)) = (self.penalties, ctx) {
+            features |= kaio::SamplingFeatures::PENALTIES;
+            params[5] = Some(ctx);
+            let lens = max_prev.min(i32::MAX as usize) as i32;
+            params[6] = Some(kept.fixed(6, || Tensor::from_vec(vec![lens; b], b, dev))?);
+            let per_row = [pen.repetition, pen.presence, pen.frequency].repeat(b);
+            params[7] = Some(kept.fixed(7, || Tensor::from_vec(per_row, (b, 3), dev))?);
         }
         if with_probs {
             features |= kaio::SamplingFeatures::PROBS;
@@ -302,4 +374,53 @@ fn launch(
         _ => None,
     };
     Ok((tokens, probs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(t: &Tensor) -> Vec<Vec<u32>> {
+        t.to_vec2::<u32>().unwrap()
+    }
+
+    #[test]
+    fn rng_words_advanced_in_place_equal_fresh_ones() -> Result<()> {
+        let (dev, seed) = (Device::Cpu, 0x1234_5678_9abc_def0u64);
+        let mut kept = DeviceParams::default();
+        kept.keep_if(&dev, 3, 0);
+        let first = kept.rng(&dev, 3, seed, u32::MAX as u64 - 1)?;
+        assert_eq!(words(&first)[2], [0x9abc_def0, 0x1234_5678, u32::MAX - 1, 2]);
+        // One step advanced by the add, then one across the low word's wrap
+        // (made afresh), each against fresh words.
+        for step in [u32::MAX as u64, u32::MAX as u64 + 1] {
+            let advanced = kept.rng(&dev, 3, seed, step)?;
+            let fresh = DeviceParams::default().rng(&dev, 3, seed, step)?;
+            assert_eq!(words(&advanced), words(&fresh), "step {step}");
+            assert_eq!(words(&advanced)[1], [0x9abc_def0, 0x1234_5678, step as u32, 1]);
+        }
+        // The same step again is the same tensor; a jump rebuilds.
+        let again = kept.rng(&dev, 3, seed, u32::MAX as u64 + 1)?;
+        assert_eq!(again.id(), kept.rng(&dev, 3, seed, u32::MAX as u64 + 1)?.id());
+        assert_eq!(words(&kept.rng(&dev, 3, seed, 7)?)[0], [0x9abc_def0, 0x1234_5678, 7, 0]);
+        Ok(())
+    }
+
+    #[test]
+    fn fixed_tensors_are_kept_until_the_batch_or_width_changes() -> Result<()> {
+        let dev = Device::Cpu;
+        let mut kept = DeviceParams::default();
+        kept.keep_if(&dev, 2, 0);
+        let a = kept.fixed(0, || Tensor::new(&[1f32, 1.][..], &dev))?;
+        let b = kept.fixed(0, || panic!("made twice"))?;
+        assert_eq!(a.id(), b.id());
+        kept.keep_if(&dev, 2, 0);
+        assert_eq!(kept.fixed(0, || panic!("made twice"))?.id(), a.id());
+        kept.keep_if(&dev, 2, 5); // a context width of 5: made afresh
+        let c = kept.fixed(0, || Tensor::new(&[2f32, 2.][..], &dev))?;
+        assert_ne!(c.id(), a.id());
+        kept.keep_if(&dev, 3, 5);
+        assert!(kept.fixed(0, || Tensor::new(&[3f32, 3., 3.][..], &dev))?.dims() == [3]);
+        Ok(())
+    }
 }

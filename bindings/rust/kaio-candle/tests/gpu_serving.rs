@@ -413,6 +413,28 @@ fn sampling_matches_argmax_and_candle_semantics() -> Result<()> {
     Ok(())
 }
 
+/// LogitsSampler keeps its per-row tensors on the device and advances the
+/// RNG words there (one add a call): a sampler whose batch size alternates
+/// (its words made afresh on the host every call) draws, row for row, what
+/// one with a fixed batch draws at the same step, and the steps differ.
+#[test]
+fn logits_sampler_device_rng_matches_fresh_words() -> Result<()> {
+    let Some(dev) = gpu("logits_sampler_device_rng_matches_fresh_words") else { return Ok(()) };
+    let logits = Tensor::randn(0f32, 2., (5, 3000), &dev)?;
+    let mode = kaio_candle::Sampling::TopK { k: 50, temperature: 1.5 };
+    let (mut kept, mut fresh) = (kaio_candle::LogitsSampler::from_sampling(9, mode), kaio_candle::LogitsSampler::from_sampling(9, mode));
+    let mut seen = Vec::new();
+    for step in 0..6 {
+        let a = kept.sample(&logits)?.to_vec1::<u32>()?;
+        let rows = if step % 2 == 0 { 4 } else { 5 };
+        let b = fresh.sample(&logits.narrow(0, 0, rows)?)?.to_vec1::<u32>()?;
+        assert_eq!(&a[..rows], &b[..], "step {step}");
+        seen.push(a);
+    }
+    assert!(seen.windows(2).any(|w| w[0] != w[1]), "every step drew the same tokens: the offset does not advance");
+    Ok(())
+}
+
 /// A row's logits after libkaio's penalties (kaio.h, "Token sampling"):
 /// repetition on each distinct previous token, then presence + frequency ·
 /// count; ids outside the vocabulary ignored.

@@ -3,6 +3,7 @@
 contiguous varlen op on the same keys, in one process on one stream.
 
     python3 bench/bench_attention_paged_prefill.py --lib build-gpu/src/libkaio.so [--iters 20] [--json out.json]
+        [--other NAME=LIB ...] [--totals 16384] [--sides chunk] [--pages 16] [--variants AUTO]
 
 Batches as bench_attention_varlen.py: TOTAL new query tokens (8192, 16384)
 in 16 sequences of random mixed lengths (same seeds), bf16, Hq 32, Hkv 8,
@@ -19,6 +20,11 @@ TFLOP/s). "bitwise" says whether paged O equals the varlen O of the same
 family (sm_90a: varlen AUTO; sm_80: varlen SM80_M128) exactly.
 TFLOP/s counts the visible (masked) work: 4·Hq·D·Σ(len_q(len_k − len_q) +
 len_q(len_q + 1)/2). Timing: CUDA events, warm-up, median of --iters.
+--other NAME=LIB (repeatable) times another libkaio build's paged AUTO op on
+the same tensors right after each paged row (columns "NAME ms", its p/c and
+whether its O equals the varlen AUTO O of --lib bit for bit), to compare
+variants in one process; --totals, --sides, --pages, --variants narrow the
+shapes and the paged variants of --lib.
 """
 
 import argparse
@@ -96,22 +102,53 @@ def paged_pools(k, v, lk, page, gen):
     return kp, vp, table.cuda()
 
 
+def paged_other(lib, tensors, vd, page, ref, iters):
+    """Another libkaio's paged AUTO op on the same tensors: (ms, O == ref bitwise)."""
+    q, kp, vp, cu_q, table, seq_lens, o, lse = tensors
+    total, nseq = q.shape[0], table.shape[0]
+    views = [lib.view(q, total, HQ * D, KAIO_BF16), lib.view(kp, kp.shape[0], HKV * D, KAIO_BF16),
+             lib.view(vp, vp.shape[0], HKV * D, KAIO_BF16), lib.view(cu_q, 1, nseq + 1, KAIO_I32),
+             lib.view(table, nseq, table.shape[1], KAIO_I32), lib.view(seq_lens, 1, nseq, KAIO_I32),
+             lib.view(o, total, HQ * D, KAIO_BF16), lib.view(lse, HQ, total, KAIO_F32)]
+    pd = PagedDesc()
+    lib.check(lib.lib.kaio_attention_paged_desc_init(C.byref(pd), C.sizeof(pd)), "init")
+    pd.page_size = page
+    op = C.c_void_p()
+    lib.check(lib.lib.kaio_op_create_attention_paged_prefill(C.byref(op), lib.dev, C.byref(vd), C.byref(pd)),
+              "create paged prefill")
+    o.zero_()
+    lib.launch(op, views)
+    lib.check(lib.lib.kaio_stream_synchronize(lib.stream), "sync")
+    same = bool(torch.equal(o, ref))
+    ms = time_ms(lambda: lib.launch(op, views), iters)
+    lib.lib.kaio_op_destroy(op)
+    return ms, same
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--json")
+    ap.add_argument("--other", action="append", default=[], metavar="NAME=LIB",
+                    help="another libkaio whose paged AUTO op is timed too (repeatable)")
+    ap.add_argument("--totals", type=int, nargs="+", default=[8192, 16384])
+    ap.add_argument("--sides", nargs="+", default=["self", "chunk"], choices=["self", "chunk"])
+    ap.add_argument("--pages", type=int, nargs="+", default=[16, 128])
+    ap.add_argument("--variants", nargs="+", default=list(PAGED_VARIANTS), choices=list(PAGED_VARIANTS))
     a = ap.parse_args()
     kaio = Kaio(a.lib)
+    others = [(n, Kaio(p)) for n, p in (x.split("=", 1) for x in a.other)]
     print("torch", torch.__version__, torch.cuda.get_device_name())
     print("%-6s %-5s %-4s %-9s | %9s %7s | %9s %7s %6s | %9s %7s %6s | %9s %7s %6s | %s" % (
         "total", "keys", "page", "paged var", "paged ms", "TFLOP/s", "M128 ms", "TFLOP/s", "p/v",
-        "AUTO ms", "TFLOP/s", "p/v", "contig ms", "TFLOP/s", "p/c", "bitwise vs varlen"))
+        "AUTO ms", "TFLOP/s", "p/v", "contig ms", "TFLOP/s", "p/c", "bitwise vs varlen")
+          + "".join(" | %s ms, p/c, bitwise" % n for n, _ in others))
     results = []
     gen = torch.Generator().manual_seed(7)
-    for total in (8192, 16384):
+    for total in a.totals:
         lq = lengths(total, total)
-        for side in ("self", "chunk"):
+        for side in a.sides:
             lk = list(lq) if side == "self" else [2 * l for l in lq]
             tk = sum(lk)
             work = sum(4.0 * HQ * D * (q * (k - q) + q * (q + 1) / 2) for q, k in zip(lq, lk))
@@ -136,7 +173,7 @@ def main():
                 ref_o[vname] = o.clone()
                 kaio.lib.kaio_op_destroy(op)
             c_ms, c_tflops = contiguous_ms(kaio, total, side, a.iters)
-            for page in (16, 128):
+            for page in a.pages:
                 kp, vp, table = paged_pools(k, v, lk, page, gen)
                 pviews = [vq, kaio.view(kp, kp.shape[0], HKV * D, KAIO_BF16),
                           kaio.view(vp, vp.shape[0], HKV * D, KAIO_BF16), vcq,
@@ -145,7 +182,7 @@ def main():
                 pd = PagedDesc()
                 kaio.check(kaio.lib.kaio_attention_paged_desc_init(C.byref(pd), C.sizeof(pd)), "init")
                 pd.page_size = page
-                for vname, var in PAGED_VARIANTS.items():
+                for vname, var in ((n, PAGED_VARIANTS[n]) for n in a.variants):
                     vd = varlen_desc(kaio, var, lq, lk, 0)
                     op = C.c_void_p()
                     kaio.check(kaio.lib.kaio_op_create_attention_paged_prefill(
@@ -162,12 +199,18 @@ def main():
                          "contig_auto_ms": c_ms, "contig_auto_tflops": c_tflops,
                          "paged_over_contig_tflops": work / p_ms / 1e9 / c_tflops,
                          "bitwise_vs_varlen": same, "lq": lq, "lk": lk}
+                    extra = ""
+                    for oname, lib in others if vname == "AUTO" else ():
+                        o_ms, o_same = paged_other(lib, [q, kp, vp, cu_q, table, seq_lens, o, lse],
+                                                   varlen_desc(lib, 0, lq, lk, 0), page, ref_o["AUTO"], a.iters)
+                        r["other_" + oname] = {"ms": o_ms, "p/c": work / o_ms / 1e9 / c_tflops, "bitwise": o_same}
+                        extra += " | %9.3f %6.2f %s" % (o_ms, work / o_ms / 1e9 / c_tflops, o_same)
                     results.append(r)
                     print("%-6d %-5s %-4d %-9s | %9.3f %7.1f | %9.3f %7.1f %6.2f | %9.3f %7.1f %6.2f | %9.3f %7.1f %6.2f | %s" % (
                         total, side, page, vname, p_ms, work / p_ms / 1e9, ref["SM80_M128"],
                         work / ref["SM80_M128"] / 1e9, p_ms / ref["SM80_M128"], ref["AUTO"],
                         work / ref["AUTO"] / 1e9, p_ms / ref["AUTO"], c_ms, c_tflops,
-                        r["paged_over_contig_tflops"], same), flush=True)
+                        r["paged_over_contig_tflops"], same) + extra, flush=True)
         print("  lengths %s" % lq)
     if a.json:
         with open(a.json, "w") as f:

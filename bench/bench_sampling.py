@@ -1,6 +1,7 @@
 """libkaio token sampling against PyTorch on the same logits, same process.
 
     python3 bench/bench_sampling.py --lib build-gpu/src/libkaio.so [--old OLD.so] [--iters 25]
+        [--other NAME=LIB.so ...]
 
 Modes (V = 128256, B in {1, 32, 128}, f32, f16 and bf16 logits):
   greedy   kaio (temperature 0)       vs torch.argmax
@@ -8,7 +9,8 @@ Modes (V = 128256, B in {1, 32, 128}, f32, f16 and bf16 logits):
   top-p .9 kaio (T = 1, top_p = 0.9)  vs sort, softmax, cumsum, mask, multinomial
   min-p .1 kaio (T = 1, min_p = 0.1)  vs softmax, max, mask, multinomial
 --old times a second libkaio (e.g. the previous build) in the same process,
-and checks that it draws the same tokens from the same call.
+and checks that it draws the same tokens from the same call; each --other
+NAME=LIB.so (repeatable: variants of one change) adds a column the same way.
 Timing: a pass of --calls calls (each on the next copy of the logits; enough
 copies to exceed the 50 MiB L2, so every call reads from memory) is captured
 in a CUDA graph; the median over --iters replays, per call, so host dispatch
@@ -164,6 +166,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.strip().split("\n")[0])
     ap.add_argument("--lib", required=True)
     ap.add_argument("--old", help="a second libkaio to time side by side")
+    ap.add_argument("--other", action="append", default=[], metavar="NAME=LIB",
+                    help="more libkaio builds to time side by side (repeatable)")
     ap.add_argument("--iters", type=int, default=25)
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--only", help="comma list of modes to run (default: all)")
@@ -171,6 +175,7 @@ def main():
     args = ap.parse_args()
     cap = torch.cuda.Stream()
     libs = [("new", Kaio(args.lib, cap))] + ([("old", Kaio(args.old, cap))] if args.old else [])
+    libs += [(o.split("=", 1)[0], Kaio(o.split("=", 1)[1], cap)) for o in args.other]
     kaios = [k for _, k in libs]
     V = 128256
     head = "| dtype | B | mode | " + " | ".join("kaio %s us" % n for n, _ in libs) + \

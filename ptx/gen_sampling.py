@@ -727,7 +727,8 @@ offset lo, offset hi).  Writes tokens (u32), and probs / logprobs if present.
 
 # The split kernel's workspace: one record of SPLIT_ROW_BYTES per row (byte
 # offsets), zero before the first launch; the last CTA of a row's last
-# stage zeroes its first SPLIT_RESET_BYTES again.  src/ops/sampling.cpp
+# stage zeroes its first SPLIT_RESET_BYTES again (stage 7: its first WS_HCNT,
+# all it writes besides its list).  src/ops/sampling.cpp
 # sizes it with the same number.
 WS_MAX, WS_DRAW, WS_ZSUM, WS_REM_K, WS_REM_P = 0, 8, 16, 24, 32
 WS_CSTAR_K, WS_CSTAR_P, WS_THR_K, WS_NC_K, WS_NC_P, WS_COUNT, WS_OFF_K, WS_OFF_P = (
@@ -892,13 +893,13 @@ def count_in(k, R):
     k.op("membar.gl")
 
 
-def reset_record(k, R):
+def reset_record(k, R, upto=SPLIT_RESET_BYTES):
     """The row's last CTA zeroes the row's record for the next launch (every
-    other CTA of the row is done with it)."""
+    other CTA of the row is done with it): its first upto bytes."""
     bar(k)      # every thread has read the record
-    for o in range(0, SPLIT_RESET_BYTES, 16 * BLOCK):
+    for o in range(0, upto, 16 * BLOCK):
         at = k.r("add.u32", k.r("shl.b32", R.tid, 4), o)
-        with skip_if(k, k.p("setp.ge.u32", at, SPLIT_RESET_BYTES), "reset"):
+        with skip_if(k, k.p("setp.ge.u32", at, upto), "reset"):
             k.op("st.global.v4.u32 [%s], {0, 0, 0, 0}" % k.rd("add.u64", R.st, k.rd("cvt.u64.u32", at)))
     k.op("ret")
 
@@ -950,19 +951,32 @@ def fast_topk(k, R, dt):
     is in a bin >= b.  The CTA passes those on to the row's candidates
     (token and key, so the last CTA loads no logits): a thread's kept ones,
     or, where its KEEP-th kept key is in a bin >= b too (rare), its quads
-    read again.  The row's last CTA finds the exact
-    threshold key among the candidates and draws over them; rows with top-k
-    off or more than FAST_CAND candidates take the one-CTA passes over the
-    whole row there instead (the same bits either way)."""
+    read again.  After the first trip (the sample) a bound from the sample
+    keeps most tokens out of the insertion (below).  The row's last CTA
+    finds the exact threshold key among the candidates and draws over them;
+    rows with top-k off or more than FAST_CAND candidates take the one-CTA
+    passes over the whole row there instead (the same bits either way)."""
     nbins = 1 << KEY_BITS
     topk, k_on = top_k_on(k, R)     # loaded early: its latency hides under the read
-    for b0 in range(0, nbins, BLOCK):
-        a = k.r("add.u32", R.s_hist_mass, k.r("shl.b32", k.r("add.u32", R.tid, b0), 2))
-        k.op("st.shared.u32 [%s], 0" % a)
+    target = lambda total: k.rd("cvt.u64.u32", topk)
+
+    def clear_hist():
+        for b0 in range(0, nbins, BLOCK):
+            a = k.r("add.u32", R.s_hist_mass, k.r("shl.b32", k.r("add.u32", R.tid, b0), 2))
+            k.op("st.shared.u32 [%s], 0" % a)
+
+    def hist_kept():
+        for kj in ks:
+            a = k.r("add.u32", R.s_hist_mass, k.r("shl.b32", key_bin(k, dt, kj), 2))
+            k.op("@%s red.shared.add.u32 [%s], 1" % (k.p("setp.ne.u32", kj, 0), a))
+    clear_hist()
     bv, bi, bx = k.f("mov.f32", NEG_INF), k.r("mov.u32", NONE), k.f("mov.f32", ZERO)
     # the thread's largest keys, in order (0: none; every valid key is above 0)
     ks = [k.r("mov.u32", 0) for _ in range(KEEP)]
     ids = [k.r("mov.u32", 0) for _ in range(KEEP)]
+    # a key enters the kept ones above gate = max(ks[-1], lim); lim: below
+    # the sample's bound (see below), 0 before it
+    gate, lim = k.r("mov.u32", 0), k.r("mov.u32", 0)
 
     def max_top(q, elems):
         for x, key, valid, i in elems:
@@ -971,7 +985,7 @@ def fast_topk(k, R, dt):
             take = k.p("and.pred", take, valid)
             k.op("selp.f32 %s, %s, %s, %s" % (bv, x, bv, take))
             k.op("selp.b32 %s, %s, %s, %s" % (bi, i, bi, take))
-            with skip_if(k, "!" + k.p("setp.gt.and.u32", key, ks[-1], valid), "ins"):
+            with skip_if(k, "!" + k.p("setp.gt.and.u32", key, gate, valid), "ins"):
                 gts = [k.p("setp.gt.u32", key, kj) for kj in ks]
                 for j in range(KEEP - 1, -1, -1):
                     k.op("selp.b32 %s, %s, %s, %s" % (ks[j], key, ks[j], gts[j]))
@@ -979,16 +993,42 @@ def fast_topk(k, R, dt):
                     if j:
                         k.op("selp.b32 %s, %s, %s, %s" % (ks[j], ks[j - 1], ks[j], gts[j - 1]))
                         k.op("selp.b32 %s, %s, %s, %s" % (ids[j], ids[j - 1], ids[j], gts[j - 1]))
+                k.op("max.u32 %s, %s, %s" % (gate, ks[-1], lim))
+    # The sample: the CTA's first UNROLL * BLOCK quads.  Their kept keys'
+    # histogram gives the bin where the count from the top reaches k; that
+    # many of the CTA's keys are at or above the bin's lower edge, so the
+    # row's k-th largest key is too, and a later token below it can be
+    # dropped (it is below the threshold, never a candidate the last CTA
+    # needs): the kept ones then change rarely, where without the bound a
+    # warp runs the insertion for nearly every token (some lane inserts).
+    # Fewer than k kept keys in the sample (top_k > its size): no bound.
+    end = R.qend
+    R.qend = k.r("min.u32", end, k.r("add.u32", R.first, UNROLL * BLOCK))
     each_quad(k, R, dt, max_top)
+    R.qend = end
+    w_done, w_none = k.label("w_done"), k.label("w_none")
+    k.op("@!%s bra.uni %s" % (k_on, w_done))
     bar(k)      # the histogram is clear
-    for kj in ks:
-        a = k.r("add.u32", R.s_hist_mass, k.r("shl.b32", key_bin(k, dt, kj), 2))
-        k.op("@%s red.shared.add.u32 [%s], 1" % (k.p("setp.ne.u32", kj, 0), a))
+    hist_kept()
+    bar(k)
+    wb = pick_bin(k, R, R.s_hist_mass, nbins, False, k.reg("rd"), True, target, w_none)
+    k.op("shl.b32 %s, %s, %d" % (lim, wb, dt.bits - KEY_BITS))
+    k.op("max.u32 %s, %s, 1" % (lim, lim))
+    k.op("sub.u32 %s, %s, 1" % (lim, lim))
+    k.op("max.u32 %s, %s, %s" % (gate, ks[-1], lim))
+    k.place(w_none)
+    clear_hist()    # pick_bin's barriers: every thread has read it
+    k.place(w_done)
+    start = R.qstart
+    R.qstart = k.r("add.u32", start, UNROLL * BLOCK)
+    each_quad(k, R, dt, max_top)
+    R.qstart = start
+    bar(k)      # the histogram is clear
+    hist_kept()
     bar(k)
     block_argmax(k, R, (bv, bi, bx))
     with skip_if(k, k.p("setp.ne.or.u32", R.tid, 0, k.p("setp.eq.u32", bi, NONE)), "max_out"):
         k.op("red.global.max.u64 %s, %s" % (ws_at(R, WS_MAX), pack(k, bv, bi)))
-    target = lambda total: k.rd("cvt.u64.u32", topk)
     collected = k.label("collected")
     k.op("@!%s bra.uni %s" % (k_on, collected))
     bmin = k.r("mov.u32", 0)
@@ -1007,13 +1047,16 @@ def fast_topk(k, R, dt):
         h = k.p("and.pred", above(kj), own)
         k.op("@%s add.u32 %s, %s, 1" % (h, cnt, cnt))
         mine.append(h)
-    # one slot reservation for the CTA's own candidates
-    excl, total = block_scan_u64(k, R, k.rd("cvt.u64.u32", cnt))
-    with skip_if(k, k.p("setp.ne.u32", R.tid, 0), "cand_base"):
-        base = k.r("atom.global.add.u32", ws_at(R, WS_NC_K), k.r("cvt.u32.u64", total))
-        k.op("st.shared.u32 [s_bc+32], %s" % base)
-    bar(k)
-    slot = k.r("add.u32", k.r("ld.shared.u32", "[s_bc+32]"), k.r("cvt.u32.u64", excl))
+    # one slot reservation per warp, no barrier (the list's order does not
+    # matter: the last CTA's select and draw are order-free)
+    inc = k.r("mov.u32", cnt)
+    for d in (1, 2, 4, 8, 16):
+        o = shfl(k, "r", inc, "up", d, "0")
+        k.op("@%s add.u32 %s, %s, %s" % (k.p("setp.ge.u32", R.lane, d), inc, inc, o))
+    base = k.r("mov.u32", 0)
+    with skip_if(k, k.p("setp.ne.or.u32", R.lane, 31, k.p("setp.eq.u32", inc, 0)), "cand_base"):
+        k.op("atom.global.add.u32 %s, %s, %s" % (base, ws_at(R, WS_NC_K), inc))
+    slot = k.r("sub.u32", k.r("add.u32", shfl(k, "r", base, "idx", 31, "0x1f"), inc), cnt)
     for h, ij, kj in zip(mine, ids, ks):
         with skip_if(k, "!" + h, "own"):
             with skip_if(k, k.p("setp.ge.u32", slot, FAST_CAND), "own_full"):
@@ -1037,6 +1080,7 @@ def fast_topk(k, R, dt):
     # every load the fast draw needs, issued together (none depends on another)
     cand = get_cand(k, R)
     setup = draw_setup(k, R)
+    n = k.r("ld.global.cg.u32", ws_at(R, WS_NC_K))
     m, bi = unpack(k, k.rd("ld.global.cg.u64", ws_at(R, WS_MAX)))
     temp, stop, empty = row_kind(k, R, m, bi)
     drawn = k.label("drawn")
@@ -1045,7 +1089,6 @@ def fast_topk(k, R, dt):
         k.op("bra.uni %s" % drawn)
     R.m = m
     R.coef = k.f("div.rn.f32", f32(LOG2E), temp)
-    n = k.r("ld.global.cg.u32", ws_at(R, WS_NC_K))
     fast = k.label("fast")
     k.op("@%s bra.uni %s" % (k.p("setp.le.and.u32", n, FAST_CAND, k_on), fast))
     k.note("top-k off for the row, or too many candidates: the one-CTA passes")
@@ -1061,7 +1104,9 @@ def fast_topk(k, R, dt):
     k.place(fast)
     fast_draw(k, R, dt, n, target, cand, setup)
     k.place(drawn)
-    reset_record(k, R)
+    # stage 7 writes only words below WS_HCNT besides its list (which needs
+    # no reset: the list's count, below WS_HCNT, masks stale pairs)
+    reset_record(k, R, WS_HCNT)
 
 
 def put_cand(k, R, slot, idx, key):
@@ -1169,6 +1214,7 @@ kernel gives, whatever the split.  Other parameters as kaio_sample_%s.
     R.nlast = k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1)
     span = k.r("ld.param.u32", "[span]")
     first = k.r("mul.lo.u32", R.cta, span)
+    R.first = first
     R.qstart = k.r("add.u32", first, R.tid)
     R.qend = k.r("min.u32", k.r("add.u32", first, span), R.nquads)
     R.st = k.rd("add.u64", R.p["ws"], k.rd("mul.lo.u64", R.row, SPLIT_ROW_BYTES))

@@ -20,8 +20,9 @@ load per quad where the row is aligned for it.
      11/11/10 bits, f16 / bf16 8/8, inside that bin).
   3. top-p: the same search weighted by mass, exp2((x - max) * log2(e) / T)
      in 1.31 fixed point (exact u64 sums kept as u32 lo / hi words: order
-     independent, so the threshold is the same bits on every run), over the tokens top-k kept;
-     the target is ceil(top_p * total).
+     independent, so the threshold is the same bits on every run), over the tokens top-k kept
+     (flags bit 0, KAIO_SAMPLING_TOP_P_OF_ROW: over the whole row, and the
+     draw keeps what both filters keep); the target is ceil(top_p * total).
   4. the draw: the Gumbel-max trick over the kept tokens (value >= both
      thresholds and mass >= min_p), token = argmax of
      log2(w) - log2(-ln U), U from Philox4x32-10 with key = the row's seed
@@ -681,18 +682,28 @@ def top_p_on(k, R):
     return topp, k.p("setp.lt.and.f32", topp, ONE, has_p)     # NaN and >= 1: off
 
 
+def p_floor(k, thr):
+    """The lowest key top-p weighs: top-k's threshold (top-p renormalised
+    over what top-k kept), or every token with bit 0 of the flags parameter
+    (KAIO_SAMPLING_TOP_P_OF_ROW: the mass of the whole row, candle's
+    TopKThenTopP; the draw then keeps what both filters keep)."""
+    of_row = k.p("setp.ne.u32", k.r("and.b32", k.r("ld.param.u32", "[flags]"), 1), 0)
+    return k.r("selp.u32", 0, thr, of_row)
+
+
 def p_target(k, topp):
     return lambda total: k.rd("max.u64", k.rd("cvt.rpi.u64.f64", _ptarget(k, total, topp)), 1)
 
 
 def sample_kernel(dt):
     name = "kaio_sample_%s" % dt.name
-    params = [(".u64", p) for p in SAMPLE_PARAMS] + [(".u32", "vocab")]
+    params = [(".u64", p) for p in SAMPLE_PARAMS] + [(".u32", "vocab"), (".u32", "flags")]
     doc = """
 %s(%s)
 One 1024-thread CTA per row (grid = rows).  Pointers of absent optional
 vectors are 0; strides are in bytes.  rng: u32 [rows, 4] (seed lo, seed hi,
-offset lo, offset hi).  Writes tokens (u32), and probs / logprobs if present.
+offset lo, offset hi).  Writes tokens (u32), and probs / logprobs if present.  flags bit 0: top-p's
+mass over the whole row (KAIO_SAMPLING_TOP_P_OF_ROW).
 """ % (name, ", ".join(p for _, p in params))
     k = Kernel(name, doc, params, BLOCK, shared=SHARED,
                keys={"select": "sampling", "pass": "sample", "dtype": dt.name})
@@ -717,7 +728,7 @@ offset lo, offset hi).  Writes tokens (u32), and probs / logprobs if present.
     thr_p = k.r("mov.u32", thr)
     topp, p_on = top_p_on(k, R)
     with skip_if(k, "!" + p_on, "no_topp", uni=True):
-        radix_select(k, R, dt, True, p_target(k, topp), thr, thr_p)
+        radix_select(k, R, dt, True, p_target(k, topp), p_floor(k, thr), thr_p)
     k.note("pass 4: Gumbel-max draw over the kept tokens, and their mass")
     sv, si, sx, zsum = draw_pass(k, R, dt, k.r("max.u32", thr, thr_p))
     write_drawn(k, R, si, sx, zsum)
@@ -1193,7 +1204,7 @@ def fast_draw(k, R, dt, n, target, cand, setup):
 def split_kernel(dt):
     name = "kaio_sample_split_%s" % dt.name
     params = [(".u64", p) for p in SAMPLE_PARAMS + ["ws"]] + [(".u32", "vocab"), (".u32", "stage"),
-                                                              (".u32", "span")]
+                                                              (".u32", "span"), (".u32", "flags")]
     doc = """
 %s(%s)
 A row split over several 1024-thread CTAs: grid (CTAs per row, rows); CTA c
@@ -1246,7 +1257,7 @@ kernel gives, whatever the split.  Other parameters as kaio_sample_%s.
             k.place(k_done)
             thr_p = k.r("mov.u32", thr)
             with skip_if(k, "!" + p_on, "p_here", uni=True):
-                split_resolve(k, R, dt, True, thr, thr_p)
+                split_resolve(k, R, dt, True, p_floor(k, thr), thr_p)
             sv, si, sx, zsum = draw_pass(k, R, dt, k.r("max.u32", thr, thr_p))
             with skip_if(k, k.p("setp.ne.u32", R.tid, 0), "draw_out"):
                 k.op("@%s red.global.max.u64 %s, %s" % (k.p("setp.ne.u32", si, NONE), ws_at(R, WS_DRAW),
@@ -1273,9 +1284,10 @@ kernel gives, whatever the split.  Other parameters as kaio_sample_%s.
                     split_resolve(k, R, dt, False, 0, thr)
                 with once(k, R, "record_k"):
                     k.op("st.global.u32 %s, %s" % (ws_at(R, WS_THR_K), thr))
-                split_hist(k, R, dt, True, thr)
+                split_hist(k, R, dt, True, p_floor(k, thr))
             else:
-                split_collect(k, R, dt, True, k.r("ld.global.u32", ws_at(R, WS_THR_K)), p_target(k, topp))
+                split_collect(k, R, dt, True, p_floor(k, k.r("ld.global.u32", ws_at(R, WS_THR_K))),
+                              p_target(k, topp))
         k.op("ret")
     k.op("ret")
     return k.text()

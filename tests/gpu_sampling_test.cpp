@@ -21,6 +21,7 @@ struct RowParams {
   uint32_t seed_lo = 0, seed_hi = 0, off_lo = 0, off_hi = 0;
   float rep = 1, presence = 0, frequency = 0;
   std::vector<int32_t> prev;
+  bool top_p_of_row = false;  // the op's KAIO_SAMPLING_TOP_P_OF_ROW
 };
 
 // CPU reference: which tokens are kept and their probabilities (0 for the
@@ -64,7 +65,7 @@ std::vector<double> reference(const std::vector<double> &x0, const RowParams &p,
   if (p.top_p < 1) {
     double z = 0;
     for (int64_t i : order)
-      if (x[i] >= thr) z += w(i);
+      if (p.top_p_of_row || x[i] >= thr) z += w(i);
     double cum = 0, target = std::max(0.0, static_cast<double>(p.top_p)) * z;
     for (int64_t i : order) {
       if (x[i] < thr) break;
@@ -230,16 +231,21 @@ TEST_F(GpuSampling, GreedyIsArgmaxLowestIndexNanNeverInfWins) {
 
 // 10^6 draws over V = 50: every kept token appears, nothing else does, and
 // the frequencies pass a chi-square test (p > 1e-6) against the reference.
-void chi_square(kt::GpuTest *t, kaio_device *dev, kaio_stream *st, kaio_dtype dt, RowParams p,
-                uint32_t feat, const char *what) {
-  const int64_t V = 50, B = 20000;
-  const int launches = 50;
-  std::vector<float> x(V);
-  for (int64_t i = 0; i < V; ++i) x[i] = static_cast<float>(std::sin(i * 1.7) * 2.5);
+std::vector<float> chi_logits() {
+  std::vector<float> x(50);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(i * 1.7) * 2.5);
   x[7] = x[3];                    // ties
   x[11] = x[3];
   x[20] = NAN;
   x[21] = -INFINITY;
+  return x;
+}
+
+void chi_square(kt::GpuTest *t, kaio_device *dev, kaio_stream *st, kaio_dtype dt, RowParams p,
+                uint32_t feat, const char *what) {
+  const int64_t V = 50, B = 20000;
+  const int launches = 50;
+  const std::vector<float> x = chi_logits();
   std::vector<float> all(B * V);
   for (int64_t b = 0; b < B; ++b) std::copy(x.begin(), x.end(), all.begin() + b * V);
   auto bytes = encode(dt, all);
@@ -292,6 +298,22 @@ TEST_F(GpuSampling, ChiSquareTopKThenTopP) {
   RowParams p; p.temperature = 2.0f; p.top_k = 20; p.top_p = 0.7f;
   chi_square(this, dev(), stream(), KAIO_DTYPE_F16, p,
              KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K | KAIO_SAMPLING_TOP_P, "top-k then top-p");
+}
+// candle's TopKThenTopP: top-p's mass over the whole row. The case is one
+// where that keeps other tokens than top-p renormalised over the top k.
+TEST_F(GpuSampling, ChiSquareTopKThenTopPOfRow) {
+  RowParams p; p.temperature = 2.0f; p.top_k = 20; p.top_p = 0.5f; p.top_p_of_row = true;
+  const std::vector<double> x = kt::decode(KAIO_DTYPE_F16, encode(KAIO_DTYPE_F16, chi_logits()));
+  bool greedy; int64_t am;
+  RowParams renorm = p;
+  renorm.top_p_of_row = false;
+  auto kept = [](const std::vector<double> &pr) {
+    return std::count_if(pr.begin(), pr.end(), [](double v) { return v > 0; });
+  };
+  ASSERT_NE(kept(reference(x, p, false, &greedy, &am)), kept(reference(x, renorm, false, &greedy, &am)));
+  chi_square(this, dev(), stream(), KAIO_DTYPE_F16, p,
+             KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K | KAIO_SAMPLING_TOP_P | KAIO_SAMPLING_TOP_P_OF_ROW,
+             "top-k then top-p over the row");
 }
 TEST_F(GpuSampling, ChiSquareMinP) {
   RowParams p; p.temperature = 1.5f; p.min_p = 0.12f;
@@ -503,8 +525,11 @@ void split_same_bits(kaio_device *dev, kaio_stream *st, kaio_dtype dt, int64_t V
     base0[b].seed_hi = 3; base0[b].off_lo = 11;
   }
   const uint32_t P = KAIO_SAMPLING_PROBS, R = KAIO_SAMPLING_RANDOM, K = KAIO_SAMPLING_TOP_K,
-                 TP = KAIO_SAMPLING_TOP_P, MP = KAIO_SAMPLING_MIN_P;
-  const uint32_t modes[] = {P, R | P, R | K | P, R | TP | P, R | MP | P, R | K | TP | MP | P, R | K | MP | P};
+                 TP = KAIO_SAMPLING_TOP_P, MP = KAIO_SAMPLING_MIN_P, OR = KAIO_SAMPLING_TOP_P_OF_ROW;
+  const uint32_t modes[] = {P,          R | P,
+                            R | K | P,  R | TP | P,
+                            R | MP | P, R | K | TP | MP | P,
+                            R | K | MP | P, R | K | TP | OR | P};
   const int launches = 3;
   for (uint32_t f : modes) {
     // top-k + min-p: also a greedy row and a row with top-k off

@@ -51,6 +51,8 @@ TEST_F(SamplingBadInput, DescFieldsAreChecked) {
   reject(create(d), KAIO_ERROR_INVALID_ARGUMENT, {"desc->features", "0x100"});
   d = desc(KAIO_SAMPLING_TOP_P);
   reject(create(d), KAIO_ERROR_INVALID_ARGUMENT, {"KAIO_SAMPLING_RANDOM"});
+  d = desc(KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K | KAIO_SAMPLING_TOP_P_OF_ROW);
+  reject(create(d), KAIO_ERROR_INVALID_ARGUMENT, {"KAIO_SAMPLING_TOP_P_OF_ROW", "KAIO_SAMPLING_TOP_P;"});
   d = desc(KAIO_SAMPLING_PENALTIES);
   reject(create(d), KAIO_ERROR_INVALID_DIMENSION, {"desc->max_prev is 0"});
   d = desc(); d.max_prev = 3;
@@ -161,7 +163,9 @@ TEST_F(SamplingBadInput, FewRowsSplitOverSeveralCtasInStages) {
                         {KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K, 1, 7},
                         {KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K | KAIO_SAMPLING_MIN_P, 1, 7},
                         {KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_P | KAIO_SAMPLING_MIN_P, 4, 6},
-                        {KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K | KAIO_SAMPLING_TOP_P, 6, 6}};
+                        {KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K | KAIO_SAMPLING_TOP_P, 6, 6},
+                        {KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K | KAIO_SAMPLING_TOP_P |
+                             KAIO_SAMPLING_TOP_P_OF_ROW, 6, 6}};
   for (const Case &c : cases) {
     kaio_sampling_desc d = desc(c.features);
     d.batch = 1;
@@ -192,10 +196,11 @@ TEST_F(SamplingBadInput, FewRowsSplitOverSeveralCtasInStages) {
     EXPECT_EQ(l.name, "kaio_sample_split_bf16");
     EXPECT_EQ(l.grid[0], static_cast<unsigned>(info.sm_count));
     EXPECT_EQ(l.grid[1], 1u);
-    // parameters 18 .. 21: ws, vocab, stage (the last: 6, 7 top-k alone, 1 greedy), span
+    // parameters 18 .. 22: ws, vocab, stage (the last: 6, 7 top-k alone, 1 greedy), span, flags
     EXPECT_EQ(kt::launch_param<uint32_t>(19), static_cast<uint32_t>(V));
     EXPECT_EQ(kt::launch_param<uint32_t>(20), c.last);
     const uint32_t span = kt::launch_param<uint32_t>(21);
+    EXPECT_EQ(kt::launch_param<uint32_t>(22), (c.features & KAIO_SAMPLING_TOP_P_OF_ROW) ? 1u : 0u);
     EXPECT_GE(span * l.grid[0], quads);
     EXPECT_LT(span * (l.grid[0] - 1), quads);
   }

@@ -1625,7 +1625,8 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_attention_paged(
  * Order of operations, as HF transformers' warpers and candle's
  * LogitsProcessor (TopKThenTopP) apply them:
  *   penalties -> temperature -> top-k -> top-p -> min-p -> draw.
- * top-p is taken over what top-k kept (renormalised), min-p relative to the
+ * top-p is taken over what top-k kept (renormalised; with
+ * KAIO_SAMPLING_TOP_P_OF_ROW, over the whole row), min-p relative to the
  * most likely token (which every filter keeps). Filters are thresholds on
  * the value: top-k keeps every token >= the k-th largest logit and top-p
  * every token >= the logit where the running mass, from the largest down,
@@ -1695,7 +1696,12 @@ enum {
     KAIO_SAMPLING_TOP_P = 4,
     KAIO_SAMPLING_MIN_P = 8,
     KAIO_SAMPLING_PENALTIES = 16,
-    KAIO_SAMPLING_PROBS = 32
+    KAIO_SAMPLING_PROBS = 32,
+    /* With TOP_K and TOP_P: top-p's mass is the whole row's, not what top-k
+     * kept, so the kept tokens are those both filters keep (candle's
+     * LogitsProcessor TopKThenTopP). Without it, top-p renormalises over
+     * top-k's tokens (HF transformers, vLLM). No view of its own. */
+    KAIO_SAMPLING_TOP_P_OF_ROW = 64
 };
 
 typedef struct kaio_sampling_desc {

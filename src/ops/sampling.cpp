@@ -19,7 +19,8 @@ namespace {
 
 constexpr uint32_t kAllFeatures = KAIO_SAMPLING_RANDOM | KAIO_SAMPLING_TOP_K |
                                   KAIO_SAMPLING_TOP_P | KAIO_SAMPLING_MIN_P |
-                                  KAIO_SAMPLING_PENALTIES | KAIO_SAMPLING_PROBS;
+                                  KAIO_SAMPLING_PENALTIES | KAIO_SAMPLING_PROBS |
+                                  KAIO_SAMPLING_TOP_P_OF_ROW;
 
 struct Slot {
   const char *name;
@@ -59,6 +60,11 @@ kaio_status check_desc(const kaio_sampling_desc &d) {
     return fail(KAIO_ERROR_INVALID_ARGUMENT,
                 "%s: desc->features is 0x%x: top-k, top-p and min-p need KAIO_SAMPLING_RANDOM "
                 "(temperature and rng); add it, or drop the filters for greedy decoding.",
+                api_name(), d.features);
+  if ((d.features & KAIO_SAMPLING_TOP_P_OF_ROW) && !(d.features & KAIO_SAMPLING_TOP_P))
+    return fail(KAIO_ERROR_INVALID_ARGUMENT,
+                "%s: desc->features is 0x%x: KAIO_SAMPLING_TOP_P_OF_ROW changes how top-p "
+                "measures its mass and needs KAIO_SAMPLING_TOP_P; add it, or drop the flag.",
                 api_name(), d.features);
   const bool pen = d.features & KAIO_SAMPLING_PENALTIES;
   if (pen ? (d.max_prev < 1 || d.max_prev > INT32_MAX) : d.max_prev != 0)
@@ -224,6 +230,8 @@ kaio_status SamplingPlan::run(kaio_stream *stream, const kaio_tensor *t, size_t 
     }
   }
   unsigned vocab = static_cast<unsigned>(V);
+  // The kernels' flags: bit 0, top-p's mass over the whole row.
+  unsigned flags = (desc.features & KAIO_SAMPLING_TOP_P_OF_ROW) ? 1u : 0u;
   unsigned long long logits_addr = a[0], logits_stride = s[0];
   if (desc.features & KAIO_SAMPLING_PENALTIES) {
     unsigned long long ws = workspace->ptr(), counts = ws + static_cast<uint64_t>(B * V) * 4;
@@ -237,7 +245,7 @@ kaio_status SamplingPlan::run(kaio_stream *stream, const kaio_tensor *t, size_t 
   if (!split_ws) {
     void *sp[] = {&logits_addr, &logits_stride, &a[1], &s[1], &a[2], &s[2], &a[3], &s[3],
                   &a[4], &s[4], &a[5], &s[5], &a[9], &s[9], &a[10], &s[10], &a[11], &s[11],
-                  &vocab};
+                  &vocab, &flags};
     return launch_builtin(device, sample, stream, sp);
   }
   // The split kernel's stages (gen_sampling.py's STAGES), those the features use.
@@ -245,7 +253,7 @@ kaio_status SamplingPlan::run(kaio_stream *stream, const kaio_tensor *t, size_t 
   unsigned stage = 0, per = span;
   void *sp[] = {&logits_addr, &logits_stride, &a[1], &s[1], &a[2], &s[2], &a[3], &s[3],
                 &a[4], &s[4], &a[5], &s[5], &a[9], &s[9], &a[10], &s[10], &a[11], &s[11],
-                &ws, &vocab, &stage, &per};
+                &ws, &vocab, &stage, &per, &flags};
   if (fast_topk) {
     stage = 7;
     return launch_builtin(device, split, stream, sp);

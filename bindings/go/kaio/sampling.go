@@ -22,6 +22,11 @@ const (
 	SamplingPenalties SamplingFeature = C.KAIO_SAMPLING_PENALTIES
 	// SamplingProbs writes the chosen token's probability and log-probability.
 	SamplingProbs SamplingFeature = C.KAIO_SAMPLING_PROBS
+	// SamplingTopPOfRow, with SamplingTopK and SamplingTopP, measures
+	// top-p's mass over the whole row, so the kept tokens are those both
+	// filters keep (candle's TopKThenTopP); without it top-p renormalises
+	// over top-k's tokens (HF transformers, vLLM).
+	SamplingTopPOfRow SamplingFeature = C.KAIO_SAMPLING_TOP_P_OF_ROW
 )
 
 // SamplingDesc describes a sampler from logits [Batch, Vocab] to one token

@@ -221,13 +221,19 @@ impl LogitsSampler {
             2 => dims[0],
             _ => bail!("kaio-candle::{OP}: 'logits' has shape {dims:?}; expected [B, V] or [V]"),
         };
+        // candle-transformers' edges: top-p <= 0 or >= 1 samples the whole
+        // row (after top-k: the k tokens); top-k 0 keeps nothing (an error).
+        let top_p = |p: f64| (p > 0.0 && p < 1.0).then_some(p);
         let (temperature, k, p) = match self.sampling {
             Sampling::ArgMax => (None, None, None),
             Sampling::All { temperature } => (Some(temperature), None, None),
             Sampling::TopK { k, temperature } => (Some(temperature), Some(k), None),
-            Sampling::TopP { p, temperature } => (Some(temperature), None, Some(p)),
-            Sampling::TopKThenTopP { k, p, temperature } => (Some(temperature), Some(k), Some(p)),
+            Sampling::TopP { p, temperature } => (Some(temperature), None, top_p(p)),
+            Sampling::TopKThenTopP { k, p, temperature } => (Some(temperature), Some(k), top_p(p)),
         };
+        if k == Some(0) {
+            bail!("kaio-candle::{OP}: top-k is 0, which keeps no token; give k >= 1 (k >= V keeps every token)")
+        }
         let dev = logits.device();
         // The context's width first: the kept tensors are made for it.
         let ctx = match (self.penalties, context) {
@@ -256,7 +262,9 @@ impl LogitsSampler {
                 params[1] = Some(kept.fixed(1, || Tensor::from_vec(vec![k; b], b, dev))?);
             }
             if let Some(p) = p {
-                features |= kaio::SamplingFeatures::TOP_P;
+                // candle's TopKThenTopP: top-p's mass over the whole row, so
+                // the kept tokens are top-k's and top-p's in common.
+                features |= kaio::SamplingFeatures::TOP_P | kaio::SamplingFeatures::TOP_P_OF_ROW;
                 params[2] = Some(kept.fixed(2, f32s(p))?);
             }
             if let Some(m) = self.min_p {

@@ -149,6 +149,7 @@ pub const KAIO_SAMPLING_TOP_P: u32 = 4;
 pub const KAIO_SAMPLING_MIN_P: u32 = 8;
 pub const KAIO_SAMPLING_PENALTIES: u32 = 16;
 pub const KAIO_SAMPLING_PROBS: u32 = 32;
+pub const KAIO_SAMPLING_TOP_P_OF_ROW: u32 = 64;
 
 // ---------------------------------------------------------------------------
 // Opaque handles (the nomicon's zero-sized-type pattern)

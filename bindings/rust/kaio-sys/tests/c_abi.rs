@@ -98,6 +98,7 @@ fn table() -> Vec<(String, i64)> {
         KAIO_SAMPLING_MIN_P,
         KAIO_SAMPLING_PENALTIES,
         KAIO_SAMPLING_PROBS,
+        KAIO_SAMPLING_TOP_P_OF_ROW,
         KAIO_VERSION_MAJOR,
         KAIO_VERSION_MINOR,
         KAIO_VERSION_PATCH,

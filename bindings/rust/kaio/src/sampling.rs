@@ -40,6 +40,10 @@ impl SamplingFeatures {
     pub const PENALTIES: SamplingFeatures = SamplingFeatures(sys::KAIO_SAMPLING_PENALTIES);
     /// `probs`, `logprobs`: the chosen token's probability and its log.
     pub const PROBS: SamplingFeatures = SamplingFeatures(sys::KAIO_SAMPLING_PROBS);
+    /// With TOP_K and TOP_P: top-p's mass over the whole row, so the kept
+    /// tokens are those both filters keep (candle's `TopKThenTopP`); without
+    /// it top-p renormalises over top-k's tokens (HF transformers, vLLM).
+    pub const TOP_P_OF_ROW: SamplingFeatures = SamplingFeatures(sys::KAIO_SAMPLING_TOP_P_OF_ROW);
 
     /// Any bits; libkaio rejects unknown ones at op creation.
     pub const fn from_bits(bits: u32) -> SamplingFeatures {

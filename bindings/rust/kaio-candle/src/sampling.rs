@@ -6,6 +6,13 @@
 //! `apply_repeat_penalty` takes them from the host), and the chosen token's
 //! probability and log-probability; one seed, advanced per call.
 //!
+//! As candle-transformers (and checked against its `LogitsProcessor` in
+//! tests/gpu_sampling_candle.rs): `TopKThenTopP` measures top-p's mass over
+//! the whole row, so it keeps the tokens both filters keep (libkaio's
+//! `KAIO_SAMPLING_TOP_P_OF_ROW`; HF transformers and vLLM renormalise over
+//! the top k first); top-p <= 0 or >= 1 samples the whole row (after
+//! top-k, the k tokens); top-k 0 is an error.
+//!
 //! Differences from candle-transformers (libkaio's semantics, kaio.h's
 //! "Token sampling"): greedy takes the LOWEST index on ties (candle's argmax
 //! the last) and never a NaN logit (candle's may); top-k and top-p keep

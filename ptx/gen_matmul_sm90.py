@@ -6,9 +6,10 @@
 Only the Python standard library is used and the output depends on nothing but
 this file and ptx/kaio_ptx, so the build is reproducible.
 
-Kernels: kaio_matmul_sm90_<in>_<la><lb>[_n128], in in {f16, bf16}, la, lb in
-{n, t}; 16 entries: CTA tiles 128 x 256, and 128 x 128 (_n128, 6 stages) for
-shapes with too few tiles to fill the SMs.  "nt" (A M x K row-major, B N x K
+Kernels: kaio_matmul_sm90_<in>_<la><lb>[_n128|_n64], in in {f16, bf16}, la, lb
+in {n, t}; 24 entries: CTA tiles 128 x 256, and 128 x 128 (_n128, 6 stages)
+and 128 x 64 (_n64, 8 stages, m64n64 wgmma) for shapes with too few tiles to
+fill the SMs.  "nt" (A M x K row-major, B N x K
 row-major: the nn.Linear layout) is the primary one: both operands K-major,
 no transposes.
 
@@ -168,6 +169,7 @@ DEFAULT_CFG = {
     "mn_lbo": 8192,         # MN-major descriptor: LBO = panel stride (bytes); see docstring
     "mn_sbo": 1024,
     "suffix": "",
+    "int8": True,           # also emit the s8 (W8A8) entry of this tile
 }
 
 PARAMS = [(".align 64 .b8", "tmap_a[128]"), (".align 64 .b8", "tmap_b[128]"),
@@ -607,9 +609,14 @@ def matmul_kernel(dt, la, lb, cfg):
 # CTAs per split, so split-K needs half the splits and half the partials'
 # round trip through DRAM.
 NARROW_CFG = {"bn": 128, "stages": 6, "suffix": "_n128"}
+# Quarter-width tiles (128 x 64, 8 stages of 24 KiB) for shapes whose 128-wide
+# tiles still leave SMs idle: M = 128 linear layers get twice the CTAs without
+# splitting K (no partials, no reduction launch), small squares four times as
+# many as with wide tiles.  16-bit inputs only.
+SLIM_CFG = {"bn": 64, "stages": 8, "suffix": "_n64", "int8": False}
 
 
-def generate(cfgs=(None, NARROW_CFG), layouts=("nt", "nn", "tn", "tt"), dtypes=("f16", "bf16")):
+def generate(cfgs=(None, NARROW_CFG, SLIM_CFG), layouts=("nt", "nn", "tn", "tt"), dtypes=("f16", "bf16")):
     parts = [preamble(__file__), extern_shared(SMEM_SYM, 1024)]
     for extra in cfgs:
         cfg = dict(DEFAULT_CFG, **(extra or {}))
@@ -617,7 +624,8 @@ def generate(cfgs=(None, NARROW_CFG), layouts=("nt", "nn", "tn", "tt"), dtypes=(
             for lay in layouts:
                 parts.append("\n" + matmul_kernel(dt, lay[0], lay[1], cfg))
         # int8 (W8A8): A M x K and B N x K, both K-major, as wgmma requires
-        parts.append("\n" + matmul_kernel("s8", "n", "t", cfg))
+        if cfg["int8"]:
+            parts.append("\n" + matmul_kernel("s8", "n", "t", cfg))
     return "".join(parts)
 
 

@@ -329,7 +329,7 @@ TEST_F(FakeRuntime, HopperMatmulPassesTensorMapsOfTheViews) {
 
 // Few tiles and a long K: a prepared Hopper matmul splits K over the idle SMs
 // (the fake device has 4), then sums the splits in a second kernel. One-shot
-// calls own no workspace and never split; they take the narrow tiles instead.
+// calls own no workspace and never split; they take the 128 x 64 tiles instead.
 TEST_F(FakeRuntime, HopperMatmulSplitsLongKOverIdleSmsInPreparedOps) {
   kt::Device d = kt::open_device(0);
   kt::Stream s = kt::make_stream(d.get());
@@ -351,8 +351,8 @@ TEST_F(FakeRuntime, HopperMatmulSplitsLongKOverIdleSmsInPreparedOps) {
 
   KT_OK(kaio_matmul(s.get(), &t[0], &t[1], &t[2], &desc));
   Launch one = last_launch();
-  EXPECT_EQ(one.name, "kaio_matmul_sm90_f16_nt_n128") << "two 128-wide tiles beat one 256-wide";
-  EXPECT_EQ(one.grid[0], 2u);
+  EXPECT_EQ(one.name, "kaio_matmul_sm90_f16_nt_n64") << "four 64-wide tiles beat one 256-wide";
+  EXPECT_EQ(one.grid[0], 4u);
   EXPECT_EQ(launch_param<uint32_t>(10), 64u) << "one split: every K step";
   EXPECT_EQ(launch_param<uint64_t>(2), kaio_buffer_device_ptr(c.get()));
 

@@ -20,14 +20,18 @@ constexpr const KernelInfo &kWideKernel =
     kernel_info(kernels::matmul_sm90(KAIO_DTYPE_F16, false, false, kernels::Tile::n256));
 constexpr const KernelInfo &kNarrowKernel =
     kernel_info(kernels::matmul_sm90(KAIO_DTYPE_F16, false, false, kernels::Tile::n128));
+constexpr const KernelInfo &kSlimKernel =
+    kernel_info(kernels::matmul_sm90(KAIO_DTYPE_F16, false, false, kernels::Tile::n64));
 constexpr int64_t kTileM = kWideKernel.tile_m;
 constexpr int64_t kStepK = kWideKernel.tile_k;
 static_assert(kNarrowKernel.tile_m == kTileM && kNarrowKernel.tile_k == kStepK);
+static_assert(kSlimKernel.tile_m == kTileM && kSlimKernel.tile_k == kStepK);
 
-// The two kernel families: 128 x 256 tiles, and 128 x 128 (_n128) for
-// shapes whose wide tiles leave SMs idle. kRate is one CTA's tensor-core
-// rate: 720 TFLOP/s over 132 SMs at 4096^3 for the wide tile, about 80% of
-// that per CTA for the narrow one (580 TFLOP/s at 4096^3).
+// The kernel families: 128 x 256 tiles; 128 x 128 (_n128) and 128 x 64
+// (_n64) for shapes whose wide tiles leave SMs idle. rate is one CTA's
+// tensor-core rate: 720 TFLOP/s over 132 SMs at 4096^3 for the wide tile,
+// 580 for the narrow one; the 128 x 64 tile reached 3.4 TFLOP/s per CTA at
+// M = 128 (64 CTAs, ncu) and 2.7 at 4096^3 (all SMs busy).
 struct TileFamily {
   int64_t tile_n;
   double rate;
@@ -35,15 +39,17 @@ struct TileFamily {
 };
 constexpr TileFamily kWide = {kWideKernel.tile_n, 5.5e12, kernels::Tile::n256};
 constexpr TileFamily kNarrow = {kNarrowKernel.tile_n, 4.4e12, kernels::Tile::n128};
+constexpr TileFamily kSlim = {kSlimKernel.tile_n, 3.3e12, kernels::Tile::n64};
 
 // A cost model in seconds. The main kernel is bound either by its CTAs'
 // tensor cores or by reading A and B (and writing split-K partials) from
 // DRAM; every split beyond the first then costs the reduction, which reads
-// the partials back and writes C, plus its launch. Measured on the H100 with
-// M = 128 (ncu): splits of 7 cost more in the partials' round trip than the
-// SMs they filled saved; at N = 11008 and 14336 any split lost.
+// the partials back and writes C, plus its launch. Measured on the H100
+// (bench_matmul, M = 128 and squares 256-2048, every family at 1, 2 and 4
+// splits): the reduction took about 5 us at M = 128, N = 4096 (ncu), and no
+// split beat the 128 x 64 tiles' single one by more than the noise.
 constexpr double kDramBandwidth = 2.8e12;
-constexpr double kReduceLaunch = 1.5e-6;
+constexpr double kReduceLaunch = 4.5e-6;
 // Leave the default (wide tiles, one split) only for a predicted gain of at
 // least 10%: the model is coarse.
 constexpr double kMinGain = 0.9;
@@ -61,11 +67,14 @@ int64_t tiles_of(int64_t m, int64_t n, const TileFamily &f) {
 
 double modelled_seconds(int64_t m, int64_t n, int64_t k, const TileFamily &f, int64_t splits,
                         int64_t sms) {
-  const double flops = 2.0 * m * n * k;
+  // Tensor cores compute whole tiles, and a CTA with more work items than
+  // another runs them one after the other: waves of whole tiles.
+  const int64_t work = tiles_of(m, n, f) * splits, ctas = std::min(work, sms);
+  const int64_t waves = (work + ctas - 1) / ctas;
+  const int64_t steps = ((k + kStepK - 1) / kStepK + splits - 1) / splits;
+  const double item_flops = 2.0 * kTileM * f.tile_n * steps * kStepK;
   const double operands = 2.0 * (m + n) * k, partials = splits > 1 ? 4.0 * splits * m * n : 0.0;
-  const int64_t ctas = std::min(tiles_of(m, n, f) * splits, sms);
-  double t = std::max(flops / (static_cast<double>(ctas) * f.rate),
-                      (operands + partials) / kDramBandwidth);
+  double t = std::max(waves * item_flops / f.rate, (operands + partials) / kDramBandwidth);
   if (splits > 1) t += (partials + 4.0 * m * n) / kDramBandwidth + kReduceLaunch;
   return t;
 }
@@ -76,7 +85,7 @@ Choice choose(int64_t m, int64_t n, int64_t k, int64_t sms, bool may_split) {
   const int64_t ksteps = (k + kStepK - 1) / kStepK;
   Choice best;
   double best_t = modelled_seconds(m, n, k, kWide, 1, sms) * kMinGain;
-  for (const TileFamily *f : {&kWide, &kNarrow}) {
+  for (const TileFamily *f : {&kWide, &kNarrow, &kSlim}) {
     const int64_t tiles = tiles_of(m, n, *f);
     // The reduction's grid.y is a row, so at most 65535 rows split.
     const int64_t max_splits = may_split && m <= 65535 ? ksteps / kMinStepsPerSplit : 1;

@@ -35,6 +35,8 @@ mod isq;
 #[cfg(feature = "cuda")]
 mod kv_cache;
 #[cfg(feature = "cuda")]
+mod locked;
+#[cfg(feature = "cuda")]
 mod matmul;
 #[cfg(feature = "cuda")]
 mod norms;
@@ -44,6 +46,8 @@ mod prep;
 mod quant;
 #[cfg(feature = "cuda")]
 mod rope;
+#[cfg(feature = "cuda")]
+mod rope_kv_cache;
 #[cfg(feature = "cuda")]
 mod rows;
 #[cfg(feature = "cuda")]
@@ -77,6 +81,8 @@ pub use quant::{
 pub use norms::{add_rmsnorm, layer_norm, AddRmsNorm, LayerNorm};
 #[cfg(feature = "cuda")]
 pub use rope::{rope, Rope};
+#[cfg(feature = "cuda")]
+pub use rope_kv_cache::rope_kv_cache_write;
 #[cfg(feature = "cuda")]
 pub use sampling::{LogitsSampler, Penalties, Sampled, Sampling};
 #[cfg(feature = "cuda")]

@@ -54,6 +54,8 @@ mod rows;
 mod sampling;
 #[cfg(feature = "cuda")]
 mod storage;
+#[cfg(feature = "cuda")]
+mod varlen_backward;
 
 #[cfg(feature = "cuda")]
 pub use attention::{

@@ -77,6 +77,12 @@ fn gradients_and_bad_shapes_are_refused_with_the_fix() -> Result<()> {
         .unwrap_err()
         .to_string();
     assert!(e.contains("kaio-candle::rope_kv_cache_write") && e.contains("'k_cache' tracks gradients"), "{e}");
+    // The varlen forward takes tracked inputs (it has a backward): a CPU q
+    // tracking gradients is refused as a CPU tensor, not for its gradient.
+    let e = kaio_candle::flash_attn_varlen(q.as_tensor(), &plain_q, &plain_q, &cu, &cu, 5, 5, 0.125, false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("kaio-candle::flash_attn_varlen") && e.contains("CUDA tensors only"), "{e}");
     let e =
         kaio_candle::LogitsSampler::new(1, None, None).sample(&zeros(&[2, 3, 4], DType::F32)?).unwrap_err().to_string();
     assert!(e.contains("kaio-candle::sample") && e.contains("[B, V] or [V]"), "{e}");

@@ -23,7 +23,7 @@ use crate::storage::{alloc, kaio_dtype, read, same_device, write, Arg};
 /// Head dims of libkaio's f16/bf16 attention forward (and of `attention_tc`).
 const FWD_DIMS: &[usize] = &[32, 64, 96, 128, 256];
 /// Head dims of libkaio's f16/bf16 attention backward.
-const BWD_DIMS: &[usize] = &[32, 64, 96, 128];
+pub(crate) const BWD_DIMS: &[usize] = &[32, 64, 96, 128];
 /// Largest head dim of the f32 `attention_flash` kernels.
 const FLASH_F32_MAX_DIM: usize = 256;
 /// libkaio's grid limit: B·Hq blocks in y.
@@ -108,7 +108,7 @@ pub(crate) fn same_dtype(op: &str, arg: &str, got: DType, first: DType) -> Resul
     Ok(())
 }
 
-fn head_dim(op: &str, d: usize, allowed: &[usize], what: &str) -> Result<()> {
+pub(crate) fn head_dim(op: &str, d: usize, allowed: &[usize], what: &str) -> Result<()> {
     if !allowed.contains(&d) {
         bail!(
             "kaio-candle::{op}: head_dim is {d}; libkaio's {what} takes {allowed:?}. Pad the head \
@@ -173,7 +173,7 @@ fn held_cuda<'a>(
 /// tracks gradients, the op writes O then the LSE (for its backward) and the
 /// result is the view of O, in q's shape; else it writes O alone, with no
 /// backward.
-fn with_lse_if_training<C>(q: &Tensor, k: &Tensor, v: &Tensor, fwd: impl Fn(bool) -> C) -> Result<Tensor>
+pub(crate) fn with_lse_if_training<C>(q: &Tensor, k: &Tensor, v: &Tensor, fwd: impl Fn(bool) -> C) -> Result<Tensor>
 where
     C: CustomOp3 + Send + Sync + 'static,
 {

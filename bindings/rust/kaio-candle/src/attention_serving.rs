@@ -1,17 +1,18 @@
-//! Serving attention on candle tensors, f16 or bf16, forward only: decode
+//! Serving attention on candle tensors, f16 or bf16: decode
 //! over a paged KV cache ([`paged_attention`], the layout
 //! [`crate::kv_cache_write`] fills), packed variable-length batches
-//! ([`flash_attn_varlen`], candle-flash-attn's signature) and chunked
+//! ([`flash_attn_varlen`], candle-flash-attn's signature, the one with a
+//! backward: the rest are forward only) and chunked
 //! prefill of packed new rows over the paged cache
 //! ([`paged_attention_prefill`]). All are GQA: query head h reads KV head
 //! `h / (Hq / Hkv)`.
 use candle_core::backend::{BackendDevice, BackendStorage};
 use candle_core::{bail, CudaStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};
 
-use crate::attention::{bshd, check_scale, same_dtype, tc_view};
+use crate::attention::{bshd, check_scale, same_dtype, tc_view, with_lse_if_training};
 use crate::context::context;
 use crate::error::KaioResultExt;
-use crate::heads::token_heads;
+use crate::heads::{token_heads, Heads};
 use crate::layout::{self, Matrix};
 use crate::prep::{aligned16, forward_only, held, no_cpu_fwd};
 use crate::storage::{alloc, kaio_dtype, read, same_device, write};
@@ -244,7 +245,10 @@ pub fn paged_attention(
 // Varlen (packed) attention.
 
 /// Varlen attention forward: `q.apply_op3_no_bwd(&k, &v, &op)` with the
-/// prefix sums held here.
+/// prefix sums held here; with `with_lse`, `q.apply_op3(&k, &v, op)` writes
+/// the packed 1-D tensor of O's elements followed by the f32 LSE `[Hq,
+/// total_q]` stored in `2·Hq·total_q` elements of q's dtype, and has a
+/// backward (what [`flash_attn_varlen`] does when an input tracks gradients).
 #[derive(Clone, Debug)]
 pub struct FlashAttnVarlen {
     /// I32 or U32 `[B + 1]`, prefix sums from 0.
@@ -254,6 +258,129 @@ pub struct FlashAttnVarlen {
     pub max_seqlen_k: usize,
     pub softmax_scale: f32,
     pub causal: bool,
+    pub with_lse: bool,
+}
+
+/// The checked operands of one varlen call.
+pub(crate) struct Varlen {
+    /// q, k, v as `[tokens, H·D]`.
+    pub mats: [Heads; 3],
+    pub dtype: DType,
+    pub hq: usize,
+    pub hkv: usize,
+    pub d: usize,
+    pub total_q: usize,
+    pub total_k: usize,
+    /// The prefix sums as libkaio's I32 `[1, B + 1]` views.
+    pub cu: [Matrix; 2],
+    pub batch: usize,
+}
+
+impl Varlen {
+    /// Elements of Q (and O, dO, dQ).
+    pub fn n_q(&self) -> usize {
+        self.total_q * self.hq * self.d
+    }
+    /// Elements of K (and V, dK, dV).
+    pub fn n_k(&self) -> usize {
+        self.total_k * self.hkv * self.d
+    }
+    /// The f32 LSE `[Hq, total_q]` that starts `offset_bytes` into `buf`.
+    pub fn lse_view<'a>(&self, buf: &'a kaio::Buffer<u8>, offset_bytes: usize) -> kaio::TensorView<'a> {
+        kaio::TensorView::new(buf, self.hq, self.total_q)
+            .with_dtype(kaio::Dtype::F32)
+            .with_offset_bytes(offset_bytes as u64)
+            .with_row_stride(self.total_q)
+    }
+}
+
+impl FlashAttnVarlen {
+    /// Checks q, k, v (`[total, H, D]`, one dtype, one GPU) and the prefix
+    /// sums' shapes; the storages of the prefix sums are checked by
+    /// [`Self::prefix_sums`].
+    pub(crate) fn operands(
+        &self,
+        op: &str,
+        q: &CudaStorage,
+        ql: &Layout,
+        k: &CudaStorage,
+        kl: &Layout,
+        v: &CudaStorage,
+        vl: &Layout,
+    ) -> Result<Varlen> {
+        check_scale(op, Some(self.softmax_scale))?;
+        let dtype = qkv_like(op, q, k, v, ["k", "v"])?;
+        let esize = dtype.size_in_bytes();
+        layout::rank(op, "q", ql.dims(), 3, "total_q, heads_q, head_dim")?;
+        layout::rank(op, "k", kl.dims(), 3, "total_k, heads_kv, head_dim")?;
+        if vl.dims() != kl.dims() {
+            bail!("kaio-candle::{op}: 'v' is {:?} but 'k' is {:?}; they must match", vl.dims(), kl.dims())
+        }
+        let mut mats = Vec::new();
+        for (arg, l) in [("q", ql), ("k", kl), ("v", vl)] {
+            let h = token_heads(op, arg, l, None)?;
+            tc_view(op, arg, &h.m, esize)?;
+            mats.push(h);
+        }
+        let mats: [Heads; 3] = [mats[0], mats[1], mats[2]];
+        let (hq, hkv, d) = (mats[0].heads, mats[1].heads, mats[0].head_dim);
+        if mats[1].head_dim != d {
+            bail!("kaio-candle::{op}: 'q' has head_dim {d} and 'k' {}; they must match", mats[1].head_dim)
+        }
+        gqa(op, hq, hkv)?;
+        let (cql, ckl) = (self.cu_seqlens_q.layout(), self.cu_seqlens_k.layout());
+        let cqm = layout::contiguous(op, "seqlens_q", cql)?;
+        let ckm = layout::contiguous(op, "seqlens_k", ckl)?;
+        let n = cqm.rows * cqm.cols;
+        if cql.dims().len() != 1 || ckl.dims() != cql.dims() || n < 2 {
+            bail!(
+                "kaio-candle::{op}: 'seqlens_q' is {:?} and 'seqlens_k' {:?}; both must be [B + 1] prefix sums \
+                 (first 0) of one batch of B >= 1 sequences",
+                cql.dims(),
+                ckl.dims()
+            )
+        }
+        let cu = |m: &Matrix| Matrix { rows: 1, cols: n, row_stride: n, offset: m.offset };
+        let (total_q, total_k) = (mats[0].m.rows, mats[1].m.rows);
+        Ok(Varlen { mats, dtype, hq, hkv, d, total_q, total_k, cu: [cu(&cqm), cu(&ckm)], batch: n - 1 })
+    }
+
+    /// The storages of the prefix sums (I32 or U32, on q's GPU), from their
+    /// guards.
+    pub(crate) fn prefix_sums<'a>(
+        op: &str,
+        guards: [&'a candle_core::Storage; 2],
+        q: &CudaStorage,
+    ) -> Result<[&'a CudaStorage; 2]> {
+        Ok([held(op, "seqlens_q", guards[0], q, INDICES)?, held(op, "seqlens_k", guards[1], q, INDICES)?])
+    }
+
+    /// libkaio's descriptor of the call (forward and backward alike) and the
+    /// key of its prepared op.
+    pub(crate) fn desc(&self, op: &str, x: &Varlen) -> Result<(kaio::AttentionVarlenDesc, Vec<i64>)> {
+        let kdt = kaio_dtype(op, x.dtype)?;
+        let desc = kaio::AttentionVarlenDesc {
+            dtype: kdt,
+            mask: mask(self.causal),
+            batch: x.batch,
+            max_seqlen_q: self.max_seqlen_q,
+            max_seqlen_k: self.max_seqlen_k,
+            total_q: x.total_q,
+            total_k: x.total_k,
+            heads_q: x.hq,
+            heads_kv: x.hkv,
+            head_dim: x.d,
+            softmax_scale: self.softmax_scale,
+            ..Default::default()
+        };
+        let key = [kdt.raw() as usize, self.causal as usize, x.batch, self.max_seqlen_q, self.max_seqlen_k]
+            .into_iter()
+            .chain([x.total_q, x.total_k, x.hq, x.hkv, x.d])
+            .map(|n| n as i64)
+            .chain([self.softmax_scale.to_bits() as i64])
+            .collect();
+        Ok((desc, key))
+    }
 }
 
 impl CustomOp3 for FlashAttnVarlen {
@@ -271,91 +398,54 @@ impl CustomOp3 for FlashAttnVarlen {
         vl: &Layout,
     ) -> Result<(CudaStorage, Shape)> {
         let op = "flash_attn_varlen";
-        check_scale(op, Some(self.softmax_scale))?;
-        let dtype = qkv_like(op, q, k, v, ["k", "v"])?;
-        let esize = dtype.size_in_bytes();
-        layout::rank(op, "q", ql.dims(), 3, "total_q, heads_q, head_dim")?;
-        layout::rank(op, "k", kl.dims(), 3, "total_k, heads_kv, head_dim")?;
-        if vl.dims() != kl.dims() {
-            bail!("kaio-candle::{op}: 'v' is {:?} but 'k' is {:?}; they must match", vl.dims(), kl.dims())
-        }
-        let mut mats = Vec::new();
-        for (arg, l) in [("q", ql), ("k", kl), ("v", vl)] {
-            let h = token_heads(op, arg, l, None)?;
-            tc_view(op, arg, &h.m, esize)?;
-            mats.push(h);
-        }
-        let (hq, hkv, d) = (mats[0].heads, mats[1].heads, mats[0].head_dim);
-        if mats[1].head_dim != d {
-            bail!("kaio-candle::{op}: 'q' has head_dim {d} and 'k' {}; they must match", mats[1].head_dim)
-        }
-        gqa(op, hq, hkv)?;
-        let (total_q, total_k) = (mats[0].m.rows, mats[1].m.rows);
-        let (cqs, cql) = self.cu_seqlens_q.storage_and_layout();
-        let cq = held(op, "seqlens_q", &cqs, q, &[DType::I32, DType::U32])?;
-        let (cks, ckl) = self.cu_seqlens_k.storage_and_layout();
-        let ck = held(op, "seqlens_k", &cks, q, &[DType::I32, DType::U32])?;
-        let cqm = layout::contiguous(op, "seqlens_q", cql)?;
-        let ckm = layout::contiguous(op, "seqlens_k", ckl)?;
-        let n = cqm.rows * cqm.cols;
-        if cql.dims().len() != 1 || ckl.dims() != cql.dims() || n < 2 {
-            bail!(
-                "kaio-candle::{op}: 'seqlens_q' is {:?} and 'seqlens_k' {:?}; both must be [B + 1] prefix sums \
-                 (first 0) of one batch of B >= 1 sequences",
-                cql.dims(),
-                ckl.dims()
-            )
-        }
-        let batch = n - 1;
-        let shape = Shape::from((total_q, hq, d));
+        let x = self.operands(op, q, ql, k, kl, v, vl)?;
+        let (cqs, cks) = (self.cu_seqlens_q.storage_and_layout().0, self.cu_seqlens_k.storage_and_layout().0);
+        let [cq, ck] = Self::prefix_sums(op, [&cqs, &cks], q)?;
+        let n_o = x.n_q();
+        let shape =
+            if self.with_lse { Shape::from(n_o + 2 * x.hq * x.total_q) } else { Shape::from((x.total_q, x.hq, x.d)) };
         let dev = &q.device;
-        // Rows of no sequence are never written: zeros, not garbage.
-        let mut out = dev.zeros_impl(&shape, dtype)?;
-        if total_q == 0 {
+        // Rows of no sequence are never written: zeros, not garbage (in the
+        // LSE too, which the backward reads).
+        let mut out = dev.zeros_impl(&shape, x.dtype)?;
+        if x.total_q == 0 {
             return Ok((out, shape));
         }
-        let kdt = kaio_dtype(op, dtype)?;
-        let desc = kaio::AttentionVarlenDesc {
-            dtype: kdt,
-            mask: mask(self.causal),
-            batch,
-            max_seqlen_q: self.max_seqlen_q,
-            max_seqlen_k: self.max_seqlen_k,
-            total_q,
-            total_k,
-            heads_q: hq,
-            heads_kv: hkv,
-            head_dim: d,
-            softmax_scale: self.softmax_scale,
-            ..Default::default()
-        };
-        let key = [kdt.raw() as usize, self.causal as usize, batch, self.max_seqlen_q, self.max_seqlen_k]
-            .into_iter()
-            .chain([total_q, total_k, hq, hkv, d])
-            .map(|n| n as i64)
-            .chain([self.softmax_scale.to_bits() as i64])
-            .collect();
+        let (desc, key) = self.desc(op, &x)?;
         let ctx = context(dev)?;
         let prepared = ctx.op((op, key), |dv| kaio::Op::attention_varlen(dv, &desc))?;
         let stream = dev.cuda_stream();
         let (rq, rk, rv) = (read(&ctx, op, q, &stream)?, read(&ctx, op, k, &stream)?, read(&ctx, op, v, &stream)?);
         let (rcq, rck) = (read(&ctx, op, cq, &stream)?, read(&ctx, op, ck, &stream)?);
         let ro = write(&ctx, op, &mut out, &stream)?;
-        let om = Matrix { rows: total_q, cols: hq * d, row_stride: hq * d, offset: 0 };
-        let cu = |m: &Matrix| Matrix { rows: 1, cols: n, row_stride: n, offset: m.offset };
+        let om = Matrix { rows: x.total_q, cols: x.hq * x.d, row_stride: x.hq * x.d, offset: 0 };
+        // O's bytes are a multiple of 64 (D is a multiple of 32), so the LSE
+        // starts aligned.
+        let lse =
+            if self.with_lse { x.lse_view(&ro.buf, n_o * x.dtype.size_in_bytes()) } else { kaio::TensorView::none() };
         // U32 prefix sums are read as I32: the same bytes below 2^31.
         let views = [
-            rq.view(&mats[0].m),
-            rk.view(&mats[1].m),
-            rv.view(&mats[2].m),
-            rcq.view_as(&cu(&cqm), kaio::Dtype::I32),
-            rck.view_as(&cu(&ckm), kaio::Dtype::I32),
+            rq.view(&x.mats[0].m),
+            rk.view(&x.mats[1].m),
+            rv.view(&x.mats[2].m),
+            rcq.view_as(&x.cu[0], kaio::Dtype::I32),
+            rck.view_as(&x.cu[1], kaio::Dtype::I32),
             ro.view(&om),
-            kaio::TensorView::none(),
+            lse,
         ];
         prepared.launch(&ctx.stream, &views).kaio(op)?;
         drop((rq, rk, rv, rcq, rck, ro));
         Ok((out, shape))
+    }
+    fn bwd(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        crate::varlen_backward::backward(self, [q, k, v], res, grad)
     }
 }
 
@@ -372,7 +462,16 @@ impl CustomOp3 for FlashAttnVarlen {
 /// `1/√D`). D in {32, 64, 96, 128, 256}; Hq a multiple of Hkv. Returns O
 /// `[total_q, Hq, D]` in q's dtype; rows of no sequence are 0. Bad prefix
 /// sums (or a length past max_seqlen) make that sequence empty, and the next
-/// [`crate::synchronize`] of the device reports them. Forward only.
+/// [`crate::synchronize`] of the device reports them.
+///
+/// With backward through candle's autograd (libkaio's deterministic sm_80
+/// varlen backward, D in {32, 64, 96, 128}: a D = 256 forward works, its
+/// backward fails with an error): when q, k or v tracks gradients the
+/// forward also keeps the f32 LSE (`Hq·total_q` values) in the storage the
+/// returned O views, and the backward gives dQ, dK, dV in the input dtype;
+/// a sequence with no keys, and rows of no sequence, get zero gradients.
+/// Inputs that track no gradient get O alone. Precision as
+/// [`crate::flash_attention`]'s.
 #[allow(clippy::too_many_arguments)]
 pub fn flash_attn_varlen(
     q: &Tensor,
@@ -386,19 +485,20 @@ pub fn flash_attn_varlen(
     causal: bool,
 ) -> Result<Tensor> {
     let op = "flash_attn_varlen";
-    for (arg, t) in [("q", q), ("k", k), ("v", v)] {
+    for (arg, t) in [("seqlens_q", seqlens_q), ("seqlens_k", seqlens_k)] {
         forward_only(op, arg, t)?;
     }
-    let fa = FlashAttnVarlen {
+    let fa = |with_lse| FlashAttnVarlen {
         cu_seqlens_q: seqlens_q.clone(),
         cu_seqlens_k: seqlens_k.clone(),
         max_seqlen_q,
         max_seqlen_k,
         softmax_scale,
         causal,
+        with_lse,
     };
     let (q, k, v) = (aligned16(q)?, aligned16(k)?, aligned16(v)?);
-    q.apply_op3_no_bwd(&k, &v, &fa)
+    with_lse_if_training(&q, &k, &v, fa)
 }
 
 // ---------------------------------------------------------------------------

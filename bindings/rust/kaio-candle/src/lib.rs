@@ -35,6 +35,8 @@ mod isq;
 #[cfg(feature = "cuda")]
 mod kv_cache;
 #[cfg(feature = "cuda")]
+mod locked;
+#[cfg(feature = "cuda")]
 mod matmul;
 #[cfg(feature = "cuda")]
 mod norms;
@@ -45,11 +47,15 @@ mod quant;
 #[cfg(feature = "cuda")]
 mod rope;
 #[cfg(feature = "cuda")]
+mod rope_kv_cache;
+#[cfg(feature = "cuda")]
 mod rows;
 #[cfg(feature = "cuda")]
 mod sampling;
 #[cfg(feature = "cuda")]
 mod storage;
+#[cfg(feature = "cuda")]
+mod varlen_backward;
 
 #[cfg(feature = "cuda")]
 pub use attention::{
@@ -77,6 +83,8 @@ pub use quant::{
 pub use norms::{add_rmsnorm, layer_norm, AddRmsNorm, LayerNorm};
 #[cfg(feature = "cuda")]
 pub use rope::{rope, Rope};
+#[cfg(feature = "cuda")]
+pub use rope_kv_cache::rope_kv_cache_write;
 #[cfg(feature = "cuda")]
 pub use sampling::{LogitsSampler, Penalties, Sampled, Sampling};
 #[cfg(feature = "cuda")]

@@ -74,7 +74,7 @@ impl InplaceOp2 for Rope {
 }
 
 /// Every field that goes into the prepared op (its frequency table).
-fn desc_key(d: &kaio::RopeDesc) -> Vec<i64> {
+pub(crate) fn desc_key(d: &kaio::RopeDesc) -> Vec<i64> {
     let mut k = vec![d.style.raw() as i64, d.dtype.raw() as i64, d.scaling.raw() as i64];
     k.extend([d.heads_q, d.heads_k, d.head_dim, d.rotary_dim, d.original_max_position_embeddings].map(|n| n as i64));
     k.extend(

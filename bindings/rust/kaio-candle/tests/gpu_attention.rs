@@ -14,23 +14,7 @@
 use candle_core::{DType, Device, Result, Tensor, Var, D};
 
 mod common;
-use common::{gpu, offset_view, to_f64};
-
-/// ||a − b|| / ||b|| (||a − b|| where b is 0), in f64 on the host; NaN when
-/// `a` holds a non-finite value, so every bound check fails on it.
-fn rel(a: &Tensor, b: &Tensor) -> Result<f64> {
-    assert_eq!(a.dims(), b.dims());
-    let (a, b) = (to_f64(a)?, to_f64(b)?);
-    let (mut e2, mut r2) = (0.0, 0.0);
-    for (x, y) in a.iter().zip(&b) {
-        if !x.is_finite() {
-            return Ok(f64::NAN);
-        }
-        e2 += (x - y) * (x - y);
-        r2 += y * y;
-    }
-    Ok(if r2 > 0.0 { (e2 / r2).sqrt() } else { e2.sqrt() })
-}
+use common::{gpu, grad_tol, o_tol, offset_view, rel, to_f64};
 
 /// Largest |x| of `t`.
 fn max_abs(t: &Tensor) -> Result<f64> {
@@ -237,29 +221,6 @@ const GQA_SHAPES: &[(usize, usize, usize, usize, usize, usize)] = &[
     (1, 1, 257, 4, 1, 128),
     (1, 129, 127, 2, 2, 64),
 ];
-
-fn o_tol(dtype: DType) -> f64 {
-    // kaio.h / tests/gpu_attention_test.cpp, against f64: P rounded to the
-    // input dtype before P·V and O once more on output. candle's f32
-    // reference adds about 1e-6.
-    if dtype == DType::BF16 {
-        1.2e-2
-    } else {
-        2e-3
-    }
-}
-
-fn grad_tol(dtype: DType) -> f64 {
-    // The same source: dS = P ∘ (dP − rowsum(dO ∘ O)) is rounded to the
-    // input dtype for the dQ and dK products, O enters the rowsum rounded,
-    // and the gradients are rounded once more on output: a few 16-bit
-    // roundings per element, against candle's f32 graph with none.
-    if dtype == DType::BF16 {
-        5e-2
-    } else {
-        1e-2
-    }
-}
 
 #[test]
 fn flash_attention_matches_candle() -> Result<()> {

@@ -1,6 +1,7 @@
 //! The serving wrappers' checks that need no GPU: CPU tensors and tensors
 //! tracking gradients are refused naming the op and the fix (the paged
-//! prefill's shape checks are unit tests in src/attention_serving.rs), and
+//! prefill's and rope_kv_cache_write's shape checks are unit tests in
+//! src/attention_serving.rs and src/rope_kv_cache.rs), and
 //! LogitsSampler::new picks candle-transformers' modes.
 #![cfg(feature = "cuda")]
 
@@ -37,6 +38,14 @@ fn cpu_tensors_are_refused_naming_the_op() -> Result<()> {
         kaio_candle::paged_attention_prefill(&q, &kc, &kc, &cu3, &table, &lens, 4, 64, None, true).unwrap_err(),
         "paged_attention_prefill",
     );
+    let (q, k) = (zeros(&[3, 4, 64], DType::BF16)?, zeros(&[3, 2, 64], DType::BF16)?);
+    let (pos, slots) = (Tensor::zeros(3, DType::I32, &Device::Cpu)?, Tensor::zeros(3, DType::I32, &Device::Cpu)?);
+    let (kc, vc) = (zeros(&[2, 16, 2, 64], DType::BF16)?, zeros(&[2, 16, 2, 64], DType::BF16)?);
+    let desc = kaio::RopeDesc::default();
+    refused(
+        kaio_candle::rope_kv_cache_write(&q, &k, &k.copy()?, &pos, &slots, &kc, &vc, &desc).unwrap_err(),
+        "rope_kv_cache_write",
+    );
     refused(kaio_candle::LogitsSampler::new(1, Some(1.0), Some(0.9)).sample(&x).unwrap_err(), "sample");
     refused(kaio_candle::LogitsSampler::new(1, None, None).sample_with(&x, None).unwrap_err(), "sample");
     Ok(())
@@ -59,6 +68,21 @@ fn gradients_and_bad_shapes_are_refused_with_the_fix() -> Result<()> {
         .unwrap_err()
         .to_string();
     assert!(e.contains("kaio-candle::paged_attention_prefill") && e.contains("'q' tracks gradients"), "{e}");
+    // RoPE + cache write is forward only; the caches are written, not
+    // differentiated.
+    let (k, pos) = (zeros(&[5, 2, 64], DType::F16)?, Tensor::zeros(5, DType::I32, &Device::Cpu)?);
+    let (tracked_kc, desc) = (Var::from_tensor(&kc)?, kaio::RopeDesc::default());
+    let plain_q = q.as_tensor().detach();
+    let e = kaio_candle::rope_kv_cache_write(&plain_q, &k, &k, &pos, &pos, tracked_kc.as_tensor(), &kc, &desc)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("kaio-candle::rope_kv_cache_write") && e.contains("'k_cache' tracks gradients"), "{e}");
+    // The varlen forward takes tracked inputs (it has a backward): a CPU q
+    // tracking gradients is refused as a CPU tensor, not for its gradient.
+    let e = kaio_candle::flash_attn_varlen(q.as_tensor(), &plain_q, &plain_q, &cu, &cu, 5, 5, 0.125, false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("kaio-candle::flash_attn_varlen") && e.contains("CUDA tensors only"), "{e}");
     let e =
         kaio_candle::LogitsSampler::new(1, None, None).sample(&zeros(&[2, 3, 4], DType::F32)?).unwrap_err().to_string();
     assert!(e.contains("kaio-candle::sample") && e.contains("[B, V] or [V]"), "{e}");

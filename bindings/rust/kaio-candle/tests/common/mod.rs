@@ -96,3 +96,45 @@ pub fn max_rel(got: &[f64], want: &[f64]) -> f64 {
 pub fn max_rel_tensors(got: &Tensor, want: &Tensor) -> Result<f64> {
     Ok(max_rel(&to_f64(got)?, &to_f64(want)?))
 }
+
+/// ||a − b|| / ||b|| (||a − b|| where b is 0), in f64 on the host; NaN when
+/// `a` holds a non-finite value, so every bound check fails on it.
+pub fn rel(a: &Tensor, b: &Tensor) -> Result<f64> {
+    assert_eq!(a.dims(), b.dims());
+    let (a, b) = (to_f64(a)?, to_f64(b)?);
+    let (mut e2, mut r2) = (0.0, 0.0);
+    for (x, y) in a.iter().zip(&b) {
+        if !x.is_finite() {
+            return Ok(f64::NAN);
+        }
+        e2 += (x - y) * (x - y);
+        r2 += y * y;
+    }
+    Ok(if r2 > 0.0 { (e2 / r2).sqrt() } else { e2.sqrt() })
+}
+
+/// The attention forward's tolerance on O, relative ([`rel`]) to an f32
+/// reference from the same rounded inputs, unit-scale inputs.
+pub fn o_tol(dtype: DType) -> f64 {
+    // kaio.h / tests/gpu_attention_test.cpp, against f64: P rounded to the
+    // input dtype before P·V and O once more on output. candle's f32
+    // reference adds about 1e-6.
+    if dtype == DType::BF16 {
+        1.2e-2
+    } else {
+        2e-3
+    }
+}
+
+/// The attention backward's on dQ, dK and dV, likewise.
+pub fn grad_tol(dtype: DType) -> f64 {
+    // The same source: dS = P ∘ (dP − rowsum(dO ∘ O)) is rounded to the
+    // input dtype for the dQ and dK products, O enters the rowsum rounded,
+    // and the gradients are rounded once more on output: a few 16-bit
+    // roundings per element, against candle's f32 graph with none.
+    if dtype == DType::BF16 {
+        5e-2
+    } else {
+        1e-2
+    }
+}

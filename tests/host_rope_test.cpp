@@ -309,6 +309,24 @@ TEST_F(FakeRopeKvCache, LaunchesTheCacheKernelWithTheFlag) {
   KT_OK(kaio_stream_synchronize(stream_.get()));
 }
 
+TEST_F(FakeRopeKvCache, FusedQkvColumnRangesAreAccepted) {
+  // One [T, (Hq + 2 Hk) D] output: Q rotated in place beside the K it rotates
+  // into the cache and the V it copies.
+  const kaio_rope_desc d = desc();
+  const int64_t stride = (Hq + 2 * Hk) * D;
+  kaio_tensor qv = view(0, KAIO_DTYPE_BF16, T, Hq * D), kv = view(Hq * D * 2, KAIO_DTYPE_BF16, T, Hk * D),
+              vv = view((Hq + Hk) * D * 2, KAIO_DTYPE_BF16, T, Hk * D);
+  qv.row_stride = kv.row_stride = vv.row_stride = stride;
+  const kaio_tensor p = pos(), s = slots(), kcv = kc(), vcv = vc();
+  KT_OK(kaio_rope_kv_cache_write(stream_.get(), &qv, &kv, &vv, &p, &s, &kcv, &vcv, &d));
+  // V moved 8 columns (16 bytes, still aligned) into Q's range shares elements.
+  const unsigned long long launches = kt::fake().launch_count();
+  vv.offset_bytes = Hq * D * 2 - 16;
+  kt::expect_rejected(kaio_rope_kv_cache_write(stream_.get(), &qv, &kv, &vv, &p, &s, &kcv, &vcv, &d),
+                      KAIO_ERROR_INVALID_ARGUMENT,
+                      {"kaio_rope_kv_cache_write", "'q' and 'v' share elements", "fused QKV"}, launches);
+}
+
 TEST_F(FakeRopeKvCache, RejectsBadViewsWithoutLaunching) {
   const kaio_rope_desc d = desc();
   struct Case {

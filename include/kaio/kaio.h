@@ -1530,7 +1530,8 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_rope(kaio_stream *stream, const kaio_te
  * kaio_kv_cache_write. V and v_cache rows move as 16-byte vectors (start,
  * row pitch and heads_k · head_dim · size multiples of 16 bytes, else
  * KAIO_ERROR_MISALIGNED). The caches must not overlap each other or any
- * input; Q none but itself. Any thread; no allocation at launch (the
+ * input; Q shares no element with anything (K and V may be its neighbouring
+ * column ranges, one fused QKV output with one row_stride). Any thread; no allocation at launch (the
  * device's error flag is made by the first call or op creation).
  * Ownership: caller owns *out; retains device. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_rope_kv_cache_write(

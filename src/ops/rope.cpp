@@ -159,28 +159,6 @@ kaio_status check_qk(const char *arg, const kaio_tensor &t, const kaio_device *d
   return KAIO_OK;
 }
 
-// Q and K may be column ranges of one buffer (a fused QKV output): with one
-// row stride, their bytes never meet when, per row, K's columns fall outside
-// Q's (modulo the stride). Any other overlap is refused.
-kaio_status check_qk_disjoint(const CheckedView &q, const CheckedView &k) {
-  const bool apart = q.address + q.span_bytes <= k.address || k.address + k.span_bytes <= q.address;
-  if (apart) return KAIO_OK;
-  const uint64_t es = kaio_dtype_size(q.dtype);
-  const uint64_t stride = static_cast<uint64_t>(q.row_stride) * es;
-  if (q.row_stride == k.row_stride) {
-    const uint64_t lo = q.address < k.address ? q.address : k.address;
-    const uint64_t first_cols = (lo == q.address ? q.cols : k.cols) * es;
-    const uint64_t second_cols = (lo == q.address ? k.cols : q.cols) * es;
-    const uint64_t delta = ((q.address < k.address ? k.address - q.address : q.address - k.address)) %
-                           stride;
-    if (delta >= first_cols && delta + second_cols <= stride) return KAIO_OK;
-  }
-  return fail(KAIO_ERROR_INVALID_ARGUMENT,
-              "%s: arguments 'q' and 'k' share elements; RoPE rotates each in place, so they "
-              "must be disjoint (column ranges of one buffer with the same row_stride are fine).",
-              api_name());
-}
-
 unsigned ceil_div(uint64_t a, uint64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
 
 bool aligned16(const CheckedView &v, const kaio_rope_desc &d) {
@@ -191,6 +169,27 @@ bool aligned16(const CheckedView &v, const kaio_rope_desc &d) {
 }
 
 }  // namespace
+
+// With one row stride and element size, two views' bytes never meet when, per
+// row, one's columns fall outside the other's (modulo the stride).
+kaio_status check_columns_disjoint(const char *a_name, const CheckedView &a, const char *b_name,
+                                   const CheckedView &b) {
+  const bool apart = a.address + a.span_bytes <= b.address || b.address + b.span_bytes <= a.address;
+  if (apart) return KAIO_OK;
+  const uint64_t es = kaio_dtype_size(a.dtype);
+  const uint64_t stride = static_cast<uint64_t>(a.row_stride) * es;
+  if (a.row_stride == b.row_stride && es == kaio_dtype_size(b.dtype)) {
+    const bool a_first = a.address < b.address;
+    const uint64_t first_cols = (a_first ? a.cols : b.cols) * es;
+    const uint64_t second_cols = (a_first ? b.cols : a.cols) * es;
+    const uint64_t delta = (a_first ? b.address - a.address : a.address - b.address) % stride;
+    if (delta >= first_cols && delta + second_cols <= stride) return KAIO_OK;
+  }
+  return fail(KAIO_ERROR_INVALID_ARGUMENT,
+              "%s: arguments '%s' and '%s' share elements; they must be disjoint (column ranges "
+              "of one buffer with the same row_stride, as a fused QKV output, are fine).",
+              api_name(), a_name, b_name);
+}
 
 kaio_status RopePlan::plan(kaio_device *device) {
   this->device = device;
@@ -234,7 +233,7 @@ kaio_status check_rope_views(const RopePlan &plan, const kaio_tensor &tq, const 
   KAIO_TRY(check_shape("positions", v.pos, 1, v.tokens));
   if (v.has_q) KAIO_TRY(check_no_partial_overlap("positions", v.pos, "q", v.q, false));
   if (v.has_k) KAIO_TRY(check_no_partial_overlap("positions", v.pos, "k", v.k, false));
-  if (v.has_q && v.has_k) KAIO_TRY(check_qk_disjoint(v.q, v.k));
+  if (v.has_q && v.has_k) KAIO_TRY(check_columns_disjoint("q", v.q, "k", v.k));
   return KAIO_OK;
 }
 

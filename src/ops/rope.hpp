@@ -48,6 +48,9 @@ struct RopeViews {
 };
 kaio_status check_rope_views(const RopePlan &plan, const kaio_tensor &q, const kaio_tensor &k,
                              const kaio_tensor &positions, RopeViews *out);
+// That two views of one buffer are disjoint column ranges (or apart).
+kaio_status check_columns_disjoint(const char *a_name, const CheckedView &a, const char *b_name,
+                                   const CheckedView &b);
 // Whether a Q or K view suits the 16-byte kernels.
 bool rope_vector_ok(const RopePlan &plan, const CheckedView &view);
 struct RopeLaunch {

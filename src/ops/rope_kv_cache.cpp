@@ -96,7 +96,8 @@ kaio_status RopeKvCachePlan::run(kaio_stream *stream, const kaio_tensor *t, size
     KAIO_TRY(check_v_aligned("v_cache", vc));
   }
   // The caches are written: apart from each other and from every input. Q is
-  // rotated in place: apart from everything but itself.
+  // rotated in place: apart from everything but itself, where K and V may be
+  // its neighbouring columns (one fused QKV output; K checked above).
   const struct {
     const char *name;
     const CheckedView *view;
@@ -105,9 +106,13 @@ kaio_status RopeKvCachePlan::run(kaio_stream *stream, const kaio_tensor *t, size
              {"v_cache", has_v ? &vc : nullptr}};
   for (const auto &w : all) {
     if (!w.view || (w.view != &kc && w.view != &vc && w.view != &rv.q)) continue;
-    for (const auto &o : all)
-      if (o.view && o.view != w.view)
+    for (const auto &o : all) {
+      if (!o.view || o.view == w.view) continue;
+      if (w.view == &rv.q && (o.view == &rv.k || o.view == &v))
+        KAIO_TRY(check_columns_disjoint(w.name, *w.view, o.name, *o.view));
+      else
         KAIO_TRY(check_no_partial_overlap(w.name, *w.view, o.name, *o.view, false));
+    }
   }
 
   const bool vector = (!rv.has_q || rope_vector_ok(rope, rv.q)) && rope_vector_ok(rope, rv.k) &&

@@ -48,6 +48,7 @@ pub(crate) fn groups<'t>(tensors: &[(&'t Tensor, bool)]) -> (Vec<usize>, Vec<(&'
 }
 
 /// Whether `a` and `b` view one storage.
+#[cfg(test)]
 pub(crate) fn same_storage(a: &Tensor, b: &Tensor) -> bool {
     storage_id(a) == storage_id(b)
 }

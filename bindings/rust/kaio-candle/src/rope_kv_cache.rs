@@ -10,7 +10,7 @@ use crate::context::context;
 use crate::error::KaioResultExt;
 use crate::heads::token_heads;
 use crate::layout::{self, Matrix};
-use crate::locked::{same_storage, with_locked, Access};
+use crate::locked::{with_locked, Access};
 use crate::prep::forward_only;
 use crate::rope::desc_key;
 use crate::storage::{kaio_dtype, read, same_device, write, Arg};
@@ -135,8 +135,8 @@ fn launch(plan: &Plan, held: &mut [Access<'_>], group: &[usize]) -> Result<()> {
 /// - `v` `[T, Hk, D]` or `[T, Hk·D]` row t is copied to the same row of
 ///   `v_cache`.
 ///
-/// K and V that share q's storage (column ranges of one fused QKV output)
-/// are copied first: libkaio wants Q apart from every other input.
+/// q, k and v may be column ranges of one fused QKV output (Q is rotated
+/// inside it while K and V are read from their columns).
 ///
 /// The caches are `[num_pages, page_size, Hk, D]` as
 /// [`crate::kv_cache_write`] and the paged attention ops take them (any
@@ -153,7 +153,8 @@ fn launch(plan: &Plan, held: &mut [Access<'_>], group: &[usize]) -> Result<()> {
 /// is bit for bit what [`crate::rope`] then [`crate::kv_cache_write`] store.
 /// V and the caches move as 16-byte vectors (16-byte aligned starts, rows
 /// a multiple of 16 bytes apart and long), else libkaio's MISALIGNED error.
-/// The caches must not overlap each other or an input, nor Q anything.
+/// The caches must not overlap each other or an input, nor Q anything but
+/// its neighbouring columns.
 /// Forward only (a tensor tracking gradients is refused).
 #[allow(clippy::too_many_arguments)]
 pub fn rope_kv_cache_write(
@@ -169,12 +170,7 @@ pub fn rope_kv_cache_write(
     for (arg, t) in ARGS.iter().zip([q, k, v, positions, slot_mapping, k_cache, v_cache]) {
         forward_only(OP, arg, t)?;
     }
-    // libkaio wants Q's whole span apart from every other input, so K and V
-    // that share q's storage (column ranges of one fused QKV output) are
-    // read from a copy.
-    let apart = |t: &Tensor| if same_storage(q, t) { t.force_contiguous() } else { Ok(t.clone()) };
-    let (k, v) = (apart(k)?, apart(v)?);
-    let ts = [q, &k, &v, positions, slot_mapping, k_cache, v_cache];
+    let ts = [q, k, v, positions, slot_mapping, k_cache, v_cache];
     let plan = plan(ts, desc)?;
     if plan.tokens == 0 {
         return Ok(());

@@ -63,7 +63,7 @@ fn bits(t: &Tensor) -> Result<Vec<u64>> {
 /// does, math in f32 rounded once, and copies V as the cache write does;
 /// tests/gpu_rope_kv_cache_test.cpp checks the same in C). Q, K and V are
 /// column ranges of one fused QKV output (Q rotated inside it, K and V read
-/// from a copy), every dtype, both styles, partial rotary, a padding slot;
+/// from their columns), every dtype, both styles, partial rotary, a padding slot;
 /// then separate [B, S, H, D] tensors writing the two halves of one
 /// combined cache (both written storages locked once), and a slot past the
 /// caches reported by synchronize.

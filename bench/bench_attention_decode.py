@@ -23,7 +23,8 @@ dst.copy_(src) of the same K+V bytes rotated the same way, run eagerly;
 bandwidth against the copy's read+write bandwidth. --baseline times a second
 libkaio's prepared contiguous op on the same tensors (column "base"), for
 before/after comparisons in one process; --other NAME=LIB (repeatable) times
-more libkaio builds the same way (columns "NAME µs"), to compare variants.
+more libkaio builds the same way (columns "NAME µs"), to compare variants;
+a row says "(NAME O differs!)" when that build's O is not kaio's bit for bit.
 """
 
 import argparse
@@ -196,7 +197,8 @@ def sdpa_call(backend, q, k, v):
 
 
 def time_base(base, b, sk, sq, q, ks, vs, o, reps, iters):
-    """The baseline libkaio's prepared contiguous op, timed like kaio's."""
+    """The baseline libkaio's prepared contiguous op, timed like kaio's; o
+    is left holding its O for the first cache copy."""
     op = base.op(base.desc(b, sq, sk))
     vq, vo = base.view(q, b * sq, HQ * D), base.view(o, b * sq, HQ * D)
     calls = [base.launcher(op, [vq, base.view(k, b * sk, HKV * D), base.view(v, b * sk, HKV * D), vo, Tensor()])
@@ -206,6 +208,7 @@ def time_base(base, b, sk, sq, q, ks, vs, o, reps, iters):
         return time_us((calls * reps)[:reps], iters, name="base")
     finally:
         GRAPH["kaio"] = main
+        calls[0]()
         torch.cuda.synchronize()
         base.lib.kaio_op_destroy(op)
         base.release()
@@ -240,8 +243,10 @@ def bench_shape(kaio, b, sk, sq, iters, base=None, paged=True, others=(), peers=
     kaio.lib.kaio_op_destroy(op)
     if base is not None:
         res["base_us"] = time_base(base, b, sk, sq, q, ks, vs, o, reps, iters)
+        res["base_same_bits"] = bool(torch.equal(o, o_contig))
     for name, lib in others:
         res["other_" + name] = time_base(lib, b, sk, sq, q, ks, vs, o, reps, iters)
+        res["other_%s_same_bits" % name] = bool(torch.equal(o, o_contig))
     for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
         if not peers:
             res[name + "_us"] = None
@@ -324,6 +329,8 @@ def main():
                 ratio = "%.2f" % (min(peers) / r["kaio_us"]) if peers else "n/a"
                 same = all(r.get("paged%d_same_bits" % p, True) for p in (16, 128))
                 bits = "" if same else " (paged O differs!)"
+                bits += "".join(" (%s O differs!)" % n for n in ["base"] + [n for n, _ in others]
+                                if not r.get(("base" if n == "base" else "other_" + n) + "_same_bits", True))
                 extra = (" %.1f | %.2f |" % (r["base_us"], r["base_us"] / r["kaio_us"])) if base else ""
                 extra += "".join(" %s |" % pct(r, "other_" + n) for n, _ in others)
                 print("| %d | %d | %d | %.0f | %.1f | %s | %s | %s | %s | %s | %s |%s%s" % (

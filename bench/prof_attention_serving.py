@@ -9,8 +9,9 @@ counts.
     python3 bench/prof_attention_serving.py splits --lib LIB --splits 1 2 4 8
 
 decode: bf16 Hq 32 Hkv 8 D 128 Sq 1, no mask, B x Sk in --shapes (default
-8x32768 32x1024): kaio's prepared contiguous op, then SDPA's cuDNN backend,
-on the same tensors (each launched twice, the first outside the range).
+8x32768 32x1024): kaio's prepared contiguous op of --lib, then of each
+--other, then SDPA's cuDNN backend, on the same tensors (each launched twice,
+the first outside the range).
 prefill: the 16384-token chunk batch of bench_attention_paged_prefill.py
 (len_k = 2 len_q, page 16): varlen AUTO of --lib, paged AUTO of --lib and
 of each --other.  splits: decode µs (CUDA graph of the calls, median, as
@@ -43,14 +44,16 @@ def ranged(fn):
     torch.cuda.nvtx.range_pop()
 
 
-def decode_calls(lib, b, sk):
+def decode_tensors(b, sk):
     import bench_attention_decode as bd
-    kaio = bd.Kaio(lib)
     bf = torch.bfloat16
     q = torch.randn(b, 1, bd.HQ, bd.D, device="cuda", dtype=bf)
     k = torch.randn(b, sk, bd.HKV, bd.D, device="cuda", dtype=bf)
-    v = torch.randn_like(k)
-    o = torch.empty_like(q)
+    return q, k, torch.randn_like(k), torch.empty_like(q)
+
+
+def decode_calls(kaio, b, sk, q, k, v, o):
+    import bench_attention_decode as bd
     op = kaio.op(kaio.desc(b, 1, sk))
     views = [kaio.view(q, b, bd.HQ * bd.D), kaio.view(k, b * sk, bd.HKV * bd.D),
              kaio.view(v, b * sk, bd.HKV * bd.D), kaio.view(o, b, bd.HQ * bd.D), bd.Tensor()]
@@ -60,17 +63,24 @@ def decode_calls(lib, b, sk):
     def run_cudnn():
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION), torch.no_grad():
             F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
-    return kaio, op, run_kaio, run_cudnn
+    return op, run_kaio, run_cudnn
 
 
 def decode(a):
+    import bench_attention_decode as bd
+    kaios = [(n, bd.Kaio(p)) for n, p in [("main", a.lib)] + [tuple(x.split("=", 1)) for x in a.other]]
     for shape in a.shapes:
         b, sk = (int(x) for x in shape.split("x"))
-        kaio, op, run_kaio, run_cudnn = decode_calls(a.lib, b, sk)
-        print("decode B %d Sk %d: kaio, cudnn" % (b, sk), flush=True)
-        ranged(run_kaio)
+        tensors = decode_tensors(b, sk)
+        for name, kaio in kaios:
+            op, run_kaio, run_cudnn = decode_calls(kaio, b, sk, *tensors)
+            print("decode B %d Sk %d: kaio (%s)" % (b, sk, name), flush=True)
+            ranged(run_kaio)
+            kaio.lib.kaio_op_destroy(op)
+        print("decode B %d Sk %d: cudnn" % (b, sk), flush=True)
         ranged(run_cudnn)
-        kaio.lib.kaio_op_destroy(op)
+        del tensors
+        torch.cuda.empty_cache()
 
 
 def splits(a):

@@ -19,7 +19,8 @@ Kernels (dt f16/bf16, D = head dim, 128 threads = 4 warps):
       grid (splits, ceil(group*seq_q/16), B*Hkv).  Split s takes keys
       [s*chunk, min(len, (s+1)*chunk)).  Each warp streams its own 16-key
       tiles (w, w+4, ...) through a private cp.async ring of STAGES stages
-      (only warp barriers in the loop), keeps an online softmax for the 16
+      (rows unpadded, 16-byte chunks XOR-swizzled: kv_slot; only warp
+      barriers in the loop), keeps an online softmax for the 16
       rows, and the 4 warps merge through shared memory in warp order.
       splits == 1: O (out_dtype) and LSE are written; else the split's
       normalised O (f32) and LSE go to ws_o [(z*splits + s)*rows + r][D] and
@@ -65,7 +66,8 @@ STAGES = {64: 6, 128: 3, 256: 3}
 # K/V copies ask L2 for 256 aligned bytes from DRAM at once (a head's row is
 # 128-512 bytes) and mark them evict-first (read once): on H100 the 1 GiB+
 # caches went from 96-98% to 98-99% of copy bandwidth, and the evict-first
-# hint kept B 32/128 x Sk 1k contiguous at 92-97% (bench/RESULTS.md).
+# hint kept B 32/128 x Sk 1k contiguous at 92-97% (bench/RESULTS.md).  That was with
+# the padded ring; with kv_slot's rows the prefetch measured neutral (session 13).
 KV_PREFETCH = 256
 
 PARAMS = [(".u64", "q"), (".u64", "k"), (".u64", "v"), (".u64", "o"), (".u64", "lse"),
@@ -83,6 +85,27 @@ PARAMS = [(".u64", "q"), (".u64", "k"), (".u64", "v"), (".u64", "o"), (".u64", "
 
 def pitch(d):
     return (d + 8) * 2
+
+
+def kv_slot(k, d, row, chunk):
+    """Byte offset of 16-byte chunk `chunk` of row `row` (registers) in a K/V
+    tile: unpadded rows of 2*d bytes, chunk c at c ^ (row & 7).  Each global
+    32-byte sector then lands in one 32-byte sector of shared memory; with
+    the old 16-byte row padding the odd rows' sectors straddled two and their
+    cp.async asked L2 for every such sector twice (1.5x the K/V sectors,
+    bench/RESULTS.md).  The XOR keeps ldmatrix's 8 rows in 8 bank groups."""
+    x = k.r("xor.b32", chunk, k.r("and.b32", row, 7))
+    return k.r("add.u32", k.r("mul.lo.u32", row, 2 * d), k.r("shl.b32", x, 4))
+
+
+def kv_offsets(k, d, row, chunk, step):
+    """(register, immediate) offsets of chunks chunk + step*j of `row`, j <
+    d/8/step (step 2: ldmatrix's 16-column steps): chunk + step*j ^ (row & 7)
+    repeats every 8 chunks, so 8/step registers serve every j."""
+    n = d // 8 // step
+    per = min(n, 8 // step)
+    regs = [kv_slot(k, d, row, k.r("add.u32", chunk, step * j) if j else chunk) for j in range(per)]
+    return [(regs[j % per], 16 * step * per * (j // per)) for j in range(n)]
 
 
 def mma(k, dt, d, a, b):
@@ -135,7 +158,8 @@ def esize_shift(k, out_dtype):
 def decode_kernel(dt, d, paged):
     stages = STAGES[d]
     p = pitch(d)
-    tile = BN * p                      # one K or V tile
+    pk = 2 * d                         # K/V row bytes in the ring (kv_slot)
+    tile = BN * pk                     # one K or V tile
     stage_bytes = 2 * tile
     ring = WARPS * stages * stage_bytes
     q_bytes = ROWS * p
@@ -223,10 +247,8 @@ def decode_kernel(dt, d, paged):
     b4 = k.r("shr.u32", lane, 4)
     a_q = k.r("add.u32", s_q, k.r("add.u32", k.r("mul.lo.u32", k.r("and.b32", lane, 15), p),
                                   k.r("shl.b32", b4, 4)))
-    b_off = k.r("add.u32", k.r("mul.lo.u32", k.r("add.u32", l7, k.r("shl.b32", b4, 3)), p),
-                k.r("shl.b32", b3, 4))
-    bt_off = k.r("add.u32", k.r("mul.lo.u32", k.r("add.u32", l7, k.r("shl.b32", b3, 3)), p),
-                 k.r("shl.b32", b4, 4))
+    b_offs = kv_offsets(k, d, k.r("add.u32", l7, k.r("shl.b32", b4, 3)), b3, 2)
+    bt_offs = kv_offsets(k, d, k.r("add.u32", l7, k.r("shl.b32", b3, 3)), b4, 2)
 
     k.note("this warp's K/V ring and tile loader: lane copies chunk lane % (D/8) of rows lane / (D/8) + ...")
     wring = k.r("add.u32", s_ring, k.r("mul.lo.u32", warp, stages * stage_bytes))
@@ -235,7 +257,10 @@ def decode_kernel(dt, d, paged):
     iters = BN // rpi
     trow = k.r("shr.u32", lane, lcpr.bit_length() - 1)
     tcol16 = k.r("shl.b32", k.r("and.b32", lane, lcpr - 1), 4)
-    soff = k.r("add.u32", k.r("mul.lo.u32", trow, p), tcol16)
+    # copy `it` writes row trow + it*rpi; the swizzle repeats every 8 rows
+    per = min(iters, 8 // rpi)
+    tcol = k.r("and.b32", lane, lcpr - 1)
+    soffs = [kv_slot(k, d, k.r("add.u32", trow, j * rpi) if j else trow, tcol) for j in range(per)]
     k_ss = k.rd("shl.b64", P["k_ss"], 1)
     policy = cp_async.evict_first(k)
     v_ss = k.rd("shl.b64", P["v_ss"], 1)
@@ -271,14 +296,16 @@ def decode_kernel(dt, d, paged):
         vp = k.rd("add.u64", vp, k.wide(tcol16))
         kst = k.rd("mul.lo.u64", k_ss, rpi)
         vst = k.rd("mul.lo.u64", v_ss, rpi)
-        sdst = k.r("add.u32", k.r("add.u32", wring, stage_off), soff)
+        sbase = k.r("add.u32", wring, stage_off)
+        sdst = [k.r("add.u32", sbase, x) for x in soffs]
         for it in range(iters):
+            dst_off = (it // per) * per * rpi * pk
             rr = k.r("add.u32", trow, it * rpi)
             ok = k.p("setp.lt.u32", rr, valid)
             size = k.r("selp.b32", 16, 0, ok)
-            cp_async.copy(k, "%s+%d" % (sdst, it * rpi * p), k.rd("selp.b64", kp, P["k"], ok), 16, size,
+            cp_async.copy(k, "%s+%d" % (sdst[it % per], dst_off), k.rd("selp.b64", kp, P["k"], ok), 16, size,
                           prefetch=KV_PREFETCH, policy=policy)
-            cp_async.copy(k, "%s+%d" % (sdst, tile + it * rpi * p), k.rd("selp.b64", vp, P["v"], ok), 16, size,
+            cp_async.copy(k, "%s+%d" % (sdst[it % per], tile + dst_off), k.rd("selp.b64", vp, P["v"], ok), 16, size,
                           prefetch=KV_PREFETCH, policy=policy)
             if it + 1 < iters:
                 kp = k.rd("add.u64", kp, kst)
@@ -323,10 +350,13 @@ def decode_kernel(dt, d, paged):
         for t in s:
             for x in t:
                 k.op("mov.f32 %s, 0f00000000" % x)
-        kaddr = k.r("add.u32", sk_, b_off)
+        kaddr = {}
         for kk in range(d // 16):
             a = qa[kk] if q_regs else ldmatrix_x4(k, a_q, kk * 32)
-            bb = ldmatrix_x4(k, kaddr, kk * 32)
+            reg, imm = b_offs[kk]
+            if reg not in kaddr:
+                kaddr[reg] = k.r("add.u32", sk_, reg)
+            bb = ldmatrix_x4(k, kaddr[reg], imm)
             mma(k, dt, s[0], a, bb[0:2])
             mma(k, dt, s[1], a, bb[2:4])
         with skip_if(k, k.p("setp.le.s32", k.r("add.s32", kv0, BN), lim_min), "no_mask", uni=True):
@@ -357,9 +387,12 @@ def decode_kernel(dt, d, paged):
                     k.op("add.f32 %s, %s, %s" % (l[ri], l[ri], t[e]))
         pa = [pack(k, dt, s[0][1], s[0][0]), pack(k, dt, s[0][3], s[0][2]),
               pack(k, dt, s[1][1], s[1][0]), pack(k, dt, s[1][3], s[1][2])]
-        vaddr = k.r("add.u32", k.r("add.u32", sk_, tile), bt_off)
+        vaddr = {}
         for np_ in range(d // 16):
-            bb = ldmatrix_x4(k, vaddr, np_ * 32, trans=True)
+            reg, imm = bt_offs[np_]
+            if reg not in vaddr:
+                vaddr[reg] = k.r("add.u32", k.r("add.u32", sk_, tile), reg)
+            bb = ldmatrix_x4(k, vaddr[reg], imm, trans=True)
             mma(k, dt, acc[2 * np_], pa, bb[0:2])
             mma(k, dt, acc[2 * np_ + 1], pa, bb[2:4])
         k.op("add.u32 %s, %s, %d" % (cur, cur, stage_bytes))

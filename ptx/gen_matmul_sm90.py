@@ -6,10 +6,11 @@
 Only the Python standard library is used and the output depends on nothing but
 this file and ptx/kaio_ptx, so the build is reproducible.
 
-Kernels: kaio_matmul_sm90_<in>_<la><lb>[_n128|_n64], in in {f16, bf16}, la, lb
-in {n, t}; 24 entries: CTA tiles 128 x 256, and 128 x 128 (_n128, 6 stages)
+Kernels: kaio_matmul_sm90_<in>_<la><lb>[_n128|_n64][_sk], in in {f16, bf16}, la, lb
+in {n, t}; 40 entries: CTA tiles 128 x 256, and 128 x 128 (_n128, 6 stages)
 and 128 x 64 (_n64, 8 stages, m64n64 wgmma) for shapes with too few tiles to
-fill the SMs.  "nt" (A M x K row-major, B N x K
+fill the SMs; the _n128 and _n64 tiles again as _sk, which sum split-K
+inside the kernel (below).  "nt" (A M x K row-major, B N x K
 row-major: the nn.Linear layout) is the primary one: both operands K-major,
 no transposes.
 
@@ -46,6 +47,15 @@ inputs (wide tile; cuBLASLt int8 1271 in h100-baselines.md), a first figure.
   plain product; with more than one split the host passes out_dtype 1 (f32),
   alpha 1, beta 0 and a workspace for c, and sums the splits in a second
   kernel (kaio_splitk_reduce in convert.ptx) in split order: deterministic.
+  _sk entries: two more params, u64 ws and u64 count; c, alpha, beta and
+  out_dtype are the product's own and split_elems is unused.  Work items as
+  above; with more than one split, each stores its f32 partial tile (bm x bn,
+  in the consumers' fragment order) at ws + (s * tiles + tile) * bm * bn * 4,
+  fences, and counts itself in the u32 count[tile] (atom.acq_rel.gpu); the CTA
+  that counts last adds the splits in split order starting from -0.0 (so the
+  bits do not depend on which CTA that is), runs the epilogue into C and
+  stores count[tile] = 0 for the next launch (kaio_ptx/arrival.py).  The host
+  zeroes the counts once, when it allocates the workspace.
   Packed argument buffer (CU_LAUNCH_PARAM_BUFFER_POINTER, kaio_kernel_launch):
   the .align 64 is honoured in absolute constant-bank terms, and on sm_90
   (driver 580) the parameter block starts at c[0x0][0x210], which is 16 mod
@@ -138,6 +148,10 @@ Measured on an H100 80GB HBM3 (driver 580.159.04), through kaio_module_load_ptx
       8192^3: 656-755 (cuBLAS 765); noisy from run to run (clocks).
     The same kernel with one tile per CTA (grid = tiles) is 2-3 % slower at
     4096^3; 128 x 128 tiles (m64n128, 6 stages) reach only 580.
+  * _sk (bench_matmul, f16, % of cuBLAS, bench/RESULTS.md session 13): 128 x 64
+    tiles, 2 splits at M = 128, N = 4096: K = 11008 94.3 (the second launch
+    87.2), K = 4096 81.7 (78.4; one split 89.2).  GpuMatmul.* pass with every
+    product forced onto _n64_sk; memcheck and racecheck clean.
   * nn / tn / tt (MN-major operands, transpose bits): NOT verified on a GPU.
     The first build raised CUDA_ERROR_ILLEGAL_INSTRUCTION at M = N = 7: its
     wholly-out-of-range panels were clamped to M-1 / N-1, an unaligned TMA
@@ -149,7 +163,8 @@ Measured on an H100 80GB HBM3 (driver 580.159.04), through kaio_module_load_ptx
 
 import sys
 
-from kaio_ptx import cli, manifest, tma, wgmma
+from kaio_ptx import arrival, cli, manifest, tma, wgmma
+from kaio_ptx.control import loop, skip_if
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.sm90 import Kernel
 from kaio_ptx.ring import Ring
@@ -170,6 +185,7 @@ DEFAULT_CFG = {
     "mn_sbo": 1024,
     "suffix": "",
     "int8": True,           # also emit the s8 (W8A8) entry of this tile
+    "fused": False,         # split-K summed inside the kernel (_sk entries)
 }
 
 PARAMS = [(".align 64 .b8", "tmap_a[128]"), (".align 64 .b8", "tmap_b[128]"),
@@ -178,6 +194,8 @@ PARAMS = [(".align 64 .b8", "tmap_a[128]"), (".align 64 .b8", "tmap_b[128]"),
           (".u32", "out_dtype"), (".u32", "kper"), (".u64", "split_elems")]
 # int8 kernels: optional per-row (A) and per-column (B) f32 scales; 0 = none.
 INT8_PARAMS = PARAMS + [(".u64", "row_scale"), (".u64", "col_scale")]
+# _sk kernels: the splits' f32 partial tiles and a u32 count per tile.
+FUSED_PARAMS = PARAMS + [(".u64", "ws"), (".u64", "count")]
 
 
 # --------------------------------------------------------------------------
@@ -441,16 +459,70 @@ def layout(cfg):
     bm = 64 * ncons
     stage_bytes = (bm + bn) * BK * 2
     bar_off = stages * stage_bytes
-    shared = bar_off + 2 * stages * 8 + 1024      # + run-time 1024-B alignment slack
+    # + run-time 1024-B alignment slack; _sk: + the last-arrival flag after the barriers
+    shared = bar_off + 2 * stages * 8 + (16 if cfg["fused"] else 0) + 1024
     return bm, stage_bytes, bar_off, shared
+
+
+def fused_splits(k, P, acc, t, ntiles, nsplit, tid, bars, stages, bm, bn, epi, done):
+    """_sk kernels, more than one split: every split stores its f32 partial
+    tile (unscaled) in the workspace, slot split * ntiles + tile, in
+    fragment order (consumer thread i's float4 q at (q * 256 + i) * 16
+    bytes: coalesced, and read back by the same thread); the CTA that counts
+    last for the tile sums the splits in split order from -0.0 (the
+    identity: the bits do not depend on which CTA is last) into acc, sets
+    the count back to zero and goes on to the epilogue; the others skip it."""
+    nthreads = 128 * (bm // 64)
+    k.note("split-K in the kernel: one split goes straight to the epilogue")
+    k.op("@%s bra.uni %s" % (k.p("setp.eq.u32", nsplit, 1), epi))
+    split = k.r("div.u32", t, ntiles)
+    tile = k.r("sub.u32", t, k.r("mul.lo.u32", split, ntiles))
+    ctid = k.r("sub.u32", tid, 128)
+    slot_bytes = bm * bn * 4
+    mine = k.rd("add.u64", P["ws"], k.rd("mul.wide.u32", ctid, 16))
+    k.note("store this split's partial tile, count it; the last CTA of the tile sums them")
+    own = k.rd("add.u64", mine, k.rd("mul.wide.u32", k.r("mad.lo.u32", split, ntiles, tile), slot_bytes))
+    nq = bn // 8
+    for q in range(nq):
+        k.op("st.global.v4.f32 [%s+%d], {%s}" % (own, q * nthreads * 16, ", ".join(acc[4 * q:4 * q + 4])))
+    counter = k.rd("add.u64", P["count"], k.rd("mul.wide.u32", tile, 4))
+    flag = k.r("add.u32", bars, 16 * stages)
+    last = arrival.count_last(k, k.p("setp.eq.u32", ctid, 0), counter, nsplit, flag,
+                              "bar.sync 1, %d" % nthreads)
+    k.op("@!%s bra.uni %s" % (last, done))
+    arrival.acquire(k)
+    tot = k.regs("f", bn // 2)
+    for x in tot:
+        k.op("mov.f32 %s, 0f80000000" % x)
+    s = k.r("mov.u32", 0)
+    with loop(k, "split_sum", uni=True) as lp:
+        nxt = k.label("split_next")
+        with skip_if(k, k.p("setp.ne.u32", s, split), "split_other", uni=True):
+            for x, a in zip(tot, acc):
+                k.op("add.rn.f32 %s, %s, %s" % (x, x, a))
+            k.op("bra.uni %s" % nxt)
+        src = k.rd("add.u64", mine, k.rd("mul.wide.u32", k.r("mad.lo.u32", s, ntiles, tile), slot_bytes))
+        for q in range(nq):
+            part = k.regs("f", 4)
+            k.op("ld.global.cg.v4.f32 {%s}, [%s+%d]" % (", ".join(part), src, q * nthreads * 16))
+            for e in range(4):
+                k.op("add.rn.f32 %s, %s, %s" % (tot[4 * q + e], tot[4 * q + e], part[e]))
+        k.place(nxt)
+        k.op("add.u32 %s, %s, 1" % (s, s))
+        lp.again(k.p("setp.lt.u32", s, nsplit))
+    for x, a in zip(tot, acc):
+        k.op("mov.f32 %s, %s" % (a, x))
 
 
 def matmul_kernel(dt, la, lb, cfg):
     bn, ncons, stages = cfg["bn"], cfg["consumers"], cfg["stages"]
     bm, stage_bytes, bar_off, shared = layout(cfg)
-    name = "kaio_matmul_sm90_%s_%s%s%s" % (dt, la, lb, cfg["suffix"])
-    manifest.keys(name, dtype=dt, trans_a=la == "t", trans_b=lb == "t", tile=cfg["suffix"].lstrip("_") or "n256")
+    fused = cfg["fused"]
+    name = "kaio_matmul_sm90_%s_%s%s%s%s" % (dt, la, lb, cfg["suffix"], "_sk" if fused else "")
+    sel = {"select": "matmul_sm90_sk"} if fused else {}
+    manifest.keys(name, dtype=dt, trans_a=la == "t", trans_b=lb == "t", tile=cfg["suffix"].lstrip("_") or "n256", **sel)
     int8 = dt == "s8"
+    assert not (int8 and fused), "int8 never splits K (f32 partials would lose the exact sum)"
     # K per 128-byte swizzle row: 64 16-bit or 128 8-bit elements
     bk, lg_bk = (128, 7) if int8 else (BK, 6)
     manifest.facts(name, tile=[bm, bn, bk])
@@ -469,6 +541,9 @@ def matmul_kernel(dt, la, lb, cfg):
         P[pname] = k.r("ld.param.u32", "[%s]" % pname)
     P["ldc"] = k.rd("ld.param.u64", "[ldc]")
     P["split_elems"] = k.rd("ld.param.u64", "[split_elems]")
+    if fused:
+        for pname in ("ws", "count"):
+            P[pname] = k.rd("cvta.to.global.u64", k.rd("ld.param.u64", "[%s]" % pname))
     if int8:
         for pname in ("row_scale", "col_scale"):
             P[pname] = k.rd("ld.param.u64", "[%s]" % pname)
@@ -578,9 +653,15 @@ def matmul_kernel(dt, la, lb, cfg):
     wgmma.wait(k, 0)
     ring.release(lane0, prev)
     done = k.label("stored")
-    k.note("split s > 0 stores its f32 partial sum at c + s * split_elems (the host's workspace)")
-    split = k.r("div.u32", t, ntiles)
-    Pt = dict(P, c=k.rd("add.u64", P["c"], k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(split), P["split_elems"]), 2)))
+    if fused:
+        epi = k.label("epilogue")
+        fused_splits(k, P, acc, t, ntiles, nsplit, tid, bars, stages, bm, bn, epi, done)
+        k.place(epi)
+        Pt = P
+    else:
+        k.note("split s > 0 stores its f32 partial sum at c + s * split_elems (the host's workspace)")
+        split = k.r("div.u32", t, ntiles)
+        Pt = dict(P, c=k.rd("add.u64", P["c"], k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(split), P["split_elems"]), 2)))
     value = IntScale(k, P, acc, m0, n0, cw, warp, lane) if int8 else float_value(k, P, acc)
     epilogue(k, Pt, value, m0, n0, cw, warp, lane, bn, done, acc if int8 else None)
     k.place(done)
@@ -594,12 +675,13 @@ def matmul_kernel(dt, la, lb, cfg):
         % (name, la, "K x M" if la == "t" else "M x K", lb, "N x K" if lb == "t" else "K x N", dt),
         "CTA tile %d x %d x %d, %d stages, 1 TMA producer + %d wgmma consumer warpgroups." % (
             bm, bn, bk, stages, ncons),
-    ]
+    ] + (["Split-K summed in the kernel: the last CTA to finish a tile's split adds the splits."]
+         if fused else [])
     ann = [A.tma_line(name, "tmap_a", dt), B.tma_line(name, "tmap_b", dt),
            "// kaio-launch: %s grid=min(ceil(M/%d)*ceil(N/%d),sm_count),1,1 block=%d,1,1"
            % (name, bm, bn, nthreads),
            "// kaio-shared-bytes: %s %d" % (name, shared)]
-    return k.entry_text(name, "\n".join(doc), ann, INT8_PARAMS if int8 else PARAMS,
+    return k.entry_text(name, "\n".join(doc), ann, INT8_PARAMS if int8 else FUSED_PARAMS if fused else PARAMS,
                         [".maxntid 384, 1, 1", ".minnctapersm 1"])
 
 
@@ -614,9 +696,14 @@ NARROW_CFG = {"bn": 128, "stages": 6, "suffix": "_n128"}
 # splitting K (no partials, no reduction launch), small squares four times as
 # many as with wide tiles.  16-bit inputs only.
 SLIM_CFG = {"bn": 64, "stages": 8, "suffix": "_n64", "int8": False}
+# The same two tiles with split-K summed inside the kernel (_sk): the CTA
+# that finishes a tile's last split adds the partials and runs the epilogue,
+# so splitting K costs no second launch.
+NARROW_SK_CFG = dict(NARROW_CFG, fused=True, int8=False)
+SLIM_SK_CFG = dict(SLIM_CFG, fused=True)
 
 
-def generate(cfgs=(None, NARROW_CFG, SLIM_CFG), layouts=("nt", "nn", "tn", "tt"), dtypes=("f16", "bf16")):
+def generate(cfgs=(None, NARROW_CFG, SLIM_CFG, NARROW_SK_CFG, SLIM_SK_CFG), layouts=("nt", "nn", "tn", "tt"), dtypes=("f16", "bf16")):
     parts = [preamble(__file__), extern_shared(SMEM_SYM, 1024)]
     for extra in cfgs:
         cfg = dict(DEFAULT_CFG, **(extra or {}))

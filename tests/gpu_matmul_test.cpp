@@ -211,8 +211,9 @@ TEST_F(GpuMatmul, DecodeShapesOnTheGemvPath) {
 }
 
 // Few output tiles with a long K: prepared ops on the Hopper path split K
-// over the idle SMs and sum the splits in a second kernel (one-shot calls
-// never split, having no workspace). Every layout and output dtype, beta 0
+// over the idle SMs and sum the splits in a second kernel, or in the kernel
+// itself with the 128 x 128 / 128 x 64 tiles (one-shot calls never split,
+// having no workspace). Every layout and output dtype, beta 0
 // (NaN-poisoned C) and not, K not a multiple of the 64-wide K step.
 TEST_F(GpuMatmul, SplitKShapesInPreparedOps) {
   struct Shape {
@@ -239,7 +240,9 @@ TEST_F(GpuMatmul, SplitKShapesInPreparedOps) {
     }
 }
 
-// The splits are summed in a fixed order: the same inputs give the same bits.
+// The splits are summed in a fixed order: the same inputs give the same bits
+// (here 128 x 64 tiles, K split 9 ways, summed by whichever CTA finishes a
+// tile last).
 TEST_F(GpuMatmul, SplitKIsDeterministic) {
   const int64_t m = 128, n = 512, k = 8192;
   kt::HostTensor a = kt::random_tensor(KAIO_DTYPE_F16, m * k, -1, 1, kt::test_seed() + 71);

@@ -328,32 +328,47 @@ TEST_F(FakeRuntime, HopperMatmulPassesTensorMapsOfTheViews) {
 }
 
 // Few tiles and a long K: a prepared Hopper matmul splits K over the idle SMs
-// (the fake device has 4), then sums the splits in a second kernel. One-shot
-// calls own no workspace and never split; they take the 128 x 64 tiles instead.
+// (the fake device has 4); with the wide tiles (no _sk kernel), it sums the
+// splits in a second kernel. One-shot calls own no workspace and never split;
+// they take the 128 x 64 tiles instead.
+// An nn.Linear product (A M x K, B N x K, C M x N, one dtype throughout),
+// alpha 0.5, beta 2, for the Hopper split-K plans below.
+struct LinearProduct {
+  kt::Buffer a, b, c;
+  kaio_matmul_desc desc;
+  kaio_tensor t[3];
+
+  LinearProduct(kaio_device *d, int64_t m, int64_t n, int64_t k, kaio_dtype dt)
+      : a(kt::make_buffer(d, m * k * 2)), b(kt::make_buffer(d, n * k * 2)),
+        c(kt::make_buffer(d, m * n * 2)) {
+    EXPECT_EQ(kaio_matmul_desc_init(&desc, sizeof desc), KAIO_OK);
+    desc.in_dtype = desc.out_dtype = dt;
+    desc.trans_b = KAIO_TRANS_T;
+    desc.alpha = 0.5f;
+    desc.beta = 2.0f;
+    desc.m = m;
+    desc.n = n;
+    desc.k = k;
+    t[0] = kaio_tensor_2d(a.get(), dt, m, k);
+    t[1] = kaio_tensor_2d(b.get(), dt, n, k);
+    t[2] = kaio_tensor_2d(c.get(), dt, m, n);
+  }
+};
+
 TEST_F(FakeRuntime, HopperMatmulSplitsLongKOverIdleSmsInPreparedOps) {
   kt::Device d = kt::open_device(0);
   kt::Stream s = kt::make_stream(d.get());
-  const int64_t m = 128, n = 256, k = 4096;
-  kt::Buffer a = kt::make_buffer(d.get(), m * k * 2), b = kt::make_buffer(d.get(), n * k * 2),
-             c = kt::make_buffer(d.get(), m * n * 2);
-  kaio_matmul_desc desc;
-  KT_OK(kaio_matmul_desc_init(&desc, sizeof desc));
-  desc.out_dtype = KAIO_DTYPE_F16;
-  desc.trans_b = KAIO_TRANS_T;
-  desc.alpha = 0.5f;
-  desc.beta = 2.0f;
-  desc.m = m;
-  desc.n = n;
-  desc.k = k;
-  kaio_tensor t[] = {kaio_tensor_2d(a.get(), KAIO_DTYPE_F16, m, k),
-                     kaio_tensor_2d(b.get(), KAIO_DTYPE_F16, n, k),
-                     kaio_tensor_2d(c.get(), KAIO_DTYPE_F16, m, n)};
+  const int64_t m = 128, n = 256, k = 16384;
+  LinearProduct p(d.get(), m, n, k, KAIO_DTYPE_F16);
+  const kt::Buffer &c = p.c;
+  const kaio_matmul_desc &desc = p.desc;
+  const kaio_tensor *t = p.t;
 
   KT_OK(kaio_matmul(s.get(), &t[0], &t[1], &t[2], &desc));
   Launch one = last_launch();
   EXPECT_EQ(one.name, "kaio_matmul_sm90_f16_nt_n64") << "four 64-wide tiles beat one 256-wide";
   EXPECT_EQ(one.grid[0], 4u);
-  EXPECT_EQ(launch_param<uint32_t>(10), 64u) << "one split: every K step";
+  EXPECT_EQ(launch_param<uint32_t>(10), 256u) << "one split: every K step";
   EXPECT_EQ(launch_param<uint64_t>(2), kaio_buffer_device_ptr(c.get()));
 
   kaio_op *raw = nullptr;
@@ -372,11 +387,41 @@ TEST_F(FakeRuntime, HopperMatmulSplitsLongKOverIdleSmsInPreparedOps) {
   EXPECT_EQ(launch_param<uint32_t>(2), static_cast<uint32_t>(m));
   EXPECT_EQ(launch_param<uint32_t>(3), static_cast<uint32_t>(n));
   EXPECT_EQ(launch_param<uint64_t>(4), static_cast<uint64_t>(n));
-  EXPECT_EQ(launch_param<uint32_t>(5), 4u) << "4 SMs, one tile: 4 splits of 16 K steps";
+  EXPECT_EQ(launch_param<uint32_t>(5), 4u) << "4 SMs, one tile: 4 splits of 64 K steps";
   EXPECT_EQ(launch_param<uint64_t>(6), static_cast<uint64_t>(m * n));
   EXPECT_EQ(launch_param<float>(7), 0.5f);
   EXPECT_EQ(launch_param<float>(8), 2.0f);
   EXPECT_EQ(launch_param<uint32_t>(9), static_cast<uint32_t>(KAIO_DTYPE_F16));
+}
+
+// Where the 128 x 128 or 128 x 64 tiles split K, the _sk kernel sums the
+// splits itself (its last CTA per tile): one launch, C written by the
+// kernel, partials and per-tile counts in the op's workspace.
+TEST_F(FakeRuntime, HopperMatmulSumsNarrowSplitsInTheKernel) {
+  kt::Device d = kt::open_device(0);
+  kt::Stream s = kt::make_stream(d.get());
+  LinearProduct p(d.get(), 128, 128, 4096, KAIO_DTYPE_BF16);
+  const kt::Buffer &c = p.c;
+  const kaio_tensor *t = p.t;
+  kaio_op *raw = nullptr;
+  KT_OK(kaio_op_create_matmul(&raw, d.get(), &p.desc));
+  kt::Op op(raw);
+  for (int run = 0; run < 2; ++run) {
+    const unsigned long long before = kt::fake().launch_count();
+    KT_OK(kaio_op_launch(op.get(), s.get(), t, 3));
+    EXPECT_EQ(kt::fake().launch_count() - before, 1u) << "no reduction launch";
+    Launch l = last_launch();
+    EXPECT_EQ(l.name, "kaio_matmul_sm90_bf16_nt_n128_sk") << "one 128-wide tile, 4 splits";
+    EXPECT_EQ(l.grid[0], 4u);
+    EXPECT_EQ(launch_param<uint64_t>(2), kaio_buffer_device_ptr(c.get())) << "C from the kernel";
+    EXPECT_EQ(launch_param<float>(7), 0.5f);
+    EXPECT_EQ(launch_param<float>(8), 2.0f);
+    EXPECT_EQ(launch_param<uint32_t>(9), static_cast<uint32_t>(KAIO_DTYPE_BF16));
+    EXPECT_EQ(launch_param<uint32_t>(10), 16u) << "4 splits of 16 K steps";
+    const uint64_t ws = launch_param<uint64_t>(12), count = launch_param<uint64_t>(13);
+    EXPECT_NE(ws, 0u);
+    EXPECT_EQ(count, ws + 4u * 128 * 128 * 4) << "counts after 4 partial tiles";
+  }
 }
 
 TEST_F(FakeRuntime, MatmulBackwardRunsTwoTransposedProductsAndRoundsF32Grads) {

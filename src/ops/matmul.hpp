@@ -33,9 +33,13 @@ struct MatmulPlan : PlanBase {
   unsigned box_b[2] = {0, 0};
   // Split-K (Hopper path, prepared plans only): K cut into `splits` slices
   // of `k_steps_per_split` steps of 64, partial products in the workspace,
-  // summed in split order by `reduce`.
+  // summed in split order by `reduce`, or, when `split_in_kernel`, by the
+  // kernel itself (the last CTA of each tile; u32 counts per tile at
+  // `count_offset` in the workspace, zero between launches).
   unsigned splits = 1;
   unsigned k_steps_per_split = 0;
+  bool split_in_kernel = false;
+  uint64_t count_offset = 0;
   Launch reduce;
   Workspace workspace;
 

@@ -1,11 +1,13 @@
 #include "ops/matmul_sm90.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "core/call_context.hpp"
 #include "core/error.hpp"
 #include "kernels/module_cache.hpp"
 #include "runtime/buffer.hpp"
+#include "runtime/buffer_copy.hpp"
 #include "runtime/context_scope.hpp"
 #include "ops/plan_log.hpp"
 #include "ops/tensor_map.hpp"
@@ -32,14 +34,22 @@ static_assert(kSlimKernel.tile_m == kTileM && kSlimKernel.tile_k == kStepK);
 // tensor-core rate: 720 TFLOP/s over 132 SMs at 4096^3 for the wide tile,
 // 580 for the narrow one; the 128 x 64 tile reached 3.4 TFLOP/s per CTA at
 // M = 128 (64 CTAs, ncu) and 2.7 at 4096^3 (all SMs busy).
+// in_kernel: the family has _sk entries, which sum the splits themselves.
 struct TileFamily {
   int64_t tile_n;
   double rate;
   kernels::Tile tile;
+  bool in_kernel;
 };
-constexpr TileFamily kWide = {kWideKernel.tile_n, 5.5e12, kernels::Tile::n256};
-constexpr TileFamily kNarrow = {kNarrowKernel.tile_n, 4.4e12, kernels::Tile::n128};
-constexpr TileFamily kSlim = {kSlimKernel.tile_n, 3.3e12, kernels::Tile::n64};
+constexpr TileFamily kWide = {kWideKernel.tile_n, 5.5e12, kernels::Tile::n256, false};
+constexpr TileFamily kNarrow = {kNarrowKernel.tile_n, 4.4e12, kernels::Tile::n128, true};
+constexpr TileFamily kSlim = {kSlimKernel.tile_n, 3.3e12, kernels::Tile::n64, true};
+static_assert(kernel_info(kernels::matmul_sm90_sk(KAIO_DTYPE_F16, false, true, kernels::Tile::n64))
+                      .tile_n == kSlimKernel.tile_n &&
+                  kernel_info(kernels::matmul_sm90_sk(KAIO_DTYPE_F16, false, true,
+                                                      kernels::Tile::n128))
+                          .tile_n == kNarrowKernel.tile_n,
+              "the _sk kernels share their family's tile");
 
 // A cost model in seconds. The main kernel is bound either by its CTAs'
 // tensor cores or by reading A and B (and writing split-K partials) from
@@ -48,6 +58,11 @@ constexpr TileFamily kSlim = {kSlimKernel.tile_n, 3.3e12, kernels::Tile::n64};
 // (bench_matmul, M = 128 and squares 256-2048, every family at 1, 2 and 4
 // splits): the reduction took about 5 us at M = 128, N = 4096 (ncu), and no
 // split beat the 128 x 64 tiles' single one by more than the noise.
+// The 128 x 128 and 128 x 64 tiles sum their splits in the kernel (_sk):
+// measured 0.9-2.3 us faster than the second launch at M = 128, N = 4096,
+// K = 4096 / 11008, yet slower than not splitting at K = 4096 (the split
+// kernels run 3-4 us over the DRAM bound above). The model charges both
+// forms the same, so it chooses families and splits as it did before them.
 constexpr double kDramBandwidth = 2.8e12;
 constexpr double kReduceLaunch = 4.5e-6;
 // Leave the default (wide tiles, one split) only for a predicted gain of at
@@ -59,6 +74,7 @@ constexpr int64_t kMinStepsPerSplit = 4;
 struct Choice {
   const TileFamily *family = &kWide;
   int64_t splits = 1;
+  bool in_kernel = false;  // the splits summed by the _sk kernel
 };
 
 int64_t tiles_of(int64_t m, int64_t n, const TileFamily &f) {
@@ -92,7 +108,7 @@ Choice choose(int64_t m, int64_t n, int64_t k, int64_t sms, bool may_split) {
     for (int64_t s = 1; s == 1 || (tiles * s <= sms && s <= max_splits); ++s) {
       const double t = modelled_seconds(m, n, k, *f, s, sms);
       if (t < best_t) {
-        best = {f, s};
+        best = {f, s, s > 1 && f->in_kernel};
         best_t = t;
       }
     }
@@ -100,9 +116,21 @@ Choice choose(int64_t m, int64_t n, int64_t k, int64_t sms, bool may_split) {
   return best;
 }
 
-KernelId kernel_for(const MatmulPlan &p, const TileFamily &family) {
-  return kernels::matmul_sm90(p.dtype, p.trans_a == KAIO_TRANS_T, p.trans_b == KAIO_TRANS_T,
-                              family.tile);
+KernelId kernel_for(const MatmulPlan &p, const Choice &c) {
+  const bool ta = p.trans_a == KAIO_TRANS_T, tb = p.trans_b == KAIO_TRANS_T;
+  return c.in_kernel ? kernels::matmul_sm90_sk(p.dtype, ta, tb, c.family->tile)
+                     : kernels::matmul_sm90(p.dtype, ta, tb, c.family->tile);
+}
+
+// The _sk kernels' workspace: each split's f32 partial of each tile, then a
+// u32 count per tile, zero before the first launch (each launch leaves them
+// zero).
+kaio_status in_kernel_workspace(kaio_device *device, MatmulPlan *p, const Choice &c) {
+  const uint64_t tiles = static_cast<uint64_t>(tiles_of(p->rows, p->cols, *c.family));
+  p->count_offset = tiles * p->splits * kTileM * c.family->tile_n * sizeof(float);
+  KAIO_TRY(DeviceMemory::allocate(device, p->count_offset + tiles * 4, &p->workspace));
+  const std::vector<uint32_t> zeros(tiles, 0);
+  return buffer_write(p->workspace->buffer(), p->count_offset, zeros.data(), tiles * 4);
 }
 
 }  // namespace
@@ -113,7 +141,7 @@ kaio_status plan_matmul_sm90(kaio_device *device, MatmulPlan *plan, const std::s
   const int64_t ksteps = (p.k + kStepK - 1) / kStepK;
   const Choice choice = choose(m, n, p.k, sms, p.prepared);
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(kernel_for(p, *choice.family), &fn));
+  KAIO_TRY(device->modules->function(kernel_for(p, choice), &fn));
   if (!tma_box(fn, "tmap_a", p.box_a) || !tma_box(fn, "tmap_b", p.box_b))
     return fail(KAIO_ERROR_INTERNAL, "%s: the Hopper matmul kernel lacks its TMA boxes.",
                 api_name());
@@ -122,7 +150,10 @@ kaio_status plan_matmul_sm90(kaio_device *device, MatmulPlan *plan, const std::s
   const int64_t per = (ksteps + choice.splits - 1) / choice.splits;
   p.k_steps_per_split = static_cast<unsigned>(per);
   p.splits = static_cast<unsigned>((ksteps + per - 1) / per);
-  if (p.splits > 1) {
+  p.split_in_kernel = p.splits > 1 && choice.in_kernel;
+  if (p.split_in_kernel) {
+    KAIO_TRY(in_kernel_workspace(device, &p, choice));
+  } else if (p.splits > 1) {
     BuiltinFunction reduce;
     KAIO_TRY(device->modules->function(kernels::splitk_reduce(), &reduce));
     // A block per run of a row's columns, a row per grid.y.
@@ -139,7 +170,9 @@ kaio_status plan_matmul_sm90(kaio_device *device, MatmulPlan *plan, const std::s
   if (log_enabled())
     log_kernel(device, fn.function,
                "AUTO: " + why +
-                   (p.splits > 1 ? ", K split " + std::to_string(p.splits) + " ways" : ""));
+                   (p.splits > 1 ? ", K split " + std::to_string(p.splits) + " ways" +
+                                       (p.split_in_kernel ? ", summed in the kernel" : "")
+                                 : ""));
   return KAIO_OK;
 }
 
@@ -161,6 +194,14 @@ kaio_status enqueue_matmul_sm90(const MatmulPlan &p, kaio_stream *stream,
   float alpha = p.alpha, beta = p.beta;
   unsigned out_dtype = static_cast<unsigned>(p.out_dtype), kper = p.k_steps_per_split;
   unsigned long long split_elems = 0;
+  if (p.split_in_kernel) {
+    // The last CTA of each tile sums the splits (workspace: partials, then
+    // the counts) and writes C itself.
+    unsigned long long ws = p.workspace->ptr(), count = ws + p.count_offset;
+    void *params[] = {&map_a, &map_b, &pc,  &m,   &n,   &k,           &ldc,
+                      &alpha, &beta,  &out_dtype, &kper, &split_elems, &ws, &count};
+    return launch_builtin(device, p.launch, stream, params);
+  }
   if (p.splits > 1) {
     // The splits write f32 partial products, M x N each, into the workspace.
     unsigned long long ws = p.workspace->ptr(), ws_ld = n;

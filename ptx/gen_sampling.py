@@ -962,7 +962,7 @@ def fast_topk(k, R, dt):
     is in a bin >= b.  The CTA passes those on to the row's candidates
     (token and key, so the last CTA loads no logits): a thread's kept ones,
     or, where its KEEP-th kept key is in a bin >= b too (rare), its quads
-    read again.  After the first trip (the sample) a bound from the sample
+    read again by its warp.  After the first trip (the sample) a bound from the sample
     keeps most tokens out of the insertion (below).  The row's last CTA
     finds the exact threshold key among the candidates and draws over them;
     rows with top-k off or more than FAST_CAND candidates take the one-CTA
@@ -1037,8 +1037,12 @@ def fast_topk(k, R, dt):
     bar(k)      # the histogram is clear
     hist_kept()
     bar(k)
-    block_argmax(k, R, (bv, bi, bx))
-    with skip_if(k, k.p("setp.ne.or.u32", R.tid, 0, k.p("setp.eq.u32", bi, NONE)), "max_out"):
+    # each warp's max straight into the row's packed max (the u64 max is
+    # order-free: the bits a block argmax first gives, without its barriers)
+    for m in (16, 8, 4, 2, 1):
+        argmax_combine(k, (bv, bi, bx), (shfl(k, "f", bv, "bfly", m, "0x1f"),
+                                         shfl(k, "r", bi, "bfly", m, "0x1f"), bx))
+    with skip_if(k, k.p("setp.ne.or.u32", R.lane, 0, k.p("setp.eq.u32", bi, NONE)), "max_out"):
         k.op("red.global.max.u64 %s, %s" % (ws_at(R, WS_MAX), pack(k, bv, bi)))
     collected = k.label("collected")
     k.op("@!%s bra.uni %s" % (k_on, collected))
@@ -1058,31 +1062,14 @@ def fast_topk(k, R, dt):
         h = k.p("and.pred", above(kj), own)
         k.op("@%s add.u32 %s, %s, 1" % (h, cnt, cnt))
         mine.append(h)
-    # one slot reservation per warp, no barrier (the list's order does not
-    # matter: the last CTA's select and draw are order-free)
-    inc = k.r("mov.u32", cnt)
-    for d in (1, 2, 4, 8, 16):
-        o = shfl(k, "r", inc, "up", d, "0")
-        k.op("@%s add.u32 %s, %s, %s" % (k.p("setp.ge.u32", R.lane, d), inc, inc, o))
-    base = k.r("mov.u32", 0)
-    with skip_if(k, k.p("setp.ne.or.u32", R.lane, 31, k.p("setp.eq.u32", inc, 0)), "cand_base"):
-        k.op("atom.global.add.u32 %s, %s, %s" % (base, ws_at(R, WS_NC_K), inc))
-    slot = k.r("sub.u32", k.r("add.u32", shfl(k, "r", base, "idx", 31, "0x1f"), inc), cnt)
+    # one slot reservation per warp, no barrier
+    slot = warp_slots(k, R, cnt)
     for h, ij, kj in zip(mine, ids, ks):
         with skip_if(k, "!" + h, "own"):
             with skip_if(k, k.p("setp.ge.u32", slot, FAST_CAND), "own_full"):
                 put_cand(k, R, slot, ij, kj)
             k.op("add.u32 %s, %s, 1" % (slot, slot))
-
-    def collect(q, elems):
-        for x, key, valid, i in elems:
-            hit = k.p("setp.ge.and.u32", key_bin(k, dt, key), bmin, valid)
-            with skip_if(k, "!" + hit, "cand"):
-                slot = k.r("atom.global.add.u32", ws_at(R, WS_NC_K), 1)
-                with skip_if(k, k.p("setp.ge.u32", slot, FAST_CAND), "cand_full"):
-                    put_cand(k, R, slot, i, key)
-    with skip_if(k, "!" + again, "again"):
-        each_quad(k, R, dt, collect)
+    warp_reread(k, R, dt, again, bmin)
     k.place(collected)
 
     # count_in's barrier and thread 0's membar.gl publish every thread's
@@ -1118,6 +1105,55 @@ def fast_topk(k, R, dt):
     # stage 7 writes only words below WS_HCNT besides its list (which needs
     # no reset: the list's count, below WS_HCNT, masks stale pairs)
     reset_record(k, R, WS_HCNT)
+
+
+def warp_slots(k, R, cnt):
+    """The first of cnt list slots for this lane, reserved with one atomic
+    per warp (warp scan; the list's order does not matter: the last CTA's
+    select and draw are order-free).  Every lane of the warp calls it."""
+    inc = k.r("mov.u32", cnt)
+    for d in (1, 2, 4, 8, 16):
+        o = shfl(k, "r", inc, "up", d, "0")
+        k.op("@%s add.u32 %s, %s, %s" % (k.p("setp.ge.u32", R.lane, d), inc, inc, o))
+    base = k.r("mov.u32", 0)
+    with skip_if(k, k.p("setp.ne.or.u32", R.lane, 31, k.p("setp.eq.u32", inc, 0)), "cand_base"):
+        k.op("atom.global.add.u32 %s, %s, %s" % (base, ws_at(R, WS_NC_K), inc))
+    return k.r("sub.u32", k.r("add.u32", shfl(k, "r", base, "idx", 31, "0x1f"), inc), cnt)
+
+
+def warp_reread(k, R, dt, again, bmin):
+    """The quads of each lane whose KEEP-th kept key reached bin bmin, read
+    again by its whole warp (lane j its j-th quad: one round trip per 32
+    quads, where the lane alone takes one per trip); the keys in bins >=
+    bmin join the row's candidates."""
+    todo = k.r("vote.sync.ballot.b32", again, "0xffffffff")
+    with loop(k, "again", uni=True, skip=k.p("setp.eq.u32", todo, 0)) as lp:
+        who = k.r("bfind.u32", todo)
+        k.op("xor.b32 %s, %s, %s" % (todo, todo, k.r("shl.b32", 1, who)))
+        # lane who's first quad, then this lane's part of its quads
+        qw = k.r("add.u32", k.r("sub.u32", R.qstart, R.lane), who)
+        q = k.r("add.u32", qw, k.r("shl.b32", R.lane, 10))
+        with loop(k, "again_q", uni=True) as lq:
+            qin = k.p("setp.lt.u32", q, R.qend)
+            raws = dt.load_quad(k, R, q, qin)
+            i0 = k.r("shl.b32", q, "2")
+            hits, cnt = [], k.r("mov.u32", 0)
+            for e, raw in enumerate(raws):
+                x, key = dt.decode(k, raw)
+                valid = k.p("and.pred", k.p("setp.num.f32", x, x), qin)
+                h = k.p("setp.ge.and.u32", key_bin(k, dt, key), bmin, valid)
+                k.op("@%s add.u32 %s, %s, 1" % (h, cnt, cnt))
+                hits.append((h, k.r("add.u32", i0, e) if e else i0, key))
+            slot = warp_slots(k, R, cnt)
+            for h, i, key in hits:
+                with skip_if(k, "!" + h, "again_hit"):
+                    with skip_if(k, k.p("setp.ge.u32", slot, FAST_CAND), "again_full"):
+                        put_cand(k, R, slot, i, key)
+                    k.op("add.u32 %s, %s, 1" % (slot, slot))
+            k.op("add.u32 %s, %s, %d" % (q, q, 32 * BLOCK))
+            k.op("add.u32 %s, %s, %d" % (qw, qw, 32 * BLOCK))
+            lq.again(k.p("setp.lt.u32", qw, R.qend))
+        lp.again(k.p("setp.ne.u32", todo, 0))
 
 
 def put_cand(k, R, slot, idx, key):

@@ -39,8 +39,12 @@ depth is a kernel parameter (`stages`): MAX_STAGES where A leaves room,
 else 2 (a larger A, as f32 A at K = 28672); A that does not fit beside 2
 runs kquant_mma.py's kernels (f32: the CUDA-core one). A stage's row pitch
 is padded to 32 mod 128 bytes, so the 8 rows a warp's lanes read land in
-different banks (2 wavefronts per 8-byte vector load, the minimum; Q8_0's
-16-bit loads: 16 mod 128, one wavefront).
+different banks (2 wavefronts per 8-byte vector load, the minimum). Q8_0's
+16-bit loads would take one wavefront at 16 mod 128, but a bulk copy whose
+shared end sits 16 bytes off its global end mod 32 asks L2 for about 10 %
+more sectors (ncu, 14336 x 4096: 1.10x the weight sectors at 16 mod 128,
+1.00x at 32), so Q8_0 is padded to 32 too: 1.7x the shared-load wavefronts,
+0-4 % faster (bench/RESULTS.md, session 13).
 
 Q6_K and Q8_0 blocks (210 and 34 bytes) put a row's chunk at any even
 address. Bulk copies need 16-byte aligned ends, so when the host says so
@@ -103,9 +107,10 @@ from kquant_mma import BLOCK_BYTES, BLOCK_ELEMS, UNITS_PER_BLOCK, Ctx, compute_b
 FORMATS = ("q8_0", "q4_k", "q5_k", "q6_k")
 # per format: block bytes, values per block, blocks per consumer warp in a
 # stage, and the row pitch's offset mod 128 (8 rows' lanes in distinct banks:
-# 8-byte vectors need 32, Q8_0's 16-bit pairs 16)
+# 8-byte vectors need 32; Q8_0's 16-bit pairs would need only 16, but rows
+# 16 bytes off their source mod 32 cost the bulk copies L2 sectors)
 GEOMETRY = {fmt: (BLOCK_BYTES[fmt], BLOCK_ELEMS, 1, 32) for fmt in ("q4_k", "q5_k", "q6_k")}
-GEOMETRY["q8_0"] = (q8.BLOCK_BYTES, q8.BLOCK_ELEMS, q8.BLOCKS_PER_WARP, 16)
+GEOMETRY["q8_0"] = (q8.BLOCK_BYTES, q8.BLOCK_ELEMS, q8.BLOCKS_PER_WARP, 32)
 CONSUMERS = 16             # consumer warps per CTA
 MAX_STAGES = 3             # ring depth, when A leaves room for it (else fewer: the host's `stages`)
 SHARED_LIMIT = 227 * 1024  # dynamic shared memory a block may opt in to (sm_90)

@@ -45,14 +45,22 @@ func filled[T kaio.Element](n int, v T) []T {
 	return s
 }
 
-func randF16(rng *rand.Rand, n int, lo, hi float64) ([]kaio.F16, []float64) {
-	h := make([]kaio.F16, n)
+type half interface{ kaio.F16 | kaio.BF16 }
+
+// randHalf: n uniform values in [lo, hi) stored as T (enc), and their exact
+// f64 values (dec).
+func randHalf[T half](rng *rand.Rand, n int, lo, hi float64, enc func(float32) T, dec func(T) float32) ([]T, []float64) {
+	h := make([]T, n)
 	w := make([]float64, n)
 	for i := range h {
-		h[i] = kaio.F16FromFloat32(float32(lo + (hi-lo)*rng.Float64()))
-		w[i] = float64(h[i].Float32())
+		h[i] = enc(float32(lo + (hi-lo)*rng.Float64()))
+		w[i] = float64(dec(h[i]))
 	}
 	return h, w
+}
+
+func randF16(rng *rand.Rand, n int, lo, hi float64) ([]kaio.F16, []float64) {
+	return randHalf(rng, n, lo, hi, kaio.F16FromFloat32, kaio.F16.Float32)
 }
 
 func f16Wide(h []kaio.F16) []float64 {

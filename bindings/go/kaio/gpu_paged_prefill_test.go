@@ -21,20 +21,6 @@ import (
 	"kaio.dev/kaio"
 )
 
-type half interface{ kaio.F16 | kaio.BF16 }
-
-// randHalf is randF16 for either half type: the stored values and their
-// exact f64 values.
-func randHalf[T half](rng *rand.Rand, n int, lo, hi float64, enc func(float32) T, dec func(T) float32) ([]T, []float64) {
-	h := make([]T, n)
-	w := make([]float64, n)
-	for i := range h {
-		h[i] = enc(float32(lo + (hi-lo)*rng.Float64()))
-		w[i] = float64(dec(h[i]))
-	}
-	return h, w
-}
-
 func pagedPrefillCase[T half](t *testing.T, d *kaio.Device, s *kaio.Stream, rng *rand.Rand, dt kaio.DType,
 	enc func(float32) T, dec func(T) float32, tolO float64) {
 	const hq, hkv, dd, page, maxPages = 8, 2, 64, 16, 3 // ceil(34 / 16) pages

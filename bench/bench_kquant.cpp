@@ -12,7 +12,8 @@
 //    the same weight bytes (support/plain_read.hpp: the ceiling at this
 //    size) and against cuBLAS GemmEx f16 (A 1 x K, B the f16 weights N x K
 //    transposed, f32 out) on the same logical shape.
-// --matvec skips the quantize rows.
+// --matvec skips the quantize rows; --max-k K keeps the matvec shapes with
+// K <= K (a quick before/after of the smaller models' shapes).
 // Timing: median of --iters launches after warm-ups, one event pair each
 // (support/timing.hpp); operands rotated through copies covering 2 x L2
 // (support/l2_rotation.hpp). Correctness is the GPU tests' job.
@@ -20,6 +21,7 @@
 #include <kaio/kaio.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -69,7 +71,7 @@ double cpu_ns_per_value(kaio_quant_format f, kaio_quant_mode mode, const std::ve
   return elapsed * 1e9 / static_cast<double>(rows * kCols);
 }
 
-int run(int iters, bool matvec_only) {
+int run(int iters, bool matvec_only, int64_t max_k) {
   kaio_bench::Device device;
   const kaio_device_info info =
       kaio_bench::open_device(&device, "the k-quant kernels need compute capability 8.0+");
@@ -138,6 +140,7 @@ int run(int iters, bool matvec_only) {
   struct Shape { int64_t n, k; };
   for (const Shape s : {Shape{14336, 4096}, Shape{4096, 14336}, Shape{28672, 8192}, Shape{8192, 28672},
                         Shape{18944, 3584}, Shape{3584, 18944}}) {
+    if (s.k > max_k) continue;
     double cublas_us = -1;
     if (cublas) {
       const uint64_t wb = static_cast<uint64_t>(s.n * s.k) * 2;
@@ -205,14 +208,23 @@ int run(int iters, bool matvec_only) {
 int main(int argc, char **argv) {
   int iters = 20;
   bool matvec_only = false;
+  int64_t max_k = INT64_MAX;
   for (int i = 1; i < argc; ++i) {
-    const char *usage = "usage: bench_kquant [--iters N] [--matvec]   (--matvec: the dequant-matvec rows only)\n";
+    const char *usage = "usage: bench_kquant [--iters N] [--matvec] [--max-k K]   (--matvec: the dequant-matvec rows only;\n"
+                        "       --max-k: the matvec shapes with K <= K only)\n";
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
       std::printf("%s", usage);
       return 0;
     }
     if (std::strcmp(argv[i], "--matvec") == 0) {
       matvec_only = true;
+    } else if (std::strcmp(argv[i], "--max-k") == 0 && i + 1 < argc) {
+      auto v = kaio_bench::parse_positive(argv[++i]);
+      if (!v) {
+        std::fprintf(stderr, "%s", usage);
+        return 1;
+      }
+      max_k = *v;
     } else if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
       auto v = kaio_bench::parse_positive(argv[++i]);
       if (!v) {
@@ -225,5 +237,5 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  return kaio_bench::exit_status_of("bench_kquant", [&] { return run(iters, matvec_only); });
+  return kaio_bench::exit_status_of("bench_kquant", [&] { return run(iters, matvec_only, max_k); });
 }

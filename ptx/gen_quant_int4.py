@@ -43,6 +43,14 @@ gemv design (decode: the weight bytes are the cost)
     (j, j+4) as produced, and A is the lane's 16-byte x chunk with prmt
     pairing (x0, x4), (x1, x5) / (x2, x6), (x3, x7).  The mma column g is
     weight column 4g + i of the group (i = 0..3: four mma per step and h).
+  * The 8- and 4-warp contiguous-K kernels: a batch whose steps and columns
+    are all in range (every batch but a warp's last when K is not a multiple
+    of the batch, outside the last CTA) loads without predicates or zero
+    fills, x rows past M re-reading row M-1 (never stored); the sign mask is
+    folded into the nibble lop3 ((w >> 4j) & 0xF) ^ (magic ^ (xmask & 0xF)),
+    xmask being 0 or 0x88888888.  About 10 % fewer instructions a step, same
+    bits; 2-4 % faster at N = K = 8192 and N 14336 (bench/RESULTS.md, session
+    14), where the 16-warp kernels at N = K = 4096 ran 8 % slower with it.
   * Partial sums go to shared [warp][row][col] (f32); thread o then adds the
     WK partials of one output in warp order: no atomics, bitwise repeatable.
   Host guarantees: K % 32 == 0, g = 32 << gshift divides K (or gshift 31
@@ -73,7 +81,7 @@ import collections
 import sys
 
 from kaio_ptx import cli, manifest
-from kaio_ptx.control import cases, loop, skip_if
+from kaio_ptx.control import cases, if_else, loop, skip_if
 from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
 from kaio_ptx.kernel import Kernel
 from kaio_ptx.params import load_params
@@ -156,6 +164,9 @@ def gemv_kernel(dt, mt, wfmt="int4", contig=None):
     i4 = wfmt == "int4"
     Ub = contig.steps if contig else U
     WK = contig.warps if contig else WARPS_SPLIT_K
+    # the lean batches (below) where measured faster: 8 and 4 warps a CTA (N = K = 8192,
+    # N 14336: -2..-4 %); the 16-warp kernels (N 4096, two batches a warp) ran 8 % slower
+    lean = contig is not None and contig.warps < 16
     name = ("kaio_int4_gemv_%s_m%d" if i4 else "kaio_int8w_gemv_%s_m%d") % (dt, mt)
     if contig:
         name += "_g128" + contig.suffix
@@ -246,9 +257,14 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
     rows = [k.r("add.u32", mb, g)] + ([k.r("add.u32", mb, k.r("add.u32", g, 8))] if mt == 16 else [])
     row_ok = [k.p("setp.lt.u32", r, P["m"]) for r in rows]
     xptr = []
+    if lean:
+        k.note("x rows past M re-read row M-1 (their sums are never stored): full batches load unpredicated")
+        mlast = k.r("sub.u32", P["m"], 1)
+        cta_full = k.p("setp.le.u32", k.r("add.u32", nb, X), S["n"])
     for r in rows:
         kk = k.r("add.u32", k.r("shl.b32", start if contig else warp, 5), k.r("shl.b32", t, 3))
-        elem = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(r), P["ldx"]), k.wide(kk))
+        xrow = k.r("min.u32", r, mlast) if lean else r
+        elem = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(xrow), P["ldx"]), k.wide(kk))
         xptr.append(k.rd("add.u64", P["x"], k.rd("shl.b64", elem, 1)))
 
     def load_batch(sb, dst):
@@ -276,21 +292,50 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
                 k.op("@%s ld.global.nc.v2.b32 {%s}, [%s]" % (okc, ", ".join(s), sa))
                 za = k.rd("add.u64", qz_base[c], k.rd("mul.lo.u64", grp, ldqz4))
                 k.op("@%s ld.global.nc.b32 %s, [%s]" % (k.p("and.pred", okc, has_z), z, za))
-            for u in range(Ub):
-                ok = k.p("setp.lt.u32", k.r("add.u32", sb, u) if u else sb, end)
-                for c in range(CW):
-                    okc = k.p("and.pred", ok, col_ok[c])
-                    w = dst["w"][u][c]
-                    for reg in w:
-                        k.op("mov.b32 %s, 0" % reg)
-                    wa = k.rd("add.u64", wptr[c], k.rd("mul.lo.u64", ustride, u)) if u else wptr[c]
-                    k.op("@%s ld.global.cg.v4.b32 {%s}, [%s]" % (okc, ", ".join(w), wa))
-                for i, r in enumerate(rows):
-                    xr = dst["x"][u][i]
-                    for reg in xr:
-                        k.op("mov.b32 %s, 0" % reg)
-                    okr = k.p("and.pred", ok, row_ok[i])
-                    k.op("@%s ld.global.nc.v4.b32 {%s}, [%s+%d]" % (okr, ", ".join(xr), xptr[i], u * 64))
+            if not lean:
+                for u in range(Ub):
+                    ok = k.p("setp.lt.u32", k.r("add.u32", sb, u) if u else sb, end)
+                    for c in range(CW):
+                        okc = k.p("and.pred", ok, col_ok[c])
+                        w = dst["w"][u][c]
+                        for reg in w:
+                            k.op("mov.b32 %s, 0" % reg)
+                        wa = k.rd("add.u64", wptr[c], k.rd("mul.lo.u64", ustride, u)) if u else wptr[c]
+                        k.op("@%s ld.global.cg.v4.b32 {%s}, [%s]" % (okc, ", ".join(w), wa))
+                    for i, r in enumerate(rows):
+                        xr = dst["x"][u][i]
+                        for reg in xr:
+                            k.op("mov.b32 %s, 0" % reg)
+                        okr = k.p("and.pred", ok, row_ok[i])
+                        k.op("@%s ld.global.nc.v4.b32 {%s}, [%s+%d]" % (okr, ", ".join(xr), xptr[i], u * 64))
+                return dst
+            # a whole batch of whole columns (all but a warp's last batch when its
+            # range is not a multiple of the batch, and the last CTA's columns) loads
+            # without predicates or zero fills: fewer instructions a step
+            full = k.p("and.pred", k.p("setp.le.u32", k.r("add.u32", sb, Ub), end), cta_full)
+            for arm in if_else(k, full, "partial", uni=True):
+                for u in range(Ub):
+                    if not arm.then:
+                        ok = k.p("setp.lt.u32", k.r("add.u32", sb, u) if u else sb, end)
+                    for c in range(CW):
+                        w = dst["w"][u][c]
+                        wa = k.rd("add.u64", wptr[c], k.rd("mul.lo.u64", ustride, u)) if u else wptr[c]
+                        if arm.then:
+                            k.op("ld.global.cg.v4.b32 {%s}, [%s]" % (", ".join(w), wa))
+                            continue
+                        okc = k.p("and.pred", ok, col_ok[c])
+                        for reg in w:
+                            k.op("mov.b32 %s, 0" % reg)
+                        k.op("@%s ld.global.cg.v4.b32 {%s}, [%s]" % (okc, ", ".join(w), wa))
+                    for i, r in enumerate(rows):
+                        xr = dst["x"][u][i]
+                        if arm.then:
+                            k.op("ld.global.nc.v4.b32 {%s}, [%s+%d]" % (", ".join(xr), xptr[i], u * 64))
+                            continue
+                        for reg in xr:
+                            k.op("mov.b32 %s, 0" % reg)
+                        okr = k.p("and.pred", ok, row_ok[i])
+                        k.op("@%s ld.global.nc.v4.b32 {%s}, [%s+%d]" % (okr, ", ".join(xr), xptr[i], u * 64))
             return dst
         for u in range(U):
             su = k.r("add.u32", sb, u * WK) if u else sb
@@ -338,6 +383,11 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
                 k.op("mov.f32 %s, 0f00000000" % reg)
     zero = k.r("mov.b32", 0)
     cst = constants(k, dt)
+    if lean and i4:
+        # xmask is 0 or 0x88888888 (the same in every nibble), so ((w ^ xmask) >> 4j) & 0xF
+        # == ((w >> 4j) & 0xF) ^ (xmask & 0xF); magic has no bit there: one lop3
+        # (a & b) ^ c with c = magic ^ (xmask & 0x000F000F) takes the xor's place
+        magic_x = k.r("xor.b32", k.r("and.b32", P["xmask"], "0x000F000F"), MAGIC[dt])
     mma = "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32" % (dt, dt)
 
     def compute(st):
@@ -371,11 +421,17 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
                     nbias = neg_bias(k, dt, k.r("mul.lo.u32", z, "0x00010001"))
                     sreg = st["s"][gi][c][i // 2]
                     s2 = k.r("prmt.b32", sreg, sreg, "0x1010" if i % 2 == 0 else "0x3232")
-                    word = k.r("xor.b32", st["w"][u][c][i], P["xmask"])
+                    if lean:
+                        word = st["w"][u][c][i]
+                    else:
+                        word = k.r("xor.b32", st["w"][u][c][i], P["xmask"])
                     wv = []
                     for j in range(4):
                         sh = k.r("shr.u32", word, 4 * j) if j else word
-                        packed = k.r("lop3.b32", sh, "0x000F000F", MAGIC[dt], "0xEA")
+                        if lean:
+                            packed = k.r("lop3.b32", sh, "0x000F000F", magic_x, "0x6A")
+                        else:
+                            packed = k.r("lop3.b32", sh, "0x000F000F", MAGIC[dt], "0xEA")
                         wv.append(dequant_pair(k, dt, cst, packed, nbias, s2))
                     d = ", ".join(acc[c][i])
                     for h in range(2):

@@ -48,11 +48,15 @@ more sectors (ncu, 14336 x 4096: 1.10x the weight sectors at 16 mod 128,
 
 Q6_K and Q8_0 blocks (210 and 34 bytes) put a row's chunk at any even
 address. Bulk copies need 16-byte aligned ends, so when the host says so
-(`windows`: W's rows off 16 bytes, or K not a multiple of 8 blocks) each
-row's chunk is copied in the 16-byte aligned window around it and read
-from the window's offset (the host checks W starts 16-byte aligned and its
-buffer holds the last window's up to 15 extra bytes, else the fallback
-kernels run). Measured (same bench, 18944 x 3584 and 3584 x 18944, K not a
+(`windows`: W's rows off 32 bytes, or K not a multiple of 8 blocks) each
+row's chunk is copied in the 16-byte aligned window around it, placed
+(start & 16) bytes into its shared row so that both ends of the copy sit
+alike mod 32, and read from (start & 31) (the host checks W starts 16-byte
+aligned and its buffer holds the last window's up to 15 extra bytes, else
+the fallback kernels run). A copy whose ends differ by 16 mod 32 asks L2
+for split sectors: Q6_K 4096 x 14336 (rows 16 mod 32 apart) read 1.12x the
+ideal sectors with plain copies, 1.03x with placed windows (ncu, 26.5 ->
+24.6 us; bench/RESULTS.md, session 14). Measured (same bench, 18944 x 3584 and 3584 x 18944, K not a
 multiple of 2048): Q6_K f16 39.5 -> 27.0 and 40.9 -> 28.0 us, f32 62.6 ->
 29.4 and 68.2 -> 34.1 (the register-fed and CUDA-core kernels before);
 aligned rows take plain copies, within 0-4 % of before (Q6_K f32 24.4 ->
@@ -255,9 +259,12 @@ def stream_matvec(k, p, fmt, dt):
                     dst = k.r("mad.lo.u32", ring_p.s, str(lay.stage), ring)
                     src_off = k.rd("mul.wide.u32", kc, str(bb))
 
-                    def copy(r, src, size):
+                    def copy(r, src, size, shift=None):
+                        row_dst = k.r("add.u32", dst, str(r * lay.pitch))
+                        if shift is not None:
+                            row_dst = k.r("add.u32", row_dst, shift)
                         k.op("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%s], %s, [%s]"
-                             % (k.r("add.u32", dst, str(r * lay.pitch)), src, size, fbar))
+                             % (row_dst, src, size, fbar))
 
                     def plain_copies():
                         mbarrier.arrive_expect_tx(k, fbar, k.r("shl.b32", row_bytes, "4"))
@@ -277,7 +284,10 @@ def stream_matvec(k, p, fmt, dt):
                                     size = k.r("and.b32", k.r("add.u32", delta, k.r("add.u32", row_bytes, "15")),
                                                "-16")
                                     mbarrier.expect_tx(k, fbar, size)
-                                    copy(r, k.rd("sub.u64", src, k.rd("cvt.u64.u32", delta)), size)
+                                    # the window lands at the shared row + (src & 16): both
+                                    # ends then sit alike mod 32, so no L2 sector is split
+                                    copy(r, k.rd("sub.u64", src, k.rd("cvt.u64.u32", delta)), size,
+                                         k.r("and.b32", k.r("cvt.u32.u64", src), "16"))
                                 mbarrier.arrive(k, fbar)
                             else:
                                 plain_copies()
@@ -321,17 +331,17 @@ def stream_matvec(k, p, fmt, dt):
             lane_row = k.r("mad.lo.u32", g, str(lay.pitch), k.r("mad.lo.u32", cw, str(bpw * bb), ring))
             with loop(k, "ctile") as tile_lp:
                 # rows g and g + 8 in a stage slot: with windows, each 16-byte window
-                # starts (start & 15) before its row's chunk; a stage's chunks start a
-                # multiple of 16 bytes apart (sb x bb), so that offset is the row's, for
-                # the whole tile
+                # starts (start & 15) before its row's chunk and is placed (start & 16)
+                # into the row; a stage's chunks start a multiple of 32 bytes apart
+                # (sb x bb), so that offset, start & 31, is the row's for the whole tile
                 if windowed(fmt):
-                    assert sb * bb % 16 == 0
+                    assert sb * bb % 32 == 0
                     row_bases, crow0 = [], k.r("shl.b32", ctile, "4")
                     for off in (0, 8):
                         row = tile_row(crow0, k.r("add.u32", g, str(off)))
                         start = k.r("mad.lo.u32", row, k.r("cvt.u32.u64", p["w_stride"]), k.r("cvt.u32.u64", p["w"]))
                         row_bases.append(k.r("add.u32", k.r("add.u32", lane_row, str(off * lay.pitch)),
-                                             k.r("and.b32", start, "15")))
+                                             k.r("and.b32", start, "31")))
                 acc = [k.var_f("0f00000000") for _ in range(4)]
                 ckc = k.var_r("0")
                 with loop(k, "cstage") as stage_lp:

@@ -143,10 +143,21 @@ TEST_F(FakeKquant, EachOpLaunchesItsKernelOverTheWholeTensor) {
   EXPECT_EQ(grid_, 3u);
   EXPECT_EQ(block_, 544u);
   EXPECT_EQ(kt::launch_param<unsigned>(12), 1u);
+  // rows 16 mod 32 bytes apart (8 blocks, 1680 bytes) take the windows too,
+  // which place them on their sectors; rows 0 mod 32 apart (16 blocks, 3360
+  // bytes) from a 32-byte aligned W take plain copies
   const kaio_tensor a2k = at(KAIO_DTYPE_F16, 3, 2048, 0);
   EXPECT_EQ(matmul(a2k, at(KAIO_DTYPE_U8, 40, 8 * 210, 65536), clong, KAIO_QUANT_Q6_K),
             "kaio_kq_stream_q6_k_f16");
+  EXPECT_EQ(kt::launch_param<unsigned>(12), 1u);
+  EXPECT_EQ(matmul(at(KAIO_DTYPE_F16, 3, 4096, 0), at(KAIO_DTYPE_U8, 40, 16 * 210, 65536), clong,
+                   KAIO_QUANT_Q6_K),
+            "kaio_kq_stream_q6_k_f16");
   EXPECT_EQ(kt::launch_param<unsigned>(12), 0u);
+  EXPECT_EQ(matmul(at(KAIO_DTYPE_F16, 3, 4096, 0), at(KAIO_DTYPE_U8, 40, 16 * 210, 65552), clong,
+                   KAIO_QUANT_Q6_K),
+            "kaio_kq_stream_q6_k_f16");
+  EXPECT_EQ(kt::launch_param<unsigned>(12), 1u) << "W at 16 mod 32";
   EXPECT_EQ(matmul(a2k, at(KAIO_DTYPE_U8, 40, 8 * 210, 65538), clong, KAIO_QUANT_Q6_K),
             "kaio_kq_mma_q6_k_f16_w4");
   EXPECT_EQ(grid_, 3u);

@@ -98,10 +98,11 @@ def run(text, fmt, dt, M, N, nblk, ctas=2, out_f16=False, stages=3, windows=None
     params = dict(a=aoff, w=woff, c=coff, m=M, n=N, units=K // UNIT[fmt], lda=lda,
                   w_stride=nblk * BB[fmt], ldc=ldc, a_dtype=DTYPE[dt], out_dtype=2 if out_f16 else 1,
                   stages=stages)
-    # Q6_K / Q8_0 rows off 16 bytes take 16-byte windows (the host's rule;
-    # a case may force them on aligned rows)
+    # Q6_K / Q8_0 rows off 32 bytes take 16-byte windows, placed at their
+    # source's offset mod 32 (the host's rule; a case may force them on
+    # aligned rows)
     if windows is None:
-        windows = int(fmt in ("q6_k", "q8_0") and (nblk % 8 != 0 or woff % 16 != 0 or params["w_stride"] % 16 != 0))
+        windows = int(fmt in ("q6_k", "q8_0") and (nblk % 8 != 0 or woff % 32 != 0 or params["w_stride"] % 32 != 0))
     params["windows"] = windows
     split = dt == "f32" or (fmt == "q8_0" and dt == "bf16")
     smem = stages * stage + fixed + M * K * (4 if split else 2)
@@ -150,6 +151,10 @@ def main():
     bad += not (run(text, "q8_0", "bf16", 1, 23, 19) < 1e-5)
     bad += not (run(text, "q6_k", "f32", 1, 20, 21, ctas=1, stages=2) < 1e-5)
     bad += not (run(text, "q8_0", "f16", 2, 20, 16, windows=1) < 1e-5)      # windows on aligned rows
+    # Q6_K rows 16 mod 32 bytes apart (8 blocks, 1680 bytes; the cases above
+    # with 8 blocks too) take windows, odd rows placed 16 bytes in; 16 blocks
+    # (3360 bytes) take them only where W starts at 16 mod 32
+    bad += not (run(text, "q6_k", "bf16", 1, 20, 16) < 1e-5)
     # the split by quads of lanes: 57 groups (a warp's last 8 partly past
     # the end) and 272 (three passes of the 128 groups the consumers take)
     bad += not (run(text, "q8_0", "f32", 3, 20, 19, ctas=1) < 1e-5)

@@ -316,12 +316,15 @@ bool stream_windows_fit(const CheckedView &w) {
 }
 
 // Whether those copies need the windows at all: not when every row chunk
-// starts and ends on 16 bytes (W starts 16-byte aligned, as
-// stream_windows_fit requires; rows a multiple of 16 bytes apart; whole
-// 8-block runs of 210 or 34 bytes), where the kernel issues plain copies.
+// starts on 32 bytes and ends on 16 (W starts 32-byte aligned, rows a
+// multiple of 32 bytes apart; whole 8-block runs of 210 or 34 bytes), where
+// the kernel issues plain copies. The windowed copies also place a row that
+// starts at 16 mod 32 (Q6_K at K 14336: rows 11760 bytes apart) 16 bytes
+// into its shared row: a bulk copy whose two ends differ by 16 mod 32 asks
+// L2 for about 12 % more sectors (bench/RESULTS.md, session 13).
 unsigned stream_windows(const KquantPlan &p, const CheckedView &w) {
   if (p.format != KAIO_QUANT_Q6_K && p.format != KAIO_QUANT_Q8_0) return 0;
-  const bool aligned = (w.rows == 1 || w.row_stride % 16 == 0) &&
+  const bool aligned = w.address % 32 == 0 && (w.rows == 1 || w.row_stride % 32 == 0) &&
                        (p.k / kquant_block_elems(p.format)) % 8 == 0;
   return aligned ? 0 : 1;
 }

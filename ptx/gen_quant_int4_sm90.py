@@ -56,9 +56,12 @@ Design
     and 2, one lop3 (the signed format's xor folded in) leaves 1024 + q_lo
     and 1024 + 16 q_hi, and an fma by (1, 1/16) plus (-(1024 + z), -(64 + z))
     gives the same exact q - z; a step's group is a shift, not a division,
-    and the second group row is loaded only when g = 32: M = 512 0.68x /
-    0.73x / 0.69x -> 0.79x / 0.88x / 0.84x cuBLAS f16, M = 4096 one-shot
-    0.71x -> 0.85x (bench_quant --prefill, one H100 run).  A whole K step's registers (16) are built at once, in two
+    the second group row is loaded only when g = 32, and a step in the group
+    of the step before loads no scales or zeros: M = 512 0.68x / 0.73x /
+    0.69x -> 0.81x / 0.91x / 0.86x cuBLAS f16, M = 2048 one-shot 0.70-0.72x
+    -> 0.86-0.88x; ncu at M = 2048, N = K = 4096: tensor pipe 56% -> 72%
+    busy (bench_quant --prefill, H100).  A third register set (a3, two steps
+    in flight) measured slower again (M = 512 0.72x / 0.82x / 0.77x).  A whole K step's registers (16) are built at once, in two
     sets: the four wgmma of step i run (one commit group) while step i+1's
     set is built; wait_group 1 then frees step i-1's set and its stage.
   * Epilogue: element (n, m) of C^T is C[m][n]; each warpgroup transposes
@@ -171,9 +174,13 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
         end."""
         grp = k.r("shr.u32", k.r("shl.b32", k.r("add.u32", step0, step), 6), gshift)
         live = k.p("setp.lt.u32", step, nsteps)
+        # the same group as the step before (g >= 128): raw already holds it
+        skip = k.label("one_group")
+        same = k.p("setp.eq.u32", grp, last_grp)
+        k.op("mov.u32 %s, %s" % (last_grp, grp))
+        k.op("@%s bra.uni %s" % (same, skip))
         for key in raw:
             k.op("mov.u32 %s, 0" % raw[key])
-        skip = k.label("one_group")
         for r in range(2):
             if r:
                 # row 1 is another group only when g = 32; otherwise build reuses row 0
@@ -268,6 +275,7 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
     # the empty barriers' base once: releases address stages behind the current one
     ring = Ring(k, bars, STAGES, 0, k.r("add.u32", bars, 8 * STAGES))
     it = k.r("mov.u32", 0)
+    last_grp = k.r("mov.u32", -1)
     group_loads(it, nxt)
     next_scales(k.r("mov.u32", 1))
     build(areg[0])

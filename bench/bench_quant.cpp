@@ -15,8 +15,9 @@
 // output is checked against its baseline: int8 exactly, int4 within 1e-2
 // relative Frobenius error (f16 weights dequantized on the host for cuBLAS).
 //
-// usage: bench_quant [--iters N] [--quick] [--decode]   (--quick: N = K = 4096 only;
-//        --decode: the int4 and fused QKV rows at M <= 16 only)
+// usage: bench_quant [--iters N] [--quick] [--decode] [--prefill]   (--quick: N = K = 4096 only;
+//        --decode: the int4 and fused QKV rows at M <= 16 only;
+//        --prefill: the int4 rows at M 512, 2048, 4096 only, also timing the one-shot call)
 // Exit status: 0 on success, 1 on a failure or mismatch, 2 without a GPU.
 #include <dlfcn.h>
 #include <glob.h>
@@ -257,6 +258,7 @@ struct Ctx {
   Timer *timer;
   const Blas *blas;
   bool failed = false;
+  bool one_shot = false;   // --prefill: also time kaio_matmul_int4 (no op handle)
 };
 
 // GPTQ weights of one K x N layer: qweight, qzeros, scales (random) and,
@@ -323,6 +325,21 @@ void bench_int4(Ctx &cx, int64_t m, int64_t n, int64_t k) {
   std::printf("int4  M=%-5lld N=%-6lld K=%-6lld kaio %9.1f us  %7.0f GB/s of weights",
               static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
               kaio_us, wbytes / kaio_us / 1e3);
+  double one_us = 0;
+  if (cx.one_shot) {   // the one-shot call: the fused kernel wherever the device runs sm_90a
+    kaio_matmul_int4_desc d;
+    CHECK(kaio_matmul_int4_desc_init(&d, sizeof d));
+    d.m = m;
+    d.n = n;
+    d.k = k;
+    d.group_size = kGroup;
+    one_us = cx.timer->median_us([&](uint64_t set) {
+      kaio_tensor t[5];
+      views(set, t);
+      CHECK(kaio_matmul_int4(cx.stream, &t[0], &t[1], &t[2], &t[3], &t[4], &d));
+    }, ar.layout.sets);
+    std::printf("  one-shot %9.1f us", one_us);
+  }
   if (cx.blas->gemm_ex) {
     const double blas_us = cx.timer->median_us([&](uint64_t set) {
       cx.blas->gemm_f16(ar.at(set, 0), ar.at(set, 5), ar.at(set, 6), m, n, k);
@@ -330,9 +347,11 @@ void bench_int4(Ctx &cx, int64_t m, int64_t n, int64_t k) {
     const std::vector<float> got = read_f32(ar.buf.get(), ar.layout.offset(0, 4), m * n, cx.stream);
     const std::vector<float> ref = read_f32(ar.buf.get(), ar.layout.offset(0, 6), m * n, cx.stream);
     const double diff = rel_diff(got, ref);
-    std::printf("  cuBLAS f16 %9.1f us  %7.0f GB/s  speedup %5.2fx  diff %.1e%s\n", blas_us,
+    std::printf("  cuBLAS f16 %9.1f us  %7.0f GB/s  speedup %5.2fx  diff %.1e%s", blas_us,
                 double(l.w16.size()) / blas_us / 1e3, blas_us / kaio_us, diff,
                 diff <= 1e-2 ? "" : "  MISMATCH");
+    if (cx.one_shot) std::printf("  one-shot %5.2fx", blas_us / one_us);
+    std::printf("\n");
     if (!(diff <= 1e-2)) cx.failed = true;
   } else {
     std::printf("  (no cuBLAS)\n");
@@ -469,13 +488,15 @@ double copy_gbps(Ctx &cx) {
 
 int main(int argc, char **argv) {
   int iters = 30;
-  bool quick = false, decode = false;
+  bool quick = false, decode = false, prefill = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") {
       quick = true;
     } else if (a == "--decode") {
       decode = true;
+    } else if (a == "--prefill") {
+      prefill = true;
     } else if (a == "--iters" && i + 1 < argc) {
       const auto n = kaio_bench::parse_positive(argv[++i]);
       if (!n || *n > 100000) {
@@ -484,7 +505,7 @@ int main(int argc, char **argv) {
       }
       iters = static_cast<int>(*n);
     } else {
-      std::fprintf(stderr, "usage: bench_quant [--iters N] [--quick] [--decode]\n");
+      std::fprintf(stderr, "usage: bench_quant [--iters N] [--quick] [--decode] [--prefill]\n");
       return a == "--help" ? 0 : 1;
     }
   }
@@ -504,6 +525,12 @@ int main(int argc, char **argv) {
     std::printf("device-to-device copy, 256 MiB: %.0f GB/s (read + write)\n\n", copy_gbps(cx));
     std::vector<std::pair<int64_t, int64_t>> nk = {{4096, 4096}};
     if (!quick) nk = {{4096, 4096}, {8192, 8192}, {14336, 4096}};
+    if (prefill) {
+      cx.one_shot = true;
+      for (auto [n, k] : nk)
+        for (int64_t m : {512, 2048, 4096}) bench_int4(cx, m, n, k);
+      return cx.failed ? 1 : 0;
+    }
     for (auto [n, k] : nk)
       for (int64_t m : {1, 4, 16, 512, 4096})
         if (!decode || m <= 16) bench_int4(cx, m, n, k);

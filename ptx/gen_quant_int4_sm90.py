@@ -51,7 +51,17 @@ Design
     register makes the f16x2 (bf16x2) 1024 + q (128 + q): 5.5 instructions
     a register where shifts and masks took 10 (M = 512 0.49x/0.72x/0.67x ->
     0.53x/0.74x/0.69x cuBLAS f16 on the H100).  Then (x - (magic + z)) is
-    exact and the multiply by the scale rounds once.  A whole K step's registers (16) are built at once, in two
+    exact and the multiply by the scale rounds once.  f16 (session 14) takes
+    2 integer instructions a register: one permute copies byte t to bytes 0
+    and 2, one lop3 (the signed format's xor folded in) leaves 1024 + q_lo
+    and 1024 + 16 q_hi, and an fma by (1, 1/16) plus (-(1024 + z), -(64 + z))
+    gives the same exact q - z; a step's group is a shift, not a division,
+    the second group row is loaded only when g = 32, and a step in the group
+    of the step before loads no scales or zeros: M = 512 0.68x / 0.73x /
+    0.69x -> 0.81x / 0.91x / 0.86x cuBLAS f16, M = 2048 one-shot 0.70-0.72x
+    -> 0.86-0.88x; ncu at M = 2048, N = K = 4096: tensor pipe 56% -> 72%
+    busy (bench_quant --prefill, H100).  A third register set (a3, two steps
+    in flight) measured slower again (M = 512 0.72x / 0.82x / 0.77x).  A whole K step's registers (16) are built at once, in two
     sets: the four wgmma of step i run (one commit group) while step i+1's
     set is built; wait_group 1 then frees step i-1's set and its stage.
   * Epilogue: element (n, m) of C^T is C[m][n]; each warpgroup transposes
@@ -145,6 +155,10 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
     zeros = k.p("setp.ne.u64", P["qz"], 0)
     ngroups = k.r("div.u32", P["k"], P["group"])
     g32 = k.p("setp.eq.u32", P["group"], 32)
+    # a K step's group by a shift, not a division in the loop: g is a power of
+    # two, or K itself (then every step is in group 0: 64 * step < 2^31)
+    pow2 = k.p("setp.eq.u32", k.r("and.b32", P["group"], k.r("add.u32", P["group"], -1)), 0)
+    gshift = k.r("selp.b32", k.r("bfind.u32", P["group"]), 31, pow2)
     ns = [k.r("add.u32", n0, c) for c in cols]
     nok = [k.p("setp.lt.u32", n, P["n"]) for n in ns]
     sc_col = [k.rd("add.u64", P["sc"], k.rd("mul.wide.u32", n, 2)) for n in ns]
@@ -158,19 +172,28 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
         0 | 1]: group row r = 0 serves its k16 steps 0, 1 and r = 1 steps 2, 3
         (the next group when g = 32, else the same one); 0 past N, K/g or the
         end."""
-        grp = k.r("div.u32", k.r("shl.b32", k.r("add.u32", step0, step), 6), P["group"])
+        grp = k.r("shr.u32", k.r("shl.b32", k.r("add.u32", step0, step), 6), gshift)
         live = k.p("setp.lt.u32", step, nsteps)
+        # the same group as the step before (g >= 128): raw already holds it
+        skip = k.label("one_group")
+        same = k.p("setp.eq.u32", grp, last_grp)
+        k.op("mov.u32 %s, %s" % (last_grp, grp))
+        k.op("@%s bra.uni %s" % (same, skip))
+        for key in raw:
+            k.op("mov.u32 %s, 0" % raw[key])
         for r in range(2):
-            gr = grp if r == 0 else k.r("add.u32", grp, k.r("selp.b32", 1, 0, g32))
+            if r:
+                # row 1 is another group only when g = 32; otherwise build reuses row 0
+                k.op("@!%s bra.uni %s" % (g32, skip))
+            gr = grp if r == 0 else k.r("add.u32", grp, 1)
             gok = k.p("setp.lt.and.u32", gr, ngroups, live)
             grw = k.rd("cvt.u64.u32", gr)
             for ci in range(2):
                 ok = k.p("and.pred", gok, nok[ci])
-                k.op("mov.u32 %s, 0" % raw[r, ci, 0])
-                k.op("mov.u32 %s, 0" % raw[r, ci, 1])
                 k.op("@%s ld.global.u16 %s, [%s]" % (ok, raw[r, ci, 0], k.rd("mad.lo.u64", grw, ldsc2, sc_col[ci])))
                 k.op("@%s ld.global.u32 %s, [%s]" % (k.p("and.pred", ok, zeros), raw[r, ci, 1],
                                                      k.rd("mad.lo.u64", grw, ldqz4, qz_col[ci])))
+        k.place(skip)
 
     nxt = {(r, ci, x): k.reg("r") for r in range(2) for ci in range(2) for x in range(2)}
     cur = {key: k.reg("r") for key in nxt}
@@ -190,12 +213,20 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
         sc2, zm2 = {}, {}
         for r in range(2):
             for ci in range(2):
-                sv = cur[r, ci, 0]
-                sc2[r, ci] = k.r("or.b32", sv, k.r("shl.b32", sv, 16))
-                z = k.r("and.b32", k.r("shr.u32", cur[r, ci, 1], zshift[ci]), 15)
+                sv, zw = cur[r, ci, 0], cur[r, ci, 1]
+                if r == 1:
+                    sv, zw = (k.r("selp.b32", cur[1, ci, x], cur[0, ci, x], g32) for x in range(2))
+                sc2[r, ci] = k.r("prmt.b32", sv, sv, "0x1010")
+                z = k.r("and.b32", k.r("shr.u32", zw, zshift[ci]), 15)
                 z = k.r("selp.b32", k.r("add.u32", z, P["zoff"]), 8, zeros)
                 # q and z + zoff are at most 16: they sit in the low mantissa bits of the magic
-                zm2[r, ci] = k.r("or.b32", k.r("or.b32", z, k.r("shl.b32", z, 16)), magic)
+                zm2[r, ci] = k.r("or.b32", k.r("mul.lo.u32", z, "0x00010001"), magic)
+                if dt == "f16":
+                    # (-(1024 + z), -(64 + z)): the constant of the fma below, exact
+                    zm2[r, ci] = k.r("fma.rn.f16x2", zm2[r, ci], neg1, zc_hi)
+        if dt == "f16":
+            build_f16(a, qws, sc2, zm2)
+            return
         for kk in range(BK // 16):
             r = 0 if kk < 2 else 1
             for w in range(2):
@@ -212,6 +243,30 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
                     k.op("mul.rn.%s %s, %s, %s" % (hx, a[4 * kk + 2 * w + ci],
                                                    k.r("sub.rn.%s" % hx, x, zm2[r, ci]), sc2[r, ci]))
 
+    # f16: a register's nibble pair (2t, 2t+1) is byte t of one word; one permute
+    # puts it in bytes 0 and 2, one lop3 keeps the low nibble in the low half
+    # and the high one at bits 4..7 of the high half under the magic's exponent
+    # (xmask's xor folded in: f = b ? a ^ c : c, with c = magic | xmask's bits
+    # there), so the halves are 1024 + q and 1024 + 16 q; one fma by (1, 1/16)
+    # plus (-(1024 + z), -(64 + z)) makes q - z exactly, as the subtraction did.
+    tsel = k.r("mul.lo.u32", t, "0x1111")
+    nmask = "0x00F0000F"
+    cmagic = k.r("or.b32", k.r("and.b32", k.r("prmt.b32", P["xmask"], P["xmask"], tsel), nmask), MAGIC["f16"])
+    # f16x2 constants (no immediates there): (-1, -1), (0, 960), (1, 1/16)
+    neg1, zc_hi, nib_mul = (k.r("mov.b32", c) for c in ("0xBC00BC00", "0x63800000", "0x2C003C00"))
+
+    def build_f16(a, qws, sc2, zc):
+        for kk in range(BK // 16):
+            r = 0 if kk < 2 else 1
+            for w in range(2):
+                for ci in range(2):
+                    word = k.r("ld.shared.b32", "[%s]" % k.r("add.u32", qws, k.r(
+                        "shl.b32", k.r("add.u32", cols[ci], (2 * kk + w) * BN), 2)))
+                    x = k.r("lop3.b32", k.r("prmt.b32", word, word, tsel), nmask, cmagic, "0x6A")
+                    k.op("mul.rn.f16x2 %s, %s, %s" % (a[4 * kk + 2 * w + ci],
+                                                      k.r("fma.rn.f16x2", x, nib_mul, zc[r, ci]),
+                                                      sc2[r, ci]))
+
     def next_scales(step):
         for key in nxt:
             k.op("mov.u32 %s, %s" % (cur[key], nxt[key]))
@@ -220,6 +275,7 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
     # the empty barriers' base once: releases address stages behind the current one
     ring = Ring(k, bars, STAGES, 0, k.r("add.u32", bars, 8 * STAGES))
     it = k.r("mov.u32", 0)
+    last_grp = k.r("mov.u32", -1)
     group_loads(it, nxt)
     next_scales(k.r("mov.u32", 1))
     build(areg[0])

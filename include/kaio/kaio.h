@@ -861,7 +861,7 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_int8(kaio_stream *stream, const 
  * once per 16 rows of A with 16-byte loads and dequantizes in registers for
  * mma.sync. M > 16 on compute capability 9.0 (sm_90a): one kernel that
  * dequantizes in registers straight into wgmma, no workspace, for one-shot
- * calls and for op handles up to M = 1024; where its tiles would leave SMs
+ * calls and for op handles up to M = 2048; where its tiles would leave SMs
  * idle, CTA pairs (thread block clusters) split K and sum their partial
  * tiles in shared memory, in a fixed order. Otherwise op handles with M > 16
  * own a K×N workspace in A's dtype: each launch dequantizes into it and runs

@@ -22,7 +22,7 @@ namespace kaio {
 namespace {
 
 constexpr int64_t kDecodeMaxRows = 16;
-constexpr int64_t kFusedMaxRows = 1024;   // op handles: the sm_90a fused kernel up to here
+constexpr int64_t kFusedMaxRows = 2048;   // op handles: the sm_90a fused kernel up to here
 constexpr int64_t kKStep = 32;           // the decode kernel's K step
 constexpr int64_t kMaxGridYZ = 65535;
 constexpr uint32_t kSignedMask = 0x88888888u;  // signed nibble s -> unsigned s + 8
@@ -268,8 +268,10 @@ kaio_status plan_unlogged(kaio_device *device, Int4Plan *p, bool allow_prefill) 
                 p->m, kMaxGridYZ * kDecodeMaxRows);
   KAIO_TRY(require_arch(device, 8, 0, "int4 matmul (mma.sync m16n8k16)"));
   // Op handles past kFusedMaxRows dequantize once per launch and run the
-  // matmul, which is then faster (bench_quant on the H100: M = 4096 at 0.89x
-  // cuBLAS f16 against 0.71x fused); one-shot calls own no workspace.
+  // matmul, which is then faster (bench_quant --prefill on the H100: M = 4096
+  // at 0.88-0.90x cuBLAS f16 against 0.82-0.87x fused; at M = 2048 the fused
+  // kernel is 3-4% faster: 0.86-0.88x against 0.84-0.85x); one-shot calls own
+  // no workspace.
   // The fused kernel where the device runs sm_90a and the driver loads it.
   const bool fused_rows = p->m <= kFusedMaxRows || !allow_prefill;
   const bool tall = !p->qkv && p->m > kDecodeMaxRows;

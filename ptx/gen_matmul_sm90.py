@@ -138,7 +138,7 @@ Design
     and spills (5.5 KB of stack before that change).  Tried and dropped
     (session 14, bench/RESULTS.md): 16-bit output staged through shared
     memory (stmatrix into a ring of 3 x 64 x 32-column buffers per
-    warpgroup) and written with one cp.async.bulk per 64-byte row run: 2-12 %
+    warpgroup) and written with one cp.async.bulk per 64-byte row run: 0.3-14 %
     slower than these stores at 4096^3, 8192^3 and the nn.Linear shapes.
   * TMA boxes start on a 16-byte boundary along their inner dimension (an
     unaligned start is CUDA_ERROR_ILLEGAL_INSTRUCTION); a box never lies

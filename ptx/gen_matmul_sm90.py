@@ -39,7 +39,9 @@ inputs (wide tile; cuBLASLt int8 1271 in h100-baselines.md), a first figure.
 
   Params: (.param .align 64 .b8 tmap_a[128], .param .align 64 .b8 tmap_b[128],
            u64 c, u32 m, u32 n, u32 k, u64 ldc, f32 alpha, f32 beta,
-           u32 out_dtype, u32 kper, u64 split_elems); ldc in elements.
+           u32 out_dtype, u32 kper, u64 split_elems[, u32 kchunk]); ldc in
+           elements; kchunk (last, f16/bf16 entries only): K steps per f32
+           accumulation chunk, 0 = one chunk (below, "Long K").
   Split-K: kper = K steps (of 64) per split, split_elems = elements between
   the splits' outputs.  Work item t = s * tiles + tile computes split s of
   that tile over K steps [s*kper, min(s*kper + kper, ceil(K/64))) and stores
@@ -47,7 +49,7 @@ inputs (wide tile; cuBLASLt int8 1271 in h100-baselines.md), a first figure.
   plain product; with more than one split the host passes out_dtype 1 (f32),
   alpha 1, beta 0 and a workspace for c, and sums the splits in a second
   kernel (kaio_splitk_reduce in convert.ptx) in split order: deterministic.
-  _sk entries: two more params, u64 ws and u64 count; c, alpha, beta and
+  _sk entries: two more params, u64 ws and u64 count (before kchunk); c, alpha, beta and
   out_dtype are the product's own and split_elems is unused.  Work items as
   above; with more than one split, each stores its f32 partial tile (bm x bn,
   in the consumers' fragment order) at ws + (s * tiles + tile) * bm * bn * 4,
@@ -60,7 +62,8 @@ inputs (wide tile; cuBLASLt int8 1271 in h100-baselines.md), a first figure.
   the .align 64 is honoured in absolute constant-bank terms, and on sm_90
   (driver 580) the parameter block starts at c[0x0][0x210], which is 16 mod
   64: the driver puts tmap_a at offset 48, so the offsets are 48, 176, 304,
-  312, 316, 320, 328, 336, 340, 344, 348, 352 (360 bytes), NOT those of a
+  312, 316, 320, 328, 336, 340, 344, 348, 352 (360 bytes; then kchunk at
+  360, or _sk: ws 360, count 368, kchunk 376), NOT those of a
   C struct (0, 128, 256, ...).  Take them from cuFuncGetParamInfo (or launch with a
   kernelParams array, which the driver places itself); seen on an H100:
   param_bytes = 348 before kper and split_elems were added; SASS reads c
@@ -120,12 +123,23 @@ Design
   * Persistent tile loop, tiles in groups of 16 tile rows (M) walked column by
     column inside a group, for L2 reuse; the producer runs ahead into the
     next tile while the consumers run the epilogue.
+  * Long K (16-bit inputs, 128 x 128 and 128 x 64 tiles): with kchunk > 0 and
+    f32 output or f32 split partials, each chunk of kchunk K steps starts
+    from fresh accumulators (scale-d = false) and is added into f32 totals in
+    registers after a wgmma.wait_group 0, in chunk order; the totals start at
+    -0.0, so a product of one chunk keeps its bits. The tensor cores' own f32
+    sums err about linearly in K; the host passes 64 (4096 of K). The wide
+    tile ignores kchunk: its 128 accumulators leave no registers for totals.
   * Epilogue straight from the accumulators: alpha/beta, cvt.rn, 2-element
     stores when the tile is whole along N and C/ldc allow it (one copy per out
     dtype, beta == 0 without any C load), else one shared element-store path
     under row/column predicates.  Registers written only under a predicate
     are zeroed first: otherwise ptxas keeps them live from the kernel entry
-    and spills (5.5 KB of stack before that change).
+    and spills (5.5 KB of stack before that change).  Tried and dropped
+    (session 14, bench/RESULTS.md): 16-bit output staged through shared
+    memory (stmatrix into a ring of 3 x 64 x 32-column buffers per
+    warpgroup) and written with one cp.async.bulk per 64-byte row run: 0.3-14 %
+    slower than these stores at 4096^3, 8192^3 and the nn.Linear shapes.
   * TMA boxes start on a 16-byte boundary along their inner dimension (an
     unaligned start is CUDA_ERROR_ILLEGAL_INSTRUCTION); a box never lies
     wholly outside the matrix.
@@ -152,6 +166,11 @@ Measured on an H100 80GB HBM3 (driver 580.159.04), through kaio_module_load_ptx
     tiles, 2 splits at M = 128, N = 4096: K = 11008 94.3 (the second launch
     87.2), K = 4096 81.7 (78.4; one split 89.2).  GpuMatmul.* pass with every
     product forced onto _n64_sk; memcheck and racecheck clean.
+  * Long K, f32 out (bench_matmul_accuracy.py, session 14; relative error on
+    512 sampled elements against an f64 reference, cuBLAS f16-in/f32-out
+    beside it): M 128, N 4096, K 14336 / 57344, one-shot 1.7e-5 / 6.5e-5
+    (3.1-3.9x cuBLAS) before chunks, 4.7e-6 / 4.8e-6 (0.84 / 0.28x) with
+    chunks of 64 steps; K <= 4096 unchanged, bit for bit.
   * nn / tn / tt (MN-major operands, transpose bits): NOT verified on a GPU.
     The first build raised CUDA_ERROR_ILLEGAL_INSTRUCTION at M = N = 7: its
     wholly-out-of-range panels were clamped to M-1 / N-1, an unaligned TMA
@@ -196,6 +215,10 @@ PARAMS = [(".align 64 .b8", "tmap_a[128]"), (".align 64 .b8", "tmap_b[128]"),
 INT8_PARAMS = PARAMS + [(".u64", "row_scale"), (".u64", "col_scale")]
 # _sk kernels: the splits' f32 partial tiles and a u32 count per tile.
 FUSED_PARAMS = PARAMS + [(".u64", "ws"), (".u64", "count")]
+# 16-bit inputs, last: u32 kchunk = K steps per f32 accumulation chunk (0 = one
+# chunk; see chunked()).
+FLOAT_PARAMS = PARAMS + [(".u32", "kchunk")]
+FUSED_FLOAT_PARAMS = FUSED_PARAMS + [(".u32", "kchunk")]
 
 
 # --------------------------------------------------------------------------
@@ -451,6 +474,48 @@ def epilogue(k, P, value, m0, n0, cw, warp, lane, bn, done, int_acc=None):
 
 
 # --------------------------------------------------------------------------
+# Long K: the accumulators summed per chunk of K steps
+# --------------------------------------------------------------------------
+# The tensor cores add each k16 product into the f32 accumulators less
+# exactly than an f32 add: the error grows about linearly with K (measured
+# 6.5e-5 relative at K 57344, where cuBLAS, splitting K at M = 128, errs
+# 1.7e-5). With chunks on (kchunk K steps, f32 output or f32 split
+# partials), each chunk starts from fresh accumulators and is added into f32
+# totals in registers (add.rn, in chunk order: deterministic), so the error
+# stays that of one chunk at any K. The 128 x 128 and 128 x 64 tiles only:
+# the wide tile has no registers for a second set of 128 (its shapes, many
+# tiles, are those cuBLAS does not split either: the same error, measured).
+
+def chunked(cfg, int8):
+    return not int8 and cfg["bn"] <= 128
+
+
+def chunk_setup(k, P, nsplit, fused, bn):
+    """(chunk, cleft, tot): K steps per chunk (all ones when chunks are off:
+    never reached), steps left in this chunk, the totals (-0.0)."""
+    steps = P["kchunk"]
+    f32 = k.p("setp.eq.u32", P["out_dtype"], 1)
+    if fused:
+        f32 = k.p("or.pred", f32, k.p("setp.gt.u32", nsplit, 1))
+    on = k.p("and.pred", k.p("setp.ne.u32", steps, 0), f32)
+    chunk = k.r("selp.b32", steps, "0xFFFFFFFF", on)
+    tot = k.regs("f", bn // 2)
+    for x in tot:
+        k.op("mov.f32 %s, 0f80000000" % x)
+    return chunk, k.r("mov.u32", chunk), tot
+
+
+def chunk_boundary(k, acc, tot, chunk, cleft):
+    """Top of a K step: at the end of a chunk, wait for its wgmma groups and
+    add the accumulators into the totals; the step then starts a new chunk."""
+    with skip_if(k, k.p("setp.ne.u32", cleft, 0), "no_flush", uni=True):
+        wgmma.wait(k, 0)
+        for x, a in zip(tot, acc):
+            k.op("add.rn.f32 %s, %s, %s" % (x, x, a))
+        k.op("mov.u32 %s, %s" % (cleft, chunk))
+
+
+# --------------------------------------------------------------------------
 # Kernel
 # --------------------------------------------------------------------------
 
@@ -547,6 +612,8 @@ def matmul_kernel(dt, la, lb, cfg):
     if int8:
         for pname in ("row_scale", "col_scale"):
             P[pname] = k.rd("ld.param.u64", "[%s]" % pname)
+    else:
+        P["kchunk"] = k.r("ld.param.u32", "[kchunk]")
     for pname in ("alpha", "beta"):
         P[pname] = k.f("ld.param.f32", "[%s]" % pname)
 
@@ -630,14 +697,24 @@ def matmul_kernel(dt, la, lb, cfg):
     k.place(ctile)
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", t, nwork), exit_))
     m0, n0, kbeg, kcnt = work_item(k, t, ntiles, tiles_m, tiles_n, ktiles, kper, cfg, bm, bn)
+    chunks = chunked(cfg, int8)
+    if chunks:
+        k.note("long K: chunks of kchunk K steps, each added into f32 totals")
+        chunk, cleft, tot = chunk_setup(k, P, nsplit, fused, bn)
     kt = k.r("mov.u32", 0)
     ck = k.label("c_k")
     k.place(ck)
+    if chunks:
+        chunk_boundary(k, acc, tot, chunk, cleft)
     ring.wait_full()
     stage = k.r("mad.lo.u32", ring.s, stage_bytes, base)
     addrs = [(A, k.r("add.u32", stage, a_slice)), (B, k.r("add.u32", stage, A.bytes))]
     da, db = [wgmma.desc(k, addr, op.lbo, op.sbo) for op, addr in addrs]
-    accum = k.p("setp.ne.u32", kt, 0)
+    notfirst = k.p("setp.ne.u32", kt, 0)
+    # the first step of a chunk starts the accumulators afresh
+    accum = k.p("setp.ne.u32", cleft, chunk) if chunks else notfirst
+    if chunks:
+        k.op("sub.u32 %s, %s, 1" % (cleft, cleft))
     wgmma.fence(k)
     for kk in range(BK // 16):
         wgmma.mma(k, dt, bn, acc, wgmma.advance(k, da, kk * A.kstep), wgmma.advance(k, db, kk * B.kstep),
@@ -645,13 +722,17 @@ def matmul_kernel(dt, la, lb, cfg):
     wgmma.commit(k)
     wgmma.wait(k, 1)
     k.note("the group before this one is done: its stage goes back to the producer")
-    ring.release(k.p("and.pred", lane0, accum), prev)
+    ring.release(k.p("and.pred", lane0, notfirst), prev)
     k.op("mov.u32 %s, %s" % (prev, ring.s))
     ring.advance()
     k.op("add.u32 %s, %s, 1" % (kt, kt))
     k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", kt, kcnt), ck))
     wgmma.wait(k, 0)
     ring.release(lane0, prev)
+    if chunks:
+        k.note("the last chunk plus the totals (-0.0 + x = x: one chunk keeps its bits)")
+        for a, x in zip(acc, tot):
+            k.op("add.rn.f32 %s, %s, %s" % (a, x, a))
     done = k.label("stored")
     if fused:
         epi = k.label("epilogue")
@@ -681,7 +762,8 @@ def matmul_kernel(dt, la, lb, cfg):
            "// kaio-launch: %s grid=min(ceil(M/%d)*ceil(N/%d),sm_count),1,1 block=%d,1,1"
            % (name, bm, bn, nthreads),
            "// kaio-shared-bytes: %s %d" % (name, shared)]
-    return k.entry_text(name, "\n".join(doc), ann, INT8_PARAMS if int8 else FUSED_PARAMS if fused else PARAMS,
+    return k.entry_text(name, "\n".join(doc), ann,
+                        INT8_PARAMS if int8 else FUSED_FLOAT_PARAMS if fused else FLOAT_PARAMS,
                         [".maxntid 384, 1, 1", ".minnctapersm 1"])
 
 

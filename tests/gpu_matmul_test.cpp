@@ -215,6 +215,30 @@ TEST_F(GpuMatmul, DecodeShapesOnTheGemvPath) {
 // itself with the 128 x 128 / 128 x 64 tiles (one-shot calls never split,
 // having no workspace). Every layout and output dtype, beta 0
 // (NaN-poisoned C) and not, K not a multiple of the 64-wide K step.
+// 16-bit outputs of whole tiles along N with beta 0 (the epilogue's paired
+// stores; pad 8 keeps C and ldc 16-byte aligned). The taller shapes put the
+// 128 x 256 tiles to work, with a partial last tile row along M; the short
+// ones the 128 x 64 tiles.
+TEST_F(GpuMatmul, SixteenBitOutputsOfWholeTiles) {
+  struct Shape {
+    int64_t m, n, k;
+  } shapes[] = {{300, 512, 1000}, {2000, 2048, 264}, {4100, 4096, 128}, {128, 4096, 4096}};
+  int idx = 0;
+  for (const Shape &sh : shapes)
+    for (kaio_dtype out : {KAIO_DTYPE_F16, KAIO_DTYPE_BF16}) {
+      Case c;
+      c.m = sh.m;
+      c.n = sh.n;
+      c.k = sh.k;
+      c.in = (idx % 2) ? KAIO_DTYPE_F16 : KAIO_DTYPE_BF16;
+      c.out = out;
+      c.alpha = (idx % 3 == 1) ? 0.75f : 1.0f;
+      c.pad = (idx % 4 == 2) ? 8 : 0;
+      c.prepared = (idx++ % 2) == 0;
+      check(c);
+    }
+}
+
 TEST_F(GpuMatmul, SplitKShapesInPreparedOps) {
   struct Shape {
     int64_t m, n, k;

@@ -325,6 +325,7 @@ TEST_F(FakeRuntime, HopperMatmulPassesTensorMapsOfTheViews) {
   EXPECT_EQ(launch_param<uint64_t>(2), kaio_buffer_device_ptr(c.get()));
   EXPECT_EQ(launch_param<uint32_t>(5), static_cast<uint32_t>(k));
   EXPECT_EQ(launch_param<uint32_t>(9), static_cast<uint32_t>(KAIO_DTYPE_BF16));
+  EXPECT_EQ(launch_param<uint32_t>(12), 64u);  // kchunk: K steps per f32 accumulation chunk
 }
 
 // Few tiles and a long K: a prepared Hopper matmul splits K over the idle SMs

@@ -522,6 +522,11 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_softmax(kaio_stream *stream, const kaio
  * bits from the one-shot call, which never splits (it owns no workspace).
  * Such an op must not run on two streams at once: order its launches, or
  * create one op per stream.
+ * Long K: with f32 output (and for split partials), the compute capability
+ * 9.0 kernels used where the output has few tiles (e.g. M = 128) add K in
+ * chunks of 4096, each summed in f32 into the result in a fixed order, which
+ * keeps the error near that of K = 4096 at any K (deterministic; products
+ * with K > 4096 differ in the last bits from earlier libkaio builds).
  * ======================================================================== */
 typedef int32_t kaio_trans;
 enum { KAIO_TRANS_N = 0, KAIO_TRANS_T = 1 };

@@ -40,6 +40,9 @@ struct MatmulPlan : PlanBase {
   unsigned k_steps_per_split = 0;
   bool split_in_kernel = false;
   uint64_t count_offset = 0;
+  // Hopper path, 16-bit inputs: K steps per f32 accumulation chunk (the
+  // kernels' kchunk; 0: one chunk).
+  unsigned k_chunk = 0;
   Launch reduce;
   Workspace workspace;
 

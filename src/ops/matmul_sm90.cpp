@@ -70,6 +70,13 @@ constexpr double kReduceLaunch = 4.5e-6;
 constexpr double kMinGain = 0.9;
 // Each split keeps at least this many K steps, so its pipeline fills.
 constexpr int64_t kMinStepsPerSplit = 4;
+// f32 output (and f32 split partials) on the 128 x 128 / 128 x 64 tiles: K
+// steps per accumulation chunk (4096 of K), each chunk added into f32 totals
+// in registers. The tensor cores' f32 sums lose accuracy about linearly with
+// K: at M = 128, K 14336 - 57344, one-shot products erred 3-4x more than
+// cuBLAS (which splits K there); chunked, 0.3-0.8x (bench/RESULTS.md,
+// session 14). The wide tile has no registers for the totals.
+constexpr unsigned kChunkSteps = 64;
 
 struct Choice {
   const TileFamily *family = &kWide;
@@ -151,6 +158,7 @@ kaio_status plan_matmul_sm90(kaio_device *device, MatmulPlan *plan, const std::s
   p.k_steps_per_split = static_cast<unsigned>(per);
   p.splits = static_cast<unsigned>((ksteps + per - 1) / per);
   p.split_in_kernel = p.splits > 1 && choice.in_kernel;
+  p.k_chunk = kChunkSteps;
   if (p.split_in_kernel) {
     KAIO_TRY(in_kernel_workspace(device, &p, choice));
   } else if (p.splits > 1) {
@@ -194,12 +202,13 @@ kaio_status enqueue_matmul_sm90(const MatmulPlan &p, kaio_stream *stream,
   float alpha = p.alpha, beta = p.beta;
   unsigned out_dtype = static_cast<unsigned>(p.out_dtype), kper = p.k_steps_per_split;
   unsigned long long split_elems = 0;
+  unsigned kchunk = p.k_chunk;
   if (p.split_in_kernel) {
     // The last CTA of each tile sums the splits (workspace: partials, then
     // the counts) and writes C itself.
     unsigned long long ws = p.workspace->ptr(), count = ws + p.count_offset;
     void *params[] = {&map_a, &map_b, &pc,  &m,   &n,   &k,           &ldc,
-                      &alpha, &beta,  &out_dtype, &kper, &split_elems, &ws, &count};
+                      &alpha, &beta,  &out_dtype, &kper, &split_elems, &ws, &count, &kchunk};
     return launch_builtin(device, p.launch, stream, params);
   }
   if (p.splits > 1) {
@@ -209,14 +218,14 @@ kaio_status enqueue_matmul_sm90(const MatmulPlan &p, kaio_stream *stream,
     unsigned f32 = KAIO_DTYPE_F32, splits = p.splits;
     split_elems = static_cast<unsigned long long>(m) * n;
     void *params[] = {&map_a, &map_b, &ws, &m, &n, &k, &ws_ld, &one, &zero, &f32, &kper,
-                      &split_elems};
+                      &split_elems, &kchunk};
     KAIO_TRY(launch_builtin(device, p.launch, stream, params));
     void *reduce_params[] = {&ws, &pc, &m, &n, &ldc, &splits, &split_elems, &alpha, &beta,
                              &out_dtype};
     return launch_builtin(device, p.reduce, stream, reduce_params);
   }
   void *params[] = {&map_a, &map_b, &pc, &m, &n, &k, &ldc, &alpha, &beta, &out_dtype, &kper,
-                    &split_elems};
+                    &split_elems, &kchunk};
   return launch_builtin(device, p.launch, stream, params);
 }
 

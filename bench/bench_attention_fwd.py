@@ -4,14 +4,15 @@ CUDNN_ATTENTION backend) on the same tensors, in the same process, on the same
 stream: bench_attention.py's shapes, forward only.
 
     python3 bench/bench_attention_fwd.py --lib new/libkaio.so --baseline main/libkaio.so \\
-        [--dtype f16|bf16] [--iters 30] [--rounds 3]
+        [--other NAME=LIB ...] [--dtype f16|bf16] [--iters 30] [--rounds 3]
 
 Each (shape, mask) is timed in --rounds interleaved rounds (baseline, new,
 cuDNN; CUDA events around each call, median of --iters after warm-up) and the
 median over rounds is reported, so clock drift falls on all three alike.
 "f/cuD" is cuDNN's time over libkaio's (> 1: libkaio is faster); "new/base"
 the baseline's time over the new build's.  "bits": whether the new build's O
-and LSE equal the baseline's bit for bit.
+and LSE equal the baseline's bit for bit.  Each --other build adds a line
+"NAME: ms, /cuD, bits" under the row.
 
 --prof: for Nsight Compute, S 1024 D 128 only, each of base, new and cuDNN
 launched twice, the second inside an NVTX range "prof", no timing:
@@ -36,20 +37,26 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--baseline", required=True)
+    ap.add_argument("--other", action="append", default=[], metavar="NAME=LIB")
     ap.add_argument("--dtype", default="f16", choices=["f16", "bf16"])
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--prof", action="store_true", help="S 1024 D 128, one launch each in an NVTX range")
+    ap.add_argument("--quick", action="store_true", help="the S 1024 shapes only")
     args = ap.parse_args()
     dtype = torch.float16 if args.dtype == "f16" else torch.bfloat16
     torch.manual_seed(0)
     libs = {"base": Kaio(args.baseline), "new": Kaio(args.lib)}
+    for spec in args.other:
+        name, path = spec.split("=", 1)
+        libs[name] = Kaio(path)
     print("device: %s, torch %s, dtype %s, median of %d, median over %d rounds" % (
         torch.cuda.get_device_name(), torch.__version__, args.dtype, max(args.iters, 20), args.rounds))
     print("%-22s %-6s | %8s %8s %8s | %6s %6s %8s | %-4s %s" % (
         "B Hq:Hkv S D", "causal", "base ms", "new ms", "cuDNN ms", "base/c", "new/c", "new/base", "bits",
         "O diff vs cuDNN"))
-    for (b, hq, hkv, s, d) in [x for x in SHAPES if x[3:] == (1024, 128)] if args.prof else SHAPES:
+    shapes = [x for x in SHAPES if x[3] == 1024 and (x[4] == 128 or not args.prof)] if args.prof or args.quick else SHAPES
+    for (b, hq, hkv, s, d) in shapes:
         for causal in (False, True):
             q = torch.randn(b, s, hq, d, device="cuda", dtype=dtype)
             k = torch.randn(b, s, hkv, d, device="cuda", dtype=dtype)
@@ -95,6 +102,10 @@ def main():
                 "%d %d:%d %d %d" % (b, hq, hkv, s, d), "yes" if causal else "no", t["base"], t["new"],
                 "%8.4f" % t["cudnn"] if "cudnn" in t else "n/a", ratio("base"), ratio("new"),
                 t["base"] / t["new"], "same" if same else "DIFF", diff), flush=True)
+            for name in list(libs)[2:]:
+                same_o = all(torch.equal(x, y) for x, y in zip(outs["base"], outs[name]))
+                print("    %-8s %8.4f ms  /cuD %s  /base %6.3f  %s" % (
+                    name, t[name], ratio(name), t["base"] / t[name], "same" if same_o else "DIFF"), flush=True)
             if why:
                 print("    cudnn: %s" % why)
             for _, kaio, op in calls.values():

@@ -74,21 +74,25 @@ bool uses_sm90(const kaio_attention_desc &d, const FamilyCheck &hopper, std::str
 
 unsigned blocks(int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); }
 
-// The persistent sm_90a forward's CTA count G (its kernel's Tiles): a
-// multiple of the query blocks per head, nmb, at most one per SM (one CTA
-// fits an SM), so that under a causal mask a CTA's tiles of two successive
-// rounds pair a long one with a short one; where nmb exceeds the SMs, the
-// largest divisor of nmb that fits.  The rounds of G tiles must not lose
-// more to the last, partial round than a grid of one CTA per tile loses to
-// its last wave; else one tile per CTA (G = tiles).
-unsigned persistent_ctas(unsigned nmb, unsigned tiles, int sm_count) {
+// The persistent sm_90a forward's CTA count G (its kernel's Tiles). A CTA
+// that runs several tiles loads the next tile's Q and first keys under the
+// last one's epilogue, which pays where tiles are short: at most 16 key
+// blocks on average (Sq 2048, or 4096 under a causal mask). Longer tiles
+// gain less than a static schedule loses against the hardware's dynamic
+// one (rounds of G tiles against waves of 132), so they run one tile per
+// CTA (G = tiles). G is a multiple of the query blocks per head, nmb, at
+// most one per SM (one CTA fits an SM), so that under a causal mask a CTA's
+// tiles of two successive rounds pair a long one with a short one; where
+// nmb exceeds the SMs, the largest divisor of nmb that fits. Persistent
+// only where its rounds are no more than the waves of one CTA per tile.
+unsigned persistent_ctas(unsigned nmb, unsigned tiles, int sm_count, bool causal) {
+  if ((causal ? nmb / 2 : nmb) > 16) return tiles;
   const unsigned sms = static_cast<unsigned>(std::max(1, sm_count));
   unsigned g = nmb <= sms ? nmb * (sms / nmb) : 0;
   for (unsigned x = sms; g == 0 && x > 0; --x)
     if (nmb % x == 0) g = x;
   if (g >= tiles) return tiles;
   const unsigned rounds = (tiles + g - 1) / g, waves = (tiles + sms - 1) / sms;
-  // time in tile lengths: rounds against waves (one CTA per SM either way)
   return rounds <= waves ? g : tiles;
 }
 
@@ -241,7 +245,8 @@ kaio_status plan_unlogged(kaio_device *device,
                        &tile, &plan->fwd_box));
       plan->sm90 = true;
       plan->fwd_tiles = blocks(d.seq_q, tile) * bh;
-      plan->fwd.grid = persistent_ctas(blocks(d.seq_q, tile), plan->fwd_tiles, device->info.sm_count);
+      plan->fwd.grid = persistent_ctas(blocks(d.seq_q, tile), plan->fwd_tiles, device->info.sm_count,
+                                       plan->causal != 0);
       plan->fwd.grid_y = 1;
       log_kernel(device, plan->fwd.function, why);
       return KAIO_OK;

@@ -63,13 +63,13 @@ Design
     past the causal diagonal of the CTA's first row take the masked path
     (one CTA-uniform branch per block).
   * Persistent (plain kernels): the K/V ring and the barrier phases run on
-    across a CTA's tiles; Q has a q_empty barrier (count 8) that the
-    consumers arrive on once the tile's last S = Q K^T has completed, so the
-    producer loads the next tile's Q and first key blocks while the
-    consumers run the last P V and the epilogue.  The tail re-bases the
-    consumers' ring on the last block's stage (ring.advance placed before
-    the single-block branch instead makes ptxas serialize every wgmma,
-    C7520).
+    across a CTA's tiles (the consumers derive the stage and phase from
+    the key blocks consumed so far); Q has a q_empty barrier (count 8)
+    that the consumers arrive on once the tile's last S = Q K^T has
+    completed, so the producer loads the next tile's Q and first key
+    blocks while the consumers run the last P V and the epilogue.
+    (ring.advance placed before the single-block branch makes ptxas
+    serialize every wgmma, C7520.)
   * Epilogue: l summed over the quad, O * (1 / l) (0 where l = 0), stored
     from the accumulators with 2-element stores under a row predicate;
     LSE = (m * scale_log2 + log2 l) * ln 2.
@@ -439,13 +439,16 @@ class Consumer:
         self.tile()
         self.k.op("bra.uni %s" % exit_)
 
-    def tile(self, ring=None, qph=0):
-        """One tile: the key blocks, then the epilogue.  ring, qph: the
-        persistent kernel's ring (it runs on across tiles: advanced once
-        per key block) and q_full's parity; the consumers then arrive on
-        q_empty once their last S = Q K^T has completed."""
+    def tile(self, done_blocks=None, qph=0):
+        """One tile: the key blocks, then the epilogue.  done_blocks, qph:
+        the persistent kernel's count of key blocks its earlier tiles
+        consumed (the ring's stage and phase follow from it: a ring state
+        carried around the tile loop instead costs ptxas's uniform
+        registers, +76% instructions in the main loop) and q_full's parity;
+        the consumers then arrive on q_empty once their last S = Q K^T has
+        completed."""
         k, L, P = self.k, self.L, self.P
-        persistent = ring is not None
+        persistent = done_blocks is not None
         for r in range(2):
             k.op("mov.f32 %s, %s" % (self.m[r], NEG_INF))
             k.op("mov.f32 %s, 0f00000000" % self.l[r])
@@ -454,8 +457,10 @@ class Consumer:
         done = k.label("blocks_done")
         k.op("@%s bra.uni %s" % (k.p("setp.eq.u32", self.nblocks, 0), done))
         k.wait(k.r("add.u32", self.bars, L.q_full()), qph, "q_full")
-        if not persistent:
-            ring = Ring(k, self.bars, L.stages, L.k_full(), L.k_empty())
+        ring = Ring(k, self.bars, L.stages, L.k_full(), L.k_empty())
+        if persistent:
+            k.op("rem.u32 %s, %s, %d" % (ring.s, done_blocks, L.stages))
+            k.op("and.b32 %s, %s, 1" % (ring.ph, k.r("div.u32", done_blocks, L.stages)))
         s, ph = ring.s, ring.ph
         stage = lambda ring: k.r("add.u32", self.base, k.r("add.u32", k.r("mul.lo.u32", ring, 2 * L.kv_bytes), L.kv_off))
 
@@ -496,12 +501,8 @@ class Consumer:
         k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", j, self.nblocks), top))
         k.place(tail)
         if persistent:
-            k.note("every S = Q K^T of the tile has completed: the producer may load the next Q;")
-            k.note("the ring goes on from the stage after the last block's")
+            k.note("every S = Q K^T of the tile has completed: the producer may load the next Q")
             mbarrier.arrive(k, k.r("add.u32", self.bars, L.q_empty()), self.lane0)
-            k.op("mov.u32 %s, %s" % (s, ps))
-            k.op("mov.u32 %s, %s" % (ph, pph))
-            ring.advance()
         ring.wait_full(L.v_full(), ps, pph, "v_full")
         if self.pages:
             self.zero_v_tail(k.r("add.u32", stage(ps), L.kv_bytes))
@@ -658,13 +659,14 @@ def persistent_body(k, L, P, dt, d, tid, base, bars):
     persistent_producer(k, L, P, base, bars, exit_)
     k.place(consumer)
     k.op("setmaxnreg.inc.sync.aligned.u32 %d" % CONS_REGS)
-    ring = Ring(k, bars, L.stages, L.k_full(), L.k_empty())
+    done_blocks = k.r("mov.u32", 0)
     qph = k.r("mov.u32", 0)     # q_full's parity
     tiles = Tiles(k, P)
     b, h, m0 = tiles.begin()
     Pt = dict(P, b=b, h=h)
     nblocks, first_mask = key_blocks(k, Pt, m0, BM, BN)
-    Consumer(k, L, Pt, dt, d, base, bars, m0, nblocks, first_mask).tile(ring, qph)
+    Consumer(k, L, Pt, dt, d, base, bars, m0, nblocks, first_mask).tile(done_blocks, qph)
+    k.op("add.u32 %s, %s, %s" % (done_blocks, done_blocks, nblocks))
     k.op("@%s xor.b32 %s, %s, 1" % (k.p("setp.ne.u32", nblocks, 0), qph, qph))
     tiles.end_loop()
     k.place(exit_)

@@ -48,7 +48,10 @@ import sys
 
 from kaio_ptx import cli, manifest, mbarrier, tma, wgmma
 from kaio_ptx.attention import bh_split, key_blocks, mask_tile, out_base, store_rows
+from kaio_ptx.control import cases
+from kaio_ptx.dtypes import OUT_DTYPES
 from kaio_ptx.literals import NEG_LOG2E
+from kaio_ptx.mma import pack
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.ring import Ring
@@ -81,12 +84,22 @@ DKDV_SCALARS = [(".u64", "lse"), (".u64", "dv"), (".u64", "grad_a"), (".u64", "g
                 (".u64", "lse_rs"), (".f32", "scale"), (".f32", "scale_log2"), (".u32", "causal"),
                 (".u32", "causal_off"), (".u32", "out_dtype")]
 
+# The fused kernel's extra parameters: the f32 dQ workspace [B*Hq, sq_pad, D]
+# (sq_pad = seq_q rounded up to BT; row q's column c at c ^ ((q & 7) << 3)), one u32 semaphore per (b, hq, query
+# block) and whether the adds wait their turn (key-block order).
+FUSED_SCALARS = [(".u64", "dq_ws"), (".u64", "sem"), (".u32", "sq_pad"), (".u32", "ordered")]
+DS_BYTES = BM * 128         # one dS^T tile: 128 keys x 64 queries, 128-B rows
+CONV_THREADS = 256
+CONV_SCALARS = [(".u64", "dq_ws"), (".u64", "sem"), (".u64", "grad"), (".u32", "seq_q"),
+                (".u32", "heads_q"), (".u32", "sq_pad"), (".u64", "g_bs"), (".u64", "g_ss"),
+                (".f32", "scale"), (".u32", "out_dtype")]
+
 
 class Layout:
     """Shared memory: the CTA's two fixed tiles (BM rows each), then stages of
     two streamed tiles (BT rows each), then the barriers."""
 
-    def __init__(self, d, stages):
+    def __init__(self, d, stages, extra=0):
         self.panels = d // PANEL
         self.fix_panel = BM * 128
         self.fix_bytes = self.panels * self.fix_panel         # one fixed tile
@@ -94,7 +107,8 @@ class Layout:
         self.st_bytes = self.panels * self.st_panel           # one streamed tile
         self.stages = stages
         self.st_off = 2 * self.fix_bytes
-        self.bar_off = self.st_off + stages * 2 * self.st_bytes
+        self.ds_off = self.st_off + stages * 2 * self.st_bytes
+        self.bar_off = self.ds_off + extra
         self.shared = self.bar_off + 8 * (1 + 2 * stages) + 1024
 
     fixed_full = 0
@@ -206,6 +220,150 @@ class Consumer:
         return [k.r("cvt.rn.%sx2.f32" % self.dt, vals[2 * i + 1], vals[2 * i]) for i in range(len(vals) // 2)]
 
 
+class FusedDq:
+    """The fused kernel's per-thread constants for dQ_partial = dS K: where
+    this thread writes its dS^T fragment (128-B swizzle: 16-B chunk c of row
+    r at chunk c ^ (r & 7)), the K panel(s) its warpgroup multiplies by, and
+    its fragment's row and column in the workspace.  D 128: warpgroup w
+    owns dQ columns 64w..64w+63; D 64: the warpgroups take turns by tile."""
+
+    def __init__(self, k, C, L, P, d):
+        self.tid = k.r("mov.u32", "%tid.x")
+        lane = k.r("and.b32", self.tid, 31)
+        self.xr = k.r("shr.u32", lane, 2)
+        self.w_off = k.r("add.u32", k.r("shl.b32", C.rel_row, 7), k.r("shl.b32", k.r("and.b32", lane, 3), 2))
+        self.ds_base = k.r("add.u32", C.base, L.ds_off)
+        kaddr = C.base if L.panels == 1 else k.r("add.u32", C.base, k.r("mul.lo.u32", C.cw, L.fix_panel))
+        self.kdesc = wgmma.desc(k, kaddr, L.fix_panel, 1024)
+        self.qrow = k.r("and.b32", C.rel_row, BT - 1)
+        self.col = C.t2 if L.panels == 1 else k.r("add.u32", k.r("shl.b32", C.cw, 6), C.t2)
+        self.t0 = k.p("setp.eq.u32", self.tid, 128)
+        self.dqs = k.r("add.u32", C.base, L.ds_off + 2 * DS_BYTES)
+        self.dqs_off = k.r("add.u32", self.dqs, k.r("add.u32", k.r("mul.lo.u32", self.qrow, d * 4),
+                                                    k.r("shl.b32", self.col, 2)))
+        self.ordered = k.p("setp.ne.u32", P["ordered"], 0)
+        self.nqt = k.r("shr.u32", P["sq_pad"], BT.bit_length() - 1)
+        self.kb = k.r("mov.u32", "%ctaid.x")
+
+
+def consumers_sync(k):
+    """Both consumer warpgroups (256 threads; the producer has left)."""
+    k.op("bar.sync 1, 256")
+
+
+def dq_partial(k, C, L, P, Q, ds, ring, it, q0t, lrow):
+    """After the tile's dK wgmma is issued: dS^T into shared memory (buffer
+    it & 1, so a warpgroup never overwrites what the other still reads),
+    dQ_partial (64 queries x 64 columns) = dS (A: dS^T MN-major) K (B: K
+    MN-major) over the CTA's 128 keys, into the f32 tile in shared memory,
+    then one bulk reduce-add of that tile into the workspace (thread 128);
+    ordered: after the CTAs of the lower key blocks (semaphore), and the
+    semaphore raised once the add has landed."""
+    dsb = k.r("add.u32", Q.ds_base, k.r("shl.b32", k.r("and.b32", it, 1), DS_BYTES.bit_length() - 1))
+    wbase = k.r("add.u32", dsb, Q.w_off)
+    for c in range(BT // 8):
+        addr = k.r("add.u32", wbase, k.r("shl.b32", k.r("xor.b32", Q.xr, c), 4))
+        for r in range(2):
+            k.op("st.shared.b32 [%s+%d], %s" % (addr, 1024 * r, ds[2 * c + r]))
+    k.op("fence.proxy.async.shared::cta")
+    k.note("the previous tile's bulk add has read the f32 tile")
+    k.op("@%s cp.async.bulk.wait_group.read 0" % Q.t0)
+    consumers_sync(k)
+    acc = k.regs("f", BT // 2)
+    skip = k.label("no_dq")
+    job = None
+    if L.panels == 1:
+        job = k.p("setp.eq.u32", k.r("and.b32", it, 1), C.cw)
+        k.op("@!%s bra.uni %s" % (job, skip))
+    adesc = wgmma.desc(k, dsb, DS_BYTES, 1024)
+    wgmma.fence(k)
+    for j in range(BM // 16):
+        wgmma.mma(k, C.dt, 64, acc, wgmma.advance(k, adesc, 2048 * j), wgmma.advance(k, Q.kdesc, 2048 * j),
+                  0 if j == 0 else 1, trans_a=1, trans_b=1)
+    wgmma.commit(k)
+    k.place(skip)
+    wgmma.wait(k, 0)
+    ring.release(C.lane0)
+    written = k.label("dq_written")
+    if job is not None:
+        k.op("@!%s bra.uni %s" % (job, written))
+    k.note("row q, column c of the f32 tile at q*D + (c ^ ((q & 7) << 3)): no bank conflicts")
+    for c in range(BT // 8):
+        addr = k.r("add.u32", Q.dqs_off, k.r("shl.b32", k.r("xor.b32", Q.xr, c), 5))
+        for r in range(2):
+            k.op("st.shared.v2.f32 [%s+%d], {%s, %s}" % (addr, 8 * r * C.d * 4, acc[4 * c + 2 * r],
+                                                        acc[4 * c + 2 * r + 1]))
+    k.place(written)
+    k.op("fence.proxy.async.shared::cta")
+    consumers_sync(k)
+    posted = k.label("posted")
+    k.op("@!%s bra %s" % (Q.t0, posted))
+    sem = k.rd("add.u64", P["sem"], k.rd("mul.wide.u32", k.r("mad.lo.u32", lrow, Q.nqt,
+                                                                k.r("shr.u32", q0t, BT.bit_length() - 1)), 4))
+    turn = k.label("turn")
+    k.op("@!%s bra %s" % (Q.ordered, turn))
+    spin = k.label("spin")
+    k.place(spin)
+    v = k.r("ld.acquire.gpu.global.u32", "[%s]" % sem)
+    k.op("@%s bra %s" % (k.p("setp.ne.u32", v, Q.kb), spin))
+    k.place(turn)
+    el = k.rd("mul.lo.u64", k.wide(k.r("mad.lo.u32", lrow, P["sq_pad"], q0t)), C.d * 4)
+    k.op("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%s], [%s], %d" % (
+        k.rd("add.u64", P["dq_ws"], el), Q.dqs, BT * C.d * 4))
+    k.op("cp.async.bulk.commit_group")
+    k.op("@!%s bra %s" % (Q.ordered, posted))
+    k.op("cp.async.bulk.wait_group 0")
+    k.op("fence.proxy.async.global")
+    k.op("red.release.gpu.global.add.u32 [%s], 1" % sem)
+    k.place(posted)
+
+
+def convert_kernel(dt, d):
+    """dQ = scale * workspace, in out_dtype, and the workspace rows and the
+    semaphores back to 0 for the next launch.  CTA (x, b*Hq + h): rows
+    x*rpc.. of that head, 4 columns per thread."""
+    name = "kaio_attn_bwd_dq_convert_sm90_%s_d%d" % (dt, d)
+    manifest.keys(name, **{"select": "attn_bwd_sm90", "pass": "bwd_dq_convert", "dtype": dt, "head_dim": d})
+    per = d // 4
+    rpc = CONV_THREADS // per
+    k = Kernel()
+    P = load_params(k, CONV_SCALARS, ("dq_ws", "sem", "grad"))
+    tid = k.r("mov.u32", "%tid.x")
+    x = k.r("mov.u32", "%ctaid.x")
+    y, b, h = bh_split(k, P["heads_q"])
+    nqt = k.r("shr.u32", P["sq_pad"], BT.bit_length() - 1)
+    first = k.p("setp.eq.u32", tid, 0)
+    zero_sem = k.p("setp.lt.and.u32", x, nqt, first)
+    sem = k.rd("add.u64", P["sem"], k.rd("mul.wide.u32", k.r("mad.lo.u32", y, nqt, x), 4))
+    k.op("@%s st.global.u32 [%s], 0" % (zero_sem, sem))
+    row = k.r("add.u32", k.r("mul.lo.u32", x, rpc), k.r("div.u32", tid, per))
+    col = k.r("shl.b32", k.r("rem.u32", tid, per), 2)
+    exit_ = k.label("exit")
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", row, P["sq_pad"]), exit_))
+    phys = k.r("xor.b32", col, k.r("shl.b32", k.r("and.b32", row, 7), 3))
+    el = k.rd("add.u64", k.rd("mul.wide.u32", k.r("mad.lo.u32", y, P["sq_pad"], row), d), k.wide(phys))
+    src = k.rd("add.u64", P["dq_ws"], k.rd("shl.b64", el, 2))
+    v = k.regs("f", 4)
+    k.op("ld.global.v4.f32 {%s}, [%s]" % (", ".join(v), src))
+    k.op("st.global.v4.f32 [%s], {0f00000000, 0f00000000, 0f00000000, 0f00000000}" % src)
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", row, P["seq_q"]), exit_))
+    vals = [k.f("mul.f32", x_, P["scale"]) for x_ in v]
+    gb = out_base(k, P["grad"], b, P["g_bs"], h, d, P["out_dtype"])
+    rowel = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(row), P["g_ss"]), k.wide(col))
+    for code, oname, esize in cases(k, P["out_dtype"], OUT_DTYPES, exit_):
+        ptr = k.rd("add.u64", gb, k.rd("shl.b64", rowel, esize.bit_length() - 1))
+        if oname == "f32":
+            k.op("st.global.v4.f32 [%s], {%s}" % (ptr, ", ".join(vals)))
+        else:
+            w = [pack(k, oname, vals[1], vals[0]), pack(k, oname, vals[3], vals[2])]
+            k.op("st.global.v2.b32 [%s], {%s, %s}" % (ptr, w[0], w[1]))
+    k.op("ret")
+    doc = ("%s: attention backward dQ from the fused kernel's f32 workspace, %s, head dim %d,\n"
+           "%d rows per CTA, the workspace and semaphores zeroed behind." % (name, dt, d, rpc))
+    ann = ["// kaio-launch: %s block=%d cols_per_block=%d" % (name, CONV_THREADS, rpc)]
+    return k.entry_text(name, doc, ann, CONV_SCALARS, [".maxntid %d, 1, 1" % CONV_THREADS])
+
+
 def zero(k, regs):
     for x in regs:
         k.op("mov.f32 %s, 0f00000000" % x)
@@ -296,12 +454,14 @@ def dq_kernel(dt, d):
     return finish(k, name, doc, L, DQ_PARAMS + DQ_SCALARS, BM, BT)
 
 
-def dkdv_kernel(dt, d):
-    name = "kaio_attn_bwd_dkdv_sm90_%s_d%d" % (dt, d)
-    manifest.keys(name, **{"select": "attn_bwd_sm90", "pass": "bwd_dkdv", "dtype": dt, "head_dim": d})
-    L = Layout(d, 2)
+def dkdv_kernel(dt, d, fused=False):
+    kind = "fused" if fused else "dkdv"
+    name = "kaio_attn_bwd_%s_sm90_%s_d%d" % (kind, dt, d)
+    manifest.keys(name, **{"select": "attn_bwd_sm90", "pass": "bwd_" + kind, "dtype": dt, "head_dim": d})
+    L = Layout(d, 2, 2 * DS_BYTES + BT * d * 4 if fused else 0)
     k = Kernel()
-    P = load_params(k, DKDV_SCALARS, ("lse", "dv", "grad_a", "grad_b"))
+    P = load_params(k, DKDV_SCALARS + (FUSED_SCALARS if fused else []),
+                    ("lse", "dv", "grad_a", "grad_b") + (("dq_ws", "sem") if fused else ()))
     tid = k.r("mov.u32", "%tid.x")
     base = k.smem_base(SMEM)
     bars = k.r("add.u32", base, L.bar_off)
@@ -335,6 +495,7 @@ def dkdv_kernel(dt, d):
     nomask_sk = k.r("sub.s32", sq, BT)                                   # q0t + BT > seq_q
     nomask_c = k.r("sub.s32", k.r("add.s32", k0, BM - 1), off)           # q0t < k0 + BM-1 - off
     inv_scale = k.f("rcp.rn.f32", P["scale"])
+    Q = FusedDq(k, C, L, P, d) if fused else None
     dK, dV = k.regs("f", d // 2), k.regs("f", d // 2)
     zero(k, dK + dV)
     S, dP = k.regs("f", BT // 2), k.regs("f", BT // 2)
@@ -398,8 +559,16 @@ def dkdv_kernel(dt, d):
     wgmma.fence(k)
     C.gemm_rs(dK, ds, st, L.st_panel)
     wgmma.commit(k)
-    C.next_stage(ring, it, total, top)
+    if fused:
+        dq_partial(k, C, L, P, Q, ds, ring, it, q0t, lrow)
+        ring.advance()
+        k.op("add.u32 %s, %s, 1" % (it, it))
+        k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", it, total), top))
+    else:
+        C.next_stage(ring, it, total, top)
     k.place(done)
+    if fused:
+        k.op("@%s cp.async.bulk.wait_group 0" % Q.t0)
     for grad, bs, ss, acc, scale in (("grad_a", "ga_bs", "ga_ss", dK, P["scale"]),
                                       ("grad_b", "gb_bs", "gb_ss", dV, None)):
         gb = out_base(k, P[grad], b, P[bs], hk, d, P["out_dtype"])
@@ -408,9 +577,10 @@ def dkdv_kernel(dt, d):
     k.op("bra.uni %s" % exit_)
     k.place(exit_)
     k.op("ret")
-    doc = ("%s: attention backward dK and dV, %s, head dim %d, %d keys x %d-query blocks per CTA,\n"
-           "1 TMA producer + 2 wgmma consumer warpgroups, %d Q/dO stages." % (name, dt, d, BM, BT, L.stages))
-    return finish(k, name, doc, L, DKDV_PARAMS + DKDV_SCALARS, BT, BM)
+    doc = ("%s: attention backward dK and dV%s, %s, head dim %d, %d keys x %d-query blocks per CTA,\n"
+           "1 TMA producer + 2 wgmma consumer warpgroups, %d Q/dO stages." % (
+               name, " (and dQ into an f32 workspace)" if fused else "", dt, d, BM, BT, L.stages))
+    return finish(k, name, doc, L, DKDV_PARAMS + DKDV_SCALARS + (FUSED_SCALARS if fused else []), BT, BM)
 
 
 def finish(k, name, doc, L, params, q_rows, kv_rows):
@@ -428,6 +598,8 @@ def generate():
         for d in DIMS:
             parts.append("\n" + dq_kernel(dt, d))
             parts.append("\n" + dkdv_kernel(dt, d))
+            parts.append("\n" + dkdv_kernel(dt, d, fused=True))
+            parts.append("\n" + convert_kernel(dt, d))
     return {OUTPUT: "".join(parts)}
 
 

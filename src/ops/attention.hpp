@@ -29,11 +29,17 @@ struct AttentionPlan : PlanBase {
     unsigned kv[2] = {0, 0};
   };
   bool sm90 = false;           // fwd, or dq and dkdv, are the sm_90a kernels
-  Boxes fwd_box, dq_box, dkdv_box;
+  Boxes fwd_box, dkdv_box;
   Launch pre;                  // backward: Dv = rowsum(dO ∘ O)
   Launch dq;                   // backward: dQ over query tiles
   Launch dkdv;                 // backward: dK, dV over key tiles
-  Workspace workspace;  // backward: Dv, B·Hq·Sq f32; decode: the splits' O, LSE, merge counts
+  // sm_90a backward: one kernel for dK, dV and dQ (f32 adds into the
+  // workspace at dq_ws, ordered by the semaphores at sem when the desc is
+  // deterministic), then convert (dQ out of the workspace, which it zeroes).
+  Launch convert;
+  uint64_t dq_ws = 0, sem = 0;  // byte offsets in the workspace
+  unsigned sq_pad = 0;         // seq_q rounded up to the fused kernel's query block
+  Workspace workspace;  // backward: Dv, B·Hq·Sq f32 (sm_90a: then dQ, semaphores); decode: the splits' O, LSE, merge counts
   // The decode kernels (ptx/gen_attention_decode.py, src/ops/attention_decode.cpp).
   bool paged = false;          // set before plan(): the paged op
   int32_t page_size = 0;       // paged: set before plan()

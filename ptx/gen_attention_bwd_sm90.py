@@ -89,6 +89,7 @@ DKDV_SCALARS = [(".u64", "lse"), (".u64", "dv"), (".u64", "grad_a"), (".u64", "g
 # block) and whether the adds wait their turn (key-block order).
 FUSED_SCALARS = [(".u64", "dq_ws"), (".u64", "sem"), (".u32", "sq_pad"), (".u32", "ordered")]
 DS_BYTES = BM * 128         # one dS^T tile: 128 keys x 64 queries, 128-B rows
+DQ_BUFS = 2                 # f32 dQ tiles (64 queries x D) between the consumers and the writer
 CONV_THREADS = 256
 CONV_SCALARS = [(".u64", "dq_ws"), (".u64", "sem"), (".u64", "grad"), (".u32", "seq_q"),
                 (".u32", "heads_q"), (".u32", "sq_pad"), (".u64", "g_bs"), (".u64", "g_ss"),
@@ -99,7 +100,7 @@ class Layout:
     """Shared memory: the CTA's two fixed tiles (BM rows each), then stages of
     two streamed tiles (BT rows each), then the barriers."""
 
-    def __init__(self, d, stages, extra=0):
+    def __init__(self, d, stages, extra=0, dq_bufs=0):
         self.panels = d // PANEL
         self.fix_panel = BM * 128
         self.fix_bytes = self.panels * self.fix_panel         # one fixed tile
@@ -109,7 +110,8 @@ class Layout:
         self.st_off = 2 * self.fix_bytes
         self.ds_off = self.st_off + stages * 2 * self.st_bytes
         self.bar_off = self.ds_off + extra
-        self.shared = self.bar_off + 8 * (1 + 2 * stages) + 1024
+        self.dq_bufs = dq_bufs
+        self.shared = self.bar_off + 8 * (1 + 2 * stages + 2 * dq_bufs) + 1024
 
     fixed_full = 0
 
@@ -119,16 +121,31 @@ class Layout:
     def empty(self, s):
         return 8 * (1 + self.stages + s)
 
+    def dq_full(self, s):
+        """The fused kernel's f32 dQ tile s written (256 consumer arrivals)."""
+        return 8 * (1 + 2 * self.stages + s)
+
+    def dq_empty(self, s):
+        """... and added into the workspace (the writer's arrival)."""
+        return 8 * (1 + 2 * self.stages + self.dq_bufs + s)
+
 
 def init_barriers(k, L, bars, tid):
-    k.init_mbarriers(tid, bars, [(L.fixed_full, 1)] + Ring.inits(L.stages, L.full(0), L.empty(0), 8))
+    inits = [(L.fixed_full, 1)] + Ring.inits(L.stages, L.full(0), L.empty(0), 8)
+    if L.dq_bufs:
+        inits += Ring.inits(L.dq_bufs, L.dq_empty(0), L.dq_full(0), 256)
+    k.init_mbarriers(tid, bars, inits)
 
 
-def producer(k, L, base, bars, b, maps, fixed_head, fixed_row, count, coords_of, exit_):
+def producer(k, L, base, bars, b, maps, fixed_head, fixed_row, count, coords_of, exit_, writer=None):
     """Thread 0 of warpgroup 0: the two fixed tiles (maps[0:2] at (fixed_head,
-    fixed_row)), then `count` stages of maps[2:4] at coords_of(i) = (head, row)."""
+    fixed_row)), then `count` stages of maps[2:4] at coords_of(i) = (head, row).
+    writer: code for thread 32 (the fused kernel's dQ writer)."""
     k.op("setmaxnreg.dec.sync.aligned.u32 %d" % PROD_REGS)
     tid = k.r("mov.u32", "%tid.x")
+    if writer is not None:
+        wl = k.label("writer")
+        k.op("@%s bra %s" % (k.p("setp.eq.u32", tid, 32), wl))
     k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), exit_))
     k.op("@%s bra %s" % (k.p("setp.eq.u32", count, 0), exit_))
     tm = []
@@ -157,6 +174,10 @@ def producer(k, L, base, bars, b, maps, fixed_head, fixed_row, count, coords_of,
     k.op("add.u32 %s, %s, 1" % (it, it))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", it, count), top))
     k.op("bra.uni %s" % exit_)
+    if writer is not None:
+        k.place(wl)
+        writer()
+        k.op("bra.uni %s" % exit_)
 
 
 class Consumer:
@@ -227,9 +248,8 @@ class FusedDq:
     its fragment's row and column in the workspace.  D 128: warpgroup w
     owns dQ columns 64w..64w+63; D 64: the warpgroups take turns by tile."""
 
-    def __init__(self, k, C, L, P, d):
-        self.tid = k.r("mov.u32", "%tid.x")
-        lane = k.r("and.b32", self.tid, 31)
+    def __init__(self, k, C, L, d):
+        lane = k.r("and.b32", k.r("mov.u32", "%tid.x"), 31)
         self.xr = k.r("shr.u32", lane, 2)
         self.w_off = k.r("add.u32", k.r("shl.b32", C.rel_row, 7), k.r("shl.b32", k.r("and.b32", lane, 3), 2))
         self.ds_base = k.r("add.u32", C.base, L.ds_off)
@@ -237,28 +257,24 @@ class FusedDq:
         self.kdesc = wgmma.desc(k, kaddr, L.fix_panel, 1024)
         self.qrow = k.r("and.b32", C.rel_row, BT - 1)
         self.col = C.t2 if L.panels == 1 else k.r("add.u32", k.r("shl.b32", C.cw, 6), C.t2)
-        self.t0 = k.p("setp.eq.u32", self.tid, 128)
-        self.dqs = k.r("add.u32", C.base, L.ds_off + 2 * DS_BYTES)
-        self.dqs_off = k.r("add.u32", self.dqs, k.r("add.u32", k.r("mul.lo.u32", self.qrow, d * 4),
-                                                    k.r("shl.b32", self.col, 2)))
-        self.ordered = k.p("setp.ne.u32", P["ordered"], 0)
-        self.nqt = k.r("shr.u32", P["sq_pad"], BT.bit_length() - 1)
-        self.kb = k.r("mov.u32", "%ctaid.x")
+        dqs = k.r("add.u32", C.base, L.ds_off + 2 * DS_BYTES)
+        self.dqs_off = k.r("add.u32", dqs, k.r("add.u32", k.r("mul.lo.u32", self.qrow, d * 4),
+                                               k.r("shl.b32", self.col, 2)))
+        # the consumers fill the f32 tiles: they wait on dq_empty, arrive on dq_full
+        self.ring = Ring(k, C.bars, L.dq_bufs, L.dq_full(0), L.dq_empty(0))
 
 
 def consumers_sync(k):
-    """Both consumer warpgroups (256 threads; the producer has left)."""
+    """Both consumer warpgroups (256 threads)."""
     k.op("bar.sync 1, 256")
 
 
-def dq_partial(k, C, L, P, Q, ds, ring, it, q0t, lrow):
+def dq_partial(k, C, L, Q, ds, ring, it):
     """After the tile's dK wgmma is issued: dS^T into shared memory (buffer
     it & 1, so a warpgroup never overwrites what the other still reads),
     dQ_partial (64 queries x 64 columns) = dS (A: dS^T MN-major) K (B: K
-    MN-major) over the CTA's 128 keys, into the f32 tile in shared memory,
-    then one bulk reduce-add of that tile into the workspace (thread 128);
-    ordered: after the CTAs of the lower key blocks (semaphore), and the
-    semaphore raised once the add has landed."""
+    MN-major) over the CTA's 128 keys, into an f32 tile in shared memory
+    for the writer (dq_writer)."""
     dsb = k.r("add.u32", Q.ds_base, k.r("shl.b32", k.r("and.b32", it, 1), DS_BYTES.bit_length() - 1))
     wbase = k.r("add.u32", dsb, Q.w_off)
     for c in range(BT // 8):
@@ -266,8 +282,6 @@ def dq_partial(k, C, L, P, Q, ds, ring, it, q0t, lrow):
         for r in range(2):
             k.op("st.shared.b32 [%s+%d], %s" % (addr, 1024 * r, ds[2 * c + r]))
     k.op("fence.proxy.async.shared::cta")
-    k.note("the previous tile's bulk add has read the f32 tile")
-    k.op("@%s cp.async.bulk.wait_group.read 0" % Q.t0)
     consumers_sync(k)
     acc = k.regs("f", BT // 2)
     skip = k.label("no_dq")
@@ -284,38 +298,70 @@ def dq_partial(k, C, L, P, Q, ds, ring, it, q0t, lrow):
     k.place(skip)
     wgmma.wait(k, 0)
     ring.release(C.lane0)
+    Q.ring.wait_empty(hint="c_dq_empty")
     written = k.label("dq_written")
     if job is not None:
         k.op("@!%s bra.uni %s" % (job, written))
     k.note("row q, column c of the f32 tile at q*D + (c ^ ((q & 7) << 3)): no bank conflicts")
+    tile = k.r("mad.lo.u32", Q.ring.s, BT * C.d * 4, Q.dqs_off)
     for c in range(BT // 8):
-        addr = k.r("add.u32", Q.dqs_off, k.r("shl.b32", k.r("xor.b32", Q.xr, c), 5))
+        addr = k.r("add.u32", tile, k.r("shl.b32", k.r("xor.b32", Q.xr, c), 5))
         for r in range(2):
             k.op("st.shared.v2.f32 [%s+%d], {%s, %s}" % (addr, 8 * r * C.d * 4, acc[4 * c + 2 * r],
                                                         acc[4 * c + 2 * r + 1]))
     k.place(written)
     k.op("fence.proxy.async.shared::cta")
-    consumers_sync(k)
-    posted = k.label("posted")
-    k.op("@!%s bra %s" % (Q.t0, posted))
-    sem = k.rd("add.u64", P["sem"], k.rd("mul.wide.u32", k.r("mad.lo.u32", lrow, Q.nqt,
+    mbarrier.arrive(k, Q.ring.bar(Q.ring.full))
+    Q.ring.advance()
+
+
+def dq_writer(k, L, P, base, bars, b, d, count, coords_of):
+    """Thread 32 (producer warpgroup): per tile, once the consumers have
+    written the f32 tile, one bulk reduce-add of it into the workspace rows
+    (lrow * sq_pad + q0) * D.. (contiguous), then the buffer back to them.
+    ordered: first waits until the query block's semaphore equals this
+    key block, and raises it once the add has landed."""
+    ordered = k.p("setp.ne.u32", P["ordered"], 0)
+    kb = k.r("mov.u32", "%ctaid.x")
+    nqt = k.r("shr.u32", P["sq_pad"], BT.bit_length() - 1)
+    ring = Ring(k, bars, L.dq_bufs, L.dq_full(0), L.dq_empty(0))
+    done = k.label("w_done")
+    k.op("@%s bra %s" % (k.p("setp.eq.u32", count, 0), done))
+    it = k.r("mov.u32", 0)
+    top = k.label("w_tile")
+    k.place(top)
+    h, q0t = coords_of(it)
+    lrow = k.r("mad.lo.u32", b, P["heads_q"], h)
+    ring.wait_full(hint="w_full")
+    sem = k.rd("add.u64", P["sem"], k.rd("mul.wide.u32", k.r("mad.lo.u32", lrow, nqt,
                                                                 k.r("shr.u32", q0t, BT.bit_length() - 1)), 4))
     turn = k.label("turn")
-    k.op("@!%s bra %s" % (Q.ordered, turn))
+    k.op("@!%s bra %s" % (ordered, turn))
     spin = k.label("spin")
     k.place(spin)
     v = k.r("ld.acquire.gpu.global.u32", "[%s]" % sem)
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", v, Q.kb), spin))
+    k.op("@%s bra %s" % (k.p("setp.ne.u32", v, kb), spin))
     k.place(turn)
-    el = k.rd("mul.lo.u64", k.wide(k.r("mad.lo.u32", lrow, P["sq_pad"], q0t)), C.d * 4)
+    el = k.rd("mul.lo.u64", k.wide(k.r("mad.lo.u32", lrow, P["sq_pad"], q0t)), d * 4)
+    src = k.r("add.u32", base, k.r("mad.lo.u32", ring.s, BT * d * 4, L.ds_off + 2 * DS_BYTES))
     k.op("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%s], [%s], %d" % (
-        k.rd("add.u64", P["dq_ws"], el), Q.dqs, BT * C.d * 4))
+        k.rd("add.u64", P["dq_ws"], el), src, BT * d * 4))
     k.op("cp.async.bulk.commit_group")
-    k.op("@!%s bra %s" % (Q.ordered, posted))
+    landed, freed = k.label("landed"), k.label("freed")
+    k.op("@%s bra %s" % (ordered, landed))
+    k.op("cp.async.bulk.wait_group.read 0")
+    k.op("bra.uni %s" % freed)
+    k.place(landed)
     k.op("cp.async.bulk.wait_group 0")
     k.op("fence.proxy.async.global")
     k.op("red.release.gpu.global.add.u32 [%s], 1" % sem)
-    k.place(posted)
+    k.place(freed)
+    ring.release(None)
+    ring.advance()
+    k.op("add.u32 %s, %s, 1" % (it, it))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", it, count), top))
+    k.op("cp.async.bulk.wait_group 0")
+    k.place(done)
 
 
 def convert_kernel(dt, d):
@@ -458,7 +504,7 @@ def dkdv_kernel(dt, d, fused=False):
     kind = "fused" if fused else "dkdv"
     name = "kaio_attn_bwd_%s_sm90_%s_d%d" % (kind, dt, d)
     manifest.keys(name, **{"select": "attn_bwd_sm90", "pass": "bwd_" + kind, "dtype": dt, "head_dim": d})
-    L = Layout(d, 2, 2 * DS_BYTES + BT * d * 4 if fused else 0)
+    L = Layout(d, 2, 2 * DS_BYTES + DQ_BUFS * BT * d * 4, DQ_BUFS) if fused else Layout(d, 2)
     k = Kernel()
     P = load_params(k, DKDV_SCALARS + (FUSED_SCALARS if fused else []),
                     ("lse", "dv", "grad_a", "grad_b") + (("dq_ws", "sem") if fused else ()))
@@ -485,7 +531,9 @@ def dkdv_kernel(dt, d, fused=False):
     init_barriers(k, L, bars, tid)
     exit_, consumer = k.label("exit"), k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), consumer))
-    producer(k, L, base, bars, b, ("tmap_k", "tmap_v", "tmap_q", "tmap_do"), hk, k0, total, coords, exit_)
+    writer = (lambda: dq_writer(k, L, P, base, bars, b, d, total, coords)) if fused else None
+    producer(k, L, base, bars, b, ("tmap_k", "tmap_v", "tmap_q", "tmap_do"), hk, k0, total, coords, exit_,
+             writer)
 
     k.place(consumer)
     C = Consumer(k, L, dt, d, base, bars)
@@ -495,7 +543,7 @@ def dkdv_kernel(dt, d, fused=False):
     nomask_sk = k.r("sub.s32", sq, BT)                                   # q0t + BT > seq_q
     nomask_c = k.r("sub.s32", k.r("add.s32", k0, BM - 1), off)           # q0t < k0 + BM-1 - off
     inv_scale = k.f("rcp.rn.f32", P["scale"])
-    Q = FusedDq(k, C, L, P, d) if fused else None
+    Q = FusedDq(k, C, L, d) if fused else None
     dK, dV = k.regs("f", d // 2), k.regs("f", d // 2)
     zero(k, dK + dV)
     S, dP = k.regs("f", BT // 2), k.regs("f", BT // 2)
@@ -560,15 +608,13 @@ def dkdv_kernel(dt, d, fused=False):
     C.gemm_rs(dK, ds, st, L.st_panel)
     wgmma.commit(k)
     if fused:
-        dq_partial(k, C, L, P, Q, ds, ring, it, q0t, lrow)
+        dq_partial(k, C, L, Q, ds, ring, it)
         ring.advance()
         k.op("add.u32 %s, %s, 1" % (it, it))
         k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", it, total), top))
     else:
         C.next_stage(ring, it, total, top)
     k.place(done)
-    if fused:
-        k.op("@%s cp.async.bulk.wait_group 0" % Q.t0)
     for grad, bs, ss, acc, scale in (("grad_a", "ga_bs", "ga_ss", dK, P["scale"]),
                                       ("grad_b", "gb_bs", "gb_ss", dV, None)):
         gb = out_base(k, P[grad], b, P[bs], hk, d, P["out_dtype"])

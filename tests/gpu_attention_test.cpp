@@ -347,6 +347,18 @@ TEST_F(GpuAttention, Sm90BlockEdgesMasksHeadsAndStrides) {
   wide.out = 0;
   wide.mask = KAIO_ATTENTION_MASK_NONE;
   check(wide, true);
+  // From 4096 keys the backward is the fused kernel (dQ through the f32
+  // workspace, key blocks adding in their causal order).
+  for (kaio_attention_mask mask :
+       {KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL, KAIO_ATTENTION_CAUSAL_TOP_LEFT}) {
+    Shape lk = gqa;
+    lk.hq = 4;
+    lk.sq = 130;
+    lk.sk = 4100;
+    lk.mask = mask;
+    lk.d = mask == KAIO_ATTENTION_CAUSAL ? 64 : 128;
+    check(lk, true);
+  }
 }
 
 TEST_F(GpuAttention, BackwardSmallShapesEveryDimDtypeAndMask) {
@@ -493,9 +505,9 @@ TEST_F(GpuAttention, BackwardIsBitwiseDeterministic) {
 TEST_F(GpuAttention, BackwardNonDeterministicMatchesDeterministic) {
   for (int64_t dim : {64, 128})
     for (kaio_attention_mask mask : {KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL}) {
-      Shape s;
+      Shape s;  // 4096 keys or more: the fused kernel, whose dQ adds have an order
       s.sq = 300;
-      s.sk = 400;
+      s.sk = 4100;
       s.d = dim;
       s.mask = mask;
       SCOPED_TRACE(describe(s));

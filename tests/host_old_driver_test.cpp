@@ -176,18 +176,15 @@ void attention(Child &c, kaio_device *dev, kaio_stream *stream, const Views &v) 
   op = nullptr;
   s = kaio_op_create_attention_backward(&op, dev, &d);
   kt::Op bwd(op);
-  // sm_90a: the fused kernel (logged), then dQ out of its workspace (launched last)
   const std::string dkdv =
-      c.hopper() ? "kaio_attn_bwd_fused_sm90_bf16_d64" : "kaio_attn_bwd_dkdv_bf16_d64";
-  const std::string last =
-      c.hopper() ? "kaio_attn_bwd_dq_convert_sm90_bf16_d64" : "kaio_attn_bwd_dkdv_bf16_d64";
+      c.hopper() ? "kaio_attn_bwd_dkdv_sm90_bf16_d64" : "kaio_attn_bwd_dkdv_bf16_d64";
   const kaio_tensor b[] = {v.at(5, KAIO_DTYPE_BF16, 200, 256), q, k, val, o, lse,
                            v.at(6, KAIO_DTYPE_BF16, 200, 256), v.at(7, KAIO_DTYPE_BF16, 154, 128),
                            v.at(8, KAIO_DTYPE_BF16, 154, 128)};
   c.runs(s, op,
          {"kaio: kaio_op_create_attention_backward: backward B=2", "kaio_attn_bwd_pre_bf16", dkdv,
           hopper_reason(c, "(AUTO: sm_80; ")},
-         stream, b, 9, last, "attention backward");
+         stream, b, 9, dkdv, "attention backward");
 
   // SM90 by name: the driver must load it.
   d.variant = KAIO_ATTENTION_SM90;

@@ -37,6 +37,10 @@ constexpr int64_t kPreRowsPerBlock = 4;
 // Queries per block of the fused sm_90a backward (its dQ workspace rows per
 // head are rounded up to it; one semaphore per block).
 constexpr int64_t kSm90BwdQueryBlock = 64;
+// The fused sm_90a backward from this many keys on; below, the dQ and dK/dV
+// kernels (H100, S 1024: the two kernels 1.05-1.7x faster; S 4096: the
+// fused one 1.04x, non-causal, before its causal order was fixed).
+constexpr int64_t kSm90FusedMinKeys = 4096;
 
 bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
 
@@ -243,10 +247,18 @@ kaio_status plan_unlogged(kaio_device *device,
   int64_t dq_tile = 0, dkdv_tile = 0;
   if (sm90) {
     using kernels::Pass;
-    KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dq_convert, d.dtype, d.head_dim),
-                     &plan->convert, &dq_tile));
-    KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_fused, d.dtype, d.head_dim),
-                     &plan->dkdv, &dkdv_tile, &plan->dkdv_box));
+    plan->fused = d.seq_k >= kSm90FusedMinKeys;
+    if (plan->fused) {
+      KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dq_convert, d.dtype, d.head_dim),
+                       &plan->convert, &dq_tile));
+      KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_fused, d.dtype, d.head_dim),
+                       &plan->dkdv, &dkdv_tile, &plan->dkdv_box));
+    } else {
+      KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dq, d.dtype, d.head_dim),
+                       &plan->dq, &dq_tile, &plan->dq_box));
+      KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dkdv, d.dtype, d.head_dim),
+                       &plan->dkdv, &dkdv_tile, &plan->dkdv_box));
+    }
     plan->sm90 = true;
   } else {
     using kernels::Pass;
@@ -255,17 +267,17 @@ kaio_status plan_unlogged(kaio_device *device,
     KAIO_TRY(resolve(device, kernels::attn_bwd_sm80(Pass::bwd_dkdv, d.dtype, d.head_dim),
                      &plan->dkdv, &dkdv_tile));
   }
-  log_kernel(device, (sm90 ? plan->convert : plan->dq).function, why);
+  log_kernel(device, (plan->fused ? plan->convert : plan->dq).function, why);
   log_kernel(device, plan->dkdv.function, why);
   const int64_t rows = d.batch * d.seq_q * d.heads_q;
   plan->pre.grid = blocks(rows, kPreRowsPerBlock);
-  Launch &dq = sm90 ? plan->convert : plan->dq;
+  Launch &dq = plan->fused ? plan->convert : plan->dq;
   dq.grid = blocks(d.seq_q, dq_tile);
   dq.grid_y = bh;
   plan->dkdv.grid = blocks(d.seq_k, dkdv_tile);
   plan->dkdv.grid_y = static_cast<unsigned>(d.batch * d.heads_kv);
   uint64_t bytes = static_cast<uint64_t>(rows) * 4;
-  if (sm90) {
+  if (plan->fused) {
     // Dv, then the f32 dQ rows [B*Hq, sq_pad, D] (16-byte aligned for the
     // vector adds), then a u32 semaphore per (b, hq, query block); zero
     // before the first launch, each launch leaves them zero.
@@ -276,7 +288,7 @@ kaio_status plan_unlogged(kaio_device *device,
     bytes = plan->sem + static_cast<uint64_t>(bh) * qblocks * 4;
   }
   KAIO_TRY(DeviceMemory::allocate(device, bytes, &plan->workspace));
-  if (!sm90) return KAIO_OK;
+  if (!plan->fused) return KAIO_OK;
   return buffer_zero(plan->workspace->buffer(), plan->dq_ws, bytes - plan->dq_ws);
 }
 
@@ -366,10 +378,11 @@ kaio_status run_forward(const kaio_device *device, const AttentionPlan &plan,
   return launch_builtin(device, plan.fwd, stream, params);
 }
 
-// The sm_90a backward kernel's tensor maps, encoded before anything is
-// enqueued: K, V, Q, dO.
+// The sm_90a backward kernels' tensor maps, encoded before anything is
+// enqueued. dq: Q, dO, K, V (the two-kernel path only); dkdv (also the
+// fused kernel's): K, V, Q, dO.
 struct BackwardMaps {
-  TensorMap dkdv[4];
+  TensorMap dq[4], dkdv[4];
 };
 
 kaio_status encode_backward_maps(const kaio_device *device, const AttentionPlan &plan,
@@ -379,11 +392,49 @@ kaio_status encode_backward_maps(const kaio_device *device, const AttentionPlan 
   ContextScope scope(device);
   KAIO_TRY(scope.status());
   const kaio_dtype dt = d.dtype;
-  const AttentionPlan::Boxes &box = plan.dkdv_box;
-  KAIO_TRY(encode_bshd_map(device, k, dt, d.seq_k, d.heads_kv, box.kv, &out->dkdv[0]));
-  KAIO_TRY(encode_bshd_map(device, v, dt, d.seq_k, d.heads_kv, box.kv, &out->dkdv[1]));
-  KAIO_TRY(encode_bshd_map(device, q, dt, d.seq_q, d.heads_q, box.q, &out->dkdv[2]));
-  return encode_bshd_map(device, dout, dt, d.seq_q, d.heads_q, box.q, &out->dkdv[3]);
+  for (const auto &[maps, box, query_first] :
+       {std::tuple{out->dq, &plan.dq_box, true}, std::tuple{out->dkdv, &plan.dkdv_box, false}}) {
+    if (query_first && plan.fused) continue;
+    TensorMap *qside = maps + (query_first ? 0 : 2), *kside = maps + (query_first ? 2 : 0);
+    KAIO_TRY(encode_bshd_map(device, q, dt, d.seq_q, d.heads_q, box->q, &qside[0]));
+    KAIO_TRY(encode_bshd_map(device, dout, dt, d.seq_q, d.heads_q, box->q, &qside[1]));
+    KAIO_TRY(encode_bshd_map(device, k, dt, d.seq_k, d.heads_kv, box->kv, &kside[0]));
+    KAIO_TRY(encode_bshd_map(device, v, dt, d.seq_k, d.heads_kv, box->kv, &kside[1]));
+  }
+  return KAIO_OK;
+}
+
+// dQ, then dK and dV, on the sm_90a kernels (Dv is in the workspace).
+kaio_status run_backward_sm90_two(const kaio_device *device,
+                                  const AttentionPlan &plan, kaio_stream *stream,
+                                  const BackwardMaps &encoded, const CheckedView &lse,
+                                  const CheckedView &dq, const CheckedView &dk,
+                                  const CheckedView &dv) {
+  const kaio_attention_desc &d = plan.desc;
+  BackwardMaps maps = encoded;  // the launch takes non-const parameter pointers
+  TensorMap *dq_maps = maps.dq, *dkdv_maps = maps.dkdv;
+  unsigned long long pl = lse.address, p_ws = plan.workspace->ptr(), lse_rs = lse.row_stride;
+  unsigned sq = static_cast<unsigned>(d.seq_q), sk = static_cast<unsigned>(d.seq_k),
+           hq = static_cast<unsigned>(d.heads_q),
+           group = static_cast<unsigned>(d.heads_q / d.heads_kv);
+  float scale = d.softmax_scale;
+  float scale_log2 = static_cast<float>(d.softmax_scale * 1.4426950408889634);
+  unsigned causal = plan.causal, causal_off = static_cast<unsigned>(plan.causal_off),
+           out_dtype = static_cast<unsigned>(d.out_dtype);
+  unsigned long long ga = dq.address, ga_bs = bstride(dq, d.seq_q), ga_ss = dq.row_stride;
+  void *dq_params[] = {&dq_maps[0], &dq_maps[1], &dq_maps[2], &dq_maps[3], &pl,     &p_ws,
+                       &ga,         &sq,         &sk,         &hq,         &group,  &ga_bs,
+                       &ga_ss,      &lse_rs,     &scale,      &scale_log2, &causal, &causal_off,
+                       &out_dtype};
+  KAIO_TRY(launch_builtin(device, plan.dq, stream, dq_params));
+  unsigned long long pk = dk.address, pv = dv.address, k_bs = bstride(dk, d.seq_k),
+                     k_ss = dk.row_stride, v_bs = bstride(dv, d.seq_k), v_ss = dv.row_stride;
+  void *dkdv_params[] = {&dkdv_maps[0], &dkdv_maps[1], &dkdv_maps[2], &dkdv_maps[3], &pl,
+                         &p_ws,         &pk,           &pv,           &sq,           &sk,
+                         &hq,           &group,        &k_bs,         &k_ss,         &v_bs,
+                         &v_ss,         &lse_rs,       &scale,        &scale_log2,   &causal,
+                         &causal_off,   &out_dtype};
+  return launch_builtin(device, plan.dkdv, stream, dkdv_params);
 }
 
 // dK, dV and dQ's f32 sums on the fused sm_90a kernel, then dQ out of the
@@ -450,7 +501,9 @@ kaio_status run_backward(const kaio_device *device, const AttentionPlan &plan,
   BackwardMaps maps;
   if (plan.sm90) KAIO_TRY(encode_backward_maps(device, plan, dout, q, k, v, &maps));
   KAIO_TRY(launch_builtin(device, plan.pre, stream, pre));
-  if (plan.sm90) return run_backward_sm90(device, plan, stream, maps, lse, dq, dk, dv);
+  if (plan.sm90 && plan.fused)
+    return run_backward_sm90(device, plan, stream, maps, lse, dq, dk, dv);
+  if (plan.sm90) return run_backward_sm90_two(device, plan, stream, maps, lse, dq, dk, dv);
 
   unsigned long long pq = q.address, pk = k.address, pv = v.address, pl = lse.address;
   unsigned sk = static_cast<unsigned>(Sk), group = static_cast<unsigned>(Hq / Hkv);

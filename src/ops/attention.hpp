@@ -29,11 +29,12 @@ struct AttentionPlan : PlanBase {
     unsigned kv[2] = {0, 0};
   };
   bool sm90 = false;           // fwd, or dq and dkdv, are the sm_90a kernels
-  Boxes fwd_box, dkdv_box;
+  Boxes fwd_box, dq_box, dkdv_box;
   Launch pre;                  // backward: Dv = rowsum(dO ∘ O)
   Launch dq;                   // backward: dQ over query tiles
   Launch dkdv;                 // backward: dK, dV over key tiles
-  // sm_90a backward: one kernel for dK, dV and dQ (f32 adds into the
+  bool fused = false;          // sm_90a backward: the fused kernel (seq_k large enough)
+  // sm_90a backward, fused: one kernel for dK, dV and dQ (f32 adds into the
   // workspace at dq_ws, ordered by the semaphores at sem when the desc is
   // deterministic), then convert (dQ out of the workspace, which it zeroes).
   Launch convert;

@@ -319,16 +319,15 @@ def dq_writer(k, L, P, base, bars, b, d, count, coords_of):
     """Thread 32 (producer warpgroup): per tile, once the consumers have
     written the f32 tile, one bulk reduce-add of it into the workspace rows
     (lrow * sq_pad + q0) * D.. (contiguous), then the buffer back to them.
-    ordered: the key blocks that see a query block add in descending order
-    (with a causal mask the last one starts there: nobody waits long):
-    waits until the block's semaphore equals last - this key block, raises
-    it once the add has landed.  last: the highest key block n whose first
-    query block (the producer's) is <= t: all of them when t is the last
-    block, else min(nkb - 1, (64 t + 63 + causal_off) >> 7)."""
+    ordered: first waits until the query block's semaphore equals this
+    key block, and raises it once the add has landed.  Ascending order:
+    a CTA waits only for CTAs launched before it (never a deadlock), but
+    with a causal mask key block n starts at query block ~2n and waits for
+    every lower one to get there (the host takes the two-kernel path for
+    causal + deterministic).  Descending order with the key blocks
+    launched in reverse would fix that; not done (unmeasured)."""
     ordered = k.p("setp.ne.u32", P["ordered"], 0)
     kb = k.r("mov.u32", "%ctaid.x")
-    nkb1 = k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1)
-    causal = k.p("setp.ne.u32", P["causal"], 0)
     nqt = k.r("shr.u32", P["sq_pad"], BT.bit_length() - 1)
     ring = Ring(k, bars, L.dq_bufs, L.dq_full(0), L.dq_empty(0))
     done = k.label("w_done")
@@ -343,15 +342,10 @@ def dq_writer(k, L, P, base, bars, b, d, count, coords_of):
                                                                 k.r("shr.u32", q0t, BT.bit_length() - 1)), 4))
     turn = k.label("turn")
     k.op("@!%s bra %s" % (ordered, turn))
-    qend = k.r("add.u32", q0t, BT - 1)
-    reach = k.r("shr.s32", k.r("add.s32", qend, P["causal_off"]), BM.bit_length() - 1)
-    cut = k.p("setp.lt.and.u32", qend, P["seq_q"], causal)
-    last = k.r("selp.b32", k.r("min.s32", reach, nkb1), nkb1, cut)
-    mine = k.r("sub.u32", last, kb)
     spin = k.label("spin")
     k.place(spin)
     v = k.r("ld.acquire.gpu.global.u32", "[%s]" % sem)
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", v, mine), spin))
+    k.op("@%s bra %s" % (k.p("setp.ne.u32", v, kb), spin))
     k.place(turn)
     el = k.rd("mul.lo.u64", k.wide(k.r("mad.lo.u32", lrow, P["sq_pad"], q0t)), d * 4)
     src = k.r("add.u32", base, k.r("mad.lo.u32", ring.s, BT * d * 4, L.ds_off + 2 * DS_BYTES))

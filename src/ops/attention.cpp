@@ -37,9 +37,11 @@ constexpr int64_t kPreRowsPerBlock = 4;
 // Queries per block of the fused sm_90a backward (its dQ workspace rows per
 // head are rounded up to it; one semaphore per block).
 constexpr int64_t kSm90BwdQueryBlock = 64;
-// The fused sm_90a backward from this many keys on; below, the dQ and dK/dV
-// kernels (H100, S 1024: the two kernels 1.05-1.7x faster; S 4096: the
-// fused one 1.04x, non-causal, before its causal order was fixed).
+// The fused sm_90a backward from this many keys on, unless causal and
+// deterministic; else the dQ and dK/dV kernels. H100 against the two
+// kernels: S 1024 0.57-0.85x (deterministic), S 4096-16384 non-causal
+// 1.03-1.31x (deterministic 1), 1.12-1.35x (0); causal 0.57-0.84x (1: the
+// key-block order makes CTAs wait), 0.97-1.27x (0).
 constexpr int64_t kSm90FusedMinKeys = 4096;
 
 bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
@@ -247,7 +249,7 @@ kaio_status plan_unlogged(kaio_device *device,
   int64_t dq_tile = 0, dkdv_tile = 0;
   if (sm90) {
     using kernels::Pass;
-    plan->fused = d.seq_k >= kSm90FusedMinKeys;
+    plan->fused = d.seq_k >= kSm90FusedMinKeys && (!plan->causal || d.deterministic == 0);
     if (plan->fused) {
       KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dq_convert, d.dtype, d.head_dim),
                        &plan->convert, &dq_tile));
@@ -405,11 +407,10 @@ kaio_status encode_backward_maps(const kaio_device *device, const AttentionPlan 
 }
 
 // dQ, then dK and dV, on the sm_90a kernels (Dv is in the workspace).
-kaio_status run_backward_sm90_two(const kaio_device *device,
-                                  const AttentionPlan &plan, kaio_stream *stream,
-                                  const BackwardMaps &encoded, const CheckedView &lse,
-                                  const CheckedView &dq, const CheckedView &dk,
-                                  const CheckedView &dv) {
+kaio_status run_backward_sm90(const kaio_device *device,
+                              const AttentionPlan &plan, kaio_stream *stream,
+                              const BackwardMaps &encoded, const CheckedView &lse,
+                              const CheckedView &dq, const CheckedView &dk, const CheckedView &dv) {
   const kaio_attention_desc &d = plan.desc;
   BackwardMaps maps = encoded;  // the launch takes non-const parameter pointers
   TensorMap *dq_maps = maps.dq, *dkdv_maps = maps.dkdv;
@@ -439,10 +440,11 @@ kaio_status run_backward_sm90_two(const kaio_device *device,
 
 // dK, dV and dQ's f32 sums on the fused sm_90a kernel, then dQ out of the
 // workspace (Dv is at its start).
-kaio_status run_backward_sm90(const kaio_device *device,
-                              const AttentionPlan &plan, kaio_stream *stream,
-                              const BackwardMaps &encoded, const CheckedView &lse,
-                              const CheckedView &dq, const CheckedView &dk, const CheckedView &dv) {
+kaio_status run_backward_sm90_fused(const kaio_device *device,
+                                    const AttentionPlan &plan, kaio_stream *stream,
+                                    const BackwardMaps &encoded, const CheckedView &lse,
+                                    const CheckedView &dq, const CheckedView &dk,
+                                    const CheckedView &dv) {
   const kaio_attention_desc &d = plan.desc;
   BackwardMaps maps = encoded;  // the launch takes non-const parameter pointers
   TensorMap *dkdv_maps = maps.dkdv;
@@ -502,8 +504,8 @@ kaio_status run_backward(const kaio_device *device, const AttentionPlan &plan,
   if (plan.sm90) KAIO_TRY(encode_backward_maps(device, plan, dout, q, k, v, &maps));
   KAIO_TRY(launch_builtin(device, plan.pre, stream, pre));
   if (plan.sm90 && plan.fused)
-    return run_backward_sm90(device, plan, stream, maps, lse, dq, dk, dv);
-  if (plan.sm90) return run_backward_sm90_two(device, plan, stream, maps, lse, dq, dk, dv);
+    return run_backward_sm90_fused(device, plan, stream, maps, lse, dq, dk, dv);
+  if (plan.sm90) return run_backward_sm90(device, plan, stream, maps, lse, dq, dk, dv);
 
   unsigned long long pq = q.address, pk = k.address, pv = v.address, pl = lse.address;
   unsigned sk = static_cast<unsigned>(Sk), group = static_cast<unsigned>(Hq / Hkv);

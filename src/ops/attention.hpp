@@ -33,7 +33,7 @@ struct AttentionPlan : PlanBase {
   Launch pre;                  // backward: Dv = rowsum(dO ∘ O)
   Launch dq;                   // backward: dQ over query tiles
   Launch dkdv;                 // backward: dK, dV over key tiles
-  bool fused = false;          // sm_90a backward: the fused kernel (seq_k large enough)
+  bool fused = false;          // sm_90a backward: the fused kernel (kSm90FusedMinKeys)
   // sm_90a backward, fused: one kernel for dK, dV and dQ (f32 adds into the
   // workspace at dq_ws, ordered by the semaphores at sem when the desc is
   // deterministic), then convert (dQ out of the workspace, which it zeroes).

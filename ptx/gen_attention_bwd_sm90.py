@@ -4,14 +4,27 @@
     python3 ptx/gen_attention_bwd_sm90.py --out-dir DIR  # write DIR/attention_bwd_sm90.ptx
 
 Kernels, dt in {f16, bf16}, D in {64, 128}:
-  kaio_attn_bwd_dq_sm90_<dt>_d<D>    dQ over blocks of 128 query rows
-  kaio_attn_bwd_dkdv_sm90_<dt>_d<D>  dK and dV over blocks of 128 keys
-Both follow the sm_80 backward's contract (ptx/gen_attention_sm80.py): Dv =
+  kaio_attn_bwd_dq_sm90_<dt>_d<D>          dQ over blocks of 128 query rows
+  kaio_attn_bwd_dkdv_sm90_<dt>_d<D>        dK and dV over blocks of 128 keys
+  kaio_attn_bwd_fused_sm90_<dt>_d<D>       dkdv that also adds dQ's f32 partial
+                                           sums into a workspace (below)
+  kaio_attn_bwd_dq_convert_sm90_<dt>_d<D>  dQ from that workspace
+All follow the sm_80 backward's contract (ptx/gen_attention_sm80.py): Dv =
 rowsum(dO * O) comes from kaio_attn_bwd_pre_<dt> in a B*Hq*Sq f32 workspace
-(row (b*Hq + h)*Sq + s); P is recomputed from the forward's LSE; every
-gradient element is written by one thread of one CTA, in a fixed order (no
-atomics): the backward is deterministic.  dK and dV of a KV head sum over
-the `group` query heads that share it, inside one CTA.
+(row (b*Hq + h)*Sq + s); P is recomputed from the forward's LSE.  dq and
+dkdv write every gradient element from one thread of one CTA, in a fixed
+order (no atomics): deterministic.  dK and dV of a KV head sum over the
+`group` query heads that share it, inside one CTA.
+
+Fused: params = dkdv's + u64 dq_ws, u64 sem, u32 sq_pad, u32 ordered.  Per
+tile, dS^T goes to shared memory and dQ_partial (64 queries x D) = dS K is
+one more wgmma; a writer thread (tid 32) bulk-adds the f32 tile into
+dq_ws [B*Hq, sq_pad, D] (row q's column c at c ^ ((q & 7) << 3)); ordered:
+per (b, hq, 64-query block) a u32 semaphore makes the key blocks add in
+ascending order (bit-identical sums).  Convert (256 threads, grid
+(ceil(Sq / rows), B * Hq)): params u64 dq_ws, sem, grad, u32 seq_q,
+heads_q, sq_pad, u64 g_bs, g_ss, f32 scale, u32 out_dtype; dQ = scale *
+dq_ws in out_dtype, and dq_ws and the semaphores back to zero.
 
   // kaio-tma: <entry> <map> rank=4 dims=D,H,S,B box=64,<rows> swizzle=128 dtype=<dt>
       As in ptx/gen_attention_sm90.py.  tmap_q and tmap_do share one box

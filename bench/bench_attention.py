@@ -216,17 +216,26 @@ def main():
     ap.add_argument("--quick", action="store_true", help="first two shapes only")
     ap.add_argument("--variant", type=int, default=0, help="kaio_attention_variant (0 AUTO, 1 SM80, 2 SM80_M128, 3 SM90)")
     ap.add_argument("--no-f32", action="store_true", help="skip the f32 single-head section")
+    ap.add_argument("--base", help="a second libkaio (e.g. main's): its fwd and bwd times on the same tensors, "
+                                   "as ratios new/base")
+    ap.add_argument("--nondet", action="store_true",
+                    help="also time the backward with deterministic = 0 (column b nd/d: its speed-up)")
     ap.add_argument("--f32-only", action="store_true", help="only the f32 single-head section")
     args = ap.parse_args()
     iters = max(args.iters, 20)
     dtype = torch.float16 if args.dtype == "f16" else torch.bfloat16
     torch.manual_seed(0)
     kaio = Kaio(args.lib)
+    base = Kaio(args.base) if args.base else None
     print("device: %s, torch %s, dtype %s, variant %d, median of %d" % (
         torch.cuda.get_device_name(), torch.__version__, args.dtype, args.variant, iters))
     hdr = "%-26s %-6s | %8s %8s %8s | %8s %8s %8s | %6s %6s %6s %6s | %s" % (
         "B Hq:Hkv S D", "causal", "kaio f", "FA2 f", "cuDNN f", "kaio b", "FA2 b", "cuDNN b",
         "f/FA2", "f/cuD", "b/FA2", "b/cuD", "O diff")
+    if base:
+        hdr += " | f/base b/base fb/cuD base fb/cuD"
+    if args.nondet:
+        hdr += " | b nd/d"
     rows = []
     shapes = [] if args.f32_only else SHAPES[:2] if args.quick else SHAPES
     if shapes:
@@ -250,6 +259,27 @@ def main():
             res = {"B": b, "Hq": hq, "Hkv": hkv, "S": s, "D": d, "causal": causal}
             res["kaio_fwd_ms"] = time_ms(lambda: kaio.launch(fop, [vq, vk, vv, vo, vl]), iters)
             res["kaio_bwd_ms"] = time_ms(lambda: kaio.launch(bop, [vdo, vq, vk, vv, vo, vl, vdq, vdk, vdv]), iters)
+            if args.nondet:
+                desc.deterministic = 0
+                ndop = kaio.op(desc, True)
+                res["kaio_bwd_nondet_ms"] = time_ms(
+                    lambda: kaio.launch(ndop, [vdo, vq, vk, vv, vo, vl, vdq, vdk, vdv]), iters)
+                kaio.lib.kaio_op_destroy(ndop)
+                desc.deterministic = 1
+            if base:
+                views = [base.view(t, r, c) for t, r, c in ((q, b * s, hq * d), (k, b * s, hkv * d),
+                                                           (v, b * s, hkv * d), (o, b * s, hq * d),
+                                                           (lse, b * hq, s), (do, b * s, hq * d),
+                                                           (dq, b * s, hq * d), (dk, b * s, hkv * d),
+                                                           (dv, b * s, hkv * d))]
+                bq, bk, bv, bo, bl, bdo, bdq, bdk, bdv = views
+                bdesc = base.desc(dtype, b, hq, hkv, s, d, causal)
+                bdesc.variant = args.variant
+                bf, bb = base.op(bdesc, False), base.op(bdesc, True)
+                res["base_fwd_ms"] = time_ms(lambda: base.launch(bf, [bq, bk, bv, bo, bl]), iters)
+                res["base_bwd_ms"] = time_ms(lambda: base.launch(bb, [bdo, bq, bk, bv, bo, bl, bdq, bdk, bdv]), iters)
+                base.lib.kaio_op_destroy(bf)
+                base.lib.kaio_op_destroy(bb)
             for name, backend in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                 run, why = sdpa_runner(backend, q, k, v, do, causal, hkv != hq)
                 if run is None:
@@ -278,7 +308,17 @@ def main():
                 tf("kaio_bwd_tflops"), tf("fa2_bwd_tflops"), tf("cudnn_bwd_tflops"),
                 ratio("kaio_fwd_tflops", "fa2_fwd_tflops"), ratio("kaio_fwd_tflops", "cudnn_fwd_tflops"),
                 ratio("kaio_bwd_tflops", "fa2_bwd_tflops"), ratio("kaio_bwd_tflops", "cudnn_bwd_tflops"),
-                res.get("max_abs_diff_o", float("nan"))), flush=True)
+                res.get("max_abs_diff_o", float("nan"))), end="")
+            if base:
+                tot = res["kaio_fwd_ms"] + res["kaio_bwd_ms"]
+                btot = res["base_fwd_ms"] + res["base_bwd_ms"]
+                ctot = res.get("cudnn_fwd_ms", float("nan")) + res.get("cudnn_bwd_ms", float("nan"))
+                print(" | %6.2f %6.2f %8.2f %8.2f" % (res["base_fwd_ms"] / res["kaio_fwd_ms"],
+                                                     res["base_bwd_ms"] / res["kaio_bwd_ms"],
+                                                     ctot / tot, ctot / btot), end="")
+            if args.nondet:
+                print(" | %6.2f" % (res["kaio_bwd_ms"] / res["kaio_bwd_nondet_ms"]), end="")
+            print("", flush=True)
             for key in ("fa2_error", "cudnn_error"):
                 if key in res:
                     print("    %s: %s" % (key, res[key]))
@@ -286,6 +326,8 @@ def main():
             kaio.lib.kaio_op_destroy(bop)
             torch.cuda.synchronize()
             kaio.release()
+            if base:
+                base.release()
     f32_rows = [] if args.no_f32 else bench_f32(kaio, iters)
     if args.json:
         with open(args.json, "w") as fh:

@@ -4,14 +4,27 @@
     python3 ptx/gen_attention_bwd_sm90.py --out-dir DIR  # write DIR/attention_bwd_sm90.ptx
 
 Kernels, dt in {f16, bf16}, D in {64, 128}:
-  kaio_attn_bwd_dq_sm90_<dt>_d<D>    dQ over blocks of 128 query rows
-  kaio_attn_bwd_dkdv_sm90_<dt>_d<D>  dK and dV over blocks of 128 keys
-Both follow the sm_80 backward's contract (ptx/gen_attention_sm80.py): Dv =
+  kaio_attn_bwd_dq_sm90_<dt>_d<D>          dQ over blocks of 128 query rows
+  kaio_attn_bwd_dkdv_sm90_<dt>_d<D>        dK and dV over blocks of 128 keys
+  kaio_attn_bwd_fused_sm90_<dt>_d<D>       dkdv that also adds dQ's f32 partial
+                                           sums into a workspace (below)
+  kaio_attn_bwd_dq_convert_sm90_<dt>_d<D>  dQ from that workspace
+All follow the sm_80 backward's contract (ptx/gen_attention_sm80.py): Dv =
 rowsum(dO * O) comes from kaio_attn_bwd_pre_<dt> in a B*Hq*Sq f32 workspace
-(row (b*Hq + h)*Sq + s); P is recomputed from the forward's LSE; every
-gradient element is written by one thread of one CTA, in a fixed order (no
-atomics): the backward is deterministic.  dK and dV of a KV head sum over
-the `group` query heads that share it, inside one CTA.
+(row (b*Hq + h)*Sq + s); P is recomputed from the forward's LSE.  dq and
+dkdv write every gradient element from one thread of one CTA, in a fixed
+order (no atomics): deterministic.  dK and dV of a KV head sum over the
+`group` query heads that share it, inside one CTA.
+
+Fused: params = dkdv's + u64 dq_ws, u64 sem, u32 sq_pad, u32 ordered.  Per
+tile, dS^T goes to shared memory and dQ_partial (64 queries x D) = dS K is
+one more wgmma; a writer thread (tid 32) bulk-adds the f32 tile into
+dq_ws [B*Hq, sq_pad, D] (row q's column c at c ^ ((q & 7) << 3)); ordered:
+per (b, hq, 64-query block) a u32 semaphore makes the key blocks add in
+ascending order (bit-identical sums).  Convert (256 threads, grid
+(ceil(Sq / rows), B * Hq)): params u64 dq_ws, sem, grad, u32 seq_q,
+heads_q, sq_pad, u64 g_bs, g_ss, f32 scale, u32 out_dtype; dQ = scale *
+dq_ws in out_dtype, and dq_ws and the semaphores back to zero.
 
   // kaio-tma: <entry> <map> rank=4 dims=D,H,S,B box=64,<rows> swizzle=128 dtype=<dt>
       As in ptx/gen_attention_sm90.py.  tmap_q and tmap_do share one box
@@ -48,7 +61,10 @@ import sys
 
 from kaio_ptx import cli, manifest, mbarrier, tma, wgmma
 from kaio_ptx.attention import bh_split, key_blocks, mask_tile, out_base, store_rows
+from kaio_ptx.control import cases
+from kaio_ptx.dtypes import OUT_DTYPES
 from kaio_ptx.literals import NEG_LOG2E
+from kaio_ptx.mma import pack
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.ring import Ring
@@ -81,12 +97,23 @@ DKDV_SCALARS = [(".u64", "lse"), (".u64", "dv"), (".u64", "grad_a"), (".u64", "g
                 (".u64", "lse_rs"), (".f32", "scale"), (".f32", "scale_log2"), (".u32", "causal"),
                 (".u32", "causal_off"), (".u32", "out_dtype")]
 
+# The fused kernel's extra parameters: the f32 dQ workspace [B*Hq, sq_pad, D]
+# (sq_pad = seq_q rounded up to BT; row q's column c at c ^ ((q & 7) << 3)), one u32 semaphore per (b, hq, query
+# block) and whether the adds wait their turn (key-block order).
+FUSED_SCALARS = [(".u64", "dq_ws"), (".u64", "sem"), (".u32", "sq_pad"), (".u32", "ordered")]
+DS_BYTES = BM * 128         # one dS^T tile: 128 keys x 64 queries, 128-B rows
+DQ_BUFS = 2                 # f32 dQ tiles (64 queries x D) between the consumers and the writer
+CONV_THREADS = 256
+CONV_SCALARS = [(".u64", "dq_ws"), (".u64", "sem"), (".u64", "grad"), (".u32", "seq_q"),
+                (".u32", "heads_q"), (".u32", "sq_pad"), (".u64", "g_bs"), (".u64", "g_ss"),
+                (".f32", "scale"), (".u32", "out_dtype")]
+
 
 class Layout:
     """Shared memory: the CTA's two fixed tiles (BM rows each), then stages of
     two streamed tiles (BT rows each), then the barriers."""
 
-    def __init__(self, d, stages):
+    def __init__(self, d, stages, extra=0, dq_bufs=0):
         self.panels = d // PANEL
         self.fix_panel = BM * 128
         self.fix_bytes = self.panels * self.fix_panel         # one fixed tile
@@ -94,8 +121,10 @@ class Layout:
         self.st_bytes = self.panels * self.st_panel           # one streamed tile
         self.stages = stages
         self.st_off = 2 * self.fix_bytes
-        self.bar_off = self.st_off + stages * 2 * self.st_bytes
-        self.shared = self.bar_off + 8 * (1 + 2 * stages) + 1024
+        self.ds_off = self.st_off + stages * 2 * self.st_bytes
+        self.bar_off = self.ds_off + extra
+        self.dq_bufs = dq_bufs
+        self.shared = self.bar_off + 8 * (1 + 2 * stages + 2 * dq_bufs) + 1024
 
     fixed_full = 0
 
@@ -105,16 +134,31 @@ class Layout:
     def empty(self, s):
         return 8 * (1 + self.stages + s)
 
+    def dq_full(self, s):
+        """The fused kernel's f32 dQ tile s written (256 consumer arrivals)."""
+        return 8 * (1 + 2 * self.stages + s)
+
+    def dq_empty(self, s):
+        """... and added into the workspace (the writer's arrival)."""
+        return 8 * (1 + 2 * self.stages + self.dq_bufs + s)
+
 
 def init_barriers(k, L, bars, tid):
-    k.init_mbarriers(tid, bars, [(L.fixed_full, 1)] + Ring.inits(L.stages, L.full(0), L.empty(0), 8))
+    inits = [(L.fixed_full, 1)] + Ring.inits(L.stages, L.full(0), L.empty(0), 8)
+    if L.dq_bufs:
+        inits += Ring.inits(L.dq_bufs, L.dq_empty(0), L.dq_full(0), 256)
+    k.init_mbarriers(tid, bars, inits)
 
 
-def producer(k, L, base, bars, b, maps, fixed_head, fixed_row, count, coords_of, exit_):
+def producer(k, L, base, bars, b, maps, fixed_head, fixed_row, count, coords_of, exit_, writer=None):
     """Thread 0 of warpgroup 0: the two fixed tiles (maps[0:2] at (fixed_head,
-    fixed_row)), then `count` stages of maps[2:4] at coords_of(i) = (head, row)."""
+    fixed_row)), then `count` stages of maps[2:4] at coords_of(i) = (head, row).
+    writer: code for thread 32 (the fused kernel's dQ writer)."""
     k.op("setmaxnreg.dec.sync.aligned.u32 %d" % PROD_REGS)
     tid = k.r("mov.u32", "%tid.x")
+    if writer is not None:
+        wl = k.label("writer")
+        k.op("@%s bra %s" % (k.p("setp.eq.u32", tid, 32), wl))
     k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), exit_))
     k.op("@%s bra %s" % (k.p("setp.eq.u32", count, 0), exit_))
     tm = []
@@ -143,6 +187,10 @@ def producer(k, L, base, bars, b, maps, fixed_head, fixed_row, count, coords_of,
     k.op("add.u32 %s, %s, 1" % (it, it))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", it, count), top))
     k.op("bra.uni %s" % exit_)
+    if writer is not None:
+        k.place(wl)
+        writer()
+        k.op("bra.uni %s" % exit_)
 
 
 class Consumer:
@@ -204,6 +252,180 @@ class Consumer:
     def pack(self, vals):
         k = self.k
         return [k.r("cvt.rn.%sx2.f32" % self.dt, vals[2 * i + 1], vals[2 * i]) for i in range(len(vals) // 2)]
+
+
+class FusedDq:
+    """The fused kernel's per-thread constants for dQ_partial = dS K: where
+    this thread writes its dS^T fragment (128-B swizzle: 16-B chunk c of row
+    r at chunk c ^ (r & 7)), the K panel(s) its warpgroup multiplies by, and
+    its fragment's row and column in the workspace.  D 128: warpgroup w
+    owns dQ columns 64w..64w+63; D 64: the warpgroups take turns by tile."""
+
+    def __init__(self, k, C, L, d):
+        lane = k.r("and.b32", k.r("mov.u32", "%tid.x"), 31)
+        self.xr = k.r("shr.u32", lane, 2)
+        self.w_off = k.r("add.u32", k.r("shl.b32", C.rel_row, 7), k.r("shl.b32", k.r("and.b32", lane, 3), 2))
+        self.ds_base = k.r("add.u32", C.base, L.ds_off)
+        kaddr = C.base if L.panels == 1 else k.r("add.u32", C.base, k.r("mul.lo.u32", C.cw, L.fix_panel))
+        self.kdesc = wgmma.desc(k, kaddr, L.fix_panel, 1024)
+        self.qrow = k.r("and.b32", C.rel_row, BT - 1)
+        self.col = C.t2 if L.panels == 1 else k.r("add.u32", k.r("shl.b32", C.cw, 6), C.t2)
+        dqs = k.r("add.u32", C.base, L.ds_off + 2 * DS_BYTES)
+        self.dqs_off = k.r("add.u32", dqs, k.r("add.u32", k.r("mul.lo.u32", self.qrow, d * 4),
+                                               k.r("shl.b32", self.col, 2)))
+        # the consumers fill the f32 tiles: they wait on dq_empty, arrive on dq_full
+        self.ring = Ring(k, C.bars, L.dq_bufs, L.dq_full(0), L.dq_empty(0))
+
+
+def consumers_sync(k):
+    """Both consumer warpgroups (256 threads)."""
+    k.op("bar.sync 1, 256")
+
+
+def dq_partial(k, C, L, Q, ds, ring, it):
+    """After the tile's dK wgmma is issued: dS^T into shared memory (buffer
+    it & 1, so a warpgroup never overwrites what the other still reads),
+    dQ_partial (64 queries x 64 columns) = dS (A: dS^T MN-major) K (B: K
+    MN-major) over the CTA's 128 keys, into an f32 tile in shared memory
+    for the writer (dq_writer)."""
+    dsb = k.r("add.u32", Q.ds_base, k.r("shl.b32", k.r("and.b32", it, 1), DS_BYTES.bit_length() - 1))
+    wbase = k.r("add.u32", dsb, Q.w_off)
+    for c in range(BT // 8):
+        addr = k.r("add.u32", wbase, k.r("shl.b32", k.r("xor.b32", Q.xr, c), 4))
+        for r in range(2):
+            k.op("st.shared.b32 [%s+%d], %s" % (addr, 1024 * r, ds[2 * c + r]))
+    k.op("fence.proxy.async.shared::cta")
+    consumers_sync(k)
+    acc = k.regs("f", BT // 2)
+    skip = k.label("no_dq")
+    job = None
+    if L.panels == 1:
+        job = k.p("setp.eq.u32", k.r("and.b32", it, 1), C.cw)
+        k.op("@!%s bra.uni %s" % (job, skip))
+    adesc = wgmma.desc(k, dsb, DS_BYTES, 1024)
+    wgmma.fence(k)
+    for j in range(BM // 16):
+        wgmma.mma(k, C.dt, 64, acc, wgmma.advance(k, adesc, 2048 * j), wgmma.advance(k, Q.kdesc, 2048 * j),
+                  0 if j == 0 else 1, trans_a=1, trans_b=1)
+    wgmma.commit(k)
+    k.place(skip)
+    wgmma.wait(k, 0)
+    ring.release(C.lane0)
+    Q.ring.wait_empty(hint="c_dq_empty")
+    written = k.label("dq_written")
+    if job is not None:
+        k.op("@!%s bra.uni %s" % (job, written))
+    k.note("row q, column c of the f32 tile at q*D + (c ^ ((q & 7) << 3)): no bank conflicts")
+    tile = k.r("mad.lo.u32", Q.ring.s, BT * C.d * 4, Q.dqs_off)
+    for c in range(BT // 8):
+        addr = k.r("add.u32", tile, k.r("shl.b32", k.r("xor.b32", Q.xr, c), 5))
+        for r in range(2):
+            k.op("st.shared.v2.f32 [%s+%d], {%s, %s}" % (addr, 8 * r * C.d * 4, acc[4 * c + 2 * r],
+                                                        acc[4 * c + 2 * r + 1]))
+    k.place(written)
+    k.op("fence.proxy.async.shared::cta")
+    mbarrier.arrive(k, Q.ring.bar(Q.ring.full))
+    Q.ring.advance()
+
+
+def dq_writer(k, L, P, base, bars, b, d, count, coords_of):
+    """Thread 32 (producer warpgroup): per tile, once the consumers have
+    written the f32 tile, one bulk reduce-add of it into the workspace rows
+    (lrow * sq_pad + q0) * D.. (contiguous), then the buffer back to them.
+    ordered: first waits until the query block's semaphore equals this
+    key block, and raises it once the add has landed.  Ascending order:
+    a CTA waits only for CTAs launched before it (never a deadlock), but
+    with a causal mask key block n starts at query block ~2n and waits for
+    every lower one to get there (the host takes the two-kernel path for
+    causal + deterministic).  Descending order with the key blocks
+    launched in reverse would fix that; not done (unmeasured)."""
+    ordered = k.p("setp.ne.u32", P["ordered"], 0)
+    kb = k.r("mov.u32", "%ctaid.x")
+    nqt = k.r("shr.u32", P["sq_pad"], BT.bit_length() - 1)
+    ring = Ring(k, bars, L.dq_bufs, L.dq_full(0), L.dq_empty(0))
+    done = k.label("w_done")
+    k.op("@%s bra %s" % (k.p("setp.eq.u32", count, 0), done))
+    it = k.r("mov.u32", 0)
+    top = k.label("w_tile")
+    k.place(top)
+    h, q0t = coords_of(it)
+    lrow = k.r("mad.lo.u32", b, P["heads_q"], h)
+    ring.wait_full(hint="w_full")
+    sem = k.rd("add.u64", P["sem"], k.rd("mul.wide.u32", k.r("mad.lo.u32", lrow, nqt,
+                                                                k.r("shr.u32", q0t, BT.bit_length() - 1)), 4))
+    turn = k.label("turn")
+    k.op("@!%s bra %s" % (ordered, turn))
+    spin = k.label("spin")
+    k.place(spin)
+    v = k.r("ld.acquire.gpu.global.u32", "[%s]" % sem)
+    k.op("@%s bra %s" % (k.p("setp.ne.u32", v, kb), spin))
+    k.place(turn)
+    el = k.rd("mul.lo.u64", k.wide(k.r("mad.lo.u32", lrow, P["sq_pad"], q0t)), d * 4)
+    src = k.r("add.u32", base, k.r("mad.lo.u32", ring.s, BT * d * 4, L.ds_off + 2 * DS_BYTES))
+    k.op("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%s], [%s], %d" % (
+        k.rd("add.u64", P["dq_ws"], el), src, BT * d * 4))
+    k.op("cp.async.bulk.commit_group")
+    landed, freed = k.label("landed"), k.label("freed")
+    k.op("@%s bra %s" % (ordered, landed))
+    k.op("cp.async.bulk.wait_group.read 0")
+    k.op("bra.uni %s" % freed)
+    k.place(landed)
+    k.op("cp.async.bulk.wait_group 0")
+    k.op("fence.proxy.async.global")
+    k.op("red.release.gpu.global.add.u32 [%s], 1" % sem)
+    k.place(freed)
+    ring.release(None)
+    ring.advance()
+    k.op("add.u32 %s, %s, 1" % (it, it))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", it, count), top))
+    k.op("cp.async.bulk.wait_group 0")
+    k.place(done)
+
+
+def convert_kernel(dt, d):
+    """dQ = scale * workspace, in out_dtype, and the workspace rows and the
+    semaphores back to 0 for the next launch.  CTA (x, b*Hq + h): rows
+    x*rpc.. of that head, 4 columns per thread."""
+    name = "kaio_attn_bwd_dq_convert_sm90_%s_d%d" % (dt, d)
+    manifest.keys(name, **{"select": "attn_bwd_sm90", "pass": "bwd_dq_convert", "dtype": dt, "head_dim": d})
+    per = d // 4
+    rpc = CONV_THREADS // per
+    k = Kernel()
+    P = load_params(k, CONV_SCALARS, ("dq_ws", "sem", "grad"))
+    tid = k.r("mov.u32", "%tid.x")
+    x = k.r("mov.u32", "%ctaid.x")
+    y, b, h = bh_split(k, P["heads_q"])
+    nqt = k.r("shr.u32", P["sq_pad"], BT.bit_length() - 1)
+    first = k.p("setp.eq.u32", tid, 0)
+    zero_sem = k.p("setp.lt.and.u32", x, nqt, first)
+    sem = k.rd("add.u64", P["sem"], k.rd("mul.wide.u32", k.r("mad.lo.u32", y, nqt, x), 4))
+    k.op("@%s st.global.u32 [%s], 0" % (zero_sem, sem))
+    row = k.r("add.u32", k.r("mul.lo.u32", x, rpc), k.r("div.u32", tid, per))
+    col = k.r("shl.b32", k.r("rem.u32", tid, per), 2)
+    exit_ = k.label("exit")
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", row, P["sq_pad"]), exit_))
+    phys = k.r("xor.b32", col, k.r("shl.b32", k.r("and.b32", row, 7), 3))
+    el = k.rd("add.u64", k.rd("mul.wide.u32", k.r("mad.lo.u32", y, P["sq_pad"], row), d), k.wide(phys))
+    src = k.rd("add.u64", P["dq_ws"], k.rd("shl.b64", el, 2))
+    v = k.regs("f", 4)
+    k.op("ld.global.v4.f32 {%s}, [%s]" % (", ".join(v), src))
+    k.op("st.global.v4.f32 [%s], {0f00000000, 0f00000000, 0f00000000, 0f00000000}" % src)
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", row, P["seq_q"]), exit_))
+    vals = [k.f("mul.f32", x_, P["scale"]) for x_ in v]
+    gb = out_base(k, P["grad"], b, P["g_bs"], h, d, P["out_dtype"])
+    rowel = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(row), P["g_ss"]), k.wide(col))
+    for code, oname, esize in cases(k, P["out_dtype"], OUT_DTYPES, exit_):
+        ptr = k.rd("add.u64", gb, k.rd("shl.b64", rowel, esize.bit_length() - 1))
+        if oname == "f32":
+            k.op("st.global.v4.f32 [%s], {%s}" % (ptr, ", ".join(vals)))
+        else:
+            w = [pack(k, oname, vals[1], vals[0]), pack(k, oname, vals[3], vals[2])]
+            k.op("st.global.v2.b32 [%s], {%s, %s}" % (ptr, w[0], w[1]))
+    k.op("ret")
+    doc = ("%s: attention backward dQ from the fused kernel's f32 workspace, %s, head dim %d,\n"
+           "%d rows per CTA, the workspace and semaphores zeroed behind." % (name, dt, d, rpc))
+    ann = ["// kaio-launch: %s block=%d cols_per_block=%d" % (name, CONV_THREADS, rpc)]
+    return k.entry_text(name, doc, ann, CONV_SCALARS, [".maxntid %d, 1, 1" % CONV_THREADS])
 
 
 def zero(k, regs):
@@ -296,12 +518,14 @@ def dq_kernel(dt, d):
     return finish(k, name, doc, L, DQ_PARAMS + DQ_SCALARS, BM, BT)
 
 
-def dkdv_kernel(dt, d):
-    name = "kaio_attn_bwd_dkdv_sm90_%s_d%d" % (dt, d)
-    manifest.keys(name, **{"select": "attn_bwd_sm90", "pass": "bwd_dkdv", "dtype": dt, "head_dim": d})
-    L = Layout(d, 2)
+def dkdv_kernel(dt, d, fused=False):
+    kind = "fused" if fused else "dkdv"
+    name = "kaio_attn_bwd_%s_sm90_%s_d%d" % (kind, dt, d)
+    manifest.keys(name, **{"select": "attn_bwd_sm90", "pass": "bwd_" + kind, "dtype": dt, "head_dim": d})
+    L = Layout(d, 2, 2 * DS_BYTES + DQ_BUFS * BT * d * 4, DQ_BUFS) if fused else Layout(d, 2)
     k = Kernel()
-    P = load_params(k, DKDV_SCALARS, ("lse", "dv", "grad_a", "grad_b"))
+    P = load_params(k, DKDV_SCALARS + (FUSED_SCALARS if fused else []),
+                    ("lse", "dv", "grad_a", "grad_b") + (("dq_ws", "sem") if fused else ()))
     tid = k.r("mov.u32", "%tid.x")
     base = k.smem_base(SMEM)
     bars = k.r("add.u32", base, L.bar_off)
@@ -325,7 +549,9 @@ def dkdv_kernel(dt, d):
     init_barriers(k, L, bars, tid)
     exit_, consumer = k.label("exit"), k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), consumer))
-    producer(k, L, base, bars, b, ("tmap_k", "tmap_v", "tmap_q", "tmap_do"), hk, k0, total, coords, exit_)
+    writer = (lambda: dq_writer(k, L, P, base, bars, b, d, total, coords)) if fused else None
+    producer(k, L, base, bars, b, ("tmap_k", "tmap_v", "tmap_q", "tmap_do"), hk, k0, total, coords, exit_,
+             writer)
 
     k.place(consumer)
     C = Consumer(k, L, dt, d, base, bars)
@@ -335,6 +561,7 @@ def dkdv_kernel(dt, d):
     nomask_sk = k.r("sub.s32", sq, BT)                                   # q0t + BT > seq_q
     nomask_c = k.r("sub.s32", k.r("add.s32", k0, BM - 1), off)           # q0t < k0 + BM-1 - off
     inv_scale = k.f("rcp.rn.f32", P["scale"])
+    Q = FusedDq(k, C, L, d) if fused else None
     dK, dV = k.regs("f", d // 2), k.regs("f", d // 2)
     zero(k, dK + dV)
     S, dP = k.regs("f", BT // 2), k.regs("f", BT // 2)
@@ -398,7 +625,13 @@ def dkdv_kernel(dt, d):
     wgmma.fence(k)
     C.gemm_rs(dK, ds, st, L.st_panel)
     wgmma.commit(k)
-    C.next_stage(ring, it, total, top)
+    if fused:
+        dq_partial(k, C, L, Q, ds, ring, it)
+        ring.advance()
+        k.op("add.u32 %s, %s, 1" % (it, it))
+        k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", it, total), top))
+    else:
+        C.next_stage(ring, it, total, top)
     k.place(done)
     for grad, bs, ss, acc, scale in (("grad_a", "ga_bs", "ga_ss", dK, P["scale"]),
                                       ("grad_b", "gb_bs", "gb_ss", dV, None)):
@@ -408,9 +641,10 @@ def dkdv_kernel(dt, d):
     k.op("bra.uni %s" % exit_)
     k.place(exit_)
     k.op("ret")
-    doc = ("%s: attention backward dK and dV, %s, head dim %d, %d keys x %d-query blocks per CTA,\n"
-           "1 TMA producer + 2 wgmma consumer warpgroups, %d Q/dO stages." % (name, dt, d, BM, BT, L.stages))
-    return finish(k, name, doc, L, DKDV_PARAMS + DKDV_SCALARS, BT, BM)
+    doc = ("%s: attention backward dK and dV%s, %s, head dim %d, %d keys x %d-query blocks per CTA,\n"
+           "1 TMA producer + 2 wgmma consumer warpgroups, %d Q/dO stages." % (
+               name, " (and dQ into an f32 workspace)" if fused else "", dt, d, BM, BT, L.stages))
+    return finish(k, name, doc, L, DKDV_PARAMS + DKDV_SCALARS + (FUSED_SCALARS if fused else []), BT, BM)
 
 
 def finish(k, name, doc, L, params, q_rows, kv_rows):
@@ -428,6 +662,8 @@ def generate():
         for d in DIMS:
             parts.append("\n" + dq_kernel(dt, d))
             parts.append("\n" + dkdv_kernel(dt, d))
+            parts.append("\n" + dkdv_kernel(dt, d, fused=True))
+            parts.append("\n" + convert_kernel(dt, d))
     return {OUTPUT: "".join(parts)}
 
 

@@ -16,6 +16,7 @@
 //             the rowsum rounded: a few 16-bit roundings per element.
 //   LSE:      absolute 2e-3 (f32 sums of exact products, ex2/lg2.approx).
 // Rows that see no key must give O = 0 exactly and LSE = -inf.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -346,6 +347,18 @@ TEST_F(GpuAttention, Sm90BlockEdgesMasksHeadsAndStrides) {
   wide.out = 0;
   wide.mask = KAIO_ATTENTION_MASK_NONE;
   check(wide, true);
+  // From 4096 keys: the fused kernel (dQ through the f32 workspace) without
+  // a mask; the causal ones take the two kernels (deterministic).
+  for (kaio_attention_mask mask :
+       {KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL, KAIO_ATTENTION_CAUSAL_TOP_LEFT}) {
+    Shape lk = gqa;
+    lk.hq = 4;
+    lk.sq = 130;
+    lk.sk = 4100;
+    lk.mask = mask;
+    lk.d = mask == KAIO_ATTENTION_CAUSAL ? 64 : 128;
+    check(lk, true);
+  }
 }
 
 // The sm_90a forward is persistent: more tiles (B * Hq * ceil(Sq / 128))
@@ -519,6 +532,64 @@ TEST_F(GpuAttention, BackwardIsBitwiseDeterministic) {
       EXPECT_EQ(std::memcmp(got[i].data(), first[i].data(), got[i].size() * sizeof(double)), 0)
           << "gradient " << i << " changed between runs " << run << " and 0";
   }
+}
+
+// deterministic 0 (the fused kernel, dQ's f32 adds in any order) against 1
+// (non-causal: the fused kernel's key-block order; causal: the dQ and dK/dV
+// kernels): gradients within rounding; 1 twice: bit for bit.
+TEST_F(GpuAttention, BackwardNonDeterministicMatchesDeterministic) {
+  for (int64_t dim : {64, 128})
+    for (kaio_attention_mask mask : {KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL}) {
+      Shape s;  // 4096 keys or more: the fused kernel, whose dQ adds have an order
+      s.sq = 300;
+      s.sk = 4100;
+      s.d = dim;
+      s.mask = mask;
+      SCOPED_TRACE(describe(s));
+      const int64_t ldq = s.hq * s.d, ldk = s.hkv * s.d;
+      const size_t nq = s.b * s.sq * ldq, nk = s.b * s.sk * ldk;
+      uint64_t seed = kt::test_seed() + static_cast<uint64_t>(dim) + mask;
+      kt::HostTensor hq = kt::random_tensor(s.dt, nq, -1, 1, seed), hk = kt::random_tensor(s.dt, nk, -1, 1, seed + 1),
+                     hv = kt::random_tensor(s.dt, nk, -1, 1, seed + 2), hdo = kt::random_tensor(s.dt, nq, -1, 1, seed + 3);
+      Dev q = upload(hq, s.b * s.sq, ldq, ldq), k = upload(hk, s.b * s.sk, ldk, ldk),
+          v = upload(hv, s.b * s.sk, ldk, ldk), dout = upload(hdo, s.b * s.sq, ldq, ldq);
+      Dev o = poisoned(s.dt, s.b * s.sq, ldq, ldq), lse = poisoned(KAIO_DTYPE_F32, s.b * s.hq, s.sq, s.sq);
+      kaio_attention_desc d = desc_for(s);
+      KT_OK(kaio_attention(stream(), &q.view, &k.view, &v.view, &o.view, &lse.view, &d));
+      using Grads = std::vector<std::vector<double>>;
+      auto run = [&](int32_t deterministic, Grads *out) {
+        kaio_attention_desc dd = d;
+        dd.deterministic = deterministic;
+        kaio_op *op = nullptr;
+        KT_OK(kaio_op_create_attention_backward(&op, dev(), &dd));
+        kt::Op guard(op);
+        Dev dq = poisoned(s.dt, s.b * s.sq, ldq, ldq), dk = poisoned(s.dt, s.b * s.sk, ldk, ldk),
+            dv = poisoned(s.dt, s.b * s.sk, ldk, ldk);
+        const kaio_tensor t[] = {dout.view, q.view, k.view, v.view, o.view, lse.view, dq.view, dk.view, dv.view};
+        KT_OK(kaio_op_launch(op, stream(), t, 9));
+        KT_OK(kaio_stream_synchronize(stream()));
+        *out = {read(dq), read(dk), read(dv)};
+      };
+      Grads a, b, c;
+      run(1, &a);
+      run(1, &b);
+      run(0, &c);
+      ASSERT_EQ(a.size(), 3u);
+      ASSERT_EQ(b.size(), 3u);
+      ASSERT_EQ(c.size(), 3u);
+      for (size_t i = 0; i < 3; ++i)
+        EXPECT_EQ(std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(double)), 0)
+            << "deterministic: gradient " << i << " changed between runs";
+      for (size_t i = 0; i < 3; ++i) {
+        double peak = 0, err = 0;
+        for (size_t j = 0; j < a[i].size(); ++j) {
+          peak = std::max(peak, std::abs(a[i][j]));
+          err = std::max(err, std::abs(a[i][j] - c[i][j]));
+        }
+        EXPECT_GT(peak, 0.0);
+        EXPECT_LE(err, 4e-3 * peak) << "gradient " << i << ": deterministic 0 against 1, peak " << peak;
+      }
+    }
 }
 
 // KAIO's rank-2 single-head ops: f16 in, f32 out, top-left causal.

@@ -306,6 +306,44 @@ TEST_F(FakeAttention, BackwardLaunchesPreprocessDqThenDkDv) {
   EXPECT_EQ(param<uint32_t>(11), 2u);                     // group
   EXPECT_FLOAT_EQ(param<float>(17), 0.125f);
   EXPECT_EQ(static_cast<int32_t>(param<uint32_t>(20)), 77 - 100);
+  {
+    // From 4096 keys: the fused sm_90a kernel (dK, dV, and dQ's f32 sums in
+    // the workspace), then dQ out of the workspace. B 1, Sq 100, Sk 4096,
+    // Hq 2, Hkv 1, D 64: K, V, dK, dV 512 KiB each.
+    kaio_attention_desc f = desc();
+    f.batch = 1;
+    f.seq_k = 4096;
+    f.heads_q = 2;
+    f.heads_kv = 1;
+    kaio_op *opf = nullptr;
+    KT_OK(kaio_op_create_attention_backward(&opf, dev_.get(), &f));
+    kt::Op guardf(opf);
+    auto t2 = [&](uint64_t at, kaio_dtype dt, int64_t rows, int64_t cols) {
+      kaio_tensor t = kaio_tensor_2d(buf_.get(), dt, rows, cols);
+      t.offset_bytes = at << 19;
+      return t;
+    };
+    const kaio_tensor t[] = {t2(0, KAIO_DTYPE_BF16, 100, 128), t2(1, KAIO_DTYPE_BF16, 100, 128),
+                             t2(2, KAIO_DTYPE_BF16, 4096, 64), t2(3, KAIO_DTYPE_BF16, 4096, 64),
+                             t2(4, KAIO_DTYPE_BF16, 100, 128), t2(5, KAIO_DTYPE_F32, 2, 100),
+                             t2(6, KAIO_DTYPE_BF16, 100, 128), t2(7, KAIO_DTYPE_BF16, 4096, 64),
+                             t2(8, KAIO_DTYPE_BF16, 4096, 64)};
+    const unsigned long long beforef = kt::fake().launch_count();
+    KT_OK(kaio_op_launch(opf, stream_.get(), t, 9));
+    EXPECT_EQ(kt::fake().launch_count() - beforef, 3u);
+    Launch lf = last_launch();
+    EXPECT_EQ(lf.name, "kaio_attn_bwd_dq_convert_sm90_bf16_d64");
+    EXPECT_EQ(lf.grid[0], 7u);  // ceil(100 / 16) query rows
+    EXPECT_EQ(lf.grid[1], 2u);  // B * Hq
+    EXPECT_EQ(lf.block[0], 256u);
+    // the f32 dQ rows: B*Hq heads of 128 rows (Sq rounded up to 64), then the semaphores
+    EXPECT_EQ(param<uint64_t>(1) - param<uint64_t>(0), uint64_t{2 * 128 * 64 * 4});
+    EXPECT_EQ(param<uint64_t>(2), base + (6 << 19));  // dQ
+    EXPECT_EQ(param<uint32_t>(3), 100u);
+    EXPECT_EQ(param<uint32_t>(4), 2u);
+    EXPECT_EQ(param<uint32_t>(5), 128u);
+    EXPECT_FLOAT_EQ(param<float>(8), 0.125f);
+  }
   // Head dim 256 has no backward kernel.
   d.head_dim = 256;
   kaio_op *bad = nullptr;

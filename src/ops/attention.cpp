@@ -19,6 +19,7 @@
 #include "ops/plan_log.hpp"
 #include "ops/tensor_map.hpp"
 #include "runtime/buffer.hpp"
+#include "runtime/buffer_copy.hpp"
 #include "runtime/context_scope.hpp"
 #include "runtime/stream.hpp"
 #include "runtime/tensor_view.hpp"
@@ -34,6 +35,15 @@ static_assert(same_list(kSm90Dims, kernels::keys::attn_bwd_sm90::head_dim),
               "the sm_90a forward and backward take the same head dims");
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kPreRowsPerBlock = 4;
+// Queries per block of the fused sm_90a backward (its dQ workspace rows per
+// head are rounded up to it; one semaphore per block).
+constexpr int64_t kSm90BwdQueryBlock = 64;
+// The fused sm_90a backward from this many keys on, unless causal and
+// deterministic; else the dQ and dK/dV kernels. H100 against the two
+// kernels: S 1024 0.57-0.85x (deterministic), S 4096-16384 non-causal
+// 1.03-1.31x (deterministic 1), 1.12-1.35x (0); causal 0.57-0.84x (1: the
+// key-block order makes CTAs wait), 0.97-1.27x (0).
+constexpr int64_t kSm90FusedMinKeys = 4096;
 
 bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
 
@@ -264,10 +274,18 @@ kaio_status plan_unlogged(kaio_device *device,
   int64_t dq_tile = 0, dkdv_tile = 0;
   if (sm90) {
     using kernels::Pass;
-    KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dq, d.dtype, d.head_dim),
-                     &plan->dq, &dq_tile, &plan->dq_box));
-    KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dkdv, d.dtype, d.head_dim),
-                     &plan->dkdv, &dkdv_tile, &plan->dkdv_box));
+    plan->fused = d.seq_k >= kSm90FusedMinKeys && (!plan->causal || d.deterministic == 0);
+    if (plan->fused) {
+      KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dq_convert, d.dtype, d.head_dim),
+                       &plan->convert, &dq_tile));
+      KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_fused, d.dtype, d.head_dim),
+                       &plan->dkdv, &dkdv_tile, &plan->dkdv_box));
+    } else {
+      KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dq, d.dtype, d.head_dim),
+                       &plan->dq, &dq_tile, &plan->dq_box));
+      KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dkdv, d.dtype, d.head_dim),
+                       &plan->dkdv, &dkdv_tile, &plan->dkdv_box));
+    }
     plan->sm90 = true;
   } else {
     using kernels::Pass;
@@ -276,15 +294,29 @@ kaio_status plan_unlogged(kaio_device *device,
     KAIO_TRY(resolve(device, kernels::attn_bwd_sm80(Pass::bwd_dkdv, d.dtype, d.head_dim),
                      &plan->dkdv, &dkdv_tile));
   }
-  log_kernel(device, plan->dq.function, why);
+  log_kernel(device, (plan->fused ? plan->convert : plan->dq).function, why);
   log_kernel(device, plan->dkdv.function, why);
   const int64_t rows = d.batch * d.seq_q * d.heads_q;
   plan->pre.grid = blocks(rows, kPreRowsPerBlock);
-  plan->dq.grid = blocks(d.seq_q, dq_tile);
-  plan->dq.grid_y = bh;
+  Launch &dq = plan->fused ? plan->convert : plan->dq;
+  dq.grid = blocks(d.seq_q, dq_tile);
+  dq.grid_y = bh;
   plan->dkdv.grid = blocks(d.seq_k, dkdv_tile);
   plan->dkdv.grid_y = static_cast<unsigned>(d.batch * d.heads_kv);
-  return DeviceMemory::allocate(device, static_cast<uint64_t>(rows) * 4, &plan->workspace);
+  uint64_t bytes = static_cast<uint64_t>(rows) * 4;
+  if (plan->fused) {
+    // Dv, then the f32 dQ rows [B*Hq, sq_pad, D] (16-byte aligned for the
+    // vector adds), then a u32 semaphore per (b, hq, query block); zero
+    // before the first launch, each launch leaves them zero.
+    const uint64_t qblocks = static_cast<uint64_t>(blocks(d.seq_q, kSm90BwdQueryBlock));
+    plan->sq_pad = static_cast<unsigned>(qblocks * kSm90BwdQueryBlock);
+    plan->dq_ws = (bytes + 255) / 256 * 256;
+    plan->sem = plan->dq_ws + static_cast<uint64_t>(bh) * plan->sq_pad * d.head_dim * 4;
+    bytes = plan->sem + static_cast<uint64_t>(bh) * qblocks * 4;
+  }
+  KAIO_TRY(DeviceMemory::allocate(device, bytes, &plan->workspace));
+  if (!plan->fused) return KAIO_OK;
+  return buffer_zero(plan->workspace->buffer(), plan->dq_ws, bytes - plan->dq_ws);
 }
 
 }  // namespace
@@ -374,7 +406,8 @@ kaio_status run_forward(const kaio_device *device, const AttentionPlan &plan,
 }
 
 // The sm_90a backward kernels' tensor maps, encoded before anything is
-// enqueued. dq: Q, dO, K, V; dkdv: K, V, Q, dO.
+// enqueued. dq: Q, dO, K, V (the two-kernel path only); dkdv (also the
+// fused kernel's): K, V, Q, dO.
 struct BackwardMaps {
   TensorMap dq[4], dkdv[4];
 };
@@ -388,6 +421,7 @@ kaio_status encode_backward_maps(const kaio_device *device, const AttentionPlan 
   const kaio_dtype dt = d.dtype;
   for (const auto &[maps, box, query_first] :
        {std::tuple{out->dq, &plan.dq_box, true}, std::tuple{out->dkdv, &plan.dkdv_box, false}}) {
+    if (query_first && plan.fused) continue;
     TensorMap *qside = maps + (query_first ? 0 : 2), *kside = maps + (query_first ? 2 : 0);
     KAIO_TRY(encode_bshd_map(device, q, dt, d.seq_q, d.heads_q, box->q, &qside[0]));
     KAIO_TRY(encode_bshd_map(device, dout, dt, d.seq_q, d.heads_q, box->q, &qside[1]));
@@ -429,6 +463,42 @@ kaio_status run_backward_sm90(const kaio_device *device,
   return launch_builtin(device, plan.dkdv, stream, dkdv_params);
 }
 
+// dK, dV and dQ's f32 sums on the fused sm_90a kernel, then dQ out of the
+// workspace (Dv is at its start).
+kaio_status run_backward_sm90_fused(const kaio_device *device,
+                                    const AttentionPlan &plan, kaio_stream *stream,
+                                    const BackwardMaps &encoded, const CheckedView &lse,
+                                    const CheckedView &dq, const CheckedView &dk,
+                                    const CheckedView &dv) {
+  const kaio_attention_desc &d = plan.desc;
+  BackwardMaps maps = encoded;  // the launch takes non-const parameter pointers
+  TensorMap *dkdv_maps = maps.dkdv;
+  const unsigned long long ws = plan.workspace->ptr();
+  unsigned long long pl = lse.address, p_ws = ws, lse_rs = lse.row_stride,
+                     p_dq_ws = ws + plan.dq_ws, p_sem = ws + plan.sem;
+  unsigned sq = static_cast<unsigned>(d.seq_q), sk = static_cast<unsigned>(d.seq_k),
+           hq = static_cast<unsigned>(d.heads_q),
+           group = static_cast<unsigned>(d.heads_q / d.heads_kv), sq_pad = plan.sq_pad,
+           ordered = d.deterministic != 0 ? 1u : 0u;
+  float scale = d.softmax_scale;
+  float scale_log2 = static_cast<float>(d.softmax_scale * 1.4426950408889634);
+  unsigned causal = plan.causal, causal_off = static_cast<unsigned>(plan.causal_off),
+           out_dtype = static_cast<unsigned>(d.out_dtype);
+  unsigned long long pk = dk.address, pv = dv.address, k_bs = bstride(dk, d.seq_k),
+                     k_ss = dk.row_stride, v_bs = bstride(dv, d.seq_k), v_ss = dv.row_stride;
+  void *dkdv_params[] = {&dkdv_maps[0], &dkdv_maps[1], &dkdv_maps[2], &dkdv_maps[3], &pl,
+                         &p_ws,         &pk,           &pv,           &sq,           &sk,
+                         &hq,           &group,        &k_bs,         &k_ss,         &v_bs,
+                         &v_ss,         &lse_rs,       &scale,        &scale_log2,   &causal,
+                         &causal_off,   &out_dtype,    &p_dq_ws,      &p_sem,        &sq_pad,
+                         &ordered};
+  KAIO_TRY(launch_builtin(device, plan.dkdv, stream, dkdv_params));
+  unsigned long long ga = dq.address, ga_bs = bstride(dq, d.seq_q), ga_ss = dq.row_stride;
+  void *convert_params[] = {&p_dq_ws, &p_sem, &ga,    &sq,        &hq,
+                            &sq_pad,  &ga_bs, &ga_ss, &scale, &out_dtype};
+  return launch_builtin(device, plan.convert, stream, convert_params);
+}
+
 kaio_status run_backward(const kaio_device *device, const AttentionPlan &plan,
                          kaio_stream *stream, const kaio_tensor *t) {
   const kaio_attention_desc &d = plan.desc;
@@ -458,6 +528,8 @@ kaio_status run_backward(const kaio_device *device, const AttentionPlan &plan,
   BackwardMaps maps;
   if (plan.sm90) KAIO_TRY(encode_backward_maps(device, plan, dout, q, k, v, &maps));
   KAIO_TRY(launch_builtin(device, plan.pre, stream, pre));
+  if (plan.sm90 && plan.fused)
+    return run_backward_sm90_fused(device, plan, stream, maps, lse, dq, dk, dv);
   if (plan.sm90) return run_backward_sm90(device, plan, stream, maps, lse, dq, dk, dv);
 
   unsigned long long pq = q.address, pk = k.address, pv = v.address, pl = lse.address;

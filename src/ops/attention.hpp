@@ -34,7 +34,14 @@ struct AttentionPlan : PlanBase {
   Launch pre;                  // backward: Dv = rowsum(dO ∘ O)
   Launch dq;                   // backward: dQ over query tiles
   Launch dkdv;                 // backward: dK, dV over key tiles
-  Workspace workspace;  // backward: Dv, B·Hq·Sq f32; decode: the splits' O, LSE, merge counts
+  bool fused = false;          // sm_90a backward: the fused kernel (kSm90FusedMinKeys)
+  // sm_90a backward, fused: one kernel for dK, dV and dQ (f32 adds into the
+  // workspace at dq_ws, ordered by the semaphores at sem when the desc is
+  // deterministic), then convert (dQ out of the workspace, which it zeroes).
+  Launch convert;
+  uint64_t dq_ws = 0, sem = 0;  // byte offsets in the workspace
+  unsigned sq_pad = 0;         // seq_q rounded up to the fused kernel's query block
+  Workspace workspace;  // backward: Dv, B·Hq·Sq f32 (sm_90a: then dQ, semaphores); decode: the splits' O, LSE, merge counts
   // The decode kernels (ptx/gen_attention_decode.py, src/ops/attention_decode.cpp).
   bool paged = false;          // set before plan(): the paged op
   int32_t page_size = 0;       // paged: set before plan()

@@ -42,6 +42,18 @@ kaio_status buffer_read(const kaio_buffer *buffer, uint64_t offset, void *dst, u
   });
 }
 
+kaio_status buffer_zero(const kaio_buffer *buffer, uint64_t offset, uint64_t size) {
+  if (size == 0) return KAIO_OK;
+  ContextScope scope(buffer->device);
+  KAIO_TRY(scope.status());
+  const driver::Api *api = buffer->device->api;
+  if (cu::CUresult r = api->cuMemsetD8Async(buffer->ptr + offset, 0, size, nullptr))
+    return fail_driver(r, "cuMemsetD8Async");
+  if (cu::CUresult r = api->cuStreamSynchronize(nullptr))
+    return fail_driver(r, "cuStreamSynchronize");
+  return KAIO_OK;
+}
+
 kaio_status buffer_write_async(const kaio_buffer *buffer, const kaio_stream *stream,
                                uint64_t offset, const void *src, uint64_t size) {
   return under_context(buffer->device, size, "cuMemcpyHtoDAsync", [&](const driver::Api *api) {

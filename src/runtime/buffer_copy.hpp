@@ -12,6 +12,8 @@ namespace kaio {
 kaio_status buffer_write(const kaio_buffer *buffer, uint64_t offset, const void *src,
                          uint64_t size);
 kaio_status buffer_read(const kaio_buffer *buffer, uint64_t offset, void *dst, uint64_t size);
+// Zero bytes, complete when it returns (the legacy stream, then a wait).
+kaio_status buffer_zero(const kaio_buffer *buffer, uint64_t offset, uint64_t size);
 
 // Enqueued on stream.
 kaio_status buffer_write_async(const kaio_buffer *buffer, const kaio_stream *stream,

@@ -20,18 +20,14 @@ P.V, ex2.approx), except that Q, K and V come in as TMA tensor maps:
       (batch, head): the map's bounds are per dimension).  tmap_v uses
       tmap_k's box.
   // kaio-launch: <entry> block=384 cols_per_block=128
-      query rows per tile = cols_per_block.  The plain kernels are
-      persistent: grid = (G, 1), each CTA runs the tiles of class Tiles
-      (B * Hq * ceil(Sq / 128) of them, the last parameter `tiles`; the
-      host picks G, src/ops/attention.cpp persistent_ctas).  varlen and
-      paged: grid = (ceil(longest Sq / 128), B * Hq), one tile per CTA.
+      grid = (ceil(Sq / 128), B * Hq); query rows per CTA = cols_per_block.
 
   Params: tmap_q, tmap_k, tmap_v (.param .align 64 .b8 [128]), u64 o,
   u64 lse (0: not written), u32 seq_q, seq_k, heads_q, group (Hq / Hkv),
   u64 o_bs, o_ss (O's batch and sequence strides in elements), u64 lse_rs,
   f32 scale_log2 (softmax_scale * log2 e), u32 causal, u32 causal_off (s32:
   key j is visible to query i iff j <= i + causal_off), u32 out_dtype
-  (1 f32, 2 f16, 3 bf16); plain kernels then u32 tiles.
+  (1 f32, 2 f16, 3 bf16).
 
 Design
   * .version 8.0, .target sm_90a (wgmma, setmaxnreg).  384 threads: warpgroup
@@ -62,14 +58,6 @@ Design
     Sk; blocks past n_end are never loaded.  Blocks that reach past Sk or
     past the causal diagonal of the CTA's first row take the masked path
     (one CTA-uniform branch per block).
-  * Persistent (plain kernels): the K/V ring and the barrier phases run on
-    across a CTA's tiles (the consumers derive the stage and phase from
-    the key blocks consumed so far); Q has a q_empty barrier (count 8)
-    that the consumers arrive on once the tile's last S = Q K^T has
-    completed, so the producer loads the next tile's Q and first key
-    blocks while the consumers run the last P V and the epilogue.
-    (ring.advance placed before the single-block branch makes ptxas
-    serialize every wgmma, C7520.)
   * Epilogue: l summed over the quad, O * (1 / l) (0 where l = 0), stored
     from the accumulators with 2-element stores under a row predicate;
     LSE = (m * scale_log2 + log2 l) * ln 2.
@@ -103,8 +91,6 @@ HEADER = preamble(__file__) + extern_shared(SMEM, 1024)
 
 TMAPS = [(".align 64 .b8", "tmap_q[128]"), (".align 64 .b8", "tmap_k[128]"),
          (".align 64 .b8", "tmap_v[128]")]
-# the persistent (plain) kernel's last parameter: B * Hq * ceil(seq_q / 128) tiles
-PERSISTENT_PARAMS = [(".u32", "tiles")]
 SCALARS = [(".u64", "o"), (".u64", "lse"), (".u32", "seq_q"), (".u32", "seq_k"),
            (".u32", "heads_q"), (".u32", "group"), (".u64", "o_bs"), (".u64", "o_ss"),
            (".u64", "lse_rs"), (".f32", "scale_log2"), (".u32", "causal"), (".u32", "causal_off"),
@@ -114,7 +100,7 @@ SCALARS = [(".u64", "o"), (".u64", "lse"), (".u32", "seq_q"), (".u32", "seq_k"),
 class Layout:
     """Byte offsets in the CTA's shared memory for head dim d."""
 
-    def __init__(self, d, paged=False, persistent=False):
+    def __init__(self, d, paged=False):
         self.panels = d // PANEL
         self.q_panel = BM * 128
         self.kv_panel = BN * 128
@@ -123,7 +109,7 @@ class Layout:
         self.stages = STAGES[d]       # paged too: 3 stages at D 128 measured no faster
         self.kv_off = self.q_bytes
         self.bar_off = self.kv_off + self.stages * 2 * self.kv_bytes
-        nbars = 1 + 4 * self.stages + (1 if persistent else 0)   # persistent: + q_empty
+        nbars = 1 + 4 * self.stages
         self.flag_off = self.bar_off + 8 * nbars             # paged: the producer's bad-page word
         self.shared = self.flag_off + (8 if paged else 0) + 1024  # + run-time 1024-B alignment slack
 
@@ -146,48 +132,6 @@ class Layout:
     def v_empty(self, s=0):
         return 8 * (1 + 3 * self.stages + s)
 
-    def q_empty(self):
-        """Persistent kernel: the consumers' Q buffer is free (count 8)."""
-        return 8 * (1 + 4 * self.stages)
-
-
-class Tiles:
-    """The persistent kernel's static tile schedule.  Tile t < tiles is
-    query block nmb - 1 - t % nmb (the longest causal tile of a head first)
-    of (batch, head) t / nmb.  In iteration i, CTA c takes tile i * G + c
-    for even i and i * G + G - 1 - c for odd i (G = nctaid.x): with G a
-    multiple of nmb (the host's choice) a CTA's two tiles of a pair of
-    iterations have nmb + 1 causal key blocks together, so the CTAs stay
-    balanced, and the CTAs of one iteration share G / nmb heads' K and V in L2."""
-
-    def __init__(self, k, P):
-        self.k, self.P = k, P
-        self.c = k.r("mov.u32", "%ctaid.x")
-        self.g = k.r("mov.u32", "%nctaid.x")
-        self.nmb = k.r("shr.u32", k.r("add.u32", P["seq_q"], BM - 1), BM.bit_length() - 1)
-        self.i = k.r("mov.u32", 0)
-        self.top, self.end = k.label("tile"), k.label("tiles_done")
-
-    def begin(self):
-        """Places the loop's head; returns (b, h, m0) of this iteration's tile."""
-        k, P = self.k, self.P
-        k.place(self.top)
-        back = k.r("sub.u32", k.r("sub.u32", self.g, 1), self.c)
-        pos = k.r("selp.b32", back, self.c, k.p("setp.ne.u32", k.r("and.b32", self.i, 1), 0))
-        t = k.r("mad.lo.u32", self.i, self.g, pos)
-        k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", t, P["tiles"]), self.end))
-        bh = k.r("div.u32", t, self.nmb)
-        mb = k.r("sub.u32", k.r("sub.u32", self.nmb, 1), k.r("sub.u32", t, k.r("mul.lo.u32", bh, self.nmb)))
-        b = k.r("div.u32", bh, P["heads_q"])
-        h = k.r("sub.u32", bh, k.r("mul.lo.u32", b, P["heads_q"]))
-        return b, h, k.r("shl.b32", mb, BM.bit_length() - 1)
-
-    def end_loop(self):
-        k = self.k
-        k.op("add.u32 %s, %s, 1" % (self.i, self.i))
-        k.op("bra.uni %s" % self.top)
-        k.place(self.end)
-
 
 def producer(k, L, P, base, bars, b, h, hk, m0, nblocks, exit_, starts=None):
     """starts: (q_start, k_start) of a varlen kernel's sequence, added to the
@@ -196,32 +140,17 @@ def producer(k, L, P, base, bars, b, h, hk, m0, nblocks, exit_, starts=None):
     k.op("setmaxnreg.dec.sync.aligned.u32 %d" % PROD_REGS)
     tid = k.r("mov.u32", "%tid.x")
     k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), exit_))
-    maps = prefetch_maps(k)
-    k.op("@%s bra %s" % (k.p("setp.eq.u32", nblocks, 0), exit_))
-    load_q(k, L, base, bars, maps, b, h, m0, None if starts is None else starts[0])
-    ring = Ring(k, bars, L.stages, L.k_full(), L.k_empty())
-    load_kv(k, L, base, ring, maps, b, hk, nblocks, starts)
-    k.op("bra.uni %s" % exit_)
-
-
-def prefetch_maps(k):
     maps = {}
     for name in ("tmap_q", "tmap_k", "tmap_v"):
         maps[name] = k.rd("cvta.param.u64", k.rd("mov.b64", name))
         k.op("prefetch.tensormap [%s]" % maps[name])
-    return maps
-
-
-def load_q(k, L, base, bars, maps, b, h, m0, q_start=None):
+    k.op("@%s bra %s" % (k.p("setp.eq.u32", nblocks, 0), exit_))
     q_full = k.r("add.u32", bars, L.q_full())
     mbarrier.arrive_expect_tx(k, q_full, L.q_bytes)
-    qrow = m0 if q_start is None else k.r("add.u32", m0, q_start)
+    qrow = m0 if starts is None else k.r("add.u32", m0, starts[0])
     for p in range(L.panels):
         tma.load(k, k.r("add.u32", base, p * L.q_panel), maps["tmap_q"], (p * PANEL, h, qrow, b), q_full)
-
-
-def load_kv(k, L, base, ring, maps, b, hk, nblocks, starts=None):
-    """Loads key blocks 0 .. nblocks - 1 (nblocks >= 1) into the ring's stages."""
+    ring = Ring(k, bars, L.stages, L.k_full(), L.k_empty())
     j = k.r("mov.u32", 0)
     top = k.label("p_block")
     k.place(top)
@@ -240,29 +169,6 @@ def load_kv(k, L, base, ring, maps, b, hk, nblocks, starts=None):
     ring.advance()
     k.op("add.u32 %s, %s, 1" % (j, j))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", j, nblocks), top))
-
-
-def persistent_producer(k, L, P, base, bars, exit_):
-    """The persistent kernel's producer: per tile (Tiles), Q once the
-    consumers have released the previous tile's (q_empty: after their last
-    S = Q K^T, so it loads during their last P V and epilogue), then the
-    tile's key blocks through the one ring that runs on across tiles."""
-    k.note("persistent producer: one thread issues every TMA load of every tile")
-    k.op("setmaxnreg.dec.sync.aligned.u32 %d" % PROD_REGS)
-    tid = k.r("mov.u32", "%tid.x")
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), exit_))
-    maps = prefetch_maps(k)
-    ring = Ring(k, bars, L.stages, L.k_full(), L.k_empty())
-    qph = k.r("mov.u32", 1)     # q_empty's parity to wait: a fresh barrier passes 1
-    tiles = Tiles(k, P)
-    b, h, m0 = tiles.begin()
-    nblocks, _ = key_blocks(k, P, m0, BM, BN)
-    with skip_if(k, k.p("setp.eq.u32", nblocks, 0), "p_no_keys", uni=True):
-        k.wait(k.r("add.u32", bars, L.q_empty()), qph, "q_empty")
-        k.op("xor.b32 %s, %s, 1" % (qph, qph))
-        load_q(k, L, base, bars, maps, b, h, m0)
-        load_kv(k, L, base, ring, maps, b, k.r("div.u32", h, P["group"]), nblocks)
-    tiles.end_loop()
     k.op("bra.uni %s" % exit_)
 
 
@@ -435,20 +341,8 @@ class Consumer:
             k.op("cvt.rn.%sx2.f32 %s, %s, %s" % (self.dt, self.Pf[i], self.S[2 * i + 1], self.S[2 * i]))
 
     def run(self, exit_):
-        self.k.op("setmaxnreg.inc.sync.aligned.u32 %d" % CONS_REGS)
-        self.tile()
-        self.k.op("bra.uni %s" % exit_)
-
-    def tile(self, done_blocks=None, qph=0):
-        """One tile: the key blocks, then the epilogue.  done_blocks, qph:
-        the persistent kernel's count of key blocks its earlier tiles
-        consumed (the ring's stage and phase follow from it: a ring state
-        carried around the tile loop instead costs ptxas's uniform
-        registers, +76% instructions in the main loop) and q_full's parity;
-        the consumers then arrive on q_empty once their last S = Q K^T has
-        completed."""
         k, L, P = self.k, self.L, self.P
-        persistent = done_blocks is not None
+        k.op("setmaxnreg.inc.sync.aligned.u32 %d" % CONS_REGS)
         for r in range(2):
             k.op("mov.f32 %s, %s" % (self.m[r], NEG_INF))
             k.op("mov.f32 %s, 0f00000000" % self.l[r])
@@ -456,11 +350,8 @@ class Consumer:
             k.op("mov.f32 %s, 0f00000000" % x)
         done = k.label("blocks_done")
         k.op("@%s bra.uni %s" % (k.p("setp.eq.u32", self.nblocks, 0), done))
-        k.wait(k.r("add.u32", self.bars, L.q_full()), qph, "q_full")
+        k.wait(k.r("add.u32", self.bars, L.q_full()), 0, "q_full")
         ring = Ring(k, self.bars, L.stages, L.k_full(), L.k_empty())
-        if persistent:
-            k.op("rem.u32 %s, %s, %d" % (ring.s, done_blocks, L.stages))
-            k.op("and.b32 %s, %s, 1" % (ring.ph, k.r("div.u32", done_blocks, L.stages)))
         s, ph = ring.s, ring.ph
         stage = lambda ring: k.r("add.u32", self.base, k.r("add.u32", k.r("mul.lo.u32", ring, 2 * L.kv_bytes), L.kv_off))
 
@@ -500,9 +391,6 @@ class Consumer:
         k.op("add.u32 %s, %s, 1" % (j, j))
         k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", j, self.nblocks), top))
         k.place(tail)
-        if persistent:
-            k.note("every S = Q K^T of the tile has completed: the producer may load the next Q")
-            mbarrier.arrive(k, k.r("add.u32", self.bars, L.q_empty()), self.lane0)
         ring.wait_full(L.v_full(), ps, pph, "v_full")
         if self.pages:
             self.zero_v_tail(k.r("add.u32", stage(ps), L.kv_bytes))
@@ -512,6 +400,7 @@ class Consumer:
         ring.release(self.lane0, ps, L.v_empty())
         k.place(done)
         self.epilogue()
+        k.op("bra.uni %s" % exit_)
 
     def zero_v_tail(self, vstage):
         """Paged: zeroes the last block's V rows past the sequence (the rest
@@ -586,20 +475,16 @@ def fwd_kernel(dt, d, varlen=False, paged=False):
     pools that tmap_k and tmap_v map as one batch of num_pages * page_size
     rows, with box rows min(page_size, BN) (paged_producer)."""
     kind = "_paged" if paged else "_varlen" if varlen else ""
-    persistent = not (varlen or paged)
     name = "kaio_attn_fwd%s_sm90_%s_d%d" % (kind, dt, d)
     manifest.keys(name, **{"select": "attn_fwd%s_sm90" % kind, "pass": "fwd", "dtype": dt, "head_dim": d})
-    L = Layout(d, paged, persistent)
+    L = Layout(d, paged)
     k = Kernel()
-    scalars = SCALARS + (PAGED_PARAMS if paged else VARLEN_PARAMS if varlen else PERSISTENT_PARAMS)
+    scalars = SCALARS + (PAGED_PARAMS if paged else VARLEN_PARAMS if varlen else [])
     ptrs = ("cu_q", "table", "lens", "flag") if paged else VARLEN_PTRS if varlen else ()
     P = load_params(k, scalars, ("o", "lse") + ptrs)
     tid = k.r("mov.u32", "%tid.x")
     base = k.smem_base(SMEM)
     bars = k.r("add.u32", base, L.bar_off)
-    if persistent:
-        persistent_body(k, L, P, dt, d, tid, base, bars)
-        return entry(k, name, dt, d, L, scalars, paged)
     _, b, h = bh_split(k, P["heads_q"])
     P["b"], P["h"] = b, h
     hk = k.r("div.u32", h, P["group"])
@@ -642,38 +527,7 @@ def fwd_kernel(dt, d, varlen=False, paged=False):
     Consumer(k, L, P, dt, d, base, bars, m0, nblocks, first_mask, pages).run(exit_)
     k.place(exit_)
     k.op("ret")
-    return entry(k, name, dt, d, L, scalars, paged)
 
-
-def persistent_body(k, L, P, dt, d, tid, base, bars):
-    """The plain kernel: grid (G, 1), each CTA runs Tiles' tiles in turn;
-    the producer loads the next tile's Q and first key blocks while the
-    consumers finish this tile's last P V and store O."""
-    k.note("thread 0: init the barriers")
-    k.init_mbarriers(tid, bars, [(L.q_full(), 1)] + [
-        x for s in range(L.stages)
-        for x in ((L.k_full(s), 1), (L.v_full(s), 1), (L.k_empty(s), 8), (L.v_empty(s), 8))] + [(L.q_empty(), 8)])
-    exit_ = k.label("exit")
-    consumer = k.label("consumer")
-    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), consumer))
-    persistent_producer(k, L, P, base, bars, exit_)
-    k.place(consumer)
-    k.op("setmaxnreg.inc.sync.aligned.u32 %d" % CONS_REGS)
-    done_blocks = k.r("mov.u32", 0)
-    qph = k.r("mov.u32", 0)     # q_full's parity
-    tiles = Tiles(k, P)
-    b, h, m0 = tiles.begin()
-    Pt = dict(P, b=b, h=h)
-    nblocks, first_mask = key_blocks(k, Pt, m0, BM, BN)
-    Consumer(k, L, Pt, dt, d, base, bars, m0, nblocks, first_mask).tile(done_blocks, qph)
-    k.op("add.u32 %s, %s, %s" % (done_blocks, done_blocks, nblocks))
-    k.op("@%s xor.b32 %s, %s, 1" % (k.p("setp.ne.u32", nblocks, 0), qph, qph))
-    tiles.end_loop()
-    k.place(exit_)
-    k.op("ret")
-
-
-def entry(k, name, dt, d, L, scalars, paged):
     doc = ("%s: FlashAttention forward, %s, head dim %d, %d query rows x %d-key blocks per CTA,\n"
            "1 TMA producer + 2 wgmma consumer warpgroups, %d K/V stages." % (name, dt, d, BM, BN, L.stages))
     # paged: tmap_k's rows are the most a box holds; the host takes min(page_size, rows)

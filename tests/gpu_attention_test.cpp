@@ -361,40 +361,6 @@ TEST_F(GpuAttention, Sm90BlockEdgesMasksHeadsAndStrides) {
   }
 }
 
-// The sm_90a forward is persistent: more tiles (B * Hq * ceil(Sq / 128))
-// than SMs make each CTA run several, so the Q buffer, the K/V ring and the
-// barrier phases carry from tile to tile; rounds of G tiles end partial
-// here, and with Sq > Sk under the bottom-right mask some tiles have no key.
-TEST_F(GpuAttention, Sm90ForwardSeveralTilesPerCta) {
-  kaio_device_info info{};
-  info.struct_size = sizeof info;
-  KT_OK(kaio_device_get_info(dev(), &info));
-  if (info.cc_major != 9 || info.cc_minor != 0)
-    GTEST_SKIP() << "the sm_90a attention kernels need compute capability 9.0; this device is "
-                 << info.cc_major << "." << info.cc_minor;
-  struct {
-    int64_t b, hq, hkv, sq, sk, d;
-    kaio_dtype dt;
-    kaio_attention_mask mask;
-  } cases[] = {{1, 24, 6, 700, 700, 64, KAIO_DTYPE_F16, KAIO_ATTENTION_CAUSAL},
-               {4, 40, 40, 256, 256, 128, KAIO_DTYPE_BF16, KAIO_ATTENTION_MASK_NONE},
-               {1, 24, 8, 700, 300, 128, KAIO_DTYPE_F16, KAIO_ATTENTION_CAUSAL},
-               {2, 12, 12, 1100, 1100, 64, KAIO_DTYPE_BF16, KAIO_ATTENTION_CAUSAL_TOP_LEFT}};
-  for (const auto &c : cases) {
-    Shape s;
-    s.b = c.b;
-    s.hq = c.hq;
-    s.hkv = c.hkv;
-    s.sq = c.sq;
-    s.sk = c.sk;
-    s.d = c.d;
-    s.dt = c.dt;
-    s.mask = c.mask;
-    s.variant = KAIO_ATTENTION_SM90;
-    check(s, false);
-  }
-}
-
 TEST_F(GpuAttention, BackwardSmallShapesEveryDimDtypeAndMask) {
   sweep({32, 64, 96, 128}, true);
   sweep({64, 128}, true, KAIO_ATTENTION_SM80);  // AUTO takes the sm_90a kernels on an H100

@@ -123,9 +123,7 @@ TEST_F(FakeAttention, ForwardPicksKernelGridAndArguments) {
     EXPECT_EQ(l.name, dim == 64   ? "kaio_attn_fwd_sm90_bf16_d64"
                       : dim == 32 ? "kaio_attn_fwd_m128_bf16_d32"
                                   : "kaio_attn_fwd_bf16_d256");
-    // ceil(100 / 64), the persistent sm_90a kernel's 4 CTAs (B * Hq = 8 tiles
-    // on the fake's 4 SMs), or ceil(100 / 128)
-    EXPECT_EQ(l.grid[0], dim == 256 ? 2u : dim == 64 ? 4u : 1u);
+    EXPECT_EQ(l.grid[0], dim == 256 ? 2u : 1u);  // ceil(100 / 64) or ceil(100 / 128)
   }
   // A NULL-buffer LSE is skipped: the kernel gets a null pointer.
   kaio_attention_desc d = desc();
@@ -157,10 +155,8 @@ TEST_F(FakeAttention, Sm90ForwardPassesFourDimensionalTensorMaps) {
   KT_OK(kaio_attention(stream_.get(), &f.t[0], &f.t[1], &f.t[2], &f.t[3], &f.t[4], &d));
   Launch l = last_launch();
   EXPECT_EQ(l.name, "kaio_attn_fwd_sm90_bf16_d64");
-  // persistent: B * Hq * ceil(100 / 128) = 8 tiles, in 2 rounds of one CTA
-  // per SM of the fake device (4)
-  EXPECT_EQ(l.grid[0], 4u);
-  EXPECT_EQ(l.grid[1], 1u);
+  EXPECT_EQ(l.grid[0], 1u);  // ceil(100 / 128)
+  EXPECT_EQ(l.grid[1], 8u);  // B * Hq
   EXPECT_EQ(l.block[0], 384u);
   EXPECT_GT(l.shared, 48u << 10);
   struct Record {
@@ -211,25 +207,6 @@ TEST_F(FakeAttention, Sm90ForwardPassesFourDimensionalTensorMaps) {
   EXPECT_NE(std::string(kaio_last_error()).find("KAIO_ATTENTION_SM90"), std::string::npos);
   EXPECT_NE(std::string(kaio_last_error()).find("takes head dims 64 and 128."), std::string::npos)
       << kaio_last_error();
-  EXPECT_EQ(param<uint32_t>(16), 8u);  // tiles
-  // 3 query blocks per head: rounds of 3 CTAs (a multiple of 3 that fits 4
-  // SMs) would take 8 rounds for 24 tiles against 6 waves of one tile per
-  // CTA, so the grid is one CTA per tile
-  kaio_attention_desc d3 = desc();
-  d3.variant = KAIO_ATTENTION_SM90;
-  d3.seq_q = d3.seq_k = 300;
-  kaio_tensor q3 = kaio_tensor_2d(buf_.get(), KAIO_DTYPE_BF16, B * 300, Hq * D);
-  kaio_tensor k3 = kaio_tensor_2d(buf_.get(), KAIO_DTYPE_BF16, B * 300, Hkv * D);
-  k3.offset_bytes = 1 << 20;
-  kaio_tensor v3 = k3;
-  v3.offset_bytes = 2 << 20;
-  kaio_tensor o3 = q3;
-  o3.offset_bytes = 3 << 20;
-  KT_OK(kaio_attention(stream_.get(), &q3, &k3, &v3, &o3, nullptr, &d3));
-  l = last_launch();
-  EXPECT_EQ(l.grid[0], 24u);
-  EXPECT_EQ(l.grid[1], 1u);
-  EXPECT_EQ(param<uint32_t>(16), 24u);
 }
 
 // On a device that is not compute capability 9.0, SM90 is refused by name

@@ -3,7 +3,6 @@
 #include "ops/attention.hpp"
 #include "ops/attention_varlen.hpp"
 
-#include <algorithm>
 #include <cinttypes>
 #include <climits>
 #include <cmath>
@@ -83,28 +82,6 @@ bool uses_sm90(const kaio_attention_desc &d, const FamilyCheck &hopper, std::str
 }
 
 unsigned blocks(int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); }
-
-// The persistent sm_90a forward's CTA count G (its kernel's Tiles). A CTA
-// that runs several tiles loads the next tile's Q and first keys under the
-// last one's epilogue, which pays where tiles are short: at most 16 key
-// blocks on average (Sq 2048, or 4096 under a causal mask). Longer tiles
-// gain less than a static schedule loses against the hardware's dynamic
-// one (rounds of G tiles against waves of 132), so they run one tile per
-// CTA (G = tiles). G is a multiple of the query blocks per head, nmb, at
-// most one per SM (one CTA fits an SM), so that under a causal mask a CTA's
-// tiles of two successive rounds pair a long one with a short one; where
-// nmb exceeds the SMs, the largest divisor of nmb that fits. Persistent
-// only where its rounds are no more than the waves of one CTA per tile.
-unsigned persistent_ctas(unsigned nmb, unsigned tiles, int sm_count, bool causal) {
-  if ((causal ? nmb / 2 : nmb) > 16) return tiles;
-  const unsigned sms = static_cast<unsigned>(std::max(1, sm_count));
-  unsigned g = nmb <= sms ? nmb * (sms / nmb) : 0;
-  for (unsigned x = sms; g == 0 && x > 0; --x)
-    if (nmb % x == 0) g = x;
-  if (g >= tiles) return tiles;
-  const unsigned rounds = (tiles + g - 1) / g, waves = (tiles + sms - 1) / sms;
-  return rounds <= waves ? g : tiles;
-}
 
 kaio_status check_desc(const kaio_attention_desc &d, bool backward) {
   KAIO_TRY(attention_check_types("attention", d.dtype, d.out_dtype, d.o_dtype, d.mask, backward));
@@ -254,10 +231,8 @@ kaio_status plan_unlogged(kaio_device *device,
       KAIO_TRY(resolve(device, kernels::attn_fwd_sm90(d.dtype, d.head_dim), &plan->fwd,
                        &tile, &plan->fwd_box));
       plan->sm90 = true;
-      plan->fwd_tiles = blocks(d.seq_q, tile) * bh;
-      plan->fwd.grid = persistent_ctas(blocks(d.seq_q, tile), plan->fwd_tiles, device->info.sm_count,
-                                       plan->causal != 0);
-      plan->fwd.grid_y = 1;
+      plan->fwd.grid = blocks(d.seq_q, tile);
+      plan->fwd.grid_y = bh;
       log_kernel(device, plan->fwd.function, why);
       return KAIO_OK;
     }
@@ -361,10 +336,10 @@ kaio_status run_forward_sm90(const kaio_device *device, const AttentionPlan &pla
                      lse_rs = lse ? lse->row_stride : 0;
   float scale_log2 = static_cast<float>(d.softmax_scale * 1.4426950408889634);
   unsigned causal = plan.causal, causal_off = static_cast<unsigned>(plan.causal_off),
-           out_dtype = static_cast<unsigned>(d.out_dtype), tiles = plan.fwd_tiles;
+           out_dtype = static_cast<unsigned>(d.out_dtype);
   void *params[] = {&map_q, &map_k, &map_v, &po,         &pl,     &sq,         &sk,       &hq,
                     &group, &o_bs,  &o_ss,  &lse_rs,     &scale_log2, &causal, &causal_off,
-                    &out_dtype, &tiles};
+                    &out_dtype};
   return launch_builtin(device, plan.fwd, stream, params);
 }
 

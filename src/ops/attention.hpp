@@ -30,7 +30,6 @@ struct AttentionPlan : PlanBase {
   };
   bool sm90 = false;           // fwd, or dq and dkdv, are the sm_90a kernels
   Boxes fwd_box, dq_box, dkdv_box;
-  unsigned fwd_tiles = 0;      // sm_90a forward: B·Hq·ceil(Sq / 128) tiles over fwd.grid persistent CTAs
   Launch pre;                  // backward: Dv = rowsum(dO ∘ O)
   Launch dq;                   // backward: dQ over query tiles
   Launch dkdv;                 // backward: dK, dV over key tiles

@@ -46,17 +46,25 @@ type AttentionDesc struct {
 	HeadsQ, HeadsKV         int64
 	HeadDim                 int64
 	SoftmaxScale            float32 // 0 means 1/√D
+	// NonDeterministic is backward only, and false (the zero value, C's
+	// deterministic 1) gives bit-identical gradients on every run. true
+	// (deterministic 0): the sm_90a backward from 4096 keys (any mask) adds
+	// dQ's f32 partial sums in whatever order its CTAs finish (up to about
+	// 1.1x faster on an H100), so dQ may differ in the last bits between
+	// runs. Elsewhere it changes nothing (no atomics, each gradient element
+	// written once).
+	NonDeterministic bool
 }
 
-// DefaultAttentionDesc is libkaio's default: f16, no mask, Auto, scale 0,
-// every shape field 0 (must be set).
+// DefaultAttentionDesc is libkaio's default: f16, no mask, Auto,
+// deterministic, scale 0, every shape field 0 (must be set).
 func DefaultAttentionDesc() AttentionDesc {
 	d, err := AttentionDesc{}.c(true)
 	if err != nil {
 		panic(err)
 	}
 	return AttentionDesc{DType: DType(d.dtype), OutDType: DType(d.out_dtype), ODType: DType(d.o_dtype),
-		Mask: AttentionMask(d.mask), Variant: AttentionVariant(d.variant),
+		Mask: AttentionMask(d.mask), Variant: AttentionVariant(d.variant), NonDeterministic: d.deterministic == 0,
 		Batch: int64(d.batch), SeqQ: int64(d.seq_q), SeqK: int64(d.seq_k),
 		HeadsQ: int64(d.heads_q), HeadsKV: int64(d.heads_kv), HeadDim: int64(d.head_dim),
 		SoftmaxScale: float32(d.softmax_scale)}
@@ -70,6 +78,10 @@ func (a AttentionDesc) c(defaults bool) (C.kaio_attention_desc, error) {
 	}
 	d.dtype, d.out_dtype, d.o_dtype = C.kaio_dtype(a.DType), C.kaio_dtype(a.OutDType), C.kaio_dtype(a.ODType)
 	d.mask, d.variant = C.kaio_attention_mask(a.Mask), C.kaio_attention_variant(a.Variant)
+	d.deterministic = 1
+	if a.NonDeterministic {
+		d.deterministic = 0
+	}
 	d.batch, d.seq_q, d.seq_k = C.int64_t(a.Batch), C.int64_t(a.SeqQ), C.int64_t(a.SeqK)
 	d.heads_q, d.heads_kv, d.head_dim = C.int64_t(a.HeadsQ), C.int64_t(a.HeadsKV), C.int64_t(a.HeadDim)
 	d.softmax_scale = C.float(a.SoftmaxScale)

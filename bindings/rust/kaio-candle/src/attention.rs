@@ -626,6 +626,9 @@ fn attention_desc(dtype: kaio::Dtype, causal: bool, scale: Option<f32>, x: &Dims
         o_dtype: None,
         mask: if causal { kaio::AttentionMask::Causal } else { kaio::AttentionMask::None },
         variant: kaio::AttentionVariant::Auto,
+        // flash_attention keeps candle-flash-attn's signature, which has no
+        // place for this: its backward stays bit-identical between runs.
+        deterministic: true,
         batch: x.b,
         seq_q: x.sq,
         seq_k: x.sk,

@@ -66,8 +66,8 @@ impl AttentionVariant {
 }
 
 /// An attention's dtypes, mask and shape. `Default` is libkaio's: f16,
-/// out/o dtype = dtype (`None`), no mask, `Auto`, scale 0 (= 1/√D); the
-/// shape fields must be set.
+/// out/o dtype = dtype (`None`), no mask, `Auto`, deterministic, scale 0
+/// (= 1/√D); the shape fields must be set.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct AttentionDesc {
     /// Q, K, V, dO: F16 or Bf16.
@@ -78,6 +78,13 @@ pub struct AttentionDesc {
     pub o_dtype: Option<Dtype>,
     pub mask: AttentionMask,
     pub variant: AttentionVariant,
+    /// Backward only. `true` (default): bit-identical gradients on every
+    /// run. `false`: the sm_90a backward from 4096 keys (any mask) adds dQ's
+    /// f32 partial sums in whatever order its CTAs finish (up to about 1.1x
+    /// faster on an H100), so dQ may differ in the last bits between runs.
+    /// Elsewhere `false` changes nothing (no atomics, each gradient element
+    /// written once).
+    pub deterministic: bool,
     pub batch: usize,
     pub seq_q: usize,
     pub seq_k: usize,
@@ -96,6 +103,7 @@ impl Default for AttentionDesc {
             o_dtype: None,
             mask: AttentionMask::None,
             variant: AttentionVariant::Auto,
+            deterministic: true,
             batch: 0,
             seq_q: 0,
             seq_k: 0,
@@ -116,6 +124,7 @@ impl AttentionDesc {
         d.o_dtype = self.o_dtype.map_or(0, Dtype::raw);
         d.mask = self.mask.raw();
         d.variant = self.variant.raw();
+        d.deterministic = i32::from(self.deterministic);
         d.batch = dim(self.batch);
         d.seq_q = dim(self.seq_q);
         d.seq_k = dim(self.seq_k);

@@ -46,6 +46,11 @@ fn new_descs_default_to_libkaio_defaults() {
     let mut a = sys::kaio_attention_desc::default();
     assert_eq!(unsafe { sys::kaio_attention_desc_init(&mut a, std::mem::size_of_val(&a)) }, 0);
     assert_eq!(AttentionDesc::default().to_raw().unwrap(), a);
+    // deterministic reaches the C desc: default 1, false gives 0.
+    assert!(AttentionDesc::default().deterministic);
+    assert_eq!(a.deterministic, 1);
+    let nd = AttentionDesc { deterministic: false, ..Default::default() }.to_raw().unwrap();
+    assert_eq!(nd, sys::kaio_attention_desc { deterministic: 0, ..a });
 }
 
 #[test]

@@ -31,6 +31,7 @@ from torch.nn.attention import SDPBackend
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_attention import SHAPES, Kaio, sdpa_runner, time_ms  # noqa: E402
+from prof_attention_serving import ranged  # noqa: E402
 
 
 def main():
@@ -77,13 +78,8 @@ def main():
             if run is not None:
                 fns["cudnn"] = run[0]
             if args.prof:
-                for name, fn in fns.items():
-                    fn()
-                    torch.cuda.synchronize()
-                    torch.cuda.nvtx.range_push("prof")
-                    fn()
-                    torch.cuda.synchronize()
-                    torch.cuda.nvtx.range_pop()
+                for fn in fns.values():
+                    ranged(fn)
                 for _, kaio, op in calls.values():
                     kaio.lib.kaio_op_destroy(op)
                     kaio.release()

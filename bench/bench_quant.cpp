@@ -289,13 +289,18 @@ Layer make_layer(int64_t n, int64_t k, uint32_t seed, bool dequant) {
   return l;
 }
 
-Op int4_op(kaio_device *dev, int64_t m, int64_t n, int64_t k) {
+kaio_matmul_int4_desc int4_desc(int64_t m, int64_t n, int64_t k) {
   kaio_matmul_int4_desc d;
   CHECK(kaio_matmul_int4_desc_init(&d, sizeof d));
   d.m = m;
   d.n = n;
   d.k = k;
   d.group_size = kGroup;
+  return d;
+}
+
+Op int4_op(kaio_device *dev, int64_t m, int64_t n, int64_t k) {
+  const kaio_matmul_int4_desc d = int4_desc(m, n, k);
   kaio_op *op = nullptr;
   CHECK(kaio_op_create_matmul_int4(&op, dev, &d));
   return Op(op);
@@ -327,12 +332,7 @@ void bench_int4(Ctx &cx, int64_t m, int64_t n, int64_t k) {
               kaio_us, wbytes / kaio_us / 1e3);
   double one_us = 0;
   if (cx.one_shot) {   // the one-shot call: the fused kernel wherever the device runs sm_90a
-    kaio_matmul_int4_desc d;
-    CHECK(kaio_matmul_int4_desc_init(&d, sizeof d));
-    d.m = m;
-    d.n = n;
-    d.k = k;
-    d.group_size = kGroup;
+    const kaio_matmul_int4_desc d = int4_desc(m, n, k);
     one_us = cx.timer->median_us([&](uint64_t set) {
       kaio_tensor t[5];
       views(set, t);

@@ -230,6 +230,39 @@ class GpuAttention : public kt::GpuTest {
     return d;
   }
 
+  // A backward's inputs, unpadded: Q, K, V and dO random in [-1, 1] from
+  // seed, O and LSE from the forward.
+  struct BackwardCase {
+    Dev q, k, v, dout, o, lse;
+    kaio_attention_desc desc;
+  };
+  BackwardCase backward_case(const Shape &s, uint64_t seed) {
+    const int64_t ldq = s.hq * s.d, ldk = s.hkv * s.d;
+    const size_t nq = s.b * s.sq * ldq, nk = s.b * s.sk * ldk;
+    kt::HostTensor hq = kt::random_tensor(s.dt, nq, -1, 1, seed), hk = kt::random_tensor(s.dt, nk, -1, 1, seed + 1),
+                   hv = kt::random_tensor(s.dt, nk, -1, 1, seed + 2), hdo = kt::random_tensor(s.dt, nq, -1, 1, seed + 3);
+    BackwardCase c{upload(hq, s.b * s.sq, ldq, ldq), upload(hk, s.b * s.sk, ldk, ldk),
+                   upload(hv, s.b * s.sk, ldk, ldk), upload(hdo, s.b * s.sq, ldq, ldq),
+                   poisoned(s.dt, s.b * s.sq, ldq, ldq), poisoned(KAIO_DTYPE_F32, s.b * s.hq, s.sq, s.sq),
+                   desc_for(s)};
+    EXPECT_EQ(kaio_attention(stream(), &c.q.view, &c.k.view, &c.v.view, &c.o.view, &c.lse.view, &c.desc),
+              KAIO_OK);
+    return c;
+  }
+
+  // dQ, dK and dV of one launch of the prepared backward op on c, into
+  // poisoned buffers.
+  std::vector<std::vector<double>> gradients(const Shape &s, const BackwardCase &c, kaio_op *op) {
+    const int64_t ldq = s.hq * s.d, ldk = s.hkv * s.d;
+    Dev dq = poisoned(s.dt, s.b * s.sq, ldq, ldq), dk = poisoned(s.dt, s.b * s.sk, ldk, ldk),
+        dv = poisoned(s.dt, s.b * s.sk, ldk, ldk);
+    const kaio_tensor t[] = {c.dout.view, c.q.view, c.k.view, c.v.view, c.o.view,
+                             c.lse.view,  dq.view,  dk.view,  dv.view};
+    EXPECT_EQ(kaio_op_launch(op, stream(), t, 9), KAIO_OK);
+    EXPECT_EQ(kaio_stream_synchronize(stream()), KAIO_OK);
+    return {read(dq), read(dk), read(dv)};
+  }
+
   // Runs forward (and backward) for s and checks every output.
   void check(const Shape &s, bool backward) {
     SCOPED_TRACE(describe(s) + (backward ? " fwd+bwd" : " fwd"));
@@ -469,27 +502,13 @@ TEST_F(GpuAttention, BackwardIsBitwiseDeterministic) {
   s.sq = s.sk = 300;
   s.d = 64;
   s.mask = KAIO_ATTENTION_CAUSAL;
-  const int64_t ldq = s.hq * s.d, ldk = s.hkv * s.d;
-  const size_t nq = s.b * s.sq * ldq, nk = s.b * s.sk * ldk;
-  uint64_t seed = kt::test_seed();
-  kt::HostTensor hq = kt::random_tensor(s.dt, nq, -1, 1, seed), hk = kt::random_tensor(s.dt, nk, -1, 1, seed + 1),
-                 hv = kt::random_tensor(s.dt, nk, -1, 1, seed + 2), hdo = kt::random_tensor(s.dt, nq, -1, 1, seed + 3);
-  Dev q = upload(hq, s.b * s.sq, ldq, ldq), k = upload(hk, s.b * s.sk, ldk, ldk),
-      v = upload(hv, s.b * s.sk, ldk, ldk), dout = upload(hdo, s.b * s.sq, ldq, ldq);
-  Dev o = poisoned(s.dt, s.b * s.sq, ldq, ldq), lse = poisoned(KAIO_DTYPE_F32, s.b * s.hq, s.sq, s.sq);
-  kaio_attention_desc d = desc_for(s);
-  KT_OK(kaio_attention(stream(), &q.view, &k.view, &v.view, &o.view, &lse.view, &d));
+  BackwardCase c = backward_case(s, kt::test_seed());
   kaio_op *op = nullptr;
-  KT_OK(kaio_op_create_attention_backward(&op, dev(), &d));
+  KT_OK(kaio_op_create_attention_backward(&op, dev(), &c.desc));
   kt::Op guard(op);
   std::vector<std::vector<double>> first;
   for (int run = 0; run < 3; ++run) {
-    Dev dq = poisoned(s.dt, s.b * s.sq, ldq, ldq), dk = poisoned(s.dt, s.b * s.sk, ldk, ldk),
-        dv = poisoned(s.dt, s.b * s.sk, ldk, ldk);
-    const kaio_tensor t[] = {dout.view, q.view, k.view, v.view, o.view, lse.view, dq.view, dk.view, dv.view};
-    KT_OK(kaio_op_launch(op, stream(), t, 9));
-    KT_OK(kaio_stream_synchronize(stream()));
-    std::vector<std::vector<double>> got = {read(dq), read(dk), read(dv)};
+    std::vector<std::vector<double>> got = gradients(s, c, op);
     if (run == 0) {
       first = got;
       continue;
@@ -512,29 +531,15 @@ TEST_F(GpuAttention, BackwardNonDeterministicMatchesDeterministic) {
       s.d = dim;
       s.mask = mask;
       SCOPED_TRACE(describe(s));
-      const int64_t ldq = s.hq * s.d, ldk = s.hkv * s.d;
-      const size_t nq = s.b * s.sq * ldq, nk = s.b * s.sk * ldk;
-      uint64_t seed = kt::test_seed() + static_cast<uint64_t>(dim) + mask;
-      kt::HostTensor hq = kt::random_tensor(s.dt, nq, -1, 1, seed), hk = kt::random_tensor(s.dt, nk, -1, 1, seed + 1),
-                     hv = kt::random_tensor(s.dt, nk, -1, 1, seed + 2), hdo = kt::random_tensor(s.dt, nq, -1, 1, seed + 3);
-      Dev q = upload(hq, s.b * s.sq, ldq, ldq), k = upload(hk, s.b * s.sk, ldk, ldk),
-          v = upload(hv, s.b * s.sk, ldk, ldk), dout = upload(hdo, s.b * s.sq, ldq, ldq);
-      Dev o = poisoned(s.dt, s.b * s.sq, ldq, ldq), lse = poisoned(KAIO_DTYPE_F32, s.b * s.hq, s.sq, s.sq);
-      kaio_attention_desc d = desc_for(s);
-      KT_OK(kaio_attention(stream(), &q.view, &k.view, &v.view, &o.view, &lse.view, &d));
+      BackwardCase bc = backward_case(s, kt::test_seed() + static_cast<uint64_t>(dim) + mask);
       using Grads = std::vector<std::vector<double>>;
       auto run = [&](int32_t deterministic, Grads *out) {
-        kaio_attention_desc dd = d;
+        kaio_attention_desc dd = bc.desc;
         dd.deterministic = deterministic;
         kaio_op *op = nullptr;
         KT_OK(kaio_op_create_attention_backward(&op, dev(), &dd));
         kt::Op guard(op);
-        Dev dq = poisoned(s.dt, s.b * s.sq, ldq, ldq), dk = poisoned(s.dt, s.b * s.sk, ldk, ldk),
-            dv = poisoned(s.dt, s.b * s.sk, ldk, ldk);
-        const kaio_tensor t[] = {dout.view, q.view, k.view, v.view, o.view, lse.view, dq.view, dk.view, dv.view};
-        KT_OK(kaio_op_launch(op, stream(), t, 9));
-        KT_OK(kaio_stream_synchronize(stream()));
-        *out = {read(dq), read(dk), read(dv)};
+        *out = gradients(s, bc, op);
       };
       Grads a, b, c;
       run(1, &a);

@@ -406,7 +406,10 @@ kaio_status encode_backward_maps(const kaio_device *device, const AttentionPlan 
   return KAIO_OK;
 }
 
-// dQ, then dK and dV, on the sm_90a kernels (Dv is in the workspace).
+// The sm_90a backward (Dv is at the workspace's start). Two kernels: dQ, then
+// dK and dV. Fused: the dK/dV kernel also adds dQ's f32 sums into the
+// workspace (its four last parameters, which the two-kernel dK/dV kernel
+// does not take), then the convert kernel scales them into dQ.
 kaio_status run_backward_sm90(const kaio_device *device,
                               const AttentionPlan &plan, kaio_stream *stream,
                               const BackwardMaps &encoded, const CheckedView &lse,
@@ -414,43 +417,8 @@ kaio_status run_backward_sm90(const kaio_device *device,
   const kaio_attention_desc &d = plan.desc;
   BackwardMaps maps = encoded;  // the launch takes non-const parameter pointers
   TensorMap *dq_maps = maps.dq, *dkdv_maps = maps.dkdv;
-  unsigned long long pl = lse.address, p_ws = plan.workspace->ptr(), lse_rs = lse.row_stride;
-  unsigned sq = static_cast<unsigned>(d.seq_q), sk = static_cast<unsigned>(d.seq_k),
-           hq = static_cast<unsigned>(d.heads_q),
-           group = static_cast<unsigned>(d.heads_q / d.heads_kv);
-  float scale = d.softmax_scale;
-  float scale_log2 = static_cast<float>(d.softmax_scale * 1.4426950408889634);
-  unsigned causal = plan.causal, causal_off = static_cast<unsigned>(plan.causal_off),
-           out_dtype = static_cast<unsigned>(d.out_dtype);
-  unsigned long long ga = dq.address, ga_bs = bstride(dq, d.seq_q), ga_ss = dq.row_stride;
-  void *dq_params[] = {&dq_maps[0], &dq_maps[1], &dq_maps[2], &dq_maps[3], &pl,     &p_ws,
-                       &ga,         &sq,         &sk,         &hq,         &group,  &ga_bs,
-                       &ga_ss,      &lse_rs,     &scale,      &scale_log2, &causal, &causal_off,
-                       &out_dtype};
-  KAIO_TRY(launch_builtin(device, plan.dq, stream, dq_params));
-  unsigned long long pk = dk.address, pv = dv.address, k_bs = bstride(dk, d.seq_k),
-                     k_ss = dk.row_stride, v_bs = bstride(dv, d.seq_k), v_ss = dv.row_stride;
-  void *dkdv_params[] = {&dkdv_maps[0], &dkdv_maps[1], &dkdv_maps[2], &dkdv_maps[3], &pl,
-                         &p_ws,         &pk,           &pv,           &sq,           &sk,
-                         &hq,           &group,        &k_bs,         &k_ss,         &v_bs,
-                         &v_ss,         &lse_rs,       &scale,        &scale_log2,   &causal,
-                         &causal_off,   &out_dtype};
-  return launch_builtin(device, plan.dkdv, stream, dkdv_params);
-}
-
-// dK, dV and dQ's f32 sums on the fused sm_90a kernel, then dQ out of the
-// workspace (Dv is at its start).
-kaio_status run_backward_sm90_fused(const kaio_device *device,
-                                    const AttentionPlan &plan, kaio_stream *stream,
-                                    const BackwardMaps &encoded, const CheckedView &lse,
-                                    const CheckedView &dq, const CheckedView &dk,
-                                    const CheckedView &dv) {
-  const kaio_attention_desc &d = plan.desc;
-  BackwardMaps maps = encoded;  // the launch takes non-const parameter pointers
-  TensorMap *dkdv_maps = maps.dkdv;
-  const unsigned long long ws = plan.workspace->ptr();
-  unsigned long long pl = lse.address, p_ws = ws, lse_rs = lse.row_stride,
-                     p_dq_ws = ws + plan.dq_ws, p_sem = ws + plan.sem;
+  unsigned long long pl = lse.address, p_ws = plan.workspace->ptr(), lse_rs = lse.row_stride,
+                     p_dq_ws = p_ws + plan.dq_ws, p_sem = p_ws + plan.sem;
   unsigned sq = static_cast<unsigned>(d.seq_q), sk = static_cast<unsigned>(d.seq_k),
            hq = static_cast<unsigned>(d.heads_q),
            group = static_cast<unsigned>(d.heads_q / d.heads_kv), sq_pad = plan.sq_pad,
@@ -459,6 +427,14 @@ kaio_status run_backward_sm90_fused(const kaio_device *device,
   float scale_log2 = static_cast<float>(d.softmax_scale * 1.4426950408889634);
   unsigned causal = plan.causal, causal_off = static_cast<unsigned>(plan.causal_off),
            out_dtype = static_cast<unsigned>(d.out_dtype);
+  unsigned long long ga = dq.address, ga_bs = bstride(dq, d.seq_q), ga_ss = dq.row_stride;
+  if (!plan.fused) {
+    void *dq_params[] = {&dq_maps[0], &dq_maps[1], &dq_maps[2], &dq_maps[3], &pl,     &p_ws,
+                         &ga,         &sq,         &sk,         &hq,         &group,  &ga_bs,
+                         &ga_ss,      &lse_rs,     &scale,      &scale_log2, &causal, &causal_off,
+                         &out_dtype};
+    KAIO_TRY(launch_builtin(device, plan.dq, stream, dq_params));
+  }
   unsigned long long pk = dk.address, pv = dv.address, k_bs = bstride(dk, d.seq_k),
                      k_ss = dk.row_stride, v_bs = bstride(dv, d.seq_k), v_ss = dv.row_stride;
   void *dkdv_params[] = {&dkdv_maps[0], &dkdv_maps[1], &dkdv_maps[2], &dkdv_maps[3], &pl,
@@ -468,7 +444,7 @@ kaio_status run_backward_sm90_fused(const kaio_device *device,
                          &causal_off,   &out_dtype,    &p_dq_ws,      &p_sem,        &sq_pad,
                          &ordered};
   KAIO_TRY(launch_builtin(device, plan.dkdv, stream, dkdv_params));
-  unsigned long long ga = dq.address, ga_bs = bstride(dq, d.seq_q), ga_ss = dq.row_stride;
+  if (!plan.fused) return KAIO_OK;
   void *convert_params[] = {&p_dq_ws, &p_sem, &ga,    &sq,        &hq,
                             &sq_pad,  &ga_bs, &ga_ss, &scale, &out_dtype};
   return launch_builtin(device, plan.convert, stream, convert_params);
@@ -503,8 +479,6 @@ kaio_status run_backward(const kaio_device *device, const AttentionPlan &plan,
   BackwardMaps maps;
   if (plan.sm90) KAIO_TRY(encode_backward_maps(device, plan, dout, q, k, v, &maps));
   KAIO_TRY(launch_builtin(device, plan.pre, stream, pre));
-  if (plan.sm90 && plan.fused)
-    return run_backward_sm90_fused(device, plan, stream, maps, lse, dq, dk, dv);
   if (plan.sm90) return run_backward_sm90(device, plan, stream, maps, lse, dq, dk, dv);
 
   unsigned long long pq = q.address, pk = k.address, pv = v.address, pl = lse.address;

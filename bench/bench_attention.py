@@ -221,6 +221,9 @@ def main():
     ap.add_argument("--nondet", action="store_true",
                     help="also time the backward with deterministic = 0 (column b nd/d: its speed-up)")
     ap.add_argument("--f32-only", action="store_true", help="only the f32 single-head section")
+    ap.add_argument("--shape", action="append", default=[],
+                    help="B,Hq,Hkv,S,D instead of the table (repeatable; e.g. under ncu)")
+    ap.add_argument("--causal", choices=["both", "no", "yes"], default="both")
     args = ap.parse_args()
     iters = max(args.iters, 20)
     dtype = torch.float16 if args.dtype == "f16" else torch.bfloat16
@@ -238,10 +241,12 @@ def main():
         hdr += " | b nd/d"
     rows = []
     shapes = [] if args.f32_only else SHAPES[:2] if args.quick else SHAPES
+    if args.shape:
+        shapes = [tuple(int(x) for x in sh.split(",")) for sh in args.shape]
     if shapes:
         print(hdr)
     for (b, hq, hkv, s, d) in shapes:
-        for causal in (False, True):
+        for causal in {"both": (False, True), "no": (False,), "yes": (True,)}[args.causal]:
             q = torch.randn(b, s, hq, d, device="cuda", dtype=dtype)
             k = torch.randn(b, s, hkv, d, device="cuda", dtype=dtype)
             v = torch.randn(b, s, hkv, d, device="cuda", dtype=dtype)

@@ -104,7 +104,7 @@ Design
     .maxntid 384 + .minnctapersm 1 caps the entry at 168 registers, so
     setmaxnreg takes effect (40*128 + 232*256 = 168*384).
   * Thread 0 prefetches both tensor maps first thing, so their fetch overlaps
-    the barrier set-up (one-wave shapes, e.g. 512^3, pay it once per CTA).
+    the barrier set-up (measured neutral at the 512-1024 squares, session 15).
   * Shared: a ring of 4 stages x 48 KiB (A 128 x 64 = 16 KiB, B 256 x 64 =
     32 KiB), 128-byte swizzled (TMA SWIZZLE_128B = wgmma descriptor swizzle
     mode 1), each box 1024-B aligned (the dynamic base is rounded up to 1024 B
@@ -163,7 +163,10 @@ Measured on an H100 80GB HBM3 (driver 580.159.04), through kaio_module_load_ptx
     4096^3 and 8192^3 f16 -> f32 equal cuBLAS's output bit for bit.
   * Median of 30 (5 warm-up), TFLOP/s, cuBLAS GemmEx f16 -> f32 beside it:
       4096^3: f16 in f32 out 717 (cuBLAS 742), bf16 in f32 out 740; 16-bit
-              out 640-690 (the 4-byte stores fill half sectors).
+              out 640-690 (the 4-byte stores fill half sectors); with
+              the 8-byte stores of whole sectors (session 15, prepared
+              ops, bench_matmul_out.py): f16 out 721-726, bf16 out 730-747,
+              main beside it 660-680.
       8192^3: 656-755 (cuBLAS 765); noisy from run to run (clocks).
     The same kernel with one tile per CTA (grid = tiles) is 2-3 % slower at
     4096^3; 128 x 128 tiles (m64n128, 6 stages) reach only 580.

@@ -103,6 +103,8 @@ Design
     wgmma.mma_async.m64n256k16.f32.<in>.<in> with A and B from shared memory.
     .maxntid 384 + .minnctapersm 1 caps the entry at 168 registers, so
     setmaxnreg takes effect (40*128 + 232*256 = 168*384).
+  * Thread 0 prefetches both tensor maps first thing, so their fetch overlaps
+    the barrier set-up (measured neutral at the 512-1024 squares, session 15).
   * Shared: a ring of 4 stages x 48 KiB (A 128 x 64 = 16 KiB, B 256 x 64 =
     32 KiB), 128-byte swizzled (TMA SWIZZLE_128B = wgmma descriptor swizzle
     mode 1), each box 1024-B aligned (the dynamic base is rounded up to 1024 B
@@ -130,10 +132,13 @@ Design
     -0.0, so a product of one chunk keeps its bits. The tensor cores' own f32
     sums err about linearly in K; the host passes 64 (4096 of K). The wide
     tile ignores kchunk: its 128 accumulators leave no registers for totals.
-  * Epilogue straight from the accumulators: alpha/beta, cvt.rn, 2-element
-    stores when the tile is whole along N and C/ldc allow it (one copy per out
-    dtype, beta == 0 without any C load), else one shared element-store path
-    under row/column predicates.  Registers written only under a predicate
+  * Epilogue straight from the accumulators: alpha/beta, cvt.rn, 8-byte
+    stores when the tile is whole along N and C/ldc are 8-byte aligned (one
+    copy per out dtype, beta == 0 without any C load): f32 pairs, and for
+    16-bit outputs 4 adjacent columns, after lanes t and t ^ 1 trade one packed
+    pair per two column blocks (shfl.bfly 1), so a warp's store fills whole
+    32-byte sectors of 8 rows where the 4-byte stores filled half of each;
+    else one shared element-store path under row/column predicates.  Registers written only under a predicate
     are zeroed first: otherwise ptxas keeps them live from the kernel entry
     and spills (5.5 KB of stack before that change).  Tried and dropped
     (session 14, bench/RESULTS.md): 16-bit output staged through shared
@@ -158,7 +163,10 @@ Measured on an H100 80GB HBM3 (driver 580.159.04), through kaio_module_load_ptx
     4096^3 and 8192^3 f16 -> f32 equal cuBLAS's output bit for bit.
   * Median of 30 (5 warm-up), TFLOP/s, cuBLAS GemmEx f16 -> f32 beside it:
       4096^3: f16 in f32 out 717 (cuBLAS 742), bf16 in f32 out 740; 16-bit
-              out 640-690 (the 4-byte stores fill half sectors).
+              out 640-690 (the 4-byte stores fill half sectors); with
+              the 8-byte stores of whole sectors (session 15, prepared
+              ops, bench_matmul_out.py): f16 out 721-726, bf16 out 730-747,
+              main beside it 660-680.
       8192^3: 656-755 (cuBLAS 765); noisy from run to run (clocks).
     The same kernel with one tile per CTA (grid = tiles) is 2-3 % slower at
     4096^3; 128 x 128 tiles (m64n128, 6 stages) reach only 580.
@@ -377,6 +385,20 @@ def store_i32(k, P, acc, row_ok, whole_n, col0, elem0, nj, done):
     k.place(other)
 
 
+def store_quad16(k, pred, ptr, off, odd, w0, w1):
+    """16-bit out: w0, w1 = this thread's packed pairs of column blocks 2J and
+    2J + 1 (columns 2t, 2t + 1 of each).  An even lane keeps w0 and takes its
+    odd neighbour's w0; an odd lane keeps w1 and takes its even neighbour's w1:
+    4 adjacent columns each, stored as one 8-byte word at ptr + off (ptr
+    already holds the odd lanes' + 12 bytes).  Every lane shuffles, the store
+    alone is predicated."""
+    got = k.reg("r")
+    k.op("shfl.sync.bfly.b32 %s, %s, 1, 0x1f, 0xffffffff" % (got, k.r("selp.b32", w0, w1, odd)))
+    lo = k.r("selp.b32", got, w0, odd)
+    hi = k.r("selp.b32", w1, got, odd)
+    k.op("@%s st.global.v2.b32 [%s+%d], {%s, %s}" % (pred, ptr, off, lo, hi))
+
+
 def epilogue(k, P, value, m0, n0, cw, warp, lane, bn, done, int_acc=None):
     """acc[4j + v]: row 16w + g + 8(v >> 1), col 8j + 2t + (v & 1) of this
     consumer's 64 x bn block (w = warp in the warpgroup, g = lane/4, t = lane%4).
@@ -403,11 +425,17 @@ def epilogue(k, P, value, m0, n0, cw, warp, lane, bn, done, int_acc=None):
     pc = k.rd("add.u64", P["c"], k.rd("shl.b64", elem0, sh))
     prow = [pc, k.rd("add.u64", pc, k.rd("shl.b64", P["ldc"], k.r("add.u32", sh, 3)))]   # + 8 rows
     esz = k.r("shl.b32", 1, sh)
+    # 8-byte stores on the fast path, any dtype (f32 pairs, 16-bit quads)
     aligned = k.p("setp.eq.u64",
-                  k.rd("and.b64", k.rd("or.b64", P["c"], k.rd("shl.b64", P["ldc"], sh)),
-                       k.rd("cvt.u64.u32", k.r("sub.u32", k.r("shl.b32", esz, 1), 1))), 0)
+                  k.rd("and.b64", k.rd("or.b64", P["c"], k.rd("shl.b64", P["ldc"], sh)), 7), 0)
     slow = k.label("slow")
     k.op("@!%s bra.uni %s" % (k.p("and.pred", whole_n, aligned), slow))
+    # 16-bit out: lanes t, t ^ 1 of a quad trade one packed pair per two column
+    # blocks j = 2J, 2J + 1, so that each thread stores 4 adjacent columns (8
+    # bytes) and a warp's store fills whole 32-byte sectors of 8 rows; even t:
+    # columns 16J + 2t .. + 3, odd t: 16J + 2t + 6 .. + 9.
+    odd = k.p("setp.ne.u32", k.r("and.b32", lane, 1), 0)
+    q16 = [k.rd("add.u64", p, k.rd("cvt.u64.u32", k.r("selp.b32", 12, 0, odd))) for p in prow]
 
     for code, name, esize in ((1, "f32", 4), (2, "f16", 2), (3, "bf16", 2)):
         nxt = k.label("not_" + name)
@@ -422,6 +450,7 @@ def epilogue(k, P, value, m0, n0, cw, warp, lane, bn, done, int_acc=None):
                 fbeta = k.label("fast_beta_" + name)
                 k.op("@%s bra.uni %s" % (pbeta, fbeta))
             for h in range(2):
+                words = []
                 for j in range(nj):
                     v = [value(j, h, e) for e in range(2)]
                     off = 8 * j * esize
@@ -431,9 +460,10 @@ def epilogue(k, P, value, m0, n0, cw, warp, lane, bn, done, int_acc=None):
                             k.op("@%s fma.rn.f32 %s, %s, %s, %s" % (row_ok[h], v[e], P["beta"], o[e], v[e]))
                     if name == "f32":
                         k.op("@%s st.global.v2.f32 [%s+%d], {%s, %s}" % (row_ok[h], prow[h], off, v[0], v[1]))
-                    else:
-                        w = k.r("cvt.rn.%sx2.f32" % name, v[1], v[0])   # first source -> upper half
-                        k.op("@%s st.global.b32 [%s+%d], %s" % (row_ok[h], prow[h], off, w))
+                        continue
+                    words.append(k.r("cvt.rn.%sx2.f32" % name, v[1], v[0]))   # first source -> upper half
+                    if j % 2:
+                        store_quad16(k, row_ok[h], q16[h], 16 * (j - 1), odd, words[-2], words[-1])
             k.op("bra.uni %s" % done)
         if code != 3:
             k.place(nxt)
@@ -634,6 +664,11 @@ def matmul_kernel(dt, la, lb, cfg):
     cta = k.r("mov.u32", "%ctaid.x")
     nctas = k.r("mov.u32", "%nctaid.x")
 
+    k.note("thread 0 (the TMA thread): fetch the tensor maps while the barriers are set up")
+    tmaps = [k.rd("cvta.param.u64", k.rd("mov.b64", pname)) for pname in ("tmap_a", "tmap_b")]
+    tid0 = k.p("setp.eq.u32", tid, 0)
+    for tm in tmaps:
+        k.op("@%s prefetch.tensormap [%s]" % (tid0, tm))
     k.note("thread 0: init the full/empty barriers")
     k.init_mbarriers(tid, bars, Ring.inits(stages, 0, 8 * stages, 4 * ncons))
     consumer = k.label("consumer")
@@ -644,11 +679,6 @@ def matmul_kernel(dt, la, lb, cfg):
     k.note("producer warpgroup: give registers back, one thread issues every TMA load")
     k.op("setmaxnreg.dec.sync.aligned.u32 %d" % cfg["prod_regs"])
     k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), exit_))
-    tmaps = []
-    for pname in ("tmap_a", "tmap_b"):
-        tm = k.rd("cvta.param.u64", k.rd("mov.b64", pname))
-        k.op("prefetch.tensormap [%s]" % tm)
-        tmaps.append(tm)
     ring = Ring(k, bars, stages, 0, 8 * stages, mad=True)
     t = k.r("mov.u32", cta)
     ptile = k.label("p_tile")

@@ -75,6 +75,12 @@ Measured (H100, bench/bench_quant, group 128 with qzeros, 2026-11-22; see bench/
   kernel's two waves took 22.3 us (2.20x); N = 14336 K = 4096 (448 CTAs) with 4 warps x 2 steps
   at 4 CTAs per SM 20.8 us (2.35x) against 22.0 us (2.21x) for 4 steps at 3 per SM, which
   stays the faster one while the grid fits it (fused QKV 3 x 4096, 384 CTAs: 18.5 us against 19.6).
+  Tried in session 15 (bench/RESULTS.md), not kept: weights and x of the 8- and 4-warp kernels
+  through a cp.async ring in dynamic shared memory (3 batches, copies two batches ahead, each
+  thread reading back its own 16-byte chunks; 90-109 registers): N = K = 8192 M = 1 38.4 us
+  against 20.2 (DRAM 29 %, 14.9 cycles per issued instruction); and, f16 only, nibbles 1 and 3
+  dequantized in place as 1024 + 16 q (one shift a word instead of three, same bits): within
+  noise (M = 1 20.2 us both, M = 16 21.9 against 22.0-22.3).
 """
 
 import collections

@@ -208,6 +208,45 @@ TEST_F(GpuRuntime, UserPtxKernelRunsThroughTheAbi) {
   EXPECT_EQ(a.local_bytes, 0);
 }
 
+// 16 KiB of static .shared plus 40 KiB dynamic: past the driver's 48 KiB
+// default, so this launches only because kaio counts both when it raises
+// the kernel's dynamic limit. Each thread reads what another one stored.
+TEST_F(GpuRuntime, UserKernelWithStaticAndDynamicSharedPastTheDefault) {
+  const char *ptx =
+      ".version 7.0\n.target sm_80\n.address_size 64\n"
+      ".extern .shared .align 16 .b8 dyn[];\n"
+      ".visible .entry mix(.param .u64 out)\n{\n"
+      " .reg .b32 %r<10>;\n .reg .b64 %rd<4>;\n .shared .align 16 .b8 s[16384];\n"
+      " mov.u32 %r1, %tid.x;\n shl.b32 %r2, %r1, 2;\n mov.u32 %r3, s;\n mov.u32 %r4, dyn;\n"
+      " add.u32 %r5, %r3, %r2;\n st.shared.u32 [%r5+15360], %r1;\n add.u32 %r6, %r1, 1;\n"
+      " add.u32 %r7, %r4, %r2;\n st.shared.u32 [%r7+39936], %r6;\n bar.sync 0;\n"
+      " mov.u32 %r8, 255;\n sub.u32 %r8, %r8, %r1;\n shl.b32 %r8, %r8, 2;\n"
+      " add.u32 %r5, %r3, %r8;\n ld.shared.u32 %r9, [%r5+15360];\n"
+      " add.u32 %r7, %r4, %r8;\n ld.shared.u32 %r6, [%r7+39936];\n add.u32 %r9, %r9, %r6;\n"
+      " ld.param.u64 %rd1, [out];\n cvta.to.global.u64 %rd2, %rd1;\n"
+      " mul.wide.u32 %rd3, %r1, 4;\n add.s64 %rd2, %rd2, %rd3;\n st.global.u32 [%rd2], %r9;\n"
+      " ret;\n}\n";
+  kaio_module *m = nullptr;
+  KT_OK(kaio_module_load_ptx(&m, dev(), ptx));
+  kt::Module gm(m);
+  kaio_kernel *k = nullptr;
+  KT_OK(kaio_module_get_kernel(&k, m, "mix"));
+  kt::Kernel gk(k);
+  kaio_kernel_attributes a{};
+  a.struct_size = sizeof a;
+  KT_OK(kaio_kernel_get_attributes(k, &a));
+  EXPECT_EQ(a.static_shared_bytes, 16384);
+  kt::Buffer out = kt::make_buffer(dev(), 256 * 4);
+  KT_OK(kaio_buffer_memset(out.get(), stream(), 0, 0xFF, 256 * 4));
+  const uint64_t args = kaio_buffer_device_ptr(out.get());
+  kaio_launch_config c = {{1, 1, 1}, {256, 1, 1}, 40960, 0};
+  KT_OK(kaio_kernel_launch(k, stream(), &c, &args, sizeof args));
+  std::vector<uint32_t> got(256);
+  KT_OK(kaio_buffer_read_async(out.get(), stream(), 0, got.data(), 256 * 4));
+  KT_OK(kaio_stream_synchronize(stream()));
+  for (uint32_t t = 0; t < 256; ++t) ASSERT_EQ(got[t], 511 - 2 * t) << t;
+}
+
 TEST_F(GpuRuntime, BadPtxReportsTheJitLog) {
   kaio_module *m = nullptr;
   kaio_status s = kaio_module_load_ptx(&m, dev(), ".version 7.0\n.target sm_80\n.address_size 64\n"

@@ -60,6 +60,41 @@ TEST_F(LaunchLimits, PastALimitNamesConfigTheDimensionAndTheLimit) {
   }
 }
 
+// Static .shared and the launch's dynamic bytes share the per-block limit:
+// kaio raises the dynamic limit when their sum passes 48 KiB (the driver's
+// default), and refuses a sum past the opt-in limit (227 KiB, the fake's H100).
+TEST_F(LaunchLimits, StaticAndDynamicSharedShareOneLimit) {
+  constexpr const char *ptx =
+      ".version 7.0\n.target sm_80\n.address_size 64\n"
+      ".visible .entry s(.param .u32 n)\n{\n  .reg .b32 %r<2>;\n"
+      "  .shared .align 16 .b8 tile[16384];\n  ld.param.u32 %r1, [n];\n"
+      "  st.shared.u32 [tile+16380], %r1;\n  ret;\n}\n";
+  kaio_module *m = nullptr;
+  KT_OK(kaio_module_load_ptx(&m, dev_.get(), ptx));
+  kt::Module mod(m);
+  kaio_kernel *k = nullptr;
+  KT_OK(kaio_module_get_kernel(&k, m, "s"));
+  kt::Kernel kernel(k);
+  kaio_kernel_attributes attrs = {};
+  attrs.struct_size = sizeof attrs;
+  KT_OK(kaio_kernel_get_attributes(k, &attrs));
+  EXPECT_EQ(attrs.static_shared_bytes, 16384);
+  uint32_t n = 0;
+  auto run = [&](uint32_t dynamic) {
+    kaio_launch_config c = {{1, 1, 1}, {32, 1, 1}, dynamic, 0};
+    return kaio_kernel_launch(k, stream_.get(), &c, &n, sizeof n);
+  };
+  const unsigned long long before = kt::fake().launch_count();
+  KT_OK(run(40000));              // 56384 in all: past the default, so kaio raises it
+  KT_OK(run(232448 - 16384));     // the whole opt-in limit
+  EXPECT_EQ(kt::fake().launch_count(), before + 2);
+  kt::expect_rejected(run(232448 - 16384 + 1), KAIO_ERROR_INVALID_ARGUMENT,
+                      {"kaio_kernel_launch", "config.shared_bytes is 216065",
+                       "16384 bytes of static", "232449 in all", "at most 232448",
+                       "at most 216064 dynamic"},
+                      kt::fake().launch_count());
+}
+
 // One grid row per (batch, head): 65536 of them cannot launch.
 TEST_F(LaunchLimits, AttentionRefusesTooManyBatchHeadsWhenPlanning) {
   kaio_attention_desc d;

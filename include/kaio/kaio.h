@@ -685,7 +685,10 @@ typedef struct kaio_launch_config {
  * struct of the same members would be, tail padding allowed); a device
  * pointer parameter takes kaio_buffer_device_ptr() plus an offset. When the
  * driver can report the parameter layout (CUDA 12.4+), args_size is checked
- * against it. kaio cannot see
+ * against it. config->shared_bytes plus the kernel's static .shared bytes
+ * (kaio_kernel_attributes.static_shared_bytes) must fit the device's opt-in
+ * limit per block (227 KiB on sm_90); kaio raises the kernel's dynamic limit
+ * past the driver's 48 KiB default whenever their sum needs it. kaio cannot see
  * what the kernel does with the pointers: keeping user kernels inside their
  * buffers is the caller's job. */
 KAIO_API KAIO_NODISCARD kaio_status kaio_kernel_launch(const kaio_kernel *kernel,

@@ -160,10 +160,16 @@ KAIO_API kaio_status kaio_kernel_launch(const kaio_kernel *kernel, kaio_stream *
                     fn, args_size, kernel->name.c_str(), exact, padded);
       size = static_cast<size_t>(exact);
     }
-    if (config->shared_bytes > static_cast<uint32_t>(device->info.max_shared_per_block))
+    const uint64_t block_shared = uint64_t{kernel->static_shared_bytes} + config->shared_bytes;
+    if (block_shared > static_cast<uint64_t>(device->info.max_shared_per_block))
       return fail(KAIO_ERROR_INVALID_ARGUMENT,
-                  "%s: config.shared_bytes is %u but device %d allows at most %d per block.", fn,
-                  config->shared_bytes, device->ordinal, device->info.max_shared_per_block);
+                  "%s: config.shared_bytes is %u and kernel '%s' declares %u bytes of static "
+                  ".shared, %" PRIu64 " in all, but device %d allows at most %d per block; "
+                  "ask for at most %" PRId64 " dynamic bytes.",
+                  fn, config->shared_bytes, kernel->name.c_str(), kernel->static_shared_bytes,
+                  block_shared, device->ordinal, device->info.max_shared_per_block,
+                  std::max<int64_t>(0, int64_t{device->info.max_shared_per_block} -
+                                           kernel->static_shared_bytes));
     return kaio::kernel_launch(*kernel, stream, *config, args, size);
   });
 }

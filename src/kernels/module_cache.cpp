@@ -111,18 +111,27 @@ kaio_status ModuleCache::function(KernelId id, BuiltinFunction *out) {
   cu::CUfunction f = nullptr;
   if (cu::CUresult r = device_->api->cuModuleGetFunction(&f, module, k.name))
     return fail_driver(r, k.name);
+  // Static .shared counts against the same per-block limit as the dynamic
+  // bytes, and the driver's 48 KiB default covers their sum.
+  int static_shared = 0;
+  if (cu::CUresult r = device_->api->cuFuncGetAttribute(
+          &static_shared, cu::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f))
+    return fail_driver(r, "cuFuncGetAttribute(SHARED_SIZE_BYTES)");
+  const auto fixed = static_cast<unsigned>(std::max(static_shared, 0));
   unsigned shared = k.dynamic_shared_bytes;
   const auto device_max = static_cast<unsigned>(device_->info.max_shared_per_block);
+  const unsigned room = device_max > fixed ? device_max - fixed : 0;
   // A kernel that sizes a tail per launch needs only its fixed part; the
   // rest of what it asks for is capped at what this device has, and the
   // caller checks its tail against that.
-  if (k.shared_fixed && k.shared_fixed <= device_max) shared = std::min(shared, device_max);
-  if (shared > device_max)
+  if (k.shared_fixed && k.shared_fixed <= room) shared = std::min(shared, room);
+  if (shared > room)
     return fail(KAIO_ERROR_UNSUPPORTED_ARCH,
-                "%s: kernel %s needs %u bytes of shared memory per block but device %d allows "
-                "%d.",
-                api_name(), k.name, shared, device_->ordinal, device_->info.max_shared_per_block);
-  if (shared > kDefaultSharedLimit) {
+                "%s: kernel %s needs %u bytes of shared memory per block (%u of them static) "
+                "but device %d allows %d.",
+                api_name(), k.name, shared + fixed, fixed, device_->ordinal,
+                device_->info.max_shared_per_block);
+  if (shared + fixed > kDefaultSharedLimit) {
     if (cu::CUresult r = device_->api->cuFuncSetAttribute(
             f, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared)))
       return fail_driver(r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");

@@ -1,5 +1,6 @@
 #include "kernels/user_module.hpp"
 
+#include <algorithm>
 #include <cinttypes>
 #include <memory>
 
@@ -83,6 +84,11 @@ kaio_status kernel_get(kaio_module *module, const char *name, kaio_kernel **out)
         api_name(), name);
   if (r) return fail_driver(r, "cuModuleGetFunction");
   k->param_bytes = packed_param_bytes(device->api, k->native);
+  int static_shared = 0;
+  if (cu::CUresult a = device->api->cuFuncGetAttribute(
+          &static_shared, cu::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->native))
+    return fail_driver(a, "cuFuncGetAttribute(SHARED_SIZE_BYTES)");
+  k->static_shared_bytes = static_cast<uint32_t>(std::max(static_shared, 0));
   k->module = module;
   KAIO_TRY(publish_handle(out, k.get()));
   k.release();
@@ -119,7 +125,7 @@ kaio_status kernel_launch(const kaio_kernel &kernel, kaio_stream *stream,
   const kaio_device *device = kernel.module->device;
   ContextScope scope(device);
   KAIO_TRY(scope.status());
-  if (config.shared_bytes > kDefaultSharedLimit) {
+  if (uint64_t{kernel.static_shared_bytes} + config.shared_bytes > kDefaultSharedLimit) {
     if (cu::CUresult r = device->api->cuFuncSetAttribute(
             kernel.native, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             static_cast<int>(config.shared_bytes)))

@@ -28,6 +28,9 @@ struct kaio_kernel {
   kaio::cu::CUfunction native = nullptr;
   std::string name;
   int64_t param_bytes = -1;  // -1 when the driver cannot report the layout
+  // Its static .shared bytes: they and the launch's dynamic bytes share one
+  // per-block limit, and the 48 KiB default covers their sum.
+  uint32_t static_shared_bytes = 0;
 };
 
 namespace kaio {

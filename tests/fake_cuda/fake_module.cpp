@@ -220,6 +220,9 @@ CUresult kaio_fake_cuModuleLoadDataEx(CUmodule *module, const void *image, unsig
     auto f = std::make_unique<CUfunc_st>();
     f->module = m.get();
     f->entry = &entry;
+    // As the driver: the default dynamic limit is what static memory leaves of 48 KiB.
+    f->max_dynamic_shared =
+        std::max(0, kDefaultSharedBytes - static_cast<int>(entry.static_shared_bytes));
     state().functions.insert(f.get());
     m->functions.push_back(std::move(f));
   }
@@ -264,6 +267,8 @@ CUresult kaio_fake_cuFuncGetAttribute(int *value, int attrib, CUfunction functio
       *value = e.maxntid ? static_cast<int>(e.maxntid) : kMaxThreadsPerBlock;
       break;
     case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+      *value = static_cast<int>(e.static_shared_bytes);
+      break;
     case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
     case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES:
     case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA:
@@ -295,7 +300,7 @@ CUresult kaio_fake_cuFuncSetAttribute(CUfunction function, int attrib, int value
   CUfunc_st *f = nullptr;
   if (CUresult r = lookup_function(function, &f)) return r;
   if (attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && value >= 0 &&
-      value <= kOptInSharedBytes) {
+      value + static_cast<int>(f->entry->static_shared_bytes) <= kOptInSharedBytes) {
     f->max_dynamic_shared = value;
     return CUDA_SUCCESS;
   }

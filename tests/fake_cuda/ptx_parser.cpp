@@ -165,6 +165,39 @@ bool parse_params(Cursor &c, Entry &entry, std::string &why) {
   return true;
 }
 
+// A variable after `.shared`: `[.align A] [.v2|.v4] TYPE NAME[N]... ;`.
+// Its size is 0 for an unsized array (only .extern ones are legal).
+struct SharedVar {
+  std::string_view name;
+  size_t size = 0, align = 1;
+};
+
+bool parse_shared_var(Cursor &c, SharedVar &v, std::string &why) {
+  size_t align = 0, lanes = 1;
+  if (c.accept(".align") && (!to_size(c.next(), align) || align == 0 || (align & (align - 1))))
+    return fail(why, "bad .align on a .shared variable");
+  if (c.accept(".v2")) lanes = 2;
+  else if (c.accept(".v4")) lanes = 4;
+  const size_t element = type_size(c.next()) * lanes;
+  if (element == 0) return fail(why, "unsupported .shared type");
+  v.name = c.next();
+  if (!is_identifier(v.name)) return fail(why, "missing .shared variable name");
+  size_t count = 1;
+  while (c.accept("[")) {
+    size_t n = 0;
+    if (c.accept("]")) {
+      count = 0;
+      continue;
+    }
+    if (!to_size(c.next(), n) || !c.accept("]") || (n && count > kMaxArrayElements * 256 / n))
+      return fail(why, "bad .shared array size");
+    count *= n;
+  }
+  v.size = element * count;
+  v.align = align ? align : element;
+  return true;
+}
+
 // `.maxntid x[, y[, z]]`; missing dimensions are 1.
 bool parse_dims(Cursor &c, unsigned dims[3]) {
   for (int i = 0; i < 3; ++i) {
@@ -279,9 +312,33 @@ Result parse(std::string_view text) {
   Result r;
   bool have_version = false, have_target = false;
   std::string error;  // the first, reported only once the image is known to be PTX
+  // Static shared memory, as the driver reports it (CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES).
+  std::vector<SharedVar> module_shared;
+  std::vector<std::vector<std::string_view>> names_used;  // per entry
+  int depth = 0;
+  bool in_entry = false;  // depth counts a .func body's braces too
+  std::string_view previous;
   for (Cursor c(tokens); !c.done();) {
     std::string_view tok = c.next();
     std::string why;
+    Entry *current = in_entry ? &r.module.entries.back() : nullptr;
+    if (tok == "{") {
+      ++depth;
+    } else if (tok == "}") {
+      depth = std::max(depth - 1, 0);
+      in_entry = in_entry && depth > 0;
+    } else if (tok == ".shared" && previous != ".extern") {
+      SharedVar v;
+      if (parse_shared_var(c, v, why)) {
+        if (current)
+          current->static_shared_bytes = align_up(current->static_shared_bytes, v.align) + v.size;
+        else if (depth == 0)
+          module_shared.push_back(v);
+      }
+    } else if (current && is_identifier(tok)) {
+      names_used.back().push_back(tok);
+    }
+    previous = tok;
     if (tok == ".version") {
       have_version = true;
       if (!parse_version(c.next(), r.module.version)) why = "malformed .version directive";
@@ -289,10 +346,21 @@ Result parse(std::string_view text) {
       have_target = true;
       if (!parse_target(c, r.module)) why = "malformed .target directive";
     } else if (tok == ".entry") {
+      const size_t before = r.module.entries.size();
       parse_entry(c, r.module, why);
+      if (r.module.entries.size() > before) {  // a definition: its body is open
+        depth = 1;
+        in_entry = true;
+        names_used.emplace_back();
+      }
     }
     if (!why.empty() && error.empty()) error = why;
   }
+  for (size_t i = 0; i < r.module.entries.size(); ++i)
+    for (const SharedVar &v : module_shared)
+      if (std::find(names_used[i].begin(), names_used[i].end(), v.name) != names_used[i].end())
+        r.module.entries[i].static_shared_bytes =
+            align_up(r.module.entries[i].static_shared_bytes, v.align) + v.size;
   if (!have_version)
     return rejected(Failure::not_ptx, "missing .version directive, the image is not PTX");
   if (!have_target) return rejected(Failure::invalid, "missing .target directive");

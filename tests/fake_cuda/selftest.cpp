@@ -627,6 +627,67 @@ struct alignas(16) Blob {
   unsigned char bytes[32];
 };
 
+// Static .shared and the dynamic limit: the driver reports the static bytes
+// (the entry's own and the module-scope variables it uses), defaults the
+// dynamic limit to what they leave of 48 KiB, and caps static + dynamic at
+// the opt-in limit. Each kernel reads back what another thread stored, so
+// ptxas keeps the arrays.
+const char kStaticSharedPtx[] =
+    ".version 8.0\n.target sm_80\n.address_size 64\n"
+    ".shared .align 16 .b8 g[1024];\n"
+    ".visible .entry own(.param .u64 out)\n{\n"
+    "  .reg .b32 %r<5>;\n  .reg .b64 %rd<3>;\n"
+    "  .shared .align 16 .b8 s[16384];\n"
+    "  mov.u32 %r1, %tid.x;\n  mov.u32 %r2, s;\n  shl.b32 %r3, %r1, 2;\n"
+    "  add.u32 %r4, %r2, %r3;\n  st.shared.u32 [%r4+12288], %r1;\n  bar.sync 0;\n"
+    "  ld.shared.u32 %r1, [%r2+16380];\n"
+    "  ld.param.u64 %rd1, [out];\n  cvta.to.global.u64 %rd2, %rd1;\n"
+    "  st.global.u32 [%rd2], %r1;\n  ret;\n}\n"
+    ".visible .entry uses_g(.param .u64 out)\n{\n"
+    "  .reg .b32 %r<5>;\n  .reg .b64 %rd<3>;\n"
+    "  mov.u32 %r1, %tid.x;\n  mov.u32 %r2, g;\n  shl.b32 %r3, %r1, 2;\n"
+    "  add.u32 %r4, %r2, %r3;\n  st.shared.u32 [%r4], %r1;\n  bar.sync 0;\n"
+    "  ld.shared.u32 %r1, [%r2+1020];\n"
+    "  ld.param.u64 %rd1, [out];\n  cvta.to.global.u64 %rd2, %rd1;\n"
+    "  st.global.u32 [%rd2], %r1;\n  ret;\n}\n"
+    ".visible .entry neither()\n{ ret; }\n";
+
+void test_static_shared() {
+  CUmodule m = nullptr;
+  CHECK_EQ(load(kStaticSharedPtx, &m).result, kOk);
+  if (!m) return;
+  CUdeviceptr out = 0;
+  CHECK_EQ(api.cuMemAlloc(&out, 4), kOk);
+  void *params[] = {&out};
+  struct Case {
+    const char *name;
+    int static_bytes;
+  };
+  for (const Case c : {Case{"own", 16384}, Case{"uses_g", 1024}, Case{"neither", 0}}) {
+    CUfunction f = function(m, c.name);
+    int v = -1;
+    CHECK_EQ(api.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f), kOk);
+    CHECK_EQ(v, c.static_bytes);
+    CHECK_EQ(api.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f), kOk);
+    const int left = 49152 - c.static_bytes;
+    CHECK_EQ(v, left);
+    void **p = c.static_bytes ? params : nullptr;
+    CHECK_EQ(launch(f, 1, 1, 1, 256, 1, 1, left, p), kOk);
+    CHECK_EQ(launch(f, 1, 1, 1, 256, 1, 1, left + 1, p), CUDA_ERROR_INVALID_VALUE);
+    const int most = 232448 - c.static_bytes;
+    CHECK_EQ(api.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, most + 1),
+             CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ(api.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, most), kOk);
+    CHECK_EQ(launch(f, 1, 1, 1, 256, 1, 1, most, p), kOk);
+  }
+  CHECK_EQ(api.cuStreamSynchronize(nullptr), kOk);
+  uint32_t got = 0;
+  CHECK_EQ(api.cuMemcpyDtoH(&got, out, 4), kOk);
+  if (!fake) CHECK_EQ(got, 255);  // uses_g's last launch: thread 255 stored g[1020]
+  CHECK_EQ(api.cuMemFree(out), kOk);
+  CHECK_EQ(api.cuModuleUnload(m), kOk);
+}
+
 void test_launch_params(CUmodule m) {
   CUfunction k = function(m, "k"), twelve = function(m, "twelve"), nop = function(m, "nop");
   uint32_t a = 0xa1a2a3a4;
@@ -870,6 +931,7 @@ int main(int argc, char **argv) {
     CUmodule m = test_modules();
     test_launch_limits(m);
     test_launch_params(m);
+    test_static_shared();
     test_threads();
     if (fake) {
       test_foreign_context(m);

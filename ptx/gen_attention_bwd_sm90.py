@@ -20,8 +20,9 @@ Fused: params = dkdv's + u64 dq_ws, u64 sem, u32 sq_pad, u32 ordered.  Per
 tile, dS^T goes to shared memory and dQ_partial (64 queries x D) = dS K is
 one more wgmma; a writer thread (tid 32) bulk-adds the f32 tile into
 dq_ws [B*Hq, sq_pad, D] (row q's column c at c ^ ((q & 7) << 3)); ordered:
-per (b, hq, 64-query block) a u32 semaphore makes the key blocks add in
-ascending order (bit-identical sums).  Convert (256 threads, grid
+the key blocks run in reverse launch order and per (b, hq, 64-query block) a
+u32 semaphore makes them add in descending order (bit-identical sums; the
+last adder puts the semaphore back to 0).  Convert (256 threads, grid
 (ceil(Sq / rows), B * Hq)): params u64 dq_ws, sem, grad, u32 seq_q,
 heads_q, sq_pad, u64 g_bs, g_ss, f32 scale, u32 out_dtype; dQ = scale *
 dq_ws in out_dtype, and dq_ws and the semaphores back to zero.
@@ -328,19 +329,34 @@ def dq_partial(k, C, L, Q, ds, ring, it):
     Q.ring.advance()
 
 
-def dq_writer(k, L, P, base, bars, b, d, count, coords_of):
+def dq_writer(k, L, P, base, bars, b, d, kb, count, coords_of):
     """Thread 32 (producer warpgroup): per tile, once the consumers have
     written the f32 tile, one bulk reduce-add of it into the workspace rows
     (lrow * sq_pad + q0) * D.. (contiguous), then the buffer back to them.
-    ordered: first waits until the query block's semaphore equals this
-    key block, and raises it once the add has landed.  Ascending order:
-    a CTA waits only for CTAs launched before it (never a deadlock), but
-    with a causal mask key block n starts at query block ~2n and waits for
-    every lower one to get there (the host takes the two-kernel path for
-    causal + deterministic).  Descending order with the key blocks
-    launched in reverse would fix that; not done (unmeasured)."""
+    ordered: the key blocks of a query block add in descending order.  A
+    u32 semaphore per (b, hq, query block) counts the adds done; key block
+    kb waits until it equals the number of key blocks above kb that touch
+    the block (nmax - kb, below), raises it once its add has landed, and
+    the last adder (key block 0: the key blocks of a query block are 0..nmax)
+    puts it back to 0 for the next launch.
+
+    Forward progress: when ordered, CTA x works on key block nkb-1-x
+    (kb, computed by the caller), so the adders a CTA waits for (same y =
+    (b, kv head): a query head's adders all share its kv head's y; higher
+    key blocks) have smaller linear CTA ids (x + y * nkb) and were launched
+    before it.  Induction on the id: the CTAs below id i finish (each
+    waits only on lower ids); CTAs are dispatched in id order, so i gets an
+    SM once those free theirs, whatever ids above i hold; then every add
+    it waits for happens.  No deadlock however many key blocks a head has
+    or how few CTAs are resident; CTAs of other heads and batches never
+    wait on each other.  (The same in-order dispatch the ascending order
+    relied on.)  With a causal mask key block n starts at query block ~2n,
+    so the higher key blocks reach a query block first, and they are the
+    ones launched first: descending, little waiting."""
     ordered = k.p("setp.ne.u32", P["ordered"], 0)
-    kb = k.r("mov.u32", "%ctaid.x")
+    causal = k.p("setp.ne.u32", P["causal"], 0)
+    last_kb = k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1)
+    first = k.p("setp.eq.u32", kb, 0)
     nqt = k.r("shr.u32", P["sq_pad"], BT.bit_length() - 1)
     ring = Ring(k, bars, L.dq_bufs, L.dq_full(0), L.dq_empty(0))
     done = k.label("w_done")
@@ -355,10 +371,16 @@ def dq_writer(k, L, P, base, bars, b, d, count, coords_of):
                                                                 k.r("shr.u32", q0t, BT.bit_length() - 1)), 4))
     turn = k.label("turn")
     k.op("@!%s bra %s" % (ordered, turn))
+    k.note("nmax: the highest key block touching this query block (all of them")
+    k.note("when not causal or the block reaches seq_q, else (q0 + 63 + off) >> 7)")
+    every = k.p("setp.gt.or.u32", k.r("add.u32", q0t, BT), P["seq_q"], "!" + causal)
+    lim = k.r("shr.s32", k.r("add.s32", k.r("add.s32", q0t, BT - 1), P["causal_off"]), BM.bit_length() - 1)
+    nmax = k.r("selp.b32", last_kb, k.r("min.s32", lim, last_kb), every)
+    want = k.r("sub.u32", nmax, kb)
     spin = k.label("spin")
     k.place(spin)
     v = k.r("ld.acquire.gpu.global.u32", "[%s]" % sem)
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", v, kb), spin))
+    k.op("@%s bra %s" % (k.p("setp.ne.u32", v, want), spin))
     k.place(turn)
     el = k.rd("mul.lo.u64", k.wide(k.r("mad.lo.u32", lrow, P["sq_pad"], q0t)), d * 4)
     src = k.r("add.u32", base, k.r("mad.lo.u32", ring.s, BT * d * 4, L.ds_off + 2 * DS_BYTES))
@@ -372,7 +394,8 @@ def dq_writer(k, L, P, base, bars, b, d, count, coords_of):
     k.place(landed)
     k.op("cp.async.bulk.wait_group 0")
     k.op("fence.proxy.async.global")
-    k.op("red.release.gpu.global.add.u32 [%s], 1" % sem)
+    k.op("@%s st.relaxed.gpu.global.u32 [%s], 0" % (first, sem))
+    k.op("@!%s red.release.gpu.global.add.u32 [%s], 1" % (first, sem))
     k.place(freed)
     ring.release(None)
     ring.advance()
@@ -532,7 +555,11 @@ def dkdv_kernel(dt, d, fused=False):
     sq, sk, off = P["seq_q"], P["seq_k"], P["causal_off"]
     heads_kv = k.r("div.u32", P["heads_q"], P["group"])
     _, b, hk = bh_split(k, heads_kv)
-    k0 = k.r("shl.b32", k.r("mov.u32", "%ctaid.x"), BM.bit_length() - 1)
+    kb = k.r("mov.u32", "%ctaid.x")
+    if fused:  # ordered: key blocks launched in reverse (dq_writer says why)
+        rev = k.r("sub.u32", k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1), kb)
+        kb = k.r("selp.b32", rev, kb, k.p("setp.ne.u32", P["ordered"], 0))
+    k0 = k.r("shl.b32", kb, BM.bit_length() - 1)
     causal = k.p("setp.ne.u32", P["causal"], 0)
     # first query any key of the block sees: max(0, k0 - off) when causal
     qstart = k.r("min.u32", k.r("selp.b32", k.r("max.s32", k.r("sub.s32", k0, off), 0), 0, causal), sq)
@@ -549,7 +576,7 @@ def dkdv_kernel(dt, d, fused=False):
     init_barriers(k, L, bars, tid)
     exit_, consumer = k.label("exit"), k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), consumer))
-    writer = (lambda: dq_writer(k, L, P, base, bars, b, d, total, coords)) if fused else None
+    writer = (lambda: dq_writer(k, L, P, base, bars, b, d, kb, total, coords)) if fused else None
     producer(k, L, base, bars, b, ("tmap_k", "tmap_v", "tmap_q", "tmap_do"), hk, k0, total, coords, exit_,
              writer)
 

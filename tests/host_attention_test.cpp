@@ -260,13 +260,11 @@ TEST(FakeAttentionArch, Sm90VariantNeedsComputeCapability90) {
       ::testing::ExitedWithCode(0), "");
 }
 
-// Causal and deterministic also take the fused kernel. If its convert launch
-// fails, dQ's sums stay in the workspace: the next launch zeroes the
-// workspace's dQ rows and semaphores on its stream before the fused kernel,
-// and the launch after that does not.
+// If the fused kernel's convert launch fails, dQ's sums stay in the
+// workspace: the next launch zeroes the workspace's dQ rows and semaphores on
+// its stream before the fused kernel, and the launch after that does not.
 TEST_F(FakeAttention, FusedBackwardZeroesTheWorkspaceAfterAFailedConvert) {
   kaio_attention_desc f = fused_desc();
-  f.mask = KAIO_ATTENTION_CAUSAL;
   kaio_op *op = nullptr;
   KT_OK(kaio_op_create_attention_backward(&op, dev_.get(), &f));
   kt::Op guard(op);
@@ -291,6 +289,38 @@ TEST_F(FakeAttention, FusedBackwardZeroesTheWorkspaceAfterAFailedConvert) {
   EXPECT_EQ(bytes, ws_bytes);
   KT_OK(kaio_op_launch(op, stream_.get(), t.t, 9));
   EXPECT_EQ(kt::fake().memsets(nullptr, nullptr), memsets + 1);
+}
+
+// Causal and deterministic: the fused kernel without GQA, else (Hq 2, Hkv 1
+// here) the dQ and dK/dV kernels; with deterministic 0 the fused kernel.
+TEST_F(FakeAttention, CausalDeterministicFusedOnlyWithoutGqa) {
+  const Bwd t = fused_bwd();
+  auto last_kernel = [&](int32_t deterministic) {
+    kaio_attention_desc f = fused_desc();
+    f.mask = KAIO_ATTENTION_CAUSAL;
+    f.deterministic = deterministic;
+    kaio_op *op = nullptr;
+    EXPECT_EQ(kaio_op_create_attention_backward(&op, dev_.get(), &f), KAIO_OK);
+    kt::Op guard(op);
+    EXPECT_EQ(kaio_op_launch(op, stream_.get(), t.t, 9), KAIO_OK);
+    return last_launch().name;
+  };
+  EXPECT_EQ(last_kernel(1), "kaio_attn_bwd_dkdv_sm90_bf16_d64");
+  EXPECT_EQ(last_kernel(0), "kaio_attn_bwd_dq_convert_sm90_bf16_d64");
+  // Hq 1, Hkv 1: Q, dO, O and dQ are [100, 64]; LSE [1, 100].
+  kaio_attention_desc f = fused_desc();
+  f.mask = KAIO_ATTENTION_CAUSAL;
+  f.heads_q = 1;
+  kaio_op *op = nullptr;
+  KT_OK(kaio_op_create_attention_backward(&op, dev_.get(), &f));
+  kt::Op guard(op);
+  Bwd one = t;
+  for (int i : {0, 1, 4, 6}) one.t[i] = kaio_tensor_2d(buf_.get(), KAIO_DTYPE_BF16, 100, 64);
+  for (int i : {0, 1, 4, 6}) one.t[i].offset_bytes = t.t[i].offset_bytes;
+  one.t[5] = kaio_tensor_2d(buf_.get(), KAIO_DTYPE_F32, 1, 100);
+  one.t[5].offset_bytes = t.t[5].offset_bytes;
+  KT_OK(kaio_op_launch(op, stream_.get(), one.t, 9));
+  EXPECT_EQ(last_launch().name, "kaio_attn_bwd_dq_convert_sm90_bf16_d64");
 }
 
 TEST_F(FakeAttention, BackwardLaunchesPreprocessDqThenDkDv) {

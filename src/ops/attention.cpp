@@ -38,10 +38,12 @@ constexpr int64_t kPreRowsPerBlock = 4;
 // head are rounded up to it; one semaphore per block).
 constexpr int64_t kSm90BwdQueryBlock = 64;
 // The fused sm_90a backward from this many keys on; else the dQ and dK/dV
-// kernels. H100 against the two kernels: S 1024 0.57-0.85x (deterministic),
-// S 4096-16384 non-causal 1.03-1.31x (deterministic 1), 1.12-1.35x (0);
-// causal 0.97-1.27x (0); causal deterministic: see bench/RESULTS.md,
-// session 15 (key blocks in reverse, adds in descending order).
+// kernels. H100, fused against the two kernels (bench/RESULTS.md, sessions
+// 14 and 15): S 1024 0.57-0.85x; S 4096-16384 non-causal 1.10-1.29x.
+// Causal with deterministic 1: 1.02-1.27x without GQA, 0.87x at Hq:Hkv
+// 32:8 (the adds' order launches each KV head's longest CTA, key block 0
+// with all of the group's query heads, last: a long tail), so causal GQA
+// keeps the two kernels when deterministic.
 constexpr int64_t kSm90FusedMinKeys = 4096;
 
 bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
@@ -249,7 +251,8 @@ kaio_status plan_unlogged(kaio_device *device,
   int64_t dq_tile = 0, dkdv_tile = 0;
   if (sm90) {
     using kernels::Pass;
-    plan->fused = d.seq_k >= kSm90FusedMinKeys;
+    plan->fused = d.seq_k >= kSm90FusedMinKeys &&
+                  (!plan->causal || d.deterministic == 0 || d.heads_q == d.heads_kv);
     if (plan->fused) {
       KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dq_convert, d.dtype, d.head_dim),
                        &plan->convert, &dq_tile));

@@ -416,7 +416,8 @@ TEST_F(GpuAttention, Sm90BlockEdgesMasksHeadsAndStrides) {
   wide.mask = KAIO_ATTENTION_MASK_NONE;
   check(wide, true);
   // From 4096 keys: the fused kernel (dQ through the f32 workspace), every
-  // mask (deterministic: key blocks in reverse, adds in descending order).
+  // mask (deterministic: key blocks in reverse, adds in descending order),
+  // except causal GQA, which keeps the two kernels when deterministic.
   for (kaio_attention_mask mask :
        {KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL, KAIO_ATTENTION_CAUSAL_TOP_LEFT}) {
     Shape lk = gqa;
@@ -425,6 +426,9 @@ TEST_F(GpuAttention, Sm90BlockEdgesMasksHeadsAndStrides) {
     lk.sk = 4100;
     lk.mask = mask;
     lk.d = mask == KAIO_ATTENTION_CAUSAL ? 64 : 128;
+    check(lk, true);
+    if (mask == KAIO_ATTENTION_MASK_NONE) continue;
+    lk.hkv = lk.hq;
     check(lk, true);
   }
 }
@@ -555,9 +559,10 @@ TEST_F(GpuAttention, BackwardIsBitwiseDeterministic) {
 }
 
 // deterministic 0 (the fused kernel, dQ's f32 adds in any order) against 1
-// (the fused kernel's descending key-block order): gradients within
-// rounding; 1 twice: bit for bit. Causal shapes too: key blocks that see no
-// query (Sq 300) and queries that see no key (Sq 4200 > Sk).
+// (the fused kernel's descending key-block order; causal GQA: the dQ and
+// dK/dV kernels): gradients within rounding; 1 twice: bit for bit. Causal
+// shapes too: key blocks that see no query (Sq 300) and queries that see no
+// key (Sq 4200 > Sk).
 TEST_F(GpuAttention, BackwardNonDeterministicMatchesDeterministic) {
   for (int64_t dim : {64, 128})
     for (kaio_attention_mask mask : {KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL}) {
@@ -567,6 +572,10 @@ TEST_F(GpuAttention, BackwardNonDeterministicMatchesDeterministic) {
       s.d = dim;
       s.mask = mask;
       deterministic_against_not(s);
+      if (mask == KAIO_ATTENTION_CAUSAL && dim == 128) {
+        s.hkv = s.hq;  // no GQA: deterministic 1 on the fused kernel too
+        deterministic_against_not(s);
+      }
     }
   Shape wide;
   wide.b = 1;

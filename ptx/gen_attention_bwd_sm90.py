@@ -20,8 +20,9 @@ Fused: params = dkdv's + u64 dq_ws, u64 sem, u32 sq_pad, u32 ordered.  Per
 tile, dS^T goes to shared memory and dQ_partial (64 queries x D) = dS K is
 one more wgmma; a writer thread (tid 32) bulk-adds the f32 tile into
 dq_ws [B*Hq, sq_pad, D] (row q's column c at c ^ ((q & 7) << 3)); ordered:
-per (b, hq, 64-query block) a u32 semaphore makes the key blocks add in
-ascending order (bit-identical sums).  Convert (256 threads, grid
+the key blocks run in reverse launch order and per (b, hq, 64-query block) a
+u32 semaphore makes them add in descending order (bit-identical sums; the
+last adder puts the semaphore back to 0).  Convert (256 threads, grid
 (ceil(Sq / rows), B * Hq)): params u64 dq_ws, sem, grad, u32 seq_q,
 heads_q, sq_pad, u64 g_bs, g_ss, f32 scale, u32 out_dtype; dQ = scale *
 dq_ws in out_dtype, and dq_ws and the semaphores back to zero.
@@ -103,6 +104,7 @@ DKDV_SCALARS = [(".u64", "lse"), (".u64", "dv"), (".u64", "grad_a"), (".u64", "g
 FUSED_SCALARS = [(".u64", "dq_ws"), (".u64", "sem"), (".u32", "sq_pad"), (".u32", "ordered")]
 DS_BYTES = BM * 128         # one dS^T tile: 128 keys x 64 queries, 128-B rows
 DQ_BUFS = 2                 # f32 dQ tiles (64 queries x D) between the consumers and the writer
+STAT_BYTES = 2 * BT * 4     # one tile's columns: -LSE / scale (BT f32), then -Dv (BT f32)
 CONV_THREADS = 256
 CONV_SCALARS = [(".u64", "dq_ws"), (".u64", "sem"), (".u64", "grad"), (".u32", "seq_q"),
                 (".u32", "heads_q"), (".u32", "sq_pad"), (".u64", "g_bs"), (".u64", "g_ss"),
@@ -275,6 +277,53 @@ class FusedDq:
                                                k.r("shl.b32", self.col, 2)))
         # the consumers fill the f32 tiles: they wait on dq_empty, arrive on dq_full
         self.ring = Ring(k, C.bars, L.dq_bufs, L.dq_full(0), L.dq_empty(0))
+        # the tiles' column statistics (stats_fetch): consumer thread ct < 2 BT
+        # loads value ct of a tile (-LSE / scale of column ct, or -Dv of column ct - BT)
+        self.stats = k.r("add.u32", C.base, L.ds_off + 2 * DS_BYTES + L.dq_bufs * BT * d * 4)
+        ct = k.r("sub.u32", k.r("mov.u32", "%tid.x"), 128)
+        self.loader = k.p("setp.lt.u32", ct, 2 * BT)
+        self.is_dv = k.p("setp.ge.u32", ct, BT)
+        self.scol = k.r("and.b32", ct, BT - 1)
+        self.st_off = k.r("add.u32", self.stats, k.r("shl.b32", ct, 2))
+        self.rd_off = k.r("add.u32", self.stats, k.r("shl.b32", C.t2, 2))
+
+
+def stats_fetch(k, P, Q, b, it, count, coords_of, inv_scale):
+    """The fused kernel's per-tile column statistics, one tile ahead: this
+    thread's value of tile it (if it < count): -LSE[col] / scale or -Dv[col]
+    (0 past seq_q), loaded from global memory into one register.  Replaces
+    the 32 loads per thread per tile that each tile's start waited on."""
+    h, q0t = coords_of(k.r("min.u32", it, k.r("sub.u32", count, 1)))
+    lrow = k.r("mad.lo.u32", b, P["heads_q"], h)
+    col = k.r("add.u32", q0t, Q.scol)
+    ok = k.p("setp.lt.and.u32", col, P["seq_q"], Q.loader)
+    ok = k.p("setp.lt.and.u32", it, count, ok)
+    lptr = k.rd("add.u64", P["lse"], k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(lrow), P["lse_rs"]), 2))
+    dptr = k.rd("add.u64", P["dv"], k.rd("shl.b64", k.rd("mul.wide.u32", lrow, P["seq_q"]), 2))
+    ptr = k.rd("add.u64", k.rd("selp.b64", dptr, lptr, Q.is_dv), k.rd("mul.wide.u32", col, 4))
+    v = k.f("mov.f32", "0f00000000")
+    k.op("@%s ld.global.f32 %s, [%s]" % (ok, v, ptr))
+    return k.f("mul.f32", k.f("neg.f32", v), k.f("selp.f32", "0f3F800000", inv_scale, Q.is_dv))
+
+
+def stats_store(k, Q, v, it):
+    """v (stats_fetch of tile it) into buffer it & 1; read after the next
+    consumers_sync (dq_partial's, or the prologue's)."""
+    addr = k.r("add.u32", Q.st_off, k.r("shl.b32", k.r("and.b32", it, 1), STAT_BYTES.bit_length() - 1))
+    k.op("@%s st.shared.f32 [%s], %s" % (Q.loader, addr, v))
+
+
+def stats_init(k, Q, S, dP, it):
+    """S^T and dP^T accumulators of tile it from its statistics (buffer
+    it & 1): columns t2 + 8c + e, e = 0, 1."""
+    base = k.r("add.u32", Q.rd_off, k.r("shl.b32", k.r("and.b32", it, 1), STAT_BYTES.bit_length() - 1))
+    for c in range(BT // 8):
+        for acc, off in ((S, 0), (dP, BT * 4)):
+            pair = k.regs("f", 2)
+            k.op("ld.shared.v2.f32 {%s, %s}, [%s+%d]" % (pair[0], pair[1], base, off + 32 * c))
+            for e in range(2):
+                for v in (e, e + 2):
+                    k.op("mov.f32 %s, %s" % (acc[4 * c + v], pair[e]))
 
 
 def consumers_sync(k):
@@ -282,12 +331,18 @@ def consumers_sync(k):
     k.op("bar.sync 1, 256")
 
 
-def dq_partial(k, C, L, Q, ds, ring, it):
-    """After the tile's dK wgmma is issued: dS^T into shared memory (buffer
+def dq_partial(k, C, L, Q, ds, ring, it, issue_dk):
+    """After the tile's dV wgmma is issued: dS^T into shared memory (buffer
     it & 1, so a warpgroup never overwrites what the other still reads),
     dQ_partial (64 queries x 64 columns) = dS (A: dS^T MN-major) K (B: K
-    MN-major) over the CTA's 128 keys, into an f32 tile in shared memory
-    for the writer (dq_writer)."""
+    MN-major) over the CTA's 128 keys, then issue_dk() (dK's wgmma, its
+    own group) so that the f32 tile goes to shared memory for the writer
+    (dq_writer) while dK runs.  D 64: dK first (the warpgroups take turns
+    at dQ, and a wgmma after that divergent branch would make ptxas
+    serialize every wgmma of the kernel)."""
+    split = L.panels > 1
+    if not split:
+        issue_dk()
     dsb = k.r("add.u32", Q.ds_base, k.r("shl.b32", k.r("and.b32", it, 1), DS_BYTES.bit_length() - 1))
     wbase = k.r("add.u32", dsb, Q.w_off)
     for c in range(BT // 8):
@@ -309,8 +364,9 @@ def dq_partial(k, C, L, Q, ds, ring, it):
                   0 if j == 0 else 1, trans_a=1, trans_b=1)
     wgmma.commit(k)
     k.place(skip)
-    wgmma.wait(k, 0)
-    ring.release(C.lane0)
+    if split:
+        issue_dk()
+    wgmma.wait(k, 1 if split else 0)  # dV and dQ done (split: dK in flight)
     Q.ring.wait_empty(hint="c_dq_empty")
     written = k.label("dq_written")
     if job is not None:
@@ -326,21 +382,39 @@ def dq_partial(k, C, L, Q, ds, ring, it):
     k.op("fence.proxy.async.shared::cta")
     mbarrier.arrive(k, Q.ring.bar(Q.ring.full))
     Q.ring.advance()
+    if split:
+        wgmma.wait(k, 0)
+    ring.release(C.lane0)
 
 
-def dq_writer(k, L, P, base, bars, b, d, count, coords_of):
+def dq_writer(k, L, P, base, bars, b, d, kb, count, coords_of):
     """Thread 32 (producer warpgroup): per tile, once the consumers have
     written the f32 tile, one bulk reduce-add of it into the workspace rows
     (lrow * sq_pad + q0) * D.. (contiguous), then the buffer back to them.
-    ordered: first waits until the query block's semaphore equals this
-    key block, and raises it once the add has landed.  Ascending order:
-    a CTA waits only for CTAs launched before it (never a deadlock), but
-    with a causal mask key block n starts at query block ~2n and waits for
-    every lower one to get there (the host takes the two-kernel path for
-    causal + deterministic).  Descending order with the key blocks
-    launched in reverse would fix that; not done (unmeasured)."""
+    ordered: the key blocks of a query block add in descending order.  A
+    u32 semaphore per (b, hq, query block) counts the adds done; key block
+    kb waits until it equals the number of key blocks above kb that touch
+    the block (nmax - kb, below), raises it once its add has landed, and
+    the last adder (key block 0: the key blocks of a query block are 0..nmax)
+    puts it back to 0 for the next launch.
+
+    Forward progress: when ordered, CTA x works on key block nkb-1-x
+    (kb, computed by the caller), so the adders a CTA waits for (same y =
+    (b, kv head): a query head's adders all share its kv head's y; higher
+    key blocks) have smaller linear CTA ids (x + y * nkb) and were launched
+    before it.  Induction on the id: the CTAs below id i finish (each
+    waits only on lower ids); CTAs are dispatched in id order, so i gets an
+    SM once those free theirs, whatever ids above i hold; then every add
+    it waits for happens.  No deadlock however many key blocks a head has
+    or how few CTAs are resident; CTAs of other heads and batches never
+    wait on each other.  (The same in-order dispatch the ascending order
+    relied on.)  With a causal mask key block n starts at query block ~2n,
+    so the higher key blocks reach a query block first, and they are the
+    ones launched first: descending, little waiting."""
     ordered = k.p("setp.ne.u32", P["ordered"], 0)
-    kb = k.r("mov.u32", "%ctaid.x")
+    causal = k.p("setp.ne.u32", P["causal"], 0)
+    last_kb = k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1)
+    first = k.p("setp.eq.u32", kb, 0)
     nqt = k.r("shr.u32", P["sq_pad"], BT.bit_length() - 1)
     ring = Ring(k, bars, L.dq_bufs, L.dq_full(0), L.dq_empty(0))
     done = k.label("w_done")
@@ -355,10 +429,16 @@ def dq_writer(k, L, P, base, bars, b, d, count, coords_of):
                                                                 k.r("shr.u32", q0t, BT.bit_length() - 1)), 4))
     turn = k.label("turn")
     k.op("@!%s bra %s" % (ordered, turn))
+    k.note("nmax: the highest key block touching this query block (all of them")
+    k.note("when not causal or the block reaches seq_q, else (q0 + 63 + off) >> 7)")
+    every = k.p("setp.gt.or.u32", k.r("add.u32", q0t, BT), P["seq_q"], "!" + causal)
+    lim = k.r("shr.s32", k.r("add.s32", k.r("add.s32", q0t, BT - 1), P["causal_off"]), BM.bit_length() - 1)
+    nmax = k.r("selp.b32", last_kb, k.r("min.s32", lim, last_kb), every)
+    want = k.r("sub.u32", nmax, kb)
     spin = k.label("spin")
     k.place(spin)
     v = k.r("ld.acquire.gpu.global.u32", "[%s]" % sem)
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", v, kb), spin))
+    k.op("@%s bra %s" % (k.p("setp.ne.u32", v, want), spin))
     k.place(turn)
     el = k.rd("mul.lo.u64", k.wide(k.r("mad.lo.u32", lrow, P["sq_pad"], q0t)), d * 4)
     src = k.r("add.u32", base, k.r("mad.lo.u32", ring.s, BT * d * 4, L.ds_off + 2 * DS_BYTES))
@@ -372,7 +452,8 @@ def dq_writer(k, L, P, base, bars, b, d, count, coords_of):
     k.place(landed)
     k.op("cp.async.bulk.wait_group 0")
     k.op("fence.proxy.async.global")
-    k.op("red.release.gpu.global.add.u32 [%s], 1" % sem)
+    k.op("@%s st.relaxed.gpu.global.u32 [%s], 0" % (first, sem))
+    k.op("@!%s red.release.gpu.global.add.u32 [%s], 1" % (first, sem))
     k.place(freed)
     ring.release(None)
     ring.advance()
@@ -522,7 +603,7 @@ def dkdv_kernel(dt, d, fused=False):
     kind = "fused" if fused else "dkdv"
     name = "kaio_attn_bwd_%s_sm90_%s_d%d" % (kind, dt, d)
     manifest.keys(name, **{"select": "attn_bwd_sm90", "pass": "bwd_" + kind, "dtype": dt, "head_dim": d})
-    L = Layout(d, 2, 2 * DS_BYTES + DQ_BUFS * BT * d * 4, DQ_BUFS) if fused else Layout(d, 2)
+    L = Layout(d, 2, 2 * DS_BYTES + DQ_BUFS * BT * d * 4 + 2 * STAT_BYTES, DQ_BUFS) if fused else Layout(d, 2)
     k = Kernel()
     P = load_params(k, DKDV_SCALARS + (FUSED_SCALARS if fused else []),
                     ("lse", "dv", "grad_a", "grad_b") + (("dq_ws", "sem") if fused else ()))
@@ -532,7 +613,11 @@ def dkdv_kernel(dt, d, fused=False):
     sq, sk, off = P["seq_q"], P["seq_k"], P["causal_off"]
     heads_kv = k.r("div.u32", P["heads_q"], P["group"])
     _, b, hk = bh_split(k, heads_kv)
-    k0 = k.r("shl.b32", k.r("mov.u32", "%ctaid.x"), BM.bit_length() - 1)
+    kb = k.r("mov.u32", "%ctaid.x")
+    if fused:  # ordered: key blocks launched in reverse (dq_writer says why)
+        rev = k.r("sub.u32", k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1), kb)
+        kb = k.r("selp.b32", rev, kb, k.p("setp.ne.u32", P["ordered"], 0))
+    k0 = k.r("shl.b32", kb, BM.bit_length() - 1)
     causal = k.p("setp.ne.u32", P["causal"], 0)
     # first query any key of the block sees: max(0, k0 - off) when causal
     qstart = k.r("min.u32", k.r("selp.b32", k.r("max.s32", k.r("sub.s32", k0, off), 0), 0, causal), sq)
@@ -549,7 +634,7 @@ def dkdv_kernel(dt, d, fused=False):
     init_barriers(k, L, bars, tid)
     exit_, consumer = k.label("exit"), k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), consumer))
-    writer = (lambda: dq_writer(k, L, P, base, bars, b, d, total, coords)) if fused else None
+    writer = (lambda: dq_writer(k, L, P, base, bars, b, d, kb, total, coords)) if fused else None
     producer(k, L, base, bars, b, ("tmap_k", "tmap_v", "tmap_q", "tmap_do"), hk, k0, total, coords, exit_,
              writer)
 
@@ -567,6 +652,10 @@ def dkdv_kernel(dt, d, fused=False):
     S, dP = k.regs("f", BT // 2), k.regs("f", BT // 2)
     done = k.label("tiles_done")
     k.op("@%s bra.uni %s" % (k.p("setp.eq.u32", total, 0), done))
+    if fused:
+        zero_it = k.r("mov.u32", 0)
+        stats_store(k, Q, stats_fetch(k, P, Q, b, zero_it, total, coords, inv_scale), zero_it)
+        consumers_sync(k)
     k.wait(k.r("add.u32", bars, L.fixed_full), 0, "fixed_full")
     ring = C.ring()
     it = k.r("mov.u32", 0)
@@ -575,30 +664,41 @@ def dkdv_kernel(dt, d, fused=False):
     h, q0t = coords(it)
     k.note("S^T starts at -LSE[col] / scale and dP^T at -Dv[col], so the wgmma")
     k.note("leaves S^T - LSE / scale and dP^T - Dv: no per-column registers stay live")
-    lrow = k.r("mad.lo.u32", b, P["heads_q"], h)
-    lptr = k.rd("add.u64", P["lse"], k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(lrow), P["lse_rs"]), 2))
-    dptr = k.rd("add.u64", P["dv"], k.rd("shl.b64", k.rd("mul.wide.u32", lrow, sq), 2))
-    c0 = k.r("add.u32", q0t, C.t2)
-    for c in range(BT // 8):
-        for e in range(2):
-            col = k.r("add.u32", c0, 8 * c + e)
-            ok = k.p("setp.lt.u32", col, sq)
-            lv, dvv = k.f("mov.f32", "0f00000000"), k.f("mov.f32", "0f00000000")
-            k.op("@%s ld.global.f32 %s, [%s]" % (ok, lv, k.rd("add.u64", lptr, k.rd("mul.wide.u32", col, 4))))
-            k.op("@%s ld.global.f32 %s, [%s]" % (ok, dvv, k.rd("add.u64", dptr, k.rd("mul.wide.u32", col, 4))))
-            ls = k.f("mul.f32", k.f("neg.f32", lv), inv_scale)
-            ndv = k.f("neg.f32", dvv)
-            for v in (e, e + 2):
-                k.op("mov.f32 %s, %s" % (S[4 * c + v], ls))
-                k.op("mov.f32 %s, %s" % (dP[4 * c + v], ndv))
+    if fused:
+        c0 = k.r("add.u32", q0t, C.t2)
+        stats_init(k, Q, S, dP, it)
+    else:
+        lrow = k.r("mad.lo.u32", b, P["heads_q"], h)
+        lptr = k.rd("add.u64", P["lse"], k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(lrow), P["lse_rs"]), 2))
+        dptr = k.rd("add.u64", P["dv"], k.rd("shl.b64", k.rd("mul.wide.u32", lrow, sq), 2))
+        c0 = k.r("add.u32", q0t, C.t2)
+        for c in range(BT // 8):
+            for e in range(2):
+                col = k.r("add.u32", c0, 8 * c + e)
+                ok = k.p("setp.lt.u32", col, sq)
+                lv, dvv = k.f("mov.f32", "0f00000000"), k.f("mov.f32", "0f00000000")
+                k.op("@%s ld.global.f32 %s, [%s]" % (ok, lv, k.rd("add.u64", lptr, k.rd("mul.wide.u32", col, 4))))
+                k.op("@%s ld.global.f32 %s, [%s]" % (ok, dvv, k.rd("add.u64", dptr, k.rd("mul.wide.u32", col, 4))))
+                ls = k.f("mul.f32", k.f("neg.f32", lv), inv_scale)
+                ndv = k.f("neg.f32", dvv)
+                for v in (e, e + 2):
+                    k.op("mov.f32 %s, %s" % (S[4 * c + v], ls))
+                    k.op("mov.f32 %s, %s" % (dP[4 * c + v], ndv))
     ring.wait_full()
     st = C.stage(ring.s)
     st_do = k.r("add.u32", st, L.st_bytes)
     wgmma.fence(k)
     C.gemm_kmajor(S, C.fixed[0], st, BT, False)
+    if fused:  # exp2 of S^T overlaps the dP^T wgmma; the next tile's columns load meanwhile
+        wgmma.commit(k)
     C.gemm_kmajor(dP, C.fixed[1], st_do, BT, False)
     wgmma.commit(k)
-    wgmma.wait(k, 0)
+    if fused:
+        nxt = k.r("add.u32", it, 1)
+        stat = stats_fetch(k, P, Q, b, nxt, total, coords, inv_scale)
+        wgmma.wait(k, 1)
+    else:
+        wgmma.wait(k, 0)
     for x in S:
         k.op("mul.f32 %s, %s, %s" % (x, x, P["scale_log2"]))
         k.op("ex2.approx.ftz.f32 %s, %s" % (x, x))
@@ -614,6 +714,8 @@ def dkdv_kernel(dt, d, fused=False):
                 x = S[4 * c + 2 * r + e]
                 k.op("selp.f32 %s, %s, 0f00000000, %s" % (x, x, ok))
     k.place(nomask)
+    if fused:
+        wgmma.wait(k, 0)
     pp = C.pack(S)
     wgmma.fence(k)
     k.note("dV += P^T dO, while dS^T = P^T (dP^T - Dv) is formed")
@@ -622,15 +724,20 @@ def dkdv_kernel(dt, d, fused=False):
     for i, x in enumerate(dP):
         k.op("mul.f32 %s, %s, %s" % (x, x, S[i]))
     ds = C.pack(dP)
-    wgmma.fence(k)
-    C.gemm_rs(dK, ds, st, L.st_panel)
-    wgmma.commit(k)
+
+    def issue_dk():
+        wgmma.fence(k)
+        C.gemm_rs(dK, ds, st, L.st_panel)
+        wgmma.commit(k)
+
     if fused:
-        dq_partial(k, C, L, Q, ds, ring, it)
+        stats_store(k, Q, stat, nxt)
+        dq_partial(k, C, L, Q, ds, ring, it, issue_dk)
         ring.advance()
         k.op("add.u32 %s, %s, 1" % (it, it))
         k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", it, total), top))
     else:
+        issue_dk()
         C.next_stage(ring, it, total, top)
     k.place(done)
     for grad, bs, ss, acc, scale in (("grad_a", "ga_bs", "ga_ss", dK, P["scale"]),

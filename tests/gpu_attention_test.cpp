@@ -263,6 +263,41 @@ class GpuAttention : public kt::GpuTest {
     return {read(dq), read(dk), read(dv)};
   }
 
+  // The backward of s with deterministic 1 twice (bit for bit) and 0 (within
+  // rounding of 1).
+  void deterministic_against_not(const Shape &s) {
+    SCOPED_TRACE(describe(s));
+    BackwardCase bc = backward_case(s, kt::test_seed() + static_cast<uint64_t>(s.d + s.mask));
+    using Grads = std::vector<std::vector<double>>;
+    auto run = [&](int32_t deterministic, Grads *out) {
+      kaio_attention_desc dd = bc.desc;
+      dd.deterministic = deterministic;
+      kaio_op *op = nullptr;
+      KT_OK(kaio_op_create_attention_backward(&op, dev(), &dd));
+      kt::Op guard(op);
+      *out = gradients(s, bc, op);
+    };
+    Grads a, b, c;
+    run(1, &a);
+    run(1, &b);
+    run(0, &c);
+    ASSERT_EQ(a.size(), 3u);
+    ASSERT_EQ(b.size(), 3u);
+    ASSERT_EQ(c.size(), 3u);
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_EQ(std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(double)), 0)
+          << "deterministic: gradient " << i << " changed between runs";
+    for (size_t i = 0; i < 3; ++i) {
+      double peak = 0, err = 0;
+      for (size_t j = 0; j < a[i].size(); ++j) {
+        peak = std::max(peak, std::abs(a[i][j]));
+        err = std::max(err, std::abs(a[i][j] - c[i][j]));
+      }
+      EXPECT_GT(peak, 0.0);
+      EXPECT_LE(err, 4e-3 * peak) << "gradient " << i << ": deterministic 0 against 1, peak " << peak;
+    }
+  }
+
   // Runs forward (and backward) for s and checks every output.
   void check(const Shape &s, bool backward) {
     SCOPED_TRACE(describe(s) + (backward ? " fwd+bwd" : " fwd"));
@@ -380,8 +415,9 @@ TEST_F(GpuAttention, Sm90BlockEdgesMasksHeadsAndStrides) {
   wide.out = 0;
   wide.mask = KAIO_ATTENTION_MASK_NONE;
   check(wide, true);
-  // From 4096 keys: the fused kernel (dQ through the f32 workspace) without
-  // a mask; the causal ones take the two kernels (deterministic).
+  // From 4096 keys: the fused kernel (dQ through the f32 workspace), every
+  // mask (deterministic: key blocks in reverse, adds in descending order),
+  // except causal GQA, which keeps the two kernels when deterministic.
   for (kaio_attention_mask mask :
        {KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL, KAIO_ATTENTION_CAUSAL_TOP_LEFT}) {
     Shape lk = gqa;
@@ -390,6 +426,9 @@ TEST_F(GpuAttention, Sm90BlockEdgesMasksHeadsAndStrides) {
     lk.sk = 4100;
     lk.mask = mask;
     lk.d = mask == KAIO_ATTENTION_CAUSAL ? 64 : 128;
+    check(lk, true);
+    if (mask == KAIO_ATTENTION_MASK_NONE) continue;
+    lk.hkv = lk.hq;
     check(lk, true);
   }
 }
@@ -520,8 +559,10 @@ TEST_F(GpuAttention, BackwardIsBitwiseDeterministic) {
 }
 
 // deterministic 0 (the fused kernel, dQ's f32 adds in any order) against 1
-// (non-causal: the fused kernel's key-block order; causal: the dQ and dK/dV
-// kernels): gradients within rounding; 1 twice: bit for bit.
+// (the fused kernel's descending key-block order; causal GQA: the dQ and
+// dK/dV kernels): gradients within rounding; 1 twice: bit for bit. Causal
+// shapes too: key blocks that see no query (Sq 300) and queries that see no
+// key (Sq 4200 > Sk).
 TEST_F(GpuAttention, BackwardNonDeterministicMatchesDeterministic) {
   for (int64_t dim : {64, 128})
     for (kaio_attention_mask mask : {KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL}) {
@@ -530,37 +571,31 @@ TEST_F(GpuAttention, BackwardNonDeterministicMatchesDeterministic) {
       s.sk = 4100;
       s.d = dim;
       s.mask = mask;
-      SCOPED_TRACE(describe(s));
-      BackwardCase bc = backward_case(s, kt::test_seed() + static_cast<uint64_t>(dim) + mask);
-      using Grads = std::vector<std::vector<double>>;
-      auto run = [&](int32_t deterministic, Grads *out) {
-        kaio_attention_desc dd = bc.desc;
-        dd.deterministic = deterministic;
-        kaio_op *op = nullptr;
-        KT_OK(kaio_op_create_attention_backward(&op, dev(), &dd));
-        kt::Op guard(op);
-        *out = gradients(s, bc, op);
-      };
-      Grads a, b, c;
-      run(1, &a);
-      run(1, &b);
-      run(0, &c);
-      ASSERT_EQ(a.size(), 3u);
-      ASSERT_EQ(b.size(), 3u);
-      ASSERT_EQ(c.size(), 3u);
-      for (size_t i = 0; i < 3; ++i)
-        EXPECT_EQ(std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(double)), 0)
-            << "deterministic: gradient " << i << " changed between runs";
-      for (size_t i = 0; i < 3; ++i) {
-        double peak = 0, err = 0;
-        for (size_t j = 0; j < a[i].size(); ++j) {
-          peak = std::max(peak, std::abs(a[i][j]));
-          err = std::max(err, std::abs(a[i][j] - c[i][j]));
-        }
-        EXPECT_GT(peak, 0.0);
-        EXPECT_LE(err, 4e-3 * peak) << "gradient " << i << ": deterministic 0 against 1, peak " << peak;
+      deterministic_against_not(s);
+      if (mask == KAIO_ATTENTION_CAUSAL && dim == 128) {
+        s.hkv = s.hq;  // no GQA: deterministic 1 on the fused kernel too
+        deterministic_against_not(s);
       }
     }
+  Shape wide;
+  wide.b = 1;
+  wide.hq = wide.hkv = 2;
+  wide.sq = 4200;
+  wide.sk = 4100;
+  wide.mask = KAIO_ATTENTION_CAUSAL;
+  deterministic_against_not(wide);
+}
+
+// A head with more key blocks (157 at S 20000) than an H100 holds CTAs:
+// the deterministic order must not deadlock (run it under a timeout).
+TEST_F(GpuAttention, BackwardDeterministicManyKeyBlocks) {
+  Shape s;
+  s.b = 1;
+  s.hq = s.hkv = 2;
+  s.sq = s.sk = 20000;
+  s.d = 128;
+  s.mask = KAIO_ATTENTION_CAUSAL;
+  deterministic_against_not(s);
 }
 
 // KAIO's rank-2 single-head ops: f16 in, f32 out, top-left causal.

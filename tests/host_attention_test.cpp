@@ -77,6 +77,29 @@ class FakeAttention : public kt::FakeDeviceTest {
     return {{bshd(5 << 20, dt, Sq, Hq), f.t[0], f.t[1], f.t[2], f.t[3], f.t[4],
              bshd(6 << 20, dt, Sq, Hq), bshd(7 << 20, dt, Sk, Hkv), bshd((15 << 20) / 2, dt, Sk, Hkv)}};
   }
+  // From 4096 keys the sm_90a backward is the fused kernel: B 1, Sq 100,
+  // Sk 4096, Hq 2, Hkv 1, D 64 (K, V, dK, dV 512 KiB each), tensor i at
+  // i * 512 KiB.
+  kaio_attention_desc fused_desc() const {
+    kaio_attention_desc f = desc();
+    f.batch = 1;
+    f.seq_k = 4096;
+    f.heads_q = 2;
+    f.heads_kv = 1;
+    return f;
+  }
+  Bwd fused_bwd() const {
+    auto t2 = [&](uint64_t at, kaio_dtype dt, int64_t rows, int64_t cols) {
+      kaio_tensor t = kaio_tensor_2d(buf_.get(), dt, rows, cols);
+      t.offset_bytes = at << 19;
+      return t;
+    };
+    return {{t2(0, KAIO_DTYPE_BF16, 100, 128), t2(1, KAIO_DTYPE_BF16, 100, 128),
+             t2(2, KAIO_DTYPE_BF16, 4096, 64), t2(3, KAIO_DTYPE_BF16, 4096, 64),
+             t2(4, KAIO_DTYPE_BF16, 100, 128), t2(5, KAIO_DTYPE_F32, 2, 100),
+             t2(6, KAIO_DTYPE_BF16, 100, 128), t2(7, KAIO_DTYPE_BF16, 4096, 64),
+             t2(8, KAIO_DTYPE_BF16, 4096, 64)}};
+  }
 
   kt::Buffer buf_;
 };
@@ -237,6 +260,69 @@ TEST(FakeAttentionArch, Sm90VariantNeedsComputeCapability90) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// If the fused kernel's convert launch fails, dQ's sums stay in the
+// workspace: the next launch zeroes the workspace's dQ rows and semaphores on
+// its stream before the fused kernel, and the launch after that does not.
+TEST_F(FakeAttention, FusedBackwardZeroesTheWorkspaceAfterAFailedConvert) {
+  kaio_attention_desc f = fused_desc();
+  kaio_op *op = nullptr;
+  KT_OK(kaio_op_create_attention_backward(&op, dev_.get(), &f));
+  kt::Op guard(op);
+  const Bwd t = fused_bwd();
+  unsigned long long before = kt::fake().launch_count();
+  KT_OK(kaio_op_launch(op, stream_.get(), t.t, 9));
+  EXPECT_EQ(kt::fake().launch_count() - before, 3u);
+  EXPECT_EQ(last_launch().name, "kaio_attn_bwd_dq_convert_sm90_bf16_d64");
+  const uint64_t dq_ws = param<uint64_t>(0), sem = param<uint64_t>(1);
+  const uint64_t ws_bytes = sem + 2 * 2 * 4 - dq_ws;  // B*Hq heads x ceil(100 / 64) u32
+  const unsigned long long memsets = kt::fake().memsets(nullptr, nullptr);
+  kt::fake().fail_launch("dq_convert", 1);  // CUDA_ERROR_INVALID_VALUE
+  EXPECT_NE(kaio_op_launch(op, stream_.get(), t.t, 9), KAIO_OK);
+  EXPECT_EQ(kt::fake().memsets(nullptr, nullptr), memsets);
+  EXPECT_EQ(last_launch().name, "kaio_attn_bwd_fused_sm90_bf16_d64");
+  EXPECT_EQ(param<uint32_t>(25), 1u);  // ordered
+  KT_OK(kaio_op_launch(op, stream_.get(), t.t, 9));
+  unsigned long long dst = 0;
+  size_t bytes = 0;
+  EXPECT_EQ(kt::fake().memsets(&dst, &bytes), memsets + 1);
+  EXPECT_EQ(dst, dq_ws);
+  EXPECT_EQ(bytes, ws_bytes);
+  KT_OK(kaio_op_launch(op, stream_.get(), t.t, 9));
+  EXPECT_EQ(kt::fake().memsets(nullptr, nullptr), memsets + 1);
+}
+
+// Causal and deterministic: the fused kernel without GQA, else (Hq 2, Hkv 1
+// here) the dQ and dK/dV kernels; with deterministic 0 the fused kernel.
+TEST_F(FakeAttention, CausalDeterministicFusedOnlyWithoutGqa) {
+  const Bwd t = fused_bwd();
+  auto last_kernel = [&](int32_t deterministic) {
+    kaio_attention_desc f = fused_desc();
+    f.mask = KAIO_ATTENTION_CAUSAL;
+    f.deterministic = deterministic;
+    kaio_op *op = nullptr;
+    EXPECT_EQ(kaio_op_create_attention_backward(&op, dev_.get(), &f), KAIO_OK);
+    kt::Op guard(op);
+    EXPECT_EQ(kaio_op_launch(op, stream_.get(), t.t, 9), KAIO_OK);
+    return last_launch().name;
+  };
+  EXPECT_EQ(last_kernel(1), "kaio_attn_bwd_dkdv_sm90_bf16_d64");
+  EXPECT_EQ(last_kernel(0), "kaio_attn_bwd_dq_convert_sm90_bf16_d64");
+  // Hq 1, Hkv 1: Q, dO, O and dQ are [100, 64]; LSE [1, 100].
+  kaio_attention_desc f = fused_desc();
+  f.mask = KAIO_ATTENTION_CAUSAL;
+  f.heads_q = 1;
+  kaio_op *op = nullptr;
+  KT_OK(kaio_op_create_attention_backward(&op, dev_.get(), &f));
+  kt::Op guard(op);
+  Bwd one = t;
+  for (int i : {0, 1, 4, 6}) one.t[i] = kaio_tensor_2d(buf_.get(), KAIO_DTYPE_BF16, 100, 64);
+  for (int i : {0, 1, 4, 6}) one.t[i].offset_bytes = t.t[i].offset_bytes;
+  one.t[5] = kaio_tensor_2d(buf_.get(), KAIO_DTYPE_F32, 1, 100);
+  one.t[5].offset_bytes = t.t[5].offset_bytes;
+  KT_OK(kaio_op_launch(op, stream_.get(), one.t, 9));
+  EXPECT_EQ(last_launch().name, "kaio_attn_bwd_dq_convert_sm90_bf16_d64");
+}
+
 TEST_F(FakeAttention, BackwardLaunchesPreprocessDqThenDkDv) {
   kaio_attention_desc d = desc();
   d.mask = KAIO_ATTENTION_CAUSAL;
@@ -285,28 +371,14 @@ TEST_F(FakeAttention, BackwardLaunchesPreprocessDqThenDkDv) {
   EXPECT_EQ(static_cast<int32_t>(param<uint32_t>(20)), 77 - 100);
   {
     // From 4096 keys: the fused sm_90a kernel (dK, dV, and dQ's f32 sums in
-    // the workspace), then dQ out of the workspace. B 1, Sq 100, Sk 4096,
-    // Hq 2, Hkv 1, D 64: K, V, dK, dV 512 KiB each.
-    kaio_attention_desc f = desc();
-    f.batch = 1;
-    f.seq_k = 4096;
-    f.heads_q = 2;
-    f.heads_kv = 1;
+    // the workspace), then dQ out of the workspace.
+    kaio_attention_desc f = fused_desc();
     kaio_op *opf = nullptr;
     KT_OK(kaio_op_create_attention_backward(&opf, dev_.get(), &f));
     kt::Op guardf(opf);
-    auto t2 = [&](uint64_t at, kaio_dtype dt, int64_t rows, int64_t cols) {
-      kaio_tensor t = kaio_tensor_2d(buf_.get(), dt, rows, cols);
-      t.offset_bytes = at << 19;
-      return t;
-    };
-    const kaio_tensor t[] = {t2(0, KAIO_DTYPE_BF16, 100, 128), t2(1, KAIO_DTYPE_BF16, 100, 128),
-                             t2(2, KAIO_DTYPE_BF16, 4096, 64), t2(3, KAIO_DTYPE_BF16, 4096, 64),
-                             t2(4, KAIO_DTYPE_BF16, 100, 128), t2(5, KAIO_DTYPE_F32, 2, 100),
-                             t2(6, KAIO_DTYPE_BF16, 100, 128), t2(7, KAIO_DTYPE_BF16, 4096, 64),
-                             t2(8, KAIO_DTYPE_BF16, 4096, 64)};
+    const Bwd t = fused_bwd();
     const unsigned long long beforef = kt::fake().launch_count();
-    KT_OK(kaio_op_launch(opf, stream_.get(), t, 9));
+    KT_OK(kaio_op_launch(opf, stream_.get(), t.t, 9));
     EXPECT_EQ(kt::fake().launch_count() - beforef, 3u);
     Launch lf = last_launch();
     EXPECT_EQ(lf.name, "kaio_attn_bwd_dq_convert_sm90_bf16_d64");

@@ -37,11 +37,13 @@ constexpr int64_t kPreRowsPerBlock = 4;
 // Queries per block of the fused sm_90a backward (its dQ workspace rows per
 // head are rounded up to it; one semaphore per block).
 constexpr int64_t kSm90BwdQueryBlock = 64;
-// The fused sm_90a backward from this many keys on, unless causal and
-// deterministic; else the dQ and dK/dV kernels. H100 against the two
-// kernels: S 1024 0.57-0.85x (deterministic), S 4096-16384 non-causal
-// 1.03-1.31x (deterministic 1), 1.12-1.35x (0); causal 0.57-0.84x (1: the
-// key-block order makes CTAs wait), 0.97-1.27x (0).
+// The fused sm_90a backward from this many keys on; else the dQ and dK/dV
+// kernels. H100, fused against the two kernels (bench/RESULTS.md, sessions
+// 14 and 15): S 1024 0.57-0.85x; S 4096-16384 non-causal 1.10-1.29x.
+// Causal with deterministic 1: 1.02-1.27x without GQA, 0.87x at Hq:Hkv
+// 32:8 (the adds' order launches each KV head's longest CTA, key block 0
+// with all of the group's query heads, last: a long tail), so causal GQA
+// keeps the two kernels when deterministic.
 constexpr int64_t kSm90FusedMinKeys = 4096;
 
 bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
@@ -249,7 +251,8 @@ kaio_status plan_unlogged(kaio_device *device,
   int64_t dq_tile = 0, dkdv_tile = 0;
   if (sm90) {
     using kernels::Pass;
-    plan->fused = d.seq_k >= kSm90FusedMinKeys && (!plan->causal || d.deterministic == 0);
+    plan->fused = d.seq_k >= kSm90FusedMinKeys &&
+                  (!plan->causal || d.deterministic == 0 || d.heads_q == d.heads_kv);
     if (plan->fused) {
       KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dq_convert, d.dtype, d.head_dim),
                        &plan->convert, &dq_tile));
@@ -291,6 +294,7 @@ kaio_status plan_unlogged(kaio_device *device,
   }
   KAIO_TRY(DeviceMemory::allocate(device, bytes, &plan->workspace));
   if (!plan->fused) return KAIO_OK;
+  plan->dq_ws_dirty = std::make_shared<std::atomic<bool>>(false);
   return buffer_zero(plan->workspace->buffer(), plan->dq_ws, bytes - plan->dq_ws);
 }
 
@@ -443,11 +447,21 @@ kaio_status run_backward_sm90(const kaio_device *device,
                          &v_ss,         &lse_rs,       &scale,        &scale_log2,   &causal,
                          &causal_off,   &out_dtype,    &p_dq_ws,      &p_sem,        &sq_pad,
                          &ordered};
+  if (!plan.fused) return launch_builtin(device, plan.dkdv, stream, dkdv_params);
+  // The fused kernel leaves dQ's sums in the workspace for convert, which
+  // zeroes them (the semaphores come back to 0 in the fused kernel). If
+  // convert was not enqueued after the last fused launch, zero both first.
+  std::atomic<bool> &dirty = *plan.dq_ws_dirty;
+  if (dirty.load())
+    KAIO_TRY(buffer_memset(plan.workspace->buffer(), stream, plan.dq_ws, 0,
+                           plan.workspace->buffer()->size - plan.dq_ws));
+  dirty.store(true);
   KAIO_TRY(launch_builtin(device, plan.dkdv, stream, dkdv_params));
-  if (!plan.fused) return KAIO_OK;
   void *convert_params[] = {&p_dq_ws, &p_sem, &ga,    &sq,        &hq,
                             &sq_pad,  &ga_bs, &ga_ss, &scale, &out_dtype};
-  return launch_builtin(device, plan.convert, stream, convert_params);
+  KAIO_TRY(launch_builtin(device, plan.convert, stream, convert_params));
+  dirty.store(false);
+  return KAIO_OK;
 }
 
 kaio_status run_backward(const kaio_device *device, const AttentionPlan &plan,

@@ -6,6 +6,7 @@
 
 #include <kaio/kaio.h>
 
+#include <atomic>
 #include <memory>
 
 #include "ops/plan.hpp"
@@ -40,6 +41,10 @@ struct AttentionPlan : PlanBase {
   Launch convert;
   uint64_t dq_ws = 0, sem = 0;  // byte offsets in the workspace
   unsigned sq_pad = 0;         // seq_q rounded up to the fused kernel's query block
+  // Fused: set from the fused kernel's launch until convert is enqueued. A
+  // launch that finds it set (convert failed: the dQ sums stay in the
+  // workspace) zeroes dq_ws and the semaphores on its stream first.
+  std::shared_ptr<std::atomic<bool>> dq_ws_dirty;
   Workspace workspace;  // backward: Dv, B·Hq·Sq f32 (sm_90a: then dQ, semaphores); decode: the splits' O, LSE, merge counts
   // The decode kernels (ptx/gen_attention_decode.py, src/ops/attention_decode.cpp).
   bool paged = false;          // set before plan(): the paged op

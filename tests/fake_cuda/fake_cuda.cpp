@@ -436,6 +436,21 @@ KAIO_FAKE_EXPORT int kaio_fake_last_launch_param(size_t index, void *out, size_t
   return 0;
 }
 
+KAIO_FAKE_EXPORT void kaio_fake_fail_launch(const char *kernel_substring, int result) {
+  auto lock = lock_state();
+  state().fail_kernel = kernel_substring ? kernel_substring : "";
+  state().fail_result = static_cast<CUresult>(result);
+}
+
+KAIO_FAKE_EXPORT unsigned long long kaio_fake_memsets(unsigned long long *last_dst,
+                                                      size_t *last_bytes) {
+  auto lock = lock_state();
+  const State &s = state();
+  if (last_dst) *last_dst = s.last_memset_dst;
+  if (last_bytes) *last_bytes = s.last_memset_bytes;
+  return s.memsets;
+}
+
 KAIO_FAKE_EXPORT unsigned long long kaio_fake_live_allocations(void) {
   auto lock = lock_state();
   return state().allocations.size();

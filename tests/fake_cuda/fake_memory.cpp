@@ -266,6 +266,10 @@ CUresult kaio_fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t 
   if (count == 0) return CUDA_SUCCESS;
   if (!find_range(dst, count)) return CUDA_ERROR_INVALID_VALUE;
   std::memset(host(dst), value, count);
+  State &s = state();
+  ++s.memsets;
+  s.last_memset_dst = dst;
+  s.last_memset_bytes = count;
   return CUDA_SUCCESS;
 }
 

@@ -343,6 +343,11 @@ CUresult kaio_fake_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
   if (CUresult r = check_dims(e, launch->grid, launch->block)) return r;
   if (shared_bytes > static_cast<unsigned>(f->max_dynamic_shared)) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = gather_params(e, params, extra, launch->params)) return r;
+  State &st = state();
+  if (!st.fail_kernel.empty() && e.name.find(st.fail_kernel) != std::string::npos) {
+    st.fail_kernel.clear();
+    return st.fail_result;
+  }
   launch->kernel = e.name;
   launch->shared = shared_bytes;
   launch->layout = e.params;

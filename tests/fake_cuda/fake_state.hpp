@@ -140,6 +140,14 @@ struct State {
   std::unordered_set<CUfunction> functions;
   unsigned long long launches = 0;
   std::unique_ptr<Launch> last_launch;
+  // kaio_fake_fail_launch: the next launch of a kernel whose name contains
+  // fail_kernel returns fail_result (once).
+  std::string fail_kernel;
+  CUresult fail_result = CUDA_SUCCESS;
+  // cuMemsetD8/D8Async calls that set bytes, and the last one's range.
+  unsigned long long memsets = 0;
+  CUdeviceptr last_memset_dst = 0;
+  size_t last_memset_bytes = 0;
 };
 
 State &state();

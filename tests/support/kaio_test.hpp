@@ -49,6 +49,8 @@ struct FakeHooks {
   unsigned long long (*live_allocations)() = nullptr;
   unsigned long long (*live_modules)() = nullptr;
   int (*last_launch_param)(size_t index, void *out, size_t size) = nullptr;
+  void (*fail_launch)(const char *kernel_substring, int result) = nullptr;
+  unsigned long long (*memsets)(unsigned long long *last_dst, size_t *last_bytes) = nullptr;
 };
 const FakeHooks &fake();
 bool on_fake_driver();

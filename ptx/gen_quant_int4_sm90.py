@@ -84,6 +84,7 @@ BMS = (256, 128)    # activation rows per CTA (wgmma N): the wide tile, and the
                     # narrow one for grids that would leave SMs idle
 BK = 64             # K per stage
 STAGES = 4
+STAGES_C2 = 4       # the multicasting kernels' stages
 ASETS = 2           # A register sets: one K step of wgmma in flight while the next is built
 PROD_REGS, CONS_REGS = 24, 240
 MAGIC = {"f16": "0x64006400", "bf16": "0x43004300"}
@@ -103,15 +104,15 @@ X_OFF = 0
 class Tile:
     """Shared-memory layout for bm activation rows per CTA."""
 
-    def __init__(self, bm):
-        self.bm = bm
+    def __init__(self, bm, stages=STAGES):
+        self.bm, self.stages = bm, stages
         self.x_bytes = bm * 128                     # 64 k of bm rows, 128 B each
-        self.qw_off = STAGES * self.x_bytes
-        self.bar_off = self.qw_off + STAGES * QW_BYTES
-        self.shared = self.bar_off + 16 * STAGES + 1024
+        self.qw_off = stages * self.x_bytes
+        self.bar_off = self.qw_off + stages * QW_BYTES
+        self.shared = self.bar_off + 16 * stages + 1024
 
 
-def producer(k, T, P, base, bars, n0, m0, nsteps, step0, exit_):
+def producer(k, T, P, base, bars, n0, m0, nsteps, step0, exit_, mc):
     k.op("setmaxnreg.dec.sync.aligned.u32 %d" % PROD_REGS)
     tid = k.r("mov.u32", "%tid.x")
     k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), exit_))
@@ -120,13 +121,27 @@ def producer(k, T, P, base, bars, n0, m0, nsteps, step0, exit_):
         name = name.split("[")[0]
         maps[name] = k.rd("cvta.param.u64", k.rd("mov.b64", name))
         k.op("prefetch.tensormap [%s]" % maps[name])
-    ring = Ring(k, bars, STAGES, 0, 8 * STAGES)
+    if mc > 1:
+        rank = k.r("mov.u32", "%cluster_ctarank")
+        xpart = k.r("mul.lo.u32", rank, T.x_bytes // mc)
+        mrow = k.r("mad.lo.u32", rank, T.bm // mc, m0)
+        mask = k.reg("h")
+        k.op("mov.b16 %s, %d" % (mask, (1 << mc) - 1))
+    ring = Ring(k, bars, T.stages, 0, 8 * T.stages)
     it = k.r("mov.u32", 0)
     top = k.label("p_step")
     k.place(top)
     k0 = k.r("shl.b32", k.r("add.u32", step0, it), 6)
     full = ring.acquire(T.x_bytes + QW_BYTES, off8=ring.offset())
-    tma.load(k, k.r("mad.lo.u32", ring.s, T.x_bytes, k.r("add.u32", base, X_OFF)), maps["tmap_x"], (k0, m0), full)
+    xdst = k.r("mad.lo.u32", ring.s, T.x_bytes, k.r("add.u32", base, X_OFF))
+    if mc == 1:
+        tma.load(k, xdst, maps["tmap_x"], (k0, m0), full)
+    else:
+        # this CTA's share of the rows into the same place in every CTA of the
+        # cluster: each full barrier expects the whole X tile
+        k.op("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+             ".multicast::cluster [%s], [%s, {%s, %s}], [%s], %s"
+             % (k.r("add.u32", xdst, xpart), maps["tmap_x"], k0, mrow, full, mask))
     tma.load(k, k.r("mad.lo.u32", ring.s, QW_BYTES, k.r("add.u32", base, T.qw_off)), maps["tmap_qw"],
              (n0, k.r("shr.u32", k0, 3)), full)
     ring.advance()
@@ -135,7 +150,7 @@ def producer(k, T, P, base, bars, n0, m0, nsteps, step0, exit_):
     k.op("bra.uni %s" % exit_)
 
 
-def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
+def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split, mc):
     k.op("setmaxnreg.inc.sync.aligned.u32 %d" % CONS_REGS)
     tid = k.r("mov.u32", "%tid.x")
     cw = k.r("sub.u32", k.r("shr.u32", tid, 7), 1)
@@ -177,6 +192,7 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
         # the same group as the step before (g >= 128): raw already holds it
         skip = k.label("one_group")
         same = k.p("setp.eq.u32", grp, last_grp)
+        k.op("setp.ne.u32 %s, %s, %s" % (fresh, grp, last_grp))
         k.op("mov.u32 %s, %s" % (last_grp, grp))
         k.op("@%s bra.uni %s" % (same, skip))
         for key in raw:
@@ -196,7 +212,11 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
         k.place(skip)
 
     nxt = {(r, ci, x): k.reg("r") for r in range(2) for ci in range(2) for x in range(2)}
-    cur = {key: k.reg("r") for key in nxt}
+    # the scales (both halves) and zero constants of the step being built,
+    # made only when its group is new (fresh): g >= 128 spans several steps
+    sc2 = {(r, ci): k.reg("r") for r in range(2) for ci in range(2)}
+    zm2 = {key: k.reg("r") for key in sc2}
+    fresh = k.reg("p")
     acc = k.regs("f", T.bm // 2)
     # A registers of a whole K step (4 per k16 step), ASETS sets: step i reads
     # set i % ASETS while the next set is built, with up to ASETS - 1 steps in
@@ -205,25 +225,40 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
     # slower still (0.62x cuBLAS against 0.71x), so two it is.
     areg = [k.regs("r", 4 * (BK // 16)) for _ in range(ASETS)]
 
-    def build(a):
-        """Waits for the ring's current stage and dequantizes its weights
-        into a, with the scales and zeros in cur."""
-        ring.wait_full()
-        qws = k.r("mad.lo.u32", ring.s, QW_BYTES, k.r("add.u32", base, T.qw_off))
-        sc2, zm2 = {}, {}
+    def prepare():
+        """sc2 and zm2 from the raw words in nxt (the next step to build's,
+        loaded a step ago) where its group is new; row 1 is row 0's but for
+        g = 32."""
+        skip, copy, done = k.label("same_scales"), k.label("row0_twice"), k.label("scales_made")
+        k.op("@!%s bra.uni %s" % (fresh, skip))
         for r in range(2):
+            if r:
+                k.op("@!%s bra.uni %s" % (g32, copy))
             for ci in range(2):
-                sv, zw = cur[r, ci, 0], cur[r, ci, 1]
-                if r == 1:
-                    sv, zw = (k.r("selp.b32", cur[1, ci, x], cur[0, ci, x], g32) for x in range(2))
-                sc2[r, ci] = k.r("prmt.b32", sv, sv, "0x1010")
+                sv, zw = nxt[r, ci, 0], nxt[r, ci, 1]
+                k.op("prmt.b32 %s, %s, %s, 0x1010" % (sc2[r, ci], sv, sv))
                 z = k.r("and.b32", k.r("shr.u32", zw, zshift[ci]), 15)
                 z = k.r("selp.b32", k.r("add.u32", z, P["zoff"]), 8, zeros)
                 # q and z + zoff are at most 16: they sit in the low mantissa bits of the magic
-                zm2[r, ci] = k.r("or.b32", k.r("mul.lo.u32", z, "0x00010001"), magic)
+                zm = k.r("or.b32", k.r("mul.lo.u32", z, "0x00010001"), magic)
                 if dt == "f16":
                     # (-(1024 + z), -(64 + z)): the constant of the fma below, exact
-                    zm2[r, ci] = k.r("fma.rn.f16x2", zm2[r, ci], neg1, zc_hi)
+                    k.op("fma.rn.f16x2 %s, %s, %s, %s" % (zm2[r, ci], zm, neg1, zc_hi))
+                else:
+                    k.op("mov.b32 %s, %s" % (zm2[r, ci], zm))
+        k.op("bra.uni %s" % done)
+        k.place(copy)
+        for ci in range(2):
+            k.op("mov.b32 %s, %s" % (sc2[1, ci], sc2[0, ci]))
+            k.op("mov.b32 %s, %s" % (zm2[1, ci], zm2[0, ci]))
+        k.place(done)
+        k.place(skip)
+
+    def build(a):
+        """Waits for the ring's current stage and dequantizes its weights
+        into a, with the scales and zeros in sc2, zm2."""
+        ring.wait_full()
+        qws = k.r("mad.lo.u32", ring.s, QW_BYTES, k.r("add.u32", base, T.qw_off))
         if dt == "f16":
             build_f16(a, qws, sc2, zm2)
             return
@@ -268,33 +303,66 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
                                                       sc2[r, ci]))
 
     def next_scales(step):
-        for key in nxt:
-            k.op("mov.u32 %s, %s" % (cur[key], nxt[key]))
+        """The step to build's scales from nxt, then the loads of the one after."""
+        prepare()
         group_loads(step, nxt)
 
     # the empty barriers' base once: releases address stages behind the current one
-    ring = Ring(k, bars, STAGES, 0, k.r("add.u32", bars, 8 * STAGES))
+    ring = Ring(k, bars, T.stages, 0, k.r("add.u32", bars, 8 * T.stages))
+    if mc > 1:
+        crank = k.r("mov.u32", "%cluster_ctarank")
+        others = [k.r("rem.u32", k.r("add.u32", crank, d), mc) for d in range(1, mc)]
+
+    def back(n):
+        """The stage n behind the current one: a mask (ptxas made the ring's
+        rem.u32 by 4 a division, about 12 instructions a step)."""
+        assert T.stages & (T.stages - 1) == 0
+        return k.r("and.b32", k.r("add.u32", ring.s, T.stages - n), T.stages - 1)
+
+    def release(pred, s):
+        """Stage s is read: its empty barrier here and, where the cluster's
+        CTAs multicast X into each other's stages, in every other CTA too."""
+        ring.release(pred, s)
+        if mc > 1:
+            bar = ring.bar(ring.empty, s)
+            for o in others:
+                k.op("@%s mbarrier.arrive.shared::cluster.b64 _, [%s]"
+                     % (pred, k.r("mapa.shared::cluster.u32", bar, o)))
     it = k.r("mov.u32", 0)
     last_grp = k.r("mov.u32", -1)
     group_loads(it, nxt)
     next_scales(k.r("mov.u32", 1))
     build(areg[0])
     top, drain = k.label("c_step"), k.label("c_drain")
+    # X's descriptors (wgmma.desc: 128-B swizzle, LBO 16, SBO 1024) by 32-bit
+    # adds: the start address field (bits 0-13, shared address >> 4, at most
+    # 227 KiB >> 4) never carries into the rest
+    dhi = k.r("mov.b32", (1024 >> 4) | (1 << 30))
+
+    def xdescs():
+        lo = k.r("or.b32", k.r("shr.u32", k.r("mad.lo.u32", ring.s, T.x_bytes, k.r("add.u32", base, X_OFF)), 4),
+                 (16 >> 4) << 16)
+        out = []
+        for kk in range(BK // 16):
+            d = k.reg("rd")
+            k.op("mov.b64 %s, {%s, %s}" % (d, lo if kk == 0 else k.r("add.u32", lo, 2 * kk), dhi))
+            out.append(d)
+        return out
 
     k.place(top)
     for copy in range(ASETS):
         # the loop body ASETS times, so that the register sets rotate statically
         a, b = areg[copy], areg[(copy + 1) % ASETS]
         wgmma.fence(k)
-        xdesc = wgmma.desc(k, k.r("mad.lo.u32", ring.s, T.x_bytes, k.r("add.u32", base, X_OFF)), 16, 1024)
+        xd = xdescs()
         first = k.p("setp.eq.u32", it, 0)
         for kk in range(BK // 16):
             scale_d = k.p("not.pred", first) if kk == 0 else "1"
-            wgmma.mma(k, dt, T.bm, acc, a[4 * kk:4 * kk + 4], wgmma.advance(k, xdesc, 32 * kk), scale_d)
+            wgmma.mma(k, dt, T.bm, acc, a[4 * kk:4 * kk + 4], xd[kk], scale_d)
         wgmma.commit(k)
         wgmma.wait(k, ASETS - 1)
         k.note("step it - %d is done: its stage goes back, its registers are free" % (ASETS - 1))
-        ring.release(k.p("and.pred", lane0, k.p("setp.ge.u32", it, ASETS - 1)), ring.back(ASETS - 1))
+        release(k.p("and.pred", lane0, k.p("setp.ge.u32", it, ASETS - 1)), back(ASETS - 1))
         ring.advance()
         k.op("add.u32 %s, %s, 1" % (it, it))
         k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", it, nsteps), drain))
@@ -304,8 +372,8 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
     k.place(drain)
     wgmma.wait(k, 0)
     k.note("the last ASETS - 1 steps' stages (those that exist) go back")
-    for back in range(1, ASETS):
-        ring.release(k.p("and.pred", lane0, k.p("setp.ge.u32", it, back)), ring.back(back))
+    for n in range(1, ASETS):
+        release(k.p("and.pred", lane0, k.p("setp.ge.u32", it, n)), back(n))
     if split:
         cluster_sum_and_store(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_)
     else:
@@ -432,11 +500,12 @@ def epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp):
     k.place(done)
 
 
-def mm_kernel(dt, bm, split=False):
-    name = "kaio_int4_mm_sm90_%s_m%d%s" % (dt, bm, "_k2" if split else "")
-    manifest.keys(name, select="int4_mm_sm90", dtype=dt, tile_m=bm, split_k=2 if split else 1)
-    T = Tile(bm)
+def mm_kernel(dt, bm, split=False, mc=1):
+    name = "kaio_int4_mm_sm90_%s_m%d%s%s" % (dt, bm, "_k2" if split else "", "_c%d" % mc if mc > 1 else "")
+    manifest.keys(name, select="int4_mm_sm90", dtype=dt, tile_m=bm, split_k=2 if split else 1, cluster_n=mc)
+    T = Tile(bm, STAGES_C2 if mc > 1 else STAGES)
     assert not split or T.bar_off >= (bm // 4) * 256 * 4, "the half tile must fit in the stages"
+    assert not (split and mc > 1), "one cluster shape per kernel"
     k = Kernel()
     P = load_params(k, SCALARS, ("c", "sc"))
     tid = k.r("mov.u32", "%tid.x")
@@ -451,37 +520,50 @@ def mm_kernel(dt, bm, split=False):
         half = k.r("shr.u32", k.r("add.u32", nsteps, 1), 1)
         k.op("mul.lo.u32 %s, %s, %s" % (step0, k.r("mov.u32", "%ctaid.z"), half))
         k.op("min.u32 %s, %s, %s" % (nsteps, k.r("sub.u32", nsteps, step0), half))
-    k.init_mbarriers(tid, bars, Ring.inits(STAGES, 0, 8 * STAGES, 8))
+    # with multicast a stage is free once the consumers of every CTA it was written into read it
+    k.init_mbarriers(tid, bars, Ring.inits(T.stages, 0, 8 * T.stages, 8 * mc))
+    if mc > 1:
+        k.note("every CTA's barriers are initialised before any CTA multicasts or arrives there")
+        cluster_barrier(k)
     exit_, cons = k.label("exit"), k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), cons))
     prod_exit = k.label("producer_exit") if split else exit_
-    producer(k, T, P, base, bars, n0, m0, nsteps, step0, prod_exit)
+    producer(k, T, P, base, bars, n0, m0, nsteps, step0, prod_exit, mc)
     if split:
         k.place(prod_exit)
         cluster_barrier(k)
         cluster_barrier(k)
         k.op("bra.uni %s" % exit_)
     k.place(cons)
-    consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split)
+    consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split, mc)
     k.place(exit_)
+    if mc > 1:
+        k.note("no CTA leaves while another may still arrive on its barriers")
+        cluster_barrier(k)
     k.op("ret")
     doc = ("%s: C = X * dequant(W), X %s [M, K], GPTQ int4 W, f32 accumulation; %d weight columns x\n"
            "%d rows per CTA, 1 TMA producer + 2 wgmma consumer warpgroups, %d stages of K %d."
-           % (name, dt, BN, bm, STAGES, BK))
+           % (name, dt, BN, bm, T.stages, BK))
     if split:
         doc += ("\nSplit K over a cluster of 2 CTAs (grid z = 2): each sums and stores half the rows,"
                 " exchanging partials through DSMEM.")
-    ann = ["// kaio-tma: %s tmap_x rank=2 dims=K,M box=64,%d swizzle=128 dtype=%s" % (name, bm, dt),
+    if mc > 1:
+        doc += ("\nClusters of %d CTAs along N (grid x a multiple of %d) share X: each CTA loads %d of"
+                " the %d rows and multicasts them to all." % (mc, mc, bm // mc, bm))
+    ann = ["// kaio-tma: %s tmap_x rank=2 dims=K,M box=64,%d swizzle=128 dtype=%s" % (name, bm // mc, dt),
            "// kaio-tma: %s tmap_qw rank=2 dims=N,K/8 box=%d,8 swizzle=none dtype=u32" % (name, BN),
            "// kaio-launch: %s block=384 cols_per_block=%d" % (name, BN),
            "// kaio-shared-bytes: %s %d" % (name, T.shared)]
     directives = [".maxntid 384, 1, 1", ".minnctapersm 1"] + ([".reqnctapercluster 1, 1, 2"] if split else [])
+    if mc > 1:
+        directives.append(".reqnctapercluster %d, 1, 1" % mc)
     return k.entry_text(name, doc, ann, MAPS + SCALARS, directives)
 
 
 def generate():
     return {OUTPUT: HEADER + "".join("\n" + mm_kernel(dt, bm) for dt in ("f16", "bf16") for bm in BMS)
-            + "".join("\n" + mm_kernel(dt, 256, split=True) for dt in ("f16", "bf16"))}
+            + "".join("\n" + mm_kernel(dt, 256, split=True) for dt in ("f16", "bf16"))
+            + "".join("\n" + mm_kernel(dt, 256, mc=2) for dt in ("f16", "bf16"))}
 
 
 if __name__ == "__main__":

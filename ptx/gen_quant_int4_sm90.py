@@ -61,9 +61,22 @@ Design
     0.69x -> 0.81x / 0.91x / 0.86x cuBLAS f16, M = 2048 one-shot 0.70-0.72x
     -> 0.86-0.88x; ncu at M = 2048, N = K = 4096: tensor pipe 56% -> 72%
     busy (bench_quant --prefill, H100).  A third register set (a3, two steps
-    in flight) measured slower again (M = 512 0.72x / 0.82x / 0.77x).  A whole K step's registers (16) are built at once, in two
-    sets: the four wgmma of step i run (one commit group) while step i+1's
-    set is built; wait_group 1 then frees step i-1's set and its stage.
+    in flight) measured slower again (M = 512 0.72x / 0.82x / 0.77x).
+    Session 15: ncu showed the consumer warps' instruction chain setting the
+    step time (SM pipe, mostly tensor, 67%; L2 31%; 2.2 warps a scheduler,
+    7 cycles an issue); the scale and zero constants are now made only when
+    a step's group is new (row 1 copied unless g = 32), the stage behind by
+    a mask (ptxas made rem.u32 by 4 a division) and X's descriptors by
+    32-bit adds: about 220 -> 180 SASS instructions a K step at g = 128;
+    M = 2048 0.86-0.88x -> 0.90-0.91x, M = 512 0.80x / 0.92x / 0.86x ->
+    0.83x / 0.95x / 0.91x cuBLAS f16 (bf16 at M = 2048 0.83-0.84x ->
+    0.85-0.86x).  Pairs of column tiles in a cluster multicasting X (half
+    the L2 reads of X) measured 1-6% slower on 8 of 18 rows (most f16
+    ones), faster on 4 bf16 ones (ncu 11.2 cycles an issue against 8.1: a
+    pair's CTAs wait on each other's releases), so each CTA loads its X.
+    A whole K step's registers (16) are built at once, in two sets: the
+    four wgmma of step i run (one commit group) while step i+1's set is
+    built; wait_group 1 then frees step i-1's set and its stage.
   * Epilogue: element (n, m) of C^T is C[m][n]; each warpgroup transposes
     its tile through the drained stages and stores 16-byte chunks along C's
     rows (element stores when C is not 16-byte aligned).
@@ -84,7 +97,6 @@ BMS = (256, 128)    # activation rows per CTA (wgmma N): the wide tile, and the
                     # narrow one for grids that would leave SMs idle
 BK = 64             # K per stage
 STAGES = 4
-STAGES_C2 = 4       # the multicasting kernels' stages
 ASETS = 2           # A register sets: one K step of wgmma in flight while the next is built
 PROD_REGS, CONS_REGS = 24, 240
 MAGIC = {"f16": "0x64006400", "bf16": "0x43004300"}
@@ -104,15 +116,15 @@ X_OFF = 0
 class Tile:
     """Shared-memory layout for bm activation rows per CTA."""
 
-    def __init__(self, bm, stages=STAGES):
-        self.bm, self.stages = bm, stages
+    def __init__(self, bm):
+        self.bm = bm
         self.x_bytes = bm * 128                     # 64 k of bm rows, 128 B each
-        self.qw_off = stages * self.x_bytes
-        self.bar_off = self.qw_off + stages * QW_BYTES
-        self.shared = self.bar_off + 16 * stages + 1024
+        self.qw_off = STAGES * self.x_bytes
+        self.bar_off = self.qw_off + STAGES * QW_BYTES
+        self.shared = self.bar_off + 16 * STAGES + 1024
 
 
-def producer(k, T, P, base, bars, n0, m0, nsteps, step0, exit_, mc):
+def producer(k, T, P, base, bars, n0, m0, nsteps, step0, exit_):
     k.op("setmaxnreg.dec.sync.aligned.u32 %d" % PROD_REGS)
     tid = k.r("mov.u32", "%tid.x")
     k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), exit_))
@@ -121,27 +133,13 @@ def producer(k, T, P, base, bars, n0, m0, nsteps, step0, exit_, mc):
         name = name.split("[")[0]
         maps[name] = k.rd("cvta.param.u64", k.rd("mov.b64", name))
         k.op("prefetch.tensormap [%s]" % maps[name])
-    if mc > 1:
-        rank = k.r("mov.u32", "%cluster_ctarank")
-        xpart = k.r("mul.lo.u32", rank, T.x_bytes // mc)
-        mrow = k.r("mad.lo.u32", rank, T.bm // mc, m0)
-        mask = k.reg("h")
-        k.op("mov.b16 %s, %d" % (mask, (1 << mc) - 1))
-    ring = Ring(k, bars, T.stages, 0, 8 * T.stages)
+    ring = Ring(k, bars, STAGES, 0, 8 * STAGES)
     it = k.r("mov.u32", 0)
     top = k.label("p_step")
     k.place(top)
     k0 = k.r("shl.b32", k.r("add.u32", step0, it), 6)
     full = ring.acquire(T.x_bytes + QW_BYTES, off8=ring.offset())
-    xdst = k.r("mad.lo.u32", ring.s, T.x_bytes, k.r("add.u32", base, X_OFF))
-    if mc == 1:
-        tma.load(k, xdst, maps["tmap_x"], (k0, m0), full)
-    else:
-        # this CTA's share of the rows into the same place in every CTA of the
-        # cluster: each full barrier expects the whole X tile
-        k.op("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-             ".multicast::cluster [%s], [%s, {%s, %s}], [%s], %s"
-             % (k.r("add.u32", xdst, xpart), maps["tmap_x"], k0, mrow, full, mask))
+    tma.load(k, k.r("mad.lo.u32", ring.s, T.x_bytes, k.r("add.u32", base, X_OFF)), maps["tmap_x"], (k0, m0), full)
     tma.load(k, k.r("mad.lo.u32", ring.s, QW_BYTES, k.r("add.u32", base, T.qw_off)), maps["tmap_qw"],
              (n0, k.r("shr.u32", k0, 3)), full)
     ring.advance()
@@ -150,7 +148,7 @@ def producer(k, T, P, base, bars, n0, m0, nsteps, step0, exit_, mc):
     k.op("bra.uni %s" % exit_)
 
 
-def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split, mc):
+def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
     k.op("setmaxnreg.inc.sync.aligned.u32 %d" % CONS_REGS)
     tid = k.r("mov.u32", "%tid.x")
     cw = k.r("sub.u32", k.r("shr.u32", tid, 7), 1)
@@ -308,26 +306,14 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split, mc):
         group_loads(step, nxt)
 
     # the empty barriers' base once: releases address stages behind the current one
-    ring = Ring(k, bars, T.stages, 0, k.r("add.u32", bars, 8 * T.stages))
-    if mc > 1:
-        crank = k.r("mov.u32", "%cluster_ctarank")
-        others = [k.r("rem.u32", k.r("add.u32", crank, d), mc) for d in range(1, mc)]
+    ring = Ring(k, bars, STAGES, 0, k.r("add.u32", bars, 8 * STAGES))
 
     def back(n):
         """The stage n behind the current one: a mask (ptxas made the ring's
         rem.u32 by 4 a division, about 12 instructions a step)."""
-        assert T.stages & (T.stages - 1) == 0
-        return k.r("and.b32", k.r("add.u32", ring.s, T.stages - n), T.stages - 1)
+        assert STAGES & (STAGES - 1) == 0
+        return k.r("and.b32", k.r("add.u32", ring.s, STAGES - n), STAGES - 1)
 
-    def release(pred, s):
-        """Stage s is read: its empty barrier here and, where the cluster's
-        CTAs multicast X into each other's stages, in every other CTA too."""
-        ring.release(pred, s)
-        if mc > 1:
-            bar = ring.bar(ring.empty, s)
-            for o in others:
-                k.op("@%s mbarrier.arrive.shared::cluster.b64 _, [%s]"
-                     % (pred, k.r("mapa.shared::cluster.u32", bar, o)))
     it = k.r("mov.u32", 0)
     last_grp = k.r("mov.u32", -1)
     group_loads(it, nxt)
@@ -362,7 +348,7 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split, mc):
         wgmma.commit(k)
         wgmma.wait(k, ASETS - 1)
         k.note("step it - %d is done: its stage goes back, its registers are free" % (ASETS - 1))
-        release(k.p("and.pred", lane0, k.p("setp.ge.u32", it, ASETS - 1)), back(ASETS - 1))
+        ring.release(k.p("and.pred", lane0, k.p("setp.ge.u32", it, ASETS - 1)), back(ASETS - 1))
         ring.advance()
         k.op("add.u32 %s, %s, 1" % (it, it))
         k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", it, nsteps), drain))
@@ -373,7 +359,7 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split, mc):
     wgmma.wait(k, 0)
     k.note("the last ASETS - 1 steps' stages (those that exist) go back")
     for n in range(1, ASETS):
-        release(k.p("and.pred", lane0, k.p("setp.ge.u32", it, n)), back(n))
+        ring.release(k.p("and.pred", lane0, k.p("setp.ge.u32", it, n)), back(n))
     if split:
         cluster_sum_and_store(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_)
     else:
@@ -500,12 +486,11 @@ def epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp):
     k.place(done)
 
 
-def mm_kernel(dt, bm, split=False, mc=1):
-    name = "kaio_int4_mm_sm90_%s_m%d%s%s" % (dt, bm, "_k2" if split else "", "_c%d" % mc if mc > 1 else "")
-    manifest.keys(name, select="int4_mm_sm90", dtype=dt, tile_m=bm, split_k=2 if split else 1, cluster_n=mc)
-    T = Tile(bm, STAGES_C2 if mc > 1 else STAGES)
+def mm_kernel(dt, bm, split=False):
+    name = "kaio_int4_mm_sm90_%s_m%d%s" % (dt, bm, "_k2" if split else "")
+    manifest.keys(name, select="int4_mm_sm90", dtype=dt, tile_m=bm, split_k=2 if split else 1)
+    T = Tile(bm)
     assert not split or T.bar_off >= (bm // 4) * 256 * 4, "the half tile must fit in the stages"
-    assert not (split and mc > 1), "one cluster shape per kernel"
     k = Kernel()
     P = load_params(k, SCALARS, ("c", "sc"))
     tid = k.r("mov.u32", "%tid.x")
@@ -520,50 +505,37 @@ def mm_kernel(dt, bm, split=False, mc=1):
         half = k.r("shr.u32", k.r("add.u32", nsteps, 1), 1)
         k.op("mul.lo.u32 %s, %s, %s" % (step0, k.r("mov.u32", "%ctaid.z"), half))
         k.op("min.u32 %s, %s, %s" % (nsteps, k.r("sub.u32", nsteps, step0), half))
-    # with multicast a stage is free once the consumers of every CTA it was written into read it
-    k.init_mbarriers(tid, bars, Ring.inits(T.stages, 0, 8 * T.stages, 8 * mc))
-    if mc > 1:
-        k.note("every CTA's barriers are initialised before any CTA multicasts or arrives there")
-        cluster_barrier(k)
+    k.init_mbarriers(tid, bars, Ring.inits(STAGES, 0, 8 * STAGES, 8))
     exit_, cons = k.label("exit"), k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), cons))
     prod_exit = k.label("producer_exit") if split else exit_
-    producer(k, T, P, base, bars, n0, m0, nsteps, step0, prod_exit, mc)
+    producer(k, T, P, base, bars, n0, m0, nsteps, step0, prod_exit)
     if split:
         k.place(prod_exit)
         cluster_barrier(k)
         cluster_barrier(k)
         k.op("bra.uni %s" % exit_)
     k.place(cons)
-    consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split, mc)
+    consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split)
     k.place(exit_)
-    if mc > 1:
-        k.note("no CTA leaves while another may still arrive on its barriers")
-        cluster_barrier(k)
     k.op("ret")
     doc = ("%s: C = X * dequant(W), X %s [M, K], GPTQ int4 W, f32 accumulation; %d weight columns x\n"
            "%d rows per CTA, 1 TMA producer + 2 wgmma consumer warpgroups, %d stages of K %d."
-           % (name, dt, BN, bm, T.stages, BK))
+           % (name, dt, BN, bm, STAGES, BK))
     if split:
         doc += ("\nSplit K over a cluster of 2 CTAs (grid z = 2): each sums and stores half the rows,"
                 " exchanging partials through DSMEM.")
-    if mc > 1:
-        doc += ("\nClusters of %d CTAs along N (grid x a multiple of %d) share X: each CTA loads %d of"
-                " the %d rows and multicasts them to all." % (mc, mc, bm // mc, bm))
-    ann = ["// kaio-tma: %s tmap_x rank=2 dims=K,M box=64,%d swizzle=128 dtype=%s" % (name, bm // mc, dt),
+    ann = ["// kaio-tma: %s tmap_x rank=2 dims=K,M box=64,%d swizzle=128 dtype=%s" % (name, bm, dt),
            "// kaio-tma: %s tmap_qw rank=2 dims=N,K/8 box=%d,8 swizzle=none dtype=u32" % (name, BN),
            "// kaio-launch: %s block=384 cols_per_block=%d" % (name, BN),
            "// kaio-shared-bytes: %s %d" % (name, T.shared)]
     directives = [".maxntid 384, 1, 1", ".minnctapersm 1"] + ([".reqnctapercluster 1, 1, 2"] if split else [])
-    if mc > 1:
-        directives.append(".reqnctapercluster %d, 1, 1" % mc)
     return k.entry_text(name, doc, ann, MAPS + SCALARS, directives)
 
 
 def generate():
     return {OUTPUT: HEADER + "".join("\n" + mm_kernel(dt, bm) for dt in ("f16", "bf16") for bm in BMS)
-            + "".join("\n" + mm_kernel(dt, 256, split=True) for dt in ("f16", "bf16"))
-            + "".join("\n" + mm_kernel(dt, 256, mc=2) for dt in ("f16", "bf16"))}
+            + "".join("\n" + mm_kernel(dt, 256, split=True) for dt in ("f16", "bf16"))}
 
 
 if __name__ == "__main__":

@@ -410,11 +410,12 @@ TEST_F(GpuQuantInt4, PrefillTilesOfEverySize) {
   check({300, 128 * 60, 128, 64, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32});
 }
 
-// The 256-row tile whose column-tile pairs form a cluster multicasting X (on a
-// 132-SM H100 at 65 column tiles and 2 row tiles: 132 CTAs, the 66th column
-// tile wholly past N): K tails, g = 32, the signed format, an op handle with
-// padded rows, and C off a 16-byte boundary (the element-store epilogue).
-TEST_F(GpuQuantInt4, PrefillColumnPairsShareX) {
+// The unsplit 256-row tile over many column tiles (on a 132-SM H100, 65 column
+// tiles, the last one 72 columns wide, by 2 row tiles: 130 CTAs in one wave):
+// K tails, g = 32 and g >= 128 (scales made once for several steps), the
+// signed format, an op handle with padded rows, and C off a 16-byte boundary
+// (the element-store epilogue).
+TEST_F(GpuQuantInt4, PrefillWideTileOverManyColumns) {
   const int64_t n = 128 * 64 + 72;
   check({300, n, 160, 32, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16});
   check({260, n, 192, 64, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_BF16, KAIO_DTYPE_F32, true, 8});

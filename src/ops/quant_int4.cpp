@@ -150,28 +150,19 @@ kaio_status check_output(const kaio_device *device, const Int4Plan &p,
 // M > 16 on sm_90a: the fused wgmma kernel, for op handles and one-shot
 // calls alike (it needs no workspace). Its tiles: 128 weight columns by 128
 // or 256 rows, the 256-row one also with K split over a pair of CTAs (a
-// cluster whose partial tiles meet in shared memory) or with pairs of
-// column tiles in a cluster that multicasts X (half the L2 reads of X; the
-// grid's columns rounded up to even). Cost: waves of CTAs times K steps per
-// CTA times the time of a step, measured on the H100
+// cluster whose partial tiles meet in shared memory). Cost: waves of CTAs
+// times K steps per CTA times the time of a step, measured on the H100
 // (ptx/gen_quant_int4_sm90.py): about 0.84 us for 128 rows, 1.02 for 256.
 // So M = 512 at N = 4096 takes one wave of 128 split 256-row CTAs (32 steps
-// each) instead of 128 unsplit 128-row ones (64 steps); ties keep the first.
+// each) instead of 128 unsplit 128-row ones (64 steps); ties keep no split.
 struct FusedTile {
-  int64_t rows, split, cluster_n, step_cost;   // step_cost: one K step's time in 10 ns
+  int64_t rows, split, step_cost;   // step_cost: one K step's time in 10 ns
 };
-constexpr FusedTile kFusedTiles[] = {
-    {256, 1, 2, 102}, {256, 1, 1, 102}, {128, 1, 1, 84}, {256, 2, 1, 102}};
+constexpr FusedTile kFusedTiles[] = {{256, 1, 102}, {128, 1, 84}, {256, 2, 102}};
 constexpr int64_t kFusedStepK = 64;   // K per step (the generator's BK)
-constexpr int64_t kFusedCols = 128;   // weight columns per CTA (its BN)
-
-int64_t fused_col_tiles(const Int4Plan &p, const FusedTile &f) {
-  const int64_t tiles = (p.n[0] + kFusedCols - 1) / kFusedCols;
-  return (tiles + f.cluster_n - 1) / f.cluster_n * f.cluster_n;
-}
 
 int64_t fused_cost(const Int4Plan &p, const FusedTile &f, int64_t sms, int64_t steps) {
-  const int64_t ctas = ((p.m + f.rows - 1) / f.rows) * fused_col_tiles(p, f) * f.split;
+  const int64_t ctas = ((p.m + f.rows - 1) / f.rows) * ((p.n[0] + 127) / 128) * f.split;
   return (ctas + sms - 1) / sms * ((steps + f.split - 1) / f.split) * f.step_cost;
 }
 
@@ -184,15 +175,15 @@ kaio_status plan_fused(kaio_device *device, Int4Plan *p, const std::string &why)
       best = &f;
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(
-      kernels::int4_mm_sm90(p->in_dtype, best->rows, best->split, best->cluster_n), &fn));
-  if (fn.info->cols_per_block != kFusedCols || !tma_box(fn, "tmap_x", p->box_a) ||
+      kernels::int4_mm_sm90(p->in_dtype, best->rows, best->split), &fn));
+  if (fn.info->cols_per_block == 0 || !tma_box(fn, "tmap_x", p->box_a) ||
       !tma_box(fn, "tmap_qw", p->box_b))
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 wgmma kernel lacks its launch facts.",
                 api_name());
   Launch &kp = p->kernel = launch_of(fn);
-  kp.grid = static_cast<unsigned>(fused_col_tiles(*p, *best));
-  // rows per CTA: with multicast the X box is a CTA's share of them
-  kp.grid_y = static_cast<unsigned>((p->m + best->rows - 1) / best->rows);
+  kp.grid =
+      static_cast<unsigned>((p->n[0] + fn.info->cols_per_block - 1) / fn.info->cols_per_block);
+  kp.grid_y = static_cast<unsigned>((p->m + p->box_a[1] - 1) / p->box_a[1]);
   kp.grid_z = static_cast<unsigned>(best->split);   // the split kernels' clusters are 1 x 1 x 2
   p->fused = true;
   if (log_enabled()) log_kernel(device, kp.function, "AUTO: M > 16, " + why);

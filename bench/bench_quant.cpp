@@ -1,6 +1,6 @@
 // bench_quant: libkaio's quantized matmuls against their cuBLAS baselines, in
 // one process on one stream:
-//   int4 W4A16 (GPTQ, group 128, with qzeros, f16 activations, f32 out)
+//   int4 W4A16 (GPTQ, group 128, with qzeros, f16 activations (--bf16: bf16), f32 out)
 //        against cuBLAS f16 GemmEx (f32 out) on the same logical shape;
 //   fused QKV int4 (one launch) against three int4 matmuls;
 //   int8 W8A8 (i32 out) against cuBLASLt i8 -> i32 "TN" (first heuristic).
@@ -17,7 +17,8 @@
 //
 // usage: bench_quant [--iters N] [--quick] [--decode] [--prefill]   (--quick: N = K = 4096 only;
 //        --decode: the int4 and fused QKV rows at M <= 16 only;
-//        --prefill: the int4 rows at M 512, 2048, 4096 only, also timing the one-shot call)
+//        --prefill: the int4 rows at M 512, 2048, 4096 only, also timing the one-shot call;
+//        --bf16: the int4 rows with bf16 activations and scales, against cuBLAS bf16)
 // Exit status: 0 on success, 1 on a failure or mismatch, 2 without a GPU.
 #include <dlfcn.h>
 #include <glob.h>
@@ -78,7 +79,7 @@ using LtMatmulFn = int (*)(Handle, Handle, const void *, const void *, Handle, c
                            Handle, const void *, const void *, Handle, void *, Handle,
                            const void *, void *, size_t, void *);
 
-constexpr int kR16F = 2, kR32F = 0, kR8I = 3, kR32I = 10;  // cudaDataType
+constexpr int kR16F = 2, kR16BF = 14, kR32F = 0, kR8I = 3, kR32I = 10;  // cudaDataType
 constexpr int kCompute32F = 68, kCompute32I = 72;          // cublasComputeType_t
 constexpr int kOpN = 0, kOpT = 1;
 constexpr int kDescTransA = 3, kPrefMaxWorkspace = 1;
@@ -142,12 +143,13 @@ struct Blas {
       lt = nullptr;
   }
 
-  // Row-major Y (M x N, f32) = X (M x K, f16) · W (K x N, f16).
-  void gemm_f16(uint64_t x, uint64_t w, uint64_t y, int64_t m, int64_t n, int64_t k) const {
+  // Row-major Y (M x N, f32) = X (M x K, f16 or bf16) · W (K x N, the same).
+  void gemm_f16(uint64_t x, uint64_t w, uint64_t y, int64_t m, int64_t n, int64_t k,
+                int dt = kR16F) const {
     const float one = 1.0f, zero = 0.0f;
     cublas_check(gemm_ex(handle, kOpN, kOpN, static_cast<int>(n), static_cast<int>(m),
-                         static_cast<int>(k), &one, reinterpret_cast<void *>(w), kR16F,
-                         static_cast<int>(n), reinterpret_cast<void *>(x), kR16F,
+                         static_cast<int>(k), &one, reinterpret_cast<void *>(w), dt,
+                         static_cast<int>(n), reinterpret_cast<void *>(x), dt,
                          static_cast<int>(k), &zero, reinterpret_cast<void *>(y), kR32F,
                          static_cast<int>(n), kCompute32F, -1),
                  "cublasGemmEx");
@@ -259,19 +261,22 @@ struct Ctx {
   const Blas *blas;
   bool failed = false;
   bool one_shot = false;   // --prefill: also time kaio_matmul_int4 (no op handle)
+  kaio_dtype act = KAIO_DTYPE_F16;   // int4 activations and scales (--bf16)
 };
 
 // GPTQ weights of one K x N layer: qweight, qzeros, scales (random) and,
-// for cuBLAS, the same weights dequantized to f16 (K x N).
+// for cuBLAS, the same weights dequantized to f16 or bf16 (K x N).
 struct Layer {
   std::vector<unsigned char> qw, qz, sc, w16;
 };
 
-Layer make_layer(int64_t n, int64_t k, uint32_t seed, bool dequant) {
+Layer make_layer(int64_t n, int64_t k, uint32_t seed, bool dequant,
+                 kaio_dtype dt = KAIO_DTYPE_F16) {
+  const bool bf = dt == KAIO_DTYPE_BF16;
   Layer l;
   l.qw = random_words(k / 8 * n * 4, seed);
   l.qz = random_words(k / kGroup * n / 8 * 4, seed + 1);
-  l.sc = kaio_bench::random_bytes(KAIO_DTYPE_F16, k / kGroup * n, 0.001f, 0.02f, seed + 2);
+  l.sc = kaio_bench::random_bytes(dt, k / kGroup * n, 0.001f, 0.02f, seed + 2);
   if (!dequant) return l;
   const auto *qw = reinterpret_cast<const uint32_t *>(l.qw.data());
   const auto *qz = reinterpret_cast<const uint32_t *>(l.qz.data());
@@ -283,15 +288,18 @@ Layer make_layer(int64_t n, int64_t k, uint32_t seed, bool dequant) {
       const int64_t g = kk / kGroup;
       const int q = (qw[(kk / 8) * n + nn] >> (4 * (kk % 8))) & 15;
       const int z = (qz[g * (n / 8) + nn / 8] >> (4 * (nn % 8))) & 15;
-      w[kk * n + nn] = kaio_bench::to_f16(
-          static_cast<float>((q - z) * kaio_bench::from_f16(sc[g * n + nn])));
+      const double s = bf ? kaio_bench::from_bf16(sc[g * n + nn]) : kaio_bench::from_f16(sc[g * n + nn]);
+      const float v = static_cast<float>((q - z) * s);
+      w[kk * n + nn] = bf ? kaio_bench::to_bf16(v) : kaio_bench::to_f16(v);
     }
   return l;
 }
 
-kaio_matmul_int4_desc int4_desc(int64_t m, int64_t n, int64_t k) {
+kaio_matmul_int4_desc int4_desc(int64_t m, int64_t n, int64_t k,
+                                kaio_dtype dt = KAIO_DTYPE_F16) {
   kaio_matmul_int4_desc d;
   CHECK(kaio_matmul_int4_desc_init(&d, sizeof d));
+  d.in_dtype = dt;
   d.m = m;
   d.n = n;
   d.k = k;
@@ -299,17 +307,18 @@ kaio_matmul_int4_desc int4_desc(int64_t m, int64_t n, int64_t k) {
   return d;
 }
 
-Op int4_op(kaio_device *dev, int64_t m, int64_t n, int64_t k) {
-  const kaio_matmul_int4_desc d = int4_desc(m, n, k);
+Op int4_op(kaio_device *dev, int64_t m, int64_t n, int64_t k, kaio_dtype dt = KAIO_DTYPE_F16) {
+  const kaio_matmul_int4_desc d = int4_desc(m, n, k, dt);
   kaio_op *op = nullptr;
   CHECK(kaio_op_create_matmul_int4(&op, dev, &d));
   return Op(op);
 }
 
 void bench_int4(Ctx &cx, int64_t m, int64_t n, int64_t k) {
-  Layer l = make_layer(n, k, static_cast<uint32_t>(n + k), cx.blas->gemm_ex != nullptr);
-  auto x = kaio_bench::random_bytes(KAIO_DTYPE_F16, m * k, -1, 1, 7);
-  // operands: x, qweight, qzeros, scales, out (kaio). cuBLAS's f16 W (4x the
+  const kaio_dtype dt = cx.act;
+  Layer l = make_layer(n, k, static_cast<uint32_t>(n + k), cx.blas->gemm_ex != nullptr, dt);
+  auto x = kaio_bench::random_bytes(dt, m * k, -1, 1, 7);
+  // operands: x, qweight, qzeros, scales, out (kaio). cuBLAS's 16-bit W (4x the
   // packed bytes) has its own arena: in one set with the int4 operands it made
   // the set over 2x L2 at N >= 8192, so the int4 weights were never rotated and
   // every timed launch re-read the same qweight, partly from L2.
@@ -319,12 +328,12 @@ void bench_int4(Ctx &cx, int64_t m, int64_t n, int64_t k) {
   Arena blas_ar;
   if (cx.blas->gemm_ex)
     blas_ar = make_arena(cx.dev, cx.stream, cx.l2, {x, l.w16, std::vector<unsigned char>(m * n * 4)});
-  Op op = int4_op(cx.dev, m, n, k);
+  Op op = int4_op(cx.dev, m, n, k, dt);
   auto views = [&](uint64_t set, kaio_tensor *t) {
-    t[0] = ar.view(set, 0, KAIO_DTYPE_F16, m, k);
+    t[0] = ar.view(set, 0, dt, m, k);
     t[1] = ar.view(set, 1, KAIO_DTYPE_U32, k / 8, n);
     t[2] = ar.view(set, 2, KAIO_DTYPE_U32, k / kGroup, n / 8);
-    t[3] = ar.view(set, 3, KAIO_DTYPE_F16, k / kGroup, n);
+    t[3] = ar.view(set, 3, dt, k / kGroup, n);
     t[4] = ar.view(set, 4, KAIO_DTYPE_F32, m, n);
   };
   const double kaio_us = cx.timer->median_us([&](uint64_t set) {
@@ -333,12 +342,12 @@ void bench_int4(Ctx &cx, int64_t m, int64_t n, int64_t k) {
     CHECK(kaio_op_launch(op.get(), cx.stream, t, 5));
   }, ar.layout.sets);
   const double wbytes = double(l.qw.size() + l.qz.size() + l.sc.size());
-  std::printf("int4  M=%-5lld N=%-6lld K=%-6lld kaio %9.1f us  %7.0f GB/s of weights",
-              static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
+  std::printf("int4%s M=%-5lld N=%-6lld K=%-6lld kaio %9.1f us  %7.0f GB/s of weights",
+              dt == KAIO_DTYPE_BF16 ? "b" : " ", static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
               kaio_us, wbytes / kaio_us / 1e3);
   double one_us = 0;
   if (cx.one_shot) {   // the one-shot call: the fused kernel wherever the device runs sm_90a
-    const kaio_matmul_int4_desc d = int4_desc(m, n, k);
+    const kaio_matmul_int4_desc d = int4_desc(m, n, k, dt);
     one_us = cx.timer->median_us([&](uint64_t set) {
       kaio_tensor t[5];
       views(set, t);
@@ -348,13 +357,15 @@ void bench_int4(Ctx &cx, int64_t m, int64_t n, int64_t k) {
   }
   if (cx.blas->gemm_ex) {
     const double blas_us = cx.timer->median_us([&](uint64_t set) {
-      cx.blas->gemm_f16(blas_ar.at(set, 0), blas_ar.at(set, 1), blas_ar.at(set, 2), m, n, k);
+      cx.blas->gemm_f16(blas_ar.at(set, 0), blas_ar.at(set, 1), blas_ar.at(set, 2), m, n, k,
+                        dt == KAIO_DTYPE_BF16 ? kR16BF : kR16F);
     }, blas_ar.layout.sets);
     const std::vector<float> got = read_f32(ar.buf.get(), ar.layout.offset(0, 4), m * n, cx.stream);
     const std::vector<float> ref =
         read_f32(blas_ar.buf.get(), blas_ar.layout.offset(0, 2), m * n, cx.stream);
     const double diff = rel_diff(got, ref);
-    std::printf("  cuBLAS f16 %9.1f us  %7.0f GB/s  speedup %5.2fx  diff %.1e%s", blas_us,
+    std::printf("  cuBLAS %s %9.1f us  %7.0f GB/s  speedup %5.2fx  diff %.1e%s",
+                dt == KAIO_DTYPE_BF16 ? "bf16" : "f16", blas_us,
                 double(l.w16.size()) / blas_us / 1e3, blas_us / kaio_us, diff,
                 diff <= 1e-2 ? "" : "  MISMATCH");
     if (cx.one_shot) std::printf("  one-shot %5.2fx", blas_us / one_us);
@@ -495,7 +506,7 @@ double copy_gbps(Ctx &cx) {
 
 int main(int argc, char **argv) {
   int iters = 30;
-  bool quick = false, decode = false, prefill = false;
+  bool quick = false, decode = false, prefill = false, bf16 = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") {
@@ -504,6 +515,8 @@ int main(int argc, char **argv) {
       decode = true;
     } else if (a == "--prefill") {
       prefill = true;
+    } else if (a == "--bf16") {
+      bf16 = true;
     } else if (a == "--iters" && i + 1 < argc) {
       const auto n = kaio_bench::parse_positive(argv[++i]);
       if (!n || *n > 100000) {
@@ -512,7 +525,7 @@ int main(int argc, char **argv) {
       }
       iters = static_cast<int>(*n);
     } else {
-      std::fprintf(stderr, "usage: bench_quant [--iters N] [--quick] [--decode] [--prefill]\n");
+      std::fprintf(stderr, "usage: bench_quant [--iters N] [--quick] [--decode] [--prefill] [--bf16]\n");
       return a == "--help" ? 0 : 1;
     }
   }
@@ -525,6 +538,7 @@ int main(int argc, char **argv) {
     kaio_bench::print_banner("bench_quant", info);
     Blas blas(stream.get());
     Ctx cx{device.get(), stream.get(), info.l2_cache_bytes, &timer, &blas};
+    if (bf16) cx.act = KAIO_DTYPE_BF16;
     std::printf("median of %d launches timed one by one with events after %d warm-ups; operands "
                 "rotated past L2; cuBLAS %s, cuBLASLt %s\n",
                 iters, kaio_bench::kWarmups, blas.gemm_ex ? "found" : "missing",

@@ -61,9 +61,22 @@ Design
     0.69x -> 0.81x / 0.91x / 0.86x cuBLAS f16, M = 2048 one-shot 0.70-0.72x
     -> 0.86-0.88x; ncu at M = 2048, N = K = 4096: tensor pipe 56% -> 72%
     busy (bench_quant --prefill, H100).  A third register set (a3, two steps
-    in flight) measured slower again (M = 512 0.72x / 0.82x / 0.77x).  A whole K step's registers (16) are built at once, in two
-    sets: the four wgmma of step i run (one commit group) while step i+1's
-    set is built; wait_group 1 then frees step i-1's set and its stage.
+    in flight) measured slower again (M = 512 0.72x / 0.82x / 0.77x).
+    Session 15: ncu showed the consumer warps' instruction chain setting the
+    step time (SM pipe, mostly tensor, 67%; L2 31%; 2.2 warps a scheduler,
+    7 cycles an issue); the scale and zero constants are now made only when
+    a step's group is new (row 1 copied unless g = 32), the stage behind by
+    a mask (ptxas made rem.u32 by 4 a division) and X's descriptors by
+    32-bit adds: about 220 -> 180 SASS instructions a K step at g = 128;
+    M = 2048 0.86-0.88x -> 0.90-0.91x, M = 512 0.80x / 0.92x / 0.86x ->
+    0.83x / 0.95x / 0.91x cuBLAS f16 (bf16 at M = 2048 0.83-0.84x ->
+    0.85-0.86x).  Pairs of column tiles in a cluster multicasting X (half
+    the L2 reads of X) measured 1-6% slower on 8 of 18 rows (most f16
+    ones), faster on 4 bf16 ones (ncu 11.2 cycles an issue against 8.1: a
+    pair's CTAs wait on each other's releases), so each CTA loads its X.
+    A whole K step's registers (16) are built at once, in two sets: the
+    four wgmma of step i run (one commit group) while step i+1's set is
+    built; wait_group 1 then frees step i-1's set and its stage.
   * Epilogue: element (n, m) of C^T is C[m][n]; each warpgroup transposes
     its tile through the drained stages and stores 16-byte chunks along C's
     rows (element stores when C is not 16-byte aligned).
@@ -177,6 +190,7 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
         # the same group as the step before (g >= 128): raw already holds it
         skip = k.label("one_group")
         same = k.p("setp.eq.u32", grp, last_grp)
+        k.op("setp.ne.u32 %s, %s, %s" % (fresh, grp, last_grp))
         k.op("mov.u32 %s, %s" % (last_grp, grp))
         k.op("@%s bra.uni %s" % (same, skip))
         for key in raw:
@@ -196,7 +210,11 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
         k.place(skip)
 
     nxt = {(r, ci, x): k.reg("r") for r in range(2) for ci in range(2) for x in range(2)}
-    cur = {key: k.reg("r") for key in nxt}
+    # the scales (both halves) and zero constants of the step being built,
+    # made only when its group is new (fresh): g >= 128 spans several steps
+    sc2 = {(r, ci): k.reg("r") for r in range(2) for ci in range(2)}
+    zm2 = {key: k.reg("r") for key in sc2}
+    fresh = k.reg("p")
     acc = k.regs("f", T.bm // 2)
     # A registers of a whole K step (4 per k16 step), ASETS sets: step i reads
     # set i % ASETS while the next set is built, with up to ASETS - 1 steps in
@@ -205,25 +223,40 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
     # slower still (0.62x cuBLAS against 0.71x), so two it is.
     areg = [k.regs("r", 4 * (BK // 16)) for _ in range(ASETS)]
 
-    def build(a):
-        """Waits for the ring's current stage and dequantizes its weights
-        into a, with the scales and zeros in cur."""
-        ring.wait_full()
-        qws = k.r("mad.lo.u32", ring.s, QW_BYTES, k.r("add.u32", base, T.qw_off))
-        sc2, zm2 = {}, {}
+    def prepare():
+        """sc2 and zm2 from the raw words in nxt (the next step to build's,
+        loaded a step ago) where its group is new; row 1 is row 0's but for
+        g = 32."""
+        skip, copy, done = k.label("same_scales"), k.label("row0_twice"), k.label("scales_made")
+        k.op("@!%s bra.uni %s" % (fresh, skip))
         for r in range(2):
+            if r:
+                k.op("@!%s bra.uni %s" % (g32, copy))
             for ci in range(2):
-                sv, zw = cur[r, ci, 0], cur[r, ci, 1]
-                if r == 1:
-                    sv, zw = (k.r("selp.b32", cur[1, ci, x], cur[0, ci, x], g32) for x in range(2))
-                sc2[r, ci] = k.r("prmt.b32", sv, sv, "0x1010")
+                sv, zw = nxt[r, ci, 0], nxt[r, ci, 1]
+                k.op("prmt.b32 %s, %s, %s, 0x1010" % (sc2[r, ci], sv, sv))
                 z = k.r("and.b32", k.r("shr.u32", zw, zshift[ci]), 15)
                 z = k.r("selp.b32", k.r("add.u32", z, P["zoff"]), 8, zeros)
                 # q and z + zoff are at most 16: they sit in the low mantissa bits of the magic
-                zm2[r, ci] = k.r("or.b32", k.r("mul.lo.u32", z, "0x00010001"), magic)
+                zm = k.r("or.b32", k.r("mul.lo.u32", z, "0x00010001"), magic)
                 if dt == "f16":
                     # (-(1024 + z), -(64 + z)): the constant of the fma below, exact
-                    zm2[r, ci] = k.r("fma.rn.f16x2", zm2[r, ci], neg1, zc_hi)
+                    k.op("fma.rn.f16x2 %s, %s, %s, %s" % (zm2[r, ci], zm, neg1, zc_hi))
+                else:
+                    k.op("mov.b32 %s, %s" % (zm2[r, ci], zm))
+        k.op("bra.uni %s" % done)
+        k.place(copy)
+        for ci in range(2):
+            k.op("mov.b32 %s, %s" % (sc2[1, ci], sc2[0, ci]))
+            k.op("mov.b32 %s, %s" % (zm2[1, ci], zm2[0, ci]))
+        k.place(done)
+        k.place(skip)
+
+    def build(a):
+        """Waits for the ring's current stage and dequantizes its weights
+        into a, with the scales and zeros in sc2, zm2."""
+        ring.wait_full()
+        qws = k.r("mad.lo.u32", ring.s, QW_BYTES, k.r("add.u32", base, T.qw_off))
         if dt == "f16":
             build_f16(a, qws, sc2, zm2)
             return
@@ -268,33 +301,54 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
                                                       sc2[r, ci]))
 
     def next_scales(step):
-        for key in nxt:
-            k.op("mov.u32 %s, %s" % (cur[key], nxt[key]))
+        """The step to build's scales from nxt, then the loads of the one after."""
+        prepare()
         group_loads(step, nxt)
 
     # the empty barriers' base once: releases address stages behind the current one
     ring = Ring(k, bars, STAGES, 0, k.r("add.u32", bars, 8 * STAGES))
+
+    def back(n):
+        """The stage n behind the current one: a mask (ptxas made the ring's
+        rem.u32 by 4 a division, about 12 instructions a step)."""
+        assert STAGES & (STAGES - 1) == 0
+        return k.r("and.b32", k.r("add.u32", ring.s, STAGES - n), STAGES - 1)
+
     it = k.r("mov.u32", 0)
     last_grp = k.r("mov.u32", -1)
     group_loads(it, nxt)
     next_scales(k.r("mov.u32", 1))
     build(areg[0])
     top, drain = k.label("c_step"), k.label("c_drain")
+    # X's descriptors (wgmma.desc: 128-B swizzle, LBO 16, SBO 1024) by 32-bit
+    # adds: the start address field (bits 0-13, shared address >> 4, at most
+    # 227 KiB >> 4) never carries into the rest
+    dhi = k.r("mov.b32", (1024 >> 4) | (1 << 30))
+
+    def xdescs():
+        lo = k.r("or.b32", k.r("shr.u32", k.r("mad.lo.u32", ring.s, T.x_bytes, k.r("add.u32", base, X_OFF)), 4),
+                 (16 >> 4) << 16)
+        out = []
+        for kk in range(BK // 16):
+            d = k.reg("rd")
+            k.op("mov.b64 %s, {%s, %s}" % (d, lo if kk == 0 else k.r("add.u32", lo, 2 * kk), dhi))
+            out.append(d)
+        return out
 
     k.place(top)
     for copy in range(ASETS):
         # the loop body ASETS times, so that the register sets rotate statically
         a, b = areg[copy], areg[(copy + 1) % ASETS]
         wgmma.fence(k)
-        xdesc = wgmma.desc(k, k.r("mad.lo.u32", ring.s, T.x_bytes, k.r("add.u32", base, X_OFF)), 16, 1024)
+        xd = xdescs()
         first = k.p("setp.eq.u32", it, 0)
         for kk in range(BK // 16):
             scale_d = k.p("not.pred", first) if kk == 0 else "1"
-            wgmma.mma(k, dt, T.bm, acc, a[4 * kk:4 * kk + 4], wgmma.advance(k, xdesc, 32 * kk), scale_d)
+            wgmma.mma(k, dt, T.bm, acc, a[4 * kk:4 * kk + 4], xd[kk], scale_d)
         wgmma.commit(k)
         wgmma.wait(k, ASETS - 1)
         k.note("step it - %d is done: its stage goes back, its registers are free" % (ASETS - 1))
-        ring.release(k.p("and.pred", lane0, k.p("setp.ge.u32", it, ASETS - 1)), ring.back(ASETS - 1))
+        ring.release(k.p("and.pred", lane0, k.p("setp.ge.u32", it, ASETS - 1)), back(ASETS - 1))
         ring.advance()
         k.op("add.u32 %s, %s, 1" % (it, it))
         k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", it, nsteps), drain))
@@ -304,8 +358,8 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
     k.place(drain)
     wgmma.wait(k, 0)
     k.note("the last ASETS - 1 steps' stages (those that exist) go back")
-    for back in range(1, ASETS):
-        ring.release(k.p("and.pred", lane0, k.p("setp.ge.u32", it, back)), ring.back(back))
+    for n in range(1, ASETS):
+        ring.release(k.p("and.pred", lane0, k.p("setp.ge.u32", it, n)), back(n))
     if split:
         cluster_sum_and_store(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_)
     else:

@@ -410,6 +410,18 @@ TEST_F(GpuQuantInt4, PrefillTilesOfEverySize) {
   check({300, 128 * 60, 128, 64, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32});
 }
 
+// The unsplit 256-row tile over many column tiles (on a 132-SM H100, 65 column
+// tiles, the last one 72 columns wide, by 2 row tiles: 130 CTAs in one wave):
+// K tails, g = 32 and g >= 128 (scales made once for several steps), the
+// signed format, an op handle with padded rows, and C off a 16-byte boundary
+// (the element-store epilogue).
+TEST_F(GpuQuantInt4, PrefillWideTileOverManyColumns) {
+  const int64_t n = 128 * 64 + 72;
+  check({300, n, 160, 32, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16});
+  check({260, n, 192, 64, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_BF16, KAIO_DTYPE_F32, true, 8});
+  check({500, n, 256, 128, true, 1, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16, false, 0, 1});
+}
+
 TEST_F(GpuQuantInt4, OpHandlesAtPrefillDequantizeIntoTheirWorkspace) {
   check({64, 128, 256, 128, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F32, true});
   check({100, 200, 512, 64, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16, true, 8});

@@ -19,12 +19,10 @@ order (no atomics): deterministic.  dK and dV of a KV head sum over the
 Fused: params = dkdv's + u64 dq_ws, u64 sem, u32 sq_pad, u32 ordered.  Per
 tile, dS^T goes to shared memory and dQ_partial (64 queries x D) = dS K is
 one more wgmma; a writer thread (tid 32) bulk-adds the f32 tile into
-dq_ws [B*Hq, sq_pad, D] (row q's column c at c ^ ((q & 7) << 3)); ordered
-1: the key blocks run in reverse launch order and per (b, hq, 64-query
-block) a u32 semaphore makes them add in descending order; ordered 2
-(wave): key block 0 first, each key block visits its query blocks last
-first, adds in ascending order (dq_writer).  Either way bit-identical sums;
-the last adder puts the semaphore back to 0.  Convert (256 threads, grid
+dq_ws [B*Hq, sq_pad, D] (row q's column c at c ^ ((q & 7) << 3)); ordered:
+the key blocks run in reverse launch order and per (b, hq, 64-query block) a
+u32 semaphore makes them add in descending order (bit-identical sums; the
+last adder puts the semaphore back to 0).  Convert (256 threads, grid
 (ceil(Sq / rows), B * Hq)): params u64 dq_ws, sem, grad, u32 seq_q,
 heads_q, sq_pad, u64 g_bs, g_ss, f32 scale, u32 out_dtype; dQ = scale *
 dq_ws in out_dtype, and dq_ws and the semaphores back to zero.
@@ -393,44 +391,30 @@ def dq_writer(k, L, P, base, bars, b, d, kb, count, coords_of):
     """Thread 32 (producer warpgroup): per tile, once the consumers have
     written the f32 tile, one bulk reduce-add of it into the workspace rows
     (lrow * sq_pad + q0) * D.. (contiguous), then the buffer back to them.
-    ordered (1 or 2): the key blocks of a query block add in a fixed
-    order.  A u32 semaphore per (b, hq, query block) counts the adds done;
-    key block kb waits until it equals the number of key blocks that add
-    before kb, raises it once its add has landed, and the last adder puts
-    it back to 0 for the next launch.  The key blocks that touch query
-    block q are 0..nmax (a key block's first query block, t_first, grows
-    with kb), nmax = last_kb when not causal or when the block reaches
-    seq_q (the partial last block is visited by every key block), else
-    min((q0 + 63 + causal_off) >> 7, last_kb) (signed: causal_off < 0 when
-    Sq > Sk).
-      1: CTA x is key block nkb-1-x, query blocks ascending from t_first
-    (heads outer), adds descending: kb waits for nmax - kb, key block 0
-    adds last.  With a causal mask key block n starts near query block
-    2n, so the higher key blocks reach a block first: little waiting, but
-    key block 0, the longest, is launched last (a tail; with GQA it holds
-    all of the group's heads: 0.87x of the two kernels at 32:8).
-      2 (wave): CTA x is key block x, query blocks DEScending from the last
-    (outer) with the group's heads inner, adds ascending: kb waits for kb,
-    key block nmax adds last.  Tile (h, q) is number (t_count-1-q) * group
-    + h in every key block that touches q, so they all reach it at the
-    same step: each waits for the adds of the lower key blocks at that
-    step (a wavefront lagging by add latency), not for their compute, and
-    the longest CTA (key block 0) starts first.
+    ordered: the key blocks of a query block add in descending order.  A
+    u32 semaphore per (b, hq, query block) counts the adds done; key block
+    kb waits until it equals the number of key blocks above kb that touch
+    the block (nmax - kb, below), raises it once its add has landed, and
+    the last adder (key block 0: the key blocks of a query block are 0..nmax)
+    puts it back to 0 for the next launch.
 
-    Forward progress (both): the adders a CTA waits for (a query head's
-    adders all share its kv head's y = (b, kv head); in 1 the higher key
-    blocks, launched at x' < x; in 2 key block kb - 1 at x - 1) have
-    smaller linear CTA ids (x + y * nkb) and were launched before it.
-    Induction on the id: the CTAs below id i finish (each waits only on
-    lower ids); CTAs are dispatched in id order, so i gets an SM once
-    those free theirs, whatever ids above i hold; then every add it waits
-    for happens.  No deadlock however many key blocks a head has or how
-    few CTAs are resident; CTAs of other heads and batches never wait on
-    each other."""
+    Forward progress: when ordered, CTA x works on key block nkb-1-x
+    (kb, computed by the caller), so the adders a CTA waits for (same y =
+    (b, kv head): a query head's adders all share its kv head's y; higher
+    key blocks) have smaller linear CTA ids (x + y * nkb) and were launched
+    before it.  Induction on the id: the CTAs below id i finish (each
+    waits only on lower ids); CTAs are dispatched in id order, so i gets an
+    SM once those free theirs, whatever ids above i hold; then every add
+    it waits for happens.  No deadlock however many key blocks a head has
+    or how few CTAs are resident; CTAs of other heads and batches never
+    wait on each other.  (The same in-order dispatch the ascending order
+    relied on.)  With a causal mask key block n starts at query block ~2n,
+    so the higher key blocks reach a query block first, and they are the
+    ones launched first: descending, little waiting."""
     ordered = k.p("setp.ne.u32", P["ordered"], 0)
     causal = k.p("setp.ne.u32", P["causal"], 0)
     last_kb = k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1)
-    lastk = k.r("mov.u32", 0)  # the key block that adds last: 0 unless ordered 2
+    first = k.p("setp.eq.u32", kb, 0)
     nqt = k.r("shr.u32", P["sq_pad"], BT.bit_length() - 1)
     ring = Ring(k, bars, L.dq_bufs, L.dq_full(0), L.dq_empty(0))
     done = k.label("w_done")
@@ -450,11 +434,7 @@ def dq_writer(k, L, P, base, bars, b, d, kb, count, coords_of):
     every = k.p("setp.gt.or.u32", k.r("add.u32", q0t, BT), P["seq_q"], "!" + causal)
     lim = k.r("shr.s32", k.r("add.s32", k.r("add.s32", q0t, BT - 1), P["causal_off"]), BM.bit_length() - 1)
     nmax = k.r("selp.b32", last_kb, k.r("min.s32", lim, last_kb), every)
-    k.note("ordered 1: nmax - kb adds before this one, key block 0 adds last;")
-    k.note("ordered 2 (wave): kb adds before it, key block nmax adds last")
-    wave = k.p("setp.eq.u32", P["ordered"], 2)
-    want = k.r("selp.b32", kb, k.r("sub.u32", nmax, kb), wave)
-    k.op("selp.b32 %s, %s, 0, %s" % (lastk, nmax, wave))
+    want = k.r("sub.u32", nmax, kb)
     spin = k.label("spin")
     k.place(spin)
     v = k.r("ld.acquire.gpu.global.u32", "[%s]" % sem)
@@ -472,7 +452,6 @@ def dq_writer(k, L, P, base, bars, b, d, kb, count, coords_of):
     k.place(landed)
     k.op("cp.async.bulk.wait_group 0")
     k.op("fence.proxy.async.global")
-    first = k.p("setp.eq.u32", kb, lastk)
     k.op("@%s st.relaxed.gpu.global.u32 [%s], 0" % (first, sem))
     k.op("@!%s red.release.gpu.global.add.u32 [%s], 1" % (first, sem))
     k.place(freed)
@@ -635,11 +614,9 @@ def dkdv_kernel(dt, d, fused=False):
     heads_kv = k.r("div.u32", P["heads_q"], P["group"])
     _, b, hk = bh_split(k, heads_kv)
     kb = k.r("mov.u32", "%ctaid.x")
-    wave = None
-    if fused:  # ordered 1: key blocks launched in reverse (dq_writer says why)
+    if fused:  # ordered: key blocks launched in reverse (dq_writer says why)
         rev = k.r("sub.u32", k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1), kb)
-        kb = k.r("selp.b32", rev, kb, k.p("setp.eq.u32", P["ordered"], 1))
-        wave = k.p("setp.eq.u32", P["ordered"], 2)
+        kb = k.r("selp.b32", rev, kb, k.p("setp.ne.u32", P["ordered"], 0))
     k0 = k.r("shl.b32", kb, BM.bit_length() - 1)
     causal = k.p("setp.ne.u32", P["causal"], 0)
     # first query any key of the block sees: max(0, k0 - off) when causal
@@ -650,18 +627,8 @@ def dkdv_kernel(dt, d, fused=False):
     total = k.r("mul.lo.u32", P["group"], per_head)
 
     def coords(it):
-        if wave is None:
-            hi = k.r("div.u32", it, per_head)
-            ti = k.r("add.u32", k.r("sub.u32", it, k.r("mul.lo.u32", hi, per_head)), t_first)
-            return k.r("mad.lo.u32", hk, P["group"], hi), k.r("shl.b32", ti, BT.bit_length() - 1)
-        # ordered 2 (wave): query blocks descending (outer), the group's heads
-        # inner, so tile (hi, q) is number (t_count-1-q) * group + hi in every
-        # key block; else heads outer, query blocks ascending from t_first
-        inner = k.r("selp.b32", P["group"], per_head, wave)
-        outer = k.r("div.u32", it, inner)
-        rem = k.r("sub.u32", it, k.r("mul.lo.u32", outer, inner))
-        hi = k.r("selp.b32", rem, outer, wave)
-        ti = k.r("selp.b32", k.r("sub.u32", k.r("sub.u32", t_count, 1), outer), k.r("add.u32", rem, t_first), wave)
+        hi = k.r("div.u32", it, per_head)
+        ti = k.r("add.u32", k.r("sub.u32", it, k.r("mul.lo.u32", hi, per_head)), t_first)
         return k.r("mad.lo.u32", hk, P["group"], hi), k.r("shl.b32", ti, BT.bit_length() - 1)
 
     init_barriers(k, L, bars, tid)

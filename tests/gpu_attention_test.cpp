@@ -416,8 +416,8 @@ TEST_F(GpuAttention, Sm90BlockEdgesMasksHeadsAndStrides) {
   wide.mask = KAIO_ATTENTION_MASK_NONE;
   check(wide, true);
   // From 4096 keys: the fused kernel (dQ through the f32 workspace), every
-  // mask (deterministic: key blocks in reverse, adds in descending order;
-  // causal GQA: key block 0 first, adds in ascending order).
+  // mask (deterministic: key blocks in reverse, adds in descending order),
+  // except causal GQA, which keeps the two kernels when deterministic.
   for (kaio_attention_mask mask :
        {KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL, KAIO_ATTENTION_CAUSAL_TOP_LEFT}) {
     Shape lk = gqa;
@@ -559,8 +559,8 @@ TEST_F(GpuAttention, BackwardIsBitwiseDeterministic) {
 }
 
 // deterministic 0 (the fused kernel, dQ's f32 adds in any order) against 1
-// (the fused kernel's descending key-block order; causal GQA: ascending, key
-// block 0 first): gradients within rounding; 1 twice: bit for bit. Causal
+// (the fused kernel's descending key-block order; causal GQA: the dQ and
+// dK/dV kernels): gradients within rounding; 1 twice: bit for bit. Causal
 // shapes too: key blocks that see no query (Sq 300) and queries that see no
 // key (Sq 4200 > Sk).
 TEST_F(GpuAttention, BackwardNonDeterministicMatchesDeterministic) {
@@ -573,7 +573,7 @@ TEST_F(GpuAttention, BackwardNonDeterministicMatchesDeterministic) {
       s.mask = mask;
       deterministic_against_not(s);
       if (mask == KAIO_ATTENTION_CAUSAL && dim == 128) {
-        s.hkv = s.hq;  // no GQA: the descending order
+        s.hkv = s.hq;  // no GQA: deterministic 1 on the fused kernel too
         deterministic_against_not(s);
       }
     }
@@ -587,7 +587,7 @@ TEST_F(GpuAttention, BackwardNonDeterministicMatchesDeterministic) {
 }
 
 // A head with more key blocks (157 at S 20000) than an H100 holds CTAs:
-// neither deterministic order may deadlock (run it under a timeout).
+// the deterministic order must not deadlock (run it under a timeout).
 TEST_F(GpuAttention, BackwardDeterministicManyKeyBlocks) {
   Shape s;
   s.b = 1;
@@ -595,8 +595,6 @@ TEST_F(GpuAttention, BackwardDeterministicManyKeyBlocks) {
   s.sq = s.sk = 20000;
   s.d = 128;
   s.mask = KAIO_ATTENTION_CAUSAL;
-  deterministic_against_not(s);  // descending order
-  s.hkv = 1;                     // GQA: the wave order
   deterministic_against_not(s);
 }
 

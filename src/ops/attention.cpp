@@ -40,21 +40,11 @@ constexpr int64_t kSm90BwdQueryBlock = 64;
 // The fused sm_90a backward from this many keys on; else the dQ and dK/dV
 // kernels. H100, fused against the two kernels (bench/RESULTS.md, sessions
 // 14 and 15): S 1024 0.57-0.85x; S 4096-16384 non-causal 1.10-1.29x.
-// Causal with deterministic 1: 1.02-1.27x without GQA; causal GQA takes
-// the wave order (fused_order), see bench/RESULTS.md session 15.
+// Causal with deterministic 1: 1.02-1.27x without GQA, 0.87x at Hq:Hkv
+// 32:8 (the adds' order launches each KV head's longest CTA, key block 0
+// with all of the group's query heads, last: a long tail), so causal GQA
+// keeps the two kernels when deterministic.
 constexpr int64_t kSm90FusedMinKeys = 4096;
-
-// The fused kernel's `ordered` parameter (ptx/gen_attention_bwd_sm90.py,
-// dq_writer): 0 adds dQ in any order; 1 launches key blocks in reverse and
-// adds in descending key-block order; 2 (wave) launches key block 0, the
-// longest under a causal mask, first and adds in ascending order. Causal
-// GQA takes 2: under 1 key block 0, with all of the group's query heads,
-// came last (0.87x of the two kernels at Hq:Hkv 32:8, session 15).
-unsigned fused_order(const AttentionPlan &plan) {
-  const kaio_attention_desc &d = plan.desc;
-  if (d.deterministic == 0) return 0;
-  return plan.causal != 0 && d.heads_q != d.heads_kv ? 2u : 1u;
-}
 
 bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
 
@@ -261,7 +251,8 @@ kaio_status plan_unlogged(kaio_device *device,
   int64_t dq_tile = 0, dkdv_tile = 0;
   if (sm90) {
     using kernels::Pass;
-    plan->fused = d.seq_k >= kSm90FusedMinKeys;
+    plan->fused = d.seq_k >= kSm90FusedMinKeys &&
+                  (!plan->causal || d.deterministic == 0 || d.heads_q == d.heads_kv);
     if (plan->fused) {
       KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dq_convert, d.dtype, d.head_dim),
                        &plan->convert, &dq_tile));
@@ -435,7 +426,7 @@ kaio_status run_backward_sm90(const kaio_device *device,
   unsigned sq = static_cast<unsigned>(d.seq_q), sk = static_cast<unsigned>(d.seq_k),
            hq = static_cast<unsigned>(d.heads_q),
            group = static_cast<unsigned>(d.heads_q / d.heads_kv), sq_pad = plan.sq_pad,
-           ordered = fused_order(plan);
+           ordered = d.deterministic != 0 ? 1u : 0u;
   float scale = d.softmax_scale;
   float scale_log2 = static_cast<float>(d.softmax_scale * 1.4426950408889634);
   unsigned causal = plan.causal, causal_off = static_cast<unsigned>(plan.causal_off),

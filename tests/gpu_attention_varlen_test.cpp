@@ -137,9 +137,10 @@ void GpuAttentionVarlen::run(const Case &c, bool backward) {
   auto synced = [&] {
     const kaio_status st = kaio_stream_synchronize(stream());
     EXPECT_EQ(st, flagged ? KAIO_ERROR_OUT_OF_BOUNDS : KAIO_OK) << kaio_last_error();
-    if (flagged)
+    if (flagged) {
       EXPECT_NE(std::string(kaio_last_error()).find("cu_seqlens_"), std::string::npos)
           << kaio_last_error();
+    }
     KT_OK(kaio_stream_synchronize(stream()));
   };
   const uint64_t seed = kt::test_seed() ^ static_cast<uint64_t>(tq * 7919 + tk * 31 + D + c.mask);

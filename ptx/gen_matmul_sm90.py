@@ -10,18 +10,7 @@ Kernels: kaio_matmul_sm90_<in>_<la><lb>[_n128|_n64][_sk], in in {f16, bf16}, la,
 in {n, t}; 40 entries: CTA tiles 128 x 256, and 128 x 128 (_n128, 6 stages)
 and 128 x 64 (_n64, 8 stages, m64n64 wgmma) for shapes with too few tiles to
 fill the SMs; the _n128 and _n64 tiles again as _sk, which sum split-K
-inside the kernel (below).  Plus kaio_matmul_sm90_<in>_n<lb>_n64c2 (4
-entries, la = n): the 128 x 64 tile in clusters of 2 CTAs (.reqnctapercluster
-2, grid.x even) whose work unit is a pair of tiles side by side along N
-(rank r takes n0 + 64 r; a second tile past N loads, computes and stores
-nothing): each CTA loads one 64-row half of the shared A tile (box {64, 64},
-rows m0 + 64 r, clamped as the panels below) and multicasts it into the same
-stage of both; each full barrier expects both halves plus its own B; each
-empty barrier counts both CTAs' consumer warps (16), whose releases arrive
-here and, through mapa, on the partner's (mbarrier.arrive.shared::cluster);
-a cluster barrier follows the barrier init and precedes exit.  A is then
-requested once per pair (16 of the 24 KiB of a K step per SM), as in
-cuBLAS's 128 x 64, 1 x 2 cluster kernel at 1024^3.  "nt" (A M x K row-major, B N x K
+inside the kernel (below).  "nt" (A M x K row-major, B N x K
 row-major: the nn.Linear layout) is the primary one: both operands K-major,
 no transposes.
 
@@ -224,7 +213,6 @@ DEFAULT_CFG = {
     "suffix": "",
     "int8": True,           # also emit the s8 (W8A8) entry of this tile
     "fused": False,         # split-K summed inside the kernel (_sk entries)
-    "pair": False,          # clusters of 2 CTAs along N that multicast A (below)
 }
 
 PARAMS = [(".align 64 .b8", "tmap_a[128]"), (".align 64 .b8", "tmap_b[128]"),
@@ -253,7 +241,7 @@ class Operand:
     """One input operand's stage tile.  rows = BM (A) or BN (B); kmajor: the
     global matrix is K-contiguous (A la = n, B lb = t)."""
 
-    def __init__(self, tag, kmajor, rows, cfg, bk=BK, shared=False):
+    def __init__(self, tag, kmajor, rows, cfg, bk=BK):
         self.tag, self.kmajor, self.rows = tag, kmajor, rows
         self.bytes = rows * BK * 2                  # 128 B per row: bk elements of K
         if kmajor:
@@ -270,12 +258,6 @@ class Operand:
             self.slice = PANEL * BK * 2             # 64 rows of M = one panel
             self.kstep = 16 * 128                   # 16 K rows
             self.lbo, self.sbo, self.trans = cfg["mn_lbo"], cfg["mn_sbo"], 1
-        if shared:
-            # multicast by a pair of CTAs: each loads one 64-row half (a
-            # K-major box of 64 rows, or one MN-major panel) into both
-            assert rows == 2 * PANEL
-            self.box = (bk, PANEL) if kmajor else self.box
-            self.half = PANEL * bk * 2
 
     def tma_line(self, entry, param, dt):
         return "// kaio-tma: %s %s rank=2 dims=%s,%s box=%d,%d swizzle=128 dtype=%s" % (
@@ -567,14 +549,6 @@ def chunk_boundary(k, acc, tot, chunk, cleft):
 # Kernel
 # --------------------------------------------------------------------------
 
-def cluster_barrier(k):
-    """Every thread of both CTAs of a pair (not .aligned: the producer
-    warpgroup arrives diverged); release / acquire orders the barrier
-    inits and the remote arrivals."""
-    k.op("barrier.cluster.arrive.release")
-    k.op("barrier.cluster.wait.acquire")
-
-
 def layout(cfg):
     bn, ncons, stages = cfg["bn"], cfg["consumers"], cfg["stages"]
     bm = 64 * ncons
@@ -638,8 +612,7 @@ def fused_splits(k, P, acc, t, ntiles, nsplit, tid, bars, stages, bm, bn, epi, d
 def matmul_kernel(dt, la, lb, cfg):
     bn, ncons, stages = cfg["bn"], cfg["consumers"], cfg["stages"]
     bm, stage_bytes, bar_off, shared = layout(cfg)
-    fused, pair = cfg["fused"], cfg["pair"]
-    assert not (pair and fused), "a pair's work units are tile pairs: no _sk"
+    fused = cfg["fused"]
     name = "kaio_matmul_sm90_%s_%s%s%s%s" % (dt, la, lb, cfg["suffix"], "_sk" if fused else "")
     sel = {"select": "matmul_sm90_sk"} if fused else {}
     manifest.keys(name, dtype=dt, trans_a=la == "t", trans_b=lb == "t", tile=cfg["suffix"].lstrip("_") or "n256", **sel)
@@ -649,7 +622,7 @@ def matmul_kernel(dt, la, lb, cfg):
     bk, lg_bk = (128, 7) if int8 else (BK, 6)
     manifest.facts(name, tile=[bm, bn, bk])
     assert not int8 or (la, lb) == ("n", "t"), "int8 wgmma takes K-major operands only"
-    A = Operand("A", la == "n", bm, cfg, bk, shared=pair)
+    A = Operand("A", la == "n", bm, cfg, bk)
     B = Operand("B", lb == "t", bn, cfg, bk)
     assert bn % 64 == 0 and 8 <= bn <= 256 and A.bytes % 1024 == 0
     nthreads = 128 * (1 + ncons)
@@ -682,31 +655,14 @@ def matmul_kernel(dt, la, lb, cfg):
         if bm & (bm - 1) == 0 else k.r("div.u32", k.r("add.u32", P["m"], bm - 1), bm)
     tiles_n = k.r("shr.u32", k.r("add.u32", P["n"], bn - 1), (bn).bit_length() - 1) \
         if bn & (bn - 1) == 0 else k.r("div.u32", k.r("add.u32", P["n"], bn - 1), bn)
-    if pair:
-        k.note("pairs: work unit = two tiles side by side along N (the last one's second may lie past N)")
-        units_n = k.r("shr.u32", k.r("add.u32", tiles_n, 1), 1)
-    else:
-        units_n = tiles_n
-    ntiles = k.r("mul.lo.u32", tiles_m, units_n)
+    ntiles = k.r("mul.lo.u32", tiles_m, tiles_n)
     ktiles = k.r("shr.u32", k.r("add.u32", P["k"], bk - 1), lg_bk)
     k.note("split-K: work item t = split * ntiles + tile; split s covers K steps [s*kper, s*kper + kper)")
     kper = k.r("min.u32", k.r("max.u32", P["kper"], 1), ktiles)
     nsplit = k.r("div.u32", k.r("add.u32", ktiles, k.r("sub.u32", kper, 1)), kper)
     nwork = k.r("mul.lo.u32", ntiles, nsplit)
-    if pair:
-        cta = k.r("mov.u32", "%clusterid.x")
-        nctas = k.r("mov.u32", "%nclusterid.x")
-        rank = k.r("mov.u32", "%cluster_ctarank")
-    else:
-        cta = k.r("mov.u32", "%ctaid.x")
-        nctas = k.r("mov.u32", "%nctaid.x")
-
-    def unit(t):
-        """Work unit t -> (m0, n0, first K step, K steps); a pair's rank 1 takes the right tile."""
-        if not pair:
-            return work_item(k, t, ntiles, tiles_m, tiles_n, ktiles, kper, cfg, bm, bn)
-        m0, n0, kbeg, kcnt = work_item(k, t, ntiles, tiles_m, units_n, ktiles, kper, cfg, bm, 2 * bn)
-        return m0, k.r("mad.lo.u32", rank, bn, n0), kbeg, kcnt
+    cta = k.r("mov.u32", "%ctaid.x")
+    nctas = k.r("mov.u32", "%nctaid.x")
 
     k.note("thread 0 (the TMA thread): fetch the tensor maps while the barriers are set up")
     tmaps = [k.rd("cvta.param.u64", k.rd("mov.b64", pname)) for pname in ("tmap_a", "tmap_b")]
@@ -714,11 +670,7 @@ def matmul_kernel(dt, la, lb, cfg):
     for tm in tmaps:
         k.op("@%s prefetch.tensormap [%s]" % (tid0, tm))
     k.note("thread 0: init the full/empty barriers")
-    # pairs: a stage is free once the consumers of both CTAs (A was written into both) read it
-    k.init_mbarriers(tid, bars, Ring.inits(stages, 0, 8 * stages, 4 * ncons * (2 if pair else 1)))
-    if pair:
-        k.note("both CTAs' barriers are initialised before either multicasts or arrives there")
-        cluster_barrier(k)
+    k.init_mbarriers(tid, bars, Ring.inits(stages, 0, 8 * stages, 4 * ncons))
     consumer = k.label("consumer")
     exit_ = k.label("exit")
     k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", wg, 0), consumer))
@@ -728,21 +680,11 @@ def matmul_kernel(dt, la, lb, cfg):
     k.op("setmaxnreg.dec.sync.aligned.u32 %d" % cfg["prod_regs"])
     k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), exit_))
     ring = Ring(k, bars, stages, 0, 8 * stages, mad=True)
-    if pair:
-        last8 = [k.r("and.b32", k.r("sub.u32", P[d], 1), "0xFFFFFFF8") for d in ("m", "n")]
-        mask = k.reg("h")
-        k.op("mov.b16 %s, 3" % mask)
-        ahalf = k.r("mul.lo.u32", rank, A.half)
     t = k.r("mov.u32", cta)
     ptile = k.label("p_tile")
     k.place(ptile)
     k.op("@%s bra %s" % (k.p("setp.ge.u32", t, nwork), exit_))
-    m0, n0, kbeg, kcnt = unit(t)
-    if pair:
-        # this CTA's half of A (rows m0 + 64 rank ..), and B's box kept inside
-        # the matrix for a second tile past N (its output is never stored)
-        arow = k.r("min.u32", k.r("mad.lo.u32", rank, PANEL, m0), last8[0])
-        n0 = k.r("min.u32", n0, last8[1])
+    m0, n0, kbeg, kcnt = work_item(k, t, ntiles, tiles_m, tiles_n, ktiles, kper, cfg, bm, bn)
     kc = k.r("shl.b32", kbeg, lg_bk)
     kt = k.r("mov.u32", 0)
     pk = k.label("p_k")
@@ -750,13 +692,7 @@ def matmul_kernel(dt, la, lb, cfg):
     full = ring.acquire(stage_bytes)
     stage = k.r("mad.lo.u32", ring.s, stage_bytes, base)
     last = {"A": k.r("sub.u32", P["m"], 1), "B": k.r("sub.u32", P["n"], 1)}
-    if pair:
-        k.note("A: this CTA's half into the same stage of both CTAs; each full barrier expects both halves")
-        tma.load_multicast(k, k.r("add.u32", stage, ahalf), tmaps[0], (kc, arow) if A.kmajor else (arow, kc),
-                           full, mask)
     for op, tm, blk, off0 in ((A, tmaps[0], m0, 0), (B, tmaps[1], n0, A.bytes)):
-        if pair and op is A:
-            continue
         for soff, roff in op.boxes:
             # a panel wholly past M/N only feeds output rows/columns that are never
             # stored: start it inside the matrix so that no box is entirely out of
@@ -785,25 +721,12 @@ def matmul_kernel(dt, la, lb, cfg):
     a_slice = k.r("mul.lo.u32", cw, A.slice)
     acc = k.regs("r" if int8 else "f", bn // 2)
     ring = Ring(k, bars, stages, 0, 8 * stages, mad=True)
-    if pair:
-        other = k.r("xor.b32", rank, 1)
-
-    def release(pred, s):
-        """Stage s is read: its empty barrier here and, for a pair, the
-        partner's (whose producer wrote half of this stage's A here)."""
-        ring.release(pred, s)
-        if pair:
-            # the default .release.cta, as CUTLASS's remote arrive: .release.cluster
-            # adds fences (8 SASS instructions) that made every K step about 1300
-            # cycles longer (session 15's first GPU call: 42-57 % of cuBLAS)
-            remote = k.r("mapa.shared::cluster.u32", ring.bar(ring.empty, s), other)
-            k.op("@%s mbarrier.arrive.shared::cluster.b64 _, [%s]" % (pred, remote))
     prev = k.r("mov.u32", 0)
     t = k.r("mov.u32", cta)
     ctile = k.label("c_tile")
     k.place(ctile)
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", t, nwork), exit_))
-    m0, n0, kbeg, kcnt = unit(t)
+    m0, n0, kbeg, kcnt = work_item(k, t, ntiles, tiles_m, tiles_n, ktiles, kper, cfg, bm, bn)
     chunks = chunked(cfg, int8)
     if chunks:
         k.note("long K: chunks of kchunk K steps, each added into f32 totals")
@@ -829,13 +752,13 @@ def matmul_kernel(dt, la, lb, cfg):
     wgmma.commit(k)
     wgmma.wait(k, 1)
     k.note("the group before this one is done: its stage goes back to the producer")
-    release(k.p("and.pred", lane0, notfirst), prev)
+    ring.release(k.p("and.pred", lane0, notfirst), prev)
     k.op("mov.u32 %s, %s" % (prev, ring.s))
     ring.advance()
     k.op("add.u32 %s, %s, 1" % (kt, kt))
     k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", kt, kcnt), ck))
     wgmma.wait(k, 0)
-    release(lane0, prev)
+    ring.release(lane0, prev)
     if chunks:
         k.note("the last chunk plus the totals (-0.0 + x = x: one chunk keeps its bits)")
         for a, x in zip(acc, tot):
@@ -850,18 +773,12 @@ def matmul_kernel(dt, la, lb, cfg):
         k.note("split s > 0 stores its f32 partial sum at c + s * split_elems (the host's workspace)")
         split = k.r("div.u32", t, ntiles)
         Pt = dict(P, c=k.rd("add.u64", P["c"], k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(split), P["split_elems"]), 2)))
-        if pair:
-            k.note("a pair's second tile past N: nothing to store")
-            k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", n0, P["n"]), done))
     value = IntScale(k, P, acc, m0, n0, cw, warp, lane) if int8 else float_value(k, P, acc)
     epilogue(k, Pt, value, m0, n0, cw, warp, lane, bn, done, acc if int8 else None)
     k.place(done)
     k.op("add.u32 %s, %s, %s" % (t, t, nctas))
     k.op("bra.uni %s" % ctile)
     k.place(exit_)
-    if pair:
-        k.note("neither CTA leaves while its partner may still multicast into it or arrive on its barriers")
-        cluster_barrier(k)
     k.op("ret")
 
     doc = [
@@ -870,16 +787,14 @@ def matmul_kernel(dt, la, lb, cfg):
         "CTA tile %d x %d x %d, %d stages, 1 TMA producer + %d wgmma consumer warpgroups." % (
             bm, bn, bk, stages, ncons),
     ] + (["Split-K summed in the kernel: the last CTA to finish a tile's split adds the splits."]
-         if fused else []) + (["Clusters of 2 CTAs (grid.x even) take tiles side by side along N: each loads"
-                               " half of A's rows and multicasts them to both."] if pair else [])
-    grid = ("2*min(ceil(M/%d)*ceil(N/%d),sm_count/2)" % (bm, 2 * bn) if pair
-            else "min(ceil(M/%d)*ceil(N/%d),sm_count)" % (bm, bn))
+         if fused else [])
     ann = [A.tma_line(name, "tmap_a", dt), B.tma_line(name, "tmap_b", dt),
-           "// kaio-launch: %s grid=%s,1,1 block=%d,1,1" % (name, grid, nthreads),
+           "// kaio-launch: %s grid=min(ceil(M/%d)*ceil(N/%d),sm_count),1,1 block=%d,1,1"
+           % (name, bm, bn, nthreads),
            "// kaio-shared-bytes: %s %d" % (name, shared)]
     return k.entry_text(name, "\n".join(doc), ann,
                         INT8_PARAMS if int8 else FUSED_FLOAT_PARAMS if fused else FLOAT_PARAMS,
-                        [".maxntid 384, 1, 1", ".minnctapersm 1"] + ([".reqnctapercluster 2, 1, 1"] if pair else []))
+                        [".maxntid 384, 1, 1", ".minnctapersm 1"])
 
 
 # --------------------------------------------------------------------------
@@ -898,22 +813,14 @@ SLIM_CFG = {"bn": 64, "stages": 8, "suffix": "_n64", "int8": False}
 # so splitting K costs no second launch.
 NARROW_SK_CFG = dict(NARROW_CFG, fused=True, int8=False)
 SLIM_SK_CFG = dict(SLIM_CFG, fused=True)
-# The 128 x 64 tile in clusters of 2 CTAs side by side along N (_n64c2, as
-# cuBLAS's 1024^3 kernel): each CTA loads half of the A tile both use and
-# multicasts it, so an SM requests 16 of the 24 KiB of a K step. A with
-# la = n only (nt, nn: the nn.Linear and the plain row-major layouts).
-PAIR_CFG = dict(SLIM_CFG, pair=True, suffix="_n64c2")
-PAIR_LAYOUTS = ("nt", "nn")
 
 
-def generate(cfgs=(None, NARROW_CFG, SLIM_CFG, NARROW_SK_CFG, SLIM_SK_CFG, PAIR_CFG), layouts=("nt", "nn", "tn", "tt"), dtypes=("f16", "bf16")):
+def generate(cfgs=(None, NARROW_CFG, SLIM_CFG, NARROW_SK_CFG, SLIM_SK_CFG), layouts=("nt", "nn", "tn", "tt"), dtypes=("f16", "bf16")):
     parts = [preamble(__file__), extern_shared(SMEM_SYM, 1024)]
     for extra in cfgs:
         cfg = dict(DEFAULT_CFG, **(extra or {}))
         for dt in dtypes:
             for lay in layouts:
-                if cfg["pair"] and lay not in PAIR_LAYOUTS:
-                    continue
                 parts.append("\n" + matmul_kernel(dt, lay[0], lay[1], cfg))
         # int8 (W8A8): A M x K and B N x K, both K-major, as wgmma requires
         if cfg["int8"]:

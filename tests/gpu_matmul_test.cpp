@@ -239,46 +239,6 @@ TEST_F(GpuMatmul, SixteenBitOutputsOfWholeTiles) {
     }
 }
 
-// Few-tile shapes with A as M x K (nt, nn) run the 128 x 64 tiles in pairs
-// of CTAs side by side along N that multicast A: tiles along N odd (the last
-// pair's second tile lies past N and stores nothing) and even, M tails (a
-// second A half wholly past M), K tails, every output dtype; then the squares
-// and a long K.
-struct PairShape {
-  int64_t m, n, k;
-};
-
-class GpuMatmulPairs : public GpuMatmul {
- protected:
-  void check_all(std::initializer_list<PairShape> shapes) {
-    int idx = 0;
-    for (const PairShape &sh : shapes)
-      for (kaio_trans tb : {KAIO_TRANS_T, KAIO_TRANS_N}) {
-        Case c;
-        c.m = sh.m;
-        c.n = sh.n;
-        c.k = sh.k;
-        c.tb = tb;
-        c.in = (idx % 2) ? KAIO_DTYPE_BF16 : KAIO_DTYPE_F16;
-        c.out = (idx % 3 == 0) ? KAIO_DTYPE_F32 : (idx % 3 == 1) ? KAIO_DTYPE_F16 : KAIO_DTYPE_BF16;
-        c.alpha = (idx % 4 == 3) ? 0.75f : 1.0f;
-        c.beta = (idx % 5 == 2) ? 0.5f : 0.0f;
-        c.pad = (idx % 7 == 3) ? 8 : 0;
-        c.prepared = (idx++ % 2) == 0;
-        check(c);
-      }
-  }
-};
-
-TEST_F(GpuMatmulPairs, OddTilesAndTails) {
-  check_all({{64, 1, 24}, {100, 65, 1000}, {129, 129, 264}, {1, 200, 8}, {256, 1000, 520},
-             {128, 4096, 72}});
-}
-
-TEST_F(GpuMatmulPairs, SquaresAndLongK) {
-  check_all({{300, 321, 4096}, {512, 512, 512}, {768, 768, 768}, {1024, 1024, 1024}});
-}
-
 TEST_F(GpuMatmul, SplitKShapesInPreparedOps) {
   struct Shape {
     int64_t m, n, k;

@@ -367,8 +367,7 @@ TEST_F(FakeRuntime, HopperMatmulSplitsLongKOverIdleSmsInPreparedOps) {
 
   KT_OK(kaio_matmul(s.get(), &t[0], &t[1], &t[2], &desc));
   Launch one = last_launch();
-  EXPECT_EQ(one.name, "kaio_matmul_sm90_f16_nt_n64c2")
-      << "four 64-wide tiles (two pairs) beat one 256-wide";
+  EXPECT_EQ(one.name, "kaio_matmul_sm90_f16_nt_n64") << "four 64-wide tiles beat one 256-wide";
   EXPECT_EQ(one.grid[0], 4u);
   EXPECT_EQ(launch_param<uint32_t>(10), 256u) << "one split: every K step";
   EXPECT_EQ(launch_param<uint64_t>(2), kaio_buffer_device_ptr(c.get()));
@@ -394,31 +393,6 @@ TEST_F(FakeRuntime, HopperMatmulSplitsLongKOverIdleSmsInPreparedOps) {
   EXPECT_EQ(launch_param<float>(7), 0.5f);
   EXPECT_EQ(launch_param<float>(8), 2.0f);
   EXPECT_EQ(launch_param<uint32_t>(9), static_cast<uint32_t>(KAIO_DTYPE_F16));
-}
-
-// Few tiles with A as M x K: the 128 x 64 tiles in clusters of 2 CTAs along
-// N that multicast A (each loads a 64-row half: A's box is 64 x 64), the
-// grid whole clusters (3 tiles along N -> 2 pairs); A as K x M keeps the
-// plain 128 x 64 tiles.
-TEST_F(FakeRuntime, HopperMatmulPairsFewTilesAlongN) {
-  kt::Device d = kt::open_device(0);
-  kt::Stream s = kt::make_stream(d.get());
-  LinearProduct p(d.get(), 128, 192, 1024, KAIO_DTYPE_F16);
-  KT_OK(kaio_matmul(s.get(), &p.t[0], &p.t[1], &p.t[2], &p.desc));
-  Launch l = last_launch();
-  EXPECT_EQ(l.name, "kaio_matmul_sm90_f16_nt_n64c2");
-  EXPECT_EQ(l.grid[0], 4u) << "3 tiles along N, rounded up to 2 pairs";
-  struct Record {
-    uint64_t address, dim0, dim1, stride, box, flags, rest[10];
-  };
-  EXPECT_EQ(launch_param<Record>(0).box, 64u | (uint64_t{64} << 32)) << "half of A's 128 rows";
-  EXPECT_EQ(launch_param<Record>(1).box, 64u | (uint64_t{64} << 32));
-
-  kaio_matmul_desc ta = p.desc;
-  ta.trans_a = KAIO_TRANS_T;
-  kaio_tensor a_km = kaio_tensor_2d(p.a.get(), KAIO_DTYPE_F16, 1024, 128);
-  KT_OK(kaio_matmul(s.get(), &a_km, &p.t[1], &p.t[2], &ta));
-  EXPECT_EQ(last_launch().name, "kaio_matmul_sm90_f16_tt_n64") << "no pairs for A as K x M";
 }
 
 // Where the 128 x 128 or 128 x 64 tiles split K, the _sk kernel sums the

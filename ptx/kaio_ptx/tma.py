@@ -16,12 +16,3 @@ def load(k, dst, tmap, coords, bar, pred=None):
     if given)."""
     k.op(("@%s " % pred if pred else "") + "cp.async.bulk.tensor.%dd.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
          " [%s], [%s, {%s}], [%s]" % (len(coords), dst, tmap, ", ".join(str(c) for c in coords), bar))
-
-
-def load_multicast(k, dst, tmap, coords, bar, mask):
-    """load() into shared dst of every CTA of the cluster in the 16-bit
-    register mask, completing the bytes on each one's mbarrier at bar (the
-    same shared offsets in each)."""
-    k.op("cp.async.bulk.tensor.%dd.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-         ".multicast::cluster [%s], [%s, {%s}], [%s], %s"
-         % (len(coords), dst, tmap, ", ".join(str(c) for c in coords), bar, mask))

@@ -24,16 +24,10 @@ constexpr const KernelInfo &kNarrowKernel =
     kernel_info(kernels::matmul_sm90(KAIO_DTYPE_F16, false, false, kernels::Tile::n128));
 constexpr const KernelInfo &kSlimKernel =
     kernel_info(kernels::matmul_sm90(KAIO_DTYPE_F16, false, false, kernels::Tile::n64));
-// The 128 x 64 tile in clusters of CTAs side by side along N that share A
-// by TMA multicast (A with la = n only: nt and nn).
-constexpr const KernelInfo &kPairKernel =
-    kernel_info(kernels::matmul_sm90(KAIO_DTYPE_F16, false, false, kernels::Tile::n64c2));
 constexpr int64_t kTileM = kWideKernel.tile_m;
 constexpr int64_t kStepK = kWideKernel.tile_k;
 static_assert(kNarrowKernel.tile_m == kTileM && kNarrowKernel.tile_k == kStepK);
 static_assert(kSlimKernel.tile_m == kTileM && kSlimKernel.tile_k == kStepK);
-static_assert(kPairKernel.tile_m == kTileM && kPairKernel.tile_k == kStepK &&
-              kPairKernel.cluster[1] == 1 && kPairKernel.cluster[2] == 1);
 
 // The kernel families: 128 x 256 tiles; 128 x 128 (_n128) and 128 x 64
 // (_n64) for shapes whose wide tiles leave SMs idle. rate is one CTA's
@@ -41,21 +35,15 @@ static_assert(kPairKernel.tile_m == kTileM && kPairKernel.tile_k == kStepK &&
 // 580 for the narrow one; the 128 x 64 tile reached 3.4 TFLOP/s per CTA at
 // M = 128 (64 CTAs, ncu) and 2.7 at 4096^3 (all SMs busy).
 // in_kernel: the family has _sk entries, which sum the splits themselves.
-// cluster: CTAs per cluster along N (tiles along N rounded up to a multiple;
-// such a family never splits K). The pair's rate: 10% over the 128 x 64
-// tile's, as cuBLAS's 2-CTA kernel over ours at 1024^3 (8.03 / 8.83 us, ncu).
 struct TileFamily {
   int64_t tile_n;
   double rate;
   kernels::Tile tile;
   bool in_kernel;
-  int64_t cluster;
 };
-constexpr TileFamily kWide = {kWideKernel.tile_n, 5.5e12, kernels::Tile::n256, false, 1};
-constexpr TileFamily kNarrow = {kNarrowKernel.tile_n, 4.4e12, kernels::Tile::n128, true, 1};
-constexpr TileFamily kSlim = {kSlimKernel.tile_n, 3.3e12, kernels::Tile::n64, true, 1};
-constexpr TileFamily kSlimPair = {kPairKernel.tile_n, 3.6e12, kernels::Tile::n64c2, false,
-                                  kPairKernel.cluster[0]};
+constexpr TileFamily kWide = {kWideKernel.tile_n, 5.5e12, kernels::Tile::n256, false};
+constexpr TileFamily kNarrow = {kNarrowKernel.tile_n, 4.4e12, kernels::Tile::n128, true};
+constexpr TileFamily kSlim = {kSlimKernel.tile_n, 3.3e12, kernels::Tile::n64, true};
 static_assert(kernel_info(kernels::matmul_sm90_sk(KAIO_DTYPE_F16, false, true, kernels::Tile::n64))
                       .tile_n == kSlimKernel.tile_n &&
                   kernel_info(kernels::matmul_sm90_sk(KAIO_DTYPE_F16, false, true,
@@ -97,20 +85,14 @@ struct Choice {
 };
 
 int64_t tiles_of(int64_t m, int64_t n, const TileFamily &f) {
-  const int64_t along_n = (n + f.tile_n - 1) / f.tile_n;
-  return ((m + kTileM - 1) / kTileM) * ((along_n + f.cluster - 1) / f.cluster * f.cluster);
-}
-
-// CTAs of a persistent launch: one per SM at most, whole clusters.
-int64_t ctas_of(int64_t work, int64_t sms, const TileFamily &f) {
-  return std::min(work, std::max(f.cluster, sms / f.cluster * f.cluster));
+  return ((m + kTileM - 1) / kTileM) * ((n + f.tile_n - 1) / f.tile_n);
 }
 
 double modelled_seconds(int64_t m, int64_t n, int64_t k, const TileFamily &f, int64_t splits,
                         int64_t sms) {
   // Tensor cores compute whole tiles, and a CTA with more work items than
   // another runs them one after the other: waves of whole tiles.
-  const int64_t work = tiles_of(m, n, f) * splits, ctas = ctas_of(work, sms, f);
+  const int64_t work = tiles_of(m, n, f) * splits, ctas = std::min(work, sms);
   const int64_t waves = (work + ctas - 1) / ctas;
   const int64_t steps = ((k + kStepK - 1) / kStepK + splits - 1) / splits;
   const double item_flops = 2.0 * kTileM * f.tile_n * steps * kStepK;
@@ -122,17 +104,14 @@ double modelled_seconds(int64_t m, int64_t n, int64_t k, const TileFamily &f, in
 
 // The family and split count the model likes best, keeping every work item
 // in one wave. Splits need a workspace, so only op handles (may_split) get them.
-// The pairs exist for A with la = n (pair_ok).
-Choice choose(int64_t m, int64_t n, int64_t k, int64_t sms, bool may_split, bool pair_ok) {
+Choice choose(int64_t m, int64_t n, int64_t k, int64_t sms, bool may_split) {
   const int64_t ksteps = (k + kStepK - 1) / kStepK;
   Choice best;
   double best_t = modelled_seconds(m, n, k, kWide, 1, sms) * kMinGain;
-  for (const TileFamily *f : {&kWide, &kNarrow, &kSlim, &kSlimPair}) {
-    if (f->cluster > 1 && !pair_ok) continue;
+  for (const TileFamily *f : {&kWide, &kNarrow, &kSlim}) {
     const int64_t tiles = tiles_of(m, n, *f);
     // The reduction's grid.y is a row, so at most 65535 rows split.
-    const int64_t max_splits =
-        may_split && m <= 65535 && f->cluster == 1 ? ksteps / kMinStepsPerSplit : 1;
+    const int64_t max_splits = may_split && m <= 65535 ? ksteps / kMinStepsPerSplit : 1;
     for (int64_t s = 1; s == 1 || (tiles * s <= sms && s <= max_splits); ++s) {
       const double t = modelled_seconds(m, n, k, *f, s, sms);
       if (t < best_t) {
@@ -167,7 +146,7 @@ kaio_status plan_matmul_sm90(kaio_device *device, MatmulPlan *plan, const std::s
   MatmulPlan &p = *plan;
   const int64_t m = p.rows, n = p.cols, sms = device->info.sm_count;
   const int64_t ksteps = (p.k + kStepK - 1) / kStepK;
-  const Choice choice = choose(m, n, p.k, sms, p.prepared, p.trans_a == KAIO_TRANS_N);
+  const Choice choice = choose(m, n, p.k, sms, p.prepared);
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(kernel_for(p, choice), &fn));
   if (!tma_box(fn, "tmap_a", p.box_a) || !tma_box(fn, "tmap_b", p.box_b))
@@ -193,10 +172,9 @@ kaio_status plan_matmul_sm90(kaio_device *device, MatmulPlan *plan, const std::s
     KAIO_TRY(DeviceMemory::allocate(device, static_cast<uint64_t>(p.splits) * m * n * sizeof(float),
                                     &p.workspace));
   }
-  // Persistent: at most one CTA per SM, each walking work items (a pair's
-  // clusters walk pairs of tiles).
+  // Persistent: at most one CTA per SM, each walking work items.
   p.launch.grid = static_cast<unsigned>(
-      ctas_of(tiles_of(m, n, *choice.family) * p.splits, sms, *choice.family));
+      std::min<int64_t>(tiles_of(m, n, *choice.family) * p.splits, sms));
   if (log_enabled())
     log_kernel(device, fn.function,
                "AUTO: " + why +

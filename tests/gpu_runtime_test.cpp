@@ -226,12 +226,9 @@ TEST_F(GpuRuntime, UserKernelWithStaticAndDynamicSharedPastTheDefault) {
       " ld.param.u64 %rd1, [out];\n cvta.to.global.u64 %rd2, %rd1;\n"
       " mul.wide.u32 %rd3, %r1, 4;\n add.s64 %rd2, %rd2, %rd3;\n st.global.u32 [%rd2], %r9;\n"
       " ret;\n}\n";
-  kaio_module *m = nullptr;
-  KT_OK(kaio_module_load_ptx(&m, dev(), ptx));
-  kt::Module gm(m);
-  kaio_kernel *k = nullptr;
-  KT_OK(kaio_module_get_kernel(&k, m, "mix"));
-  kt::Kernel gk(k);
+  const kt::UserKernel mix = kt::load_user_kernel(dev(), ptx, "mix");
+  kaio_kernel *k = mix.get();
+  ASSERT_NE(k, nullptr);
   kaio_kernel_attributes a{};
   a.struct_size = sizeof a;
   KT_OK(kaio_kernel_get_attributes(k, &a));

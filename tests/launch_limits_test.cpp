@@ -69,12 +69,9 @@ TEST_F(LaunchLimits, StaticAndDynamicSharedShareOneLimit) {
       ".visible .entry s(.param .u32 n)\n{\n  .reg .b32 %r<2>;\n"
       "  .shared .align 16 .b8 tile[16384];\n  ld.param.u32 %r1, [n];\n"
       "  st.shared.u32 [tile+16380], %r1;\n  ret;\n}\n";
-  kaio_module *m = nullptr;
-  KT_OK(kaio_module_load_ptx(&m, dev_.get(), ptx));
-  kt::Module mod(m);
-  kaio_kernel *k = nullptr;
-  KT_OK(kaio_module_get_kernel(&k, m, "s"));
-  kt::Kernel kernel(k);
+  const kt::UserKernel s = kt::load_user_kernel(dev_.get(), ptx, "s");
+  kaio_kernel *k = s.get();
+  ASSERT_NE(k, nullptr);
   kaio_kernel_attributes attrs = {};
   attrs.struct_size = sizeof attrs;
   KT_OK(kaio_kernel_get_attributes(k, &attrs));

@@ -82,6 +82,20 @@ Launch last_launch() {
   return l;
 }
 
+UserKernel load_user_kernel(kaio_device *device, const char *ptx, const char *name) {
+  UserKernel u;
+  kaio_module *m = nullptr;
+  kaio_status s = kaio_module_load_ptx(&m, device, ptx);
+  EXPECT_EQ(s, KAIO_OK) << "kaio_module_load_ptx: " << kaio_last_error();
+  u.module.reset(m);
+  if (!m) return u;
+  kaio_kernel *k = nullptr;
+  s = kaio_module_get_kernel(&k, m, name);
+  EXPECT_EQ(s, KAIO_OK) << "kaio_module_get_kernel: " << kaio_last_error();
+  u.kernel.reset(k);
+  return u;
+}
+
 void expect_rejected(kaio_status got, kaio_status expected, const std::vector<const char *> &parts,
                      unsigned long long launches) {
   std::string msg = kaio_last_error();

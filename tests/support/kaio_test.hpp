@@ -28,6 +28,15 @@ using Module = std::unique_ptr<kaio_module, ModuleDeleter>;
 using Kernel = std::unique_ptr<kaio_kernel, KernelDeleter>;
 using Op = std::unique_ptr<kaio_op, OpDeleter>;
 
+// A user PTX module and one of its kernels (the kernel is released first).
+struct UserKernel {
+  Module module;
+  Kernel kernel;
+  kaio_kernel *get() const { return kernel.get(); }
+};
+// Loads ptx on device and gets `name`; a failure fails the test and leaves get() null.
+UserKernel load_user_kernel(kaio_device *device, const char *ptx, const char *name);
+
 // Fails the test with the status name and last error unless `s` is KAIO_OK.
 #define KT_OK(expr)                                                                  \
   do {                                                                              \

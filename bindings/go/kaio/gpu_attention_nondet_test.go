@@ -5,7 +5,6 @@ package kaio_test
 // within 1e-3 relative Frobenius of the deterministic run's (f32 adds in
 // another order, then f16 rounding), dK and dV bit for bit, and two
 // deterministic runs bit for bit. Outputs poisoned (NaN) first.
-// NOT YET RUN ON A GPU (written without device time; skips without one).
 
 import (
 	"slices"

@@ -362,6 +362,34 @@ fn attention_ref(
     (o, lse, dq, dk, dv)
 }
 
+/// Runs `desc`'s backward op on packed BSHD buffers (dO, Q, K, V, O), LSE
+/// and the three gradients, each viewed at the shape `desc` gives it, and
+/// waits for it.
+fn attention_backward(dev: &Device, s: &Stream, desc: &AttentionDesc, fwd: [&Buffer<F16>; 5], lse: &Buffer<f32>, grads: [&Buffer<F16>; 3]) {
+    let (q_rows, k_rows) = (desc.batch * desc.seq_q, desc.batch * desc.seq_k);
+    let (q_cols, k_cols) = (desc.heads_q * desc.head_dim, desc.heads_kv * desc.head_dim);
+    let [dout, q, k, v, o] = fwd;
+    let [dq, dk, dv] = grads;
+    Op::attention_backward(dev, desc)
+        .unwrap()
+        .launch(
+            s,
+            &[
+                dout.view(q_rows, q_cols),
+                q.view(q_rows, q_cols),
+                k.view(k_rows, k_cols),
+                v.view(k_rows, k_cols),
+                o.view(q_rows, q_cols),
+                lse.view(desc.batch * desc.heads_q, desc.seq_q),
+                dq.view(q_rows, q_cols),
+                dk.view(k_rows, k_cols),
+                dv.view(k_rows, k_cols),
+            ],
+        )
+        .unwrap();
+    s.synchronize().unwrap();
+}
+
 #[test]
 fn gpu_attention_forward_backward() {
     let dev = match gpu("gpu_attention_forward_backward") {
@@ -393,14 +421,7 @@ fn gpu_attention_forward_backward() {
         let (dqb, dkb, dvb) = (up(&vec![nan; nq]), up(&vec![nan; nk]), up(&vec![nan; nk]));
         let (qv, kv, vv) = (qb.view(b * sq, hq * d), kb.view(b * sk, hkv * d), vb.view(b * sk, hkv * d));
         kaio::attention(&s, &qv, &kv, &vv, &ob.view(b * sq, hq * d), Some(&lb.view(b * hq, sq)), &desc).unwrap();
-        Op::attention_backward(&dev, &desc)
-            .unwrap()
-            .launch(
-                &s,
-                &[dob.view(b * sq, hq * d), qv, kv, vv, ob.view(b * sq, hq * d), lb.view(b * hq, sq), dqb.view(b * sq, hq * d), dkb.view(b * sk, hkv * d), dvb.view(b * sk, hkv * d)],
-            )
-            .unwrap();
-        s.synchronize().unwrap();
+        attention_backward(&dev, &s, &desc, [&dob, &qb, &kb, &vb, &ob], &lb, [&dqb, &dkb, &dvb]);
         let causal = mask != AttentionMask::None;
         let (o, lse, dq, dk, dv) = attention_ref(&desc, &wide(&q), &wide(&k), &wide(&v), &wide(&dout), mask == AttentionMask::CausalTopLeft, causal);
         let what = format!("attention {:?} {:?}", mask, variant);
@@ -435,7 +456,6 @@ fn gpu_attention_forward_backward() {
 /// backward; elsewhere the same kernels): dQ within 1e-3 of the
 /// deterministic run's (f32 adds in another order, then f16 rounding), dK
 /// and dV bit for bit, and two deterministic runs bit for bit.
-/// NOT YET RUN ON A GPU (written without device time; the fake skips it).
 #[test]
 fn gpu_attention_backward_nondeterministic_matches_deterministic() {
     let dev = match gpu("gpu_attention_backward_nondeterministic_matches_deterministic") {
@@ -461,14 +481,7 @@ fn gpu_attention_backward_nondeterministic_matches_deterministic() {
     let grads = |deterministic: bool| {
         let nan = F16::from_f32(f32::NAN);
         let (dqb, dkb, dvb) = (up(&vec![nan; nq]), up(&vec![nan; nk]), up(&vec![nan; nk]));
-        Op::attention_backward(&dev, &AttentionDesc { deterministic, ..desc })
-            .unwrap()
-            .launch(
-                &s,
-                &[dob.view(b * sq, hq * d), qv, kv, vv, ob.view(b * sq, hq * d), lb.view(b * hq, sq), dqb.view(b * sq, hq * d), dkb.view(b * sk, hkv * d), dvb.view(b * sk, hkv * d)],
-            )
-            .unwrap();
-        s.synchronize().unwrap();
+        attention_backward(&dev, &s, &AttentionDesc { deterministic, ..desc }, [&dob, &qb, &kb, &vb, &ob], &lb, [&dqb, &dkb, &dvb]);
         (dqb.to_vec().unwrap(), dkb.to_vec().unwrap(), dvb.to_vec().unwrap())
     };
     let bits = |x: &[F16]| x.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();

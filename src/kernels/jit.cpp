@@ -6,6 +6,7 @@
 
 #include "core/call_context.hpp"
 #include "core/error.hpp"
+#include "driver/driver_error.hpp"
 
 namespace kaio {
 
@@ -34,6 +35,25 @@ kaio_status jit_load(const kaio_device *device, const char *ptx,
       api_name(), what, device->ordinal, device->info.cc_major, device->info.cc_minor,
       name ? name : "unknown", r, hint, log[0] ? log : "(empty)",
       std::strlen(log) == buffer.size() - 1 ? " [log truncated by the driver's buffer]" : "");
+}
+
+kaio_status static_shared_bytes(const kaio_device *device, cu::CUfunction f, uint32_t *out) {
+  int bytes = 0;
+  if (cu::CUresult r =
+          device->api->cuFuncGetAttribute(&bytes, cu::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f))
+    return fail_driver(r, "cuFuncGetAttribute(SHARED_SIZE_BYTES)");
+  *out = bytes > 0 ? static_cast<uint32_t>(bytes) : 0;
+  return KAIO_OK;
+}
+
+kaio_status fit_dynamic_shared(const kaio_device *device, cu::CUfunction f,
+                               uint32_t static_bytes, uint32_t dynamic) {
+  constexpr uint64_t kDefaultLimit = 48 * 1024;
+  if (uint64_t{static_bytes} + dynamic <= kDefaultLimit) return KAIO_OK;
+  if (cu::CUresult r = device->api->cuFuncSetAttribute(
+          f, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(dynamic)))
+    return fail_driver(r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+  return KAIO_OK;
 }
 
 }  // namespace kaio

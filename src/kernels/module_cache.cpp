@@ -53,12 +53,6 @@ void ModuleCache::release_source_module(const std::string &key) {
   source_modules_.erase(it);
 }
 
-namespace {
-
-constexpr unsigned kDefaultSharedLimit = 48 * 1024;
-
-}  // namespace
-
 kaio_status ModuleCache::function(KernelId id, BuiltinFunction *out) {
   // A selector's "no such kernel": the op asked for keys no generator wrote.
   if (id == KernelId::count)
@@ -111,13 +105,8 @@ kaio_status ModuleCache::function(KernelId id, BuiltinFunction *out) {
   cu::CUfunction f = nullptr;
   if (cu::CUresult r = device_->api->cuModuleGetFunction(&f, module, k.name))
     return fail_driver(r, k.name);
-  // Static .shared counts against the same per-block limit as the dynamic
-  // bytes, and the driver's 48 KiB default covers their sum.
-  int static_shared = 0;
-  if (cu::CUresult r = device_->api->cuFuncGetAttribute(
-          &static_shared, cu::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f))
-    return fail_driver(r, "cuFuncGetAttribute(SHARED_SIZE_BYTES)");
-  const auto fixed = static_cast<unsigned>(std::max(static_shared, 0));
+  uint32_t fixed = 0;  // static .shared: the same per-block limit
+  KAIO_TRY(static_shared_bytes(device_, f, &fixed));
   unsigned shared = k.dynamic_shared_bytes;
   const auto device_max = static_cast<unsigned>(device_->info.max_shared_per_block);
   const unsigned room = device_max > fixed ? device_max - fixed : 0;
@@ -131,11 +120,7 @@ kaio_status ModuleCache::function(KernelId id, BuiltinFunction *out) {
                 "but device %d allows %d.",
                 api_name(), k.name, shared + fixed, fixed, device_->ordinal,
                 device_->info.max_shared_per_block);
-  if (shared + fixed > kDefaultSharedLimit) {
-    if (cu::CUresult r = device_->api->cuFuncSetAttribute(
-            f, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared)))
-      return fail_driver(r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
-  }
+  KAIO_TRY(fit_dynamic_shared(device_, f, fixed, shared));
   BuiltinFunction &r = resolved_[index];
   r.function = f;
   r.info = &k;

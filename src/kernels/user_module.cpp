@@ -1,6 +1,5 @@
 #include "kernels/user_module.hpp"
 
-#include <algorithm>
 #include <cinttypes>
 #include <memory>
 
@@ -14,8 +13,6 @@
 
 namespace kaio {
 namespace {
-
-constexpr uint32_t kDefaultSharedLimit = 48 * 1024;
 
 // Sum of the kernel's parameter sizes at their offsets, as the driver lays
 // them out; -1 when the driver predates cuFuncGetParamInfo (CUDA 12.4).
@@ -84,11 +81,7 @@ kaio_status kernel_get(kaio_module *module, const char *name, kaio_kernel **out)
         api_name(), name);
   if (r) return fail_driver(r, "cuModuleGetFunction");
   k->param_bytes = packed_param_bytes(device->api, k->native);
-  int static_shared = 0;
-  if (cu::CUresult a = device->api->cuFuncGetAttribute(
-          &static_shared, cu::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->native))
-    return fail_driver(a, "cuFuncGetAttribute(SHARED_SIZE_BYTES)");
-  k->static_shared_bytes = static_cast<uint32_t>(std::max(static_shared, 0));
+  KAIO_TRY(static_shared_bytes(device, k->native, &k->static_shared_bytes));
   k->module = module;
   KAIO_TRY(publish_handle(out, k.get()));
   k.release();
@@ -125,12 +118,8 @@ kaio_status kernel_launch(const kaio_kernel &kernel, kaio_stream *stream,
   const kaio_device *device = kernel.module->device;
   ContextScope scope(device);
   KAIO_TRY(scope.status());
-  if (uint64_t{kernel.static_shared_bytes} + config.shared_bytes > kDefaultSharedLimit) {
-    if (cu::CUresult r = device->api->cuFuncSetAttribute(
-            kernel.native, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            static_cast<int>(config.shared_bytes)))
-      return fail_driver(r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
-  }
+  KAIO_TRY(fit_dynamic_shared(device, kernel.native, kernel.static_shared_bytes,
+                              config.shared_bytes));
   void *extra[] = {cu::CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void *>(args),
                    cu::CU_LAUNCH_PARAM_BUFFER_SIZE, &size, cu::CU_LAUNCH_PARAM_END};
   cu::CUresult r = device->api->cuLaunchKernel(

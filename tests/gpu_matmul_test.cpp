@@ -210,11 +210,6 @@ TEST_F(GpuMatmul, DecodeShapesOnTheGemvPath) {
       }
 }
 
-// Few output tiles with a long K: prepared ops on the Hopper path split K
-// over the idle SMs and sum the splits in a second kernel, or in the kernel
-// itself with the 128 x 128 / 128 x 64 tiles (one-shot calls never split,
-// having no workspace). Every layout and output dtype, beta 0
-// (NaN-poisoned C) and not, K not a multiple of the 64-wide K step.
 // 16-bit outputs of whole tiles along N with beta 0 (the epilogue's paired
 // stores; pad 8 keeps C and ldc 16-byte aligned). The taller shapes put the
 // 128 x 256 tiles to work, with a partial last tile row along M; the short
@@ -239,11 +234,19 @@ TEST_F(GpuMatmul, SixteenBitOutputsOfWholeTiles) {
     }
 }
 
+// Few output tiles with a long K: prepared ops on the Hopper path split K
+// over the idle SMs and sum the splits in a second kernel, or in the kernel
+// itself with the 128 x 128 / 128 x 64 tiles (one-shot calls never split,
+// having no workspace). Every layout and output dtype, beta 0
+// (NaN-poisoned C) and not, K not a multiple of the 64-wide K step.
+// Plus the squares 512^3 - 1024^3, whose prepared ops the cost model keeps
+// unsplit (the bench's shapes).
 TEST_F(GpuMatmul, SplitKShapesInPreparedOps) {
   struct Shape {
     int64_t m, n, k;
   } shapes[] = {{17, 300, 4096}, {128, 256, 4104}, {129, 1000, 1000}, {200, 7, 8192},
-                {64, 513, 2048}, {128, 4096, 4096}};
+                {64, 513, 2048}, {128, 4096, 4096}, {512, 512, 512}, {768, 768, 768},
+                {1024, 1024, 1024}};
   int idx = 0;
   for (const Shape &sh : shapes)
     for (int lay = 0; lay < 4; ++lay) {

@@ -63,6 +63,10 @@ static_assert(kernel_info(kernels::matmul_sm90_sk(KAIO_DTYPE_F16, false, true, k
 // K = 4096 / 11008, yet slower than not splitting at K = 4096 (the split
 // kernels run 3-4 us over the DRAM bound above). The model charges both
 // forms the same, so it chooses families and splits as it did before them.
+// The squares 512^3 - 1024^3 agree (session 16): every split the SMs fit in
+// one wave, 2-4 ways on either tile, ran at 0.61-0.79x of the unsplit
+// 128 x 64 tiles; at 512^3 the _sk kernels took 10.0-12.9 us a launch at
+// 2, 3 and 4 splits alike, the unsplit one 7.8-8.0 us.
 constexpr double kDramBandwidth = 2.8e12;
 constexpr double kReduceLaunch = 4.5e-6;
 // Leave the default (wide tiles, one split) only for a predicted gain of at

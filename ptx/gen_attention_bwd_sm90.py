@@ -396,7 +396,9 @@ def dq_writer(k, L, P, base, bars, b, d, kb, count, coords_of):
     kb waits until it equals the number of key blocks above kb that touch
     the block (nmax - kb, below), raises it once its add has landed, and
     the last adder (key block 0: the key blocks of a query block are 0..nmax)
-    puts it back to 0 for the next launch.
+    puts it back to 0 for the next launch.  The writer waits for its turn
+    before it waits for the tile, and hands the tile back as soon as the add
+    has read it (only the semaphore waits for the add to land).
 
     Forward progress: when ordered, CTA x works on key block nkb-1-x
     (kb, computed by the caller), so the adders a CTA waits for (same y =
@@ -424,7 +426,6 @@ def dq_writer(k, L, P, base, bars, b, d, kb, count, coords_of):
     k.place(top)
     h, q0t = coords_of(it)
     lrow = k.r("mad.lo.u32", b, P["heads_q"], h)
-    ring.wait_full(hint="w_full")
     sem = k.rd("add.u64", P["sem"], k.rd("mul.wide.u32", k.r("mad.lo.u32", lrow, nqt,
                                                                 k.r("shr.u32", q0t, BT.bit_length() - 1)), 4))
     turn = k.label("turn")
@@ -440,22 +441,22 @@ def dq_writer(k, L, P, base, bars, b, d, kb, count, coords_of):
     v = k.r("ld.acquire.gpu.global.u32", "[%s]" % sem)
     k.op("@%s bra %s" % (k.p("setp.ne.u32", v, want), spin))
     k.place(turn)
+    ring.wait_full(hint="w_full")  # after the turn: the wait for it overlaps the consumers' tile
     el = k.rd("mul.lo.u64", k.wide(k.r("mad.lo.u32", lrow, P["sq_pad"], q0t)), d * 4)
     src = k.r("add.u32", base, k.r("mad.lo.u32", ring.s, BT * d * 4, L.ds_off + 2 * DS_BYTES))
     k.op("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%s], [%s], %d" % (
         k.rd("add.u64", P["dq_ws"], el), src, BT * d * 4))
     k.op("cp.async.bulk.commit_group")
-    landed, freed = k.label("landed"), k.label("freed")
-    k.op("@%s bra %s" % (ordered, landed))
+    k.note("the tile back to the consumers once read; ordered: then wait for the add to land")
     k.op("cp.async.bulk.wait_group.read 0")
-    k.op("bra.uni %s" % freed)
-    k.place(landed)
+    ring.release(None)
+    landed = k.label("landed")
+    k.op("@!%s bra %s" % (ordered, landed))
     k.op("cp.async.bulk.wait_group 0")
     k.op("fence.proxy.async.global")
     k.op("@%s st.relaxed.gpu.global.u32 [%s], 0" % (first, sem))
     k.op("@!%s red.release.gpu.global.add.u32 [%s], 1" % (first, sem))
-    k.place(freed)
-    ring.release(None)
+    k.place(landed)
     ring.advance()
     k.op("add.u32 %s, %s, 1" % (it, it))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", it, count), top))

@@ -241,6 +241,16 @@ class Consumer:
             wgmma.mma(k, self.dt, self.d, acc, a_regs[4 * j:4 * j + 4], wgmma.advance(k, bd, 16 * 128 * j), 1,
                       trans_b=1)
 
+    def gemm_ss_t(self, acc, tile_a, tile_b, panel_bytes):
+        """acc (64 x D) += A (64 x 64, K-major: this warpgroup's 64 rows of
+        the 128-row tile at tile_a) * B (as gemm_rs)."""
+        k = self.k
+        ad = wgmma.desc(k, k.r("add.u32", tile_a, k.r("shl.b32", self.cw, 13)), 16, 1024)
+        bd = wgmma.desc(k, tile_b, panel_bytes, 1024)
+        for j in range(BT // 16):
+            wgmma.mma(k, self.dt, self.d, acc, wgmma.advance(k, ad, 32 * j), wgmma.advance(k, bd, 16 * 128 * j), 1,
+                      trans_b=1)
+
     def next_stage(self, ring, it, count, top):
         """After the stage's last wgmma: wait for it, hand the stage back to
         the producer, move the ring on and loop while ++it < count."""
@@ -331,7 +341,7 @@ def consumers_sync(k):
     k.op("bar.sync 1, 256")
 
 
-def dq_partial(k, C, L, Q, ds, ring, it, issue_dk):
+def dq_partial(k, C, L, Q, ds, ring, it, issue_dk, tail=True):
     """After the tile's dV wgmma is issued: dS^T into shared memory (buffer
     it & 1, so a warpgroup never overwrites what the other still reads),
     dQ_partial (64 queries x 64 columns) = dS (A: dS^T MN-major) K (B: K
@@ -339,10 +349,12 @@ def dq_partial(k, C, L, Q, ds, ring, it, issue_dk):
     own group) so that the f32 tile goes to shared memory for the writer
     (dq_writer) while dK runs.  D 64: dK first (the warpgroups take turns
     at dQ, and a wgmma after that divergent branch would make ptxas
-    serialize every wgmma of the kernel)."""
+    serialize every wgmma of the kernel).  tail: then wait for dK and hand
+    the stage back (else the caller does, after the next tile's S^T and
+    dP^T are issued)."""
     split = L.panels > 1
     if not split:
-        issue_dk()
+        issue_dk(None)
     dsb = k.r("add.u32", Q.ds_base, k.r("shl.b32", k.r("and.b32", it, 1), DS_BYTES.bit_length() - 1))
     wbase = k.r("add.u32", dsb, Q.w_off)
     for c in range(BT // 8):
@@ -365,7 +377,7 @@ def dq_partial(k, C, L, Q, ds, ring, it, issue_dk):
     wgmma.commit(k)
     k.place(skip)
     if split:
-        issue_dk()
+        issue_dk(dsb)
     wgmma.wait(k, 1 if split else 0)  # dV and dQ done (split: dK in flight)
     Q.ring.wait_empty(hint="c_dq_empty")
     written = k.label("dq_written")
@@ -382,6 +394,8 @@ def dq_partial(k, C, L, Q, ds, ring, it, issue_dk):
     k.op("fence.proxy.async.shared::cta")
     mbarrier.arrive(k, Q.ring.bar(Q.ring.full))
     Q.ring.advance()
+    if not tail:
+        return
     if split:
         wgmma.wait(k, 0)
     ring.release(C.lane0)
@@ -660,12 +674,32 @@ def dkdv_kernel(dt, d, fused=False):
     k.wait(k.r("add.u32", bars, L.fixed_full), 0, "fixed_full")
     ring = C.ring()
     it = k.r("mov.u32", 0)
+    # D 128: tile it+1's S^T and dP^T are issued before tile it's dK wgmma
+    # is waited for, so the tensor cores run them back to back (D 64's dQ
+    # branch would make ptxas serialize the wgmmas: there, one tile at a time)
+    pipe = fused and L.panels > 1
+
+    def issue_sdp(i):
+        """S^T and dP^T of tile i (its stage's full wait first), two groups."""
+        stats_init(k, Q, S, dP, i)
+        ring.wait_full()
+        sa = C.stage(ring.s)
+        wgmma.fence(k)
+        C.gemm_kmajor(S, C.fixed[0], sa, BT, False)
+        wgmma.commit(k)
+        C.gemm_kmajor(dP, C.fixed[1], k.r("add.u32", sa, L.st_bytes), BT, False)
+        wgmma.commit(k)
+
+    if pipe:
+        issue_sdp(it)
     top = k.label("c_tile")
     k.place(top)
     h, q0t = coords(it)
     k.note("S^T starts at -LSE[col] / scale and dP^T at -Dv[col], so the wgmma")
     k.note("leaves S^T - LSE / scale and dP^T - Dv: no per-column registers stay live")
-    if fused:
+    if pipe:
+        c0 = k.r("add.u32", q0t, C.t2)
+    elif fused:
         c0 = k.r("add.u32", q0t, C.t2)
         stats_init(k, Q, S, dP, it)
     else:
@@ -685,19 +719,25 @@ def dkdv_kernel(dt, d, fused=False):
                 for v in (e, e + 2):
                     k.op("mov.f32 %s, %s" % (S[4 * c + v], ls))
                     k.op("mov.f32 %s, %s" % (dP[4 * c + v], ndv))
-    ring.wait_full()
-    st = C.stage(ring.s)
-    st_do = k.r("add.u32", st, L.st_bytes)
-    wgmma.fence(k)
-    C.gemm_kmajor(S, C.fixed[0], st, BT, False)
-    if fused:  # exp2 of S^T overlaps the dP^T wgmma; the next tile's columns load meanwhile
+    if pipe:
+        st = C.stage(ring.s)
+        st_do = k.r("add.u32", st, L.st_bytes)
+    else:
+        ring.wait_full()
+        st = C.stage(ring.s)
+        st_do = k.r("add.u32", st, L.st_bytes)
+        wgmma.fence(k)
+        C.gemm_kmajor(S, C.fixed[0], st, BT, False)
+        if fused:  # exp2 of S^T overlaps the dP^T wgmma; the next tile's columns load meanwhile
+            wgmma.commit(k)
+        C.gemm_kmajor(dP, C.fixed[1], st_do, BT, False)
         wgmma.commit(k)
-    C.gemm_kmajor(dP, C.fixed[1], st_do, BT, False)
-    wgmma.commit(k)
     if fused:
         nxt = k.r("add.u32", it, 1)
         stat = stats_fetch(k, P, Q, b, nxt, total, coords, inv_scale)
         wgmma.wait(k, 1)
+        if pipe:  # the previous tile's dK is done too: its stage back to the producer
+            ring.release(k.p("setp.ne.and.u32", it, 0, C.lane0), s=ring.back(1))
     else:
         wgmma.wait(k, 0)
     for x in S:
@@ -726,12 +766,27 @@ def dkdv_kernel(dt, d, fused=False):
         k.op("mul.f32 %s, %s, %s" % (x, x, S[i]))
     ds = C.pack(dP)
 
-    def issue_dk():
+    def issue_dk(dsb=None):
         wgmma.fence(k)
-        C.gemm_rs(dK, ds, st, L.st_panel)
+        if pipe:  # A = this warpgroup's dS^T rows in shared memory: no registers in flight
+            C.gemm_ss_t(dK, dsb, st, L.st_panel)
+        else:
+            C.gemm_rs(dK, ds, st, L.st_panel)
         wgmma.commit(k)
 
-    if fused:
+    if pipe:
+        stats_store(k, Q, stat, nxt)
+        dq_partial(k, C, L, Q, ds, ring, it, issue_dk, tail=False)
+        last = k.label("last_tile")
+        k.op("add.u32 %s, %s, 1" % (it, it))
+        k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", it, total), last))
+        ring.advance()
+        issue_sdp(it)
+        k.op("bra.uni %s" % top)
+        k.place(last)
+        wgmma.wait(k, 0)
+        ring.release(C.lane0)
+    elif fused:
         stats_store(k, Q, stat, nxt)
         dq_partial(k, C, L, Q, ds, ring, it, issue_dk)
         ring.advance()

@@ -241,16 +241,6 @@ class Consumer:
             wgmma.mma(k, self.dt, self.d, acc, a_regs[4 * j:4 * j + 4], wgmma.advance(k, bd, 16 * 128 * j), 1,
                       trans_b=1)
 
-    def gemm_ss_t(self, acc, tile_a, tile_b, panel_bytes):
-        """acc (64 x D) += A (64 x 64, K-major: this warpgroup's 64 rows of
-        the 128-row tile at tile_a) * B (as gemm_rs)."""
-        k = self.k
-        ad = wgmma.desc(k, k.r("add.u32", tile_a, k.r("shl.b32", self.cw, 13)), 16, 1024)
-        bd = wgmma.desc(k, tile_b, panel_bytes, 1024)
-        for j in range(BT // 16):
-            wgmma.mma(k, self.dt, self.d, acc, wgmma.advance(k, ad, 32 * j), wgmma.advance(k, bd, 16 * 128 * j), 1,
-                      trans_b=1)
-
     def next_stage(self, ring, it, count, top):
         """After the stage's last wgmma: wait for it, hand the stage back to
         the producer, move the ring on and loop while ++it < count."""
@@ -341,7 +331,7 @@ def consumers_sync(k):
     k.op("bar.sync 1, 256")
 
 
-def dq_partial(k, C, L, Q, ds, ring, it, issue_dk, tail=True):
+def dq_partial(k, C, L, Q, ds, ring, it, issue_dk):
     """After the tile's dV wgmma is issued: dS^T into shared memory (buffer
     it & 1, so a warpgroup never overwrites what the other still reads),
     dQ_partial (64 queries x 64 columns) = dS (A: dS^T MN-major) K (B: K
@@ -349,12 +339,10 @@ def dq_partial(k, C, L, Q, ds, ring, it, issue_dk, tail=True):
     own group) so that the f32 tile goes to shared memory for the writer
     (dq_writer) while dK runs.  D 64: dK first (the warpgroups take turns
     at dQ, and a wgmma after that divergent branch would make ptxas
-    serialize every wgmma of the kernel).  tail: then wait for dK and hand
-    the stage back (else the caller does, after the next tile's S^T and
-    dP^T are issued)."""
+    serialize every wgmma of the kernel)."""
     split = L.panels > 1
     if not split:
-        issue_dk(None)
+        issue_dk()
     dsb = k.r("add.u32", Q.ds_base, k.r("shl.b32", k.r("and.b32", it, 1), DS_BYTES.bit_length() - 1))
     wbase = k.r("add.u32", dsb, Q.w_off)
     for c in range(BT // 8):
@@ -377,7 +365,7 @@ def dq_partial(k, C, L, Q, ds, ring, it, issue_dk, tail=True):
     wgmma.commit(k)
     k.place(skip)
     if split:
-        issue_dk(dsb)
+        issue_dk()
     wgmma.wait(k, 1 if split else 0)  # dV and dQ done (split: dK in flight)
     Q.ring.wait_empty(hint="c_dq_empty")
     written = k.label("dq_written")
@@ -394,8 +382,6 @@ def dq_partial(k, C, L, Q, ds, ring, it, issue_dk, tail=True):
     k.op("fence.proxy.async.shared::cta")
     mbarrier.arrive(k, Q.ring.bar(Q.ring.full))
     Q.ring.advance()
-    if not tail:
-        return
     if split:
         wgmma.wait(k, 0)
     ring.release(C.lane0)
@@ -410,9 +396,7 @@ def dq_writer(k, L, P, base, bars, b, d, kb, count, coords_of):
     kb waits until it equals the number of key blocks above kb that touch
     the block (nmax - kb, below), raises it once its add has landed, and
     the last adder (key block 0: the key blocks of a query block are 0..nmax)
-    puts it back to 0 for the next launch.  The writer waits for its turn
-    before it waits for the tile, and hands the tile back as soon as the add
-    has read it (only the semaphore waits for the add to land).
+    puts it back to 0 for the next launch.
 
     Forward progress: when ordered, CTA x works on key block nkb-1-x
     (kb, computed by the caller), so the adders a CTA waits for (same y =
@@ -440,6 +424,7 @@ def dq_writer(k, L, P, base, bars, b, d, kb, count, coords_of):
     k.place(top)
     h, q0t = coords_of(it)
     lrow = k.r("mad.lo.u32", b, P["heads_q"], h)
+    ring.wait_full(hint="w_full")
     sem = k.rd("add.u64", P["sem"], k.rd("mul.wide.u32", k.r("mad.lo.u32", lrow, nqt,
                                                                 k.r("shr.u32", q0t, BT.bit_length() - 1)), 4))
     turn = k.label("turn")
@@ -455,22 +440,22 @@ def dq_writer(k, L, P, base, bars, b, d, kb, count, coords_of):
     v = k.r("ld.acquire.gpu.global.u32", "[%s]" % sem)
     k.op("@%s bra %s" % (k.p("setp.ne.u32", v, want), spin))
     k.place(turn)
-    ring.wait_full(hint="w_full")  # after the turn: the wait for it overlaps the consumers' tile
     el = k.rd("mul.lo.u64", k.wide(k.r("mad.lo.u32", lrow, P["sq_pad"], q0t)), d * 4)
     src = k.r("add.u32", base, k.r("mad.lo.u32", ring.s, BT * d * 4, L.ds_off + 2 * DS_BYTES))
     k.op("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%s], [%s], %d" % (
         k.rd("add.u64", P["dq_ws"], el), src, BT * d * 4))
     k.op("cp.async.bulk.commit_group")
-    k.note("the tile back to the consumers once read; ordered: then wait for the add to land")
+    landed, freed = k.label("landed"), k.label("freed")
+    k.op("@%s bra %s" % (ordered, landed))
     k.op("cp.async.bulk.wait_group.read 0")
-    ring.release(None)
-    landed = k.label("landed")
-    k.op("@!%s bra %s" % (ordered, landed))
+    k.op("bra.uni %s" % freed)
+    k.place(landed)
     k.op("cp.async.bulk.wait_group 0")
     k.op("fence.proxy.async.global")
     k.op("@%s st.relaxed.gpu.global.u32 [%s], 0" % (first, sem))
     k.op("@!%s red.release.gpu.global.add.u32 [%s], 1" % (first, sem))
-    k.place(landed)
+    k.place(freed)
+    ring.release(None)
     ring.advance()
     k.op("add.u32 %s, %s, 1" % (it, it))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", it, count), top))
@@ -674,32 +659,12 @@ def dkdv_kernel(dt, d, fused=False):
     k.wait(k.r("add.u32", bars, L.fixed_full), 0, "fixed_full")
     ring = C.ring()
     it = k.r("mov.u32", 0)
-    # D 128: tile it+1's S^T and dP^T are issued before tile it's dK wgmma
-    # is waited for, so the tensor cores run them back to back (D 64's dQ
-    # branch would make ptxas serialize the wgmmas: there, one tile at a time)
-    pipe = fused and L.panels > 1
-
-    def issue_sdp(i):
-        """S^T and dP^T of tile i (its stage's full wait first), two groups."""
-        stats_init(k, Q, S, dP, i)
-        ring.wait_full()
-        sa = C.stage(ring.s)
-        wgmma.fence(k)
-        C.gemm_kmajor(S, C.fixed[0], sa, BT, False)
-        wgmma.commit(k)
-        C.gemm_kmajor(dP, C.fixed[1], k.r("add.u32", sa, L.st_bytes), BT, False)
-        wgmma.commit(k)
-
-    if pipe:
-        issue_sdp(it)
     top = k.label("c_tile")
     k.place(top)
     h, q0t = coords(it)
     k.note("S^T starts at -LSE[col] / scale and dP^T at -Dv[col], so the wgmma")
     k.note("leaves S^T - LSE / scale and dP^T - Dv: no per-column registers stay live")
-    if pipe:
-        c0 = k.r("add.u32", q0t, C.t2)
-    elif fused:
+    if fused:
         c0 = k.r("add.u32", q0t, C.t2)
         stats_init(k, Q, S, dP, it)
     else:
@@ -719,25 +684,19 @@ def dkdv_kernel(dt, d, fused=False):
                 for v in (e, e + 2):
                     k.op("mov.f32 %s, %s" % (S[4 * c + v], ls))
                     k.op("mov.f32 %s, %s" % (dP[4 * c + v], ndv))
-    if pipe:
-        st = C.stage(ring.s)
-        st_do = k.r("add.u32", st, L.st_bytes)
-    else:
-        ring.wait_full()
-        st = C.stage(ring.s)
-        st_do = k.r("add.u32", st, L.st_bytes)
-        wgmma.fence(k)
-        C.gemm_kmajor(S, C.fixed[0], st, BT, False)
-        if fused:  # exp2 of S^T overlaps the dP^T wgmma; the next tile's columns load meanwhile
-            wgmma.commit(k)
-        C.gemm_kmajor(dP, C.fixed[1], st_do, BT, False)
+    ring.wait_full()
+    st = C.stage(ring.s)
+    st_do = k.r("add.u32", st, L.st_bytes)
+    wgmma.fence(k)
+    C.gemm_kmajor(S, C.fixed[0], st, BT, False)
+    if fused:  # exp2 of S^T overlaps the dP^T wgmma; the next tile's columns load meanwhile
         wgmma.commit(k)
+    C.gemm_kmajor(dP, C.fixed[1], st_do, BT, False)
+    wgmma.commit(k)
     if fused:
         nxt = k.r("add.u32", it, 1)
         stat = stats_fetch(k, P, Q, b, nxt, total, coords, inv_scale)
         wgmma.wait(k, 1)
-        if pipe:  # the previous tile's dK is done too: its stage back to the producer
-            ring.release(k.p("setp.ne.and.u32", it, 0, C.lane0), s=ring.back(1))
     else:
         wgmma.wait(k, 0)
     for x in S:
@@ -766,27 +725,12 @@ def dkdv_kernel(dt, d, fused=False):
         k.op("mul.f32 %s, %s, %s" % (x, x, S[i]))
     ds = C.pack(dP)
 
-    def issue_dk(dsb=None):
+    def issue_dk():
         wgmma.fence(k)
-        if pipe:  # A = this warpgroup's dS^T rows in shared memory: no registers in flight
-            C.gemm_ss_t(dK, dsb, st, L.st_panel)
-        else:
-            C.gemm_rs(dK, ds, st, L.st_panel)
+        C.gemm_rs(dK, ds, st, L.st_panel)
         wgmma.commit(k)
 
-    if pipe:
-        stats_store(k, Q, stat, nxt)
-        dq_partial(k, C, L, Q, ds, ring, it, issue_dk, tail=False)
-        last = k.label("last_tile")
-        k.op("add.u32 %s, %s, 1" % (it, it))
-        k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", it, total), last))
-        ring.advance()
-        issue_sdp(it)
-        k.op("bra.uni %s" % top)
-        k.place(last)
-        wgmma.wait(k, 0)
-        ring.release(C.lane0)
-    elif fused:
+    if fused:
         stats_store(k, Q, stat, nxt)
         dq_partial(k, C, L, Q, ds, ring, it, issue_dk)
         ring.advance()

@@ -77,6 +77,14 @@ Design
     A whole K step's registers (16) are built at once, in two sets: the
     four wgmma of step i run (one commit group) while step i+1's set is
     built; wait_group 1 then frees step i-1's set and its stage.
+    Session 16: the consumer loop is emitted once per stage (4 copies), so
+    the stage's barriers, qweight words and X descriptors are constant
+    offsets (no ring index or phase arithmetic; 2 R2UR a step for X's
+    descriptors where there were 8): issued instructions -9%, M = 2048
+    -2% (f16) and -4-6% (bf16), M = 512 -1-2% (f16) and -1-5% (bf16)
+    (bench_quant --prefill, H100, timed in the same call as main).
+    Per-warp cycles an issue went 8.15 -> 8.79: what is left is the
+    dequantization's own latency chain with two consumer warps a scheduler.
   * Epilogue: element (n, m) of C^T is C[m][n]; each warpgroup transposes
     its tile through the drained stages and stores 16-byte chunks along C's
     rows (element stores when C is not 16-byte aligned).
@@ -84,7 +92,7 @@ Design
 
 import sys
 
-from kaio_ptx import cli, manifest, tma, wgmma
+from kaio_ptx import cli, manifest, mbarrier, tma, wgmma
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.ring import Ring
@@ -252,13 +260,20 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
         k.place(done)
         k.place(skip)
 
-    def build(a):
-        """Waits for the ring's current stage and dequantizes its weights
-        into a, with the scales and zeros in sc2, zm2."""
-        ring.wait_full()
-        qws = k.r("mad.lo.u32", ring.s, QW_BYTES, k.r("add.u32", base, T.qw_off))
+    # the qweight words' addresses: this thread's columns in the stage-0 copy;
+    # a stage and a word are immediate offsets from these (the loop below has
+    # one copy per stage)
+    qcol = [k.r("add.u32", k.r("add.u32", base, T.qw_off), k.r("shl.b32", c, 2)) for c in cols]
+
+    def build(a, s, ph):
+        """Waits for stage s (a constant) to fill in phase ph and dequantizes
+        its weights into a, with the scales and zeros in sc2, zm2."""
+        mbarrier.wait(k, k.r("add.u32", bars, 8 * s), ph, "c_full")
+
+        def word(ci, row):
+            return k.r("ld.shared.b32", "[%s+%d]" % (qcol[ci], s * QW_BYTES + row * BN * 4))
         if dt == "f16":
-            build_f16(a, qws, sc2, zm2)
+            build_f16(a, word, sc2, zm2)
             return
         for kk in range(BK // 16):
             r = 0 if kk < 2 else 1
@@ -266,8 +281,7 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
                 # a_(2w + ci): column g + 8 ci, word 2kk + w; byte t of each word holds its
                 # nibbles (2t, 2t+1).  Both bytes into one register, low and high nibbles
                 # apart under the exponent byte, then each f16x2 (bf16x2) is one byte permute
-                words = [k.r("ld.shared.b32", "[%s]" % k.r("add.u32", qws, k.r(
-                    "shl.b32", k.r("add.u32", cols[ci], (2 * kk + w) * BN), 2))) for ci in range(2)]
+                words = [word(ci, 2 * kk + w) for ci in range(2)]
                 both = k.r("xor.b32", k.r("prmt.b32", words[0], words[1], bsel), P["xmask"])
                 lows = k.r("lop3.b32", both, "0x0F0F", hi_bytes, "0xEA")
                 highs = k.r("lop3.b32", k.r("shr.u32", both, 4), "0x0F0F", hi_bytes, "0xEA")
@@ -288,14 +302,13 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
     # f16x2 constants (no immediates there): (-1, -1), (0, 960), (1, 1/16)
     neg1, zc_hi, nib_mul = (k.r("mov.b32", c) for c in ("0xBC00BC00", "0x63800000", "0x2C003C00"))
 
-    def build_f16(a, qws, sc2, zc):
+    def build_f16(a, word, sc2, zc):
         for kk in range(BK // 16):
             r = 0 if kk < 2 else 1
             for w in range(2):
                 for ci in range(2):
-                    word = k.r("ld.shared.b32", "[%s]" % k.r("add.u32", qws, k.r(
-                        "shl.b32", k.r("add.u32", cols[ci], (2 * kk + w) * BN), 2)))
-                    x = k.r("lop3.b32", k.r("prmt.b32", word, word, tsel), nmask, cmagic, "0x6A")
+                    wd = word(ci, 2 * kk + w)
+                    x = k.r("lop3.b32", k.r("prmt.b32", wd, wd, tsel), nmask, cmagic, "0x6A")
                     k.op("mul.rn.f16x2 %s, %s, %s" % (a[4 * kk + 2 * w + ci],
                                                       k.r("fma.rn.f16x2", x, nib_mul, zc[r, ci]),
                                                       sc2[r, ci]))
@@ -305,61 +318,69 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
         prepare()
         group_loads(step, nxt)
 
-    # the empty barriers' base once: releases address stages behind the current one
-    ring = Ring(k, bars, STAGES, 0, k.r("add.u32", bars, 8 * STAGES))
+    # The loop body once per stage (STAGES copies, the A register sets
+    # rotating with them): every stage's barrier, qweight and X addresses are
+    # constant offsets, and the phase flips once a lap.  Session 16: ncu
+    # showed half of a K step's ~170 SASS instructions outside the
+    # dequantization (ring index and phase, R2UR of X's descriptors, the
+    # stage's addresses).
+    assert STAGES % ASETS == 0 and STAGES & (STAGES - 1) == 0
 
-    def back(n):
-        """The stage n behind the current one: a mask (ptxas made the ring's
-        rem.u32 by 4 a division, about 12 instructions a step)."""
-        assert STAGES & (STAGES - 1) == 0
-        return k.r("and.b32", k.r("add.u32", ring.s, STAGES - n), STAGES - 1)
+    def empty(s):
+        return k.r("add.u32", bars, 8 * (STAGES + s))
 
+    ph = k.r("mov.u32", 0)
     it = k.r("mov.u32", 0)
     last_grp = k.r("mov.u32", -1)
     group_loads(it, nxt)
     next_scales(k.r("mov.u32", 1))
-    build(areg[0])
-    top, drain = k.label("c_step"), k.label("c_drain")
+    build(areg[0], 0, ph)
+    top, epi = k.label("c_step"), k.label("c_epilogue")
+    drains = [k.label("c_drain") for _ in range(STAGES)]
     # X's descriptors (wgmma.desc: 128-B swizzle, LBO 16, SBO 1024) by 32-bit
     # adds: the start address field (bits 0-13, shared address >> 4, at most
-    # 227 KiB >> 4) never carries into the rest
+    # 227 KiB >> 4) never carries into the rest; base is 1024-aligned, so a
+    # stage's and a k16 step's offsets add to the shifted base
     dhi = k.r("mov.b32", (1024 >> 4) | (1 << 30))
+    lo0 = k.r("or.b32", k.r("shr.u32", k.r("add.u32", base, X_OFF), 4), (16 >> 4) << 16)
 
-    def xdescs():
-        lo = k.r("or.b32", k.r("shr.u32", k.r("mad.lo.u32", ring.s, T.x_bytes, k.r("add.u32", base, X_OFF)), 4),
-                 (16 >> 4) << 16)
+    def xdescs(s):
         out = []
         for kk in range(BK // 16):
             d = k.reg("rd")
-            k.op("mov.b64 %s, {%s, %s}" % (d, lo if kk == 0 else k.r("add.u32", lo, 2 * kk), dhi))
+            k.op("mov.b64 %s, {%s, %s}" % (d, k.r("add.u32", lo0, (s * T.x_bytes >> 4) + 2 * kk), dhi))
             out.append(d)
         return out
 
     k.place(top)
-    for copy in range(ASETS):
-        # the loop body ASETS times, so that the register sets rotate statically
-        a, b = areg[copy], areg[(copy + 1) % ASETS]
+    for s in range(STAGES):
+        # step it (it % STAGES == s) reads stage s and set s % ASETS
+        a, b = areg[s % ASETS], areg[(s + 1) % ASETS]
         wgmma.fence(k)
-        xd = xdescs()
-        first = k.p("setp.eq.u32", it, 0)
+        xd = xdescs(s)
         for kk in range(BK // 16):
-            scale_d = k.p("not.pred", first) if kk == 0 else "1"
+            # only the first step (it = 0, stage 0) starts from zero
+            scale_d = k.p("setp.ne.u32", it, 0) if kk == 0 and s == 0 else "1"
             wgmma.mma(k, dt, T.bm, acc, a[4 * kk:4 * kk + 4], xd[kk], scale_d)
         wgmma.commit(k)
         wgmma.wait(k, ASETS - 1)
         k.note("step it - %d is done: its stage goes back, its registers are free" % (ASETS - 1))
-        ring.release(k.p("and.pred", lane0, k.p("setp.ge.u32", it, ASETS - 1)), back(ASETS - 1))
-        ring.advance()
+        mbarrier.arrive(k, empty((s - 1) % STAGES), k.p("and.pred", lane0, k.p("setp.ge.u32", it, ASETS - 1)))
         k.op("add.u32 %s, %s, 1" % (it, it))
-        k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", it, nsteps), drain))
+        k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", it, nsteps), drains[s]))
         next_scales(k.r("add.u32", it, 1))
-        build(b)
+        if s == STAGES - 1:
+            k.op("xor.b32 %s, %s, 1" % (ph, ph))
+        build(b, (s + 1) % STAGES, ph)
     k.op("bra.uni %s" % top)
-    k.place(drain)
-    wgmma.wait(k, 0)
-    k.note("the last ASETS - 1 steps' stages (those that exist) go back")
-    for n in range(1, ASETS):
-        ring.release(k.p("and.pred", lane0, k.p("setp.ge.u32", it, n)), back(n))
+    assert ASETS == 2, "the drains release the one stage still in flight"
+    for s in range(STAGES):
+        k.place(drains[s])
+        wgmma.wait(k, 0)
+        k.note("the last step's stage goes back")
+        mbarrier.arrive(k, empty(s), lane0)
+        k.op("bra.uni %s" % epi)
+    k.place(epi)
     if split:
         cluster_sum_and_store(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_)
     else:

@@ -170,6 +170,42 @@ def shared_bytes(fmt):
     return SHARED_LIMIT
 
 
+def grid_dependency(k, p, fmt, tid, tile0, ntiles, nblk, stages, tile_row):
+    """Programmatic dependent launch (the host launches every entry that
+    executes griddepcontrol.wait with programmatic stream serialization:
+    KernelInfo::grid_dep_wait, read from the PTX by the manifest).
+
+    - launch_dependents first: a streaming kernel has nothing the next one
+      must wait for but its completion, which the next one's own wait
+      covers; the next grid's CTAs only get an SM as ours retire (one CTA an
+      SM: the ring's shared memory), so letting them in at once costs us
+      nothing and hides their launch and ramp in our tail.
+    - Before the wait only a hint: lanes 0-15 ask L2 for the first `stages`
+      stages of the first tile's rows (the bytes the ring's first copies
+      read, in the same 16-byte windows), so DRAM is busy while the
+      previous grid drains. A prefetch changes no data and reads nothing
+      into the CTA, so it is safe even if the previous grid writes these
+      weights (a quantize before a matvec): the bulk copies after the wait
+      read L2, which is coherent with the previous grid's writes.
+    - Every real read (A, the weights' bulk copies) and every global write
+      (C) comes after the wait, which returns once the previous grid has
+      completed and its writes are visible: it may write our A or W (RAW),
+      and may still be reading the C we write (WAR).
+    Kernel parameters are not memory a previous grid writes, so the
+    addresses are computed before the wait."""
+    k.op("griddepcontrol.launch_dependents")
+    bb = GEOMETRY[fmt][0]
+    with skip_if(k, k.p("setp.ge.u32", tid, str(ROWS)), "prefetched"):
+        with skip_if(k, k.p("setp.ge.u32", tile0, ntiles), "no_tile"):
+            src = k.rd("mad.lo.u64", k.rd("cvt.u64.u32", tile_row(k.r("shl.b32", tile0, "4"), tid)),
+                       p["w_stride"], p["w"])
+            nb = k.r("min.u32", nblk, k.r("mul.lo.u32", stages, str(stage_blocks(fmt))))
+            delta = k.r("and.b32", k.r("cvt.u32.u64", src), "15")
+            size = k.r("and.b32", k.r("add.u32", delta, k.r("mad.lo.u32", nb, str(bb), "15")), "-16")
+            k.op("cp.async.bulk.prefetch.L2.global [%s], %s" % (k.rd("sub.u64", src, k.rd("cvt.u64.u32", delta)), size))
+    k.op("griddepcontrol.wait")
+
+
 def stream_matvec(k, p, fmt, dt):
     (bb, be, bpw, _), lay, sb = GEOMETRY[fmt], layout(fmt), stage_blocks(fmt)
     # f32 A, and bf16 A for Q8_0 (bf16 has no magic-number conversion for
@@ -206,6 +242,7 @@ def stream_matvec(k, p, fmt, dt):
         never stored)."""
         return k.r("min.u32", k.r("add.u32", first, r), nlast)
 
+    grid_dependency(k, p, fmt, tid, tile0, ntiles, nblk, stages, tile_row)
     with skip_if(k, k.p("setp.ne.u32", tid, "0"), "init_done"):
         for s in range(MAX_STAGES):
             k.op("mbarrier.init.shared::cta.b64 [%s+%d], 1" % (full, 8 * s))

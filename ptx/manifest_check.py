@@ -34,6 +34,8 @@ def check(ptx_dir):
                 seen[name] = path
                 if not e.get("block"):
                     problems.append("%s: no block shape" % name)
+                if not isinstance(e.get("grid_dep_wait"), bool):
+                    problems.append("%s: no grid_dep_wait (kaio_ptx/manifest.py reads it from the PTX)" % name)
                 if not e.get("keys"):
                     problems.append("%s: no keys (manifest.keys() in its generator)" % name)
                 sel = selector(e)

@@ -11,10 +11,11 @@ import sys
 import tempfile
 
 
-def entry(name, module="m", family="fam", keys=None, block=256, launch=None, tma=None):
+def entry(name, module="m", family="fam", keys=None, block=256, launch=None, tma=None,
+          grid_dep_wait=False):
     return {"entry": name, "module": module, "family": family, "keys": keys or {},
             "block": [block, 1, 1], "cluster": [1, 1, 1], "dynamic_shared_bytes": 0,
-            "launch": launch or {}, "tma": tma or []}
+            "launch": launch or {}, "tma": tma or [], "grid_dep_wait": grid_dep_wait}
 
 
 def run(tool, entries):
@@ -51,6 +52,10 @@ def main(tool):
     expect('{"tmap_q", {64, 128}}' in text and "8, 0, 0, 0" in text, "launch facts and boxes in the table")
     expect(text.index("KernelId::dot") < text.index("KernelId::mm_bf16_n") if text else False,
            "entries sorted by module, then name")
+    rc, text, err = run(tool, [entry("kaio_w", keys={"a": 1}, grid_dep_wait=True)])
+    expect(rc == 0 and "{}, true}," in text, "grid_dep_wait in the table")
+    expect(", {}, false}," in run(tool, [entry("kaio_v", keys={"a": 1})])[1],
+           "no grid_dep_wait: false")
     dims = [entry("kaio_at_d%d" % d, keys={"select": "at", "pass": "fwd", "head_dim": d}) for d in (128, 64)]
     rc, text, err = run(tool, dims)
     expect(rc == 0 and "namespace at {\n  inline constexpr int64_t head_dim[] = {64, 128};" in text,

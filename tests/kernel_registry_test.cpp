@@ -35,6 +35,10 @@ static_assert(kernels::kq_stream(KAIO_QUANT_Q5_K, KAIO_DTYPE_F32) == KernelId::k
 static_assert(kernels::kq_quantize(KAIO_QUANT_Q6_K, KAIO_QUANT_MODE_CANDLE) ==
               KernelId::kq_quantize_q6_k_candle);
 static_assert(kernels::splitk_reduce() == KernelId::splitk_reduce);
+// The streaming k-quant matvec waits for the previous grid (programmatic
+// dependent launch); the register-fed one does not.
+static_assert(kernel_info(KernelId::kq_stream_q4_k_f16).grid_dep_wait &&
+              !kernel_info(KernelId::kq_mma_q4_k_f16).grid_dep_wait);
 // GEMM tiles come from the generators (manifest.facts(tile=...)).
 static_assert(kernel_info(KernelId::matmul_sm90_bf16_tn).tile_n == 256 &&
               kernel_info(KernelId::matmul_sm90_bf16_tn_n128).tile_n == 128 &&
@@ -79,6 +83,10 @@ int main() {
     check(k.block[0] > 0 && k.block[0] <= 1024, "block out of range", k.name);
     check(k.dynamic_shared_bytes <= 227 * 1024, "more dynamic shared memory than any GPU has",
           k.name);
+    // Launched with programmatic stream serialization exactly when it waits
+    // for the previous grid (ops/launch.cpp).
+    check(k.grid_dep_wait == (single.find("griddepcontrol.wait") != std::string::npos),
+          "grid_dep_wait is not whether its PTX executes griddepcontrol.wait", k.name);
   }
   for (size_t m = 0; m < kEmbeddedModuleCount; ++m) {
     bool found = false;

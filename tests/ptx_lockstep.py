@@ -161,6 +161,8 @@ class Warp:
             return None
         if op.startswith("fence."):
             return None
+        if op.startswith("griddepcontrol."):
+            return None     # one grid alone: no previous grid to wait for, no next to let in
         if op.startswith("mbarrier.") or op.startswith("cp.async.bulk."):
             return self.cta.async_op(self, op, args, mask)
         if op.startswith("ld.param"):
@@ -420,6 +422,8 @@ class Cta:
         self.smem = bytearray(b"\xff") * smem_bytes
         self.warps = [Warp(kern, params, mem, self.smem, ctaid, w, nctaid, self) for w in range(nwarps)]
         self.mbar = {}           # address -> [count, pending, tx bytes, completed phases]
+        self.copied = set()      # 16-byte global chunks the bulk copies read
+        self.prefetched = set()  # and those L2 prefetches asked for
         self.epoch = 0           # bumped on every state change, for deadlock detection
 
     def _settle(self, a):
@@ -469,13 +473,29 @@ class Cta:
                 assert 0 <= src[l] and src[l] + n <= len(self.mem), "bulk copy reads past global memory"
                 assert 0 <= dst[l] and dst[l] + n <= len(self.smem), "bulk copy writes past shared memory"
                 self.smem[dst[l]:dst[l] + n] = self.mem[src[l]:src[l] + n]
+                self.copied.update(range(src[l] // 16, (src[l] + n) // 16))
                 self.mbar[bar[l]][2] -= n
                 self._settle(bar[l])
+        elif op.startswith("cp.async.bulk.prefetch.L2.global"):
+            # a hint: no data moves, but it must be a valid bulk range
+            src, size = warp.addr(args[0]), warp.val(args[1])
+            for l in lanes:
+                n = size[l]
+                assert src[l] % 16 == 0 and n % 16 == 0 and n > 0, "bulk prefetch alignment"
+                assert 0 <= src[l] and src[l] + n <= len(self.mem), "bulk prefetch past global memory"
+                self.prefetched.update(range(src[l] // 16, (src[l] + n) // 16))
         else:
             raise NotImplementedError(op)
         return None
 
     def run(self):
+        """Runs the CTA to its end; then every chunk it prefetched to L2 must
+        be one its bulk copies read (a prefetch asks for nothing else)."""
+        self._run()
+        stray = sorted(self.prefetched - self.copied)
+        assert not stray, "prefetched bytes no bulk copy read, from %d" % (16 * stray[0])
+
+    def _run(self):
         state = {id(w): "run" for w in self.warps}
         waiting = {}
         idle = 0

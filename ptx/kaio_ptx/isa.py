@@ -32,6 +32,8 @@ TABLE = (
     (r"\.shared::cluster", "7.8", "sm_90"),
     (r"^\.reqnctapercluster$", "7.8", "sm_90"),
     (r"^mbarrier\.try_wait", "7.8", "sm_90"),
+    # Programmatic dependent launch: let the next grid in, wait for the previous one.
+    (r"^griddepcontrol\.", "7.8", "sm_90"),
     # bf16 arithmetic other than fma, and conversions from bf16.
     (r"^cvt\.(\w+\.)*f32\.bf16$", "7.8", "sm_90"),
     (r"^(add|sub|mul)\.rn\.bf16", "7.8", "sm_90"),

@@ -67,19 +67,33 @@ def facts(name, **values):
     _given.setdefault(name, {"keys": {}}).update(values)
 
 
+_GRID_DEP_WAIT = re.compile(r"^\s*(?:@!?%\w+\s+)?griddepcontrol\.wait\b", re.M)
+
+
+def grid_dep_wait(body):
+    """Whether an entry's PTX waits for the previous grid (griddepcontrol.wait):
+    the host launches exactly those with programmatic stream serialization,
+    so the fact is read from what was emitted, never kept by hand."""
+    return bool(_GRID_DEP_WAIT.search(re.sub(r"//[^\n]*", "", body)))
+
+
 def take(files, family):
     """The manifest of one generator run: every recorded entry with the
     module (output file stem) whose text defines it, then the record is
     cleared.  files: {file name: text}."""
-    where = {}
+    where, waits = {}, {}
     for fname, text in files.items():
-        for m in re.finditer(r"^(?:\.visible\s+)?\.entry\s+(\w+)", text, re.M):
+        starts = list(re.finditer(r"^(?:\.visible\s+)?\.entry\s+(\w+)", text, re.M))
+        for i, m in enumerate(starts):
             where[m.group(1)] = fname[:-len(".ptx")]
+            body = text[m.end():starts[i + 1].start() if i + 1 < len(starts) else len(text)]
+            waits[m.group(1)] = grid_dep_wait(body)
     stray = sorted(n for n in set(_entries) | set(_given) if n not in where)
     if stray:
         # keys() given a name no output defines: a typo, or a name changed after.
         raise SystemExit("manifest: facts for entries no output defines: " + ", ".join(stray))
-    out = [dict(facts, **_given.get(name, {}), module=where[name], family=family)
+    out = [dict(facts, **_given.get(name, {}), module=where[name], family=family,
+                grid_dep_wait=waits[name])
            for name, facts in _entries.items()]
     _entries.clear()
     _given.clear()

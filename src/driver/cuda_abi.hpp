@@ -94,4 +94,38 @@ inline void *const CU_LAUNCH_PARAM_BUFFER_SIZE = reinterpret_cast<void *>(0x02);
 
 constexpr int CU_GET_PROC_ADDRESS_SUCCESS = 0;
 
+// cuLaunchKernelEx's configuration (cuda.h, CUDA 11.6 to 13.0: CUlaunchConfig,
+// CUlaunchAttribute, CUlaunchAttributeValue), laid out as the driver reads it.
+constexpr int CU_LAUNCH_ATTRIBUTE_IGNORE = 0;
+constexpr int CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2;
+constexpr int CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
+
+union CUlaunchAttributeValue {
+  char pad[64];
+  int programmaticStreamSerializationAllowed;
+  int cooperative;
+  CUevent event_alignment;  // the union holds pointers: 8-byte aligned
+};
+
+struct CUlaunchAttribute {
+  int id;
+  char pad[8 - sizeof(int)];
+  CUlaunchAttributeValue value;
+};
+
+struct CUlaunchConfig {
+  unsigned gridDimX, gridDimY, gridDimZ;
+  unsigned blockDimX, blockDimY, blockDimZ;
+  unsigned sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute *attrs;
+  unsigned numAttrs;
+};
+
+static_assert(sizeof(CUlaunchAttributeValue) == 64 && alignof(CUlaunchAttributeValue) == 8);
+static_assert(sizeof(CUlaunchAttribute) == 72 && offsetof(CUlaunchAttribute, value) == 8);
+static_assert(sizeof(CUlaunchConfig) == 56 && offsetof(CUlaunchConfig, sharedMemBytes) == 24 &&
+              offsetof(CUlaunchConfig, hStream) == 32 && offsetof(CUlaunchConfig, attrs) == 40 &&
+              offsetof(CUlaunchConfig, numAttrs) == 48);
+
 }  // namespace kaio::cu

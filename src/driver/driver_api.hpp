@@ -78,6 +78,8 @@ using namespace kaio::cu;
   X(cuLaunchKernel, 4000, "cuLaunchKernel", true, CUresult,                                        \
     (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,   \
      unsigned shared_bytes, CUstream stream, void **params, void **extra))                         \
+  X(cuLaunchKernelEx, 11060, "cuLaunchKernelEx", false, CUresult,                                 \
+    (const CUlaunchConfig *config, CUfunction f, void **params, void **extra))                     \
   X(cuFuncGetParamInfo, 12040, "cuFuncGetParamInfo", false, CUresult,                              \
     (CUfunction f, size_t index, size_t *offset, size_t *size))                                    \
   X(cuTensorMapEncodeTiled, 12000, "cuTensorMapEncodeTiled", false, CUresult,                      \

@@ -175,17 +175,21 @@ def render(entries):
             "  // The CTA tile of a GEMM-like kernel: M and N per block, K per step.",
             "  unsigned tile_m, tile_n, tile_k;"]
     out += ["  unsigned %s;" % f for f in LAUNCH]
-    out += ["  TmaBox tma[%d];" % MAX_TMA, "", "  // The box of tensor map `param`, or nullptr.",
+    out += ["  TmaBox tma[%d];" % MAX_TMA,
+            "  // The kernel executes griddepcontrol.wait (manifest.grid_dep_wait, read",
+            "  // from its PTX): it is launched with programmatic stream serialization.",
+            "  bool grid_dep_wait;", "", "  // The box of tensor map `param`, or nullptr.",
             "  constexpr const unsigned *tma_box(std::string_view param) const {",
             "    for (const TmaBox &t : tma)", "      if (!t.param.empty() && t.param == param) return t.box;",
             "    return nullptr;", "  }", "};", "",
             "inline constexpr KernelInfo kKernels[] = {"]
     for e in entries:
         launch = e.get("launch", {})
-        out.append('    {"%s", ModuleId::%s, %s, %d, %s, %s, %s, %s},' % (
+        out.append('    {"%s", ModuleId::%s, %s, %d, %s, %s, %s, %s, %s},' % (
             e["entry"], e["module"], dims(e["block"]), e["dynamic_shared_bytes"], dims(e["cluster"]),
             ", ".join(str(int(t)) for t in e.get("tile", [0, 0, 0])),
-            ", ".join(str(int(launch.get(f, 0))) for f in LAUNCH), tma_rows(e)))
+            ", ".join(str(int(launch.get(f, 0))) for f in LAUNCH), tma_rows(e),
+            "true" if e.get("grid_dep_wait") else "false"))
     out += ["};", "static_assert(sizeof kKernels / sizeof kKernels[0] == static_cast<size_t>(KernelId::count));",
             "", "constexpr const KernelInfo &kernel_info(KernelId id) { return kKernels[static_cast<int>(id)]; }",
             "", "// Selectors: the kernel with the given keys (see kernel_registry.py).",

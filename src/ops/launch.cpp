@@ -22,6 +22,17 @@ kaio_status launch_builtin(const kaio_device *device, const Launch &launch,
                 api_name(), over.what, over.value, "xyz"[over.axis], device->ordinal, over.limit);
   ContextScope scope(device);
   KAIO_TRY(scope.status());
+  if (launch.grid_dep_wait && device->api->cuLaunchKernelEx) {
+    cu::CUlaunchAttribute overlap{};
+    overlap.id = cu::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    overlap.value.programmaticStreamSerializationAllowed = 1;
+    const cu::CUlaunchConfig config{launch.grid,  launch.grid_y, launch.grid_z,
+                                    launch.block, 1,             1,
+                                    launch.shared_bytes, stream->native, &overlap, 1};
+    cu::CUresult r = device->api->cuLaunchKernelEx(&config, launch.function, params, nullptr);
+    if (r) return fail_driver(r, "cuLaunchKernelEx");
+    return KAIO_OK;
+  }
   cu::CUresult r = device->api->cuLaunchKernel(launch.function, launch.grid, launch.grid_y,
                                                launch.grid_z, launch.block, 1, 1,
                                                launch.shared_bytes, stream->native, params,

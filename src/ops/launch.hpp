@@ -17,6 +17,9 @@ struct Launch {
   unsigned grid_z = 1;
   unsigned block = 0;
   unsigned shared_bytes = 0;
+  // The kernel waits for the previous grid (griddepcontrol.wait): launched
+  // with programmatic stream serialization (KernelInfo::grid_dep_wait).
+  bool grid_dep_wait = false;
 };
 
 // The kernel's function, block and dynamic shared memory; the grid is the
@@ -26,11 +29,16 @@ inline Launch launch_of(const BuiltinFunction &fn) {
   l.function = fn.function;
   l.block = fn.info->block[0];
   l.shared_bytes = fn.shared_bytes;
+  l.grid_dep_wait = fn.info->grid_dep_wait;
   return l;
 }
 
 // Enqueues a built-in kernel with the launch's grid, block and shared memory
-// under the device's context.
+// under the device's context. A kernel that waits for the previous grid goes
+// through cuLaunchKernelEx with programmatic stream serialization, so it may
+// start in the previous kernel's tail (where the driver has no
+// cuLaunchKernelEx, it launches as every other kernel: its wait then returns
+// at once); every other kernel through cuLaunchKernel.
 kaio_status launch_builtin(const kaio_device *device, const Launch &launch,
                            kaio_stream *stream, void **params);
 

@@ -425,6 +425,12 @@ KAIO_FAKE_EXPORT int kaio_fake_last_launch(char *kernel_name, size_t cap, unsign
   return 0;
 }
 
+KAIO_FAKE_EXPORT int kaio_fake_last_launch_programmatic(void) {
+  auto lock = lock_state();
+  const Launch *l = state().last_launch.get();
+  return l ? l->programmatic : -1;
+}
+
 KAIO_FAKE_EXPORT int kaio_fake_last_launch_param(size_t index, void *out, size_t size) {
   auto lock = lock_state();
   const Launch *l = state().last_launch.get();

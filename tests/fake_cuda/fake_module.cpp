@@ -325,12 +325,14 @@ CUresult kaio_fake_cuFuncGetParamInfo(CUfunction function, size_t index, size_t 
 
 // ---- launches ---------------------------------------------------------------
 
+namespace {
+
 // The launch runs in the stream's context (the current one for the NULL,
-// legacy and per-thread streams), which must be the function's.
-CUresult kaio_fake_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz,
-                                  unsigned bx, unsigned by, unsigned bz, unsigned shared_bytes,
-                                  CUstream stream, void **params, void **extra) {
-  auto lock = lock_state();
+// legacy and per-thread streams), which must be the function's. Called with
+// the state locked.
+CUresult launch_locked(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                       unsigned by, unsigned bz, unsigned shared_bytes, CUstream stream,
+                       void **params, void **extra, bool programmatic) {
   CUfunc_st *f = nullptr;
   if (CUresult r = lookup_function(function, &f)) return r;
   CUcontext ctx = nullptr;
@@ -350,11 +352,53 @@ CUresult kaio_fake_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
   }
   launch->kernel = e.name;
   launch->shared = shared_bytes;
+  launch->programmatic = programmatic;
   launch->layout = e.params;
   State &s = state();
   s.last_launch = std::move(launch);
   ++s.launches;
   return CUDA_SUCCESS;
+}
+
+// The attributes libkaio passes; the driver answers CUDA_ERROR_INVALID_VALUE
+// for an id it does not know and for a stream-only attribute such as
+// SYNCHRONIZATION_POLICY (3). The others valid for launches (cooperative,
+// clusters, events, ...) are not modelled: CUDA_ERROR_NOT_SUPPORTED says so.
+constexpr int kAttributeIgnore = 0, kAttributeSyncPolicy = 3, kAttributeProgrammatic = 6,
+              kAttributeLast = 16;
+constexpr CUresult kNotSupported = 801;  // CUDA_ERROR_NOT_SUPPORTED
+
+}  // namespace
+
+CUresult kaio_fake_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz,
+                                  unsigned bx, unsigned by, unsigned bz, unsigned shared_bytes,
+                                  CUstream stream, void **params, void **extra) {
+  auto lock = lock_state();
+  return launch_locked(function, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra,
+                       false);
+}
+
+// The config is checked first (NULL, attributes), then the launch as
+// cuLaunchKernel checks it.
+CUresult kaio_fake_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction function,
+                                    void **params, void **extra) {
+  auto lock = lock_state();
+  if (!config || (config->numAttrs > 0 && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
+  bool programmatic = false;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute &a = config->attrs[i];
+    if (a.id == kAttributeIgnore) continue;
+    if (a.id == kAttributeProgrammatic) {
+      programmatic = a.value.programmaticStreamSerializationAllowed != 0;
+      continue;
+    }
+    if (a.id < 0 || a.id > kAttributeLast || a.id == kAttributeSyncPolicy)
+      return CUDA_ERROR_INVALID_VALUE;
+    return kNotSupported;
+  }
+  return launch_locked(function, config->gridDimX, config->gridDimY, config->gridDimZ,
+                       config->blockDimX, config->blockDimY, config->blockDimZ,
+                       config->sharedMemBytes, config->hStream, params, extra, programmatic);
 }
 
 }  // namespace kaio::fake

@@ -109,6 +109,7 @@ struct Launch {
   unsigned grid[3] = {};
   unsigned block[3] = {};
   unsigned shared = 0;
+  bool programmatic = false;  // cuLaunchKernelEx with programmatic stream serialization
   std::vector<ptx::Param> layout;
   std::vector<unsigned char> params;
 };

@@ -28,6 +28,7 @@ struct Hooks {
   unsigned long long (*launch_count)();
   int (*last_launch)(char *, size_t, unsigned *, unsigned *, unsigned *);
   int (*last_launch_param)(size_t, void *, size_t);
+  int (*last_launch_programmatic)();
   unsigned long long (*live_allocations)();
   unsigned long long (*live_modules)();
   unsigned long long (*live_streams)();
@@ -688,6 +689,68 @@ void test_static_shared() {
   CHECK_EQ(api.cuModuleUnload(m), kOk);
 }
 
+// cuLaunchKernelEx with programmatic stream serialization (libkaio's launch
+// of a kernel that executes griddepcontrol.wait): the config's checks, then
+// the launch's, as cuLaunchKernel's.
+void test_launch_ex(CUmodule m) {
+  if (!api.cuLaunchKernelEx) return;  // test_resolution failed already
+  CUfunction nop = function(m, "nop"), k = function(m, "k");
+  CUstream s = nullptr;
+  CHECK_EQ(api.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), kOk);
+  CUlaunchAttribute attrs[2] = {};
+  attrs[1].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attrs[1].value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig c{3, 2, 1, 32, 4, 1, 128, s, attrs + 1, 1};
+  auto ex = [&](CUfunction f, void **params = nullptr) {
+    return api.cuLaunchKernelEx(&c, f, params, nullptr);
+  };
+  unsigned long long launches = fake ? hooks.launch_count() : 0;
+  CHECK_EQ(api.cuLaunchKernelEx(nullptr, nop, nullptr, nullptr), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ(ex(nop), kOk);
+  CHECK_EQ(ex(nop), kOk);  // after a kernel that never lets it in early: still runs
+  if (fake) {
+    CHECK_EQ(hooks.launch_count(), launches + 2);
+    char name[8];
+    unsigned grid[3], block[3], shared = 0;
+    CHECK_EQ(hooks.last_launch(name, sizeof name, grid, block, &shared), 0);
+    CHECK(std::strcmp(name, "nop") == 0 && grid[0] == 3 && grid[1] == 2 && block[1] == 4);
+    CHECK_EQ(shared, 128);
+    CHECK_EQ(hooks.last_launch_programmatic(), 1);
+  }
+  attrs[1].value.programmaticStreamSerializationAllowed = 0;
+  CHECK_EQ(ex(nop), kOk);
+  if (fake) CHECK_EQ(hooks.last_launch_programmatic(), 0);
+  attrs[1].value.programmaticStreamSerializationAllowed = 1;
+  c.attrs = attrs;  // an IGNORE entry, then the attribute
+  c.numAttrs = 2;
+  CHECK_EQ(ex(nop), kOk);
+  if (fake) CHECK_EQ(hooks.last_launch_programmatic(), 1);
+  c.numAttrs = 0;  // attrs may be anything then, NULL included
+  CHECK_EQ(ex(nop), kOk);
+  c.attrs = nullptr;
+  CHECK_EQ(ex(nop), kOk);
+  if (fake) CHECK_EQ(hooks.last_launch_programmatic(), 0);
+  c.numAttrs = 1;
+  CHECK_EQ(ex(nop), CUDA_ERROR_INVALID_VALUE);
+  c.attrs = attrs;
+  attrs[0].id = 1000;  // no such attribute
+  CHECK_EQ(ex(nop), CUDA_ERROR_INVALID_VALUE);
+  attrs[0].id = 3;  // SYNCHRONIZATION_POLICY: a stream attribute, not a launch's
+  CHECK_EQ(ex(nop), CUDA_ERROR_INVALID_VALUE);
+  attrs[0].id = CU_LAUNCH_ATTRIBUTE_IGNORE;
+  c.attrs = attrs + 1;
+  c.blockDimX = 1025;  // the launch's own checks follow
+  CHECK_EQ(ex(nop), CUDA_ERROR_INVALID_VALUE);
+  c.blockDimX = 32;
+  c.sharedMemBytes = 232449;  // past any opt-in limit
+  CHECK_EQ(ex(nop), CUDA_ERROR_INVALID_VALUE);
+  c.sharedMemBytes = 0;
+  CHECK_EQ(ex(k), CUDA_ERROR_INVALID_VALUE);  // k has parameters: NULL kernelParams
+  if (fake) CHECK_EQ(hooks.launch_count(), launches + 6);
+  CHECK_EQ(api.cuStreamSynchronize(s), kOk);
+  CHECK_EQ(api.cuStreamDestroy(s), kOk);
+}
+
 void test_launch_params(CUmodule m) {
   CUfunction k = function(m, "k"), twelve = function(m, "twelve"), nop = function(m, "nop");
   uint32_t a = 0xa1a2a3a4;
@@ -883,6 +946,8 @@ bool load_hooks(void *lib) {
   hooks.last_launch = reinterpret_cast<decltype(hooks.last_launch)>(sym("kaio_fake_last_launch"));
   hooks.last_launch_param =
       reinterpret_cast<decltype(hooks.last_launch_param)>(sym("kaio_fake_last_launch_param"));
+  hooks.last_launch_programmatic = reinterpret_cast<decltype(hooks.last_launch_programmatic)>(
+      sym("kaio_fake_last_launch_programmatic"));
   hooks.live_allocations =
       reinterpret_cast<decltype(hooks.live_allocations)>(sym("kaio_fake_live_allocations"));
   hooks.live_modules =
@@ -895,6 +960,7 @@ bool load_hooks(void *lib) {
   hooks.context_depth =
       reinterpret_cast<decltype(hooks.context_depth)>(sym("kaio_fake_context_depth"));
   return hooks.launch_count && hooks.last_launch && hooks.last_launch_param &&
+         hooks.last_launch_programmatic &&
          hooks.live_allocations && hooks.live_modules && hooks.live_streams && hooks.live_events &&
          hooks.primary_ctx_refs && hooks.context_depth;
 }
@@ -931,6 +997,7 @@ int main(int argc, char **argv) {
     CUmodule m = test_modules();
     test_launch_limits(m);
     test_launch_params(m);
+    test_launch_ex(m);
     test_static_shared();
     test_threads();
     if (fake) {

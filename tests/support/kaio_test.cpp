@@ -49,6 +49,8 @@ const FakeHooks &fake() {
         reinterpret_cast<decltype(h.last_launch_param)>(dlsym(lib, "kaio_fake_last_launch_param"));
     h.fail_launch = reinterpret_cast<decltype(h.fail_launch)>(dlsym(lib, "kaio_fake_fail_launch"));
     h.memsets = reinterpret_cast<decltype(h.memsets)>(dlsym(lib, "kaio_fake_memsets"));
+    h.last_launch_programmatic = reinterpret_cast<decltype(h.last_launch_programmatic)>(
+        dlsym(lib, "kaio_fake_last_launch_programmatic"));
     return h;
   }();
   return hooks;

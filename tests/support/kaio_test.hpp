@@ -60,6 +60,8 @@ struct FakeHooks {
   int (*last_launch_param)(size_t index, void *out, size_t size) = nullptr;
   void (*fail_launch)(const char *kernel_substring, int result) = nullptr;
   unsigned long long (*memsets)(unsigned long long *last_dst, size_t *last_bytes) = nullptr;
+  // 1: the last launch asked for programmatic stream serialization; 0: not; -1: none.
+  int (*last_launch_programmatic)() = nullptr;
 };
 const FakeHooks &fake();
 bool on_fake_driver();

@@ -116,6 +116,7 @@ FORMATS = ("q8_0", "q4_k", "q5_k", "q6_k")
 GEOMETRY = {fmt: (BLOCK_BYTES[fmt], BLOCK_ELEMS, 1, 32) for fmt in ("q4_k", "q5_k", "q6_k")}
 GEOMETRY["q8_0"] = (q8.BLOCK_BYTES, q8.BLOCK_ELEMS, q8.BLOCKS_PER_WARP, 32)
 CONSUMERS = 16             # consumer warps per CTA
+PREFETCH_STAGES = 1        # ring stages asked of L2 before griddepcontrol.wait (grid_dependency)
 MAX_STAGES = 3             # ring depth, when A leaves room for it (else fewer: the host's `stages`)
 SHARED_LIMIT = 227 * 1024  # dynamic shared memory a block may opt in to (sm_90)
 ROWS = 16                  # weight rows per tile (the mma's M side)
@@ -170,7 +171,7 @@ def shared_bytes(fmt):
     return SHARED_LIMIT
 
 
-def grid_dependency(k, p, fmt, tid, tile0, ntiles, nblk, stages, tile_row):
+def grid_dependency(k, p, fmt, tid, tile0, ntiles, nblk, tile_row):
     """Programmatic dependent launch (the host launches every entry that
     executes griddepcontrol.wait with programmatic stream serialization:
     KernelInfo::grid_dep_wait, read from the PTX by the manifest).
@@ -180,10 +181,12 @@ def grid_dependency(k, p, fmt, tid, tile0, ntiles, nblk, stages, tile_row):
       covers; the next grid's CTAs only get an SM as ours retire (one CTA an
       SM: the ring's shared memory), so letting them in at once costs us
       nothing and hides their launch and ramp in our tail.
-    - Before the wait only a hint: lanes 0-15 ask L2 for the first `stages`
-      stages of the first tile's rows (the bytes the ring's first copies
-      read, in the same 16-byte windows), so DRAM is busy while the
-      previous grid drains. A prefetch changes no data and reads nothing
+    - Before the wait only a hint: lanes 0-15 ask L2 for the first
+      PREFETCH_STAGES stages of the first tile's rows (the bytes the ring's
+      first copies read, in the same 16-byte windows), so DRAM is busy while
+      the previous grid drains. One stage: the whole ring made launches
+      without a predecessor at K >= 14336 up to 1.2x slower, and kept about
+      the same gain in a burst (bench/RESULTS.md). A prefetch changes no data and reads nothing
       into the CTA, so it is safe even if the previous grid writes these
       weights (a quantize before a matvec): the bulk copies after the wait
       read L2, which is coherent with the previous grid's writes.
@@ -199,7 +202,7 @@ def grid_dependency(k, p, fmt, tid, tile0, ntiles, nblk, stages, tile_row):
         with skip_if(k, k.p("setp.ge.u32", tile0, ntiles), "no_tile"):
             src = k.rd("mad.lo.u64", k.rd("cvt.u64.u32", tile_row(k.r("shl.b32", tile0, "4"), tid)),
                        p["w_stride"], p["w"])
-            nb = k.r("min.u32", nblk, k.r("mul.lo.u32", stages, str(stage_blocks(fmt))))
+            nb = k.r("min.u32", nblk, str(PREFETCH_STAGES * stage_blocks(fmt)))
             delta = k.r("and.b32", k.r("cvt.u32.u64", src), "15")
             size = k.r("and.b32", k.r("add.u32", delta, k.r("mad.lo.u32", nb, str(bb), "15")), "-16")
             k.op("cp.async.bulk.prefetch.L2.global [%s], %s" % (k.rd("sub.u64", src, k.rd("cvt.u64.u32", delta)), size))
@@ -242,7 +245,7 @@ def stream_matvec(k, p, fmt, dt):
         never stored)."""
         return k.r("min.u32", k.r("add.u32", first, r), nlast)
 
-    grid_dependency(k, p, fmt, tid, tile0, ntiles, nblk, stages, tile_row)
+    grid_dependency(k, p, fmt, tid, tile0, ntiles, nblk, tile_row)
     with skip_if(k, k.p("setp.ne.u32", tid, "0"), "init_done"):
         for s in range(MAX_STAGES):
             k.op("mbarrier.init.shared::cta.b64 [%s+%d], 1" % (full, 8 * s))

@@ -277,16 +277,13 @@ int run(int iters, bool matvec_only, int64_t max_k, int burst) {
                     100.0 * read_us / us, cublas_us, cublas_us > 0 ? cublas_us / us : 0.0);
         if (burst > 0) {
           // set b of burst `set`: consecutive launches never share a set
-          const double burst_us = timer.median_us([&](uint64_t set) {
-            for (int b = 0; b < burst; ++b) {
-              const uint64_t at = (set * static_cast<uint64_t>(burst) + static_cast<uint64_t>(b)) % lay.sets;
-              kaio_tensor t[] = {kaio_tensor_2d(arena.get(), adt, 1, s.k),
-                                 kaio_tensor_2d(arena.get(), KAIO_DTYPE_U8, s.n, row_bytes),
-                                 kaio_tensor_2d(arena.get(), KAIO_DTYPE_F32, 1, s.n)};
-              for (int i = 0; i < 3; ++i) t[i].offset_bytes = lay.offset(at, static_cast<size_t>(i));
-              CHECK(kaio_op_launch(op.get(), stream.get(), t, 3));
-            }
-          }, lay.sets) / burst;
+          const double burst_us = timer.burst_us([&](uint64_t at) {
+            kaio_tensor t[] = {kaio_tensor_2d(arena.get(), adt, 1, s.k),
+                               kaio_tensor_2d(arena.get(), KAIO_DTYPE_U8, s.n, row_bytes),
+                               kaio_tensor_2d(arena.get(), KAIO_DTYPE_F32, 1, s.n)};
+            for (int i = 0; i < 3; ++i) t[i].offset_bytes = lay.offset(at, static_cast<size_t>(i));
+            CHECK(kaio_op_launch(op.get(), stream.get(), t, 3));
+          }, lay.sets, burst);
           const double burst_gbs = static_cast<double>(wb) / burst_us / 1e3;
           std::printf(" | %15.1f %5.1f%%", burst_us, 100.0 * burst_gbs / copy_gbs);
         }

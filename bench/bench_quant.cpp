@@ -15,8 +15,13 @@
 // output is checked against its baseline: int8 exactly, int4 within 1e-2
 // relative Frobenius error (f16 weights dequantized on the host for cuBLAS).
 //
-// usage: bench_quant [--iters N] [--quick] [--decode] [--prefill]   (--quick: N = K = 4096 only;
+// usage: bench_quant [--iters N] [--quick] [--decode] [--prefill] [--burst B]
+//        (--quick: N = K = 4096 only;
 //        --decode: the int4 and fused QKV rows at M <= 16 only;
+//        --burst B: with --decode, also the time per launch of B back-to-back launches of each
+//        row's shape (operand sets rotated within the burst, one event pair, median of --iters
+//        bursts) and a "decode layer" row: the 7 int4 matmuls of a Llama-3-8B layer (Q K V O
+//        gate up down) at M 1 and 16, timed one by one and as one burst;
 //        --prefill: the int4 rows at M 512, 2048, 4096 only, also timing the one-shot call;
 //        --bf16: the int4 rows with bf16 activations and scales, against cuBLAS bf16)
 // Exit status: 0 on success, 1 on a failure or mismatch, 2 without a GPU.
@@ -29,8 +34,10 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/command_line.hpp"
@@ -262,6 +269,8 @@ struct Ctx {
   bool failed = false;
   bool one_shot = false;   // --prefill: also time kaio_matmul_int4 (no op handle)
   kaio_dtype act = KAIO_DTYPE_F16;   // int4 activations and scales (--bf16)
+  int burst = 0;                     // --burst B
+  double copy_gbs = 0;               // the device-to-device copy's bytes per second
 };
 
 // GPTQ weights of one K x N layer: qweight, qzeros, scales (random) and,
@@ -345,6 +354,15 @@ void bench_int4(Ctx &cx, int64_t m, int64_t n, int64_t k) {
   std::printf("int4%s M=%-5lld N=%-6lld K=%-6lld kaio %9.1f us  %7.0f GB/s of weights",
               dt == KAIO_DTYPE_BF16 ? "b" : " ", static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
               kaio_us, wbytes / kaio_us / 1e3);
+  if (cx.burst > 0) {
+    const double burst_us = cx.timer->burst_us([&](uint64_t set) {
+      kaio_tensor t[5];
+      views(set, t);
+      CHECK(kaio_op_launch(op.get(), cx.stream, t, 5));
+    }, ar.layout.sets, cx.burst);
+    std::printf("  burst %7.1f us/launch %5.1f%% of copy", burst_us,
+                100.0 * wbytes / burst_us / 1e3 / cx.copy_gbs);
+  }
   double one_us = 0;
   if (cx.one_shot) {   // the one-shot call: the fused kernel wherever the device runs sm_90a
     const kaio_matmul_int4_desc d = int4_desc(m, n, k, dt);
@@ -434,12 +452,68 @@ void bench_qkv(Ctx &cx, int64_t m, int64_t k, const int64_t ns[3]) {
   }, ar.layout.sets);
   double wbytes = 0;
   for (const Layer &x : l) wbytes += double(x.qw.size() + x.qz.size() + x.sc.size());
+  if (cx.burst > 0) {
+    const double burst_us = cx.timer->burst_us([&](uint64_t set) {
+      kaio_tensor t[13];
+      views(set, t);
+      CHECK(kaio_op_launch(fused.get(), cx.stream, t, 13));
+    }, ar.layout.sets, cx.burst);
+    std::printf("qkv4  M=%-5lld N=%lld/%lld/%lld K=%-6lld fused burst %7.1f us/launch\n",
+                static_cast<long long>(m), static_cast<long long>(ns[0]),
+                static_cast<long long>(ns[1]), static_cast<long long>(ns[2]),
+                static_cast<long long>(k), burst_us);
+  }
   std::printf("qkv4  M=%-5lld N=%lld/%lld/%lld K=%-6lld fused %8.1f us  %7.0f GB/s  3x unfused "
               "%8.1f us  fused speedup %5.2fx\n",
               static_cast<long long>(m), static_cast<long long>(ns[0]),
               static_cast<long long>(ns[1]), static_cast<long long>(ns[2]),
               static_cast<long long>(k), fused_us, wbytes / fused_us / 1e3, three_us,
               three_us / fused_us);
+}
+
+// The 7 int4 matmuls of one Llama-3-8B layer (f16 activations, group 128 with
+// qzeros, f32 out), timed one by one (the sum of their medians) and as one burst
+// (one event pair around the 7): what a decode step's chain of kernels costs.
+void decode_layer(Ctx &cx, int64_t m) {
+  struct Shape {
+    int64_t n, k;
+  };
+  const Shape layer[] = {{4096, 4096}, {1024, 4096}, {1024, 4096}, {4096, 4096},
+                         {14336, 4096}, {14336, 4096}, {4096, 14336}};
+  std::vector<std::vector<unsigned char>> operands;
+  std::vector<Op> ops;
+  double wbytes = 0;
+  for (const Shape &s : layer) {
+    Layer l = make_layer(s.n, s.k, static_cast<uint32_t>(s.n + 3 * s.k + operands.size()), false);
+    wbytes += double(l.qw.size() + l.qz.size() + l.sc.size());
+    operands.push_back(kaio_bench::random_bytes(KAIO_DTYPE_F16, m * s.k, -1, 1, 7));
+    operands.push_back(std::move(l.qw));
+    operands.push_back(std::move(l.qz));
+    operands.push_back(std::move(l.sc));
+    operands.emplace_back(m * s.n * 4);
+    ops.push_back(int4_op(cx.dev, m, s.n, s.k));
+  }
+  Arena ar = make_arena(cx.dev, cx.stream, cx.l2, operands);
+  auto launch = [&](size_t i, uint64_t set) {
+    const Shape s = layer[i];
+    const kaio_tensor t[5] = {ar.view(set, 5 * i, KAIO_DTYPE_F16, m, s.k),
+                              ar.view(set, 5 * i + 1, KAIO_DTYPE_U32, s.k / 8, s.n),
+                              ar.view(set, 5 * i + 2, KAIO_DTYPE_U32, s.k / kGroup, s.n / 8),
+                              ar.view(set, 5 * i + 3, KAIO_DTYPE_F16, s.k / kGroup, s.n),
+                              ar.view(set, 5 * i + 4, KAIO_DTYPE_F32, m, s.n)};
+    CHECK(kaio_op_launch(ops[i].get(), cx.stream, t, 5));
+  };
+  double sum_us = 0;
+  for (size_t i = 0; i < std::size(layer); ++i)
+    sum_us += cx.timer->median_us([&](uint64_t set) { launch(i, set); }, ar.layout.sets);
+  const double burst_us = cx.timer->median_us([&](uint64_t set) {
+    for (size_t i = 0; i < std::size(layer); ++i) launch(i, set);
+  }, ar.layout.sets);
+  const double mb = wbytes / 1e6;
+  std::printf("layer M=%-3lld %7.1f MB | one-by-one sum %8.1f us %5.1f%% of copy | burst %8.1f us "
+              "%5.1f%% of copy | burst / one-by-one %.3f\n",
+              static_cast<long long>(m), mb, sum_us, 100.0 * mb / sum_us * 1e3 / cx.copy_gbs, burst_us,
+              100.0 * mb / burst_us * 1e3 / cx.copy_gbs, burst_us / sum_us);
 }
 
 void bench_int8(Ctx &cx, int64_t m, int64_t n, int64_t k) {
@@ -507,6 +581,7 @@ double copy_gbps(Ctx &cx) {
 int main(int argc, char **argv) {
   int iters = 30;
   bool quick = false, decode = false, prefill = false, bf16 = false;
+  int burst = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") {
@@ -517,6 +592,13 @@ int main(int argc, char **argv) {
       prefill = true;
     } else if (a == "--bf16") {
       bf16 = true;
+    } else if (a == "--burst" && i + 1 < argc) {
+      const auto n = kaio_bench::parse_positive(argv[++i]);
+      if (!n || *n > 64) {
+        std::fprintf(stderr, "bench_quant: --burst takes 1 to 64\n");
+        return 1;
+      }
+      burst = static_cast<int>(*n);
     } else if (a == "--iters" && i + 1 < argc) {
       const auto n = kaio_bench::parse_positive(argv[++i]);
       if (!n || *n > 100000) {
@@ -525,7 +607,7 @@ int main(int argc, char **argv) {
       }
       iters = static_cast<int>(*n);
     } else {
-      std::fprintf(stderr, "usage: bench_quant [--iters N] [--quick] [--decode] [--prefill] [--bf16]\n");
+      std::fprintf(stderr, "usage: bench_quant [--iters N] [--quick] [--decode] [--prefill] [--bf16] [--burst B]\n");
       return a == "--help" ? 0 : 1;
     }
   }
@@ -539,11 +621,13 @@ int main(int argc, char **argv) {
     Blas blas(stream.get());
     Ctx cx{device.get(), stream.get(), info.l2_cache_bytes, &timer, &blas};
     if (bf16) cx.act = KAIO_DTYPE_BF16;
+    if (decode) cx.burst = burst;
     std::printf("median of %d launches timed one by one with events after %d warm-ups; operands "
                 "rotated past L2; cuBLAS %s, cuBLASLt %s\n",
                 iters, kaio_bench::kWarmups, blas.gemm_ex ? "found" : "missing",
                 blas.lt ? "found" : "missing");
-    std::printf("device-to-device copy, 256 MiB: %.0f GB/s (read + write)\n\n", copy_gbps(cx));
+    cx.copy_gbs = copy_gbps(cx);
+    std::printf("device-to-device copy, 256 MiB: %.0f GB/s (read + write)\n\n", cx.copy_gbs);
     std::vector<std::pair<int64_t, int64_t>> nk = {{4096, 4096}};
     if (!quick) nk = {{4096, 4096}, {8192, 8192}, {14336, 4096}};
     if (prefill) {
@@ -559,6 +643,10 @@ int main(int argc, char **argv) {
     const int64_t gqa[3] = {4096, 1024, 1024}, mha[3] = {4096, 4096, 4096};
     for (const int64_t *ns : {gqa, mha})
       for (int64_t m : {1, 4, 16}) bench_qkv(cx, m, 4096, ns);
+    if (decode && cx.burst > 0) {
+      std::printf("\n== decode layer: Llama-3-8B's Q K V O gate up down, int4 f16, f32 out ==\n");
+      for (int64_t m : {1, 16}) decode_layer(cx, m);
+    }
     if (decode) return cx.failed ? 1 : 0;
     std::printf("\n");
     bench_int8(cx, 4096, 4096, 4096);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate libkaio's W4A16 kernels for GPTQ-packed weights.
 
-    python3 ptx/gen_quant_int4.py --out-dir DIR  # write DIR/quant_int4.ptx
+    python3 ptx/gen_quant_int4.py --out-dir DIR  # write DIR/quant_int4.ptx, quant_int4_gemv_sm90.ptx
 
 The weight format (GPTQ checkpoints) for a logical K x N weight W:
   qweight u32 [K/8, N] row-major: W(k, n) is nibble k % 8 (bits 4(k%8)..+3)
@@ -21,6 +21,11 @@ Kernels
   kaio_int4_gemv_<dt>_m<MT>_g128[_w8|_w4]: the same for groups >= 128 (or
       g = K), each warp on a contiguous K range (see gemv_kernel's contig);
       16 warps per CTA, or 8 (_w8) / 4 (_w4): CONTIG_M8 and CONTIG_M16.
+  kaio_int4_gemv_..._pdl (module quant_int4_gemv_sm90, PTX 8.0 sm_90): every int4 gemv
+      above again, from the same gemv_kernel, behind grid_dependency's preamble
+      (programmatic dependent launch: launch_dependents, an L2 prefetch of each
+      warp's first batch, griddepcontrol.wait before any real read or store);
+      the host picks them where the device runs sm_90 and the driver loads them.
   kaio_int4_dequant_<dt>: W (K x N row-major, dt) from the packed weight, for
       the prefill path (a workspace the op handle owns, then the f16 matmul).
   kaio_int4_transpose_u32: KAIO's column-major packing (u32 N x K/8) to the
@@ -89,12 +94,14 @@ import sys
 from kaio_ptx import cli, manifest
 from kaio_ptx.control import cases, if_else, loop, skip_if
 from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
+from kaio_ptx.grid_dep import dependent_launch
 from kaio_ptx.kernel import Kernel
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import preamble
 from kaio_ptx.warp import sum_warp_partials
 
 OUT_NAME = "quant_int4.ptx"
+PDL_NAME = "quant_int4_gemv_sm90.ptx"   # the decode kernels again, as dependent launches
 HEADER = preamble(__file__)
 DTYPES = ("f16", "bf16")
 MAGIC = {"f16": "0x64006400", "bf16": "0x43004300"}   # 1024.0 / 128.0 in both halves
@@ -160,13 +167,33 @@ def output_store(k, out_dtype, base, elem, v):
         store_f32_as(k, name, addr, v)
 
 
-def gemv_kernel(dt, mt, wfmt="int4", contig=None):
+def grid_dependency(k, lane, wptr0, ustride, ncols, steps):
+    """The sm_90 twins' preamble (kaio_ptx/grid_dep.py: launch_dependents, hints,
+    then the wait before any real read or write), as kquant_stream.py's: the
+    next matvec's CTAs take an SM only as ours leave it, then wait; meanwhile
+    lanes 0-3 of each warp ask L2 for the packed rows of its first batch (4 a
+    step, the CTA's 32 columns: 128 bytes a row, in range only), so DRAM is
+    busy while the previous grid drains.  A prefetch changes no data and reads
+    nothing into the CTA, so it is safe even if the previous grid writes the
+    weights; x (the previous grid's output, tiny) is read after the wait."""
+    def prefetch():
+        nbytes = k.r("shl.b32", k.r("min.u32", ncols, X), 2)   # N % 8 == 0: a multiple of 32
+        with skip_if(k, k.p("setp.ge.u32", lane, 4), "prefetched"):
+            for u, (su, end) in enumerate(steps):
+                wa = k.rd("add.u64", wptr0, k.rd("mul.lo.u64", ustride, u)) if u else wptr0
+                ok = k.p("setp.lt.u32", su, end)
+                k.op("@%s cp.async.bulk.prefetch.L2.global [%s], %s" % (ok, wa, nbytes))
+    dependent_launch(k, prefetch)
+
+
+def gemv_kernel(dt, mt, wfmt="int4", contig=None, pdl=False):
     """wfmt "int4": GPTQ-packed weights; "int8": s8 K x N weights (W8A16), f16
     only, the per-tensor or per-column f32 scale applied to the f32 sums.
     contig (int4, groups of >= 128), a Contig: each warp takes a contiguous
     range of K, in batches of contig.steps consecutive steps that lie in one
     group, so scales and zeros are loaded once per batch and more weight bytes
-    fit in flight; contig.warps warps per CTA."""
+    fit in flight; contig.warps warps per CTA.  pdl (int4): the sm_90 twin,
+    name suffix _pdl, the same kernel behind grid_dependency's preamble."""
     i4 = wfmt == "int4"
     Ub = contig.steps if contig else U
     WK = contig.warps if contig else WARPS_SPLIT_K
@@ -176,7 +203,9 @@ def gemv_kernel(dt, mt, wfmt="int4", contig=None):
     name = ("kaio_int4_gemv_%s_m%d" if i4 else "kaio_int8w_gemv_%s_m%d") % (dt, mt)
     if contig:
         name += "_g128" + contig.suffix
-    manifest.keys(name, select="quant_gemv", weights=wfmt, dtype=dt, rows=mt, variant=("g128" + contig.suffix) if contig else "")
+    if pdl:
+        name += "_pdl"
+    manifest.keys(name, select="quant_gemv_pdl" if pdl else "quant_gemv", weights=wfmt, dtype=dt, rows=mt, variant=("g128" + contig.suffix) if contig else "")
     threads = 32 * WK
     red_bytes = WK * mt * X * 4
     sym = "kaio_int4_red"
@@ -272,6 +301,12 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
         xrow = k.r("min.u32", r, mlast) if lean else r
         elem = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(xrow), P["ldx"]), k.wide(kk))
         xptr.append(k.rd("add.u64", P["x"], k.rd("shl.b64", elem, 1)))
+    if pdl:
+        first = start if contig else warp
+        steps = [(k.r("add.u32", first, u if contig else u * WK) if u else first,
+                  end if contig else nsteps) for u in range(Ub)]
+        # wptr[0] of lane t (< 4) is packed row 4 * first + t at the CTA's column nb
+        grid_dependency(k, lane, wptr[0], ustride, k.r("sub.u32", S["n"], nb), steps)
 
     def load_batch(sb, dst):
         """Loads of the U steps sb + u*WK; registers are zero (zeros 8) where invalid."""
@@ -591,7 +626,17 @@ def generate():
             parts.append("\n" + gemv_kernel(dt, 8, contig=c))
         for c in CONTIG_M16:
             parts.append("\n" + gemv_kernel(dt, 16, contig=c))
-    return {OUT_NAME: "".join(parts)}
+    # the same int4 decode kernels (one source) in an sm_90 module, which may hold
+    # griddepcontrol: src/ops/quant_int4.cpp picks them where it loads
+    pdl = [HEADER]
+    for dt in DTYPES:
+        for mt in (8, 16):
+            pdl.append("\n" + gemv_kernel(dt, mt, pdl=True))
+        for c in CONTIG_M8:
+            pdl.append("\n" + gemv_kernel(dt, 8, contig=c, pdl=True))
+        for c in CONTIG_M16:
+            pdl.append("\n" + gemv_kernel(dt, 16, contig=c, pdl=True))
+    return {OUT_NAME: "".join(parts), PDL_NAME: "".join(pdl)}
 
 
 if __name__ == "__main__":

@@ -80,7 +80,8 @@ TEST_F(FakeQuant, Int8PicksWgmmaOnHopperAndMmaSyncWhenAsked) {
 
 TEST_F(FakeQuant, Int4DecodeKernelByRowsAndFusedQkvIsOneLaunch) {
   // The fake GPU has 4 SMs (64 warp slots at 16 per SM): groups >= 128 take the
-  // contiguous-K kernel with the most warps (16, 8, 4) whose busy CTAs fit them.
+  // contiguous-K kernel with the most warps (16, 8, 4) whose busy CTAs fit them. It is
+  // cc 9.0: each runs as its sm_90 twin, `_pdl` (host_int4_pdl_test.cpp: 8.x does not).
   const int64_t k = 256;
   struct {
     int64_t m, n, group;
@@ -109,7 +110,7 @@ TEST_F(FakeQuant, Int4DecodeKernelByRowsAndFusedQkvIsOneLaunch) {
                 c = at(4, KAIO_DTYPE_F32, cs.m, n);
     KT_OK(kaio_matmul_int4(stream_.get(), &a, &qw, &qz, &sc, &c, &d));
     Launch l = last_launch();
-    EXPECT_EQ(l.name, cs.kernel) << "M = " << cs.m << ", N = " << n;
+    EXPECT_EQ(l.name, std::string(cs.kernel) + "_pdl") << "M = " << cs.m << ", N = " << n;
     EXPECT_EQ(l.grid[0], static_cast<unsigned>((n + 31) / 32));  // 32 columns per CTA
     EXPECT_EQ(l.grid[1], 1u);
     EXPECT_EQ(l.grid[2], cs.grid_z);
@@ -129,7 +130,7 @@ TEST_F(FakeQuant, Int4DecodeKernelByRowsAndFusedQkvIsOneLaunch) {
   KT_OK(kaio_qkv_project_int4(stream_.get(), t, 13, &q));
   EXPECT_EQ(kt::fake().launch_count(), before + 1) << "fused QKV must be one launch";
   Launch l = last_launch();
-  EXPECT_EQ(l.name, "kaio_int4_gemv_f16_m8_g128_w8");  // 4 + 1 + 1 busy CTAs
+  EXPECT_EQ(l.name, "kaio_int4_gemv_f16_m8_g128_w8_pdl");  // 4 + 1 + 1 busy CTAs
   EXPECT_EQ(l.grid[0], 4u);  // the widest projection
   EXPECT_EQ(l.grid[1], 3u);
 }

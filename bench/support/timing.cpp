@@ -54,4 +54,12 @@ double Timer::median_us(const std::function<void(uint64_t set)> &launch, uint64_
   return median(ms) * 1e3;
 }
 
+double Timer::burst_us(const std::function<void(uint64_t set)> &launch, uint64_t sets,
+                       int burst) {
+  const uint64_t b = static_cast<uint64_t>(burst);
+  return median_us([&](uint64_t set) {
+           for (uint64_t i = 0; i < b; ++i) launch((set * b + i) % sets);
+         }, sets) / burst;
+}
+
 }  // namespace kaio_bench

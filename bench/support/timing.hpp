@@ -32,6 +32,12 @@ class Timer {
   // Returns the median time of one launch in microseconds.
   double median_us(const std::function<void(uint64_t set)> &launch, uint64_t sets);
 
+  // The time per launch of `burst` back-to-back launches (one event pair per
+  // burst, the median over the timed bursts): what a chain of dependent kernels
+  // (programmatic dependent launch) costs. Launch b of burst s reads set
+  // (s * burst + b) % sets, so consecutive launches never share a set.
+  double burst_us(const std::function<void(uint64_t set)> &launch, uint64_t sets, int burst);
+
  private:
   kaio_stream *stream_;
   Spinner spinner_;

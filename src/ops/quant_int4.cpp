@@ -61,7 +61,13 @@ int64_t busy_ctas(const Int4Plan &p, int64_t rows_per_block) {
 // N = 4096: 16, N = K = 8192: 8, N = 14336: 4). With 16 rows, likewise for 16
 // and 8 warps; then 4 warps with 4 steps per batch (3 CTAs per SM) while the
 // grid fits in one wave, else with 2 steps (4 CTAs per SM).
-KernelId contig_kernel(const Int4Plan &p, int64_t sms) {
+// pdl: the sm_90 twin (ptx/gen_quant_int4.py grid_dependency), same arithmetic and bits.
+KernelId decode_kernel(bool pdl, kernels::Variant variant, kaio_dtype dtype, int64_t rows) {
+  return pdl ? kernels::quant_gemv_pdl(variant, dtype, rows)
+             : kernels::quant_gemv(kernels::Weights::int4, variant, dtype, rows);
+}
+
+KernelId contig_kernel(const Int4Plan &p, int64_t sms, bool pdl) {
   const bool m16 = p.m > 8;
   const int64_t ctas = busy_ctas(p, m16 ? kDecodeMaxRows : 8);
   auto one_wave = [&](int64_t warps) { return ctas * warps <= sms * kWarpsPerSm; };
@@ -71,13 +77,12 @@ KernelId contig_kernel(const Int4Plan &p, int64_t sms) {
                     : !m16                           ? V::g128_w4
                     : ctas <= kW4CtasPerSm * sms ? V::g128_w4
                                                      : V::g128_w4s2;
-  return kernels::quant_gemv(kernels::Weights::int4, variant, p.in_dtype, m16 ? 16 : 8);
+  return decode_kernel(pdl, variant, p.in_dtype, m16 ? 16 : 8);
 }
 
-KernelId gemv_kernel(const Int4Plan &p, int64_t sms) {
-  if (p.group >= kContigMinGroup || p.group == p.k) return contig_kernel(p, sms);
-  return kernels::quant_gemv(kernels::Weights::int4, kernels::Variant::none, p.in_dtype,
-                            p.m <= 8 ? 8 : 16);
+KernelId gemv_kernel(const Int4Plan &p, int64_t sms, bool pdl) {
+  if (p.group >= kContigMinGroup || p.group == p.k) return contig_kernel(p, sms, pdl);
+  return decode_kernel(pdl, kernels::Variant::none, p.in_dtype, p.m <= 8 ? 8 : 16);
 }
 
 // One weight set's views, checked: qweight, optional qzeros, scales.
@@ -281,8 +286,12 @@ kaio_status plan_unlogged(kaio_device *device, Int4Plan *p, bool allow_prefill) 
   if (allow_prefill && tall)
     return plan_prefill(device, p,
                         hopper.ok() ? "M > " + std::to_string(kFusedMaxRows) : hopper.why);
+  // Where the device runs sm_90 and the driver loads PTX 8.0: the same decode
+  // kernels as programmatic dependent launches (their CTAs start in the previous
+  // kernel's tail, prefetching their first weights into L2; bench/RESULTS.md).
+  const FamilyCheck pdl = check_family(device, ModuleId::quant_int4_gemv_sm90, false);
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(gemv_kernel(*p, device->info.sm_count), &fn));
+  KAIO_TRY(device->modules->function(gemv_kernel(*p, device->info.sm_count, pdl.ok()), &fn));
   if (fn.info->cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 decode kernel lacks its annotation.",
                 api_name());
@@ -295,9 +304,10 @@ kaio_status plan_unlogged(kaio_device *device, Int4Plan *p, bool allow_prefill) 
   kp.grid_z = static_cast<unsigned>((p->m + rows_per_block - 1) / rows_per_block);
   if (log_enabled())
     log_kernel(device, kp.function,
-               tall ? "AUTO: one-shot M > 16, the decode kernel; " + hopper.why
-               : p->qkv ? std::string("QKV: the decode kernel, the only family")
-                                                   : std::string("M <= 16: the decode kernel"));
+               (tall ? "AUTO: one-shot M > 16, the decode kernel; " + hopper.why
+                : p->qkv ? std::string("QKV: the decode kernel, the only family")
+                         : std::string("M <= 16: the decode kernel")) +
+                   (pdl.ok() ? "; dependent launch (" : "; plain launch (") + pdl.why + ")");
   return KAIO_OK;
 }
 

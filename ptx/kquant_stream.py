@@ -102,6 +102,7 @@ Q4_K f32 4096 x 14336 20.7-20.9 -> 18.7-18.8 us, 3584 x 18944 24.1-24.5 ->
 import collections
 
 from kaio_ptx import mbarrier
+from kaio_ptx.grid_dep import dependent_launch
 from kaio_ptx.control import if_else, loop, skip_if
 from kaio_ptx.ring import Ring
 import kquant_stream_act as act_prep
@@ -196,17 +197,19 @@ def grid_dependency(k, p, fmt, tid, tile0, ntiles, nblk, tile_row):
       and may still be reading the C we write (WAR).
     Kernel parameters are not memory a previous grid writes, so the
     addresses are computed before the wait."""
-    k.op("griddepcontrol.launch_dependents")
     bb = GEOMETRY[fmt][0]
-    with skip_if(k, k.p("setp.ge.u32", tid, str(ROWS)), "prefetched"):
-        with skip_if(k, k.p("setp.ge.u32", tile0, ntiles), "no_tile"):
-            src = k.rd("mad.lo.u64", k.rd("cvt.u64.u32", tile_row(k.r("shl.b32", tile0, "4"), tid)),
-                       p["w_stride"], p["w"])
-            nb = k.r("min.u32", nblk, str(PREFETCH_STAGES * stage_blocks(fmt)))
-            delta = k.r("and.b32", k.r("cvt.u32.u64", src), "15")
-            size = k.r("and.b32", k.r("add.u32", delta, k.r("mad.lo.u32", nb, str(bb), "15")), "-16")
-            k.op("cp.async.bulk.prefetch.L2.global [%s], %s" % (k.rd("sub.u64", src, k.rd("cvt.u64.u32", delta)), size))
-    k.op("griddepcontrol.wait")
+
+    def prefetch():
+        with skip_if(k, k.p("setp.ge.u32", tid, str(ROWS)), "prefetched"):
+            with skip_if(k, k.p("setp.ge.u32", tile0, ntiles), "no_tile"):
+                src = k.rd("mad.lo.u64", k.rd("cvt.u64.u32", tile_row(k.r("shl.b32", tile0, "4"), tid)),
+                           p["w_stride"], p["w"])
+                nb = k.r("min.u32", nblk, str(PREFETCH_STAGES * stage_blocks(fmt)))
+                delta = k.r("and.b32", k.r("cvt.u32.u64", src), "15")
+                size = k.r("and.b32", k.r("add.u32", delta, k.r("mad.lo.u32", nb, str(bb), "15")), "-16")
+                k.op("cp.async.bulk.prefetch.L2.global [%s], %s" % (k.rd("sub.u64", src, k.rd("cvt.u64.u32", delta)), size))
+
+    dependent_launch(k, prefetch)
 
 
 def stream_matvec(k, p, fmt, dt):

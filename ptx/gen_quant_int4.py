@@ -23,8 +23,8 @@ Kernels
       16 warps per CTA, or 8 (_w8) / 4 (_w4): CONTIG_M8 and CONTIG_M16.
   kaio_int4_gemv_..._pdl (module quant_int4_gemv_sm90, PTX 8.0 sm_90): every int4 gemv
       above again, from the same gemv_kernel, behind grid_dependency's preamble
-      (programmatic dependent launch: launch_dependents, an L2 prefetch of each
-      warp's first batch, griddepcontrol.wait before any real read or store);
+      (programmatic dependent launch: launch_dependents, then griddepcontrol.wait
+      before any real read or store);
       the host picks them where the device runs sm_90 and the driver loads them.
   kaio_int4_dequant_<dt>: W (K x N row-major, dt) from the packed weight, for
       the prefill path (a workspace the op handle owns, then the f16 matmul).
@@ -167,23 +167,15 @@ def output_store(k, out_dtype, base, elem, v):
         store_f32_as(k, name, addr, v)
 
 
-def grid_dependency(k, lane, wptr0, ustride, ncols, steps):
-    """The sm_90 twins' preamble (kaio_ptx/grid_dep.py: launch_dependents, hints,
-    then the wait before any real read or write), as kquant_stream.py's: the
-    next matvec's CTAs take an SM only as ours leave it, then wait; meanwhile
-    lanes 0-3 of each warp ask L2 for the packed rows of its first batch (4 a
-    step, the CTA's 32 columns: 128 bytes a row, in range only), so DRAM is
-    busy while the previous grid drains.  A prefetch changes no data and reads
-    nothing into the CTA, so it is safe even if the previous grid writes the
-    weights; x (the previous grid's output, tiny) is read after the wait."""
-    def prefetch():
-        nbytes = k.r("shl.b32", k.r("min.u32", ncols, X), 2)   # N % 8 == 0: a multiple of 32
-        with skip_if(k, k.p("setp.ge.u32", lane, 4), "prefetched"):
-            for u, (su, end) in enumerate(steps):
-                wa = k.rd("add.u64", wptr0, k.rd("mul.lo.u64", ustride, u)) if u else wptr0
-                ok = k.p("setp.lt.u32", su, end)
-                k.op("@%s cp.async.bulk.prefetch.L2.global [%s], %s" % (ok, wa, nbytes))
-    dependent_launch(k, prefetch)
+def grid_dependency(k):
+    """The sm_90 twins' preamble (kaio_ptx/grid_dep.py): launch_dependents,
+    then the wait before any real read or write; the next matvec's CTAs take
+    an SM only as ours leave it.  No L2 prefetch of the first batch before
+    the wait (unlike kquant_stream.py's): measured on the H100 it made a
+    launch that follows a kernel which does not trigger early (a norm, RoPE,
+    or any launch alone) 0.3-0.7 us slower and saved only 0.3-0.6 us in
+    back-to-back matvecs (bench/RESULTS.md, session 16)."""
+    dependent_launch(k, None)
 
 
 def gemv_kernel(dt, mt, wfmt="int4", contig=None, pdl=False):
@@ -302,11 +294,7 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
         elem = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(xrow), P["ldx"]), k.wide(kk))
         xptr.append(k.rd("add.u64", P["x"], k.rd("shl.b64", elem, 1)))
     if pdl:
-        first = start if contig else warp
-        steps = [(k.r("add.u32", first, u if contig else u * WK) if u else first,
-                  end if contig else nsteps) for u in range(Ub)]
-        # wptr[0] of lane t (< 4) is packed row 4 * first + t at the CTA's column nb
-        grid_dependency(k, lane, wptr[0], ustride, k.r("sub.u32", S["n"], nb), steps)
+        grid_dependency(k)
 
     def load_batch(sb, dst):
         """Loads of the U steps sb + u*WK; registers are zero (zeros 8) where invalid."""

@@ -1,6 +1,6 @@
 // The int4 decode kernels in chains (on sm_90 their `_pdl` twins, which let
-// the next kernel in at their start, prefetch their first weights into L2 and
-// wait for the previous grid before any real read or write): kernels on one
+// the next kernel in at their start and wait for the previous grid before
+// any real read or write): kernels on one
 // stream with no synchronisation between them, each reading what the one
 // before wrote.
 //  * y1 = x W1, y2 = y1 W2, ... (N = K): every output NaN-poisoned first (a

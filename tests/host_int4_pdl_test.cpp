@@ -1,5 +1,5 @@
 // The int4 decode kernels' sm_90 twins on the fake driver: on compute
-// capability 9.0 (a driver that loads PTX 8.0) the matvec and the fused QKV
+// capability 9.0 (a driver that loads PTX 7.8) the matvec and the fused QKV
 // launch the `_pdl` entries through cuLaunchKernelEx with programmatic stream
 // serialization; on 8.x the sm_80 kernels, through cuLaunchKernel.
 #include <cstdio>

@@ -35,6 +35,7 @@ class Child {
   }
 
   bool hopper() const { return version_ >= 12000; }  // loads PTX ISA 8.0
+  bool ptx_7_8() const { return version_ >= 11080; }  // griddepcontrol, no sm_90a features
   std::string driver() const {  // "11.8"
     return std::to_string(version_ / 1000) + "." + std::to_string(version_ % 1000 / 10);
   }
@@ -258,7 +259,8 @@ void int4_matmul(Child &c, kaio_device *dev, kaio_stream *stream, const Views &v
            stream, t, 5, "kaio_matmul_sm80_async_f16_nn", "int4 matmul");
 }
 
-// M = 1: the decode kernel's sm_90 twin as a dependent launch (PTX 8.0), or the sm_80 one.
+// M = 1: the decode kernel's sm_90 twin as a dependent launch (PTX 7.8: griddepcontrol
+// is all it adds), or the sm_80 one.
 void int4_decode(Child &c, kaio_device *dev, kaio_stream *stream, const Views &v) {
   kaio_matmul_int4_desc d;
   c.ok(kaio_matmul_int4_desc_init(&d, sizeof d), "kaio_matmul_int4_desc_init");
@@ -269,15 +271,15 @@ void int4_decode(Child &c, kaio_device *dev, kaio_stream *stream, const Views &v
   kaio_op *op = nullptr;
   const kaio_status s = kaio_op_create_matmul_int4(&op, dev, &d);
   kt::Op owned(op);
-  const std::string kernel = c.hopper() ? "kaio_int4_gemv_f16_m8_pdl" : "kaio_int4_gemv_f16_m8";
+  const std::string kernel = c.ptx_7_8() ? "kaio_int4_gemv_f16_m8_pdl" : "kaio_int4_gemv_f16_m8";
   const kaio_tensor t[] = {v.at(0, KAIO_DTYPE_F16, 1, 256), v.at(1, KAIO_DTYPE_U32, 32, 96),
                            v.absent(), v.at(2, KAIO_DTYPE_F16, 4, 96),
                            v.at(3, KAIO_DTYPE_F32, 1, 96)};
   c.runs(s, op,
          {"kaio: kaio_op_create_matmul_int4: int4 M=1 N=96 K=256 f16 -> " + kernel +
               " (M <= 16: the decode kernel; ",
-          c.hopper() ? "dependent launch (sm_90 on device 9.0, driver " + c.driver()
-                     : "plain launch (driver " + c.driver() + " < 12.0 needed by sm_90 PTX 8.0)"},
+          c.ptx_7_8() ? "dependent launch (sm_90 on device 9.0, driver " + c.driver()
+                      : "plain launch (driver " + c.driver() + " < 11.8 needed by sm_90 PTX 7.8)"},
          stream, t, 5, kernel, "int4 decode");
 }
 

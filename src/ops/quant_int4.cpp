@@ -286,9 +286,9 @@ kaio_status plan_unlogged(kaio_device *device, Int4Plan *p, bool allow_prefill) 
   if (allow_prefill && tall)
     return plan_prefill(device, p,
                         hopper.ok() ? "M > " + std::to_string(kFusedMaxRows) : hopper.why);
-  // Where the device runs sm_90 and the driver loads PTX 8.0: the same decode
-  // kernels as programmatic dependent launches (their CTAs start in the previous
-  // kernel's tail, prefetching their first weights into L2; bench/RESULTS.md).
+  // Where the device runs sm_90 and the driver loads the twins' PTX (7.8): the
+  // same decode kernels as programmatic dependent launches (their CTAs start in
+  // the previous kernel's tail and wait there; bench/RESULTS.md).
   const FamilyCheck pdl = check_family(device, ModuleId::quant_int4_gemv_sm90, false);
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(gemv_kernel(*p, device->info.sm_count, pdl.ok()), &fn));

@@ -263,27 +263,22 @@ int run(int iters, bool matvec_only, int64_t max_k, int burst) {
         kaio_op *raw = nullptr;
         CHECK(kaio_op_create_quant_matmul(&raw, device.get(), f, adt, KAIO_DTYPE_F32, 1, s.n, s.k));
         Op op(raw);
-        const double us = timer.median_us([&](uint64_t set) {
+        auto launch = [&](uint64_t set) {
           kaio_tensor t[] = {kaio_tensor_2d(arena.get(), adt, 1, s.k),
                              kaio_tensor_2d(arena.get(), KAIO_DTYPE_U8, s.n, row_bytes),
                              kaio_tensor_2d(arena.get(), KAIO_DTYPE_F32, 1, s.n)};
           for (int i = 0; i < 3; ++i) t[i].offset_bytes = lay.offset(set, static_cast<size_t>(i));
           CHECK(kaio_op_launch(op.get(), stream.get(), t, 3));
-        }, lay.sets);
+        };
+        const double us = timer.median_us(launch, lay.sets);
         const double gbs = static_cast<double>(wb) / us / 1e3;
         std::printf("%-6s %-4s %6lld x %6lld | %7.1f %12.1f %5.1f%% | %7.1f %5.1f%% | %13.1f %7.2fx",
                     kFormatNames[fi], kaio_dtype_name(adt), static_cast<long long>(s.n),
                     static_cast<long long>(s.k), us, gbs, 100.0 * gbs / copy_gbs, read_us,
                     100.0 * read_us / us, cublas_us, cublas_us > 0 ? cublas_us / us : 0.0);
         if (burst > 0) {
-          // set b of burst `set`: consecutive launches never share a set
-          const double burst_us = timer.burst_us([&](uint64_t at) {
-            kaio_tensor t[] = {kaio_tensor_2d(arena.get(), adt, 1, s.k),
-                               kaio_tensor_2d(arena.get(), KAIO_DTYPE_U8, s.n, row_bytes),
-                               kaio_tensor_2d(arena.get(), KAIO_DTYPE_F32, 1, s.n)};
-            for (int i = 0; i < 3; ++i) t[i].offset_bytes = lay.offset(at, static_cast<size_t>(i));
-            CHECK(kaio_op_launch(op.get(), stream.get(), t, 3));
-          }, lay.sets, burst);
+          // consecutive launches of a burst never share a set
+          const double burst_us = timer.burst_us(launch, lay.sets, burst);
           const double burst_gbs = static_cast<double>(wb) / burst_us / 1e3;
           std::printf(" | %15.1f %5.1f%%", burst_us, 100.0 * burst_gbs / copy_gbs);
         }

@@ -345,21 +345,18 @@ void bench_int4(Ctx &cx, int64_t m, int64_t n, int64_t k) {
     t[3] = ar.view(set, 3, dt, k / kGroup, n);
     t[4] = ar.view(set, 4, KAIO_DTYPE_F32, m, n);
   };
-  const double kaio_us = cx.timer->median_us([&](uint64_t set) {
+  auto launch = [&](uint64_t set) {
     kaio_tensor t[5];
     views(set, t);
     CHECK(kaio_op_launch(op.get(), cx.stream, t, 5));
-  }, ar.layout.sets);
+  };
+  const double kaio_us = cx.timer->median_us(launch, ar.layout.sets);
   const double wbytes = double(l.qw.size() + l.qz.size() + l.sc.size());
   std::printf("int4%s M=%-5lld N=%-6lld K=%-6lld kaio %9.1f us  %7.0f GB/s of weights",
               dt == KAIO_DTYPE_BF16 ? "b" : " ", static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
               kaio_us, wbytes / kaio_us / 1e3);
   if (cx.burst > 0) {
-    const double burst_us = cx.timer->burst_us([&](uint64_t set) {
-      kaio_tensor t[5];
-      views(set, t);
-      CHECK(kaio_op_launch(op.get(), cx.stream, t, 5));
-    }, ar.layout.sets, cx.burst);
+    const double burst_us = cx.timer->burst_us(launch, ar.layout.sets, cx.burst);
     std::printf("  burst %7.1f us/launch %5.1f%% of copy", burst_us,
                 100.0 * wbytes / burst_us / 1e3 / cx.copy_gbs);
   }
@@ -437,11 +434,12 @@ void bench_qkv(Ctx &cx, int64_t m, int64_t k, const int64_t ns[3]) {
     CHECK(kaio_op_create_matmul_int4(&o, cx.dev, &s));
     single[p].reset(o);
   }
-  const double fused_us = cx.timer->median_us([&](uint64_t set) {
+  auto launch_fused = [&](uint64_t set) {
     kaio_tensor t[13];
     views(set, t);
     CHECK(kaio_op_launch(fused.get(), cx.stream, t, 13));
-  }, ar.layout.sets);
+  };
+  const double fused_us = cx.timer->median_us(launch_fused, ar.layout.sets);
   const double three_us = cx.timer->median_us([&](uint64_t set) {
     kaio_tensor t[13];
     views(set, t);
@@ -453,11 +451,7 @@ void bench_qkv(Ctx &cx, int64_t m, int64_t k, const int64_t ns[3]) {
   double wbytes = 0;
   for (const Layer &x : l) wbytes += double(x.qw.size() + x.qz.size() + x.sc.size());
   if (cx.burst > 0) {
-    const double burst_us = cx.timer->burst_us([&](uint64_t set) {
-      kaio_tensor t[13];
-      views(set, t);
-      CHECK(kaio_op_launch(fused.get(), cx.stream, t, 13));
-    }, ar.layout.sets, cx.burst);
+    const double burst_us = cx.timer->burst_us(launch_fused, ar.layout.sets, cx.burst);
     std::printf("qkv4  M=%-5lld N=%lld/%lld/%lld K=%-6lld fused burst %7.1f us/launch\n",
                 static_cast<long long>(m), static_cast<long long>(ns[0]),
                 static_cast<long long>(ns[1]), static_cast<long long>(ns[2]),

@@ -48,22 +48,6 @@ std::string name_of(const Chain &c) {
 
 class GpuInt4Pdl : public kt::GpuTest {
  protected:
-  kt::Buffer upload(const void *p, size_t bytes) {
-    kt::Buffer b = kt::make_buffer(dev(), bytes);
-    EXPECT_EQ(kaio_buffer_write(b.get(), 0, p, bytes), KAIO_OK);
-    return b;
-  }
-  std::vector<uint8_t> download(kaio_buffer *b, size_t bytes) {
-    std::vector<uint8_t> out(bytes);
-    EXPECT_EQ(kaio_stream_synchronize(stream()), KAIO_OK) << kaio_last_error();
-    EXPECT_EQ(kaio_buffer_read(b, 0, out.data(), bytes), KAIO_OK);
-    return out;
-  }
-  kt::Buffer poisoned(size_t bytes) {
-    kt::Buffer b = kt::make_buffer(dev(), bytes);
-    EXPECT_EQ(kaio_buffer_memset(b.get(), stream(), 0, 0xFF, bytes), KAIO_OK);
-    return b;
-  }
   // K x n GPTQ weights with qzeros; q and z uniform in 0..15, so (q - z) has mean 0 (a
   // mean adds a component common to every output that grows about K s-fold per link: f16
   // overflowed after 4 links of N = K = 4096 on the H100) and E[(q - z)^2 s^2] is about

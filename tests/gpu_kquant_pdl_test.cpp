@@ -70,17 +70,6 @@ struct Chain {
 
 class GpuKquantPdl : public kt::GpuTest {
  protected:
-  kt::Buffer upload(const std::vector<uint8_t> &bytes) {
-    kt::Buffer b = kt::make_buffer(dev(), bytes.size());
-    EXPECT_EQ(kaio_buffer_write(b.get(), 0, bytes.data(), bytes.size()), KAIO_OK);
-    return b;
-  }
-  std::vector<uint8_t> download(kaio_buffer *b, size_t bytes) {
-    std::vector<uint8_t> out(bytes);
-    EXPECT_EQ(kaio_stream_synchronize(stream()), KAIO_OK) << kaio_last_error();
-    EXPECT_EQ(kaio_buffer_read(b, 0, out.data(), bytes), KAIO_OK);
-    return out;
-  }
   void chain(const Chain &c, int links);
 
   // The reference's view of quantized rows the GPU wrote: their bytes and dequantized values.

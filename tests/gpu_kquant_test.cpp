@@ -54,18 +54,6 @@ std::vector<uint8_t> to_dtype(kaio_dtype dt, std::vector<float> *values) {
 
 class GpuKquant : public kt::GpuTest {
  protected:
-  kt::Buffer upload(const void *data, size_t bytes) {
-    kt::Buffer b = kt::make_buffer(dev(), bytes);
-    EXPECT_EQ(kaio_buffer_write(b.get(), 0, data, bytes), KAIO_OK);
-    return b;
-  }
-  std::vector<uint8_t> download(kaio_buffer *b, size_t bytes) {
-    std::vector<uint8_t> out(bytes);
-    EXPECT_EQ(kaio_stream_synchronize(stream()), KAIO_OK) << kaio_last_error();
-    EXPECT_EQ(kaio_buffer_read(b, 0, out.data(), bytes), KAIO_OK);
-    return out;
-  }
-
   // Quantizes rows x cols of `dist` on the GPU (x and q rows padded by the
   // given elements / bytes) and returns the number of blocks that differ
   // from the reference.

@@ -26,21 +26,11 @@ std::vector<uint8_t> as_bytes(const void *p, size_t n) {
 
 class GpuQuant : public kt::GpuTest {
  protected:
+  // The base upload, but never smaller than 16 bytes.
   kt::Buffer upload(const std::vector<uint8_t> &bytes) {
     kt::Buffer b = kt::make_buffer(dev(), std::max<size_t>(bytes.size(), 16));
     EXPECT_EQ(kaio_buffer_write(b.get(), 0, bytes.data(), bytes.size()), KAIO_OK);
     return b;
-  }
-  kt::Buffer poisoned(size_t bytes) {
-    kt::Buffer b = kt::make_buffer(dev(), bytes);
-    EXPECT_EQ(kaio_buffer_memset(b.get(), stream(), 0, 0xFF, bytes), KAIO_OK);
-    return b;
-  }
-  std::vector<uint8_t> download(kaio_buffer *b, size_t bytes) {
-    EXPECT_EQ(kaio_stream_synchronize(stream()), KAIO_OK) << kaio_last_error();
-    std::vector<uint8_t> out(bytes);
-    EXPECT_EQ(kaio_buffer_read(b, 0, out.data(), bytes), KAIO_OK);
-    return out;
   }
 };
 

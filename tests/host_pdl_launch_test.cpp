@@ -1,11 +1,13 @@
 // Programmatic dependent launch on the fake driver: a kernel whose PTX
-// executes griddepcontrol.wait (today the streaming k-quant matvecs, sm_90)
-// is launched through cuLaunchKernelEx with programmatic stream
-// serialization, every other kernel through cuLaunchKernel as before; a
-// driver without cuLaunchKernelEx launches it as every other kernel. (The
+// executes griddepcontrol.wait (the streaming k-quant matvecs, and the int4
+// decode kernels' `_pdl` twins, on sm_90) is launched through cuLaunchKernelEx
+// with programmatic stream serialization, every other kernel through
+// cuLaunchKernel as before; a driver without cuLaunchKernelEx launches it as
+// every other kernel; on 8.x the int4 decode runs the sm_80 kernels. (The
 // kernel registry test checks the flag against each entry's PTX.)
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -78,6 +80,43 @@ Seen last(const Hooks &h) {
   launches(false);
 }
 
+// M = `m` rows, N = 64, K = 256, group 128 with qzeros: exits 0 when the
+// matvec launched `base` (+ "_pdl" when `pdl`) and the QKV projection a kernel
+// of that family (its 3 x 2 CTAs may pick fewer warps on the fake's SMs), each
+// as a programmatic dependent launch exactly when `pdl`, else the failed check.
+[[noreturn]] void decode_launches(const char *cc, int64_t m, const std::string &base, bool pdl) {
+  const std::string expect = base + (pdl ? "_pdl" : "");
+  const Hooks h(std::getenv("LIBKAIO_CUDA_DRIVER"));
+  const kt::FakeChild child(cc, 1 << 20);
+  kaio_stream *s = child.stream.get();
+  const kaio_tensor x = child.at(KAIO_DTYPE_F16, m, 256, 0), qw = child.at(KAIO_DTYPE_U32, 32, 64, 16384),
+                    qz = child.at(KAIO_DTYPE_U32, 2, 8, 32768), sc = child.at(KAIO_DTYPE_F16, 2, 64, 49152),
+                    c = child.at(KAIO_DTYPE_F16, m, 64, 65536);
+  kaio_matmul_int4_desc d;
+  if (kaio_matmul_int4_desc_init(&d, sizeof d) != KAIO_OK) std::_Exit(2);
+  d.in_dtype = d.out_dtype = KAIO_DTYPE_F16;
+  d.group_size = 128;
+  if (kaio_matmul_int4(s, &x, &qw, &qz, &sc, &c, &d) != KAIO_OK) std::_Exit(3);
+  Seen l = last(h);
+  if (l.name != expect) std::_Exit(4);
+  if (l.programmatic != (pdl ? 1 : 0)) std::_Exit(5);
+  kaio_qkv_int4_desc q;
+  if (kaio_qkv_int4_desc_init(&q, sizeof q) != KAIO_OK) std::_Exit(6);
+  q.group_size = 128;
+  const kaio_tensor c2 = child.at(KAIO_DTYPE_F16, m, 64, 98304), c3 = child.at(KAIO_DTYPE_F16, m, 64, 131072);
+  const kaio_tensor t[13] = {x, qw, qz, sc, qw, qz, sc, qw, qz, sc, c, c2, c3};
+  if (kaio_qkv_project_int4(s, t, 13, &q) != KAIO_OK) std::_Exit(7);
+  l = last(h);
+  const bool twin = l.name.size() > 4 && l.name.compare(l.name.size() - 4, 4, "_pdl") == 0;
+  if (l.name.rfind(base, 0) != 0 || twin != pdl) {
+    std::fprintf(stderr, "qkv launched %s\n", l.name.c_str());
+    std::_Exit(8);
+  }
+  if (l.programmatic != (pdl ? 1 : 0)) std::_Exit(9);
+  if (kaio_stream_synchronize(s) != KAIO_OK) std::_Exit(10);
+  std::_Exit(0);
+}
+
 class FakePdl : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -94,6 +133,20 @@ TEST_F(FakePdl, OnlyTheKernelsThatWaitAskForTheOverlap) {
 
 TEST_F(FakePdl, WithoutCuLaunchKernelExEveryKernelLaunchesAsBefore) {
   EXPECT_EXIT(without_launch_ex(), ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(FakePdl, Int4Sm90RunsTheTwinAsADependentLaunch) {
+  EXPECT_EXIT(decode_launches("90", 1, "kaio_int4_gemv_f16_m8_g128", true),
+              ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(decode_launches("90", 16, "kaio_int4_gemv_f16_m16_g128", true),
+              ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(FakePdl, Int4Sm8xRunsTheSm80KernelAsBefore) {
+  for (const char *cc : {"80", "86", "89"})
+    EXPECT_EXIT(decode_launches(cc, 1, "kaio_int4_gemv_f16_m8_g128", false),
+                ::testing::ExitedWithCode(0), "")
+        << "cc " << cc;
 }
 
 }  // namespace

@@ -81,7 +81,7 @@ TEST_F(FakeQuant, Int8PicksWgmmaOnHopperAndMmaSyncWhenAsked) {
 TEST_F(FakeQuant, Int4DecodeKernelByRowsAndFusedQkvIsOneLaunch) {
   // The fake GPU has 4 SMs (64 warp slots at 16 per SM): groups >= 128 take the
   // contiguous-K kernel with the most warps (16, 8, 4) whose busy CTAs fit them. It is
-  // cc 9.0: each runs as its sm_90 twin, `_pdl` (host_int4_pdl_test.cpp: 8.x does not).
+  // cc 9.0: each runs as its sm_90 twin, `_pdl` (host_pdl_launch_test.cpp: 8.x does not).
   const int64_t k = 256;
   struct {
     int64_t m, n, group;

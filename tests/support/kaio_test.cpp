@@ -128,6 +128,25 @@ void GpuTest::SetUp() {
   ASSERT_TRUE(stream_);
 }
 
+Buffer GpuTest::upload(const void *data, size_t bytes) {
+  Buffer b = make_buffer(dev(), bytes);
+  EXPECT_EQ(kaio_buffer_write(b.get(), 0, data, bytes), KAIO_OK) << kaio_last_error();
+  return b;
+}
+
+Buffer GpuTest::poisoned(size_t bytes) {
+  Buffer b = make_buffer(dev(), bytes);
+  EXPECT_EQ(kaio_buffer_memset(b.get(), stream(), 0, 0xFF, bytes), KAIO_OK) << kaio_last_error();
+  return b;
+}
+
+std::vector<uint8_t> GpuTest::download(kaio_buffer *b, size_t bytes) {
+  std::vector<uint8_t> out(bytes);
+  EXPECT_EQ(kaio_stream_synchronize(stream()), KAIO_OK) << kaio_last_error();
+  EXPECT_EQ(kaio_buffer_read(b, 0, out.data(), bytes), KAIO_OK) << kaio_last_error();
+  return out;
+}
+
 uint16_t f32_to_f16(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);

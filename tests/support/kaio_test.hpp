@@ -107,6 +107,13 @@ class GpuTest : public ::testing::Test {
   void SetUp() override;
   kaio_device *dev() const { return device_.get(); }
   kaio_stream *stream() const { return stream_.get(); }
+  // A buffer holding `bytes` bytes of data (written before it returns).
+  Buffer upload(const void *data, size_t bytes);
+  Buffer upload(const std::vector<uint8_t> &bytes) { return upload(bytes.data(), bytes.size()); }
+  // A buffer of `bytes` 0xFF bytes (NaN in every float dtype), set on the stream.
+  Buffer poisoned(size_t bytes);
+  // The first `bytes` bytes of b once the stream's work is done.
+  std::vector<uint8_t> download(kaio_buffer *b, size_t bytes);
   Device device_;
   Stream stream_;
 };

@@ -47,6 +47,7 @@ from kaio_ptx import cli, cp_async, op_fault
 from kaio_ptx.attention import Kernel, raise_flag
 from kaio_ptx.control import cases, loop, skip_if
 from kaio_ptx.dtypes import OUT_DTYPES
+from kaio_ptx.grid_dep import twin_module
 from kaio_ptx.literals import LN2, NEG_INF
 from kaio_ptx.mma import ldmatrix_x4, pack
 from kaio_ptx.params import load_params
@@ -575,7 +576,9 @@ def generate():
         for dt in DTYPES:
             for d in DIMS:
                 out.append("\n" + decode_kernel(dt, d, paged))
-    return {"attention_decode.ptx": "".join(out)}
+    # and again as sm_90 dependent launches (grid_dep.twin_module): the wait precedes the
+    # count and workspace accesses, so the last-CTA combine sees only its own launch
+    return {"attention_decode.ptx": "".join(out), "attention_decode_sm90.ptx": twin_module("".join(out))}
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import sys
 
 from kaio_ptx import cli
 from kaio_ptx.control import block, if_else, loop, skip_if
+from kaio_ptx.grid_dep import twin_module
 from kaio_ptx.kernel import Kernel
 from kaio_ptx.literals import INF, NEG_INF, ONE, ZERO, f32
 from kaio_ptx.preamble import preamble
@@ -1043,7 +1044,11 @@ def generate():
         for dt in DTYPES:
             for shape in ("warp", "block"):
                 norms.append("\n" + family(dt, shape))
-    return {"elementwise.ptx": "".join(elementwise), "rows.ptx": "".join(rows), "norms.ptx": "".join(norms)}
+    out = {"elementwise.ptx": "".join(elementwise), "rows.ptx": "".join(rows), "norms.ptx": "".join(norms)}
+    # every kernel again as an sm_90 dependent launch (grid_dep.twin_module): the host runs
+    # these where it can, so a decode step's norms and gates start in their neighbours' tails
+    out.update({name[:-len(".ptx")] + "_sm90.ptx": twin_module(text) for name, text in list(out.items())})
+    return out
 
 
 def print_refit():

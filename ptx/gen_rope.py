@@ -32,11 +32,13 @@ import sys
 
 from kaio_ptx import cli, op_fault, rope
 from kaio_ptx.control import block, loop
+from kaio_ptx.grid_dep import twin_module
 from kaio_ptx.kernel import Kernel
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import preamble
 
 OUT_NAME = "rope.ptx"
+TWIN_NAME = "rope_sm90.ptx"
 HEADER = preamble(__file__)
 BLOCK = 256
 MAX_HALF = 256   # inv_freq entries: rotary_dim <= 512
@@ -286,7 +288,8 @@ def generate():
             for dt in ("f32", "f16", "bf16"):
                 for vec in (True, False):
                     parts.append("\n" + rope_kernel(style, dt, vec, cache))
-    return {OUT_NAME: "".join(parts)}
+    # and again as sm_90 dependent launches (grid_dep.twin_module), which the host prefers
+    return {OUT_NAME: "".join(parts), TWIN_NAME: twin_module("".join(parts))}
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ TEST_F(FakeDecode, AutoTakesDecodePreparedSplitsOneShotDoesNot) {
   Fwd f = fwd();
   unsigned grid[3];
   KT_OK(kaio_attention(stream_.get(), &f.t[0], &f.t[1], &f.t[2], &f.t[3], &f.t[4], &d));
-  EXPECT_EQ(last_name(grid), "kaio_attn_decode_bf16_d128");
+  EXPECT_EQ(last_name(grid), "kaio_attn_decode_bf16_d128_pdl");  // 9.0: the twin
   EXPECT_EQ(grid[0], 1u);
   EXPECT_EQ(grid[1], 1u);            // 4 heads x 1 row in one CTA
   EXPECT_EQ(grid[2], unsigned{B * Hkv});
@@ -105,7 +105,7 @@ TEST_F(FakeDecode, AutoTakesDecodePreparedSplitsOneShotDoesNot) {
   const unsigned long long before = kt::fake().launch_count();
   KT_OK(kaio_op_launch(op, stream_.get(), f.t, 5));
   EXPECT_EQ(kt::fake().launch_count(), before + 1);
-  EXPECT_EQ(last_name(grid), "kaio_attn_decode_bf16_d128");
+  EXPECT_EQ(last_name(grid), "kaio_attn_decode_bf16_d128_pdl");
   EXPECT_GT(grid[0], 1u);
   // Sq 17 goes to the prefill kernels; the DECODE variant refuses it
   d.seq_q = 17;
@@ -122,7 +122,7 @@ TEST_F(FakeDecode, PagedLaunchesThePagedKernel) {
   unsigned grid[3];
   KT_OK(kaio_attention_paged(stream_.get(), &v.t[0], &v.t[1], &v.t[2], &v.t[3], &v.t[4], &v.t[5],
                              nullptr, &d, &p));
-  EXPECT_EQ(last_name(grid), "kaio_attn_decode_paged_bf16_d128");
+  EXPECT_EQ(last_name(grid), "kaio_attn_decode_paged_bf16_d128_pdl");
   EXPECT_EQ(grid[0], 1u);
   const uint64_t flag = kt::launch_param<uint64_t>(9);
   EXPECT_NE(flag, 0u);  // one-shot too: the device's op flag

@@ -53,7 +53,7 @@ TEST_F(FakeKvCache, LaunchCarriesStridesSlotsAndFlag) {
   kk.rows = T;
   KT_OK(kaio_kv_cache_write(stream_.get(), &kk, &vv, &s, &c, &cv));
   kt::Launch l = kt::last_launch();
-  EXPECT_EQ(l.name, "kaio_kv_cache_write");
+  EXPECT_EQ(l.name, "kaio_kv_cache_write_pdl");  // the fake is 9.0: the twin
   EXPECT_EQ(l.grid[0], unsigned(T));
   EXPECT_EQ(l.block[0], 128u);
   const uint64_t base = kaio_buffer_device_ptr(buf_.get());

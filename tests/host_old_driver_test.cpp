@@ -283,6 +283,28 @@ void int4_decode(Child &c, kaio_device *dev, kaio_stream *stream, const Views &v
          stream, t, 5, kernel, "int4 decode");
 }
 
+// A decode step's norm and gate: their sm_90 twins as dependent launches (PTX 7.8), or
+// the sm_80 kernels (ops/kernel_family.cpp resolve_twin).
+void step_ops(Child &c, kaio_device *dev, kaio_stream *stream, const Views &v) {
+  const std::string why = c.ptx_7_8() ? "dependent launch (sm_90 on device 9.0, driver " + c.driver()
+                                      : "plain launch (driver " + c.driver() + " < 11.8 needed by sm_90 PTX 7.8)";
+  const std::string twin = c.ptx_7_8() ? "_pdl" : "";
+  kaio_op *op = nullptr;
+  kaio_status s = kaio_op_create_add_rmsnorm(&op, dev, KAIO_DTYPE_F16, 1, 4096, 1e-5f);
+  kt::Op norm(op);
+  const kaio_tensor x = v.at(0, KAIO_DTYPE_F16, 1, 4096), r = v.at(1, KAIO_DTYPE_F16, 1, 4096),
+                    w = v.at(2, KAIO_DTYPE_F16, 1, 4096), o = v.at(3, KAIO_DTYPE_F16, 1, 4096);
+  const kaio_tensor t[] = {x, r, w, o};
+  c.runs(s, op, {"kaio: kaio_op_create_add_rmsnorm: 1 x 4096 f16 -> kaio_add_rmsnorm_f16_block" + twin +
+                 " (a block per row; " + why},
+         stream, t, 4, "kaio_add_rmsnorm_f16_block" + twin, "add_rmsnorm");
+  s = kaio_op_create_silu_gate(&op, dev, KAIO_DTYPE_F16, 1, 4096);
+  kt::Op silu(op);
+  const kaio_tensor g[] = {x, r, o};
+  c.runs(s, op, {"kaio: kaio_op_create_silu_gate: 1 x 4096 f16 -> kaio_silu_gate_f16" + twin + " (" + why},
+         stream, g, 3, "kaio_silu_gate_f16" + twin, "silu_gate");
+}
+
 // M = 3: the streaming sm_90 matvec (PTX 8.0 too), or the register-fed one.
 void kquant_matmul(Child &c, kaio_device *dev, kaio_stream *stream, const Views &v) {
   kaio_op *op = nullptr;
@@ -316,6 +338,7 @@ void kquant_matmul(Child &c, kaio_device *dev, kaio_stream *stream, const Views 
   int8_matmul(c, dev, stream.get(), v);
   int4_matmul(c, dev, stream.get(), v);
   int4_decode(c, dev, stream.get(), v);
+  step_ops(c, dev, stream.get(), v);
   kquant_matmul(c, dev, stream.get(), v);
   c.finish();
 }

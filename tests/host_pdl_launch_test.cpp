@@ -1,6 +1,7 @@
 // Programmatic dependent launch on the fake driver: a kernel whose PTX
-// executes griddepcontrol.wait (the streaming k-quant matvecs, and the int4
-// decode kernels' `_pdl` twins, on sm_90) is launched through cuLaunchKernelEx
+// executes griddepcontrol.wait (the streaming k-quant matvecs, and the `_pdl`
+// twins of the int4 decode kernels and of a decode step's norms, SiLU gate,
+// RoPE + KV cache and decode attention, on sm_90) is launched through cuLaunchKernelEx
 // with programmatic stream serialization, every other kernel through
 // cuLaunchKernel as before; a driver without cuLaunchKernelEx launches it as
 // every other kernel; on 8.x the int4 decode runs the sm_80 kernels. (The
@@ -117,6 +118,63 @@ Seen last(const Hooks &h) {
   std::_Exit(0);
 }
 
+// The kernels between a decode step's matvecs (add + RMSNorm, SiLU gate, RoPE
+// with the KV-cache write, paged decode attention, the KV-cache write): each
+// op launched the kernel whose name starts with `prefix`, as its `_pdl` twin
+// with the overlap exactly when `pdl`; exits 0, else the failed check's code.
+[[noreturn]] void step_launches(const char *cc, bool pdl) {
+  const Hooks h(std::getenv("LIBKAIO_CUDA_DRIVER"));
+  const kt::FakeChild child(cc, 1 << 20);
+  kaio_stream *s = child.stream.get();
+  int code = 2;
+  auto expect = [&](kaio_status st, const std::string &prefix) {
+    if (st != KAIO_OK) std::_Exit(code);
+    const Seen l = last(h);
+    const bool twin = l.name.size() > 4 && l.name.compare(l.name.size() - 4, 4, "_pdl") == 0;
+    if (l.name.rfind(prefix, 0) != 0 || twin != pdl || l.programmatic != (pdl ? 1 : 0)) {
+      std::fprintf(stderr, "%s launched %s (programmatic %d)\n", prefix.c_str(), l.name.c_str(),
+                   l.programmatic);
+      std::_Exit(code + 1);
+    }
+    code += 2;
+  };
+  auto at = [&](kaio_dtype dt, int64_t rows, int64_t cols, int slot) {
+    return child.at(dt, rows, cols, static_cast<uint64_t>(slot) << 14);
+  };
+  const kaio_tensor x = at(KAIO_DTYPE_F16, 1, 4096, 0), res = at(KAIO_DTYPE_F16, 1, 4096, 1),
+                    w = at(KAIO_DTYPE_F16, 1, 4096, 2), out = at(KAIO_DTYPE_F16, 1, 4096, 3);
+  expect(kaio_add_rmsnorm(s, &x, &res, &w, &out, 1e-5f), "kaio_add_rmsnorm_f16_block");
+  expect(kaio_rmsnorm(s, &x, &w, &out, 1e-5f), "kaio_rmsnorm_f16_block");
+  expect(kaio_silu_gate(s, &x, &res, &out), "kaio_silu_gate_f16");
+  const kaio_tensor q = at(KAIO_DTYPE_F16, 1, 128, 4), k = at(KAIO_DTYPE_F16, 1, 64, 5),
+                    v = at(KAIO_DTYPE_F16, 1, 64, 6), pos = at(KAIO_DTYPE_I32, 1, 1, 7),
+                    slot = at(KAIO_DTYPE_I32, 1, 1, 8), kc = at(KAIO_DTYPE_F16, 16, 64, 9),
+                    vc = at(KAIO_DTYPE_F16, 16, 64, 10), table = at(KAIO_DTYPE_I32, 1, 1, 11),
+                    o = at(KAIO_DTYPE_F16, 1, 128, 12);
+  kaio_rope_desc rd;
+  if (kaio_rope_desc_init(&rd, sizeof rd) != KAIO_OK) std::_Exit(1);
+  rd.dtype = KAIO_DTYPE_F16;
+  rd.heads_q = 2;
+  rd.heads_k = 1;
+  rd.head_dim = 64;
+  expect(kaio_rope_kv_cache_write(s, &q, &k, &v, &pos, &slot, &kc, &vc, &rd), "kaio_rope_cache_half_split_f16");
+  expect(kaio_kv_cache_write(s, &k, &v, &slot, &kc, &vc), "kaio_kv_cache_write");
+  kaio_attention_desc ad;
+  kaio_attention_paged_desc pd;
+  if (kaio_attention_desc_init(&ad, sizeof ad) != KAIO_OK ||
+      kaio_attention_paged_desc_init(&pd, sizeof pd) != KAIO_OK)
+    std::_Exit(1);
+  ad.batch = ad.seq_q = 1;
+  ad.seq_k = 16;
+  ad.heads_q = 2;
+  ad.heads_kv = 1;
+  ad.head_dim = 64;
+  expect(kaio_attention_paged(s, &q, &kc, &vc, &table, &pos, &o, nullptr, &ad, &pd),
+         "kaio_attn_decode_paged_f16_d64");
+  if (kaio_stream_synchronize(s) != KAIO_OK) std::_Exit(1);
+  std::_Exit(0);
+}
+
 class FakePdl : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -140,6 +198,15 @@ TEST_F(FakePdl, Int4Sm90RunsTheTwinAsADependentLaunch) {
               ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(decode_launches("90", 16, "kaio_int4_gemv_f16_m16_g128", true),
               ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(FakePdl, DecodeStepKernelsRunTheirTwinsOnSm90) {
+  EXPECT_EXIT(step_launches("90", true), ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(FakePdl, DecodeStepKernelsRunPlainOnSm8x) {
+  for (const char *cc : {"80", "89"})
+    EXPECT_EXIT(step_launches(cc, false), ::testing::ExitedWithCode(0), "") << "cc " << cc;
 }
 
 TEST_F(FakePdl, Int4Sm8xRunsTheSm80KernelAsBefore) {

@@ -61,7 +61,7 @@ TEST_F(FakeRope, PicksTheVectorKernelAndPassesHfsTable) {
   kaio_tensor qv = q(), kv = k(), pv = pos();
   KT_OK(kaio_rope(stream_.get(), &qv, &kv, &pv, &d));
   kt::Launch l = kt::last_launch();
-  EXPECT_EQ(l.name, "kaio_rope_half_split_bf16_vec");
+  EXPECT_EQ(l.name, "kaio_rope_half_split_bf16_vec_pdl");  // the fake is 9.0: the sm_90 twin
   EXPECT_EQ(l.block[0], 256u);
   EXPECT_EQ(kt::launch_param<uint32_t>(10), 4u);   // units: 32 pairs / 8
   EXPECT_EQ(kt::launch_param<uint32_t>(11), 1u);   // head lanes: 10 tokens split the heads
@@ -122,7 +122,7 @@ TEST_F(FakeRope, OddLayoutsRunTheElementKernelAndAbsentTensorsHaveNoHeads) {
   d.rotary_dim = 40;  // half split: the second half starts 20 * 2 = 40 bytes in
   kaio_tensor qv = view(0, KAIO_DTYPE_F16, T, Hq * 80), pv = pos();
   KT_OK(kaio_rope(stream_.get(), &qv, nullptr, &pv, &d));
-  EXPECT_EQ(last_name(), "kaio_rope_half_split_f16_scalar");
+  EXPECT_EQ(last_name(), "kaio_rope_half_split_f16_scalar_pdl");
   EXPECT_EQ(kt::launch_param<uint32_t>(10), 20u);  // one pair per thread
   EXPECT_EQ(kt::launch_param<uint32_t>(7), 0u);    // heads_k: K absent
   EXPECT_EQ(kt::launch_param<uint64_t>(1), 0u);
@@ -132,7 +132,7 @@ TEST_F(FakeRope, OddLayoutsRunTheElementKernelAndAbsentTensorsHaveNoHeads) {
   kaio_tensor kv = view(1 << 20, KAIO_DTYPE_F16, T, Hk * 80);
   kaio_tensor none{};
   KT_OK(kaio_rope(stream_.get(), &none, &kv, &pv, &d));
-  EXPECT_EQ(last_name(), "kaio_rope_interleaved_f16_vec");
+  EXPECT_EQ(last_name(), "kaio_rope_interleaved_f16_vec_pdl");
   EXPECT_EQ(kt::launch_param<uint32_t>(10), 5u);  // 4 pairs per thread
   EXPECT_EQ(kt::launch_param<uint32_t>(6), 0u);
   EXPECT_EQ(kt::launch_param<uint32_t>(7), static_cast<uint32_t>(Hk));
@@ -291,7 +291,7 @@ TEST_F(FakeRopeKvCache, LaunchesTheCacheKernelWithTheFlag) {
   const kaio_rope_desc d = desc();
   KT_OK(call_with(0, nullptr, d));  // no Q
   kt::Launch l = kt::last_launch();
-  EXPECT_EQ(l.name, "kaio_rope_cache_half_split_bf16_vec");
+  EXPECT_EQ(l.name, "kaio_rope_cache_half_split_bf16_vec_pdl");
   EXPECT_EQ(kt::launch_param<uint64_t>(0), 0u);                          // Q absent
   EXPECT_EQ(kt::launch_param<uint32_t>(11), 1u);                         // no head lanes
   EXPECT_EQ(kt::launch_param<uint32_t>(22), 32u);                        // cache rows

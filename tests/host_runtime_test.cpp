@@ -147,7 +147,7 @@ TEST_F(FakeRuntime, ElementwiseLaunchPassesViewsAndCount) {
   kaio_tensor to = kaio_tensor_2d(o.get(), KAIO_DTYPE_BF16, rows, cols);
   KT_OK(kaio_silu_gate(s.get(), &tx, &tg, &to));
   Launch l = last_launch();
-  EXPECT_EQ(l.name, "kaio_silu_gate_bf16");
+  EXPECT_EQ(l.name, "kaio_silu_gate_bf16_pdl");  // the fake is 9.0: the sm_90 twin
   EXPECT_EQ(l.block[0], 256u);
   EXPECT_GE(l.grid[0], 1u);
   EXPECT_EQ(launch_param<uint64_t>(0), kaio_buffer_device_ptr(x.get()) + 62);
@@ -156,7 +156,7 @@ TEST_F(FakeRuntime, ElementwiseLaunchPassesViewsAndCount) {
   EXPECT_EQ(launch_param<uint64_t>(3), static_cast<uint64_t>(rows * cols));
 
   KT_OK(kaio_gelu(s.get(), &to, &to, KAIO_GELU_TANH));  // in place is allowed
-  EXPECT_EQ(last_launch().name, "kaio_gelu_tanh_bf16");
+  EXPECT_EQ(last_launch().name, "kaio_gelu_tanh_bf16_pdl");
 }
 
 TEST_F(FakeRuntime, RowOpsPickWarpOrBlockPerRow) {
@@ -168,8 +168,8 @@ TEST_F(FakeRuntime, RowOpsPickWarpOrBlockPerRow) {
     int64_t rows, cols;
     const char *kernel;
     unsigned grid;
-  } shapes[] = {{17, 1024, "kaio_rmsnorm_f16_warp", 3}, {17, 1025, "kaio_rmsnorm_f16_block", 17},
-                {1, 1, "kaio_rmsnorm_f16_warp", 1}};
+  } shapes[] = {{17, 1024, "kaio_rmsnorm_f16_warp_pdl", 3}, {17, 1025, "kaio_rmsnorm_f16_block_pdl", 17},
+                {1, 1, "kaio_rmsnorm_f16_warp_pdl", 1}};
   for (const auto &sh : shapes) {
     kaio_op *op = nullptr;
     KT_OK(kaio_op_create_rmsnorm(&op, d.get(), KAIO_DTYPE_F16, sh.rows, sh.cols, 1e-6f));
@@ -190,7 +190,7 @@ TEST_F(FakeRuntime, RowOpsPickWarpOrBlockPerRow) {
   }
   kaio_tensor sx = kaio_tensor_2d(x.get(), KAIO_DTYPE_F32, 5, 3000);
   KT_OK(kaio_softmax(s.get(), &sx, &sx));
-  EXPECT_EQ(last_launch().name, "kaio_softmax_f32_block");
+  EXPECT_EQ(last_launch().name, "kaio_softmax_f32_block_pdl");
 }
 
 TEST_F(FakeRuntime, MatmulPicksItsKernelGridAndArguments) {
@@ -542,7 +542,7 @@ TEST_F(FakeRuntime, PreparedOpRunsOnAnyStreamOfItsDevice) {
   KT_OK(kaio_op_launch(op, s1.get(), t, 2));
   KT_OK(kaio_op_launch(op, s2.get(), t, 2));
   EXPECT_EQ(kt::fake().launch_count(), before + 2);
-  EXPECT_EQ(last_launch().name, "kaio_gelu_erf_f32");
+  EXPECT_EQ(last_launch().name, "kaio_gelu_erf_f32_pdl");
 }
 
 // Driver failures are per process (the driver loads once), so each runs in a

@@ -7,7 +7,23 @@ while this one runs.  The rule: launch_dependents first (a kernel whose
 successor waits for its completion anyway has nothing to publish earlier),
 then only hints (L2 prefetches) and address arithmetic from parameters, then
 griddepcontrol.wait before any real global read or write: the previous grid
-may write what we read (RAW) and may still read what we write (WAR)."""
+may write what we read (RAW) and may still read what we write (WAR).
+
+A kernel of an sm_80 module gets its dependent launch as a twin
+(twin_module): the same entry again, in an sm_90 module, with the two
+instructions in front of its body.  The wait returns only when the previous
+grid has completed and its stores are visible, so a twin may follow or
+precede any kernel (a last-CTA combine included) with the plain kernel's
+bits; a chain of twins lets every launch of a decode step start in the tail
+of the one before."""
+
+import re
+
+from kaio_ptx import manifest
+
+TWIN_SUFFIX = "_pdl"   # entry name of a twin; its selector is the plain one's + TWIN_SUFFIX
+PREAMBLE = "\tgriddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;\n"
+_ENTRY = re.compile(r"^\.visible \.entry (\w+)\(", re.M)
 
 
 def dependent_launch(k, prefetch=None):
@@ -17,3 +33,29 @@ def dependent_launch(k, prefetch=None):
     if prefetch:
         prefetch()
     k.op("griddepcontrol.wait")
+
+
+def twin_module(text):
+    """The sm_90 twin of a module's text (its preamble, .version/.target left
+    to isa.resolve, and its entries as PtxEmitter.entry_text wrote them):
+    every entry renamed NAME_pdl (its comments and annotations too), with
+    launch_dependents and the wait as the first instructions of its body,
+    before any load or store, so nothing else changes (same arithmetic, same
+    bits).  Records each twin in the manifest with the plain entry's facts
+    and keys, its select being the plain one's + TWIN_SUFFIX."""
+    names = _ENTRY.findall(text)
+    if not names:
+        raise SystemExit("grid_dep.twin_module: no .entry in the text")
+    for name in names:
+        text = re.sub(r"\b%s\b" % name, name + TWIN_SUFFIX, text)
+    out, pos = [], 0
+    for m in _ENTRY.finditer(text):
+        # entry_text's layout: "{", the .reg / shared declarations, an empty line, the body
+        body = re.compile(r"^\{\n(?:\t\.[^\n]*\n)*\n", re.M).search(text, m.end())
+        if not body:
+            raise SystemExit("grid_dep.twin_module: %s: no body after its declarations" % m.group(1))
+        out += [text[pos:body.end()], PREAMBLE]
+        pos = body.end()
+    for name in names:
+        manifest.twin(name, name + TWIN_SUFFIX, TWIN_SUFFIX)
+    return "".join(out) + text[pos:]

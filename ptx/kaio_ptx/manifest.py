@@ -11,6 +11,7 @@ import re
 
 _entries = {}  # entry name -> facts read from its entry_text, in generation order
 _given = {}    # entry name -> facts and keys a generator gave (they win)
+_twins = {}    # twin entry name -> (plain entry name, select suffix): manifest.twin
 
 _DIRECTIVE = re.compile(r"^\.(maxntid|reqntid|reqnctapercluster)\s+([\d,\s]+)$")
 _ANNOTATION = re.compile(r"^// kaio-([a-z-]+): (\S+) ?(.*)$")
@@ -67,6 +68,17 @@ def facts(name, **values):
     _given.setdefault(name, {"keys": {}}).update(values)
 
 
+def twin(name, twin_name, select_suffix):
+    """Entry twin_name is entry name again (grid_dep.twin_module): the same
+    facts and keys, selected by the plain entry's select + select_suffix."""
+    if name not in _entries:
+        raise SystemExit("manifest: twin of %s, which no entry_text recorded" % name)
+    _entries[twin_name] = dict(_entries[name], entry=twin_name)
+    given = _given.get(name, {"keys": {}})
+    _given[twin_name] = dict(given, keys=dict(given["keys"]))
+    _twins[twin_name] = (name, select_suffix)   # the select is known in take(): it may be the family
+
+
 _GRID_DEP_WAIT = re.compile(r"^\s*(?:@!?%\w+\s+)?griddepcontrol\.wait\b", re.M)
 
 
@@ -92,9 +104,13 @@ def take(files, family):
     if stray:
         # keys() given a name no output defines: a typo, or a name changed after.
         raise SystemExit("manifest: facts for entries no output defines: " + ", ".join(stray))
+    for name, (plain, suffix) in _twins.items():
+        keys = _given[name]["keys"]
+        keys["select"] = _given.get(plain, {"keys": {}})["keys"].get("select", family) + suffix
     out = [dict(facts, **_given.get(name, {}), module=where[name], family=family,
                 grid_dep_wait=waits[name])
            for name, facts in _entries.items()]
     _entries.clear()
     _given.clear()
+    _twins.clear()
     return sorted(out, key=lambda f: (f["module"], f["entry"]))

@@ -12,7 +12,7 @@
 
 #include "core/call_context.hpp"
 #include "core/error.hpp"
-#include "kernels/module_cache.hpp"
+#include "ops/kernel_family.hpp"
 #include "ops/attention.hpp"
 #include "ops/attention_varlen.hpp"
 #include "ops/key_list.hpp"
@@ -83,9 +83,6 @@ kaio_status check_decode_desc(const kaio_attention_desc &d, bool backward, bool 
 
 kaio_status plan_decode(kaio_device *device, AttentionPlan *plan) {
   const kaio_attention_desc &d = plan->desc;
-  BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(kernels::attn_decode(d.dtype, d.head_dim, plan->paged), &fn));
-  plan->fwd = launch_of(fn);
   plan->decode = true;
   const int64_t group = d.heads_q / d.heads_kv, rows = group * d.seq_q;
   const int64_t row_blocks = (rows + kCtaRows - 1) / kCtaRows, z = d.batch * d.heads_kv;
@@ -121,18 +118,23 @@ kaio_status plan_decode(kaio_device *device, AttentionPlan *plan) {
         chunk = c;
       }
   }
-  plan->splits = u32(splits);
-  plan->chunk = u32(chunk);
-  plan->fwd.grid = u32(splits);
-  plan->fwd.grid_y = u32(row_blocks);
-  plan->fwd.grid_z = u32(z);
   char why[96];
   std::snprintf(why, sizeof why, "%s, %" PRId64 " split(s) of %" PRId64 " keys",
                 d.variant == KAIO_ATTENTION_DECODE ? "variant KAIO_ATTENTION_DECODE"
                 : plan->paged                      ? "paged"
                                                    : "AUTO: seq_q <= 16",
                 splits, chunk);
-  log_kernel(device, plan->fwd.function, why);
+  // the kernel, or where it can run its sm_90 twin (a dependent launch; its wait
+  // precedes the split counts, so the last-CTA combine sees this launch only)
+  BuiltinFunction fn;
+  KAIO_TRY(resolve_twin(device, kernels::attn_decode(d.dtype, d.head_dim, plan->paged),
+                        kernels::attn_decode_pdl(d.dtype, d.head_dim, plan->paged), why, &fn));
+  plan->fwd = launch_of(fn);
+  plan->splits = u32(splits);
+  plan->chunk = u32(chunk);
+  plan->fwd.grid = u32(splits);
+  plan->fwd.grid_y = u32(row_blocks);
+  plan->fwd.grid_z = u32(z);
   // bad seq_lens / block_table entries: the device's op flag, one-shot calls too
   if (plan->paged) KAIO_TRY(device_op_flag(device, &plan->flag));
   if (splits == 1) return KAIO_OK;

@@ -4,7 +4,7 @@
 
 #include "core/call_context.hpp"
 #include "core/error.hpp"
-#include "kernels/module_cache.hpp"
+#include "ops/kernel_family.hpp"
 #include "ops/elementwise.hpp"
 #include "runtime/tensor_view.hpp"
 
@@ -44,7 +44,9 @@ kaio_status plan_elementwise(kaio_device *device, ElementwisePlan *plan) {
                 "bytes with 64-bit offsets. Check rows and cols, or split the tensor.",
                 api_name(), plan->rows, plan->cols, n, max_elements, kaio_dtype_name(plan->dtype));
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(kernels::elementwise(kernel_op(*plan), plan->dtype), &fn));
+  // the kernel, or where it can run its sm_90 twin (a dependent launch)
+  KAIO_TRY(resolve_twin(device, kernels::elementwise(kernel_op(*plan), plan->dtype),
+                        kernels::elementwise_pdl(kernel_op(*plan), plan->dtype), "", &fn));
   plan->launch = launch_of(fn);
   const int64_t per_vector = 16 / static_cast<int64_t>(kaio_dtype_size(plan->dtype));
   const int64_t per_block = per_vector * kVectorsPerThread * fn.info->block[0];
@@ -57,7 +59,7 @@ kaio_status plan_elementwise(kaio_device *device, ElementwisePlan *plan) {
 
 kaio_status ElementwisePlan::plan(kaio_device *device) {
   this->device = device;
-  return plan_float_op(device, dtype, rows, cols, launch,
+  return plan_float_op(device, dtype, rows, cols,
                        [&] { return plan_elementwise(device, this); });
 }
 

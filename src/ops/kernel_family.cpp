@@ -2,6 +2,7 @@
 
 #include "core/call_context.hpp"
 #include "core/error.hpp"
+#include "kernels/module_cache.hpp"
 #include "kernels/module_driver.hpp"
 #include "ops/plan_log.hpp"
 
@@ -44,6 +45,19 @@ FamilyCheck check_family(const kaio_device *device, ModuleId module, bool tensor
     c.verdict = FamilyCheck::Verdict::ok;
   if (log_enabled()) c.why = reason(device, need, c.verdict);  // one-shot calls skip the text
   return c;
+}
+
+kaio_status resolve_twin(const kaio_device *device, KernelId plain, KernelId twin,
+                         const std::string &why, BuiltinFunction *fn) {
+  const FamilyCheck c = twin == KernelId::count
+                            ? FamilyCheck{FamilyCheck::Verdict::arch, "no twin"}
+                            : check_family(device, kernel_info(twin).module, false);
+  KAIO_TRY(device->modules->function(c.ok() ? twin : plain, fn));
+  if (log_enabled())
+    log_kernel(device, fn->function,
+               why + (why.empty() ? "" : "; ") + (c.ok() ? "dependent launch (" : "plain launch (") +
+                   c.why + ")");
+  return KAIO_OK;
 }
 
 kaio_status fail_variant_driver(const char *argument, const char *variant, const char *auto_name,

@@ -3,7 +3,7 @@
 
 #include "core/call_context.hpp"
 #include "core/error.hpp"
-#include "kernels/module_cache.hpp"
+#include "ops/kernel_family.hpp"
 #include "ops/kv_cache.hpp"
 #include "ops/op_flag.hpp"
 #include "runtime/tensor_view.hpp"
@@ -54,7 +54,8 @@ kaio_status KvCacheWritePlan::plan(kaio_device *device) {
                 api_name(), width, kaio_dtype_name(dtype), width * esize, kVector / esize);
   KAIO_TRY(require_arch(device, 8, 0, "the KV cache write"));
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(kernels::kv_cache_write(), &fn));
+  // the kernel, or where it can run its sm_90 twin (a dependent launch)
+  KAIO_TRY(resolve_twin(device, kernels::kv_cache_write(), kernels::kv_cache_write_pdl(), "", &fn));
   launch = launch_of(fn);
   launch.grid = static_cast<unsigned>(tokens);
   return device_op_flag(device, &flag);

@@ -40,7 +40,7 @@ kaio_status check_launch(const kaio_device *device, kaio_stream *stream, const k
 }
 
 kaio_status plan_float_op(kaio_device *device, kaio_dtype dtype, int64_t rows, int64_t cols,
-                          const Launch &launch, const std::function<kaio_status()> &resolve) {
+                          const std::function<kaio_status()> &resolve) {
   const auto unlogged = [&]() -> kaio_status {
     if (!is_float_dtype(dtype))
       return fail(KAIO_ERROR_INVALID_DTYPE,
@@ -52,9 +52,7 @@ kaio_status plan_float_op(kaio_device *device, kaio_dtype dtype, int64_t rows, i
                   "%s: the shape is %" PRId64 " x %" PRId64 "; rows and cols must be >= 1.",
                   api_name(), rows, cols);
     KAIO_TRY(require_arch(device, 8, 0, "built-in ops (bf16 conversions, PTX sm_80)"));
-    KAIO_TRY(resolve());
-    log_kernel(device, launch.function, "sm_80, the only family");
-    return KAIO_OK;
+    return resolve();
   };
   return log_plan(unlogged, [&] {
     char s[160];

@@ -41,9 +41,9 @@ kaio_status check_launch(const kaio_device *device, kaio_stream *stream, const k
                          size_t count, size_t expected, const char *order);
 
 // The element-wise and row ops' planning around their family's part: a
-// float dtype, at least 1 x 1, sm_80; then `resolve`, which fills `launch`.
-// Logged as "<rows> x <cols> <dtype>".
+// float dtype, at least 1 x 1, sm_80; then `resolve`, which fills the op's
+// launch and logs its kernel (resolve_twin). Logged as "<rows> x <cols> <dtype>".
 kaio_status plan_float_op(kaio_device *device, kaio_dtype dtype, int64_t rows, int64_t cols,
-                          const Launch &launch, const std::function<kaio_status()> &resolve);
+                          const std::function<kaio_status()> &resolve);
 
 }  // namespace kaio

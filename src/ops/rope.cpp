@@ -10,7 +10,7 @@
 
 #include "core/call_context.hpp"
 #include "core/error.hpp"
-#include "kernels/module_cache.hpp"
+#include "ops/kernel_family.hpp"
 #include "ops/plan_log.hpp"
 #include "runtime/tensor_view.hpp"
 
@@ -132,12 +132,15 @@ kaio_status plan_unlogged(kaio_device *device, RopePlan *plan) {
   rope_frequencies(d, d.rotary_dim, &plan->freqs);
   const auto style = d.style == KAIO_ROPE_HALF_SPLIT ? kernels::RopeStyle::half_split
                                                      : kernels::RopeStyle::interleaved;
+  // each kernel, or where it can run its sm_90 twin (a dependent launch)
   for (Launch *l : {&plan->vec, &plan->scalar}) {
+    const bool vec = l == &plan->vec;
     BuiltinFunction fn;
-    KAIO_TRY(device->modules->function(kernels::rope(d.dtype, style, l == &plan->vec), &fn));
+    KAIO_TRY(resolve_twin(device, kernels::rope(d.dtype, style, vec),
+                          kernels::rope_pdl(d.dtype, style, vec),
+                          vec ? "16-byte heads" : "any layout", &fn));
     *l = launch_of(fn);
   }
-  log_kernel(device, plan->vec.function, "sm_80, the only family");
   return KAIO_OK;
 }
 

@@ -6,7 +6,7 @@
 
 #include "core/call_context.hpp"
 #include "core/error.hpp"
-#include "kernels/module_cache.hpp"
+#include "ops/kernel_family.hpp"
 #include "ops/op_flag.hpp"
 #include "ops/rope.hpp"
 
@@ -56,9 +56,13 @@ kaio_status RopeKvCachePlan::plan(kaio_device *device) {
                 api_name());
   const auto style = d.style == KAIO_ROPE_HALF_SPLIT ? kernels::RopeStyle::half_split
                                                      : kernels::RopeStyle::interleaved;
+  // each kernel, or where it can run its sm_90 twin (a dependent launch)
   for (Launch *l : {&vec, &scalar}) {
     BuiltinFunction fn;
-    KAIO_TRY(device->modules->function(kernels::rope_cache(d.dtype, style, l == &vec), &fn));
+    KAIO_TRY(resolve_twin(device, kernels::rope_cache(d.dtype, style, l == &vec),
+                          kernels::rope_cache_pdl(d.dtype, style, l == &vec),
+                          l == &vec ? "with the cache, 16-byte heads" : "with the cache, any layout",
+                          &fn));
     *l = launch_of(fn);
   }
   return device_op_flag(device, &flag);

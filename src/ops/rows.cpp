@@ -7,7 +7,7 @@
 
 #include "core/call_context.hpp"
 #include "core/error.hpp"
-#include "kernels/module_cache.hpp"
+#include "ops/kernel_family.hpp"
 #include "ops/rows.hpp"
 #include "runtime/tensor_view.hpp"
 
@@ -30,9 +30,14 @@ kernels::Op kernel_op(RowsPlan::Op op) {
   return kernels::Op::rmsnorm;
 }
 
-KernelId row_kernel(const RowsPlan &plan) {
-  return kernels::rows(kernel_op(plan.op), plan.dtype,
-                       warp_per_row(plan) ? kernels::RowBucket::warp : kernels::RowBucket::block);
+// The kernel, or where it can run its sm_90 twin (a dependent launch).
+kaio_status resolve_row_kernel(const kaio_device *device, const RowsPlan &plan,
+                               BuiltinFunction *fn) {
+  const kernels::Op op = kernel_op(plan.op);
+  const auto bucket = warp_per_row(plan) ? kernels::RowBucket::warp : kernels::RowBucket::block;
+  return resolve_twin(device, kernels::rows(op, plan.dtype, bucket),
+                      kernels::rows_pdl(op, plan.dtype, bucket),
+                      warp_per_row(plan) ? "a warp per row" : "a block per row", fn);
 }
 
 kaio_status plan_rows(kaio_device *device, RowsPlan *plan) {
@@ -46,7 +51,7 @@ kaio_status plan_rows(kaio_device *device, RowsPlan *plan) {
                 "%s: argument 'eps' is %g; it must be finite and >= 0 (1e-5 or 1e-6 are usual).",
                 api_name(), static_cast<double>(plan->eps));
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(row_kernel(*plan), &fn));
+  KAIO_TRY(resolve_row_kernel(device, *plan, &fn));
   plan->launch = launch_of(fn);
   const int64_t rows_per_block = fn.info->block[0] / 32;  // a warp per row
   plan->launch.grid = static_cast<unsigned>(
@@ -58,8 +63,7 @@ kaio_status plan_rows(kaio_device *device, RowsPlan *plan) {
 
 kaio_status RowsPlan::plan(kaio_device *device) {
   this->device = device;
-  return plan_float_op(device, dtype, rows, cols, launch,
-                       [&] { return plan_rows(device, this); });
+  return plan_float_op(device, dtype, rows, cols, [&] { return plan_rows(device, this); });
 }
 
 kaio_status RowsPlan::run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const {

@@ -303,6 +303,23 @@ void step_ops(Child &c, kaio_device *dev, kaio_stream *stream, const Views &v) {
   const kaio_tensor g[] = {x, r, o};
   c.runs(s, op, {"kaio: kaio_op_create_silu_gate: 1 x 4096 f16 -> kaio_silu_gate_f16" + twin + " (" + why},
          stream, g, 3, "kaio_silu_gate_f16" + twin, "silu_gate");
+  kaio_rope_desc rd;
+  c.ok(kaio_rope_desc_init(&rd, sizeof rd), "kaio_rope_desc_init");
+  rd.dtype = KAIO_DTYPE_F16;
+  rd.heads_q = 2;
+  rd.heads_k = 1;
+  rd.head_dim = 64;
+  s = kaio_op_create_rope_kv_cache_write(&op, dev, &rd);
+  kt::Op rope(op);
+  const kaio_tensor rt[] = {v.at(4, KAIO_DTYPE_F16, 1, 128), v.at(5, KAIO_DTYPE_F16, 1, 64),
+                            v.at(6, KAIO_DTYPE_F16, 1, 64),  v.at(7, KAIO_DTYPE_I32, 1, 1),
+                            v.at(8, KAIO_DTYPE_I32, 1, 1),   v.at(9, KAIO_DTYPE_F16, 16, 64),
+                            v.at(10, KAIO_DTYPE_F16, 16, 64)};
+  // one line naming the cache kernels (not kaio_rope's, which this op never launches)
+  c.runs(s, op, {"kaio: kaio_op_create_rope_kv_cache_write: Hq 2 Hk 1 D 64 rot 64 half split f16 scaling 0 -> "
+                 "kaio_rope_cache_half_split_f16_vec" + twin + " (with the cache, 16-byte heads; " + why,
+                 "; kaio_rope_cache_half_split_f16_scalar" + twin + " (with the cache, any layout; "},
+         stream, rt, 7, "kaio_rope_cache_half_split_f16_vec" + twin, "rope_kv_cache_write");
 }
 
 // M = 3: the streaming sm_90 matvec (PTX 8.0 too), or the register-fed one.

@@ -123,13 +123,9 @@ kaio_status check_desc(const kaio_rope_desc &d) {
   return check_scaling(d);
 }
 
-// The desc's checks, the table, both kernels.
-kaio_status plan_unlogged(kaio_device *device, RopePlan *plan) {
-  KAIO_TRY(check_desc(plan->desc));
-  kaio_rope_desc &d = plan->desc;
-  if (d.rotary_dim == 0) d.rotary_dim = d.head_dim;
-  KAIO_TRY(require_arch(device, 8, 0, "built-in ops (bf16 conversions, PTX sm_80)"));
-  rope_frequencies(d, d.rotary_dim, &plan->freqs);
+// Both kernels.
+kaio_status plan_kernels(kaio_device *device, RopePlan *plan) {
+  const kaio_rope_desc &d = plan->desc;
   const auto style = d.style == KAIO_ROPE_HALF_SPLIT ? kernels::RopeStyle::half_split
                                                      : kernels::RopeStyle::interleaved;
   // each kernel, or where it can run its sm_90 twin (a dependent launch)
@@ -194,19 +190,30 @@ kaio_status check_columns_disjoint(const char *a_name, const CheckedView &a, con
               api_name(), a_name, b_name);
 }
 
-kaio_status RopePlan::plan(kaio_device *device) {
+kaio_status RopePlan::prepare(kaio_device *device) {
   this->device = device;
-  return log_plan([&] { return plan_unlogged(device, this); },
-                  [&] {
-                    char s[200];
-                    std::snprintf(s, sizeof s,
-                                  "Hq %" PRId64 " Hk %" PRId64 " D %" PRId64 " rot %" PRId64
-                                  " %s %s scaling %d",
-                                  desc.heads_q, desc.heads_k, desc.head_dim, desc.rotary_dim,
-                                  style_name(desc.style), kaio_dtype_name(desc.dtype),
-                                  desc.scaling);
-                    return std::string(s);
-                  });
+  KAIO_TRY(check_desc(desc));
+  if (desc.rotary_dim == 0) desc.rotary_dim = desc.head_dim;
+  KAIO_TRY(require_arch(device, 8, 0, "built-in ops (bf16 conversions, PTX sm_80)"));
+  rope_frequencies(desc, desc.rotary_dim, &freqs);
+  return KAIO_OK;
+}
+
+std::string RopePlan::subject() const {
+  char s[200];
+  std::snprintf(s, sizeof s, "Hq %" PRId64 " Hk %" PRId64 " D %" PRId64 " rot %" PRId64 " %s %s scaling %d",
+                desc.heads_q, desc.heads_k, desc.head_dim, desc.rotary_dim, style_name(desc.style),
+                kaio_dtype_name(desc.dtype), desc.scaling);
+  return s;
+}
+
+kaio_status RopePlan::plan(kaio_device *device) {
+  return log_plan(
+      [&] {
+        KAIO_TRY(prepare(device));
+        return plan_kernels(device, this);
+      },
+      [&] { return subject(); });
 }
 
 kaio_status check_rope_views(const RopePlan &plan, const kaio_tensor &tq, const kaio_tensor &tk,

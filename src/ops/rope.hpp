@@ -5,6 +5,7 @@
 #include <kaio/kaio.h>
 
 #include <memory>
+#include <string>
 
 #include "ops/plan.hpp"
 #include "ops/rope_freq.hpp"
@@ -21,6 +22,10 @@ struct RopePlan : PlanBase {
   // Checks the desc against kaio.h's constraints, computes the table and
   // resolves both kernels (the views pick one at launch).
   kaio_status plan(kaio_device *device);
+  // plan() without the kernels or a log line (the KV-cache form's first step).
+  kaio_status prepare(kaio_device *device);
+  // What KAIO_LOG says the op is: "Hq 32 Hk 8 D 128 rot 128 half split f16 ...".
+  std::string subject() const;
   // Tensors {Q, K, positions}; Q or K may have a NULL buffer.
   kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;
 };
@@ -33,6 +38,7 @@ struct RopeKvCachePlan : PlanBase {
   std::shared_ptr<ErrorFlag> flag;  // the device's op flag (ops/op_flag.hpp)
 
   kaio_status plan(kaio_device *device);
+  kaio_status plan_unlogged(kaio_device *device);
   // Tensors {Q, K, V, positions, slot_mapping, k_cache, v_cache}; Q may be
   // absent, V and v_cache both or neither.
   kaio_status run(kaio_stream *stream, const kaio_tensor *tensors, size_t count) const;

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "ops/kernel_family.hpp"
 #include "ops/op_flag.hpp"
+#include "ops/plan_log.hpp"
 #include "ops/rope.hpp"
 
 namespace kaio {
@@ -48,7 +49,12 @@ kaio_status check_v_aligned(const char *arg, const CheckedView &v) {
 
 kaio_status RopeKvCachePlan::plan(kaio_device *device) {
   this->device = device;
-  KAIO_TRY(rope.plan(device));
+  return log_plan([&] { return plan_unlogged(device); }, [&] { return rope.subject(); });
+}
+
+// The desc's checks and table (RopePlan::prepare), then the cache kernels.
+kaio_status RopeKvCachePlan::plan_unlogged(kaio_device *device) {
+  KAIO_TRY(rope.prepare(device));
   const kaio_rope_desc &d = rope.desc;
   if (d.heads_k == 0)
     return fail(KAIO_ERROR_INVALID_DIMENSION,

@@ -12,9 +12,9 @@
 
 #include "core/call_context.hpp"
 #include "core/error.hpp"
-#include "ops/kernel_family.hpp"
 #include "ops/attention.hpp"
 #include "ops/attention_varlen.hpp"
+#include "ops/kernel_family.hpp"
 #include "ops/key_list.hpp"
 #include "ops/op_flag.hpp"
 #include "ops/plan_log.hpp"

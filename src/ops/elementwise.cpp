@@ -4,8 +4,8 @@
 
 #include "core/call_context.hpp"
 #include "core/error.hpp"
-#include "ops/kernel_family.hpp"
 #include "ops/elementwise.hpp"
+#include "ops/kernel_family.hpp"
 #include "runtime/tensor_view.hpp"
 
 namespace kaio {

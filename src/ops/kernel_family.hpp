@@ -27,9 +27,6 @@ struct FamilyCheck {
 
 FamilyCheck check_family(const kaio_device *device, ModuleId module, bool tensor_maps);
 
-// KAIO_ERROR_DRIVER_TOO_OLD for an explicit variant whose module the driver
-// cannot load: names api_name(), `argument` = `variant`, the driver found, the
-// one needed and the fix (a newer driver, or `auto_name`).
 // A kernel of an sm_80 module and `twin`, the same PTX again in an sm_90 module
 // behind launch_dependents + griddepcontrol.wait (ptx/kaio_ptx/grid_dep.py
 // twin_module), launched as a programmatic dependent launch: resolves the twin
@@ -39,6 +36,9 @@ FamilyCheck check_family(const kaio_device *device, ModuleId module, bool tensor
 kaio_status resolve_twin(const kaio_device *device, KernelId plain, KernelId twin,
                          const std::string &why, BuiltinFunction *fn);
 
+// KAIO_ERROR_DRIVER_TOO_OLD for an explicit variant whose module the driver
+// cannot load: names api_name(), `argument` = `variant`, the driver found, the
+// one needed and the fix (a newer driver, or `auto_name`).
 kaio_status fail_variant_driver(const char *argument, const char *variant, const char *auto_name,
                                 const kaio_device *device, ModuleId module);
 

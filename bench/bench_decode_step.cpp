@@ -3,10 +3,11 @@
 // paged KV-cache write, paged decode attention, the O matvec, add + RMSNorm,
 // the gate and up matvecs, SiLU gate, the down matvec (12 launches; hidden
 // 4096, 32 query heads, 8 KV heads, head dim 128, FFN 14336; weights Q4_K
-// (--format q8_0 for Q8_0), f16 activations, KV cache f16 in pages of 16
-// tokens, shuffled). Every op is prepared once (kaio_op_create_*).
+// (--format q8_0 for Q8_0; --format int4: GPTQ group 128 with qzeros, Q K V
+// in one fused launch, 10 launches), f16 activations, KV cache f16 in pages
+// of 16 tokens, shuffled). Every op is prepared once (kaio_op_create_*).
 // Per context length (512 and 4096): "layer", the median of --iters layers
-// each timed alone (one event pair around its 12 launches), and "burst", the
+// each timed alone (one event pair around its launches), and "burst", the
 // time per layer of --layers layers back to back (one event pair around them
 // all). Each layer has its own weights, norms and KV cache (one layer's
 // weights alone are more than twice L2), so no layer reads another's bytes.
@@ -43,6 +44,7 @@ constexpr int64_t kHidden = 4096, kHeadsQ = 32, kHeadsKv = 8, kHeadDim = 128, kF
 constexpr int64_t kKv = kHeadsKv * kHeadDim;  // 1024
 constexpr int64_t kMaxContext = 4096, kPage = 16, kPages = kMaxContext / kPage;
 constexpr float kEps = 1e-5f;
+constexpr int64_t kGroup = 128;  // int4 GPTQ group size
 
 // The matvecs of a layer (N x K), in the order the step runs them.
 enum Mat { kQ, kK, kV, kO, kGate, kUp, kDown, kMats };
@@ -64,11 +66,22 @@ kaio_tensor view(kaio_buffer *b, kaio_dtype dt, int64_t rows, int64_t cols, uint
 }
 
 // One layer's own bytes: the quantized weights, both norms' weights, K and V pools.
+// int4: w_off is qweight's offset, z_off and s_off those of qzeros and scales.
 struct Layer {
   Buffer weights, pools;
-  uint64_t w_off[kMats] = {};
+  uint64_t w_off[kMats] = {}, z_off[kMats] = {}, s_off[kMats] = {};
   uint64_t norm_off[2] = {};
 };
+
+// Weight bytes of matrix m: GGUF rows, or int4 qweight / qzeros / scales.
+struct Parts {
+  uint64_t w, z, s;
+};
+Parts parts(bool int4, kaio_quant_format format, int m) {
+  const uint64_t n = static_cast<uint64_t>(kN[m]), k = static_cast<uint64_t>(kKdim[m]);
+  if (!int4) return {n * static_cast<uint64_t>(kaio_quant_row_bytes(format, kKdim[m])), 0, 0};
+  return {k / 8 * n * 4, k / kGroup * n / 8 * 4, k / kGroup * n * 2};
+}
 
 // The activations every layer passes on (a few KiB: in L2, as in a real step).
 struct Acts {
@@ -79,6 +92,8 @@ struct Acts {
 
 struct Step {
   kaio_quant_format format;
+  bool int4 = false;  // GPTQ int4 (format unused)
+  Op qkv;             // int4: Q, K and V in one launch
   std::vector<Layer> layers;
   Acts acts;
   Op norm, mat[kMats], rope, attn[2], silu;
@@ -91,21 +106,40 @@ void make_layers(kaio_device *dev, kaio_stream *s, Step *st, int count) {
   Buffer wf = make_buffer(dev, w.size() * 4);
   CHECK(kaio_buffer_write(wf.get(), 0, w.data(), w.size() * 4));
   std::vector<uint16_t> ones(kHidden, kaio_bench::to_f16(1.0f));
+  std::vector<uint32_t> bits;
+  std::vector<uint16_t> scales;
+  if (st->int4) {
+    std::mt19937 rng(13);
+    bits.resize(kFfn * kHidden / 8);
+    for (uint32_t &b : bits) b = rng();
+    scales = kaio_bench::to_half(
+        kaio_bench::random_floats(kFfn * kHidden / kGroup, 0.001f, 0.003f, 17), KAIO_DTYPE_F16);
+  }
   const std::vector<uint16_t> kv =
       kaio_bench::to_half(kaio_bench::random_floats(kKv * 64, -1.0f, 1.0f, 11), KAIO_DTYPE_F16);
   for (int l = 0; l < count; ++l) {
     Layer ly;
     uint64_t at = 0;
     for (int m = 0; m < kMats; ++m) {
+      const Parts p = parts(st->int4, st->format, m);
       ly.w_off[m] = at;
-      at = align256(at + static_cast<uint64_t>(kN[m] * kaio_quant_row_bytes(st->format, kKdim[m])));
+      ly.z_off[m] = at = align256(at + p.w);
+      ly.s_off[m] = at = align256(at + p.z);
+      at = align256(at + p.s);
     }
     for (int i = 0; i < 2; ++i) {
       ly.norm_off[i] = at;
       at = align256(at + kHidden * 2);
     }
     ly.weights = make_buffer(dev, at);
-    for (int m = 0; m < kMats; ++m) {
+    for (int m = 0; m < kMats && st->int4; ++m) {
+      // random nibbles and zero points; scales small enough to keep the residual finite
+      const Parts p = parts(true, st->format, m);
+      CHECK(kaio_buffer_write(ly.weights.get(), ly.w_off[m], bits.data(), p.w));
+      CHECK(kaio_buffer_write(ly.weights.get(), ly.z_off[m], bits.data(), p.z));
+      CHECK(kaio_buffer_write(ly.weights.get(), ly.s_off[m], scales.data(), p.s));
+    }
+    for (int m = 0; m < kMats && !st->int4; ++m) {
       const kaio_tensor src = kaio_tensor_2d(wf.get(), KAIO_DTYPE_F32, kN[m], kKdim[m]);
       const kaio_tensor q = view(ly.weights.get(), KAIO_DTYPE_U8, kN[m],
                                  kaio_quant_row_bytes(st->format, kKdim[m]), ly.w_off[m]);
@@ -164,9 +198,30 @@ void make_ops(kaio_device *dev, Step *st) {
   CHECK(kaio_op_create_add_rmsnorm(&raw, dev, KAIO_DTYPE_F16, 1, kHidden, kEps));
   st->norm.reset(raw);
   for (int m = 0; m < kMats; ++m) {
-    CHECK(kaio_op_create_quant_matmul(&raw, dev, st->format, KAIO_DTYPE_F16, KAIO_DTYPE_F16, 1,
-                                      kN[m], kKdim[m]));
+    if (st->int4 && m <= kV) continue;  // the fused QKV op below
+    if (st->int4) {
+      kaio_matmul_int4_desc d;
+      CHECK(kaio_matmul_int4_desc_init(&d, sizeof d));
+      d.out_dtype = KAIO_DTYPE_F16;
+      d.m = 1;
+      d.n = kN[m];
+      d.k = kKdim[m];
+      CHECK(kaio_op_create_matmul_int4(&raw, dev, &d));
+    } else {
+      CHECK(kaio_op_create_quant_matmul(&raw, dev, st->format, KAIO_DTYPE_F16, KAIO_DTYPE_F16, 1,
+                                        kN[m], kKdim[m]));
+    }
     st->mat[m].reset(raw);
+  }
+  if (st->int4) {
+    kaio_qkv_int4_desc d;
+    CHECK(kaio_qkv_int4_desc_init(&d, sizeof d));
+    d.m = 1;
+    d.k = kHidden;
+    d.n_q = kHidden;
+    d.n_k = d.n_v = kKv;
+    CHECK(kaio_op_create_qkv_project_int4(&raw, dev, &d));
+    st->qkv.reset(raw);
   }
   kaio_rope_desc rd;
   CHECK(kaio_rope_desc_init(&rd, sizeof rd));
@@ -197,7 +252,7 @@ void make_ops(kaio_device *dev, Step *st) {
   st->silu.reset(raw);
 }
 
-// The 12 launches of layer l's decode step; `attn` the op for the context length.
+// The launches of layer l's decode step (12; int4 10); `attn` the op for the context length.
 void run_layer(const Step &st, kaio_stream *s, const Layer &ly, const kaio_op *attn) {
   const Acts &a = st.acts;
   kaio_buffer *b = a.buf.get();
@@ -210,7 +265,21 @@ void run_layer(const Step &st, kaio_stream *s, const Layer &ly, const kaio_op *a
                              act(Acts::xn, kHidden)};
     CHECK(kaio_op_launch(st.norm.get(), s, t, 4));
   };
+  // int4: qweight, qzeros, scales of matrix m
+  auto gptq = [&](int m, kaio_tensor *t) {
+    kaio_buffer *w = ly.weights.get();
+    t[0] = view(w, KAIO_DTYPE_U32, kKdim[m] / 8, kN[m], ly.w_off[m]);
+    t[1] = view(w, KAIO_DTYPE_U32, kKdim[m] / kGroup, kN[m] / 8, ly.z_off[m]);
+    t[2] = view(w, KAIO_DTYPE_F16, kKdim[m] / kGroup, kN[m], ly.s_off[m]);
+  };
   auto matvec = [&](int m, int in, int out) {
+    if (st.int4) {
+      kaio_tensor t[5] = {act(in, kKdim[m])};
+      gptq(m, t + 1);
+      t[4] = act(out, kN[m]);
+      CHECK(kaio_op_launch(st.mat[m].get(), s, t, 5));
+      return;
+    }
     const kaio_tensor t[] = {act(in, kKdim[m]),
                              view(ly.weights.get(), KAIO_DTYPE_U8, kN[m],
                                   kaio_quant_row_bytes(st.format, kKdim[m]), ly.w_off[m]),
@@ -221,9 +290,20 @@ void run_layer(const Step &st, kaio_stream *s, const Layer &ly, const kaio_op *a
   const kaio_tensor kpool = view(ly.pools.get(), KAIO_DTYPE_F16, kMaxContext, kKv, 0),
                     vpool = view(ly.pools.get(), KAIO_DTYPE_F16, kMaxContext, kKv, pool);
   norm(Acts::down, 0);
-  matvec(kQ, Acts::xn, Acts::q);
-  matvec(kK, Acts::xn, Acts::k);
-  matvec(kV, Acts::xn, Acts::v);
+  if (st.int4) {
+    kaio_tensor t[13] = {act(Acts::xn, kHidden)};
+    gptq(kQ, t + 1);
+    gptq(kK, t + 4);
+    gptq(kV, t + 7);
+    t[10] = act(Acts::q, kHidden);
+    t[11] = act(Acts::k, kKv);
+    t[12] = act(Acts::v, kKv);
+    CHECK(kaio_op_launch(st.qkv.get(), s, t, 13));
+  } else {
+    matvec(kQ, Acts::xn, Acts::q);
+    matvec(kK, Acts::xn, Acts::k);
+    matvec(kV, Acts::xn, Acts::v);
+  }
   const kaio_tensor r[] = {act(Acts::q, kHidden), act(Acts::k, kKv),  act(Acts::v, kKv),
                            act(Acts::pos, 1, KAIO_DTYPE_I32), act(Acts::slot, 1, KAIO_DTYPE_I32),
                            kpool, vpool};
@@ -242,7 +322,7 @@ void run_layer(const Step &st, kaio_stream *s, const Layer &ly, const kaio_op *a
   matvec(kDown, Acts::act, Acts::down);
 }
 
-int run(int iters, int layers, kaio_quant_format format) {
+int run(int iters, int layers, kaio_quant_format format, bool int4) {
   kaio_bench::Device device;
   const kaio_device_info info =
       kaio_bench::open_device(&device, "the decode step needs compute capability 8.0+");
@@ -251,15 +331,18 @@ int run(int iters, int layers, kaio_quant_format format) {
   Timer timer(device.get(), stream.get(), iters);
   Step st;
   st.format = format;
+  st.int4 = int4;
   make_layers(device.get(), stream.get(), &st, layers);
   make_acts(device.get(), &st);
   make_ops(device.get(), &st);
   uint64_t wbytes = 0;
-  for (int m = 0; m < kMats; ++m)
-    wbytes += static_cast<uint64_t>(kN[m] * kaio_quant_row_bytes(format, kKdim[m]));
+  for (int m = 0; m < kMats; ++m) {
+    const Parts p = parts(int4, format, m);
+    wbytes += p.w + p.z + p.s;
+  }
   std::printf("Llama-3-8B layer, M = 1, %s weights (%.1f MB a layer), f16 activations, paged KV "
               "f16 (pages of %d), %d layers with their own weights and caches\n",
-              format == KAIO_QUANT_Q4_K ? "Q4_K" : "Q8_0", static_cast<double>(wbytes) / 1e6,
+              int4 ? "int4 GPTQ g128" : format == KAIO_QUANT_Q4_K ? "Q4_K" : "Q8_0", static_cast<double>(wbytes) / 1e6,
               static_cast<int>(kPage), layers);
   std::printf("context | layer us (alone, median) | burst of %d: us per layer | burst / layer\n",
               layers);
@@ -284,8 +367,9 @@ int run(int iters, int layers, kaio_quant_format format) {
 int main(int argc, char **argv) {
   int iters = 20, layers = 4;
   kaio_quant_format format = KAIO_QUANT_Q4_K;
+  bool int4 = false;
   const char *usage =
-      "usage: bench_decode_step [--iters N] [--layers L] [--format q4_k|q8_0]\n"
+      "usage: bench_decode_step [--iters N] [--layers L] [--format q4_k|q8_0|int4]\n"
       "       (--layers: layers with their own weights, timed back to back; default 4)\n";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
@@ -295,11 +379,12 @@ int main(int argc, char **argv) {
     const bool has_value = i + 1 < argc;
     if (std::strcmp(argv[i], "--format") == 0 && has_value) {
       const std::string f = argv[++i];
-      if (f != "q4_k" && f != "q8_0") {
+      if (f != "q4_k" && f != "q8_0" && f != "int4") {
         std::fprintf(stderr, "%s", usage);
         return 1;
       }
-      format = f == "q4_k" ? KAIO_QUANT_Q4_K : KAIO_QUANT_Q8_0;
+      format = f == "q8_0" ? KAIO_QUANT_Q8_0 : KAIO_QUANT_Q4_K;
+      int4 = f == "int4";
       continue;
     }
     const bool it = std::strcmp(argv[i], "--iters") == 0, ly = std::strcmp(argv[i], "--layers") == 0;
@@ -310,5 +395,5 @@ int main(int argc, char **argv) {
     }
     (it ? iters : layers) = static_cast<int>(*v);
   }
-  return kaio_bench::exit_status_of("bench_decode_step", [&] { return run(iters, layers, format); });
+  return kaio_bench::exit_status_of("bench_decode_step", [&] { return run(iters, layers, format, int4); });
 }

@@ -46,9 +46,10 @@
  *            does no host synchronisation, no module load and no device
  *            allocation, so it may be captured into a CUDA graph. Errors raised
  *            by the GPU while running appear at the next synchronising call.
- *            On compute capability 9.0 some decode kernels (the k-quant and int4
- *            matvecs) are programmatic dependent launches: they may start while
- *            the previous kernel on the stream still runs, and wait for it to
+ *            On compute capability 9.0 the kernels of a decode step (matvecs,
+ *            norms, elementwise, RoPE and KV-cache writes, decode attention)
+ *            are programmatic dependent launches: they may start while the
+ *            previous kernel on the stream still runs, and wait for it to
  *            finish before reading or writing memory, so stream order holds.
  * Contexts   kaio uses each device's primary context, the one the CUDA runtime,
  *            PyTorch, candle and cudarc use, so memory and streams are shared.

@@ -7,7 +7,9 @@
 // Decode shapes M in {1, 4, 16} with N = K in {4096, 8192} and (N, K) =
 // (14336, 4096); prefill M in {512, 4096}; int8 also at 4096^3. Weight bytes
 // per second are reported at decode, beside a device-to-device copy of
-// 256 MiB measured in the same run (bytes read + written).
+// 256 MiB measured in the same run (bytes read + written), and beside a plain
+// read of the same weight bytes in one launch (support/plain_read.hpp): the
+// ceiling of one launch of that size.
 //
 // cuBLAS and cuBLASLt are opened with dlopen (libcublas.so.13/.12/.11 and the
 // libcublasLt of the same version, through the loader's path or
@@ -46,6 +48,7 @@
 #include "support/handles.hpp"
 #include "support/host_data.hpp"
 #include "support/l2_rotation.hpp"
+#include "support/plain_read.hpp"
 #include "support/timing.hpp"
 
 namespace {
@@ -271,6 +274,7 @@ struct Ctx {
   kaio_dtype act = KAIO_DTYPE_F16;   // int4 activations and scales (--bf16)
   int burst = 0;                     // --burst B
   double copy_gbs = 0;               // the device-to-device copy's bytes per second
+  const kaio_bench::PlainRead *read = nullptr;   // decode rows: the weights' one-launch ceiling
 };
 
 // GPTQ weights of one K x N layer: qweight, qzeros, scales (random) and,
@@ -355,6 +359,15 @@ void bench_int4(Ctx &cx, int64_t m, int64_t n, int64_t k) {
   std::printf("int4%s M=%-5lld N=%-6lld K=%-6lld kaio %9.1f us  %7.0f GB/s of weights",
               dt == KAIO_DTYPE_BF16 ? "b" : " ", static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
               kaio_us, wbytes / kaio_us / 1e3);
+  if (m <= 16 && cx.read) {
+    // the same weight bytes read once by a plain kernel: what one launch of this size can reach
+    const double read_us = cx.timer->median_us([&](uint64_t set) {
+      const uint64_t bytes = (l.qw.size() + l.qz.size() + l.sc.size()) / 16 * 16;
+      cx.read->enqueue(cx.stream, ar.at(set, 1), bytes);
+    }, ar.layout.sets);
+    std::printf("  read %6.1f us %5.1f%% of copy (kaio at %5.1f%% of it)", read_us,
+                100.0 * wbytes / read_us / 1e3 / cx.copy_gbs, 100.0 * read_us / kaio_us);
+  }
   if (cx.burst > 0) {
     const double burst_us = cx.timer->burst_us(launch, ar.layout.sets, cx.burst);
     std::printf("  burst %7.1f us/launch %5.1f%% of copy", burst_us,
@@ -614,6 +627,8 @@ int main(int argc, char **argv) {
     kaio_bench::print_banner("bench_quant", info);
     Blas blas(stream.get());
     Ctx cx{device.get(), stream.get(), info.l2_cache_bytes, &timer, &blas};
+    const kaio_bench::PlainRead plain_read(device.get(), info.sm_count);
+    cx.read = &plain_read;
     if (bf16) cx.act = KAIO_DTYPE_BF16;
     if (decode) cx.burst = burst;
     std::printf("median of %d launches timed one by one with events after %d warm-ups; operands "

@@ -155,15 +155,22 @@ kaio_status check_output(const kaio_device *device, const Int4Plan &p,
 // M > 16 on sm_90a: the fused wgmma kernel, for op handles and one-shot
 // calls alike (it needs no workspace). Its tiles: 128 weight columns by 128
 // or 256 rows, the 256-row one also with K split over a pair of CTAs (a
-// cluster whose partial tiles meet in shared memory). Cost: waves of CTAs
-// times K steps per CTA times the time of a step, measured on the H100
-// (ptx/gen_quant_int4_sm90.py): about 0.84 us for 128 rows, 1.02 for 256.
-// So M = 512 at N = 4096 takes one wave of 128 split 256-row CTAs (32 steps
-// each) instead of 128 unsplit 128-row ones (64 steps); ties keep no split.
+// cluster whose partial tiles meet in shared memory); each as the kernel
+// that dequantizes in the consumers' registers (Variant::none) or the one
+// whose own warpgroup dequantizes into shared memory (Variant::ss). Cost:
+// waves of CTAs times K steps per CTA times the time of a step, measured on
+// the H100 (ptx/gen_quant_int4_sm90.py): about 0.84 us for 128 rows, 1.02
+// for 256. So M = 512 at N = 4096 takes one wave of 128 split 256-row CTAs
+// (32 steps each) instead of 128 unsplit 128-row ones (64 steps); ties keep
+// the earlier row of the table.
 struct FusedTile {
   int64_t rows, split, step_cost;   // step_cost: one K step's time in 10 ns
+  kernels::Variant variant;
 };
-constexpr FusedTile kFusedTiles[] = {{256, 1, 102}, {128, 1, 84}, {256, 2, 102}};
+constexpr kernels::Variant kRegs = kernels::Variant::none, kShared = kernels::Variant::ss;
+constexpr FusedTile kFusedTiles[] = {{256, 1, 101, kShared}, {128, 1, 83, kShared},
+                                     {256, 2, 101, kShared}, {256, 1, 102, kRegs},
+                                     {128, 1, 84, kRegs},    {256, 2, 102, kRegs}};
 constexpr int64_t kFusedStepK = 64;   // K per step (the generator's BK)
 
 int64_t fused_cost(const Int4Plan &p, const FusedTile &f, int64_t sms, int64_t steps) {
@@ -180,7 +187,7 @@ kaio_status plan_fused(kaio_device *device, Int4Plan *p, const std::string &why)
       best = &f;
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(
-      kernels::int4_mm_sm90(p->in_dtype, best->rows, best->split), &fn));
+      kernels::int4_mm_sm90(best->variant, p->in_dtype, best->rows, best->split), &fn));
   if (fn.info->cols_per_block == 0 || !tma_box(fn, "tmap_x", p->box_a) ||
       !tma_box(fn, "tmap_qw", p->box_b))
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 wgmma kernel lacks its launch facts.",

@@ -466,11 +466,15 @@ def mm_kernel(dt, bm, split=False, ss=False):
     exit_, cons = k.label("exit"), k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), cons))
     prod_exit = k.label("producer_exit") if split else exit_
-    if ss:
+    def ss_loads():
+        """load(i): the TMA loads of this CTA's step i, in order, from the thread that issues them."""
         ring = Ring(k, bars, STAGES, 0, 8 * STAGES)
         maps = tensor_maps(k)
+        return lambda i: load_step(k, T, ring, maps, base, k.r("add.u32", step0, i), n0, m0)
+
+    if ss:
         quant_int4_ss.dequantizer(k, T, P, dt, base, bars, n0, nsteps, step0, STAGES, wfull,
-                                  lambda step: load_step(k, T, ring, maps, base, step, n0, m0))
+                                  ss_loads() if quant_int4_ss.LOADER[0] == "dequantizer" else None)
         k.op("bra.uni %s" % prod_exit)
     else:
         producer(k, T, P, base, bars, n0, m0, nsteps, step0, prod_exit)
@@ -484,7 +488,8 @@ def mm_kernel(dt, bm, split=False, ss=False):
         def finish(acc, cw, warp, t, cols):
             store_tile(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_, split)
 
-        quant_int4_ss.consumer(k, T, dt, base, bars, nsteps, STAGES, wfull, finish)
+        quant_int4_ss.consumer(k, T, dt, base, bars, nsteps, STAGES, wfull, finish,
+                               ss_loads() if quant_int4_ss.LOADER[0] == "consumer" else None)
     else:
         consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split)
     k.place(exit_)

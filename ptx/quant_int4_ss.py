@@ -39,6 +39,7 @@ from kaio_ptx import mbarrier, wgmma
 from quant_int4_scales import MAGIC, GroupScales
 
 DQ_REGS, CS_REGS = 136, 184
+LOADER = ("consumer", 3)        # whose thread issues the TMA loads, how many steps ahead
 BN, BK = 128, 64
 W_BYTES = BN * BK * 2           # a stage of W^T
 ROW_BYTES = BK * 2              # one weight column's 64 k: one 128-byte swizzle row
@@ -72,23 +73,38 @@ def dequant_word(k, dt, wd, sc2, zm2, c):
     return out
 
 
+def preload(k, issuer, load, count, hint):
+    """issuer's loads of the first `count` steps (count >= 1)."""
+    first = k.label(hint)
+    k.op("@!%s bra %s" % (issuer, first))
+    j = k.r("mov.u32", 0)
+    top = k.label("preload")
+    k.place(top)
+    load(j)
+    k.op("add.u32 %s, %s, 1" % (j, j))
+    k.op("@%s bra %s" % (k.p("setp.lt.u32", j, count), top))
+    k.place(first)
+
+
+def load_ahead(k, issuer, load, it, ahead, nsteps, hint):
+    """issuer's loads of step it + ahead, if there is one."""
+    nxt = k.r("add.u32", it, ahead)
+    loaded = k.label(hint)
+    k.op("@!%s bra %s" % (k.p("setp.lt.and.u32", nxt, nsteps, issuer), loaded))
+    load(nxt)
+    k.place(loaded)
+
+
 def dequantizer(k, T, P, dt, base, bars, n0, nsteps, step0, stages, wfull, load):
-    """The loading and dequantizing warpgroup's loop (one copy per stage:
-    constant offsets); load(step) emits thread 0's TMA loads of a step."""
+    """The dequantizing warpgroup's loop (one copy per stage: constant
+    offsets); with LOADER "dequantizer", load(step) emits its thread 0's
+    TMA loads of a step (of this CTA's: from step0)."""
     k.op("setmaxnreg.dec.sync.aligned.u32 %d" % DQ_REGS)
     col = k.r("and.b32", k.r("mov.u32", "%tid.x"), 127)
     loader = k.p("setp.eq.u32", col, 0)
-    ahead = stages - 1
-    # the first STAGES - 1 steps' loads (fewer when K is short)
-    first, pre = k.label("d_loaded"), k.r("min.u32", nsteps, ahead)
-    k.op("@!%s bra %s" % (loader, first))
-    j = k.r("mov.u32", 0)
-    top = k.label("d_preload")
-    k.place(top)
-    load(k.r("add.u32", step0, j))
-    k.op("add.u32 %s, %s, 1" % (j, j))
-    k.op("@%s bra %s" % (k.p("setp.lt.u32", j, pre), top))
-    k.place(first)
+    ahead = LOADER[1]
+    if LOADER[0] == "dequantizer":
+        preload(k, loader, load, k.r("min.u32", nsteps, ahead), "d_loaded")
     gs = GroupScales(k, P, n0, [col], step0, nsteps)
     gs.registers()
     c = {}
@@ -113,19 +129,18 @@ def dequantizer(k, T, P, dt, base, bars, n0, nsteps, step0, stages, wfull, load)
     k.place(top)
     for s in range(stages):
         mbarrier.wait(k, k.r("add.u32", bars, 8 * s), ph, "d_full")
-        for j in range(BK // 8):
+        # every word first: ptxas keeps loads behind earlier stores (it cannot
+        # tell the addresses apart), which would chain the words one by one
+        words = [k.r("ld.shared.b32", "[%s+%d]" % (qsrc, s * T.qw_bytes + j * BN * 4)) for j in range(BK // 8)]
+        for j, wd in enumerate(words):
             r = j // 4      # k 0..31 in group row 0, 32..63 in row 1
-            wd = k.r("ld.shared.b32", "[%s+%d]" % (qsrc, s * T.qw_bytes + j * BN * 4))
             regs = dequant_word(k, dt, wd, gs.sc2[r, 0], gs.zm2[r, 0], c)
             k.op("st.shared.v4.b32 [%s+%d], {%s}" % (wdst[j], s * W_BYTES, ", ".join(regs)))
         k.note("W's stage is written: generic stores made visible to wgmma, then published")
         k.op("fence.proxy.async.shared::cta")
         mbarrier.arrive(k, k.r("add.u32", bars, wfull + 8 * s))
-        nxt = k.r("add.u32", it, ahead)
-        loaded = k.label("d_loaded")
-        k.op("@!%s bra %s" % (k.p("setp.lt.and.u32", nxt, nsteps, loader), loaded))
-        load(k.r("add.u32", step0, nxt))
-        k.place(loaded)
+        if LOADER[0] == "dequantizer":
+            load_ahead(k, loader, load, it, ahead, nsteps, "d_loaded")
         k.op("add.u32 %s, %s, 1" % (it, it))
         k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", it, nsteps), done))
         gs.prepare(dt, neg1, zc_hi)
@@ -163,11 +178,17 @@ def drain(k, drains, empty, lane0, epi):
     k.place(epi)
 
 
-def consumer(k, T, dt, base, bars, nsteps, stages, wfull, finish):
+def consumer(k, T, dt, base, bars, nsteps, stages, wfull, finish, load):
     """A wgmma warpgroup's loop: both operands from shared memory; then
-    finish(acc, cw, warp, t, cols) stores the tile."""
+    finish(acc, cw, warp, t, cols) stores the tile.  With LOADER
+    "consumer", thread 128 issues the loads (load(step)): all stages first,
+    then step i + STAGES - 1 into step i - 1's stage once both warpgroups
+    released it (step i's wgmma runs meanwhile)."""
     k.op("setmaxnreg.inc.sync.aligned.u32 %d" % CS_REGS)
     cw, warp, lane0, g, t, cols = consumer_thread(k)
+    issuer = k.p("setp.eq.u32", k.r("mov.u32", "%tid.x"), 128)
+    if LOADER[0] == "consumer":
+        preload(k, issuer, load, k.r("min.u32", nsteps, stages), "c_loaded")
     acc = k.regs("f", T.bm // 2)
     # descriptors by 32-bit adds to the start address field (see the register
     # kernel): 128-B swizzle, LBO 16, SBO 1024; the stages are 1024-aligned
@@ -204,6 +225,10 @@ def consumer(k, T, dt, base, bars, nsteps, stages, wfull, finish):
         wgmma.wait(k, 1)
         k.note("step it - 1 is done: its stage goes back")
         mbarrier.arrive(k, empty((s - 1) % stages), k.p("and.pred", lane0, k.p("setp.ge.u32", it, 1)))
+        if LOADER[0] == "consumer":
+            assert LOADER[1] == stages - 1, "step i + STAGES - 1 goes where step i - 1 was"
+            load_ahead(k, k.p("and.pred", issuer, k.p("setp.ge.u32", it, 1)), load, it, LOADER[1], nsteps,
+                       "c_loaded")
         k.op("add.u32 %s, %s, 1" % (it, it))
         k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", it, nsteps), drains[s]))
         if s == stages - 1:

@@ -9,11 +9,12 @@ scales), BM in {256, 128} activation rows per CTA, and kaio_int4_mm_sm90_<dt>_
 m256_k2, whose CTA pairs (clusters of 1 x 1 x 2, grid z = 2) split K in
 halves; after the mainloops each CTA owns half the tile's rows, sends its
 partial of the other half into its partner's shared memory (distributed
-shared memory) and adds and stores its own half.  Each also as
-kaio_int4_mm_sm90_<dt>_m<BM>[_k2]_ss, whose own warpgroup dequantizes W into
+shared memory) and adds and stores its own half.  The 256-row ones also as
+kaio_int4_mm_sm90_<dt>_m256[_k2]_ss, whose own warpgroup dequantizes W into
 shared memory for wgmma with both operands there (ptx/quant_int4_ss.py; the
-rest of this docstring is the register kernel's).  The host
-(src/ops/quant_int4.cpp) picks by waves x steps per CTA x step time.
+rest of this docstring is the register kernel's); 4-7% faster, the host
+runs them in place of the register ones.  The host (src/ops/quant_int4.cpp)
+picks by waves x steps per CTA x step time.
 Measured on the H100 (bench_quant, same runs): M = 512, N = K = 4096 54.2-54.4
 -> 43.8-44.1 us (0.53x -> 0.64-0.65x cuBLAS f16) with the split 256-row tile
 in place of the 128-row one when rank 0 summed and stored the whole tile;
@@ -463,18 +464,18 @@ def mm_kernel(dt, bm, split=False, ss=False):
     if ss:
         inits += [(wfull + 8 * s, 128) for s in range(STAGES)]   # every dequantizing thread arrives
     k.init_mbarriers(tid, bars, inits)
-    exit_, cons = k.label("exit"), k.label("consumer")
-    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), cons))
-    prod_exit = k.label("producer_exit") if split else exit_
+
     def ss_loads():
         """load(i): the TMA loads of this CTA's step i, in order, from the thread that issues them."""
         ring = Ring(k, bars, STAGES, 0, 8 * STAGES)
         maps = tensor_maps(k)
         return lambda i: load_step(k, T, ring, maps, base, k.r("add.u32", step0, i), n0, m0)
 
+    exit_, cons = k.label("exit"), k.label("consumer")
+    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), cons))
+    prod_exit = k.label("producer_exit") if split else exit_
     if ss:
-        quant_int4_ss.dequantizer(k, T, P, dt, base, bars, n0, nsteps, step0, STAGES, wfull,
-                                  ss_loads() if quant_int4_ss.LOADER[0] == "dequantizer" else None)
+        quant_int4_ss.dequantizer(k, T, P, dt, base, bars, n0, nsteps, step0, STAGES, wfull)
         k.op("bra.uni %s" % prod_exit)
     else:
         producer(k, T, P, base, bars, n0, m0, nsteps, step0, prod_exit)
@@ -488,13 +489,12 @@ def mm_kernel(dt, bm, split=False, ss=False):
         def finish(acc, cw, warp, t, cols):
             store_tile(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_, split)
 
-        quant_int4_ss.consumer(k, T, dt, base, bars, nsteps, STAGES, wfull, finish,
-                               ss_loads() if quant_int4_ss.LOADER[0] == "consumer" else None)
+        quant_int4_ss.consumer(k, T, dt, base, bars, nsteps, STAGES, wfull, finish, ss_loads())
     else:
         consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split)
     k.place(exit_)
     k.op("ret")
-    roles = ("1 loading and dequantizing (W to shared memory) + 2 wgmma consumer warpgroups" if ss
+    roles = ("1 dequantizing (W to shared memory) + 2 wgmma consumer warpgroups (one thread loads)" if ss
              else "1 TMA producer + 2 wgmma consumer warpgroups")
     doc = ("%s: C = X * dequant(W), X %s [M, K], GPTQ int4 W, f32 accumulation; %d weight columns x\n"
            "%d rows per CTA, %s, %d stages of K %d."
@@ -511,9 +511,10 @@ def mm_kernel(dt, bm, split=False, ss=False):
 
 
 def generate():
-    return {OUTPUT: HEADER + "".join("\n" + mm_kernel(dt, bm, ss=ss) for ss in (False, True)
-                                     for dt in ("f16", "bf16") for bm in BMS)
-            + "".join("\n" + mm_kernel(dt, 256, split=True, ss=ss) for ss in (False, True)
+    # the _ss kernels at 256 rows, split or not (the 128-row one is not timed)
+    return {OUTPUT: HEADER + "".join("\n" + mm_kernel(dt, bm) for dt in ("f16", "bf16") for bm in BMS)
+            + "".join("\n" + mm_kernel(dt, 256, split=True) for dt in ("f16", "bf16"))
+            + "".join("\n" + mm_kernel(dt, 256, split=split, ss=True) for split in (False, True)
                       for dt in ("f16", "bf16"))}
 
 

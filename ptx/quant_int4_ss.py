@@ -6,19 +6,22 @@ Why: in the register-A kernel each consumer warp dequantizes its A operand
 in front of its wgmma; ncu put the limit there (tensor pipe 70-72 % busy,
 the dequantization's dependent chain with two consumer warps a scheduler).
 
-  * 384 threads: a loading and dequantizing warpgroup (DQ_REGS) and two
-    wgmma consumer warpgroups (CS_REGS): DQ + 2 CS = 3 x 168, the registers
-    a thread had at launch (setmaxnreg only moves them between warpgroups).  (A fourth warpgroup for the TMA
-    alone leaves 128 registers a thread at launch, and ptxas wants 154 for
-    m64n256's f32 accumulators.)  Its thread 0 issues the TMA loads,
-    STAGES - 1 steps ahead: after publishing step i it waits until the
-    consumers released step i - 1's stage and loads step i + STAGES - 1
-    there; its warp's other lanes go on meanwhile.
+  * 384 threads: a dequantizing warpgroup (DQ_REGS) and two wgmma consumer
+    warpgroups (CS_REGS): DQ + 2 CS = 3 x 168, the registers a thread had
+    at launch (setmaxnreg only moves them between warpgroups).  A fourth
+    warpgroup for the TMA alone would leave 128 registers a thread at
+    launch; ptxas wants 154 for m64n256's f32 accumulators.
+  * Consumer thread 128 issues the TMA loads: every stage first, then step
+    i + STAGES - 1 into step i - 1's stage once both warpgroups released it,
+    while step i's wgmma runs.  (First the dequantizing warpgroup's thread 0
+    issued them after publishing a step, waiting for that release: its
+    whole warp waited, 1.7-1.9x slower than the register kernel; waiting
+    for step i - 2's release instead (2 steps ahead) matched it.)
   * Shared memory: the STAGES stages of X and qweight as before, plus
     STAGES stages of W^T, 128 rows (the CTA's weight columns) of 64 k,
     16 KiB, in wgmma's K-major 128-byte-swizzled layout (X's layout): row n,
     16-byte chunk j at n * 128 + ((j ^ (n % 8)) * 16).  A consumer's A is
-    its 64 rows (+ 8 KiB), a k16 step + 32 B, as X.
+    its 64 rows (+ 8 KiB), a k16 step + 32 B, as X.  209 KiB at BM = 256.
   * Dequantizer thread c owns column c: per step its 8 qweight words (one a
     16-byte chunk: k 8j .. 8j + 7 of row c), dequantized with the register
     kernel's arithmetic ((q ^ xmask) - (z + zoff) exact, times the scale
@@ -26,20 +29,23 @@ the dequantization's dependent chain with two consumer warps a scheduler).
     8 chunk positions, so the stores and the word loads are conflict-free.
     Then fence.proxy.async (generic stores read by wgmma) and an arrival on
     wfull[s] (count 128).  It needs no barrier of its own for W's reuse: it
-    waits full[s] for step i + STAGES, which the producer only loads after
-    the consumers released step i's stage (their wgmma done with W[s] too);
-    their release also orders its qweight reads (they come before its
-    wfull arrival, which the consumers waited for).
+    waits full[s] for step i + STAGES, which is only loaded after the
+    consumers released step i's stage (their wgmma done with W[s] too);
+    that release also orders its qweight reads (they come before its wfull
+    arrival, which the consumers waited for).
   * Consumers: wait full[s] and wfull[s], four wgmma of m64 n<BM> k16 with
     descriptors for both, commit, wait_group 1, release the stage before:
     no other work in the mainloop.  The epilogues are the register kernel's.
+  Measured (bench_quant --prefill, H200, same calls): 4-7 % faster than the
+  register kernel at BM = 256, split or not, f16 and bf16 (M = 2048, N = K =
+  4096 100.0 against 105.2 us); ncu there: tensor pipe 80 % busy.
+consumer_thread and drain serve the register kernel's consumers too.
 """
 
 from kaio_ptx import mbarrier, wgmma
 from quant_int4_scales import MAGIC, GroupScales
 
 DQ_REGS, CS_REGS = 136, 184
-LOADER = ("consumer", 3)        # whose thread issues the TMA loads, how many steps ahead
 BN, BK = 128, 64
 W_BYTES = BN * BK * 2           # a stage of W^T
 ROW_BYTES = BK * 2              # one weight column's 64 k: one 128-byte swizzle row
@@ -73,9 +79,9 @@ def dequant_word(k, dt, wd, sc2, zm2, c):
     return out
 
 
-def preload(k, issuer, load, count, hint):
+def preload(k, issuer, load, count):
     """issuer's loads of the first `count` steps (count >= 1)."""
-    first = k.label(hint)
+    first = k.label("c_loaded")
     k.op("@!%s bra %s" % (issuer, first))
     j = k.r("mov.u32", 0)
     top = k.label("preload")
@@ -86,25 +92,19 @@ def preload(k, issuer, load, count, hint):
     k.place(first)
 
 
-def load_ahead(k, issuer, load, it, ahead, nsteps, hint):
+def load_ahead(k, issuer, load, it, ahead, nsteps):
     """issuer's loads of step it + ahead, if there is one."""
     nxt = k.r("add.u32", it, ahead)
-    loaded = k.label(hint)
+    loaded = k.label("c_loaded")
     k.op("@!%s bra %s" % (k.p("setp.lt.and.u32", nxt, nsteps, issuer), loaded))
     load(nxt)
     k.place(loaded)
 
 
-def dequantizer(k, T, P, dt, base, bars, n0, nsteps, step0, stages, wfull, load):
-    """The dequantizing warpgroup's loop (one copy per stage: constant
-    offsets); with LOADER "dequantizer", load(step) emits its thread 0's
-    TMA loads of a step (of this CTA's: from step0)."""
+def dequantizer(k, T, P, dt, base, bars, n0, nsteps, step0, stages, wfull):
+    """The dequantizing warpgroup's loop (one copy per stage: constant offsets)."""
     k.op("setmaxnreg.dec.sync.aligned.u32 %d" % DQ_REGS)
     col = k.r("and.b32", k.r("mov.u32", "%tid.x"), 127)
-    loader = k.p("setp.eq.u32", col, 0)
-    ahead = LOADER[1]
-    if LOADER[0] == "dequantizer":
-        preload(k, loader, load, k.r("min.u32", nsteps, ahead), "d_loaded")
     gs = GroupScales(k, P, n0, [col], step0, nsteps)
     gs.registers()
     c = {}
@@ -139,8 +139,6 @@ def dequantizer(k, T, P, dt, base, bars, n0, nsteps, step0, stages, wfull, load)
         k.note("W's stage is written: generic stores made visible to wgmma, then published")
         k.op("fence.proxy.async.shared::cta")
         mbarrier.arrive(k, k.r("add.u32", bars, wfull + 8 * s))
-        if LOADER[0] == "dequantizer":
-            load_ahead(k, loader, load, it, ahead, nsteps, "d_loaded")
         k.op("add.u32 %s, %s, 1" % (it, it))
         k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", it, nsteps), done))
         gs.prepare(dt, neg1, zc_hi)
@@ -180,15 +178,12 @@ def drain(k, drains, empty, lane0, epi):
 
 def consumer(k, T, dt, base, bars, nsteps, stages, wfull, finish, load):
     """A wgmma warpgroup's loop: both operands from shared memory; then
-    finish(acc, cw, warp, t, cols) stores the tile.  With LOADER
-    "consumer", thread 128 issues the loads (load(step)): all stages first,
-    then step i + STAGES - 1 into step i - 1's stage once both warpgroups
-    released it (step i's wgmma runs meanwhile)."""
+    finish(acc, cw, warp, t, cols) stores the tile.  Thread 128 issues the
+    TMA loads of this CTA's step i with load(i), in order."""
     k.op("setmaxnreg.inc.sync.aligned.u32 %d" % CS_REGS)
     cw, warp, lane0, g, t, cols = consumer_thread(k)
     issuer = k.p("setp.eq.u32", k.r("mov.u32", "%tid.x"), 128)
-    if LOADER[0] == "consumer":
-        preload(k, issuer, load, k.r("min.u32", nsteps, stages), "c_loaded")
+    preload(k, issuer, load, k.r("min.u32", nsteps, stages))
     acc = k.regs("f", T.bm // 2)
     # descriptors by 32-bit adds to the start address field (see the register
     # kernel): 128-B swizzle, LBO 16, SBO 1024; the stages are 1024-aligned
@@ -225,10 +220,8 @@ def consumer(k, T, dt, base, bars, nsteps, stages, wfull, finish, load):
         wgmma.wait(k, 1)
         k.note("step it - 1 is done: its stage goes back")
         mbarrier.arrive(k, empty((s - 1) % stages), k.p("and.pred", lane0, k.p("setp.ge.u32", it, 1)))
-        if LOADER[0] == "consumer":
-            assert LOADER[1] == stages - 1, "step i + STAGES - 1 goes where step i - 1 was"
-            load_ahead(k, k.p("and.pred", issuer, k.p("setp.ge.u32", it, 1)), load, it, LOADER[1], nsteps,
-                       "c_loaded")
+        k.note("step it + STAGES - 1 goes where step it - 1 was")
+        load_ahead(k, k.p("and.pred", issuer, k.p("setp.ge.u32", it, 1)), load, it, stages - 1, nsteps)
         k.op("add.u32 %s, %s, 1" % (it, it))
         k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", it, nsteps), drains[s]))
         if s == stages - 1:

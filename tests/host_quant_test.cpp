@@ -206,7 +206,7 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
               short_sc = at(10, KAIO_DTYPE_BF16, 1, n);
   KT_OK(kaio_matmul_int4(s(), &short_a, &short_qw, nullptr, &short_sc, &c, &d));
   l = last_launch();
-  EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m128_ss");
+  EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m128");
   EXPECT_EQ(l.grid[2], 1u);
   // M = 1000: 4 x 2 CTAs of 256 rows in two waves of the 4 SMs, no slower than
   // 8 x 2 of 128 rows in four: the 256-row tile

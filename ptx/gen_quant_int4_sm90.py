@@ -9,8 +9,12 @@ scales), BM in {256, 128} activation rows per CTA, and kaio_int4_mm_sm90_<dt>_
 m256_k2, whose CTA pairs (clusters of 1 x 1 x 2, grid z = 2) split K in
 halves; after the mainloops each CTA owns half the tile's rows, sends its
 partial of the other half into its partner's shared memory (distributed
-shared memory) and adds and stores its own half.  The
-host (src/ops/quant_int4.cpp) picks by waves x steps per CTA x step time.
+shared memory) and adds and stores its own half.  The 256-row ones also as
+kaio_int4_mm_sm90_<dt>_m256[_k2]_ss, whose own warpgroup dequantizes W into
+shared memory for wgmma with both operands there (ptx/quant_int4_ss.py; the
+rest of this docstring is the register kernel's); 4-7% faster, the host
+runs them in place of the register ones.  The host (src/ops/quant_int4.cpp)
+picks by waves x steps per CTA x step time.
 Measured on the H100 (bench_quant, same runs): M = 512, N = K = 4096 54.2-54.4
 -> 43.8-44.1 us (0.53x -> 0.64-0.65x cuBLAS f16) with the split 256-row tile
 in place of the 128-row one when rank 0 summed and stored the whole tile;
@@ -97,6 +101,8 @@ from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.ring import Ring
 from kaio_ptx.sm90 import Kernel
+import quant_int4_ss
+from quant_int4_scales import MAGIC, GroupScales
 
 OUTPUT = "quant_int4_sm90.ptx"
 SMEM = "kaio_int4_90_smem"
@@ -107,7 +113,6 @@ BK = 64             # K per stage
 STAGES = 4
 ASETS = 2           # A register sets: one K step of wgmma in flight while the next is built
 PROD_REGS, CONS_REGS = 24, 240
-MAGIC = {"f16": "0x64006400", "bf16": "0x43004300"}
 
 HEADER = preamble(__file__) + extern_shared(SMEM, 1024)
 
@@ -122,35 +127,50 @@ X_OFF = 0
 
 
 class Tile:
-    """Shared-memory layout for bm activation rows per CTA."""
+    """Shared-memory layout for bm activation rows per CTA; ss: the W^T stages
+    and their wfull barriers of the _ss kernels (ptx/quant_int4_ss.py) too."""
 
-    def __init__(self, bm):
+    def __init__(self, bm, ss=False):
         self.bm = bm
         self.x_bytes = bm * 128                     # 64 k of bm rows, 128 B each
+        self.qw_bytes = QW_BYTES
         self.qw_off = STAGES * self.x_bytes
-        self.bar_off = self.qw_off + STAGES * QW_BYTES
-        self.shared = self.bar_off + 16 * STAGES + 1024
+        self.w_off = self.qw_off + STAGES * QW_BYTES
+        self.bar_off = self.w_off + (STAGES * quant_int4_ss.W_BYTES if ss else 0)
+        self.shared = self.bar_off + 8 * (3 if ss else 2) * STAGES + 1024
+
+
+def tensor_maps(k):
+    """The two tensor maps' generic addresses, prefetched."""
+    maps = {}
+    for _, name in MAPS:
+        name = name.split("[")[0]
+        maps[name] = k.rd("cvta.param.u64", k.rd("mov.b64", name))
+        k.op("prefetch.tensormap [%s]" % maps[name])
+    return maps
+
+
+def load_step(k, T, ring, maps, base, step, n0, m0):
+    """The TMA loads of this CTA's K step `step` into the ring's stage, once
+    the consumers released it; the ring moves on."""
+    k0 = k.r("shl.b32", step, 6)
+    full = ring.acquire(T.x_bytes + QW_BYTES, off8=ring.offset())
+    tma.load(k, k.r("mad.lo.u32", ring.s, T.x_bytes, k.r("add.u32", base, X_OFF)), maps["tmap_x"], (k0, m0), full)
+    tma.load(k, k.r("mad.lo.u32", ring.s, QW_BYTES, k.r("add.u32", base, T.qw_off)), maps["tmap_qw"],
+             (n0, k.r("shr.u32", k0, 3)), full)
+    ring.advance()
 
 
 def producer(k, T, P, base, bars, n0, m0, nsteps, step0, exit_):
     k.op("setmaxnreg.dec.sync.aligned.u32 %d" % PROD_REGS)
     tid = k.r("mov.u32", "%tid.x")
     k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), exit_))
-    maps = {}
-    for _, name in MAPS:
-        name = name.split("[")[0]
-        maps[name] = k.rd("cvta.param.u64", k.rd("mov.b64", name))
-        k.op("prefetch.tensormap [%s]" % maps[name])
+    maps = tensor_maps(k)
     ring = Ring(k, bars, STAGES, 0, 8 * STAGES)
     it = k.r("mov.u32", 0)
     top = k.label("p_step")
     k.place(top)
-    k0 = k.r("shl.b32", k.r("add.u32", step0, it), 6)
-    full = ring.acquire(T.x_bytes + QW_BYTES, off8=ring.offset())
-    tma.load(k, k.r("mad.lo.u32", ring.s, T.x_bytes, k.r("add.u32", base, X_OFF)), maps["tmap_x"], (k0, m0), full)
-    tma.load(k, k.r("mad.lo.u32", ring.s, QW_BYTES, k.r("add.u32", base, T.qw_off)), maps["tmap_qw"],
-             (n0, k.r("shr.u32", k0, 3)), full)
-    ring.advance()
+    load_step(k, T, ring, maps, base, k.r("add.u32", step0, it), n0, m0)
     k.op("add.u32 %s, %s, 1" % (it, it))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", it, nsteps), top))
     k.op("bra.uni %s" % exit_)
@@ -158,71 +178,14 @@ def producer(k, T, P, base, bars, n0, m0, nsteps, step0, exit_):
 
 def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
     k.op("setmaxnreg.inc.sync.aligned.u32 %d" % CONS_REGS)
-    tid = k.r("mov.u32", "%tid.x")
-    cw = k.r("sub.u32", k.r("shr.u32", tid, 7), 1)
-    warp = k.r("and.b32", k.r("shr.u32", tid, 5), 3)
-    lane = k.r("and.b32", tid, 31)
-    lane0 = k.p("setp.eq.u32", lane, 0)
-    g = k.r("shr.u32", lane, 2)
-    t = k.r("and.b32", lane, 3)
-    # this thread's two weight columns inside the CTA's 128: rows g and g + 8 of A
-    col = k.r("add.u32", k.r("shl.b32", cw, 6), k.r("add.u32", k.r("shl.b32", warp, 4), g))
-    cols = [col, k.r("add.u32", col, 8)]
+    # this thread's two weight columns (cols) inside the CTA's 128: rows g and g + 8 of A
+    cw, warp, lane0, g, t, cols = quant_int4_ss.consumer_thread(k)
     # prmt selector: byte t of the first word to byte 0, of the second to byte 1
     bsel = k.r("or.b32", t, k.r("shl.b32", k.r("add.u32", t, 4), 4))
     hi_bytes = {"f16": "0x64640000", "bf16": "0x43430000"}[dt]   # the magic's exponent byte
-    magic = MAGIC[dt]
     hx = "f16x2" if dt == "f16" else "bf16x2"
-    zeros = k.p("setp.ne.u64", P["qz"], 0)
-    ngroups = k.r("div.u32", P["k"], P["group"])
-    g32 = k.p("setp.eq.u32", P["group"], 32)
-    # a K step's group by a shift, not a division in the loop: g is a power of
-    # two, or K itself (then every step is in group 0: 64 * step < 2^31)
-    pow2 = k.p("setp.eq.u32", k.r("and.b32", P["group"], k.r("add.u32", P["group"], -1)), 0)
-    gshift = k.r("selp.b32", k.r("bfind.u32", P["group"]), 31, pow2)
-    ns = [k.r("add.u32", n0, c) for c in cols]
-    nok = [k.p("setp.lt.u32", n, P["n"]) for n in ns]
-    sc_col = [k.rd("add.u64", P["sc"], k.rd("mul.wide.u32", n, 2)) for n in ns]
-    qz_col = [k.rd("add.u64", P["qz"], k.rd("mul.wide.u32", k.r("shr.u32", n, 3), 4)) for n in ns]
-    zshift = [k.r("shl.b32", k.r("and.b32", n, 7), 2) for n in ns]
-    ldsc2 = k.rd("shl.b64", P["ldsc"], 1)
-    ldqz4 = k.rd("shl.b64", P["ldqz"], 2)
-
-    def group_loads(step, raw):
-        """Raw scales and zero words of this CTA's K step `step` into raw[r, ci,
-        0 | 1]: group row r = 0 serves its k16 steps 0, 1 and r = 1 steps 2, 3
-        (the next group when g = 32, else the same one); 0 past N, K/g or the
-        end."""
-        grp = k.r("shr.u32", k.r("shl.b32", k.r("add.u32", step0, step), 6), gshift)
-        live = k.p("setp.lt.u32", step, nsteps)
-        # the same group as the step before (g >= 128): raw already holds it
-        skip = k.label("one_group")
-        same = k.p("setp.eq.u32", grp, last_grp)
-        k.op("setp.ne.u32 %s, %s, %s" % (fresh, grp, last_grp))
-        k.op("mov.u32 %s, %s" % (last_grp, grp))
-        k.op("@%s bra.uni %s" % (same, skip))
-        for key in raw:
-            k.op("mov.u32 %s, 0" % raw[key])
-        for r in range(2):
-            if r:
-                # row 1 is another group only when g = 32; otherwise build reuses row 0
-                k.op("@!%s bra.uni %s" % (g32, skip))
-            gr = grp if r == 0 else k.r("add.u32", grp, 1)
-            gok = k.p("setp.lt.and.u32", gr, ngroups, live)
-            grw = k.rd("cvt.u64.u32", gr)
-            for ci in range(2):
-                ok = k.p("and.pred", gok, nok[ci])
-                k.op("@%s ld.global.u16 %s, [%s]" % (ok, raw[r, ci, 0], k.rd("mad.lo.u64", grw, ldsc2, sc_col[ci])))
-                k.op("@%s ld.global.u32 %s, [%s]" % (k.p("and.pred", ok, zeros), raw[r, ci, 1],
-                                                     k.rd("mad.lo.u64", grw, ldqz4, qz_col[ci])))
-        k.place(skip)
-
-    nxt = {(r, ci, x): k.reg("r") for r in range(2) for ci in range(2) for x in range(2)}
-    # the scales (both halves) and zero constants of the step being built,
-    # made only when its group is new (fresh): g >= 128 spans several steps
-    sc2 = {(r, ci): k.reg("r") for r in range(2) for ci in range(2)}
-    zm2 = {key: k.reg("r") for key in sc2}
-    fresh = k.reg("p")
+    gs = GroupScales(k, P, n0, cols, step0, nsteps)
+    gs.registers()
     acc = k.regs("f", T.bm // 2)
     # A registers of a whole K step (4 per k16 step), ASETS sets: step i reads
     # set i % ASETS while the next set is built, with up to ASETS - 1 steps in
@@ -231,35 +194,6 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
     # slower still (0.62x cuBLAS against 0.71x), so two it is.
     areg = [k.regs("r", 4 * (BK // 16)) for _ in range(ASETS)]
 
-    def prepare():
-        """sc2 and zm2 from the raw words in nxt (the next step to build's,
-        loaded a step ago) where its group is new; row 1 is row 0's but for
-        g = 32."""
-        skip, copy, done = k.label("same_scales"), k.label("row0_twice"), k.label("scales_made")
-        k.op("@!%s bra.uni %s" % (fresh, skip))
-        for r in range(2):
-            if r:
-                k.op("@!%s bra.uni %s" % (g32, copy))
-            for ci in range(2):
-                sv, zw = nxt[r, ci, 0], nxt[r, ci, 1]
-                k.op("prmt.b32 %s, %s, %s, 0x1010" % (sc2[r, ci], sv, sv))
-                z = k.r("and.b32", k.r("shr.u32", zw, zshift[ci]), 15)
-                z = k.r("selp.b32", k.r("add.u32", z, P["zoff"]), 8, zeros)
-                # q and z + zoff are at most 16: they sit in the low mantissa bits of the magic
-                zm = k.r("or.b32", k.r("mul.lo.u32", z, "0x00010001"), magic)
-                if dt == "f16":
-                    # (-(1024 + z), -(64 + z)): the constant of the fma below, exact
-                    k.op("fma.rn.f16x2 %s, %s, %s, %s" % (zm2[r, ci], zm, neg1, zc_hi))
-                else:
-                    k.op("mov.b32 %s, %s" % (zm2[r, ci], zm))
-        k.op("bra.uni %s" % done)
-        k.place(copy)
-        for ci in range(2):
-            k.op("mov.b32 %s, %s" % (sc2[1, ci], sc2[0, ci]))
-            k.op("mov.b32 %s, %s" % (zm2[1, ci], zm2[0, ci]))
-        k.place(done)
-        k.place(skip)
-
     # the qweight words' addresses: this thread's columns in the stage-0 copy;
     # a stage and a word are immediate offsets from these (the loop below has
     # one copy per stage)
@@ -267,13 +201,13 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
 
     def build(a, s, ph):
         """Waits for stage s (a constant) to fill in phase ph and dequantizes
-        its weights into a, with the scales and zeros in sc2, zm2."""
+        its weights into a, with the scales and zeros in gs.sc2, gs.zm2."""
         mbarrier.wait(k, k.r("add.u32", bars, 8 * s), ph, "c_full")
 
         def word(ci, row):
             return k.r("ld.shared.b32", "[%s+%d]" % (qcol[ci], s * QW_BYTES + row * BN * 4))
         if dt == "f16":
-            build_f16(a, word, sc2, zm2)
+            build_f16(a, word, gs.sc2, gs.zm2)
             return
         for kk in range(BK // 16):
             r = 0 if kk < 2 else 1
@@ -288,7 +222,7 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
                 for ci, sel in ((0, "0x6420"), (1, "0x6521")):
                     x = k.r("prmt.b32", lows, highs, sel)
                     k.op("mul.rn.%s %s, %s, %s" % (hx, a[4 * kk + 2 * w + ci],
-                                                   k.r("sub.rn.%s" % hx, x, zm2[r, ci]), sc2[r, ci]))
+                                                   k.r("sub.rn.%s" % hx, x, gs.zm2[r, ci]), gs.sc2[r, ci]))
 
     # f16: a register's nibble pair (2t, 2t+1) is byte t of one word; one permute
     # puts it in bytes 0 and 2, one lop3 keeps the low nibble in the low half
@@ -315,8 +249,8 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
 
     def next_scales(step):
         """The step to build's scales from nxt, then the loads of the one after."""
-        prepare()
-        group_loads(step, nxt)
+        gs.prepare(dt, neg1, zc_hi)
+        gs.loads(step)
 
     # The loop body once per stage (STAGES copies, the A register sets
     # rotating with them): every stage's barrier, qweight and X addresses are
@@ -331,8 +265,8 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
 
     ph = k.r("mov.u32", 0)
     it = k.r("mov.u32", 0)
-    last_grp = k.r("mov.u32", -1)
-    group_loads(it, nxt)
+    gs.last_grp = k.r("mov.u32", -1)
+    gs.loads(it)
     next_scales(k.r("mov.u32", 1))
     build(areg[0], 0, ph)
     top, epi = k.label("c_step"), k.label("c_epilogue")
@@ -374,13 +308,11 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
         build(b, (s + 1) % STAGES, ph)
     k.op("bra.uni %s" % top)
     assert ASETS == 2, "the drains release the one stage still in flight"
-    for s in range(STAGES):
-        k.place(drains[s])
-        wgmma.wait(k, 0)
-        k.note("the last step's stage goes back")
-        mbarrier.arrive(k, empty(s), lane0)
-        k.op("bra.uni %s" % epi)
-    k.place(epi)
+    quant_int4_ss.drain(k, drains, empty, lane0, epi)
+    store_tile(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_, split)
+
+
+def store_tile(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_, split):
     if split:
         cluster_sum_and_store(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_)
     else:
@@ -507,11 +439,13 @@ def epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp):
     k.place(done)
 
 
-def mm_kernel(dt, bm, split=False):
-    name = "kaio_int4_mm_sm90_%s_m%d%s" % (dt, bm, "_k2" if split else "")
-    manifest.keys(name, select="int4_mm_sm90", dtype=dt, tile_m=bm, split_k=2 if split else 1)
-    T = Tile(bm)
+def mm_kernel(dt, bm, split=False, ss=False):
+    name = "kaio_int4_mm_sm90_%s_m%d%s%s" % (dt, bm, "_k2" if split else "", "_ss" if ss else "")
+    manifest.keys(name, select="int4_mm_sm90", variant="ss" if ss else "", dtype=dt, tile_m=bm,
+                  split_k=2 if split else 1)
+    T = Tile(bm, ss)
     assert not split or T.bar_off >= (bm // 4) * 256 * 4, "the half tile must fit in the stages"
+    wfull = 16 * STAGES                           # ss: wfull[s] at bars + wfull + 8s
     k = Kernel()
     P = load_params(k, SCALARS, ("c", "sc"))
     tid = k.r("mov.u32", "%tid.x")
@@ -526,23 +460,45 @@ def mm_kernel(dt, bm, split=False):
         half = k.r("shr.u32", k.r("add.u32", nsteps, 1), 1)
         k.op("mul.lo.u32 %s, %s, %s" % (step0, k.r("mov.u32", "%ctaid.z"), half))
         k.op("min.u32 %s, %s, %s" % (nsteps, k.r("sub.u32", nsteps, step0), half))
-    k.init_mbarriers(tid, bars, Ring.inits(STAGES, 0, 8 * STAGES, 8))
+    inits = Ring.inits(STAGES, 0, 8 * STAGES, 8)
+    if ss:
+        inits += [(wfull + 8 * s, 128) for s in range(STAGES)]   # every dequantizing thread arrives
+    k.init_mbarriers(tid, bars, inits)
+
+    def ss_loads():
+        """load(i): the TMA loads of this CTA's step i, in order, from the thread that issues them."""
+        ring = Ring(k, bars, STAGES, 0, 8 * STAGES)
+        maps = tensor_maps(k)
+        return lambda i: load_step(k, T, ring, maps, base, k.r("add.u32", step0, i), n0, m0)
+
     exit_, cons = k.label("exit"), k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), cons))
     prod_exit = k.label("producer_exit") if split else exit_
-    producer(k, T, P, base, bars, n0, m0, nsteps, step0, prod_exit)
+    if ss:
+        quant_int4_ss.dequantizer(k, T, P, dt, base, bars, n0, nsteps, step0, STAGES, wfull)
+        k.op("bra.uni %s" % prod_exit)
+    else:
+        producer(k, T, P, base, bars, n0, m0, nsteps, step0, prod_exit)
     if split:
         k.place(prod_exit)
         cluster_barrier(k)
         cluster_barrier(k)
         k.op("bra.uni %s" % exit_)
     k.place(cons)
-    consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split)
+    if ss:
+        def finish(acc, cw, warp, t, cols):
+            store_tile(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_, split)
+
+        quant_int4_ss.consumer(k, T, dt, base, bars, nsteps, STAGES, wfull, finish, ss_loads())
+    else:
+        consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split)
     k.place(exit_)
     k.op("ret")
+    roles = ("1 dequantizing (W to shared memory) + 2 wgmma consumer warpgroups (one thread loads)" if ss
+             else "1 TMA producer + 2 wgmma consumer warpgroups")
     doc = ("%s: C = X * dequant(W), X %s [M, K], GPTQ int4 W, f32 accumulation; %d weight columns x\n"
-           "%d rows per CTA, 1 TMA producer + 2 wgmma consumer warpgroups, %d stages of K %d."
-           % (name, dt, BN, bm, STAGES, BK))
+           "%d rows per CTA, %s, %d stages of K %d."
+           % (name, dt, BN, bm, roles, STAGES, BK))
     if split:
         doc += ("\nSplit K over a cluster of 2 CTAs (grid z = 2): each sums and stores half the rows,"
                 " exchanging partials through DSMEM.")
@@ -555,8 +511,11 @@ def mm_kernel(dt, bm, split=False):
 
 
 def generate():
+    # the _ss kernels at 256 rows, split or not (the 128-row one is not timed)
     return {OUTPUT: HEADER + "".join("\n" + mm_kernel(dt, bm) for dt in ("f16", "bf16") for bm in BMS)
-            + "".join("\n" + mm_kernel(dt, 256, split=True) for dt in ("f16", "bf16"))}
+            + "".join("\n" + mm_kernel(dt, 256, split=True) for dt in ("f16", "bf16"))
+            + "".join("\n" + mm_kernel(dt, 256, split=split, ss=True) for split in (False, True)
+                      for dt in ("f16", "bf16"))}
 
 
 if __name__ == "__main__":

@@ -374,8 +374,10 @@ TEST_F(GpuQuantInt4, ContiguousKKernelsOfEveryWarpCount) {
   check({1, 8, 4096, 128, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F32, false, 8});
 }
 
-// M > 16: on an sm_90 the dequantize-into-wgmma kernel (128- and 256-row tiles),
-// elsewhere the dequantize pass (op handles) or the decode kernel (one-shot).
+// M > 16: on an sm_90 the dequantize-into-wgmma kernels (128-row tiles: in the
+// consumers' registers; 256-row ones, split or not: into shared memory by a
+// warpgroup of their own), elsewhere the dequantize pass (op handles) or the
+// decode kernel (one-shot).
 // K = 32 x odd leaves half of the last 64-wide K step past K; g = 32 puts two
 // groups in every step; M and N off the tiles; the signed format; padded rows.
 TEST_F(GpuQuantInt4, PrefillKTailsGroupsOfThirtyTwoAndOddTiles) {

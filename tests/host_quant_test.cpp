@@ -170,7 +170,7 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   Launch l = last_launch();
   // 2 column tiles on the fake GPU's 4 SMs: the 256-row tile with K split over
   // CTA pairs fills them, 2 of the 4 K steps each
-  EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m256_k2");
+  EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m256_k2_ss");
   EXPECT_EQ(l.grid[0], 2u);  // ceil(136 / 128) weight columns
   EXPECT_EQ(l.grid[1], 1u);  // ceil(40 / 256) rows
   EXPECT_EQ(l.grid[2], 2u);  // the K halves: a cluster of 2
@@ -213,7 +213,7 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   kaio_tensor big_a = at(8, KAIO_DTYPE_BF16, 1000, k), big_c = at(16, KAIO_DTYPE_BF16, 1000, n);
   KT_OK(kaio_matmul_int4(s(), &big_a, &qw, &qz, &sc, &big_c, &d));
   l = last_launch();
-  EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m256");
+  EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m256_ss");
   EXPECT_EQ(l.grid[1], 4u);
   EXPECT_EQ(l.grid[2], 1u);
   EXPECT_EQ(launch_param<Record>(0).box, 64u | (uint64_t{256} << 32));
@@ -230,7 +230,7 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   unsigned long long before = kt::fake().launch_count();
   KT_OK(kaio_op_launch(op, s(), t, 5));
   EXPECT_EQ(kt::fake().launch_count(), before + 1);
-  EXPECT_EQ(last_launch().name, "kaio_int4_mm_sm90_bf16_m256_k2");
+  EXPECT_EQ(last_launch().name, "kaio_int4_mm_sm90_bf16_m256_k2_ss");
 }
 
 // Before sm_90: op handles with M > 16 dequantize into a workspace they own,

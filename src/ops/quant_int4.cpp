@@ -1,9 +1,9 @@
 // INT4 W4A16 matmul and the fused QKV projection on GPTQ-packed weights
 // (ptx/gen_quant_int4.py). Decode shapes run the dequantize-in-registers
 // kernel, one launch for up to three weight sets. With M > 16 an sm_90a
-// device runs one wgmma kernel that dequantizes in registers
-// (ptx/gen_quant_int4_sm90.py); elsewhere op handles dequantize into a
-// workspace they own and run the tensor-core matmul.
+// device runs one wgmma kernel that dequantizes in registers or in shared
+// memory (ptx/gen_quant_int4_sm90.py); elsewhere op handles dequantize into
+// a workspace they own and run the tensor-core matmul.
 #include <cinttypes>
 #include <climits>
 #include <string>
@@ -22,7 +22,7 @@ namespace kaio {
 namespace {
 
 constexpr int64_t kDecodeMaxRows = 16;
-constexpr int64_t kFusedMaxRows = 2048;   // op handles: the sm_90a fused kernel up to here
+constexpr int64_t kFusedMaxRows = 4096;   // op handles: the sm_90a fused kernel up to here
 constexpr int64_t kKStep = 32;           // the decode kernel's K step
 constexpr int64_t kMaxGridYZ = 65535;
 constexpr uint32_t kSignedMask = 0x88888888u;  // signed nibble s -> unsigned s + 8
@@ -155,15 +155,24 @@ kaio_status check_output(const kaio_device *device, const Int4Plan &p,
 // M > 16 on sm_90a: the fused wgmma kernel, for op handles and one-shot
 // calls alike (it needs no workspace). Its tiles: 128 weight columns by 128
 // or 256 rows, the 256-row one also with K split over a pair of CTAs (a
-// cluster whose partial tiles meet in shared memory). Cost: waves of CTAs
-// times K steps per CTA times the time of a step, measured on the H100
-// (ptx/gen_quant_int4_sm90.py): about 0.84 us for 128 rows, 1.02 for 256.
-// So M = 512 at N = 4096 takes one wave of 128 split 256-row CTAs (32 steps
-// each) instead of 128 unsplit 128-row ones (64 steps); ties keep no split.
+// cluster whose partial tiles meet in shared memory). Two kernels: one
+// dequantizes in the consumers' registers (Variant::none), the other in a
+// warpgroup of its own into shared memory (Variant::ss, 256 rows only;
+// ptx/quant_int4_ss.py). Cost: waves of CTAs times K steps per CTA times the
+// time of a step, measured on the H100 for the register kernel
+// (ptx/gen_quant_int4_sm90.py): about 0.84 us for 128 rows, 1.02 for 256;
+// the shared-memory one 4-7% faster at 256 rows, split or not (bench_quant
+// --prefill, H200, f16 and bf16): 0.97. So M = 512 at N = 4096 takes one
+// wave of 128 split 256-row CTAs (32 steps each) instead of 128 unsplit
+// 128-row ones (64 steps); ties keep the earlier row.
 struct FusedTile {
   int64_t rows, split, step_cost;   // step_cost: one K step's time in 10 ns
+  kernels::Variant variant;
 };
-constexpr FusedTile kFusedTiles[] = {{256, 1, 102}, {128, 1, 84}, {256, 2, 102}};
+constexpr kernels::Variant kRegs = kernels::Variant::none, kShared = kernels::Variant::ss;
+constexpr FusedTile kFusedTiles[] = {{256, 1, 97, kShared},  {128, 1, 84, kRegs},
+                                     {256, 2, 97, kShared},  {256, 1, 102, kRegs},
+                                     {256, 2, 102, kRegs}};
 constexpr int64_t kFusedStepK = 64;   // K per step (the generator's BK)
 
 int64_t fused_cost(const Int4Plan &p, const FusedTile &f, int64_t sms, int64_t steps) {
@@ -180,7 +189,7 @@ kaio_status plan_fused(kaio_device *device, Int4Plan *p, const std::string &why)
       best = &f;
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(
-      kernels::int4_mm_sm90(p->in_dtype, best->rows, best->split), &fn));
+      kernels::int4_mm_sm90(best->variant, p->in_dtype, best->rows, best->split), &fn));
   if (fn.info->cols_per_block == 0 || !tma_box(fn, "tmap_x", p->box_a) ||
       !tma_box(fn, "tmap_qw", p->box_b))
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 wgmma kernel lacks its launch facts.",
@@ -273,10 +282,10 @@ kaio_status plan_unlogged(kaio_device *device, Int4Plan *p, bool allow_prefill) 
                 p->m, kMaxGridYZ * kDecodeMaxRows);
   KAIO_TRY(require_arch(device, 8, 0, "int4 matmul (mma.sync m16n8k16)"));
   // Op handles past kFusedMaxRows dequantize once per launch and run the
-  // matmul, which is then faster (bench_quant --prefill on the H100: M = 4096
-  // at 0.88-0.90x cuBLAS f16 against 0.82-0.87x fused; at M = 2048 the fused
-  // kernel is 3-4% faster: 0.86-0.88x against 0.84-0.85x); one-shot calls own
-  // no workspace.
+  // matmul; one-shot calls own no workspace. At M = 4096 the fused kernel
+  // (256-row tiles in shared memory) is the faster: 0.93-0.98x cuBLAS against
+  // 0.90-0.92x, f16 and bf16 (bench_quant --prefill, H200, N = K = 4096 and
+  // 8192, N 14336); past it untimed.
   // The fused kernel where the device runs sm_90a and the driver loads it.
   const bool fused_rows = p->m <= kFusedMaxRows || !allow_prefill;
   const bool tall = !p->qkv && p->m > kDecodeMaxRows;

@@ -4,16 +4,17 @@ registers straight into wgmma, no dequantized copy in memory.
 
     python3 ptx/gen_quant_int4_sm90.py --out-dir DIR  # write DIR/quant_int4_sm90.ptx
 
-Kernels: kaio_int4_mm_sm90_<dt>_m<BM>, dt in {f16, bf16} (activations and
-scales), BM in {256, 128} activation rows per CTA, and kaio_int4_mm_sm90_<dt>_
-m256_k2, whose CTA pairs (clusters of 1 x 1 x 2, grid z = 2) split K in
-halves; after the mainloops each CTA owns half the tile's rows, sends its
-partial of the other half into its partner's shared memory (distributed
-shared memory) and adds and stores its own half.  The 256-row ones also as
-kaio_int4_mm_sm90_<dt>_m256[_k2]_ss, whose own warpgroup dequantizes W into
-shared memory for wgmma with both operands there (ptx/quant_int4_ss.py; the
-rest of this docstring is the register kernel's); 4-7% faster, the host
-runs them in place of the register ones.  The host (src/ops/quant_int4.cpp)
+Kernels: kaio_int4_mm_sm90_<dt>_m128, dt in {f16, bf16} (activations and
+scales), 128 activation rows per CTA, W dequantized in the consumers'
+registers (the design below); kaio_int4_mm_sm90_<dt>_m256_ss, 256 rows, whose
+own warpgroup dequantizes W into shared memory for wgmma with both operands
+there (ptx/quant_int4_ss.py), and kaio_int4_mm_sm90_<dt>_m256_k2_ss, whose CTA
+pairs (clusters of 1 x 1 x 2, grid z = 2) split K in halves; after the
+mainloops each CTA owns half the tile's rows, sends its partial of the other
+half into its partner's shared memory (distributed shared memory) and adds
+and stores its own half.  The register kernel at 256 rows (and split) is no
+longer emitted: the _ss one ran 4-7% faster (session 17); the figures below
+that name 256-row tiles are the register kernel's.  The host (src/ops/quant_int4.cpp)
 picks by waves x steps per CTA x step time.
 Measured on the H100 (bench_quant, same runs): M = 512, N = K = 4096 54.2-54.4
 -> 43.8-44.1 us (0.53x -> 0.64-0.65x cuBLAS f16) with the split 256-row tile
@@ -107,8 +108,6 @@ from quant_int4_scales import MAGIC, GroupScales
 OUTPUT = "quant_int4_sm90.ptx"
 SMEM = "kaio_int4_90_smem"
 BN = 128            # weight columns per CTA (64 per consumer warpgroup)
-BMS = (256, 128)    # activation rows per CTA (wgmma N): the wide tile, and the
-                    # narrow one for grids that would leave SMs idle
 BK = 64             # K per stage
 STAGES = 4
 ASETS = 2           # A register sets: one K step of wgmma in flight while the next is built
@@ -511,12 +510,11 @@ def mm_kernel(dt, bm, split=False, ss=False):
 
 
 def generate():
-    # the _ss kernels at 256 rows, split or not (the 128-row one is not timed)
-    return {OUTPUT: HEADER + "".join("\n" + mm_kernel(dt, bm) for dt in ("f16", "bf16") for bm in BMS)
-            + "".join("\n" + mm_kernel(dt, 256, split=True) for dt in ("f16", "bf16"))
+    # registers at 128 rows; shared memory (_ss) at 256 rows, split or not: 4-7% faster than
+    # the register kernel there (bench/RESULTS.md, session 17), which is no longer emitted
+    return {OUTPUT: HEADER + "".join("\n" + mm_kernel(dt, 128) for dt in ("f16", "bf16"))
             + "".join("\n" + mm_kernel(dt, 256, split=split, ss=True) for split in (False, True)
                       for dt in ("f16", "bf16"))}
-
 
 if __name__ == "__main__":
     sys.exit(cli.main(__file__, __doc__, generate))

@@ -155,14 +155,13 @@ kaio_status check_output(const kaio_device *device, const Int4Plan &p,
 // M > 16 on sm_90a: the fused wgmma kernel, for op handles and one-shot
 // calls alike (it needs no workspace). Its tiles: 128 weight columns by 128
 // or 256 rows, the 256-row one also with K split over a pair of CTAs (a
-// cluster whose partial tiles meet in shared memory). Two kernels: one
-// dequantizes in the consumers' registers (Variant::none), the other in a
-// warpgroup of its own into shared memory (Variant::ss, 256 rows only;
+// cluster whose partial tiles meet in shared memory). The 128-row kernel
+// dequantizes in the consumers' registers (Variant::none), the 256-row ones in
+// a warpgroup of their own into shared memory (Variant::ss;
 // ptx/quant_int4_ss.py). Cost: waves of CTAs times K steps per CTA times the
-// time of a step, measured on the H100 for the register kernel
-// (ptx/gen_quant_int4_sm90.py): about 0.84 us for 128 rows, 1.02 for 256;
-// the shared-memory one 4-7% faster at 256 rows, split or not (bench_quant
-// --prefill, H200, f16 and bf16): 0.97. So M = 512 at N = 4096 takes one
+// time of a step, measured on the H100 (ptx/gen_quant_int4_sm90.py): about
+// 0.84 us for 128 rows; 1.02 for 256 rows in registers, and the shared-memory
+// kernel 4-7% faster than that (bench_quant --prefill): 0.97. So M = 512 at N = 4096 takes one
 // wave of 128 split 256-row CTAs (32 steps each) instead of 128 unsplit
 // 128-row ones (64 steps); ties keep the earlier row.
 struct FusedTile {
@@ -170,9 +169,8 @@ struct FusedTile {
   kernels::Variant variant;
 };
 constexpr kernels::Variant kRegs = kernels::Variant::none, kShared = kernels::Variant::ss;
-constexpr FusedTile kFusedTiles[] = {{256, 1, 97, kShared},  {128, 1, 84, kRegs},
-                                     {256, 2, 97, kShared},  {256, 1, 102, kRegs},
-                                     {256, 2, 102, kRegs}};
+constexpr FusedTile kFusedTiles[] = {{256, 1, 97, kShared}, {128, 1, 84, kRegs},
+                                     {256, 2, 97, kShared}};
 constexpr int64_t kFusedStepK = 64;   // K per step (the generator's BK)
 
 int64_t fused_cost(const Int4Plan &p, const FusedTile &f, int64_t sms, int64_t steps) {

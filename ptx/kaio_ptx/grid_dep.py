@@ -24,6 +24,9 @@ from kaio_ptx import manifest
 TWIN_SUFFIX = "_pdl"   # entry name of a twin; its selector is the plain one's + TWIN_SUFFIX
 PREAMBLE = "\tgriddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;\n"
 _ENTRY = re.compile(r"^\.visible \.entry (\w+)\(", re.M)
+_ANY_ENTRY = re.compile(r"^[ \t]*(?:\.\w+\s+)*\.entry\s+(\w+)", re.M)
+# entry_text's layout: "{", the .reg / shared declarations, an empty line, the body
+_BODY = re.compile(r"^\{\n(?:\t\.[^\n]*\n)*\n", re.M)
 
 
 def dependent_launch(k, prefetch=None):
@@ -46,12 +49,18 @@ def twin_module(text):
     names = _ENTRY.findall(text)
     if not names:
         raise SystemExit("grid_dep.twin_module: no .entry in the text")
+    others = sorted(set(_ANY_ENTRY.findall(text)) - set(names))
+    if others:
+        # an entry written otherwise would keep its name and go without the wait
+        raise SystemExit("grid_dep.twin_module: not a '.visible .entry NAME(': " + ", ".join(others))
     for name in names:
         text = re.sub(r"\b%s\b" % name, name + TWIN_SUFFIX, text)
     out, pos = [], 0
-    for m in _ENTRY.finditer(text):
-        # entry_text's layout: "{", the .reg / shared declarations, an empty line, the body
-        body = re.compile(r"^\{\n(?:\t\.[^\n]*\n)*\n", re.M).search(text, m.end())
+    entries = list(_ENTRY.finditer(text))
+    for i, m in enumerate(entries):
+        # the body of this entry, never the next one's
+        end = entries[i + 1].start() if i + 1 < len(entries) else len(text)
+        body = _BODY.search(text, m.end(), end)
         if not body:
             raise SystemExit("grid_dep.twin_module: %s: no body after its declarations" % m.group(1))
         out += [text[pos:body.end()], PREAMBLE]

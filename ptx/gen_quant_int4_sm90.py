@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Generate libkaio's sm_90a W4A16 prefill kernel: GPTQ weights dequantized in
-registers straight into wgmma, no dequantized copy in memory.
+"""Generate libkaio's sm_90a W4A16 prefill kernels: GPTQ weights dequantized
+straight into wgmma (in registers, or into shared memory for the _ss ones),
+no dequantized copy in global memory.
 
     python3 ptx/gen_quant_int4_sm90.py --out-dir DIR  # write DIR/quant_int4_sm90.ptx
 
@@ -41,10 +42,10 @@ C^T = W^T X^T: the dequantized weight is wgmma's A operand, in registers, for
   strides multiples of 16 bytes).
   Host guarantees: K % 32 == 0, g a power of two >= 32 dividing K or g = K.
 
-Design
+Design (the register kernel; the _ss roles are in ptx/quant_int4_ss.py)
   * 384 threads: a TMA producer warpgroup (setmaxnreg.dec 24) and two wgmma
     consumer warpgroups (setmaxnreg.inc 240), each owning 64 weight columns;
-    a CTA covers 128 columns of N and 256 rows of M (wgmma m64n256k16).  K steps of 64 through
+    a CTA covers 128 columns of N and 128 rows of M (wgmma m64n128k16).  K steps of 64 through
     STAGES stages (X 16 KiB, 128-B swizzled; qweight 8 x 128 words; scales
     and zeros of the one or two groups a step touches come from global
     memory, loaded during the step before).

@@ -160,8 +160,8 @@ kaio_status check_output(const kaio_device *device, const Int4Plan &p,
 // a warpgroup of their own into shared memory (Variant::ss;
 // ptx/quant_int4_ss.py). Cost: waves of CTAs times K steps per CTA times the
 // time of a step, measured on the H100 (ptx/gen_quant_int4_sm90.py): about
-// 0.84 us for 128 rows; 1.02 for 256 rows in registers, and the shared-memory
-// kernel 4-7% faster than that (bench_quant --prefill): 0.97. So M = 512 at N = 4096 takes one
+// 0.84 us for 128 rows; 0.97 for 256 rows (4-7% under the 1.02 of the removed
+// 256-row register kernel, bench_quant --prefill). So M = 512 at N = 4096 takes one
 // wave of 128 split 256-row CTAs (32 steps each) instead of 128 unsplit
 // 128-row ones (64 steps); ties keep the earlier row.
 struct FusedTile {

@@ -46,8 +46,9 @@
  *            does no host synchronisation, no module load and no device
  *            allocation, so it may be captured into a CUDA graph. Errors raised
  *            by the GPU while running appear at the next synchronising call.
- *            On compute capability 9.0 the kernels of a decode step (matvecs,
- *            norms, elementwise, RoPE and KV-cache writes, decode attention)
+ *            On compute capability 9.0 the kernels of a decode step (k-quant
+ *            and int4 matvecs, norms, elementwise, RoPE and KV-cache writes,
+ *            decode attention; not the f16 / bf16 or int8-weight matvecs)
  *            are programmatic dependent launches: they may start while the
  *            previous kernel on the stream still runs, and wait for it to
  *            finish before reading or writing memory, so stream order holds.

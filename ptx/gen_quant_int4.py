@@ -21,12 +21,11 @@ Kernels
   kaio_int4_gemv_<dt>_m<MT>_g128[_w8|_w4]: the same for groups >= 128 (or
       g = K), each warp on a contiguous K range (see gemv_kernel's contig);
       16 warps per CTA, or 8 (_w8) / 4 (_w4): CONTIG_M8 and CONTIG_M16.
-  kaio_int4_gemv_..._pdl (module quant_int4_gemv_sm90, sm_90): every int4 gemv
-      above again (grid_dep.twin_module: launch_dependents, then griddepcontrol.wait,
-      first in the body), launched as programmatic dependent launches;
+  kaio_int4_gemv_..._pdl (module quant_int4_gemv_sm90, PTX 7.8 sm_90): every int4 gemv
+      above again, from the same gemv_kernel, behind grid_dependency's preamble
+      (programmatic dependent launch: launch_dependents, then griddepcontrol.wait
+      before any real read or store);
       the host picks them where the device runs sm_90 and the driver loads them.
-      No L2 prefetch before the wait (unlike kquant_stream.py's): it made a launch
-      after a kernel that does not trigger early 0.3-0.7 us slower (session 16).
   kaio_int4_dequant_<dt>: W (K x N row-major, dt) from the packed weight, for
       the prefill path (a workspace the op handle owns, then the f16 matmul).
   kaio_int4_transpose_u32: KAIO's column-major packing (u32 N x K/8) to the
@@ -95,7 +94,7 @@ import sys
 from kaio_ptx import cli, manifest
 from kaio_ptx.control import cases, if_else, loop, skip_if
 from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
-from kaio_ptx.grid_dep import twin_module
+from kaio_ptx.grid_dep import dependent_launch
 from kaio_ptx.kernel import Kernel
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import preamble
@@ -168,13 +167,25 @@ def output_store(k, out_dtype, base, elem, v):
         store_f32_as(k, name, addr, v)
 
 
-def gemv_kernel(dt, mt, wfmt="int4", contig=None):
+def grid_dependency(k):
+    """The sm_90 twins' preamble (kaio_ptx/grid_dep.py): launch_dependents,
+    then the wait before any real read or write; the next matvec's CTAs take
+    an SM only as ours leave it.  No L2 prefetch of the first batch before
+    the wait (unlike kquant_stream.py's): measured on the H100 it made a
+    launch that follows a kernel which does not trigger early (a norm, RoPE,
+    or any launch alone) 0.3-0.7 us slower and saved only 0.3-0.6 us in
+    back-to-back matvecs (bench/RESULTS.md, session 16)."""
+    dependent_launch(k, None)
+
+
+def gemv_kernel(dt, mt, wfmt="int4", contig=None, pdl=False):
     """wfmt "int4": GPTQ-packed weights; "int8": s8 K x N weights (W8A16), f16
     only, the per-tensor or per-column f32 scale applied to the f32 sums.
     contig (int4, groups of >= 128), a Contig: each warp takes a contiguous
     range of K, in batches of contig.steps consecutive steps that lie in one
     group, so scales and zeros are loaded once per batch and more weight bytes
-    fit in flight; contig.warps warps per CTA."""
+    fit in flight; contig.warps warps per CTA.  pdl (int4): the sm_90 twin,
+    name suffix _pdl, the same kernel behind grid_dependency's preamble."""
     i4 = wfmt == "int4"
     Ub = contig.steps if contig else U
     WK = contig.warps if contig else WARPS_SPLIT_K
@@ -184,7 +195,9 @@ def gemv_kernel(dt, mt, wfmt="int4", contig=None):
     name = ("kaio_int4_gemv_%s_m%d" if i4 else "kaio_int8w_gemv_%s_m%d") % (dt, mt)
     if contig:
         name += "_g128" + contig.suffix
-    manifest.keys(name, select="quant_gemv", weights=wfmt, dtype=dt, rows=mt, variant=("g128" + contig.suffix) if contig else "")
+    if pdl:
+        name += "_pdl"
+    manifest.keys(name, select="quant_gemv_pdl" if pdl else "quant_gemv", weights=wfmt, dtype=dt, rows=mt, variant=("g128" + contig.suffix) if contig else "")
     threads = 32 * WK
     red_bytes = WK * mt * X * 4
     sym = "kaio_int4_red"
@@ -280,6 +293,8 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
         xrow = k.r("min.u32", r, mlast) if lean else r
         elem = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(xrow), P["ldx"]), k.wide(kk))
         xptr.append(k.rd("add.u64", P["x"], k.rd("shl.b64", elem, 1)))
+    if pdl:
+        grid_dependency(k)
 
     def load_batch(sb, dst):
         """Loads of the U steps sb + u*WK; registers are zero (zeros 8) where invalid."""
@@ -583,30 +598,34 @@ grid (ceil(rows / %d), cols, 1), block (%d, 1, 1).""" % (name, DQ_BLOCK, DQ_BLOC
 
 
 def generate():
-    parts, int4 = [HEADER], []   # int4: the int4 decode kernels, twinned below
-
-    def add(text, twin=False):
-        parts.append("\n" + text)
-        if twin:
-            int4.append("\n" + text)
+    parts = [HEADER]
     for dt in DTYPES:
         for mt in (8, 16):
-            add(gemv_kernel(dt, mt), twin=True)
+            parts.append("\n" + gemv_kernel(dt, mt))
     for mt in (8, 16):
-        add(gemv_kernel("f16", mt, "int8"))
+        parts.append("\n" + gemv_kernel("f16", mt, "int8"))
     for dt in DTYPES:
-        add(gemv_kernel(dt, 8, contig=CONTIG_M8[0]), twin=True)
+        parts.append("\n" + gemv_kernel(dt, 8, contig=CONTIG_M8[0]))
     for dt in DTYPES:
-        add(dequant_kernel(dt))
-    add(transpose_kernel())
+        parts.append("\n" + dequant_kernel(dt))
+    parts.append("\n" + transpose_kernel())
     for dt in DTYPES:
         for c in CONTIG_M8[1:]:
-            add(gemv_kernel(dt, 8, contig=c), twin=True)
+            parts.append("\n" + gemv_kernel(dt, 8, contig=c))
         for c in CONTIG_M16:
-            add(gemv_kernel(dt, 16, contig=c), twin=True)
-    # the int4 decode kernels again as sm_90 dependent launches (grid_dep.twin_module);
-    # src/ops/quant_int4.cpp picks them where they load
-    return {OUT_NAME: "".join(parts), PDL_NAME: twin_module(HEADER + "".join(int4))}
+            parts.append("\n" + gemv_kernel(dt, 16, contig=c))
+    # the same int4 decode kernels (one source) in an sm_90 module, which may hold
+    # griddepcontrol: src/ops/quant_int4.cpp picks them where it loads
+    pdl = [HEADER]
+    for dt in DTYPES:
+        for mt in (8, 16):
+            pdl.append("\n" + gemv_kernel(dt, mt, pdl=True))
+        for c in CONTIG_M8:
+            pdl.append("\n" + gemv_kernel(dt, 8, contig=c, pdl=True))
+        for c in CONTIG_M16:
+            pdl.append("\n" + gemv_kernel(dt, 16, contig=c, pdl=True))
+    return {OUT_NAME: "".join(parts), PDL_NAME: "".join(pdl)}
+
 
 if __name__ == "__main__":
     sys.exit(cli.main(__file__, __doc__, generate))

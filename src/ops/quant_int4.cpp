@@ -61,7 +61,7 @@ int64_t busy_ctas(const Int4Plan &p, int64_t rows_per_block) {
 // N = 4096: 16, N = K = 8192: 8, N = 14336: 4). With 16 rows, likewise for 16
 // and 8 warps; then 4 warps with 4 steps per batch (3 CTAs per SM) while the
 // grid fits in one wave, else with 2 steps (4 CTAs per SM).
-// pdl: the sm_90 twin (grid_dep.twin_module), same arithmetic and bits.
+// pdl: the sm_90 twin (ptx/gen_quant_int4.py grid_dependency), same arithmetic and bits.
 KernelId decode_kernel(bool pdl, kernels::Variant variant, kaio_dtype dtype, int64_t rows) {
   return pdl ? kernels::quant_gemv_pdl(variant, dtype, rows)
              : kernels::quant_gemv(kernels::Weights::int4, variant, dtype, rows);
@@ -293,15 +293,12 @@ kaio_status plan_unlogged(kaio_device *device, Int4Plan *p, bool allow_prefill) 
   if (allow_prefill && tall)
     return plan_prefill(device, p,
                         hopper.ok() ? "M > " + std::to_string(kFusedMaxRows) : hopper.why);
-  // The decode kernel, or where it can run its sm_90 twin, the same kernel as a
-  // dependent launch (its CTAs start in the previous kernel's tail and wait there).
+  // Where the device runs sm_90 and the driver loads the twins' PTX (7.8): the
+  // same decode kernels as programmatic dependent launches (their CTAs start in
+  // the previous kernel's tail and wait there; bench/RESULTS.md).
+  const FamilyCheck pdl = check_family(device, ModuleId::quant_int4_gemv_sm90, false);
   BuiltinFunction fn;
-  KAIO_TRY(resolve_twin(device, gemv_kernel(*p, device->info.sm_count, false),
-                        gemv_kernel(*p, device->info.sm_count, true),
-                        tall ? "AUTO: one-shot M > 16, the decode kernel; " + hopper.why
-                        : p->qkv ? std::string("QKV: the decode kernel, the only family")
-                                 : std::string("M <= 16: the decode kernel"),
-                        &fn));
+  KAIO_TRY(device->modules->function(gemv_kernel(*p, device->info.sm_count, pdl.ok()), &fn));
   if (fn.info->cols_per_block == 0)
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 decode kernel lacks its annotation.",
                 api_name());
@@ -312,6 +309,12 @@ kaio_status plan_unlogged(kaio_device *device, Int4Plan *p, bool allow_prefill) 
   kp.grid = static_cast<unsigned>((nmax + fn.info->cols_per_block - 1) / fn.info->cols_per_block);
   kp.grid_y = static_cast<unsigned>(p->nproj);
   kp.grid_z = static_cast<unsigned>((p->m + rows_per_block - 1) / rows_per_block);
+  if (log_enabled())
+    log_kernel(device, kp.function,
+               (tall ? "AUTO: one-shot M > 16, the decode kernel; " + hopper.why
+                : p->qkv ? std::string("QKV: the decode kernel, the only family")
+                         : std::string("M <= 16: the decode kernel")) +
+                   (pdl.ok() ? "; dependent launch (" : "; plain launch (") + pdl.why + ")");
   return KAIO_OK;
 }
 

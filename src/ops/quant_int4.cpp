@@ -281,8 +281,8 @@ kaio_status plan_unlogged(kaio_device *device, Int4Plan *p, bool allow_prefill) 
   KAIO_TRY(require_arch(device, 8, 0, "int4 matmul (mma.sync m16n8k16)"));
   // Op handles past kFusedMaxRows dequantize once per launch and run the
   // matmul; one-shot calls own no workspace. At M = 4096 the fused kernel
-  // (256-row tiles in shared memory) is the faster: 0.93-0.98x cuBLAS against
-  // 0.90-0.92x, f16 and bf16 (bench_quant --prefill, H200, N = K = 4096 and
+  // (256-row tiles in shared memory) is the faster: 0.94-0.98x cuBLAS against
+  // 0.89-0.90x, f16 and bf16 (bench_quant --prefill, H100, N = K = 4096 and
   // 8192, N 14336); past it untimed.
   // The fused kernel where the device runs sm_90a and the driver loads it.
   const bool fused_rows = p->m <= kFusedMaxRows || !allow_prefill;

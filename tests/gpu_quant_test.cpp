@@ -419,6 +419,8 @@ TEST_F(GpuQuantInt4, OpHandlesAtPrefillDequantizeIntoTheirWorkspace) {
   check({100, 200, 512, 64, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16, true, 8});
   check({17, 64, 1024, 1024, true, 1, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16, true});
   check({5, 64, 256, 128, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F32, true});
+  // past M = 4096 op handles own the workspace on sm_90 too (below it, the fused kernel)
+  check({4100, 64, 256, 128, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16, true});
 }
 
 // Known answers: x = 1, scale 1, every word the same pattern.

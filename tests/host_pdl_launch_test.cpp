@@ -118,8 +118,9 @@ Seen last(const Hooks &h) {
   std::_Exit(0);
 }
 
-// The kernels between a decode step's matvecs (add + RMSNorm, SiLU gate, RoPE
-// with the KV-cache write, paged decode attention, the KV-cache write): each
+// The kernels between a decode step's matvecs (add + RMSNorm, RMSNorm, SiLU
+// gate, softmax, LayerNorm, RoPE with and without the KV-cache write, the
+// KV-cache write, paged and contiguous decode attention): each
 // op launched the kernel whose name starts with `prefix`, as its `_pdl` twin
 // with the overlap exactly when `pdl`; exits 0, else the failed check's code.
 [[noreturn]] void step_launches(const char *cc, bool pdl) {
@@ -146,6 +147,8 @@ Seen last(const Hooks &h) {
   expect(kaio_add_rmsnorm(s, &x, &res, &w, &out, 1e-5f), "kaio_add_rmsnorm_f16_block");
   expect(kaio_rmsnorm(s, &x, &w, &out, 1e-5f), "kaio_rmsnorm_f16_block");
   expect(kaio_silu_gate(s, &x, &res, &out), "kaio_silu_gate_f16");
+  expect(kaio_softmax(s, &x, &out), "kaio_softmax_f16");
+  expect(kaio_layernorm(s, &x, &w, &res, &out, 1e-5f), "kaio_layernorm_f16");
   const kaio_tensor q = at(KAIO_DTYPE_F16, 1, 128, 4), k = at(KAIO_DTYPE_F16, 1, 64, 5),
                     v = at(KAIO_DTYPE_F16, 1, 64, 6), pos = at(KAIO_DTYPE_I32, 1, 1, 7),
                     slot = at(KAIO_DTYPE_I32, 1, 1, 8), kc = at(KAIO_DTYPE_F16, 16, 64, 9),
@@ -159,6 +162,7 @@ Seen last(const Hooks &h) {
   rd.head_dim = 64;
   expect(kaio_rope_kv_cache_write(s, &q, &k, &v, &pos, &slot, &kc, &vc, &rd), "kaio_rope_cache_half_split_f16");
   expect(kaio_kv_cache_write(s, &k, &v, &slot, &kc, &vc), "kaio_kv_cache_write");
+  expect(kaio_rope(s, &q, &k, &pos, &rd), "kaio_rope_half_split_f16");
   kaio_attention_desc ad;
   kaio_attention_paged_desc pd;
   if (kaio_attention_desc_init(&ad, sizeof ad) != KAIO_OK ||
@@ -171,6 +175,7 @@ Seen last(const Hooks &h) {
   ad.head_dim = 64;
   expect(kaio_attention_paged(s, &q, &kc, &vc, &table, &pos, &o, nullptr, &ad, &pd),
          "kaio_attn_decode_paged_f16_d64");
+  expect(kaio_attention(s, &q, &kc, &vc, &o, nullptr, &ad), "kaio_attn_decode_f16_d64");
   if (kaio_stream_synchronize(s) != KAIO_OK) std::_Exit(1);
   std::_Exit(0);
 }

@@ -231,6 +231,24 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   KT_OK(kaio_op_launch(op, s(), t, 5));
   EXPECT_EQ(kt::fake().launch_count(), before + 1);
   EXPECT_EQ(last_launch().name, "kaio_int4_mm_sm90_bf16_m256_k2_ss");
+
+  // Op handles run the fused kernel up to M = 4096 (no workspace); past it they
+  // own a K x N workspace: dequantize into it, then the matmul (two launches).
+  for (const int64_t rows : {int64_t{4096}, int64_t{4097}}) {
+    d.m = rows;
+    allocs = kt::fake().live_allocations();
+    kaio_op *tall = nullptr;
+    KT_OK(kaio_op_create_matmul_int4(&tall, dev_.get(), &d));
+    kt::Op tall_guard(tall);
+    const bool fused = rows <= 4096;
+    EXPECT_EQ(kt::fake().live_allocations(), allocs + (fused ? 0 : 1)) << "M = " << rows;
+    kaio_tensor tt[5] = {at(4, KAIO_DTYPE_BF16, rows, k), qw, {}, sc,   // 2 MiB of A past the weights
+                         at(37, KAIO_DTYPE_BF16, rows, n)};
+    before = kt::fake().launch_count();
+    KT_OK(kaio_op_launch(tall, s(), tt, 5));
+    EXPECT_EQ(kt::fake().launch_count(), before + (fused ? 1 : 2)) << "M = " << rows;
+    if (fused) EXPECT_EQ(last_launch().name, "kaio_int4_mm_sm90_bf16_m256_ss");
+  }
 }
 
 // Before sm_90: op handles with M > 16 dequantize into a workspace they own,

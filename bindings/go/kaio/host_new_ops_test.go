@@ -330,7 +330,7 @@ func TestKVCacheWriteOnTheFake(t *testing.T) {
 	kc, vc := fakeBuf(t, d0, kaio.DTypeBF16, rows, w), fakeBuf(t, d0, kaio.DTypeBF16, rows, w)
 	n0 := h.LaunchCount()
 	ok(t, kaio.KVCacheWrite(s, k, v, slots, kc, vc))
-	if h.LaunchCount() != n0+1 || lastKernel(t) != "kaio_kv_cache_write" {
+	if h.LaunchCount() != n0+1 || lastKernel(t) != "kaio_kv_cache_write_pdl" {
 		t.Fatal("kv_cache_write did not launch its kernel")
 	}
 	ok(t, kaio.KVCacheWrite(s, k, kaio.Tensor{}, slots, kc, kaio.Tensor{}))

@@ -56,15 +56,15 @@ func TestNormsOnTheFake(t *testing.T) {
 	const rows, cols = 8, 16
 	x, res, out := fakeBuf(t, d0, kaio.DTypeBF16, rows, cols), fakeBuf(t, d0, kaio.DTypeBF16, rows, cols), fakeBuf(t, d0, kaio.DTypeBF16, rows, cols)
 	w, b := fakeBuf(t, d0, kaio.DTypeBF16, 1, cols), fakeBuf(t, d0, kaio.DTypeBF16, 1, cols)
-	launched(t, 1, "kaio_add_rmsnorm_bf16_warp", func() error { return kaio.AddRMSNorm(s, x, res, w, out, 1e-6) })
+	launched(t, 1, "kaio_add_rmsnorm_bf16_warp_pdl", func() error { return kaio.AddRMSNorm(s, x, res, w, out, 1e-6) })
 	add := must(d0.NewAddRMSNormOp(kaio.DTypeBF16, rows, cols, 1e-6)).get(t)
 	defer add.Close()
-	launched(t, 1, "kaio_add_rmsnorm_bf16_warp", func() error { return add.Launch(s, x, res, w, x) }) // out = x allowed
-	launched(t, 1, "kaio_layernorm_bf16_warp", func() error { return kaio.LayerNorm(s, x, w, b, out, 1e-5) })
-	launched(t, 1, "kaio_layernorm_bf16_warp", func() error { return kaio.LayerNorm(s, x, kaio.Tensor{}, kaio.Tensor{}, x, 0) })
+	launched(t, 1, "kaio_add_rmsnorm_bf16_warp_pdl", func() error { return add.Launch(s, x, res, w, x) }) // out = x allowed
+	launched(t, 1, "kaio_layernorm_bf16_warp_pdl", func() error { return kaio.LayerNorm(s, x, w, b, out, 1e-5) })
+	launched(t, 1, "kaio_layernorm_bf16_warp_pdl", func() error { return kaio.LayerNorm(s, x, kaio.Tensor{}, kaio.Tensor{}, x, 0) })
 	ln := must(d0.NewLayerNormOp(kaio.DTypeBF16, rows, cols, 1e-5)).get(t)
 	defer ln.Close()
-	launched(t, 1, "kaio_layernorm_bf16_warp", func() error { return ln.Launch(s, x, kaio.Tensor{}, b, out) })
+	launched(t, 1, "kaio_layernorm_bf16_warp_pdl", func() error { return ln.Launch(s, x, kaio.Tensor{}, b, out) })
 	ok(t, s.Synchronize())
 
 	_, err := d0.NewAddRMSNormOp(kaio.DTypeF32, 4, 4, float32(math.NaN()))
@@ -90,16 +90,16 @@ func TestRopeOnTheFake(t *testing.T) {
 	desc := kaio.DefaultRopeDesc()
 	desc.HeadsQ, desc.HeadsK, desc.HeadDim = hq, hk, dd
 	desc.Theta, desc.Scaling, desc.Factor = 500000, kaio.RopeScalingLlama3, 8
-	launched(t, 1, "kaio_rope_half_split_bf16_vec", func() error { return kaio.Rope(s, q, k, pos, desc) })
+	launched(t, 1, "kaio_rope_half_split_bf16_vec_pdl", func() error { return kaio.Rope(s, q, k, pos, desc) })
 	op := must(d0.NewRopeOp(desc)).get(t)
 	defer op.Close()
-	launched(t, 1, "kaio_rope_half_split_bf16_vec", func() error { return op.Launch(s, q, k, pos) })
-	launched(t, 1, "kaio_rope_half_split_bf16_vec", func() error { return op.Launch(s, kaio.Tensor{}, k, pos) })
+	launched(t, 1, "kaio_rope_half_split_bf16_vec_pdl", func() error { return op.Launch(s, q, k, pos) })
+	launched(t, 1, "kaio_rope_half_split_bf16_vec_pdl", func() error { return op.Launch(s, kaio.Tensor{}, k, pos) })
 	// K only, interleaved f16 with a partial rotary of 40 of 80 dims.
 	il := kaio.DefaultRopeDesc()
 	il.Style, il.DType, il.HeadsK, il.HeadDim, il.RotaryDim = kaio.RopeInterleaved, kaio.DTypeF16, hk, 80, 40
 	k80 := fakeBuf(t, d0, kaio.DTypeF16, tok, hk*80)
-	launched(t, 1, "kaio_rope_interleaved_f16_vec", func() error { return kaio.Rope(s, kaio.Tensor{}, k80, pos, il) })
+	launched(t, 1, "kaio_rope_interleaved_f16_vec_pdl", func() error { return kaio.Rope(s, kaio.Tensor{}, k80, pos, il) })
 	ok(t, s.Synchronize())
 
 	expectErr(t, kaio.Rope(s, kaio.Tensor{}, k80, pos, func() kaio.RopeDesc { d := il; d.HeadsK = 0; return d }()),
@@ -130,17 +130,17 @@ func TestDecodeAndPagedAttentionOnTheFake(t *testing.T) {
 	lse := fakeBuf(t, d0, kaio.DTypeF32, b*hq, sq)
 	// one-shot: no key split; prepared: split, merged by the last CTA of each
 	// block in the same launch
-	launched(t, 1, "kaio_attn_decode_bf16_d128", func() error { return kaio.Attention(s, q, k, v, o, lse, desc) })
+	launched(t, 1, "kaio_attn_decode_bf16_d128_pdl", func() error { return kaio.Attention(s, q, k, v, o, lse, desc) })
 	dec := must(d0.NewAttentionOp(desc)).get(t)
 	defer dec.Close()
-	launched(t, 1, "kaio_attn_decode_bf16_d128", func() error { return dec.Launch(s, q, k, v, o, kaio.Tensor{}) })
+	launched(t, 1, "kaio_attn_decode_bf16_d128_pdl", func() error { return dec.Launch(s, q, k, v, o, kaio.Tensor{}) })
 
 	paged := kaio.DefaultAttentionPagedDesc()
 	pd := desc
 	pd.Variant, pd.SeqK = kaio.AttentionAuto, 100
 	kp, vp := fakeBuf(t, d0, kaio.DTypeBF16, pages*page, hkv*dd), fakeBuf(t, d0, kaio.DTypeBF16, pages*page, hkv*dd)
 	table, lens := fakeBuf(t, d0, kaio.DTypeI32, b, 7), fakeBuf(t, d0, kaio.DTypeI32, 1, b)
-	launched(t, 1, "kaio_attn_decode_paged_bf16_d128", func() error {
+	launched(t, 1, "kaio_attn_decode_paged_bf16_d128_pdl", func() error {
 		return kaio.AttentionPaged(s, q, kp, vp, table, lens, o, kaio.Tensor{}, pd, paged)
 	})
 	pop := must(d0.NewAttentionPagedOp(pd, paged)).get(t)
@@ -328,7 +328,7 @@ func TestRopeKVCacheWriteOnTheFake(t *testing.T) {
 	desc.HeadsQ, desc.HeadsK, desc.HeadDim = hq, hk, dd
 	n0 := h.LaunchCount()
 	ok(t, kaio.RopeKVCacheWrite(s, q, k, v, pos, slots, kc, vc, desc))
-	if h.LaunchCount() != n0+1 || lastKernel(t) != "kaio_rope_cache_half_split_bf16_vec" {
+	if h.LaunchCount() != n0+1 || lastKernel(t) != "kaio_rope_cache_half_split_bf16_vec_pdl" {
 		t.Fatal("rope_kv_cache_write did not launch its kernel")
 	}
 	op := must(d0.NewRopeKVCacheWriteOp(desc)).get(t)

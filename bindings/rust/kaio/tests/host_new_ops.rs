@@ -327,7 +327,7 @@ fn kv_cache_write_launches_and_reports_errors_on_the_fake() {
     kaio::kv_cache_write(&s, &k.view(t, w), Some(&v.view(t, w)), &slots.view(1, t), &kc.view(rows, w), Some(&vc.view(rows, w)))
         .unwrap();
     launched(&fake, n0, "kv_cache_write");
-    assert_eq!(fake.last().unwrap().name, "kaio_kv_cache_write");
+    assert_eq!(fake.last().unwrap().name, "kaio_kv_cache_write_pdl");
     kaio::kv_cache_write(&s, &k.view(t, w), None, &slots.view(1, t), &kc.view(rows, w), None).unwrap();
     let op = Op::kv_cache_write(&d0, Dtype::Bf16, t, w, rows).unwrap();
     assert_eq!(op.kind(), "kv_cache_write");

@@ -55,14 +55,14 @@ fn norms_launch_and_report_errors_on_the_fake() {
     let op = Op::add_rmsnorm(&d0, Dtype::F16, r, c, 1e-5).unwrap();
     assert_eq!(op.kind(), "add_rmsnorm");
     op.launch(&s, &[xv, rv, wv, ov]).unwrap();
-    assert_eq!(fake.last().unwrap().name, "kaio_add_rmsnorm_f16_warp");
+    assert_eq!(fake.last().unwrap().name, "kaio_add_rmsnorm_f16_warp_pdl");
     let n0 = fake.launches();
     kaio::layernorm(&s, &xv, Some(&wv), Some(&bv), &ov, 1e-5).unwrap();
     kaio::layernorm(&s, &xv, None, None, &ov, 1e-5).unwrap();
     let op = Op::layernorm(&d0, Dtype::F16, r, c, 1e-5).unwrap();
     op.launch(&s, &[xv, TensorView::none(), bv, ov]).unwrap();
     assert_eq!(fake.launches(), n0 + 3, "layernorm: one launch each");
-    assert_eq!(fake.last().unwrap().name, "kaio_layernorm_f16_warp");
+    assert_eq!(fake.last().unwrap().name, "kaio_layernorm_f16_warp_pdl");
     s.synchronize().unwrap();
 
     expect_err(Op::add_rmsnorm(&d0, Dtype::F16, r, c, f32::NAN), Status::INVALID_ARGUMENT, &["kaio_op_create_add_rmsnorm", "'eps'", "nan"]);
@@ -84,7 +84,7 @@ fn rope_launches_and_reports_errors_on_the_fake() {
     let (qv, kv, pv) = (q.view(t, hq * d), k.view(t, hk * d), pos.view(1, t));
     let desc = RopeDesc { heads_q: hq, heads_k: hk, head_dim: d, ..Default::default() };
     kaio::rope(&s, Some(&qv), Some(&kv), &pv, &desc).unwrap();
-    assert_eq!(fake.last().unwrap().name, "kaio_rope_half_split_bf16_vec");
+    assert_eq!(fake.last().unwrap().name, "kaio_rope_half_split_bf16_vec_pdl");
     let n0 = fake.launches();
     kaio::rope(&s, None, Some(&kv), &pv, &desc).unwrap();
     assert_eq!(fake.launches(), n0 + 1);
@@ -92,7 +92,7 @@ fn rope_launches_and_reports_errors_on_the_fake() {
     let op = Op::rope(&d0, &il).unwrap();
     assert_eq!(op.kind(), "rope");
     op.launch(&s, &[qv, kv, pv]).unwrap();
-    assert_eq!(fake.last().unwrap().name, "kaio_rope_interleaved_bf16_vec");
+    assert_eq!(fake.last().unwrap().name, "kaio_rope_interleaved_bf16_vec_pdl");
     op.launch(&s, &[qv, TensorView::none(), pv]).unwrap();
     s.synchronize().unwrap();
 
@@ -139,7 +139,7 @@ fn decode_and_paged_attention_launch_and_report_errors_on_the_fake() {
     // The Decode variant, forced; the one-shot call does not split.
     let dd = AttentionDesc { variant: AttentionVariant::Decode, ..desc };
     kaio::attention(&s, &qv, &k.view(b * sk, hkv * d), &v.view(b * sk, hkv * d), &ov, Some(&lv), &dd).unwrap();
-    assert_eq!(fake.last().unwrap().name, "kaio_attn_decode_bf16_d128");
+    assert_eq!(fake.last().unwrap().name, "kaio_attn_decode_bf16_d128_pdl");
     expect_err(
         Op::attention_backward(&d0, &dd),
         Status::UNSUPPORTED,
@@ -163,7 +163,7 @@ fn decode_and_paged_attention_launch_and_report_errors_on_the_fake() {
     };
     let paged = AttentionPagedDesc::default();
     kaio::attention_paged(&s, &qv, &kv, &ov, None, &desc, &paged).unwrap();
-    assert_eq!(fake.last().unwrap().name, "kaio_attn_decode_paged_bf16_d128");
+    assert_eq!(fake.last().unwrap().name, "kaio_attn_decode_paged_bf16_d128_pdl");
     kaio::attention_paged(&s, &qv, &kv, &ov, Some(&lv), &desc, &paged).unwrap();
     let op = Op::attention_paged(&d0, &desc, &paged).unwrap();
     assert_eq!(op.kind(), "attention_paged");
@@ -335,7 +335,7 @@ fn rope_kv_cache_write_launches_and_reports_errors_on_the_fake() {
     let desc = RopeDesc { heads_q: hq, heads_k: hk, head_dim: d, ..Default::default() };
     let caches = kaio::KvCaches { k_cache: &kcv, v_cache: Some(&vcv) };
     kaio::rope_kv_cache_write(&s, Some(&qv), &kv, Some(&vv), &pv, &sv, caches, &desc).unwrap();
-    assert_eq!(fake.last().unwrap().name, "kaio_rope_cache_half_split_bf16_vec");
+    assert_eq!(fake.last().unwrap().name, "kaio_rope_cache_half_split_bf16_vec_pdl");
     let op = Op::rope_kv_cache_write(&d0, &desc).unwrap();
     assert_eq!(op.kind(), "rope_kv_cache_write");
     op.launch(&s, &[TensorView::none(), kv, TensorView::none(), pv, sv, kcv, TensorView::none()]).unwrap();

@@ -17,7 +17,8 @@
 // output is checked against its baseline: int8 exactly, int4 within 1e-2
 // relative Frobenius error (f16 weights dequantized on the host for cuBLAS).
 //
-// usage: bench_quant [--iters N] [--quick] [--decode] [--prefill] [--burst B]
+// usage: bench_quant [--iters N] [--quick] [--decode] [--prefill] [--bf16]
+//                    [--out f32|f16|bf16] [--shape M,N,K]... [--burst B]
 //        (--quick: N = K = 4096 only;
 //        --decode: the int4 and fused QKV rows at M <= 16 only;
 //        --burst B: with --decode, also the time per launch of B back-to-back launches of each
@@ -25,12 +26,15 @@
 //        bursts) and a "decode layer" row: the 7 int4 matmuls of a Llama-3-8B layer (Q K V O
 //        gate up down) at M 1 and 16, timed one by one and as one burst;
 //        --prefill: the int4 rows at M 512, 2048, 4096 only, also timing the one-shot call;
-//        --bf16: the int4 rows with bf16 activations and scales, against cuBLAS bf16)
+//        --bf16: the int4 rows with bf16 activations and scales, against cuBLAS bf16;
+//        --out: the int4 rows' output dtype, cuBLAS's too (default f32);
+//        --shape: with --prefill, only these int4 rows)
 // Exit status: 0 on success, 1 on a failure or mismatch, 2 without a GPU.
 #include <dlfcn.h>
 #include <glob.h>
 #include <kaio/kaio.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -153,14 +157,14 @@ struct Blas {
       lt = nullptr;
   }
 
-  // Row-major Y (M x N, f32) = X (M x K, f16 or bf16) · W (K x N, the same).
+  // Row-major Y (M x N, f32 or `out`) = X (M x K, f16 or bf16) · W (K x N, the same).
   void gemm_f16(uint64_t x, uint64_t w, uint64_t y, int64_t m, int64_t n, int64_t k,
-                int dt = kR16F) const {
+                int dt = kR16F, int out = kR32F) const {
     const float one = 1.0f, zero = 0.0f;
     cublas_check(gemm_ex(handle, kOpN, kOpN, static_cast<int>(n), static_cast<int>(m),
                          static_cast<int>(k), &one, reinterpret_cast<void *>(w), dt,
                          static_cast<int>(n), reinterpret_cast<void *>(x), dt,
-                         static_cast<int>(k), &zero, reinterpret_cast<void *>(y), kR32F,
+                         static_cast<int>(k), &zero, reinterpret_cast<void *>(y), out,
                          static_cast<int>(n), kCompute32F, -1),
                  "cublasGemmEx");
   }
@@ -251,6 +255,20 @@ std::vector<float> read_f32(kaio_buffer *b, uint64_t offset, uint64_t count, kai
   return v;
 }
 
+// `count` values of dtype f32, f16 or bf16, as floats.
+std::vector<float> read_out(kaio_buffer *b, uint64_t offset, uint64_t count, kaio_dtype dt,
+                            kaio_stream *s) {
+  if (dt == KAIO_DTYPE_F32) return read_f32(b, offset, count, s);
+  CHECK(kaio_stream_synchronize(s));
+  std::vector<uint16_t> h(count);
+  CHECK(kaio_buffer_read(b, offset, h.data(), count * 2));
+  std::vector<float> v(count);
+  for (uint64_t i = 0; i < count; ++i)
+    v[i] = static_cast<float>(dt == KAIO_DTYPE_F16 ? kaio_bench::from_f16(h[i])
+                                                   : kaio_bench::from_bf16(h[i]));
+  return v;
+}
+
 double rel_diff(const std::vector<float> &a, const std::vector<float> &b) {
   double num = 0, den = 0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -272,6 +290,7 @@ struct Ctx {
   bool failed = false;
   bool one_shot = false;   // --prefill: also time kaio_matmul_int4 (no op handle)
   kaio_dtype act = KAIO_DTYPE_F16;   // int4 activations and scales (--bf16)
+  kaio_dtype out = KAIO_DTYPE_F32;   // int4 and cuBLAS output (--out)
   int burst = 0;                     // --burst B
   double copy_gbs = 0;               // the device-to-device copy's bytes per second
   const kaio_bench::PlainRead *read = nullptr;   // decode rows: the weights' one-launch ceiling
@@ -309,10 +328,12 @@ Layer make_layer(int64_t n, int64_t k, uint32_t seed, bool dequant,
 }
 
 kaio_matmul_int4_desc int4_desc(int64_t m, int64_t n, int64_t k,
-                                kaio_dtype dt = KAIO_DTYPE_F16) {
+                                kaio_dtype dt = KAIO_DTYPE_F16,
+                                kaio_dtype out = KAIO_DTYPE_F32) {
   kaio_matmul_int4_desc d;
   CHECK(kaio_matmul_int4_desc_init(&d, sizeof d));
   d.in_dtype = dt;
+  d.out_dtype = out;
   d.m = m;
   d.n = n;
   d.k = k;
@@ -320,11 +341,16 @@ kaio_matmul_int4_desc int4_desc(int64_t m, int64_t n, int64_t k,
   return d;
 }
 
-Op int4_op(kaio_device *dev, int64_t m, int64_t n, int64_t k, kaio_dtype dt = KAIO_DTYPE_F16) {
-  const kaio_matmul_int4_desc d = int4_desc(m, n, k, dt);
+Op int4_op(kaio_device *dev, int64_t m, int64_t n, int64_t k, kaio_dtype dt = KAIO_DTYPE_F16,
+           kaio_dtype out = KAIO_DTYPE_F32) {
+  const kaio_matmul_int4_desc d = int4_desc(m, n, k, dt, out);
   kaio_op *op = nullptr;
   CHECK(kaio_op_create_matmul_int4(&op, dev, &d));
   return Op(op);
+}
+
+int blas_out(kaio_dtype out) {
+  return out == KAIO_DTYPE_F16 ? kR16F : out == KAIO_DTYPE_BF16 ? kR16BF : kR32F;
 }
 
 void bench_int4(Ctx &cx, int64_t m, int64_t n, int64_t k) {
@@ -337,17 +363,17 @@ void bench_int4(Ctx &cx, int64_t m, int64_t n, int64_t k) {
   // every timed launch re-read the same qweight, partly from L2.
   Arena ar = make_arena(cx.dev, cx.stream, cx.l2,
                         {x, l.qw, l.qz, l.sc, std::vector<unsigned char>(m * n * 4)});
-  // cuBLAS's operands: x, w16, out
+  // cuBLAS's operands: x, w16, out (4 bytes an element: any --out fits)
   Arena blas_ar;
   if (cx.blas->gemm_ex)
     blas_ar = make_arena(cx.dev, cx.stream, cx.l2, {x, l.w16, std::vector<unsigned char>(m * n * 4)});
-  Op op = int4_op(cx.dev, m, n, k, dt);
+  Op op = int4_op(cx.dev, m, n, k, dt, cx.out);
   auto views = [&](uint64_t set, kaio_tensor *t) {
     t[0] = ar.view(set, 0, dt, m, k);
     t[1] = ar.view(set, 1, KAIO_DTYPE_U32, k / 8, n);
     t[2] = ar.view(set, 2, KAIO_DTYPE_U32, k / kGroup, n / 8);
     t[3] = ar.view(set, 3, dt, k / kGroup, n);
-    t[4] = ar.view(set, 4, KAIO_DTYPE_F32, m, n);
+    t[4] = ar.view(set, 4, cx.out, m, n);
   };
   auto launch = [&](uint64_t set) {
     kaio_tensor t[5];
@@ -375,7 +401,7 @@ void bench_int4(Ctx &cx, int64_t m, int64_t n, int64_t k) {
   }
   double one_us = 0;
   if (cx.one_shot) {   // the one-shot call: the fused kernel wherever the device runs sm_90a
-    const kaio_matmul_int4_desc d = int4_desc(m, n, k, dt);
+    const kaio_matmul_int4_desc d = int4_desc(m, n, k, dt, cx.out);
     one_us = cx.timer->median_us([&](uint64_t set) {
       kaio_tensor t[5];
       views(set, t);
@@ -386,11 +412,12 @@ void bench_int4(Ctx &cx, int64_t m, int64_t n, int64_t k) {
   if (cx.blas->gemm_ex) {
     const double blas_us = cx.timer->median_us([&](uint64_t set) {
       cx.blas->gemm_f16(blas_ar.at(set, 0), blas_ar.at(set, 1), blas_ar.at(set, 2), m, n, k,
-                        dt == KAIO_DTYPE_BF16 ? kR16BF : kR16F);
+                        dt == KAIO_DTYPE_BF16 ? kR16BF : kR16F, blas_out(cx.out));
     }, blas_ar.layout.sets);
-    const std::vector<float> got = read_f32(ar.buf.get(), ar.layout.offset(0, 4), m * n, cx.stream);
+    const std::vector<float> got =
+        read_out(ar.buf.get(), ar.layout.offset(0, 4), m * n, cx.out, cx.stream);
     const std::vector<float> ref =
-        read_f32(blas_ar.buf.get(), blas_ar.layout.offset(0, 2), m * n, cx.stream);
+        read_out(blas_ar.buf.get(), blas_ar.layout.offset(0, 2), m * n, cx.out, cx.stream);
     const double diff = rel_diff(got, ref);
     std::printf("  cuBLAS %s %9.1f us  %7.0f GB/s  speedup %5.2fx  diff %.1e%s",
                 dt == KAIO_DTYPE_BF16 ? "bf16" : "f16", blas_us,
@@ -589,6 +616,8 @@ int main(int argc, char **argv) {
   int iters = 30;
   bool quick = false, decode = false, prefill = false, bf16 = false;
   int burst = 0;
+  kaio_dtype out = KAIO_DTYPE_F32;
+  std::vector<std::array<int64_t, 3>> shapes;   // --shape M,N,K (repeatable)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") {
@@ -599,6 +628,30 @@ int main(int argc, char **argv) {
       prefill = true;
     } else if (a == "--bf16") {
       bf16 = true;
+    } else if (a == "--out" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (v != "f32" && v != "f16" && v != "bf16") {
+        std::fprintf(stderr, "bench_quant: --out takes f32, f16 or bf16\n");
+        return 1;
+      }
+      out = v == "f32" ? KAIO_DTYPE_F32 : v == "f16" ? KAIO_DTYPE_F16 : KAIO_DTYPE_BF16;
+    } else if (a == "--shape" && i + 1 < argc) {
+      std::array<int64_t, 3> mnk{};
+      std::string_view v = argv[++i];
+      bool ok = true;
+      for (int d = 0; d < 3 && ok; ++d) {
+        const size_t comma = d < 2 ? v.find(',') : v.size();
+        const auto x = kaio_bench::parse_positive(v.substr(0, comma));
+        ok = x && comma != std::string_view::npos && (d < 2 || comma == v.size());
+        if (ok) mnk[d] = *x;
+        if (ok && d < 2) v.remove_prefix(comma + 1);
+      }
+      if (!ok || mnk[2] % kGroup != 0 || mnk[1] % 8 != 0) {
+        std::fprintf(stderr, "bench_quant: --shape takes M,N,K with N %% 8 == 0 and K %% %d == 0\n",
+                     static_cast<int>(kGroup));
+        return 1;
+      }
+      shapes.push_back(mnk);
     } else if (a == "--burst" && i + 1 < argc) {
       const auto n = kaio_bench::parse_positive(argv[++i]);
       if (!n || *n > 64) {
@@ -614,7 +667,8 @@ int main(int argc, char **argv) {
       }
       iters = static_cast<int>(*n);
     } else {
-      std::fprintf(stderr, "usage: bench_quant [--iters N] [--quick] [--decode] [--prefill] [--bf16] [--burst B]\n");
+      std::fprintf(stderr, "usage: bench_quant [--iters N] [--quick] [--decode] [--prefill] [--bf16] "
+                           "[--out f32|f16|bf16] [--shape M,N,K]... [--burst B]\n");
       return a == "--help" ? 0 : 1;
     }
   }
@@ -630,6 +684,7 @@ int main(int argc, char **argv) {
     const kaio_bench::PlainRead plain_read(device.get(), info.sm_count);
     cx.read = &plain_read;
     if (bf16) cx.act = KAIO_DTYPE_BF16;
+    cx.out = out;
     if (decode) cx.burst = burst;
     std::printf("median of %d launches timed one by one with events after %d warm-ups; operands "
                 "rotated past L2; cuBLAS %s, cuBLASLt %s\n",
@@ -641,6 +696,10 @@ int main(int argc, char **argv) {
     if (!quick) nk = {{4096, 4096}, {8192, 8192}, {14336, 4096}};
     if (prefill) {
       cx.one_shot = true;
+      if (!shapes.empty()) {
+        for (auto [m, n, k] : shapes) bench_int4(cx, m, n, k);
+        return cx.failed ? 1 : 0;
+      }
       for (auto [n, k] : nk)
         for (int64_t m : {512, 2048, 4096}) bench_int4(cx, m, n, k);
       return cx.failed ? 1 : 0;

@@ -93,7 +93,8 @@ Design (the register kernel; the _ss roles are in ptx/quant_int4_ss.py)
     dequantization's own latency chain with two consumer warps a scheduler.
   * Epilogue: element (n, m) of C^T is C[m][n]; each warpgroup transposes
     its tile through the drained stages and stores 16-byte chunks along C's
-    rows (element stores when C is not 16-byte aligned).
+    rows (element stores when C is not 16-byte aligned, and for f32 C in
+    the _ss kernels: see epilogue()).
 """
 
 import sys
@@ -312,11 +313,11 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
     store_tile(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_, split)
 
 
-def store_tile(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_, split):
+def store_tile(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_, split, f32_direct=False):
     if split:
         cluster_sum_and_store(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_)
     else:
-        epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp)
+        epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp, f32_direct)
     k.op("bra.uni %s" % exit_)
 
 
@@ -356,28 +357,34 @@ def cluster_sum_and_store(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_):
             for i in range(4):
                 k.op("add.f32 %s, %s, %s" % (mine[4 * q + i], mine[4 * q + i], part[i]))
         epilogue(k, Tile(half_rows), P, mine, n0, k.r("add.u32", m0, r * half_rows) if r else m0,
-                 cols, t, base, cw, warp)
+                 cols, t, base, cw, warp, f32_direct=True)   # the split kernels are all _ss
         k.op("bra.uni %s" % exit_)
 
 
-def epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp):
+def epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp, f32_direct=False):
     """acc[4j + v]: C^T row (weight column) cols[v >> 1], column (activation
     row) m0 + 8j + 2t + (v & 1), i.e. C[m][n].  When C's start and row
     stride are 16-byte aligned the warpgroup transposes its 64 columns x bm
     rows through shared memory (the drained stages) and stores 16-byte
-    chunks along rows; otherwise element stores under m < M, n < N."""
+    chunks along rows; otherwise element stores under m < M, n < N.
+    f32_direct (the _ss kernels): f32 C always takes the element stores, a
+    warp's store then four whole 32-byte sectors: 1-3 % faster there than
+    the transpose (bench_quant --prefill, H100, session 18), but 6-8 %
+    slower in the 128-row register kernel (M 40, N 8960, K 128)."""
     is32 = k.p("setp.eq.u32", P["out_dtype"], 1)
     is16 = k.p("setp.eq.u32", P["out_dtype"], 2)
     sh = k.r("selp.b32", 2, 1, is32)
     ldb = k.rd("shl.b64", P["ldc"], sh)
     done, slow = k.label("stored"), k.label("slow_store")
     aligned = k.p("setp.eq.u64", k.rd("and.b64", k.rd("or.b64", P["c"], ldb), 15), 0)
-    k.op("@!%s bra.uni %s" % (aligned, slow))
+    fast = k.p("and.pred", aligned, k.p("not.pred", is32)) if f32_direct else aligned
+    k.op("@!%s bra.uni %s" % (fast, slow))
     k.note("both consumer warpgroups are past their last wgmma: the stages are free")
     k.op("bar.sync 1, 256")
-    for esize, name in ((4, "f32"), (2, "b16")):
-        other = k.label("not_" + name)
-        k.op("@%s bra.uni %s" % (k.p("not.pred", is32) if esize == 4 else is32, other))
+    for esize, name in ((2, "b16"),) if f32_direct else ((4, "f32"), (2, "b16")):
+        if not f32_direct:
+            other = k.label("not_" + name)
+            k.op("@%s bra.uni %s" % (k.p("not.pred", is32) if esize == 4 else is32, other))
         pitch = 64 * esize + 16                  # padded: the 4 rows a quad writes hit 4 bank groups
         scratch = k.r("mad.lo.u32", cw, T.bm * pitch, base)
         nl = k.r("add.u32", k.r("shl.b32", warp, 4), k.r("shr.u32", k.r("mov.u32", "%laneid"), 2))
@@ -416,7 +423,8 @@ def epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp):
             if ps + 1 < T.bm // rows_per_pass:
                 k.op("add.u64 %s, %s, %s" % (gptr, gptr, step))
         k.op("bra.uni %s" % done)
-        k.place(other)
+        if not f32_direct:
+            k.place(other)
     k.place(slow)
     ns = [k.r("add.u32", n0, c) for c in cols]
     nok = [k.p("setp.lt.u32", n, P["n"]) for n in ns]
@@ -487,7 +495,7 @@ def mm_kernel(dt, bm, split=False, ss=False):
     k.place(cons)
     if ss:
         def finish(acc, cw, warp, t, cols):
-            store_tile(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_, split)
+            store_tile(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_, split, f32_direct=True)
 
         quant_int4_ss.consumer(k, T, dt, base, bars, nsteps, STAGES, wfull, finish, ss_loads())
     else:

@@ -122,20 +122,10 @@ constexpr const char *kUsage =
     "Environment: KAIO_BENCH_CUBLAS=/path/to/libcublas.so.N is tried before the usual\n"
     "names and directories.\n";
 
-std::vector<std::string_view> split(std::string_view text, char sep) {
-  std::vector<std::string_view> parts;
-  for (;;) {
-    const size_t at = text.find(sep);
-    parts.push_back(text.substr(0, at));
-    if (at == std::string_view::npos) return parts;
-    text.remove_prefix(at + 1);
-  }
-}
-
 // The kaio matmul limits, checked here so a typo gets a usage message rather
 // than a failed case.
 std::optional<Shape> parse_shape(std::string_view text, std::string *why) {
-  const std::vector<std::string_view> parts = split(text, ',');
+  const std::vector<std::string_view> parts = kaio_bench::split(text, ',');
   if (parts.size() != 3) {
     *why = "expected M,N,K";
     return std::nullopt;
@@ -174,7 +164,7 @@ std::optional<std::pair<kaio_trans, kaio_trans>> parse_layout(std::string_view t
 
 std::optional<std::array<bool, kVariants>> parse_variants(std::string_view text) {
   std::array<bool, kVariants> on = {false, false, false};
-  for (std::string_view name : split(text, ',')) {
+  for (std::string_view name : kaio_bench::split(text, ',')) {
     bool known = false;
     for (int v = 0; v < kVariants; ++v)
       if (name == kVariantName[v]) on[v] = known = true;

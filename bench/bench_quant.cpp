@@ -636,15 +636,13 @@ int main(int argc, char **argv) {
       }
       out = v == "f32" ? KAIO_DTYPE_F32 : v == "f16" ? KAIO_DTYPE_F16 : KAIO_DTYPE_BF16;
     } else if (a == "--shape" && i + 1 < argc) {
+      const std::vector<std::string_view> parts = kaio_bench::split(argv[++i], ',');
       std::array<int64_t, 3> mnk{};
-      std::string_view v = argv[++i];
-      bool ok = true;
-      for (int d = 0; d < 3 && ok; ++d) {
-        const size_t comma = d < 2 ? v.find(',') : v.size();
-        const auto x = kaio_bench::parse_positive(v.substr(0, comma));
-        ok = x && comma != std::string_view::npos && (d < 2 || comma == v.size());
+      bool ok = parts.size() == 3;
+      for (size_t d = 0; ok && d < 3; ++d) {
+        const auto x = kaio_bench::parse_positive(parts[d]);
+        ok = x.has_value();
         if (ok) mnk[d] = *x;
-        if (ok && d < 2) v.remove_prefix(comma + 1);
       }
       if (!ok || mnk[2] % kGroup != 0 || mnk[1] % 8 != 0) {
         std::fprintf(stderr, "bench_quant: --shape takes M,N,K with N %% 8 == 0 and K %% %d == 0\n",
@@ -671,6 +669,10 @@ int main(int argc, char **argv) {
                            "[--out f32|f16|bf16] [--shape M,N,K]... [--burst B]\n");
       return a == "--help" ? 0 : 1;
     }
+  }
+  if (!shapes.empty() && !prefill) {
+    std::fprintf(stderr, "bench_quant: --shape picks prefill rows: add --prefill\n");
+    return 1;
   }
   try {
     Device device;

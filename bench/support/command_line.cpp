@@ -11,4 +11,14 @@ std::optional<int64_t> parse_positive(std::string_view text) {
   return value;
 }
 
+std::vector<std::string_view> split(std::string_view text, char sep) {
+  std::vector<std::string_view> parts;
+  for (;;) {
+    const size_t at = text.find(sep);
+    parts.push_back(text.substr(0, at));
+    if (at == std::string_view::npos) return parts;
+    text.remove_prefix(at + 1);
+  }
+}
+
 }  // namespace kaio_bench

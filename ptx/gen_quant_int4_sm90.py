@@ -3,7 +3,7 @@
 straight into wgmma (in registers, or into shared memory for the _ss ones),
 no dequantized copy in global memory.
 
-    python3 ptx/gen_quant_int4_sm90.py --out-dir DIR  # write DIR/quant_int4_sm90.ptx
+    python3 ptx/gen_quant_int4_sm90.py --out-dir DIR  # write DIR/quant_int4_sm90{,_k2}.ptx
 
 Kernels: kaio_int4_mm_sm90_<dt>_m128, dt in {f16, bf16} (activations and
 scales), 128 activation rows per CTA, W dequantized in the consumers'
@@ -12,8 +12,11 @@ own warpgroup dequantizes W into shared memory for wgmma with both operands
 there (ptx/quant_int4_ss.py), and kaio_int4_mm_sm90_<dt>_m256_k2_ss, whose CTA
 pairs (clusters of 1 x 1 x 2, grid z = 2) split K in halves; after the
 mainloops each CTA owns half the tile's rows, sends its partial of the other
-half into its partner's shared memory (distributed shared memory) and adds
-and stores its own half.  The register kernel at 256 rows (and split) is no
+half into its partner's shared memory (distributed shared memory, st.async
+completing on the partner's mbarrier) and adds and stores its own half.  The
+split kernels are a module of their own (quant_int4_sm90_k2.ptx): st.async
+needs PTX 8.1, and drivers older than 12.1 keep the unsplit kernels.  The
+register kernel at 256 rows (and split) is no
 longer emitted: the _ss one ran 4-7% faster (session 17); the figures below
 that name 256-row tiles are the register kernel's.  The host (src/ops/quant_int4.cpp)
 picks by waves x steps per CTA x step time.
@@ -107,7 +110,7 @@ from kaio_ptx.sm90 import Kernel
 import quant_int4_ss
 from quant_int4_scales import MAGIC, GroupScales
 
-OUTPUT = "quant_int4_sm90.ptx"
+OUTPUT, OUTPUT_K2 = "quant_int4_sm90.ptx", "quant_int4_sm90_k2.ptx"
 SMEM = "kaio_int4_90_smem"
 BN = 128            # weight columns per CTA (64 per consumer warpgroup)
 BK = 64             # K per stage
@@ -131,14 +134,15 @@ class Tile:
     """Shared-memory layout for bm activation rows per CTA; ss: the W^T stages
     and their wfull barriers of the _ss kernels (ptx/quant_int4_ss.py) too."""
 
-    def __init__(self, bm, ss=False):
+    def __init__(self, bm, ss=False, split=False):
         self.bm = bm
         self.x_bytes = bm * 128                     # 64 k of bm rows, 128 B each
         self.qw_bytes = QW_BYTES
         self.qw_off = STAGES * self.x_bytes
         self.w_off = self.qw_off + STAGES * QW_BYTES
         self.bar_off = self.w_off + (STAGES * quant_int4_ss.W_BYTES if ss else 0)
-        self.shared = self.bar_off + 8 * (3 if ss else 2) * STAGES + 1024
+        self.recv = 8 * (3 if ss else 2) * STAGES     # split: the partner's partial has landed
+        self.shared = self.bar_off + self.recv + (8 if split else 0) + 1024
 
 
 def tensor_maps(k):
@@ -177,7 +181,7 @@ def producer(k, T, P, base, bars, n0, m0, nsteps, step0, exit_):
     k.op("bra.uni %s" % exit_)
 
 
-def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
+def consumer(k, T, P, dt, base, bars, n0, m0, lo, nsteps, step0, exit_, split):
     k.op("setmaxnreg.inc.sync.aligned.u32 %d" % CONS_REGS)
     # this thread's two weight columns (cols) inside the CTA's 128: rows g and g + 8 of A
     cw, warp, lane0, g, t, cols = quant_int4_ss.consumer_thread(k)
@@ -310,14 +314,14 @@ def consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split):
     k.op("bra.uni %s" % top)
     assert ASETS == 2, "the drains release the one stage still in flight"
     quant_int4_ss.drain(k, drains, empty, lane0, epi)
-    store_tile(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_, split)
+    store_tile(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_, split)
 
 
-def store_tile(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_, split, f32_direct=False):
+def store_tile(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_, split, f32_direct=False):
     if split:
-        cluster_sum_and_store(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_)
+        cluster_sum_and_store(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_)
     else:
-        epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp, f32_direct)
+        epilogue(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, f32_direct)
     k.op("bra.uni %s" % exit_)
 
 
@@ -328,18 +332,26 @@ def cluster_barrier(k):
     k.op("barrier.cluster.wait.acquire")
 
 
-def cluster_sum_and_store(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_):
+def cluster_sum_and_store(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_):
     """Split K: each CTA of the pair owns half the tile's rows (rank r: rows
     m0 + 128r ..), sends its partial of the other half into the partner's
     shared memory, adds the partner's partial of its own half and stores it.
     Two operands, so the sum is the same bits on either side. The stages are
-    free once both CTAs pass the first barrier (their wgmma and TMA are done)."""
+    free once both CTAs pass the cluster barrier (their wgmma and TMA are
+    done). The partials go by st.async, each store completing its bytes on
+    the partner's recv mbarrier: the receiver waits for all of them, with no
+    second cluster barrier (1.5-4 % faster at M 512, bench/RESULTS.md)."""
     rank = k.r("mov.u32", "%cluster_ctarank")
     ctid = k.r("sub.u32", k.r("mov.u32", "%tid.x"), 128)
     slot = k.r("add.u32", base, k.r("shl.b32", ctid, 4))    # [acc quad][256 threads][16 B]
-    remote = k.r("mapa.shared::cluster.u32", slot, k.r("xor.b32", rank, 1))
+    peer = k.r("xor.b32", rank, 1)
+    remote = k.r("mapa.shared::cluster.u32", slot, peer)
+    recv = k.r("add.u32", base, T.bar_off + T.recv)
+    remote_recv = k.r("mapa.shared::cluster.u32", recv, peer)
     nh = len(acc) // 2                                       # acc[4j + v]: row 8j + ..; j < bm/16 first half
     half_rows = T.bm // 2
+    k.note("recv expects the partner's whole partial before the partner may send it")
+    mbarrier.arrive_expect_tx(k, recv, nh * 256 * 4, pred=k.p("setp.eq.u32", ctid, 0))
     cluster_barrier(k)
     second = k.label("rank1_half")
     k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", rank, 0), second))
@@ -349,30 +361,33 @@ def cluster_sum_and_store(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_):
         k.note("rank %d: keeps rows %d.., sends the other half" % (r, r * half_rows))
         mine, theirs = (acc[:nh], acc[nh:]) if r == 0 else (acc[nh:], acc[:nh])
         for q in range(nh // 4):
-            k.op("st.shared::cluster.v4.f32 [%s+%d], {%s}" % (remote, q * 256 * 16, ", ".join(theirs[4 * q:4 * q + 4])))
-        cluster_barrier(k)
+            k.op("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%s+%d], {%s}, [%s]"
+                 % (remote, q * 256 * 16, ", ".join(theirs[4 * q:4 * q + 4]), remote_recv))
+        mbarrier.wait(k, recv, "0", "c_recv", scope="cluster")
         for q in range(nh // 4):
             part = k.regs("f", 4)
             k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(part), slot, q * 256 * 16))
             for i in range(4):
                 k.op("add.f32 %s, %s, %s" % (mine[4 * q + i], mine[4 * q + i], part[i]))
         epilogue(k, Tile(half_rows), P, mine, n0, k.r("add.u32", m0, r * half_rows) if r else m0,
-                 cols, t, base, cw, warp, f32_direct=True)   # the split kernels are all _ss
+                 lo, cols, t, base, cw, warp, f32_direct=True)   # the split kernels are all _ss
         k.op("bra.uni %s" % exit_)
 
 
-def epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp, f32_direct=False):
+def epilogue(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, f32_direct=False):
     """acc[4j + v]: C^T row (weight column) cols[v >> 1], column (activation
-    row) m0 + 8j + 2t + (v & 1), i.e. C[m][n].  When C's start and row
-    stride are 16-byte aligned the warpgroup transposes its 64 columns x bm
-    rows through shared memory (the drained stages) and stores 16-byte
-    chunks along rows; otherwise element stores under m < M, n < N.
+    row) m0 + 8j + 2t + (v & 1), i.e. C[m][n], stored where lo <= m < M (rows
+    below lo belong to the row tile before; see mm_kernel) and n < N.  When
+    C's start and row stride are 16-byte aligned the warpgroup transposes
+    its 64 columns x bm rows through shared memory (the drained stages) and
+    stores 16-byte chunks along rows; otherwise element stores.
     f32_direct (the _ss kernels): f32 C always takes the element stores, a
     warp's store then four whole 32-byte sectors: 1-3 % faster there than
     the transpose (bench_quant --prefill, H100, session 18), but 6-8 %
     slower in the 128-row register kernel (M 40, N 8960, K 128)."""
     is32 = k.p("setp.eq.u32", P["out_dtype"], 1)
     is16 = k.p("setp.eq.u32", P["out_dtype"], 2)
+    span = k.r("sub.u32", P["m"], lo)          # row m is stored where m - lo < span (unsigned)
     sh = k.r("selp.b32", 2, 1, is32)
     ldb = k.rd("shl.b64", P["ldc"], sh)
     done, slow = k.label("stored"), k.label("slow_store")
@@ -412,13 +427,14 @@ def epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp, f32_direct=False):
         nok = k.p("setp.lt.u32", n, P["n"])
         rbase = k.r("add.u32", scratch, k.r("add.u32", k.r("mul.lo.u32", row, pitch), k.r("shl.b32", chunk, 4)))
         m = k.r("add.u32", m0, row)
+        mrel = k.r("sub.u32", m, lo)
         gptr = k.rd("add.u64", P["c"], k.rd("add.u64", k.rd("mul.lo.u64", k.rd("cvt.u64.u32", m), ldb),
                                              k.rd("mul.wide.u32", n, esize)))
         step = k.rd("mul.lo.u64", ldb, rows_per_pass)
         for ps in range(T.bm // rows_per_pass):
             v4 = k.regs("r", 4)
             k.op("ld.shared.v4.b32 {%s}, [%s+%d]" % (", ".join(v4), rbase, ps * rows_per_pass * pitch))
-            ok = k.p("setp.lt.and.u32", k.r("add.u32", m, ps * rows_per_pass), P["m"], nok)
+            ok = k.p("setp.lt.and.u32", k.r("add.u32", mrel, ps * rows_per_pass), span, nok)
             k.op("@%s st.global.v4.b32 [%s], {%s}" % (ok, gptr, ", ".join(v4)))
             if ps + 1 < T.bm // rows_per_pass:
                 k.op("add.u64 %s, %s, %s" % (gptr, gptr, step))
@@ -433,7 +449,7 @@ def epilogue(k, T, P, acc, n0, m0, cols, t, base, cw, warp, f32_direct=False):
     for j in range(T.bm // 8):
         for e in range(2):
             m = k.r("add.u32", mrow, 8 * j + e)
-            mok = k.p("setp.lt.u32", m, P["m"])
+            mok = k.p("setp.lt.u32", k.r("sub.u32", m, lo), span)
             roff = k.rd("mul.lo.u64", k.rd("cvt.u64.u32", m), ldb)
             for h in range(2):
                 v = acc[4 * j + 2 * h + e]
@@ -451,7 +467,7 @@ def mm_kernel(dt, bm, split=False, ss=False):
     name = "kaio_int4_mm_sm90_%s_m%d%s%s" % (dt, bm, "_k2" if split else "", "_ss" if ss else "")
     manifest.keys(name, select="int4_mm_sm90", variant="ss" if ss else "", dtype=dt, tile_m=bm,
                   split_k=2 if split else 1)
-    T = Tile(bm, ss)
+    T = Tile(bm, ss, split)
     assert not split or T.bar_off >= (bm // 4) * 256 * 4, "the half tile must fit in the stages"
     wfull = 16 * STAGES                           # ss: wfull[s] at bars + wfull + 8s
     k = Kernel()
@@ -460,7 +476,10 @@ def mm_kernel(dt, bm, split=False, ss=False):
     base = k.smem_base(SMEM)
     bars = k.r("add.u32", base, T.bar_off)        # full[s] at + 8s, empty[s] at + 8(STAGES + s)
     n0 = k.r("shl.b32", k.r("mov.u32", "%ctaid.x"), 7)
-    m0 = k.r("shl.b32", k.r("mov.u32", "%ctaid.y"), bm.bit_length() - 1)
+    lo = k.r("shl.b32", k.r("mov.u32", "%ctaid.y"), bm.bit_length() - 1)
+    k.note("rows: the last row tile loads the last bm rows of X and stores those from lo on (a TMA "
+           "box partly past M loads slowly, bench/RESULTS.md); where M < bm it cannot")
+    m0 = k.r("min.u32", lo, k.r("sub.u32", k.r("max.u32", P["m"], bm), bm))
     nsteps = k.r("shr.u32", k.r("add.u32", P["k"], BK - 1), 6)
     step0 = k.r("mov.u32", 0)
     if split:
@@ -471,6 +490,8 @@ def mm_kernel(dt, bm, split=False, ss=False):
     inits = Ring.inits(STAGES, 0, 8 * STAGES, 8)
     if ss:
         inits += [(wfull + 8 * s, 128) for s in range(STAGES)]   # every dequantizing thread arrives
+    if split:
+        inits += [(T.recv, 1)]
     k.init_mbarriers(tid, bars, inits)
 
     def ss_loads():
@@ -490,16 +511,15 @@ def mm_kernel(dt, bm, split=False, ss=False):
     if split:
         k.place(prod_exit)
         cluster_barrier(k)
-        cluster_barrier(k)
         k.op("bra.uni %s" % exit_)
     k.place(cons)
     if ss:
         def finish(acc, cw, warp, t, cols):
-            store_tile(k, T, P, acc, n0, m0, cols, t, base, cw, warp, exit_, split, f32_direct=True)
+            store_tile(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_, split, f32_direct=True)
 
         quant_int4_ss.consumer(k, T, dt, base, bars, nsteps, STAGES, wfull, finish, ss_loads())
     else:
-        consumer(k, T, P, dt, base, bars, n0, m0, nsteps, step0, exit_, split)
+        consumer(k, T, P, dt, base, bars, n0, m0, lo, nsteps, step0, exit_, split)
     k.place(exit_)
     k.op("ret")
     roles = ("1 dequantizing (W to shared memory) + 2 wgmma consumer warpgroups (one thread loads)" if ss
@@ -521,9 +541,10 @@ def mm_kernel(dt, bm, split=False, ss=False):
 def generate():
     # registers at 128 rows; shared memory (_ss) at 256 rows, split or not: 4-7% faster than
     # the register kernel there (bench/RESULTS.md, session 17), which is no longer emitted
-    return {OUTPUT: HEADER + "".join("\n" + mm_kernel(dt, 128) for dt in ("f16", "bf16"))
-            + "".join("\n" + mm_kernel(dt, 256, split=split, ss=True) for split in (False, True)
-                      for dt in ("f16", "bf16"))}
+    dts = ("f16", "bf16")
+    return {OUTPUT: HEADER + "".join("\n" + mm_kernel(dt, 128) for dt in dts)
+            + "".join("\n" + mm_kernel(dt, 256, ss=True) for dt in dts),
+            OUTPUT_K2: HEADER + "".join("\n" + mm_kernel(dt, 256, split=True, ss=True) for dt in dts)}
 
 if __name__ == "__main__":
     sys.exit(cli.main(__file__, __doc__, generate))

@@ -395,11 +395,17 @@ TEST_F(GpuQuantInt4, PrefillKTailsGroupsOfThirtyTwoAndOddTiles) {
 // The sm_90a kernel's three tiles, as src/ops/quant_int4.cpp picks them on a
 // 132-SM H100: small grids split K over CTA pairs (the cases above); 70
 // column tiles at 2 K steps take the 128-row tile (140 split CTAs would need
-// two waves); M = 300 over 60 column tiles the 256-row one. On other GPUs the
-// picks differ; the results must hold either way.
+// two waves); M = 300 over 60 column tiles the 256-row one. Where M is past a
+// whole tile, the last row tile loads the tile's worth of rows that ends at M
+// and stores only its own: M = 200 (one K step: nothing to split) takes two
+// 128-row tiles, the second loading rows 72-199; M = 520 three 256-row ones in
+// two waves, the third loading rows 264-519. On other GPUs the picks differ;
+// the results must hold either way.
 TEST_F(GpuQuantInt4, PrefillTilesOfEverySize) {
   check({40, 128 * 70, 128, 128, true});
   check({300, 128 * 60, 128, 64, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32});
+  check({200, 128 * 66, 64, 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16});
+  check({520, 128 * 60, 64, 32, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16});
 }
 
 // The unsplit 256-row tile over many column tiles (on a 132-SM H100, 65 column

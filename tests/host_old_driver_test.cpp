@@ -1,12 +1,12 @@
 // AUTO on old drivers: on a compute capability 9.0 fake device with the fake
-// driver at CUDA 11.0, 11.8, 12.0 and 13.0, every family with an sm_90 path
-// creates ops and launches them: the sm_90 kernels where the driver loads
-// their PTX ISA 8.0, the older family where it cannot. SM90 asked for by
-// name fails with KAIO_ERROR_DRIVER_TOO_OLD, and KAIO_LOG=1 writes one line
-// per op creation naming the kernel and why. libkaio reads the driver
-// version and KAIO_LOG once per process, so each version runs in a child
-// (threadsafe death tests re-run the binary), which reports every failed
-// check on its stderr and exits 1.
+// driver at CUDA 11.0, 11.8, 12.0, 12.1 and 13.0, every family with an sm_90
+// path creates ops and launches them: the sm_90 kernels where the driver loads
+// their PTX ISA (8.0; 8.1 for int4's split kernels), the older family where it
+// cannot. SM90 asked for by name fails with KAIO_ERROR_DRIVER_TOO_OLD, and
+// KAIO_LOG=1 writes one line per op creation naming the kernel and why.
+// libkaio reads the driver version and KAIO_LOG once per process, so each
+// version runs in a child (threadsafe death tests re-run the binary), which
+// reports every failed check on its stderr and exits 1.
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +36,7 @@ class Child {
 
   bool hopper() const { return version_ >= 12000; }  // loads PTX ISA 8.0
   bool ptx_7_8() const { return version_ >= 11080; }  // griddepcontrol, no sm_90a features
+  bool ptx_8_1() const { return version_ >= 12010; }  // st.async
   std::string driver() const {  // "11.8"
     return std::to_string(version_ / 1000) + "." + std::to_string(version_ % 1000 / 10);
   }
@@ -231,7 +232,9 @@ void int8_matmul(Child &c, kaio_device *dev, kaio_stream *stream, const Views &v
 }
 
 // M = 64: the fused wgmma kernel, or dequantize into the workspace and run
-// the matmul (whose own choice the line names too).
+// the matmul (whose own choice the line names too). The fused kernel splits
+// K over CTA pairs (PTX 8.1) where the driver loads it, else takes 128-row
+// tiles unsplit.
 void int4_matmul(Child &c, kaio_device *dev, kaio_stream *stream, const Views &v) {
   kaio_matmul_int4_desc d;
   c.ok(kaio_matmul_int4_desc_init(&d, sizeof d), "kaio_matmul_int4_desc_init");
@@ -246,11 +249,14 @@ void int4_matmul(Child &c, kaio_device *dev, kaio_stream *stream, const Views &v
   const kaio_tensor t[] = {v.at(0, KAIO_DTYPE_F16, 64, 256), v.at(1, KAIO_DTYPE_U32, 32, 96),
                            v.absent(), v.at(2, KAIO_DTYPE_F16, 4, 96),
                            v.at(3, KAIO_DTYPE_F32, 64, 96)};
+  const std::string fused =
+      c.ptx_8_1() ? "kaio_int4_mm_sm90_f16_m256_k2_ss" : "kaio_int4_mm_sm90_f16_m128";
   if (c.hopper())
     c.runs(s, op,
-           {head + "kaio_int4_mm_sm90_f16_m",
-            "(AUTO: M > 16, sm_90a on device 9.0, driver " + c.driver()},
-           stream, t, 5, "kaio_int4_mm_sm90_f16_m", "int4 matmul");
+           {head + fused + " (AUTO: M > 16, sm_90a on device 9.0, driver " + c.driver(),
+            c.ptx_8_1() ? " for PTX 8.0)"
+                        : "; K never split: driver 12.0 < 12.1 needed by sm_90a PTX 8.1"},
+           stream, t, 5, fused, "int4 matmul");
   else
     c.runs(s, op,
            {head + "kaio_int4_dequant_f16 (AUTO: M > 16, dequantize then matmul; driver " +
@@ -369,7 +375,7 @@ TEST_P(FakeOldDriver, AutoRunsWhatTheDriverLoads) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Versions, FakeOldDriver,
-                         ::testing::Values("11000", "11080", "12000", "13000"),
+                         ::testing::Values("11000", "11080", "12000", "12010", "13000"),
                          [](const ::testing::TestParamInfo<const char *> &info) {
                            return std::string("Cuda") + info.param;
                          });

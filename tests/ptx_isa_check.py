@@ -45,8 +45,11 @@ DOCUMENTED = (
     ("barrier.cluster.wait;", "7.8", "sm_90"),
     ("mapa.shared::cluster.u32 %r1, %r2, %r3;", "7.8", "sm_90"),
     ("st.shared::cluster.v4.f32 [%r1], {%f1, %f2, %f3, %f4};", "7.8", "sm_90"),
+    ("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r1], {%f1, %f2, %f3, %f4}, "
+     "[%r2];", "8.1", "sm_90"),
     (".reqnctapercluster 2, 1, 1", "7.8", "sm_90"),
     ("@%p1 mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r1], %r2;", "7.8", "sm_90"),
+    ("mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 %p1, [%r1], 0;", "8.0", "sm_90"),
     ("cvt.f32.bf16 %f1, %h1;", "7.8", "sm_90"),
     ("sub.rn.bf16x2 %r1, %r2, %r3;", "7.8", "sm_90"),
     ("mul.rn.bf16x2 %r1, %r2, %r3;", "7.8", "sm_90"),

@@ -26,11 +26,14 @@ TABLE = (
     (r"^fence\.proxy\.async", "8.0", "sm_90"),
     (r"^fence\.mbarrier_init", "8.0", "sm_90"),
     (r"^barrier\.cluster\.\w+\.(release|acquire|relaxed)", "8.0", "sm_90"),
+    # Stores into a cluster peer's shared memory that complete on its mbarrier.
+    (r"^st\.async\.", "8.1", "sm_90"),
     # Clusters (distributed shared memory) and the mbarrier waits of sm_90.
     (r"^barrier\.cluster\.", "7.8", "sm_90"),
     (r"^mapa\.", "7.8", "sm_90"),
     (r"\.shared::cluster", "7.8", "sm_90"),
     (r"^\.reqnctapercluster$", "7.8", "sm_90"),
+    (r"^mbarrier\.try_wait(\.parity)?\.(acquire|relaxed)\.", "8.0", "sm_90"),
     (r"^mbarrier\.try_wait", "7.8", "sm_90"),
     # Programmatic dependent launch: let the next grid in, wait for the previous one.
     (r"^griddepcontrol\.", "7.8", "sm_90"),

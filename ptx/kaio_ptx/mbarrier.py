@@ -15,12 +15,15 @@ def init(k, tid, bars, inits):
     k.op("bar.sync 0")
 
 
-def wait(k, bar, parity, hint):
-    """Spin on mbarrier.try_wait.parity until phase `parity` of bar has completed."""
+def wait(k, bar, parity, hint, scope=None):
+    """Spin on mbarrier.try_wait.parity until phase `parity` of bar has
+    completed; scope "cluster": acquire at cluster scope (a phase completed by
+    a peer CTA's stores), else the default (cta)."""
     top = k.label(hint)
     p = k.reg("p")
     k.place(top)
-    k.op("mbarrier.try_wait.parity.shared::cta.b64 %s, [%s], %s" % (p, bar, parity))
+    sem = ".acquire.%s" % scope if scope else ""
+    k.op("mbarrier.try_wait.parity%s.shared::cta.b64 %s, [%s], %s" % (sem, p, bar, parity))
     k.op("@!%s bra %s" % (p, top))
 
 
@@ -29,9 +32,11 @@ def arrive(k, bar, pred=None):
     k.op("%smbarrier.arrive.shared::cta.b64 _, [%s]" % ("@%s " % pred if pred else "", bar))
 
 
-def arrive_expect_tx(k, bar, nbytes):
-    """One arrival on bar that also expects nbytes of async copies to complete it."""
-    k.op("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %s" % (bar, nbytes))
+def arrive_expect_tx(k, bar, nbytes, pred=None):
+    """One arrival on bar (under pred) that also expects nbytes of async
+    copies to complete it."""
+    k.op("%smbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %s"
+         % ("@%s " % pred if pred else "", bar, nbytes))
 
 
 def expect_tx(k, bar, nbytes):

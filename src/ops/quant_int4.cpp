@@ -163,7 +163,9 @@ kaio_status check_output(const kaio_device *device, const Int4Plan &p,
 // 0.84 us for 128 rows; 0.97 for 256 rows (4-7% under the 1.02 of the removed
 // 256-row register kernel, bench_quant --prefill). So M = 512 at N = 4096 takes one
 // wave of 128 split 256-row CTAs (32 steps each) instead of 128 unsplit
-// 128-row ones (64 steps); ties keep the earlier row.
+// 128-row ones (64 steps); ties keep the earlier row. The split kernels are a
+// module of their own (PTX 8.1: st.async); a driver that cannot load it gets
+// the unsplit ones.
 struct FusedTile {
   int64_t rows, split, step_cost;   // step_cost: one K step's time in 10 ns
   kernels::Variant variant;
@@ -181,9 +183,11 @@ int64_t fused_cost(const Int4Plan &p, const FusedTile &f, int64_t sms, int64_t s
 kaio_status plan_fused(kaio_device *device, Int4Plan *p, const std::string &why) {
   const int64_t sms = device->info.sm_count;
   const int64_t steps = (p->k + kFusedStepK - 1) / kFusedStepK;
+  const FamilyCheck pairs = check_family(device, ModuleId::quant_int4_sm90_k2, true);
   const FusedTile *best = &kFusedTiles[0];
   for (const FusedTile &f : kFusedTiles)   // each CTA of a split needs a K step of its own
-    if (steps >= f.split && fused_cost(*p, f, sms, steps) < fused_cost(*p, *best, sms, steps))
+    if (steps >= f.split && (f.split == 1 || pairs.ok()) &&
+        fused_cost(*p, f, sms, steps) < fused_cost(*p, *best, sms, steps))
       best = &f;
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(
@@ -198,7 +202,9 @@ kaio_status plan_fused(kaio_device *device, Int4Plan *p, const std::string &why)
   kp.grid_y = static_cast<unsigned>((p->m + p->box_a[1] - 1) / p->box_a[1]);
   kp.grid_z = static_cast<unsigned>(best->split);   // the split kernels' clusters are 1 x 1 x 2
   p->fused = true;
-  if (log_enabled()) log_kernel(device, kp.function, "AUTO: M > 16, " + why);
+  if (log_enabled())
+    log_kernel(device, kp.function,
+               "AUTO: M > 16, " + why + (pairs.ok() ? "" : "; K never split: " + pairs.why));
   return KAIO_OK;
 }
 

@@ -9,16 +9,16 @@ Kernels: kaio_int4_mm_sm90_<dt>_m128, dt in {f16, bf16} (activations and
 scales), 128 activation rows per CTA, W dequantized in the consumers'
 registers (the design below); kaio_int4_mm_sm90_<dt>_m256_ss, 256 rows, whose
 own warpgroup dequantizes W into shared memory for wgmma with both operands
-there (ptx/quant_int4_ss.py), and kaio_int4_mm_sm90_<dt>_m256_k2_ss, whose CTA
-pairs (clusters of 1 x 1 x 2, grid z = 2) split K in halves; after the
-mainloops each CTA owns half the tile's rows, sends its partial of the other
-half into its partner's shared memory (distributed shared memory, st.async
-completing on the partner's mbarrier) and adds and stores its own half.  The
-split kernels are a module of their own (quant_int4_sm90_k2.ptx): st.async
-needs PTX 8.1, and drivers older than 12.1 keep the unsplit kernels.  The
-register kernel at 256 rows (and split) is no
-longer emitted: the _ss one ran 4-7% faster (session 17); the figures below
-that name 256-row tiles are the register kernel's.  The host (src/ops/quant_int4.cpp)
+there (ptx/quant_int4_ss.py), and kaio_int4_mm_sm90_<dt>_m256_k<s>_ss, s in
+{2, 4}, whose clusters of s CTAs (1 x 1 x s, grid z = s) split K in s parts;
+after the mainloops each CTA owns 1/s of the tile's rows, sends its partials
+of the other parts into their owners' shared memory (distributed shared
+memory, st.async completing on the owner's mbarrier) and sums and stores its
+own part.  The split kernels are a module of their own
+(quant_int4_sm90_split.ptx): st.async needs PTX 8.1, and drivers older than
+12.1 keep the unsplit kernels.  The register kernel at 256 rows (and split)
+is no longer emitted: the _ss one ran 4-7% faster (session 17); the figures
+below that name 256-row tiles are the register kernel's.  The host (src/ops/quant_int4.cpp)
 picks by waves x steps per CTA x step time.
 Measured on the H100 (bench_quant, same runs): M = 512, N = K = 4096 54.2-54.4
 -> 43.8-44.1 us (0.53x -> 0.64-0.65x cuBLAS f16) with the split 256-row tile
@@ -110,7 +110,7 @@ from kaio_ptx.sm90 import Kernel
 import quant_int4_ss
 from quant_int4_scales import MAGIC, GroupScales
 
-OUTPUT, OUTPUT_K2 = "quant_int4_sm90.ptx", "quant_int4_sm90_k2.ptx"
+OUTPUT, OUTPUT_SPLIT = "quant_int4_sm90.ptx", "quant_int4_sm90_split.ptx"
 SMEM = "kaio_int4_90_smem"
 BN = 128            # weight columns per CTA (64 per consumer warpgroup)
 BK = 64             # K per stage
@@ -134,15 +134,15 @@ class Tile:
     """Shared-memory layout for bm activation rows per CTA; ss: the W^T stages
     and their wfull barriers of the _ss kernels (ptx/quant_int4_ss.py) too."""
 
-    def __init__(self, bm, ss=False, split=False):
+    def __init__(self, bm, ss=False, splits=1):
         self.bm = bm
         self.x_bytes = bm * 128                     # 64 k of bm rows, 128 B each
         self.qw_bytes = QW_BYTES
         self.qw_off = STAGES * self.x_bytes
         self.w_off = self.qw_off + STAGES * QW_BYTES
         self.bar_off = self.w_off + (STAGES * quant_int4_ss.W_BYTES if ss else 0)
-        self.recv = 8 * (3 if ss else 2) * STAGES     # split: the partner's partial has landed
-        self.shared = self.bar_off + self.recv + (8 if split else 0) + 1024
+        self.recv = 8 * (3 if ss else 2) * STAGES     # split: the other CTAs' partials have landed
+        self.shared = self.bar_off + self.recv + (8 if splits > 1 else 0) + 1024
 
 
 def tensor_maps(k):
@@ -155,18 +155,19 @@ def tensor_maps(k):
     return maps
 
 
-def load_step(k, T, ring, maps, base, step, n0, m0):
+def load_step(k, T, ring, maps, base, step, n0, m0, nbytes):
     """The TMA loads of this CTA's K step `step` into the ring's stage, once
-    the consumers released it; the ring moves on."""
+    the consumers released it; the ring moves on. nbytes: X's box and
+    qweight's together (X's box has M rows where M < bm, see mm_kernel)."""
     k0 = k.r("shl.b32", step, 6)
-    full = ring.acquire(T.x_bytes + QW_BYTES, off8=ring.offset())
+    full = ring.acquire(nbytes, off8=ring.offset())
     tma.load(k, k.r("mad.lo.u32", ring.s, T.x_bytes, k.r("add.u32", base, X_OFF)), maps["tmap_x"], (k0, m0), full)
     tma.load(k, k.r("mad.lo.u32", ring.s, QW_BYTES, k.r("add.u32", base, T.qw_off)), maps["tmap_qw"],
              (n0, k.r("shr.u32", k0, 3)), full)
     ring.advance()
 
 
-def producer(k, T, P, base, bars, n0, m0, nsteps, step0, exit_):
+def producer(k, T, P, base, bars, n0, m0, nsteps, step0, nbytes, exit_):
     k.op("setmaxnreg.dec.sync.aligned.u32 %d" % PROD_REGS)
     tid = k.r("mov.u32", "%tid.x")
     k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), exit_))
@@ -175,13 +176,13 @@ def producer(k, T, P, base, bars, n0, m0, nsteps, step0, exit_):
     it = k.r("mov.u32", 0)
     top = k.label("p_step")
     k.place(top)
-    load_step(k, T, ring, maps, base, k.r("add.u32", step0, it), n0, m0)
+    load_step(k, T, ring, maps, base, k.r("add.u32", step0, it), n0, m0, nbytes)
     k.op("add.u32 %s, %s, 1" % (it, it))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", it, nsteps), top))
     k.op("bra.uni %s" % exit_)
 
 
-def consumer(k, T, P, dt, base, bars, n0, m0, lo, nsteps, step0, exit_, split):
+def consumer(k, T, P, dt, base, bars, n0, m0, lo, nsteps, step0, exit_, splits):
     k.op("setmaxnreg.inc.sync.aligned.u32 %d" % CONS_REGS)
     # this thread's two weight columns (cols) inside the CTA's 128: rows g and g + 8 of A
     cw, warp, lane0, g, t, cols = quant_int4_ss.consumer_thread(k)
@@ -314,12 +315,12 @@ def consumer(k, T, P, dt, base, bars, n0, m0, lo, nsteps, step0, exit_, split):
     k.op("bra.uni %s" % top)
     assert ASETS == 2, "the drains release the one stage still in flight"
     quant_int4_ss.drain(k, drains, empty, lane0, epi)
-    store_tile(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_, split)
+    store_tile(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_, splits)
 
 
-def store_tile(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_, split, f32_direct=False):
-    if split:
-        cluster_sum_and_store(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_)
+def store_tile(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_, splits, f32_direct=False):
+    if splits > 1:
+        cluster_sum_and_store(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_, splits)
     else:
         epilogue(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, f32_direct)
     k.op("bra.uni %s" % exit_)
@@ -332,44 +333,63 @@ def cluster_barrier(k):
     k.op("barrier.cluster.wait.acquire")
 
 
-def cluster_sum_and_store(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_):
-    """Split K: each CTA of the pair owns half the tile's rows (rank r: rows
-    m0 + 128r ..), sends its partial of the other half into the partner's
-    shared memory, adds the partner's partial of its own half and stores it.
-    Two operands, so the sum is the same bits on either side. The stages are
-    free once both CTAs pass the cluster barrier (their wgmma and TMA are
-    done). The partials go by st.async, each store completing its bytes on
-    the partner's recv mbarrier: the receiver waits for all of them, with no
-    second cluster barrier (1.5-4 % faster at M 512, bench/RESULTS.md)."""
+def cluster_sum_and_store(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_, splits):
+    """Split K over a cluster of `splits` CTAs: rank r owns the tile's rows
+    m0 + r * bm / splits .. (a part), sends its partial of every other part
+    to that part's owner, sums the partials of its own part in rank order
+    (the same bits whichever rank owns it) and stores them. The stages are
+    free once every CTA passed the cluster barrier (their wgmma and TMA are
+    done). The partials go by st.async into the owner's stages, each store
+    completing its bytes on the owner's recv mbarrier: the owner waits for
+    all of them, with no second cluster barrier (1.5-4 % faster than a
+    barrier at M 512, bench/RESULTS.md)."""
     rank = k.r("mov.u32", "%cluster_ctarank")
     ctid = k.r("sub.u32", k.r("mov.u32", "%tid.x"), 128)
-    slot = k.r("add.u32", base, k.r("shl.b32", ctid, 4))    # [acc quad][256 threads][16 B]
-    peer = k.r("xor.b32", rank, 1)
-    remote = k.r("mapa.shared::cluster.u32", slot, peer)
+    nq = len(acc) // splits                     # acc[4j + v]: row 8j + ..; part r: j in [r, r + 1) * bm / 8 / splits
+    quad = 256 * 16                             # one quad of acc from every consumer thread
+    part = nq // 4 * quad                       # one sender's partial of one part
+    assert (splits - 1) * part <= T.bar_off, "the partials must fit in the stages"
+    slot = k.r("add.u32", base, k.r("shl.b32", ctid, 4))    # [sender][acc quad][256 threads][16 B]
     recv = k.r("add.u32", base, T.bar_off + T.recv)
-    remote_recv = k.r("mapa.shared::cluster.u32", recv, peer)
-    nh = len(acc) // 2                                       # acc[4j + v]: row 8j + ..; j < bm/16 first half
-    half_rows = T.bm // 2
-    k.note("recv expects the partner's whole partial before the partner may send it")
-    mbarrier.arrive_expect_tx(k, recv, nh * 256 * 4, pred=k.p("setp.eq.u32", ctid, 0))
+    part_rows = T.bm // splits
+    k.note("recv expects every other rank's partial before any may send it")
+    mbarrier.arrive_expect_tx(k, recv, (splits - 1) * part, pred=k.p("setp.eq.u32", ctid, 0))
     cluster_barrier(k)
-    second = k.label("rank1_half")
-    k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", rank, 0), second))
-    for r in (0, 1):
+    ranks = [k.label("rank%d_part" % r) for r in range(1, splits)]
+    for r in range(1, splits):
+        k.op("@%s bra.uni %s" % (k.p("setp.eq.u32", rank, r), ranks[r - 1]))
+    for r in range(splits):
         if r:
-            k.place(second)
-        k.note("rank %d: keeps rows %d.., sends the other half" % (r, r * half_rows))
-        mine, theirs = (acc[:nh], acc[nh:]) if r == 0 else (acc[nh:], acc[:nh])
-        for q in range(nh // 4):
-            k.op("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%s+%d], {%s}, [%s]"
-                 % (remote, q * 256 * 16, ", ".join(theirs[4 * q:4 * q + 4]), remote_recv))
+            k.place(ranks[r - 1])
+        k.note("rank %d: owns rows %d.., sends the other parts to their owners" % (r, r * part_rows))
+        for o in range(splits):
+            if o == r:
+                continue
+            remote = k.r("mapa.shared::cluster.u32", slot, o)
+            remote_recv = k.r("mapa.shared::cluster.u32", recv, o)
+            at = (r if r < o else r - 1) * part           # the sender's slot at the owner
+            for q in range(nq // 4):
+                k.op("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%s+%d], {%s}, [%s]"
+                     % (remote, at + q * quad, ", ".join(acc[o * nq + 4 * q:o * nq + 4 * q + 4]), remote_recv))
         mbarrier.wait(k, recv, "0", "c_recv", scope="cluster")
-        for q in range(nh // 4):
-            part = k.regs("f", 4)
-            k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(part), slot, q * 256 * 16))
+        mine = acc[r * nq:(r + 1) * nq]
+        for q in range(nq // 4):
+            quads = {}
+            for src in range(splits):
+                if src != r:
+                    quads[src] = k.regs("f", 4)
+                    k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(quads[src]), slot,
+                                                              (src if src < r else src - 1) * part + q * quad))
             for i in range(4):
-                k.op("add.f32 %s, %s, %s" % (mine[4 * q + i], mine[4 * q + i], part[i]))
-        epilogue(k, Tile(half_rows), P, mine, n0, k.r("add.u32", m0, r * half_rows) if r else m0,
+                # ((p0 + p1) + p2) + ..., p_r from the registers
+                # (the running sum stays out of mine[] until the last add: mine[] is a term)
+                terms = [mine[4 * q + i] if src == r else quads[src][i] for src in range(splits)]
+                total = terms[0]
+                for n, tm in enumerate(terms[1:], 2):
+                    out = mine[4 * q + i] if n == splits else k.reg("f")
+                    k.op("add.f32 %s, %s, %s" % (out, total, tm))
+                    total = out
+        epilogue(k, Tile(part_rows), P, mine, n0, k.r("add.u32", m0, r * part_rows) if r else m0,
                  lo, cols, t, base, cw, warp, f32_direct=True)   # the split kernels are all _ss
         k.op("bra.uni %s" % exit_)
 
@@ -463,12 +483,12 @@ def epilogue(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, f32_direct=False
     k.place(done)
 
 
-def mm_kernel(dt, bm, split=False, ss=False):
-    name = "kaio_int4_mm_sm90_%s_m%d%s%s" % (dt, bm, "_k2" if split else "", "_ss" if ss else "")
+def mm_kernel(dt, bm, splits=1, ss=False):
+    split = splits > 1
+    name = "kaio_int4_mm_sm90_%s_m%d%s%s" % (dt, bm, "_k%d" % splits if split else "", "_ss" if ss else "")
     manifest.keys(name, select="int4_mm_sm90", variant="ss" if ss else "", dtype=dt, tile_m=bm,
-                  split_k=2 if split else 1)
-    T = Tile(bm, ss, split)
-    assert not split or T.bar_off >= (bm // 4) * 256 * 4, "the half tile must fit in the stages"
+                  split_k=splits)
+    T = Tile(bm, ss, splits)
     wfull = 16 * STAGES                           # ss: wfull[s] at bars + wfull + 8s
     k = Kernel()
     P = load_params(k, SCALARS, ("c", "sc"))
@@ -480,13 +500,17 @@ def mm_kernel(dt, bm, split=False, ss=False):
     k.note("rows: the last row tile loads the last bm rows of X and stores those from lo on (a TMA "
            "box partly past M loads slowly, bench/RESULTS.md); where M < bm it cannot")
     m0 = k.r("min.u32", lo, k.r("sub.u32", k.r("max.u32", P["m"], bm), bm))
+    k.note("where M < bm the host's box for X has M rows: no box reaches past M; the stages' "
+           "other rows keep stale data, which only rows never stored read")
+    nbytes = k.r("add.u32", k.r("shl.b32", k.r("min.u32", P["m"], bm), 7), QW_BYTES)
     nsteps = k.r("shr.u32", k.r("add.u32", P["k"], BK - 1), 6)
     step0 = k.r("mov.u32", 0)
     if split:
-        k.note("split K: CTA z of the cluster pair takes steps [z * half, min(nsteps, (z + 1) * half))")
-        half = k.r("shr.u32", k.r("add.u32", nsteps, 1), 1)
-        k.op("mul.lo.u32 %s, %s, %s" % (step0, k.r("mov.u32", "%ctaid.z"), half))
-        k.op("min.u32 %s, %s, %s" % (nsteps, k.r("sub.u32", nsteps, step0), half))
+        k.note("split K: CTA z of the cluster takes steps [z * q, min(nsteps, (z + 1) * q)), q = "
+               "ceil(nsteps / %d); the host splits only where each CTA gets a step" % splits)
+        q = k.r("shr.u32", k.r("add.u32", nsteps, splits - 1), splits.bit_length() - 1)
+        k.op("mul.lo.u32 %s, %s, %s" % (step0, k.r("mov.u32", "%ctaid.z"), q))
+        k.op("min.u32 %s, %s, %s" % (nsteps, k.r("sub.u32", nsteps, step0), q))
     inits = Ring.inits(STAGES, 0, 8 * STAGES, 8)
     if ss:
         inits += [(wfull + 8 * s, 128) for s in range(STAGES)]   # every dequantizing thread arrives
@@ -498,7 +522,7 @@ def mm_kernel(dt, bm, split=False, ss=False):
         """load(i): the TMA loads of this CTA's step i, in order, from the thread that issues them."""
         ring = Ring(k, bars, STAGES, 0, 8 * STAGES)
         maps = tensor_maps(k)
-        return lambda i: load_step(k, T, ring, maps, base, k.r("add.u32", step0, i), n0, m0)
+        return lambda i: load_step(k, T, ring, maps, base, k.r("add.u32", step0, i), n0, m0, nbytes)
 
     exit_, cons = k.label("exit"), k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), cons))
@@ -507,7 +531,7 @@ def mm_kernel(dt, bm, split=False, ss=False):
         quant_int4_ss.dequantizer(k, T, P, dt, base, bars, n0, nsteps, step0, STAGES, wfull)
         k.op("bra.uni %s" % prod_exit)
     else:
-        producer(k, T, P, base, bars, n0, m0, nsteps, step0, prod_exit)
+        producer(k, T, P, base, bars, n0, m0, nsteps, step0, nbytes, prod_exit)
     if split:
         k.place(prod_exit)
         cluster_barrier(k)
@@ -515,11 +539,11 @@ def mm_kernel(dt, bm, split=False, ss=False):
     k.place(cons)
     if ss:
         def finish(acc, cw, warp, t, cols):
-            store_tile(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_, split, f32_direct=True)
+            store_tile(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_, splits, f32_direct=True)
 
         quant_int4_ss.consumer(k, T, dt, base, bars, nsteps, STAGES, wfull, finish, ss_loads())
     else:
-        consumer(k, T, P, dt, base, bars, n0, m0, lo, nsteps, step0, exit_, split)
+        consumer(k, T, P, dt, base, bars, n0, m0, lo, nsteps, step0, exit_, splits)
     k.place(exit_)
     k.op("ret")
     roles = ("1 dequantizing (W to shared memory) + 2 wgmma consumer warpgroups (one thread loads)" if ss
@@ -528,13 +552,13 @@ def mm_kernel(dt, bm, split=False, ss=False):
            "%d rows per CTA, %s, %d stages of K %d."
            % (name, dt, BN, bm, roles, STAGES, BK))
     if split:
-        doc += ("\nSplit K over a cluster of 2 CTAs (grid z = 2): each sums and stores half the rows,"
-                " exchanging partials through DSMEM.")
+        doc += ("\nSplit K over a cluster of %d CTAs (grid z = %d): each sums and stores 1/%d of the"
+                " rows, exchanging partials through DSMEM." % (splits, splits, splits))
     ann = ["// kaio-tma: %s tmap_x rank=2 dims=K,M box=64,%d swizzle=128 dtype=%s" % (name, bm, dt),
            "// kaio-tma: %s tmap_qw rank=2 dims=N,K/8 box=%d,8 swizzle=none dtype=u32" % (name, BN),
            "// kaio-launch: %s block=384 cols_per_block=%d" % (name, BN),
            "// kaio-shared-bytes: %s %d" % (name, T.shared)]
-    directives = [".maxntid 384, 1, 1", ".minnctapersm 1"] + ([".reqnctapercluster 1, 1, 2"] if split else [])
+    directives = [".maxntid 384, 1, 1", ".minnctapersm 1"] + ([".reqnctapercluster 1, 1, %d" % splits] if split else [])
     return k.entry_text(name, doc, ann, MAPS + SCALARS, directives)
 
 
@@ -544,7 +568,8 @@ def generate():
     dts = ("f16", "bf16")
     return {OUTPUT: HEADER + "".join("\n" + mm_kernel(dt, 128) for dt in dts)
             + "".join("\n" + mm_kernel(dt, 256, ss=True) for dt in dts),
-            OUTPUT_K2: HEADER + "".join("\n" + mm_kernel(dt, 256, split=True, ss=True) for dt in dts)}
+            OUTPUT_SPLIT: HEADER + "".join("\n" + mm_kernel(dt, 256, splits, ss=True)
+                                        for splits in (2, 4) for dt in dts)}
 
 if __name__ == "__main__":
     sys.exit(cli.main(__file__, __doc__, generate))

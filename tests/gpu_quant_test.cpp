@@ -390,10 +390,12 @@ TEST_F(GpuQuantInt4, PrefillKTailsGroupsOfThirtyTwoAndOddTiles) {
   // C one element off a 16-byte boundary: the element-store epilogue
   check({70, 80, 256, 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16, false, 0, 1});
   check({130, 40, 128, 128, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F32, true, 8, 3});
+  // 7 K steps over a cluster of 4: 2, 2, 2 and 1
+  check({100, 256, 448, 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32});
 }
 
 // The sm_90a kernel's three tiles, as src/ops/quant_int4.cpp picks them on a
-// 132-SM H100: small grids split K over CTA pairs (the cases above); 70
+// 132-SM H100: small grids split K over 2 or 4 CTAs (the cases above); 70
 // column tiles at 2 K steps take the 128-row tile (140 split CTAs would need
 // two waves); M = 300 over 60 column tiles the 256-row one. Where M is past a
 // whole tile, the last row tile loads the tile's worth of rows that ends at M

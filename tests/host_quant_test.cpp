@@ -183,7 +183,7 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   EXPECT_EQ(rx.address, base);
   EXPECT_EQ(rx.dim0, uint64_t{k});
   EXPECT_EQ(rx.dim1, uint64_t{m});
-  EXPECT_EQ(rx.box, 64u | (uint64_t{256} << 32));
+  EXPECT_EQ(rx.box, 64u | (uint64_t{m} << 32)) << "X's box: M rows where M is under the tile's";
   EXPECT_EQ((rx.flags >> 8) & 0xFF, 3u);  // 128-byte swizzle
   EXPECT_EQ(rq.address, base + (1 << 16));
   EXPECT_EQ(rq.dim0, uint64_t{n});
@@ -247,7 +247,9 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
     before = kt::fake().launch_count();
     KT_OK(kaio_op_launch(tall, s(), tt, 5));
     EXPECT_EQ(kt::fake().launch_count(), before + (fused ? 1 : 2)) << "M = " << rows;
-    if (fused) EXPECT_EQ(last_launch().name, "kaio_int4_mm_sm90_bf16_m256_ss");
+    if (fused) {
+      EXPECT_EQ(last_launch().name, "kaio_int4_mm_sm90_bf16_m256_ss");
+    }
   }
 }
 

@@ -80,6 +80,8 @@ using namespace kaio::cu;
      unsigned shared_bytes, CUstream stream, void **params, void **extra))                         \
   X(cuLaunchKernelEx, 11060, "cuLaunchKernelEx", false, CUresult,                                 \
     (const CUlaunchConfig *config, CUfunction f, void **params, void **extra))                     \
+  X(cuOccupancyMaxActiveClusters, 11080, "cuOccupancyMaxActiveClusters", false, CUresult,           \
+    (int *clusters, CUfunction f, const CUlaunchConfig *config))                                   \
   X(cuFuncGetParamInfo, 12040, "cuFuncGetParamInfo", false, CUresult,                              \
     (CUfunction f, size_t index, size_t *offset, size_t *size))                                    \
   X(cuTensorMapEncodeTiled, 12000, "cuTensorMapEncodeTiled", false, CUresult,                      \

@@ -18,6 +18,11 @@ struct BuiltinFunction {
   cu::CUfunction function = nullptr;
   const KernelInfo *info = nullptr;
   unsigned shared_bytes = 0;
+  // A cluster kernel's clusters that fit on the device at once (the driver's
+  // cuOccupancyMaxActiveClusters, asked once at load): a wave of it is at most
+  // this many clusters. 0 for kernels without clusters, or where the driver
+  // cannot say.
+  int max_clusters = 0;
 };
 
 // Copies the box of the kernel's TMA tensor map `param` into out; false

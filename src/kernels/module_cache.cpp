@@ -53,6 +53,31 @@ void ModuleCache::release_source_module(const std::string &key) {
   source_modules_.erase(it);
 }
 
+namespace {
+
+// How many of a cluster kernel's clusters fit on the device at once (for
+// the ops' wave counts); 0 without clusters, or where the driver lacks the
+// query or refuses it (the ops then count SMs).
+int max_active_clusters(const kaio_device *device, cu::CUfunction f, const KernelInfo &k,
+                        unsigned shared) {
+  if (k.cluster[0] * k.cluster[1] * k.cluster[2] <= 1 || !device->api->cuOccupancyMaxActiveClusters)
+    return 0;
+  cu::CUlaunchConfig config{};
+  config.gridDimX = k.cluster[0];
+  config.gridDimY = k.cluster[1];
+  config.gridDimZ = k.cluster[2];
+  config.blockDimX = k.block[0];
+  config.blockDimY = k.block[1];
+  config.blockDimZ = k.block[2];
+  config.sharedMemBytes = shared;
+  int clusters = 0;
+  if (device->api->cuOccupancyMaxActiveClusters(&clusters, f, &config) != cu::CUDA_SUCCESS)
+    return 0;
+  return clusters > 0 ? clusters : 0;
+}
+
+}  // namespace
+
 kaio_status ModuleCache::function(KernelId id, BuiltinFunction *out) {
   // A selector's "no such kernel": the op asked for keys no generator wrote.
   if (id == KernelId::count)
@@ -125,6 +150,7 @@ kaio_status ModuleCache::function(KernelId id, BuiltinFunction *out) {
   r.function = f;
   r.info = &k;
   r.shared_bytes = shared;
+  r.max_clusters = max_active_clusters(device_, f, k, shared);
   slot.store(f, std::memory_order_release);  // publishes resolved_[index]
   *out = resolved_[index];
   return KAIO_OK;

@@ -154,12 +154,13 @@ kaio_status check_output(const kaio_device *device, const Int4Plan &p,
 
 // M > 16 on sm_90a: the fused wgmma kernel, for op handles and one-shot
 // calls alike (it needs no workspace). Its tiles: 128 weight columns by 128
-// or 256 rows, the 256-row one also with K split over a pair of CTAs (a
+// or 256 rows, the 256-row one also with K split over 2 or 4 CTAs (a
 // cluster whose partial tiles meet in shared memory). The 128-row kernel
 // dequantizes in the consumers' registers (Variant::none), the 256-row ones in
 // a warpgroup of their own into shared memory (Variant::ss;
 // ptx/quant_int4_ss.py). Cost: waves of CTAs times K steps per CTA times the
-// time of a step, measured on the H100 (ptx/gen_quant_int4_sm90.py): about
+// time of a step (a wave of split tiles: the clusters the driver says fit at
+// once), measured on the H100 (ptx/gen_quant_int4_sm90.py): about
 // 0.84 us for 128 rows; 0.97 for 256 rows (4-7% under the 1.02 of the removed
 // 256-row register kernel, bench_quant --prefill). So M = 512 at N = 4096 takes one
 // wave of 128 split 256-row CTAs (32 steps each) instead of 128 unsplit
@@ -172,26 +173,38 @@ struct FusedTile {
 };
 constexpr kernels::Variant kRegs = kernels::Variant::none, kShared = kernels::Variant::ss;
 constexpr FusedTile kFusedTiles[] = {{256, 1, 97, kShared}, {128, 1, 84, kRegs},
-                                     {256, 2, 97, kShared}};
+                                     {256, 2, 97, kShared}, {256, 4, 97, kShared}};
 constexpr int64_t kFusedStepK = 64;   // K per step (the generator's BK)
 
-int64_t fused_cost(const Int4Plan &p, const FusedTile &f, int64_t sms, int64_t steps) {
+int64_t fused_cost(const Int4Plan &p, const FusedTile &f, int64_t wave, int64_t steps) {
   const int64_t ctas = ((p.m + f.rows - 1) / f.rows) * ((p.n[0] + 127) / 128) * f.split;
-  return (ctas + sms - 1) / sms * ((steps + f.split - 1) / f.split) * f.step_cost;
+  return (ctas + wave - 1) / wave * ((steps + f.split - 1) / f.split) * f.step_cost;
 }
 
 kaio_status plan_fused(kaio_device *device, Int4Plan *p, const std::string &why) {
-  const int64_t sms = device->info.sm_count;
   const int64_t steps = (p->k + kFusedStepK - 1) / kFusedStepK;
-  const FamilyCheck pairs = check_family(device, ModuleId::quant_int4_sm90_k2, true);
-  const FusedTile *best = &kFusedTiles[0];
-  for (const FusedTile &f : kFusedTiles)   // each CTA of a split needs a K step of its own
-    if (steps >= f.split && (f.split == 1 || pairs.ok()) &&
-        fused_cost(*p, f, sms, steps) < fused_cost(*p, *best, sms, steps))
-      best = &f;
+  const FamilyCheck splits = check_family(device, ModuleId::quant_int4_sm90_split, true);
+  const FusedTile *best = nullptr;
   BuiltinFunction fn;
-  KAIO_TRY(device->modules->function(
-      kernels::int4_mm_sm90(best->variant, p->in_dtype, best->rows, best->split), &fn));
+  int64_t best_cost = 0;
+  for (const FusedTile &f : kFusedTiles) {
+    // each CTA of a split needs a K step of its own: CTA z takes ceil(steps / split) from z times that
+    if (steps <= (f.split - 1) * ((steps + f.split - 1) / f.split) || (f.split > 1 && !splits.ok()))
+      continue;
+    BuiltinFunction candidate;
+    KAIO_TRY(device->modules->function(
+        kernels::int4_mm_sm90(f.variant, p->in_dtype, f.rows, f.split), &candidate));
+    // a wave: a CTA on every SM, or as many clusters as the driver says fit at
+    // once (on the H100, fewer than 132 / 4 of 4 CTAs: whole clusters per GPC)
+    const int64_t wave = candidate.max_clusters > 0 ? int64_t{candidate.max_clusters} * f.split
+                                                    : int64_t{device->info.sm_count};
+    const int64_t cost = fused_cost(*p, f, wave, steps);
+    if (!best || cost < best_cost) {
+      best = &f;
+      best_cost = cost;
+      fn = candidate;
+    }
+  }
   if (fn.info->cols_per_block == 0 || !tma_box(fn, "tmap_x", p->box_a) ||
       !tma_box(fn, "tmap_qw", p->box_b))
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 wgmma kernel lacks its launch facts.",
@@ -200,11 +213,19 @@ kaio_status plan_fused(kaio_device *device, Int4Plan *p, const std::string &why)
   kp.grid =
       static_cast<unsigned>((p->n[0] + fn.info->cols_per_block - 1) / fn.info->cols_per_block);
   kp.grid_y = static_cast<unsigned>((p->m + p->box_a[1] - 1) / p->box_a[1]);
-  kp.grid_z = static_cast<unsigned>(best->split);   // the split kernels' clusters are 1 x 1 x 2
+  // X's box is the tile's rows, or M rows where M is fewer: a box reaching
+  // past M loads slowly, and the kernel expects min(M, tile rows) rows a stage
+  if (p->m < p->box_a[1]) p->box_a[1] = static_cast<unsigned>(p->m);
+  kp.grid_z = static_cast<unsigned>(best->split);   // the split kernels' clusters are 1 x 1 x split
   p->fused = true;
   if (log_enabled())
     log_kernel(device, kp.function,
-               "AUTO: M > 16, " + why + (pairs.ok() ? "" : "; K never split: " + pairs.why));
+               "AUTO: M > 16, " + why +
+                   (best->split > 1 && fn.max_clusters > 0
+                        ? "; K split " + std::to_string(best->split) + " ways, clusters a wave: " +
+                              std::to_string(fn.max_clusters)
+                        : "") +
+                   (splits.ok() ? "" : "; K never split: " + splits.why));
   return KAIO_OK;
 }
 

@@ -19,7 +19,6 @@ constexpr int CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1;
 constexpr int CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2;
 constexpr unsigned long long kKnownProcAddressFlags = 0x3;
 constexpr int kMaxDevices = 64;
-constexpr int kSmCount = 4;
 constexpr int kL2Bytes = 1 << 20;
 
 bool parse_ll(std::string_view text, long long &out) {

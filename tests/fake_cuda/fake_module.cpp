@@ -401,4 +401,30 @@ CUresult kaio_fake_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction fun
                        config->sharedMemBytes, config->hStream, params, extra, programmatic);
 }
 
+// Clusters of a kernel whose size .reqnctapercluster fixes, as many as fit at
+// once: CTAs an SM by shared memory (each reserves 1 KiB, as on sm_90) and by
+// threads, over the SMs, grouped by the cluster size. The fake has no GPCs
+// (a real GPU's count can be lower: a cluster stays inside one GPC). Cluster
+// sizes from launch attributes, and kernels without any, are not modelled.
+CUresult kaio_fake_cuOccupancyMaxActiveClusters(int *clusters, CUfunction function,
+                                                const CUlaunchConfig *config) {
+  auto lock = lock_state();
+  CUfunc_st *f = nullptr;
+  if (CUresult r = lookup_function(function, &f)) return r;
+  if (!clusters || !config || (config->numAttrs > 0 && !config->attrs))
+    return CUDA_ERROR_INVALID_VALUE;
+  const ptx::Entry &e = *f->entry;
+  const unsigned size = e.cluster[0] * e.cluster[1] * e.cluster[2];
+  if (size == 0 || config->numAttrs > 0) return kNotSupported;
+  const unsigned threads = config->blockDimX * config->blockDimY * config->blockDimZ;
+  if (threads == 0 || threads > (e.maxntid ? e.maxntid : 1024u) ||
+      config->sharedMemBytes > static_cast<unsigned>(f->max_dynamic_shared))
+    return CUDA_ERROR_INVALID_VALUE;
+  const unsigned per_cta =
+      static_cast<unsigned>(e.static_shared_bytes) + config->sharedMemBytes + 1024;
+  const unsigned per_sm = std::min((kOptInSharedBytes + 1024u) / per_cta, 2048u / threads);
+  *clusters = static_cast<int>(kSmCount * per_sm / size);
+  return CUDA_SUCCESS;
+}
+
 }  // namespace kaio::fake

@@ -55,6 +55,7 @@ constexpr int CU_FUNC_ATTRIBUTE_CACHE_MODE_CA = 7;
 constexpr int CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9;
 constexpr int kOptInSharedBytes = 232448;
 constexpr int kDefaultSharedBytes = 48 * 1024;
+constexpr int kSmCount = 4;  // deliberately few: grids of a few CTAs span several waves
 
 struct Config {
   int devices = 2;

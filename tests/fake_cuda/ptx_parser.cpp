@@ -224,6 +224,8 @@ bool parse_performance_directives(Cursor &c, Entry &entry, bool &has_body, std::
       entry.maxntid = dims[0] * dims[1] * dims[2];
     } else if (tok == ".reqntid") {
       if (!parse_dims(c, entry.reqntid)) return fail(why, "malformed .reqntid");
+    } else if (tok == ".reqnctapercluster") {
+      if (!parse_dims(c, entry.cluster)) return fail(why, "malformed .reqnctapercluster");
     }
   }
 }

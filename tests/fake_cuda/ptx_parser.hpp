@@ -22,6 +22,7 @@ struct Entry {
   size_t param_bytes = 0;           // end of the last parameter, no tail padding
   unsigned maxntid = 0;             // product of .maxntid; 0 when absent
   unsigned reqntid[3] = {0, 0, 0};  // .reqntid x, y, z; all 0 when absent
+  unsigned cluster[3] = {0, 0, 0};  // .reqnctapercluster x, y, z; all 0 when absent
   // Static .shared bytes: the entry's own declarations plus the module-scope
   // ones it names (.extern .shared arrays are dynamic and count nothing).
   size_t static_shared_bytes = 0;

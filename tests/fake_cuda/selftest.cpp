@@ -751,6 +751,45 @@ void test_launch_ex(CUmodule m) {
   CHECK_EQ(api.cuStreamDestroy(s), kOk);
 }
 
+// cuOccupancyMaxActiveClusters on kernels whose cluster size
+// .reqnctapercluster fixes (libkaio asks it once of each split kernel, for
+// its wave counts): with one CTA an SM, at least one cluster and at most the
+// SMs over the cluster size; NULL arguments refused.
+const char kClusterPtx[] =
+    ".version 7.8\n.target sm_90\n.address_size 64\n"
+    ".visible .entry pair() .maxntid 128, 1, 1 .reqnctapercluster 2, 1, 1\n{ ret; }\n"
+    ".visible .entry quad() .maxntid 128, 1, 1 .reqnctapercluster 1, 1, 4\n{ ret; }\n";
+
+void test_occupancy_clusters() {
+  if (!api.cuOccupancyMaxActiveClusters) return;  // test_resolution failed already
+  CUmodule m = nullptr;
+  CHECK_EQ(load(kClusterPtx, &m).result, kOk);
+  if (!m) return;
+  CUdevice dev = 0;
+  int sms = 0;
+  CHECK_EQ(api.cuDeviceGet(&dev, 0), kOk);
+  CHECK_EQ(api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), kOk);
+  const int most = 200 * 1024;  // one CTA an SM
+  struct Case {
+    const char *name;
+    unsigned x, z;
+  };
+  for (const Case k : {Case{"pair", 2, 1}, Case{"quad", 1, 4}}) {
+    CUfunction f = function(m, k.name);
+    CHECK_EQ(api.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, most), kOk);
+    CUlaunchConfig c{k.x, 1, k.z, 128, 1, 1, static_cast<unsigned>(most), nullptr, nullptr, 0};
+    int clusters = -1;
+    CHECK_EQ(api.cuOccupancyMaxActiveClusters(&clusters, f, &c), kOk);
+    CHECK(clusters >= 1 && clusters * static_cast<int>(k.x * k.z) <= sms);
+    if (fake) CHECK_EQ(clusters, sms / static_cast<int>(k.x * k.z));
+    CHECK_EQ(api.cuOccupancyMaxActiveClusters(nullptr, f, &c), CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ(api.cuOccupancyMaxActiveClusters(&clusters, f, nullptr), CUDA_ERROR_INVALID_VALUE);
+    std::printf("fake_cuda selftest: %s: %d clusters of %u at once on %d SMs\n", k.name, clusters,
+                k.x * k.z, sms);
+  }
+  CHECK_EQ(api.cuModuleUnload(m), kOk);
+}
+
 void test_launch_params(CUmodule m) {
   CUfunction k = function(m, "k"), twelve = function(m, "twelve"), nop = function(m, "nop");
   uint32_t a = 0xa1a2a3a4;
@@ -999,6 +1038,7 @@ int main(int argc, char **argv) {
     test_launch_params(m);
     test_launch_ex(m);
     test_static_shared();
+    test_occupancy_clusters();
     test_threads();
     if (fake) {
       test_foreign_context(m);

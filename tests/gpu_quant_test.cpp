@@ -343,7 +343,8 @@ TEST_F(GpuQuantInt4, EveryGroupSizeWithAndWithoutZeros) {
 }
 
 TEST_F(GpuQuantInt4, DecodeRowsDtypesAndStrides) {
-  for (int64_t m : {1, 3, 8, 9, 16}) check({m, 72, 512, 128, true});
+  // 17 and 32: on sm_90a too, the decode kernel (two slices of 16 rows)
+  for (int64_t m : {1, 3, 8, 9, 16, 17, 32}) check({m, 72, 512, 128, true});
   check({4, 136, 1024, 128, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32});
   check({16, 256, 1024, 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16, false, 16});
   check({7, 64, 256, 32, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16, true, 8});

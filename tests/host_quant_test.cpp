@@ -208,6 +208,12 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   l = last_launch();
   EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m128");
   EXPECT_EQ(l.grid[2], 1u);
+  // M = 32 (and 17-31): the decode kernel, two slices of 16 rows
+  kaio_tensor a32 = at(8, KAIO_DTYPE_BF16, 32, k), c32 = at(16, KAIO_DTYPE_BF16, 32, n);
+  KT_OK(kaio_matmul_int4(s(), &a32, &qw, &qz, &sc, &c32, &d));
+  l = last_launch();
+  EXPECT_EQ(l.name.rfind("kaio_int4_gemv_bf16_m16", 0), 0u) << l.name;
+  EXPECT_EQ(l.grid[2], 2u);
   // M = 1000: 4 x 2 CTAs of 256 rows in two waves of the 4 SMs, no slower than
   // 8 x 2 of 128 rows in four: the 256-row tile
   kaio_tensor big_a = at(8, KAIO_DTYPE_BF16, 1000, k), big_c = at(16, KAIO_DTYPE_BF16, 1000, n);

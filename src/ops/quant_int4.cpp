@@ -23,6 +23,11 @@ namespace {
 
 constexpr int64_t kDecodeMaxRows = 16;
 constexpr int64_t kFusedMaxRows = 4096;   // op handles: the sm_90a fused kernel up to here
+// sm_90a: up to here the decode kernel (16-row slices of CTAs, the second
+// reading W mostly from L2) beats the fused one: 1.0-2.4x at M 17 and 32 on
+// the Llama shapes of bench/RESULTS.md (session 19); at M 48 and 64 it wins
+// on some shapes and loses on others, so the fused kernel keeps those.
+constexpr int64_t kDecodeOverFusedRows = 32;
 constexpr int64_t kKStep = 32;           // the decode kernel's K step
 constexpr int64_t kMaxGridYZ = 65535;
 constexpr uint32_t kSignedMask = 0x88888888u;  // signed nibble s -> unsigned s + 8
@@ -316,8 +321,9 @@ kaio_status plan_unlogged(kaio_device *device, Int4Plan *p, bool allow_prefill) 
   const bool tall = !p->qkv && p->m > kDecodeMaxRows;
   const FamilyCheck hopper = tall ? check_family(device, ModuleId::quant_int4_sm90, true)
                                   : FamilyCheck{};
-  if (tall && fused_rows && hopper.ok()) return plan_fused(device, p, hopper.why);
-  if (allow_prefill && tall)
+  const bool few = tall && hopper.ok() && p->m <= kDecodeOverFusedRows;
+  if (tall && fused_rows && hopper.ok() && !few) return plan_fused(device, p, hopper.why);
+  if (allow_prefill && tall && !few)
     return plan_prefill(device, p,
                         hopper.ok() ? "M > " + std::to_string(kFusedMaxRows) : hopper.why);
   // Where the device runs sm_90 and the driver loads the twins' PTX (7.8): the
@@ -338,7 +344,9 @@ kaio_status plan_unlogged(kaio_device *device, Int4Plan *p, bool allow_prefill) 
   kp.grid_z = static_cast<unsigned>((p->m + rows_per_block - 1) / rows_per_block);
   if (log_enabled())
     log_kernel(device, kp.function,
-               (tall ? "AUTO: one-shot M > 16, the decode kernel; " + hopper.why
+               (few    ? "AUTO: M <= " + std::to_string(kDecodeOverFusedRows) +
+                             ", the decode kernel (faster there than the fused one)"
+                : tall ? "AUTO: one-shot M > 16, the decode kernel; " + hopper.why
                 : p->qkv ? std::string("QKV: the decode kernel, the only family")
                          : std::string("M <= 16: the decode kernel")) +
                    (pdl.ok() ? "; dependent launch (" : "; plain launch (") + pdl.why + ")");

@@ -382,11 +382,11 @@ TEST_F(GpuQuantInt4, ContiguousKKernelsOfEveryWarpCount) {
 // K = 32 x odd leaves half of the last 64-wide K step past K; g = 32 puts two
 // groups in every step; M and N off the tiles; the signed format; padded rows.
 TEST_F(GpuQuantInt4, PrefillKTailsGroupsOfThirtyTwoAndOddTiles) {
-  check({33, 72, 96, 96, true});
-  // M > 32: on sm_90a the fused kernel (M 17-32 run the decode kernel)
-  check({36, 64, 160, 32, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16, true});
+  // M > 64: on sm_90a the fused kernel (fewer rows at N <= 4096 run the decode kernel)
+  check({65, 72, 96, 96, true});
+  check({68, 64, 160, 32, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16, true});
   // f16 folds the signed format's xor into its nibble lop3: both formats on both paths
-  check({40, 64, 256, 64, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_F16, KAIO_DTYPE_F32});
+  check({72, 64, 256, 64, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_F16, KAIO_DTYPE_F32});
   check({300, 136, 224, 32, true, 1, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16, false, 8});
   check({257, 264, 512, 128, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32, true});
   // C one element off a 16-byte boundary: the element-store epilogue

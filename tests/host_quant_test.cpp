@@ -154,10 +154,11 @@ TEST_F(FakeQuant, Int8QkvIsOneLaunchOverThreeWeightSets) {
   EXPECT_EQ(l.grid[2], 1u);
 }
 
-// M > 16 on the fake sm_90: one launch of the wgmma kernel for one-shot calls
-// and op handles alike, no workspace; X and qweight as TMA maps.
+// M > 64 (or > 32 with N > 4096) on the fake sm_90: one launch of the wgmma
+// kernel for one-shot calls and op handles alike, no workspace; X and qweight
+// as TMA maps. Fewer rows run the decode kernel.
 TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
-  const int64_t m = 40, k = 256, n = 136;
+  const int64_t m = 72, k = 256, n = 136;
   kaio_matmul_int4_desc d;
   KT_OK(kaio_matmul_int4_desc_init(&d, sizeof d));
   d.in_dtype = KAIO_DTYPE_BF16;
@@ -172,7 +173,7 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   // CTA pairs fills them, 2 of the 4 K steps each
   EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m256_k2_ss");
   EXPECT_EQ(l.grid[0], 2u);  // ceil(136 / 128) weight columns
-  EXPECT_EQ(l.grid[1], 1u);  // ceil(40 / 256) rows
+  EXPECT_EQ(l.grid[1], 1u);  // ceil(72 / 256) rows
   EXPECT_EQ(l.grid[2], 2u);  // the K halves: a cluster of 2
   EXPECT_EQ(l.block[0], 384u);
   struct Record {
@@ -208,12 +209,15 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   l = last_launch();
   EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m128");
   EXPECT_EQ(l.grid[2], 1u);
-  // M = 32 (and 17-31): the decode kernel, two slices of 16 rows
-  kaio_tensor a32 = at(8, KAIO_DTYPE_BF16, 32, k), c32 = at(16, KAIO_DTYPE_BF16, 32, n);
-  KT_OK(kaio_matmul_int4(s(), &a32, &qw, &qz, &sc, &c32, &d));
-  l = last_launch();
-  EXPECT_EQ(l.name.rfind("kaio_int4_gemv_bf16_m16", 0), 0u) << l.name;
-  EXPECT_EQ(l.grid[2], 2u);
+  // M = 32 (and 17-31): the decode kernel, two slices of 16 rows; M = 64 too
+  // while N <= 4096 (four slices)
+  for (const int64_t rows : {int64_t{32}, int64_t{64}}) {
+    kaio_tensor ar = at(8, KAIO_DTYPE_BF16, rows, k), cr = at(16, KAIO_DTYPE_BF16, rows, n);
+    KT_OK(kaio_matmul_int4(s(), &ar, &qw, &qz, &sc, &cr, &d));
+    l = last_launch();
+    EXPECT_EQ(l.name.rfind("kaio_int4_gemv_bf16_m16", 0), 0u) << l.name;
+    EXPECT_EQ(l.grid[2], static_cast<unsigned>(rows / 16));
+  }
   // M = 1000: 4 x 2 CTAs of 256 rows in two waves of the 4 SMs, no slower than
   // 8 x 2 of 128 rows in four: the 256-row tile
   kaio_tensor big_a = at(8, KAIO_DTYPE_BF16, 1000, k), big_c = at(16, KAIO_DTYPE_BF16, 1000, n);
@@ -224,7 +228,7 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   EXPECT_EQ(l.grid[2], 1u);
   EXPECT_EQ(launch_param<Record>(0).box, 64u | (uint64_t{256} << 32));
 
-  d.m = 64;
+  d.m = m;
   d.n = n;
   d.k = k;
   unsigned long long allocs = kt::fake().live_allocations();
@@ -232,7 +236,7 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   KT_OK(kaio_op_create_matmul_int4(&op, dev_.get(), &d));
   kt::Op guard(op);
   EXPECT_EQ(kt::fake().live_allocations(), allocs) << "no workspace on sm_90";
-  kaio_tensor t[5] = {at(0, KAIO_DTYPE_BF16, 64, k), qw, {}, sc, at(4, KAIO_DTYPE_BF16, 64, n)};
+  kaio_tensor t[5] = {a, qw, {}, sc, c};
   unsigned long long before = kt::fake().launch_count();
   KT_OK(kaio_op_launch(op, s(), t, 5));
   EXPECT_EQ(kt::fake().launch_count(), before + 1);

@@ -23,11 +23,13 @@ namespace {
 
 constexpr int64_t kDecodeMaxRows = 16;
 constexpr int64_t kFusedMaxRows = 4096;   // op handles: the sm_90a fused kernel up to here
-// sm_90a: up to here the decode kernel (16-row slices of CTAs, the second
-// reading W mostly from L2) beats the fused one: 1.0-2.4x at M 17 and 32 on
-// the Llama shapes of bench/RESULTS.md (session 19); at M 48 and 64 it wins
-// on some shapes and loses on others, so the fused kernel keeps those.
-constexpr int64_t kDecodeOverFusedRows = 32;
+// sm_90a: up to kDecodeOverFusedRows the decode kernel (16-row slices of
+// CTAs, the second reading W mostly from L2) beats the fused one, 1.0-2.4x at
+// M 17 and 32 on the Llama shapes of bench/RESULTS.md (session 19). At M 48
+// and 64 it wins (1.4-1.9x) only where the fused kernel has few column tiles
+// (N <= 4096) and loses where it has many (N >= 6144 at M 64), so up to
+// kDecodeNarrowRows only outputs of at most kDecodeNarrowCols columns take it.
+constexpr int64_t kDecodeOverFusedRows = 32, kDecodeNarrowRows = 64, kDecodeNarrowCols = 4096;
 constexpr int64_t kKStep = 32;           // the decode kernel's K step
 constexpr int64_t kMaxGridYZ = 65535;
 constexpr uint32_t kSignedMask = 0x88888888u;  // signed nibble s -> unsigned s + 8
@@ -321,7 +323,9 @@ kaio_status plan_unlogged(kaio_device *device, Int4Plan *p, bool allow_prefill) 
   const bool tall = !p->qkv && p->m > kDecodeMaxRows;
   const FamilyCheck hopper = tall ? check_family(device, ModuleId::quant_int4_sm90, true)
                                   : FamilyCheck{};
-  const bool few = tall && hopper.ok() && p->m <= kDecodeOverFusedRows;
+  const bool few = tall && hopper.ok() &&
+                   (p->m <= kDecodeOverFusedRows ||
+                    (p->m <= kDecodeNarrowRows && p->n[0] <= kDecodeNarrowCols));
   if (tall && fused_rows && hopper.ok() && !few) return plan_fused(device, p, hopper.why);
   if (allow_prefill && tall && !few)
     return plan_prefill(device, p,
@@ -344,8 +348,8 @@ kaio_status plan_unlogged(kaio_device *device, Int4Plan *p, bool allow_prefill) 
   kp.grid_z = static_cast<unsigned>((p->m + rows_per_block - 1) / rows_per_block);
   if (log_enabled())
     log_kernel(device, kp.function,
-               (few    ? "AUTO: M <= " + std::to_string(kDecodeOverFusedRows) +
-                             ", the decode kernel (faster there than the fused one)"
+               (few    ? std::string("AUTO: M <= 32, or <= 64 with N <= 4096: the decode kernel "
+                                     "(faster there than the fused one)")
                 : tall ? "AUTO: one-shot M > 16, the decode kernel; " + hopper.why
                 : p->qkv ? std::string("QKV: the decode kernel, the only family")
                          : std::string("M <= 16: the decode kernel")) +

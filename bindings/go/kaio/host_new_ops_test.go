@@ -146,15 +146,15 @@ func TestQuantizedMatmulsOnTheFake(t *testing.T) {
 	bad.GroupSize = 96
 	expectErr(t, kaio.MatmulInt4(s, a, w, c4, bad), kaio.StatusInvalidArgument, "kaio_matmul_int4", "group_size", "96")
 	d4 := kaio.DefaultMatmulInt4Desc()
-	d4.M, d4.N, d4.K = 64, n, k
+	d4.M, d4.N, d4.K = 72, n, k
 	op4 := must(d0.NewMatmulInt4Op(d4)).get(t)
 	defer op4.Close()
-	a64, c64 := fakeBuf(t, d0, kaio.DTypeF16, 64, k), fakeBuf(t, d0, kaio.DTypeF32, 64, n)
+	a72, c72 := fakeBuf(t, d0, kaio.DTypeF16, 72, k), fakeBuf(t, d0, kaio.DTypeF32, 72, n)
 	n0 = h.LaunchCount()
-	ok(t, op4.Launch(s, a64, w.QWeight, w.QZeros, w.Scales, c64))
+	ok(t, op4.Launch(s, a72, w.QWeight, w.QZeros, w.Scales, c72))
 	// which tile (128 or 256 rows, K split or not) is libkaio's choice, tested in C++
 	if h.LaunchCount() != n0+1 || !strings.HasPrefix(lastKernel(t), "kaio_int4_mm_sm90_f16_m") {
-		t.Fatal("M > 16 on the fake sm_90 should be one launch of the dequantize-into-wgmma kernel, not " +
+		t.Fatal("M > 64 on the fake sm_90 should be one launch of the dequantize-into-wgmma kernel, not " +
 			lastKernel(t))
 	}
 	ok(t, kaio.Int4RepackKAIO(s, fakeBuf(t, d0, kaio.DTypeU32, 300, 16), fakeBuf(t, d0, kaio.DTypeU32, 16, 300)))

@@ -121,7 +121,7 @@ fn quantized_matmuls_launch_and_report_errors_on_the_fake() {
     let a8 = Buffer::<i8>::alloc(&d0, 4 * 64).unwrap();
     let b8 = Buffer::<i8>::alloc(&d0, 32 * 64).unwrap();
     let sa = Buffer::<f32>::alloc(&d0, 4).unwrap();
-    let c = Buffer::<f32>::alloc(&d0, 64 * 96).unwrap();
+    let c = Buffer::<f32>::alloc(&d0, 72 * 96).unwrap();
     let n0 = fake.launches();
     kaio::matmul_int8(&s, &a8.view(4, 64), &b8.view(32, 64), Some(&sa.view(1, 4)), None, &c.view(4, 32), &Default::default())
         .unwrap();
@@ -138,7 +138,7 @@ fn quantized_matmuls_launch_and_report_errors_on_the_fake() {
 
     // INT4 GPTQ: A 2 x 256 f16, K 256, N 64, group 128.
     let (m, k, n) = (2, 256, 64);
-    let a = Buffer::<F16>::alloc(&d0, 64 * k).unwrap();
+    let a = Buffer::<F16>::alloc(&d0, 72 * k).unwrap();
     let qw = Buffer::<u32>::alloc(&d0, k / 8 * n).unwrap();
     let qz = Buffer::<u32>::alloc(&d0, k / 128 * n / 8).unwrap();
     let sc = Buffer::<F16>::alloc(&d0, k / 128 * n).unwrap();
@@ -146,11 +146,11 @@ fn quantized_matmuls_launch_and_report_errors_on_the_fake() {
     let n0 = fake.launches();
     kaio::matmul_int4(&s, &a.view(m, k), &w, &c.view(m, n), &Default::default()).unwrap();
     launched(&fake, n0, "matmul_int4");
-    let d4 = MatmulInt4Desc { m: 64, n, k, ..Default::default() };
+    let d4 = MatmulInt4Desc { m: 72, n, k, ..Default::default() };
     let op = Op::matmul_int4(&d0, &d4).unwrap();
     let n0 = fake.launches();
-    op.launch(&s, &[a.view(64, k), w.qweight, w.qzeros.unwrap(), w.scales, c.view(64, n)]).unwrap();
-    assert_eq!(fake.launches(), n0 + 1, "M > 16 on the fake sm_90: one dequantize-into-wgmma launch");
+    op.launch(&s, &[a.view(72, k), w.qweight, w.qzeros.unwrap(), w.scales, c.view(72, n)]).unwrap();
+    assert_eq!(fake.launches(), n0 + 1, "M > 64 on the fake sm_90: one dequantize-into-wgmma launch");
     expect_err(
         kaio::matmul_int4(&s, &a.view(m, k), &w, &c.view(m, n), &MatmulInt4Desc { group_size: 96, ..Default::default() }),
         Status::INVALID_ARGUMENT,

@@ -873,14 +873,15 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_matmul_int8(kaio_stream *stream, const 
  * 4; scales 8-byte aligned, row stride a multiple of 4.
  * Kernels: M <= 16 runs the decode kernel, which reads each weight byte
  * once per 16 rows of A with 16-byte loads and dequantizes in registers for
- * mma.sync. M > 16 on compute capability 9.0 (sm_90a): one kernel that
- * dequantizes in registers straight into wgmma, no workspace, for one-shot
- * calls and for op handles up to M = 2048; where its tiles would leave SMs
- * idle, CTA pairs (thread block clusters) split K and sum their partial
- * tiles in shared memory, in a fixed order. Otherwise op handles with M > 16
- * own a K×N workspace in A's dtype: each launch dequantizes into it and runs
- * the tensor-core matmul (two launches); one-shot calls run the decode
- * kernel over tiles of 16 rows.
+ * mma.sync; on compute capability 9.0 it also takes M <= 32, and M <= 64
+ * where N <= 4096 (slices of 16 rows, faster there). Larger M on compute
+ * capability 9.0 (sm_90a): one kernel that dequantizes straight into wgmma,
+ * no workspace, for one-shot calls and for op handles up to M = 4096; where
+ * its tiles would leave SMs idle, clusters of 2 or 4 CTAs split K and sum
+ * their partial tiles in shared memory, in a fixed order. Otherwise op
+ * handles with M > 16 own a K×N workspace in A's dtype: each launch
+ * dequantizes into it and runs the tensor-core matmul (two launches);
+ * one-shot calls run the decode kernel over tiles of 16 rows.
  *                     launch tensors: {A, qweight, qzeros, scales, C} */
 typedef int32_t kaio_int4_format;
 enum { KAIO_INT4_GPTQ = 0, KAIO_INT4_SIGNED = 1 };

@@ -236,7 +236,8 @@ impl Op {
     }
 
     /// A prepared INT4 matmul; M > 16 owns a K×N workspace except on compute
-    /// capability 9.0 up to M = 2048 (one fused kernel there). Launch tensors:
+    /// capability 9.0 up to M = 4096 (the decode kernel or one fused kernel
+    /// there, see `kaio_matmul_int4`'s "Kernels"). Launch tensors:
     /// `[A, qweight, qzeros, scales, C]`.
     pub fn matmul_int4(device: &Device, desc: &MatmulInt4Desc) -> Result<Op> {
         let d = desc.to_raw()?;

@@ -115,7 +115,8 @@ type Int4Weight struct {
 }
 
 // NewMatmulInt4Op prepares an INT4 matmul; M > 16 owns a K×N workspace, except
-// on compute capability 9.0 up to M = 2048 (one fused kernel there).
+// on compute capability 9.0 up to M = 4096 (the decode kernel or one fused
+// kernel there, see kaio_matmul_int4's "Kernels" in kaio.h).
 // Launch tensors: A, qweight, qzeros, scales, C.
 func (d *Device) NewMatmulInt4Op(desc MatmulInt4Desc) (*Op, error) {
 	cd, err := desc.c(false)

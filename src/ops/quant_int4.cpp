@@ -24,7 +24,7 @@ namespace {
 constexpr int64_t kDecodeMaxRows = 16;
 constexpr int64_t kFusedMaxRows = 4096;   // op handles: the sm_90a fused kernel up to here
 // sm_90a: up to kDecodeOverFusedRows the decode kernel (16-row slices of
-// CTAs, the second reading W mostly from L2) beats the fused one, 1.0-2.4x at
+// CTAs, the second reading W mostly from L2) beats the fused one, 1.0-2.5x at
 // M 17 and 32 on the Llama shapes of bench/RESULTS.md (session 19). At M 48
 // and 64 it wins (1.4-1.9x) only where the fused kernel has few column tiles
 // (N <= 4096) and loses where it has many (N >= 6144 at M 64), so up to

@@ -422,7 +422,8 @@ CUresult kaio_fake_cuOccupancyMaxActiveClusters(int *clusters, CUfunction functi
     return CUDA_ERROR_INVALID_VALUE;
   const unsigned per_cta =
       static_cast<unsigned>(e.static_shared_bytes) + config->sharedMemBytes + 1024;
-  const unsigned per_sm = std::min((kOptInSharedBytes + 1024u) / per_cta, 2048u / threads);
+  const unsigned per_sm =
+      std::min(unsigned{kSharedPerSm} / per_cta, unsigned{kThreadsPerSm} / threads);
   *clusters = static_cast<int>(kSmCount * per_sm / size);
   return CUDA_SUCCESS;
 }

@@ -56,6 +56,8 @@ constexpr int CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9;
 constexpr int kOptInSharedBytes = 232448;
 constexpr int kDefaultSharedBytes = 48 * 1024;
 constexpr int kSmCount = 4;  // deliberately few: grids of a few CTAs span several waves
+constexpr int kSharedPerSm = kOptInSharedBytes + 1024;  // each CTA reserves 1 KiB of it (sm_90)
+constexpr int kThreadsPerSm = 2048;
 
 struct Config {
   int devices = 2;

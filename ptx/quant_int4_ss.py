@@ -1,10 +1,11 @@
-"""The "_ss" roles of the sm_90a W4A16 prefill kernel (ptx/gen_quant_int4_sm90.py):
+"""The roles of the sm_90a W4A16 prefill kernel (ptx/gen_quant_int4_sm90.py):
 the weight is dequantized into shared memory by a warpgroup of its own, and
-the consumers run wgmma with both operands from shared memory.
+the consumers run wgmma with both operands from shared memory ("_ss").
 
-Why: in the register-A kernel each consumer warp dequantizes its A operand
-in front of its wgmma; ncu put the limit there (tensor pipe 70-72 % busy,
-the dequantization's dependent chain with two consumer warps a scheduler).
+Why: in the register-A kernel (removed in session 20) each consumer warp
+dequantized its A operand in front of its wgmma; ncu put the limit there
+(tensor pipe 70-72 % busy, the dequantization's dependent chain with two
+consumer warps a scheduler).
 
   * 384 threads: a dequantizing warpgroup (DQ_REGS) and two wgmma consumer
     warpgroups (CS_REGS): DQ + 2 CS = 3 x 168, the registers a thread had
@@ -17,13 +18,13 @@ the dequantization's dependent chain with two consumer warps a scheduler).
     issued them after publishing a step, waiting for that release: its
     whole warp waited, 1.7-1.9x slower than the register kernel; waiting
     for step i - 2's release instead (2 steps ahead) matched it.)
-  * Shared memory: the STAGES stages of X and qweight as before, plus
+  * Shared memory: the STAGES stages of X and qweight, plus
     STAGES stages of W^T, 128 rows (the CTA's weight columns) of 64 k,
     16 KiB, in wgmma's K-major 128-byte-swizzled layout (X's layout): row n,
     16-byte chunk j at n * 128 + ((j ^ (n % 8)) * 16).  A consumer's A is
     its 64 rows (+ 8 KiB), a k16 step + 32 B, as X.  209 KiB at BM = 256.
   * Dequantizer thread c owns column c: per step its 8 qweight words (one a
-    16-byte chunk: k 8j .. 8j + 7 of row c), dequantized with the register
+    16-byte chunk: k 8j .. 8j + 7 of row c), dequantized with the decode
     kernel's arithmetic ((q ^ xmask) - (z + zoff) exact, times the scale
     rounded once), one 16-byte store each; lanes on consecutive rows hit all
     8 chunk positions, so the stores and the word loads are conflict-free.
@@ -35,11 +36,10 @@ the dequantization's dependent chain with two consumer warps a scheduler).
     arrival, which the consumers waited for).
   * Consumers: wait full[s] and wfull[s], four wgmma of m64 n<BM> k16 with
     descriptors for both, commit, wait_group 1, release the stage before:
-    no other work in the mainloop.  The epilogues are the register kernel's.
+    no other work in the mainloop.  The epilogues are in gen_quant_int4_sm90.py.
   Measured (bench_quant --prefill, H100 and H200): 4-8 % faster than the
   register kernel at BM = 256, split or not, f16 and bf16 (H100, M = 2048,
   N = K = 4096 99.4 against 104.5 us); ncu (H200): tensor pipe 80 % busy.
-consumer_thread and drain serve the register kernel's consumers too.
 """
 
 from kaio_ptx import mbarrier, wgmma
@@ -185,8 +185,9 @@ def consumer(k, T, dt, base, bars, nsteps, stages, wfull, finish, load):
     issuer = k.p("setp.eq.u32", k.r("mov.u32", "%tid.x"), 128)
     preload(k, issuer, load, k.r("min.u32", nsteps, stages))
     acc = k.regs("f", T.bm // 2)
-    # descriptors by 32-bit adds to the start address field (see the register
-    # kernel): 128-B swizzle, LBO 16, SBO 1024; the stages are 1024-aligned
+    # descriptors by 32-bit adds to the start address field (shared addresses
+    # >> 4 fit its 14 bits, so no carry): 128-B swizzle, LBO 16, SBO 1024;
+    # the stages are 1024-aligned
     dhi = k.r("mov.b32", (1024 >> 4) | (1 << 30))
     xlo = k.r("or.b32", k.r("shr.u32", base, 4), 1 << 16)
     wlo = k.r("or.b32", k.r("shr.u32", k.r("mad.lo.u32", cw, 64 * ROW_BYTES, k.r("add.u32", base, T.w_off)), 4),

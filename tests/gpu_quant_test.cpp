@@ -375,9 +375,8 @@ TEST_F(GpuQuantInt4, ContiguousKKernelsOfEveryWarpCount) {
   check({1, 8, 4096, 128, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F32, false, 8});
 }
 
-// M > 16: on an sm_90 the dequantize-into-wgmma kernels (128-row tiles: in the
-// consumers' registers; 256-row ones, split or not: into shared memory by a
-// warpgroup of their own), elsewhere the dequantize pass (op handles) or the
+// M > 16: on an sm_90 the dequantize-into-wgmma kernels (tiles of 64, 128 or
+// 256 rows, split or not), elsewhere the dequantize pass (op handles) or the
 // decode kernel (one-shot).
 // K = 32 x odd leaves half of the last 64-wide K step past K; g = 32 puts two
 // groups in every step; M and N off the tiles; the signed format; padded rows.
@@ -396,27 +395,28 @@ TEST_F(GpuQuantInt4, PrefillKTailsGroupsOfThirtyTwoAndOddTiles) {
   check({100, 256, 448, 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32});
 }
 
-// The sm_90a kernel's three tiles, as src/ops/quant_int4.cpp picks them on a
-// 132-SM H100: small grids split K over 2 or 4 CTAs (the cases above); 70
-// column tiles at 2 K steps take the 128-row tile (140 split CTAs would need
-// two waves); M = 300 over 60 column tiles the 256-row one. Where M is past a
-// whole tile, the last row tile loads the tile's worth of rows that ends at M
-// and stores only its own: M = 200 (one K step: nothing to split) takes two
-// 128-row tiles, the second loading rows 72-199; M = 520 three 256-row ones in
-// two waves, the third loading rows 264-519. On other GPUs the picks differ;
-// the results must hold either way.
+// The sm_90a kernel's tiles, as src/ops/quant_int4.cpp picks them on a
+// 132-SM H100 (the cases above take 64-row tiles, split 2 or 4 ways): 70
+// column tiles of 40 rows at 2 K steps take the 64-row tile unsplit (140
+// split CTAs would need two waves); M = 300 and 520 over 60 column tiles the
+// 256-row one, M = 200 over 66 the 128-row one. Then each split of the 128-
+// and 256-row tiles: M 200 over 17 column tiles at 16 K steps (2 ways), over
+// 9 at 32 (4 ways); M 257 over 33 at 16 (256 rows, 2 ways), M 200 over 17 at
+// 32 (256 rows, 4 ways). Where M is past a whole tile, the last row tile
+// loads the tile's worth of rows that ends at M and stores only its own:
+// M = 200 on 128-row tiles loads rows 72-199 in the second. On other GPUs the
+// picks differ; the results must hold either way.
 TEST_F(GpuQuantInt4, PrefillTilesOfEverySize) {
   check({40, 128 * 70, 128, 128, true});
   check({300, 128 * 60, 128, 64, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32});
   check({200, 128 * 66, 64, 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16});
   check({520, 128 * 60, 64, 32, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16});
+  check({200, 2056, 1024, 128, true, 1, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16});
+  check({200, 1032, 2048, 32, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_F16, KAIO_DTYPE_F16});
+  check({257, 4104, 1024, 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F32});
+  check({200, 2056, 2048, 2048, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32});
 }
 
-// The unsplit 256-row tile over many column tiles (on a 132-SM H100, 65 column
-// tiles, the last one 72 columns wide, by 2 row tiles: 130 CTAs in one wave):
-// K tails, g = 32 and g >= 128 (scales made once for several steps), the
-// signed format, an op handle with padded rows, and C off a 16-byte boundary
-// (the element-store epilogue).
 TEST_F(GpuQuantInt4, PrefillWideTileOverManyColumns) {
   const int64_t n = 128 * 64 + 72;
   check({300, n, 160, 32, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16});

@@ -233,8 +233,7 @@ void int8_matmul(Child &c, kaio_device *dev, kaio_stream *stream, const Views &v
 
 // M = 72: the fused wgmma kernel, or dequantize into the workspace and run
 // the matmul (whose own choice the line names too). The fused kernel splits
-// K over 4 CTAs (PTX 8.1) where the driver loads it, else takes 128-row tiles
-// unsplit.
+// K over 2 CTAs (PTX 8.1) where the driver loads it, else runs unsplit.
 void int4_matmul(Child &c, kaio_device *dev, kaio_stream *stream, const Views &v) {
   kaio_matmul_int4_desc d;
   c.ok(kaio_matmul_int4_desc_init(&d, sizeof d), "kaio_matmul_int4_desc_init");
@@ -250,11 +249,11 @@ void int4_matmul(Child &c, kaio_device *dev, kaio_stream *stream, const Views &v
                            v.absent(), v.at(2, KAIO_DTYPE_F16, 4, 96),
                            v.at(3, KAIO_DTYPE_F32, 72, 96)};
   const std::string fused =
-      c.ptx_8_1() ? "kaio_int4_mm_sm90_f16_m256_k4_ss" : "kaio_int4_mm_sm90_f16_m128";
+      c.ptx_8_1() ? "kaio_int4_mm_sm90_f16_m64_k2_ss" : "kaio_int4_mm_sm90_f16_m64_ss";
   if (c.hopper())
     c.runs(s, op,
            {head + fused + " (AUTO: M > 16, sm_90a on device 9.0, driver " + c.driver(),
-            c.ptx_8_1() ? " for PTX 8.0; K split 4 ways, clusters a wave: 1)"
+            c.ptx_8_1() ? " for PTX 8.0; K split 2 ways, clusters a wave: 2)"
                         : "; K never split: driver 12.0 < 12.1 needed by sm_90a PTX 8.1"},
            stream, t, 5, fused, "int4 matmul");
   else

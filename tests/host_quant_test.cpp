@@ -169,12 +169,12 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
               c = at(4, KAIO_DTYPE_BF16, m, n);
   KT_OK(kaio_matmul_int4(s(), &a, &qw, &qz, &sc, &c, &d));
   Launch l = last_launch();
-  // 2 column tiles on the fake GPU's 4 SMs: the 256-row tile with K split over
-  // CTA pairs fills them, 2 of the 4 K steps each
-  EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m256_k2_ss");
+  // 2 column tiles on the fake GPU's 4 SMs: two 64-row tiles each fill them,
+  // 4 K steps a CTA (the second tile loads rows 8-71 and stores 64-71)
+  EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m64_ss");
   EXPECT_EQ(l.grid[0], 2u);  // ceil(136 / 128) weight columns
-  EXPECT_EQ(l.grid[1], 1u);  // ceil(72 / 256) rows
-  EXPECT_EQ(l.grid[2], 2u);  // the K halves: a cluster of 2
+  EXPECT_EQ(l.grid[1], 2u);  // ceil(72 / 64) rows
+  EXPECT_EQ(l.grid[2], 1u);
   EXPECT_EQ(l.block[0], 384u);
   struct Record {
     uint64_t address, dim0, dim1, stride, box, flags, rest[10];
@@ -184,7 +184,7 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   EXPECT_EQ(rx.address, base);
   EXPECT_EQ(rx.dim0, uint64_t{k});
   EXPECT_EQ(rx.dim1, uint64_t{m});
-  EXPECT_EQ(rx.box, 64u | (uint64_t{m} << 32)) << "X's box: M rows where M is under the tile's";
+  EXPECT_EQ(rx.box, 64u | (uint64_t{64} << 32)) << "X's box: the tile's rows";
   EXPECT_EQ((rx.flags >> 8) & 0xFF, 3u);  // 128-byte swizzle
   EXPECT_EQ(rq.address, base + (1 << 16));
   EXPECT_EQ(rq.dim0, uint64_t{n});
@@ -202,12 +202,24 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   EXPECT_EQ(launch_param<uint32_t>(14), static_cast<uint32_t>(KAIO_DTYPE_BF16));
   KT_OK(kaio_matmul_int4(s(), &a, &qw, nullptr, &sc, &c, &d));
   EXPECT_EQ(launch_param<uint64_t>(6), 0u) << "no qzeros";
-  // One K step cannot be split: 2 CTAs of 128 rows, each half the rows of 256
+  // 16 K steps: 128-row tiles with K split over CTA pairs (8 steps each) fill
+  // the 4 SMs; X's box has M rows, fewer than the tile's
+  kaio_tensor long_a = at(8, KAIO_DTYPE_BF16, m, 1024), long_qw = at(12, KAIO_DTYPE_U32, 128, n),
+              long_sc = at(14, KAIO_DTYPE_BF16, 16, n);
+  KT_OK(kaio_matmul_int4(s(), &long_a, &long_qw, nullptr, &long_sc, &c, &d));
+  l = last_launch();
+  EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m128_k2_ss");
+  EXPECT_EQ(l.grid[0], 2u);
+  EXPECT_EQ(l.grid[1], 1u);  // ceil(72 / 128) rows
+  EXPECT_EQ(l.grid[2], 2u);  // the K halves: a cluster of 2
+  EXPECT_EQ(launch_param<Record>(0).box, 64u | (uint64_t{m} << 32))
+      << "X's box: M rows where M is under the tile's";
+  // One K step: the 64-row tiles again, unsplit
   kaio_tensor short_a = at(8, KAIO_DTYPE_BF16, m, 64), short_qw = at(9, KAIO_DTYPE_U32, 8, n),
               short_sc = at(10, KAIO_DTYPE_BF16, 1, n);
   KT_OK(kaio_matmul_int4(s(), &short_a, &short_qw, nullptr, &short_sc, &c, &d));
   l = last_launch();
-  EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m128");
+  EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m64_ss");
   EXPECT_EQ(l.grid[2], 1u);
   // M = 32 (and 17-31): the decode kernel, two slices of 16 rows; M = 64 too
   // while N <= 4096 (four slices)
@@ -240,7 +252,7 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   unsigned long long before = kt::fake().launch_count();
   KT_OK(kaio_op_launch(op, s(), t, 5));
   EXPECT_EQ(kt::fake().launch_count(), before + 1);
-  EXPECT_EQ(last_launch().name, "kaio_int4_mm_sm90_bf16_m256_k2_ss");
+  EXPECT_EQ(last_launch().name, "kaio_int4_mm_sm90_bf16_m64_ss");
 
   // Op handles run the fused kernel up to M = 4096 (no workspace); past it they
   // own a K x N workspace: dequantize into it, then the matmul (two launches).

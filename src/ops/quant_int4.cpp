@@ -26,9 +26,10 @@ constexpr int64_t kFusedMaxRows = 4096;   // op handles: the sm_90a fused kernel
 // sm_90a: up to kDecodeOverFusedRows the decode kernel (16-row slices of
 // CTAs, the second reading W mostly from L2) beats the fused one, 1.0-2.5x at
 // M 17 and 32 on the Llama shapes of bench/RESULTS.md (session 19). At M 48
-// and 64 it wins (1.4-1.9x) only where the fused kernel has few column tiles
-// (N <= 4096) and loses where it has many (N >= 6144 at M 64), so up to
-// kDecodeNarrowRows only outputs of at most kDecodeNarrowCols columns take it.
+// it still wins where the fused kernel has few column tiles (N <= 4096:
+// 1.2x against the 64-row tile, session 20), ties at M 64, and loses where
+// it has many (N >= 6144), so up to kDecodeNarrowRows only outputs of at most
+// kDecodeNarrowCols columns take it.
 constexpr int64_t kDecodeOverFusedRows = 32, kDecodeNarrowRows = 64, kDecodeNarrowCols = 4096;
 constexpr int64_t kKStep = 32;           // the decode kernel's K step
 constexpr int64_t kMaxGridYZ = 65535;
@@ -160,32 +161,30 @@ kaio_status check_output(const kaio_device *device, const Int4Plan &p,
 }
 
 // M > 16 on sm_90a: the fused wgmma kernel, for op handles and one-shot
-// calls alike (it needs no workspace). Its tiles: 128 weight columns by 128
-// or 256 rows, the 256-row one also with K split over 2 or 4 CTAs (a
-// cluster whose partial tiles meet in shared memory). The 128-row kernel
-// dequantizes in the consumers' registers (Variant::none), the 256-row ones in
-// a warpgroup of their own into shared memory (Variant::ss;
-// ptx/quant_int4_ss.py). Cost: waves of CTAs times K steps per CTA times the
-// time of a step (a wave of split tiles: the clusters the driver says fit at
-// once), measured on the H100 (ptx/gen_quant_int4_sm90.py): about
-// 0.84 us for 128 rows; 0.97 for 256 rows (4-7% under the 1.02 of the removed
-// 256-row register kernel, bench_quant --prefill). So M = 512 at N = 4096 takes one
-// wave of 128 split 256-row CTAs (32 steps each) instead of 128 unsplit
-// 128-row ones (64 steps); ties keep the earlier row. The split kernels are a
-// module of their own (PTX 8.1: st.async); a driver that cannot load it gets
-// the unsplit ones.
+// calls alike (it needs no workspace; ptx/gen_quant_int4_sm90.py). Its
+// tiles: 128 weight columns by 64, 128 or 256 rows, each also with K split
+// over 2 or 4 CTAs (a cluster whose partial tiles meet in shared memory).
+// Cost: waves of CTAs (of split tiles: the clusters the driver says fit at
+// once) times one wave's time, K steps per CTA times a step's time plus a
+// fixed part (launch, pipeline fill, epilogue). Fitted to 350 timings on the
+// H100 (bench/RESULTS.md, session 20: 35 shapes at M 48-320, every tile and
+// split), it picks the fastest on each. Ties keep the earlier row. The split
+// kernels are a module of their own (PTX 8.1: st.async); a driver that cannot
+// load it gets the unsplit ones.
 struct FusedTile {
-  int64_t rows, split, step_cost;   // step_cost: one K step's time in 10 ns
-  kernels::Variant variant;
+  int64_t rows, split;
+  int64_t step_cost, wave_cost;   // in 10 ns: one K step, a wave's fixed part
 };
-constexpr kernels::Variant kRegs = kernels::Variant::none, kShared = kernels::Variant::ss;
-constexpr FusedTile kFusedTiles[] = {{256, 1, 97, kShared}, {128, 1, 84, kRegs},
-                                     {256, 2, 97, kShared}, {256, 4, 97, kShared}};
+constexpr FusedTile kFusedTiles[] = {
+    {256, 1, 60, 880}, {256, 2, 60, 880}, {256, 4, 60, 880},   //
+    {128, 1, 47, 650}, {128, 2, 47, 650}, {128, 4, 47, 650},   //
+    {64, 1, 43, 450},  {64, 2, 43, 450},  {64, 4, 43, 450}};
 constexpr int64_t kFusedStepK = 64;   // K per step (the generator's BK)
 
-int64_t fused_cost(const Int4Plan &p, const FusedTile &f, int64_t wave, int64_t steps) {
-  const int64_t ctas = ((p.m + f.rows - 1) / f.rows) * ((p.n[0] + 127) / 128) * f.split;
-  return (ctas + wave - 1) / wave * ((steps + f.split - 1) / f.split) * f.step_cost;
+int64_t fused_cost(const Int4Plan &p, const FusedTile &f, int64_t cols, int64_t wave,
+                   int64_t steps) {
+  const int64_t ctas = ((p.m + f.rows - 1) / f.rows) * ((p.n[0] + cols - 1) / cols) * f.split;
+  return (ctas + wave - 1) / wave * ((steps + f.split - 1) / f.split * f.step_cost + f.wave_cost);
 }
 
 kaio_status plan_fused(kaio_device *device, Int4Plan *p, const std::string &why) {
@@ -199,21 +198,23 @@ kaio_status plan_fused(kaio_device *device, Int4Plan *p, const std::string &why)
     if (steps <= (f.split - 1) * ((steps + f.split - 1) / f.split) || (f.split > 1 && !splits.ok()))
       continue;
     BuiltinFunction candidate;
-    KAIO_TRY(device->modules->function(
-        kernels::int4_mm_sm90(f.variant, p->in_dtype, f.rows, f.split), &candidate));
+    KAIO_TRY(device->modules->function(kernels::int4_mm_sm90(p->in_dtype, f.rows, f.split),
+                                       &candidate));
+    if (candidate.info->cols_per_block == 0)
+      return fail(KAIO_ERROR_INTERNAL, "%s: the int4 wgmma kernel lacks its launch facts.",
+                  api_name());
     // a wave: a CTA on every SM, or as many clusters as the driver says fit at
     // once (on the H100, fewer than 132 / 4 of 4 CTAs: whole clusters per GPC)
     const int64_t wave = candidate.max_clusters > 0 ? int64_t{candidate.max_clusters} * f.split
                                                     : int64_t{device->info.sm_count};
-    const int64_t cost = fused_cost(*p, f, wave, steps);
+    const int64_t cost = fused_cost(*p, f, candidate.info->cols_per_block, wave, steps);
     if (!best || cost < best_cost) {
       best = &f;
       best_cost = cost;
       fn = candidate;
     }
   }
-  if (fn.info->cols_per_block == 0 || !tma_box(fn, "tmap_x", p->box_a) ||
-      !tma_box(fn, "tmap_qw", p->box_b))
+  if (!tma_box(fn, "tmap_x", p->box_a) || !tma_box(fn, "tmap_qw", p->box_b))
     return fail(KAIO_ERROR_INTERNAL, "%s: the int4 wgmma kernel lacks its launch facts.",
                 api_name());
   Launch &kp = p->kernel = launch_of(fn);

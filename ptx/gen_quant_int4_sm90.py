@@ -21,8 +21,8 @@ C [M, N] = X [M, K] * W [K, N], W in the GPTQ layout of ptx/gen_quant_int4.py
 [K/g, N]), dequantized exactly as there: ((q ^ xmask) - (z + zoff)) rounded
 once after the multiply by the scale, f32 accumulation.  The kernel computes
 C^T = W^T X^T: the dequantized weight is wgmma's A operand (64 columns of W
-per consumer warpgroup, m64), X is B (n = BM: any M fits a tile of 64, 128 or
-256 rows without computing more than one tile's rows).
+per consumer warpgroup, m64), X is B (n = BM: a tile of 64, 128, 192 or 256
+rows, so that few rows need not compute a whole 256).
 
   // kaio-tma: <entry> tmap_x rank=2 dims=K,M box=64,<BM> swizzle=128 dtype=<dt>
   // kaio-tma: <entry> tmap_qw rank=2 dims=N,K/8 box=128,8 swizzle=none dtype=u32
@@ -63,7 +63,7 @@ SMEM = "kaio_int4_90_smem"
 BN = 128            # weight columns per CTA (64 per consumer warpgroup)
 BK = 64             # K per stage
 STAGES = 4
-ROWS = (256, 128, 64)      # tiles of activation rows (wgmma's N)
+ROWS = (256, 192, 128, 64)   # tiles of activation rows (wgmma's N)
 
 HEADER = preamble(__file__) + extern_shared(SMEM, 1024)
 
@@ -141,6 +141,7 @@ def cluster_sum_and_store(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exi
     barrier at M 512, bench/RESULTS.md)."""
     rank = k.r("mov.u32", "%cluster_ctarank")
     ctid = k.r("sub.u32", k.r("mov.u32", "%tid.x"), 128)
+    assert len(acc) % (4 * splits) == 0, "a part is whole quads of acc (8-row blocks)"
     nq = len(acc) // splits                     # acc[4j + v]: row 8j + ..; part r: j in [r, r + 1) * bm / 8 / splits
     quad = 256 * 16                             # one quad of acc from every consumer thread
     part = nq // 4 * quad                       # one sender's partial of one part
@@ -284,7 +285,7 @@ def mm_kernel(dt, bm, splits=1):
     base = k.smem_base(SMEM)
     bars = k.r("add.u32", base, T.bar_off)        # full[s] at + 8s, empty[s] at + 8(STAGES + s)
     n0 = k.r("shl.b32", k.r("mov.u32", "%ctaid.x"), 7)
-    lo = k.r("shl.b32", k.r("mov.u32", "%ctaid.y"), bm.bit_length() - 1)
+    lo = k.r("mul.lo.u32", k.r("mov.u32", "%ctaid.y"), bm)
     k.note("rows: the last row tile loads the last bm rows of X and stores those from lo on (a TMA "
            "box partly past M loads slowly, bench/RESULTS.md); where M < bm it cannot")
     m0 = k.r("min.u32", lo, k.r("sub.u32", k.r("max.u32", P["m"], bm), bm))

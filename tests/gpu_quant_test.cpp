@@ -398,14 +398,15 @@ TEST_F(GpuQuantInt4, PrefillKTailsGroupsOfThirtyTwoAndOddTiles) {
 // The sm_90a kernel's tiles, as src/ops/quant_int4.cpp picks them on a
 // 132-SM H100 (the cases above take 64-row tiles, split 2 or 4 ways): 70
 // column tiles of 40 rows at 2 K steps take the 64-row tile unsplit (140
-// split CTAs would need two waves); M = 300 and 520 over 60 column tiles the
-// 256-row one, M = 200 over 66 the 128-row one. Then each split of the 128-
-// and 256-row tiles: M 200 over 17 column tiles at 16 K steps (2 ways), over
-// 9 at 32 (4 ways); M 257 over 33 at 16 (256 rows, 2 ways), M 200 over 17 at
-// 32 (256 rows, 4 ways). Where M is past a whole tile, the last row tile
-// loads the tile's worth of rows that ends at M and stores only its own:
-// M = 200 on 128-row tiles loads rows 72-199 in the second. On other GPUs the
-// picks differ; the results must hold either way.
+// split CTAs would need two waves); M 300 and 520 over 60 column tiles the
+// 192-row one, M 200 over 66 the 128-row one. Then each split: M 200 over 17
+// column tiles at 16 K steps (128 rows, 2 ways), over 9 at 32 (128 rows, 4
+// ways); M 257 over 33 at 16 (192 rows, 2 ways), M 450 over 9 at 16 (192
+// rows, 4 ways); M 200 over 49 at 16 (256 rows, 2 ways), over 17 at 32 (256
+// rows, 4 ways). Where M is past a whole tile, the last row tile loads the
+// tile's worth of rows that ends at M and stores only its own: M 520 on
+// 192-row tiles loads rows 328-519 in the third. On other GPUs the picks
+// differ; the results must hold either way.
 TEST_F(GpuQuantInt4, PrefillTilesOfEverySize) {
   check({40, 128 * 70, 128, 128, true});
   check({300, 128 * 60, 128, 64, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32});
@@ -414,9 +415,17 @@ TEST_F(GpuQuantInt4, PrefillTilesOfEverySize) {
   check({200, 2056, 1024, 128, true, 1, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16});
   check({200, 1032, 2048, 32, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_F16, KAIO_DTYPE_F16});
   check({257, 4104, 1024, 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F32});
+  check({450, 1032, 1024, 256, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F16});
+  check({200, 6152, 1024, 128, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_F16, KAIO_DTYPE_BF16});
   check({200, 2056, 2048, 2048, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32});
 }
 
+// The unsplit 192- and 256-row tiles over many column tiles (on a 132-SM H100,
+// 65 column tiles, the last one 72 columns wide, by 2 row tiles: 130 CTAs in
+// one wave; 192 rows at M 260 and 300, 256 at M 500): K tails, g = 32 and
+// g >= 128 (scales made once for several steps), the signed format, an op
+// handle with padded rows, and C off a 16-byte boundary (the element-store
+// epilogue).
 TEST_F(GpuQuantInt4, PrefillWideTileOverManyColumns) {
   const int64_t n = 128 * 64 + 72;
   check({300, n, 160, 32, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16});

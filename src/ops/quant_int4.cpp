@@ -162,21 +162,23 @@ kaio_status check_output(const kaio_device *device, const Int4Plan &p,
 
 // M > 16 on sm_90a: the fused wgmma kernel, for op handles and one-shot
 // calls alike (it needs no workspace; ptx/gen_quant_int4_sm90.py). Its
-// tiles: 128 weight columns by 64, 128 or 256 rows, each also with K split
-// over 2 or 4 CTAs (a cluster whose partial tiles meet in shared memory).
-// Cost: waves of CTAs (of split tiles: the clusters the driver says fit at
-// once) times one wave's time, K steps per CTA times a step's time plus a
-// fixed part (launch, pipeline fill, epilogue). Fitted to 350 timings on the
-// H100 (bench/RESULTS.md, session 20: 35 shapes at M 48-320, every tile and
-// split), it picks the fastest on each. Ties keep the earlier row. The split
-// kernels are a module of their own (PTX 8.1: st.async); a driver that cannot
-// load it gets the unsplit ones.
+// tiles: 128 weight columns by 64, 128, 192 or 256 rows, each also with K
+// split over 2 or 4 CTAs (a cluster whose partial tiles meet in shared
+// memory). Cost: waves of CTAs (of split tiles: the clusters the driver says
+// fit at once) times one wave's time, K steps per CTA times a step's time
+// plus a fixed part (launch, pipeline fill, epilogue). Fitted to H100 timings
+// (bench/RESULTS.md, session 20: every tile forced on 35 Llama shapes at M
+// 48-320, the 192-row ones on 30 more at M 160-576), it picks the fastest
+// timed tile on each. Ties keep the earlier row. The split kernels are a
+// module of their own (PTX 8.1: st.async); a driver that cannot load it gets
+// the unsplit ones.
 struct FusedTile {
   int64_t rows, split;
   int64_t step_cost, wave_cost;   // in 10 ns: one K step, a wave's fixed part
 };
 constexpr FusedTile kFusedTiles[] = {
     {256, 1, 60, 880}, {256, 2, 60, 880}, {256, 4, 60, 880},   //
+    {192, 1, 54, 750}, {192, 2, 54, 750}, {192, 4, 54, 750},   //
     {128, 1, 47, 650}, {128, 2, 47, 650}, {128, 4, 47, 650},   //
     {64, 1, 43, 450},  {64, 2, 43, 450},  {64, 4, 43, 450}};
 constexpr int64_t kFusedStepK = 64;   // K per step (the generator's BK)

@@ -152,7 +152,7 @@ func TestQuantizedMatmulsOnTheFake(t *testing.T) {
 	a72, c72 := fakeBuf(t, d0, kaio.DTypeF16, 72, k), fakeBuf(t, d0, kaio.DTypeF32, 72, n)
 	n0 = h.LaunchCount()
 	ok(t, op4.Launch(s, a72, w.QWeight, w.QZeros, w.Scales, c72))
-	// which tile (64, 128 or 256 rows, K split or not) is libkaio's choice, tested in C++
+	// which tile (64, 128, 192 or 256 rows, K split or not) is libkaio's choice, tested in C++
 	if h.LaunchCount() != n0+1 || !strings.HasPrefix(lastKernel(t), "kaio_int4_mm_sm90_f16_m") {
 		t.Fatal("M > 64 on the fake sm_90 should be one launch of the dequantize-into-wgmma kernel, not " +
 			lastKernel(t))

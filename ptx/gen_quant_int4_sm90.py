@@ -39,7 +39,7 @@ rows, so that few rows need not compute a whole 256).
   Host guarantees: K % 32 == 0, g a power of two >= 32 dividing K or g = K.
 
 Design: a dequantizing warpgroup and two wgmma consumer warpgroups
-(ptx/quant_int4_ss.py), K steps of 64 through STAGES stages (X BM x 128 B,
+(ptx/quant_int4_ss.py), K steps of 64 through 4-8 stages (X BM x 128 B,
 128-B swizzled; qweight 8 x 128 words; W^T 128 x 64 dequantized).  The
 epilogue stores f32 C from the accumulators (a warp's store: four whole
 32-byte sectors) and 16-bit C through the drained stages, transposed into
@@ -55,14 +55,14 @@ from kaio_ptx import cli, manifest, mbarrier, tma
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.ring import Ring
-from kaio_ptx.sm90 import Kernel
+from kaio_ptx.sm90 import SHARED_LIMIT, Kernel
 import quant_int4_ss
 
 OUTPUT, OUTPUT_SPLIT = "quant_int4_sm90.ptx", "quant_int4_sm90_split.ptx"
 SMEM = "kaio_int4_90_smem"
 BN = 128            # weight columns per CTA (64 per consumer warpgroup)
 BK = 64             # K per stage
-STAGES = 4
+MAX_STAGES = 8
 ROWS = (256, 192, 128, 64)   # tiles of activation rows (wgmma's N)
 
 HEADER = preamble(__file__) + extern_shared(SMEM, 1024)
@@ -79,17 +79,23 @@ X_OFF = 0
 
 class Tile:
     """Shared-memory layout for bm activation rows per CTA: the stages of X,
-    qweight and W^T (ptx/quant_int4_ss.py), then the barriers."""
+    qweight and W^T (ptx/quant_int4_ss.py), then the barriers. As many
+    stages as fit, up to MAX_STAGES: at few rows a step's loads are small
+    and their latency sets the pace (4 at 256 rows, 5 at 192, 6 at 128, 8
+    at 64)."""
 
     def __init__(self, bm, splits=1):
         self.bm = bm
         self.x_bytes = bm * 128                     # 64 k of bm rows, 128 B each
         self.qw_bytes = QW_BYTES
-        self.qw_off = STAGES * self.x_bytes
-        self.w_off = self.qw_off + STAGES * QW_BYTES
-        self.bar_off = self.w_off + STAGES * quant_int4_ss.W_BYTES
-        self.recv = 8 * 3 * STAGES      # full, empty, wfull; then split's recv: the partials have landed
+        stage = self.x_bytes + QW_BYTES + quant_int4_ss.W_BYTES + 8 * 3   # + full, empty, wfull
+        self.stages = min(MAX_STAGES, (SHARED_LIMIT - 1024 - 8) // stage)
+        self.qw_off = self.stages * self.x_bytes
+        self.w_off = self.qw_off + self.stages * QW_BYTES
+        self.bar_off = self.w_off + self.stages * quant_int4_ss.W_BYTES
+        self.recv = 8 * 3 * self.stages      # split: the other CTAs' partials have landed
         self.shared = self.bar_off + self.recv + (8 if splits > 1 else 0) + 1024
+        assert self.shared <= SHARED_LIMIT
 
 
 def tensor_maps(k):
@@ -278,12 +284,13 @@ def mm_kernel(dt, bm, splits=1):
     name = "kaio_int4_mm_sm90_%s_m%d%s_ss" % (dt, bm, "_k%d" % splits if split else "")
     manifest.keys(name, select="int4_mm_sm90", dtype=dt, tile_m=bm, split_k=splits)
     T = Tile(bm, splits)
-    wfull = 16 * STAGES                           # wfull[s] at bars + wfull + 8s
+    stages = T.stages
+    wfull = 16 * stages                           # wfull[s] at bars + wfull + 8s
     k = Kernel()
     P = load_params(k, SCALARS, ("c", "sc"))
     tid = k.r("mov.u32", "%tid.x")
     base = k.smem_base(SMEM)
-    bars = k.r("add.u32", base, T.bar_off)        # full[s] at + 8s, empty[s] at + 8(STAGES + s)
+    bars = k.r("add.u32", base, T.bar_off)        # full[s] at + 8s, empty[s] at + 8(stages + s)
     n0 = k.r("shl.b32", k.r("mov.u32", "%ctaid.x"), 7)
     lo = k.r("mul.lo.u32", k.r("mov.u32", "%ctaid.y"), bm)
     k.note("rows: the last row tile loads the last bm rows of X and stores those from lo on (a TMA "
@@ -300,22 +307,22 @@ def mm_kernel(dt, bm, splits=1):
         q = k.r("shr.u32", k.r("add.u32", nsteps, splits - 1), splits.bit_length() - 1)
         k.op("mul.lo.u32 %s, %s, %s" % (step0, k.r("mov.u32", "%ctaid.z"), q))
         k.op("min.u32 %s, %s, %s" % (nsteps, k.r("sub.u32", nsteps, step0), q))
-    inits = Ring.inits(STAGES, 0, 8 * STAGES, 8)
-    inits += [(wfull + 8 * s, 128) for s in range(STAGES)]   # every dequantizing thread arrives
+    inits = Ring.inits(stages, 0, 8 * stages, 8)
+    inits += [(wfull + 8 * s, 128) for s in range(stages)]   # every dequantizing thread arrives
     if split:
         inits += [(T.recv, 1)]
     k.init_mbarriers(tid, bars, inits)
 
     def ss_loads():
         """load(i): the TMA loads of this CTA's step i, in order, from the thread that issues them."""
-        ring = Ring(k, bars, STAGES, 0, 8 * STAGES)
+        ring = Ring(k, bars, stages, 0, 8 * stages)
         maps = tensor_maps(k)
         return lambda i: load_step(k, T, ring, maps, base, k.r("add.u32", step0, i), n0, m0, nbytes)
 
     exit_, cons = k.label("exit"), k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), cons))
     prod_exit = k.label("producer_exit") if split else exit_
-    quant_int4_ss.dequantizer(k, T, P, dt, base, bars, n0, nsteps, step0, STAGES, wfull)
+    quant_int4_ss.dequantizer(k, T, P, dt, base, bars, n0, nsteps, step0, stages, wfull)
     k.op("bra.uni %s" % prod_exit)
     if split:
         k.place(prod_exit)
@@ -326,13 +333,13 @@ def mm_kernel(dt, bm, splits=1):
     def finish(acc, cw, warp, t, cols):
         store_tile(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_, splits)
 
-    quant_int4_ss.consumer(k, T, dt, base, bars, nsteps, STAGES, wfull, finish, ss_loads())
+    quant_int4_ss.consumer(k, T, dt, base, bars, nsteps, stages, wfull, finish, ss_loads())
     k.place(exit_)
     k.op("ret")
     roles = "1 dequantizing (W to shared memory) + 2 wgmma consumer warpgroups (one thread loads)"
     doc = ("%s: C = X * dequant(W), X %s [M, K], GPTQ int4 W, f32 accumulation; %d weight columns x\n"
            "%d rows per CTA, %s, %d stages of K %d."
-           % (name, dt, BN, bm, roles, STAGES, BK))
+           % (name, dt, BN, bm, roles, stages, BK))
     if split:
         doc += ("\nSplit K over a cluster of %d CTAs (grid z = %d): each sums and stores 1/%d of the"
                 " rows, exchanging partials through DSMEM." % (splits, splits, splits))

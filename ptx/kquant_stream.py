@@ -105,6 +105,7 @@ from kaio_ptx import mbarrier
 from kaio_ptx.grid_dep import dependent_launch
 from kaio_ptx.control import if_else, loop, skip_if
 from kaio_ptx.ring import Ring
+from kaio_ptx.sm90 import SHARED_LIMIT
 import kquant_stream_act as act_prep
 import kquant_stream_q8 as q8
 from kquant_mma import BLOCK_BYTES, BLOCK_ELEMS, UNITS_PER_BLOCK, Ctx, compute_block, load_block, store_row_sums
@@ -119,7 +120,6 @@ GEOMETRY["q8_0"] = (q8.BLOCK_BYTES, q8.BLOCK_ELEMS, q8.BLOCKS_PER_WARP, 32)
 CONSUMERS = 16             # consumer warps per CTA
 PREFETCH_STAGES = 1        # ring stages asked of L2 before griddepcontrol.wait (grid_dependency)
 MAX_STAGES = 3             # ring depth, when A leaves room for it (else fewer: the host's `stages`)
-SHARED_LIMIT = 227 * 1024  # dynamic shared memory a block may opt in to (sm_90)
 ROWS = 16                  # weight rows per tile (the mma's M side)
 SMEM_SYMBOL = "kaio_kq_stream_ring"
 

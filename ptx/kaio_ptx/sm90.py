@@ -4,6 +4,8 @@ shared memory base and wgmma descriptors as methods."""
 from kaio_ptx import mbarrier, tma, wgmma
 from kaio_ptx.emitter import PtxEmitter
 
+SHARED_LIMIT = 227 * 1024  # dynamic shared memory a block may opt in to (sm_90)
+
 
 class Kernel(PtxEmitter):
     def wait(self, bar, parity, hint):

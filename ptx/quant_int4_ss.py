@@ -18,15 +18,16 @@ consumer warps a scheduler).
     issued them after publishing a step, waiting for that release: its
     whole warp waited, 1.7-1.9x slower than the register kernel; waiting
     for step i - 2's release instead (2 steps ahead) matched it.)
-  * Shared memory: the STAGES stages of X and qweight, plus
-    STAGES stages of W^T, 128 rows (the CTA's weight columns) of 64 k,
-    16 KiB, in wgmma's K-major 128-byte-swizzled layout (X's layout): row n,
-    16-byte chunk j at n * 128 + ((j ^ (n % 8)) * 16).  A consumer's A is
-    its 64 rows (+ 8 KiB), a k16 step + 32 B, as X.  209 KiB at BM = 256.
+  * Shared memory: the tile's stages (as many as fit: gen_quant_int4_sm90.py's
+    Tile) of X and qweight, and as many of W^T, 128 rows (the CTA's weight
+    columns) of 64 k, 16 KiB, in wgmma's K-major 128-byte-swizzled layout
+    (X's layout): row n, 16-byte chunk j at n * 128 + ((j ^ (n % 8)) * 16).
+    A consumer's A is its 64 rows (+ 8 KiB), a k16 step + 32 B, as X.
+    209 KiB at BM = 256 (4 stages).
   * Dequantizer thread c owns column c: per step its 8 qweight words (one a
-    16-byte chunk: k 8j .. 8j + 7 of row c), dequantized with the decode
-    kernel's arithmetic ((q ^ xmask) - (z + zoff) exact, times the scale
-    rounded once), one 16-byte store each; lanes on consecutive rows hit all
+    16-byte chunk: k 8j .. 8j + 7 of row c), dequantized exactly as
+    ptx/gen_quant_int4.py defines it ((q ^ xmask) - (z + zoff) exact, times
+    the scale rounded once), one 16-byte store each; lanes on consecutive rows hit all
     8 chunk positions, so the stores and the word loads are conflict-free.
     Then fence.proxy.async (generic stores read by wgmma) and an arrival on
     wfull[s] (count 128).  It needs no barrier of its own for W's reuse: it

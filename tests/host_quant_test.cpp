@@ -202,11 +202,15 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   EXPECT_EQ(launch_param<uint32_t>(14), static_cast<uint32_t>(KAIO_DTYPE_BF16));
   KT_OK(kaio_matmul_int4(s(), &a, &qw, nullptr, &sc, &c, &d));
   EXPECT_EQ(launch_param<uint64_t>(6), 0u) << "no qzeros";
+  // The same M and N at another K (no qzeros): A, qweight and scales from slot 8 on
+  auto launch_at_k = [&](int64_t kk) {
+    kaio_tensor ka = at(8, KAIO_DTYPE_BF16, m, kk), kqw = at(12, KAIO_DTYPE_U32, kk / 8, n),
+                ksc = at(14, KAIO_DTYPE_BF16, kk / 64, n);
+    KT_OK(kaio_matmul_int4(s(), &ka, &kqw, nullptr, &ksc, &c, &d));
+  };
   // 16 K steps: 128-row tiles with K split over CTA pairs (8 steps each) fill
   // the 4 SMs; X's box has M rows, fewer than the tile's
-  kaio_tensor long_a = at(8, KAIO_DTYPE_BF16, m, 1024), long_qw = at(12, KAIO_DTYPE_U32, 128, n),
-              long_sc = at(14, KAIO_DTYPE_BF16, 16, n);
-  KT_OK(kaio_matmul_int4(s(), &long_a, &long_qw, nullptr, &long_sc, &c, &d));
+  launch_at_k(1024);
   l = last_launch();
   EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m128_k2_ss");
   EXPECT_EQ(l.grid[0], 2u);
@@ -215,9 +219,7 @@ TEST_F(FakeQuant, Int4PrefillOnSm90IsOneFusedLaunchWithoutWorkspace) {
   EXPECT_EQ(launch_param<Record>(0).box, 64u | (uint64_t{m} << 32))
       << "X's box: M rows where M is under the tile's";
   // One K step: the 64-row tiles again, unsplit
-  kaio_tensor short_a = at(8, KAIO_DTYPE_BF16, m, 64), short_qw = at(9, KAIO_DTYPE_U32, 8, n),
-              short_sc = at(10, KAIO_DTYPE_BF16, 1, n);
-  KT_OK(kaio_matmul_int4(s(), &short_a, &short_qw, nullptr, &short_sc, &c, &d));
+  launch_at_k(64);
   l = last_launch();
   EXPECT_EQ(l.name, "kaio_int4_mm_sm90_bf16_m64_ss");
   EXPECT_EQ(l.grid[2], 1u);

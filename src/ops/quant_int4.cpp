@@ -173,47 +173,46 @@ kaio_status check_output(const kaio_device *device, const Int4Plan &p,
 // module of their own (PTX 8.1: st.async); a driver that cannot load it gets
 // the unsplit ones.
 struct FusedTile {
-  int64_t rows, split;
+  int64_t rows;
   int64_t step_cost, wave_cost;   // in 10 ns: one K step, a wave's fixed part
 };
-constexpr FusedTile kFusedTiles[] = {
-    {256, 1, 60, 880}, {256, 2, 60, 880}, {256, 4, 60, 880},   //
-    {192, 1, 54, 750}, {192, 2, 54, 750}, {192, 4, 54, 750},   //
-    {128, 1, 47, 650}, {128, 2, 47, 650}, {128, 4, 47, 650},   //
-    {64, 1, 43, 450},  {64, 2, 43, 450},  {64, 4, 43, 450}};
-constexpr int64_t kFusedStepK = 64;   // K per step (the generator's BK)
+constexpr FusedTile kFusedTiles[] = {{256, 60, 880}, {192, 54, 750}, {128, 47, 650}, {64, 43, 450}};
+constexpr int64_t kFusedSplits[] = {1, 2, 4};   // every tile height comes in each
+constexpr int64_t kFusedStepK = 64;             // K per step (the generator's BK)
 
-int64_t fused_cost(const Int4Plan &p, const FusedTile &f, int64_t cols, int64_t wave,
-                   int64_t steps) {
-  const int64_t ctas = ((p.m + f.rows - 1) / f.rows) * ((p.n[0] + cols - 1) / cols) * f.split;
-  return (ctas + wave - 1) / wave * ((steps + f.split - 1) / f.split * f.step_cost + f.wave_cost);
+int64_t fused_cost(const Int4Plan &p, const FusedTile &f, int64_t split, int64_t cols,
+                   int64_t wave, int64_t steps) {
+  const int64_t ctas = ((p.m + f.rows - 1) / f.rows) * ((p.n[0] + cols - 1) / cols) * split;
+  return (ctas + wave - 1) / wave * ((steps + split - 1) / split * f.step_cost + f.wave_cost);
 }
 
 kaio_status plan_fused(kaio_device *device, Int4Plan *p, const std::string &why) {
   const int64_t steps = (p->k + kFusedStepK - 1) / kFusedStepK;
   const FamilyCheck splits = check_family(device, ModuleId::quant_int4_sm90_split, true);
-  const FusedTile *best = nullptr;
   BuiltinFunction fn;
-  int64_t best_cost = 0;
+  int64_t best_cost = -1, best_split = 0;
   for (const FusedTile &f : kFusedTiles) {
-    // each CTA of a split needs a K step of its own: CTA z takes ceil(steps / split) from z times that
-    if (steps <= (f.split - 1) * ((steps + f.split - 1) / f.split) || (f.split > 1 && !splits.ok()))
-      continue;
-    BuiltinFunction candidate;
-    KAIO_TRY(device->modules->function(kernels::int4_mm_sm90(p->in_dtype, f.rows, f.split),
-                                       &candidate));
-    if (candidate.info->cols_per_block == 0)
-      return fail(KAIO_ERROR_INTERNAL, "%s: the int4 wgmma kernel lacks its launch facts.",
-                  api_name());
-    // a wave: a CTA on every SM, or as many clusters as the driver says fit at
-    // once (on the H100, fewer than 132 / 4 of 4 CTAs: whole clusters per GPC)
-    const int64_t wave = candidate.max_clusters > 0 ? int64_t{candidate.max_clusters} * f.split
-                                                    : int64_t{device->info.sm_count};
-    const int64_t cost = fused_cost(*p, f, candidate.info->cols_per_block, wave, steps);
-    if (!best || cost < best_cost) {
-      best = &f;
-      best_cost = cost;
-      fn = candidate;
+    for (const int64_t split : kFusedSplits) {
+      // each CTA of a split needs a K step of its own: CTA z takes
+      // ceil(steps / split) steps from z times that
+      if (steps <= (split - 1) * ((steps + split - 1) / split) || (split > 1 && !splits.ok()))
+        continue;
+      BuiltinFunction candidate;
+      KAIO_TRY(device->modules->function(kernels::int4_mm_sm90(p->in_dtype, f.rows, split),
+                                         &candidate));
+      if (candidate.info->cols_per_block == 0)
+        return fail(KAIO_ERROR_INTERNAL, "%s: the int4 wgmma kernel lacks its launch facts.",
+                    api_name());
+      // a wave: a CTA on every SM, or as many clusters as the driver says fit at
+      // once (on the H100, fewer than 132 / 4 of 4 CTAs: whole clusters per GPC)
+      const int64_t wave = candidate.max_clusters > 0 ? int64_t{candidate.max_clusters} * split
+                                                      : int64_t{device->info.sm_count};
+      const int64_t cost = fused_cost(*p, f, split, candidate.info->cols_per_block, wave, steps);
+      if (best_cost < 0 || cost < best_cost) {
+        best_cost = cost;
+        best_split = split;
+        fn = candidate;
+      }
     }
   }
   if (!tma_box(fn, "tmap_x", p->box_a) || !tma_box(fn, "tmap_qw", p->box_b))
@@ -226,13 +225,13 @@ kaio_status plan_fused(kaio_device *device, Int4Plan *p, const std::string &why)
   // X's box is the tile's rows, or M rows where M is fewer: a box reaching
   // past M loads slowly, and the kernel expects min(M, tile rows) rows a stage
   if (p->m < p->box_a[1]) p->box_a[1] = static_cast<unsigned>(p->m);
-  kp.grid_z = static_cast<unsigned>(best->split);   // the split kernels' clusters are 1 x 1 x split
+  kp.grid_z = static_cast<unsigned>(best_split);   // the split kernels' clusters are 1 x 1 x split
   p->fused = true;
   if (log_enabled())
     log_kernel(device, kp.function,
                "AUTO: M > 16, " + why +
-                   (best->split > 1 && fn.max_clusters > 0
-                        ? "; K split " + std::to_string(best->split) + " ways, clusters a wave: " +
+                   (best_split > 1 && fn.max_clusters > 0
+                        ? "; K split " + std::to_string(best_split) + " ways, clusters a wave: " +
                               std::to_string(fn.max_clusters)
                         : "") +
                    (splits.ok() ? "" : "; K never split: " + splits.why));

@@ -433,6 +433,24 @@ TEST_F(GpuQuantInt4, PrefillWideTileOverManyColumns) {
   check({500, n, 256, 128, true, 1, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16, false, 0, 1});
 }
 
+// More CTAs than SMs, at M and N off the tiles. On a 132-SM H100: M 1000
+// over 41 column tiles (the last 8 columns wide) on 192-row tiles, 246 CTAs
+// at 6 K steps; M 600 over 65 at 2 and 3 K steps (192 rows); M 2000 over 33
+// on 256-row tiles at 4 K steps, the last row tile loading rows 1744-1999.
+// 16-bit C aligned takes the transposed stores, C off by one element the
+// element stores.
+TEST_F(GpuQuantInt4, PrefillSeveralWavesOfTiles) {
+  check({1000, 128 * 40 + 8, 384, 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16});
+  check({600, 128 * 64 + 72, 128, 32, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_BF16,
+         KAIO_DTYPE_BF16, true, 8});
+  check({2000, 128 * 32 + 8, 256, 128, true, 1, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F32,
+         false, 8, 3});
+  check({1000, 128 * 40 + 8, 384, 32, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16,
+         false, 0, 1});
+  check({600, 128 * 64 + 72, 192, 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_F16,
+         true, 16, 2});
+}
+
 TEST_F(GpuQuantInt4, OpHandlesAtPrefillDequantizeIntoTheirWorkspace) {
   check({64, 128, 256, 128, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F32, true});
   check({100, 200, 512, 64, false, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_BF16, KAIO_DTYPE_BF16, true, 8});

@@ -437,8 +437,8 @@ TEST_F(GpuQuantInt4, PrefillWideTileOverManyColumns) {
 // over 41 column tiles (the last 8 columns wide) on 192-row tiles, 246 CTAs
 // at 6 K steps; M 600 over 65 at 2 and 3 K steps (192 rows); M 2000 over 33
 // on 256-row tiles at 4 K steps, the last row tile loading rows 1744-1999.
-// 16-bit C aligned takes the transposed stores, C off by one element the
-// element stores.
+// 16-bit C 16-byte aligned takes the transposed stores, C one or two
+// elements off that the element stores.
 TEST_F(GpuQuantInt4, PrefillSeveralWavesOfTiles) {
   check({1000, 128 * 40 + 8, 384, 64, true, 0, KAIO_INT4_GPTQ, KAIO_DTYPE_F16, KAIO_DTYPE_F16});
   check({600, 128 * 64 + 72, 128, 32, false, 0, KAIO_INT4_SIGNED, KAIO_DTYPE_BF16,

@@ -19,10 +19,10 @@ def wait(k, bar, parity, hint, scope=None):
     """Spin on mbarrier.try_wait.parity until phase `parity` of bar has
     completed; scope "cluster": acquire at cluster scope (a phase completed by
     a peer CTA's stores), else the default (cta).  A parity names one of two
-    phases: every earlier phase of bar must have completed before the wait,
-    or it passes on one two phases behind (a consumer whose stage uses are
-    interleaved with another's must wait its turn first; bench/RESULTS.md,
-    session 21)."""
+    phases, so wait only for bar's current phase: a wait for the phase after
+    it passes at once, on the older phase of the same parity (a consumer
+    whose uses of a stage alternate with another's must first wait its turn;
+    bench/RESULTS.md, session 21)."""
     top = k.label(hint)
     p = k.reg("p")
     k.place(top)

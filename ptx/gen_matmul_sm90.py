@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate libkaio's sm_90a (Hopper) tensor-core matmul kernels: TMA + wgmma.
 
-    python3 ptx/gen_matmul_sm90.py --out-dir DIR  # write DIR/matmul_sm90.ptx
+    python3 ptx/gen_matmul_sm90.py --out-dir DIR  # write DIR/matmul_sm90{,_cluster}.ptx
 
 Only the Python standard library is used and the output depends on nothing but
 this file and ptx/kaio_ptx, so the build is reproducible.
@@ -10,7 +10,9 @@ Kernels: kaio_matmul_sm90_<in>_<la><lb>[_n128|_n64][_sk], in in {f16, bf16}, la,
 in {n, t}; 40 entries: CTA tiles 128 x 256, and 128 x 128 (_n128, 6 stages)
 and 128 x 64 (_n64, 8 stages, m64n64 wgmma) for shapes with too few tiles to
 fill the SMs; the _n128 and _n64 tiles again as _sk, which sum split-K
-inside the kernel (below).  "nt" (A M x K row-major, B N x K
+inside the kernel (below), and as _k<S> (module matmul_sm90_cluster, PTX 8.1
+for st.async: 40 more entries, _n64_k2/_k4, _n128_k2/_k3/_k4), which split K
+over a cluster of S CTAs (below).  "nt" (A M x K row-major, B N x K
 row-major: the nn.Linear layout) is the primary one: both operands K-major,
 no transposes.
 
@@ -58,6 +60,15 @@ inputs (wide tile; cuBLASLt int8 1271 in h100-baselines.md), a first figure.
   bits do not depend on which CTA that is), runs the epilogue into C and
   stores count[tile] = 0 for the next launch (kaio_ptx/arrival.py).  The host
   zeroes the counts once, when it allocates the workspace.
+  _k<S> entries: the plain params; grid (tiles, 1, S), clusters 1 x 1 x S
+  (.reqnctapercluster), one tile a CTA.  CTA z of a cluster computes K
+  steps [z * kper, z * kper + kper) of tile ctaid.x (none if that is past
+  K: a partial of zeros); after its mainloop rank r owns a run of the
+  tile's 8-column blocks, receives the other ranks' f32 partials of it in
+  its drained stages (st.async, kaio_ptx/cluster_sum.py), adds them in rank
+  order and runs the epilogue on those columns: no workspace, no second
+  launch, the same bits whichever CTA finishes first.  Long-K chunks are on
+  whenever kchunk > 0 (the partials are f32 whatever the output).
   Packed argument buffer (CU_LAUNCH_PARAM_BUFFER_POINTER, kaio_kernel_launch):
   the .align 64 is honoured in absolute constant-bank terms, and on sm_90
   (driver 580) the parameter block starts at c[0x0][0x210], which is 16 mod
@@ -190,7 +201,7 @@ Measured on an H100 80GB HBM3 (driver 580.159.04), through kaio_module_load_ptx
 
 import sys
 
-from kaio_ptx import arrival, cli, manifest, tma, wgmma
+from kaio_ptx import arrival, cli, cluster_sum, manifest, tma, wgmma
 from kaio_ptx.control import loop, skip_if
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.sm90 import Kernel
@@ -198,6 +209,7 @@ from kaio_ptx.ring import Ring
 from kaio_ptx.tma import PANEL
 
 OUTPUT = "matmul_sm90.ptx"
+OUTPUT_CLUSTER = "matmul_sm90_cluster.ptx"     # st.async: PTX 8.1, a module of its own
 SMEM_SYM = "kaio_mm90_smem"
 BK = 64                     # K step: one 128-byte swizzle row of 16-bit elements
 
@@ -213,6 +225,7 @@ DEFAULT_CFG = {
     "suffix": "",
     "int8": True,           # also emit the s8 (W8A8) entry of this tile
     "fused": False,         # split-K summed inside the kernel (_sk entries)
+    "cluster": 0,           # K split over a cluster of this many CTAs (_k<S> entries)
 }
 
 PARAMS = [(".align 64 .b8", "tmap_a[128]"), (".align 64 .b8", "tmap_b[128]"),
@@ -278,7 +291,15 @@ def tile_coords(k, t, tiles_m, tiles_n, cfg, bm, bn):
 
 
 def work_item(k, t, ntiles, tiles_m, tiles_n, ktiles, kper, cfg, bm, bn):
-    """Work item t -> (m0, n0, first K step, K steps) of split t / ntiles."""
+    """Work item t -> (m0, n0, first K step, K steps) of split t / ntiles;
+    cluster kernels: tile t, split %ctaid.z (none of its K steps where the
+    host gave too many splits)."""
+    if cfg["cluster"]:
+        m0, n0 = tile_coords(k, t, tiles_m, tiles_n, cfg, bm, bn)
+        kbeg = k.r("mul.lo.u32", k.r("mov.u32", "%ctaid.z"), kper)
+        kcnt = k.r("selp.b32", k.r("min.u32", k.r("sub.u32", ktiles, kbeg), kper), 0,
+                   k.p("setp.lt.u32", kbeg, ktiles))
+        return m0, n0, kbeg, kcnt
     split = k.r("div.u32", t, ntiles)
     tile = k.r("sub.u32", t, k.r("mul.lo.u32", split, ntiles))
     m0, n0 = tile_coords(k, tile, tiles_m, tiles_n, cfg, bm, bn)
@@ -520,14 +541,15 @@ def chunked(cfg, int8):
     return not int8 and cfg["bn"] <= 128
 
 
-def chunk_setup(k, P, nsplit, fused, bn):
+def chunk_setup(k, P, nsplit, fused, bn, cluster=False):
     """(chunk, cleft, tot): K steps per chunk (all ones when chunks are off:
-    never reached), steps left in this chunk, the totals (-0.0)."""
+    never reached), steps left in this chunk, the totals (-0.0).  Cluster
+    kernels always add f32 partials."""
     steps = P["kchunk"]
-    f32 = k.p("setp.eq.u32", P["out_dtype"], 1)
+    f32 = None if cluster else k.p("setp.eq.u32", P["out_dtype"], 1)
     if fused:
         f32 = k.p("or.pred", f32, k.p("setp.gt.u32", nsplit, 1))
-    on = k.p("and.pred", k.p("setp.ne.u32", steps, 0), f32)
+    on = k.p("setp.ne.u32", steps, 0) if cluster else k.p("and.pred", k.p("setp.ne.u32", steps, 0), f32)
     chunk = k.r("selp.b32", steps, "0xFFFFFFFF", on)
     tot = k.regs("f", bn // 2)
     for x in tot:
@@ -546,6 +568,26 @@ def chunk_boundary(k, acc, tot, chunk, cleft):
 
 
 # --------------------------------------------------------------------------
+# K split over a cluster
+# --------------------------------------------------------------------------
+
+def cluster_tile(k, P, acc, splits, base, recv_off, m0, n0, cw, warp, lane, bn, done):
+    """Cluster kernels: rank r owns a run of the tile's 8-column blocks (acc
+    quads; pairs of them, as the 16-bit fast path stores two at once), sums
+    the cluster's partials of it in rank order (kaio_ptx/cluster_sum.py) and
+    runs the epilogue on those columns alone."""
+    parts = cluster_sum.bounds(bn // 8, splits, unit=2)
+
+    def store(r, mine, q0):
+        q1 = parts[r][1]
+        n0r = k.r("add.u32", n0, 8 * q0) if q0 else n0
+        epilogue(k, P, float_value(k, P, mine), m0, n0r, cw, warp, lane, 8 * (q1 - q0), done)
+
+    cluster_sum.sum_parts(k, acc, parts, base, recv_off, store,
+                          lambda r: "columns %d..%d" % (8 * parts[r][0], 8 * parts[r][1] - 1))
+
+
+# --------------------------------------------------------------------------
 # Kernel
 # --------------------------------------------------------------------------
 
@@ -554,8 +596,9 @@ def layout(cfg):
     bm = 64 * ncons
     stage_bytes = (bm + bn) * BK * 2
     bar_off = stages * stage_bytes
-    # + run-time 1024-B alignment slack; _sk: + the last-arrival flag after the barriers
-    shared = bar_off + 2 * stages * 8 + (16 if cfg["fused"] else 0) + 1024
+    # + run-time 1024-B alignment slack; _sk: + the last-arrival flag after the
+    # barriers; cluster: + the partials' mbarrier (the partials land in the stages)
+    shared = bar_off + 2 * stages * 8 + (16 if cfg["fused"] else 0) + (8 if cfg["cluster"] else 0) + 1024
     return bm, stage_bytes, bar_off, shared
 
 
@@ -612,12 +655,18 @@ def fused_splits(k, P, acc, t, ntiles, nsplit, tid, bars, stages, bm, bn, epi, d
 def matmul_kernel(dt, la, lb, cfg):
     bn, ncons, stages = cfg["bn"], cfg["consumers"], cfg["stages"]
     bm, stage_bytes, bar_off, shared = layout(cfg)
-    fused = cfg["fused"]
-    name = "kaio_matmul_sm90_%s_%s%s%s%s" % (dt, la, lb, cfg["suffix"], "_sk" if fused else "")
-    sel = {"select": "matmul_sm90_sk"} if fused else {}
+    fused, cluster = cfg["fused"], cfg["cluster"]
+    name = "kaio_matmul_sm90_%s_%s%s%s%s%s" % (dt, la, lb, cfg["suffix"], "_sk" if fused else "",
+                                             "_k%d" % cluster if cluster else "")
+    sel = ({"select": "matmul_sm90_sk"} if fused else
+           {"select": "matmul_sm90_cluster", "split_k": cluster} if cluster else {})
     manifest.keys(name, dtype=dt, trans_a=la == "t", trans_b=lb == "t", tile=cfg["suffix"].lstrip("_") or "n256", **sel)
     int8 = dt == "s8"
-    assert not (int8 and fused), "int8 never splits K (f32 partials would lose the exact sum)"
+    assert not (int8 and (fused or cluster)), "int8 never splits K (f32 partials would lose the exact sum)"
+    assert not (fused and cluster)
+    if cluster:
+        assert (cluster - 1) * cluster_sum.slot_bytes(cluster_sum.bounds(bn // 8, cluster, 2)) <= bar_off, \
+            "the partials must fit in the stages"
     # K per 128-byte swizzle row: 64 16-bit or 128 8-bit elements
     bk, lg_bk = (128, 7) if int8 else (BK, 6)
     manifest.facts(name, tile=[bm, bn, bk])
@@ -660,7 +709,7 @@ def matmul_kernel(dt, la, lb, cfg):
     k.note("split-K: work item t = split * ntiles + tile; split s covers K steps [s*kper, s*kper + kper)")
     kper = k.r("min.u32", k.r("max.u32", P["kper"], 1), ktiles)
     nsplit = k.r("div.u32", k.r("add.u32", ktiles, k.r("sub.u32", kper, 1)), kper)
-    nwork = k.r("mul.lo.u32", ntiles, nsplit)
+    nwork = ntiles if cluster else k.r("mul.lo.u32", ntiles, nsplit)
     cta = k.r("mov.u32", "%ctaid.x")
     nctas = k.r("mov.u32", "%nctaid.x")
 
@@ -670,7 +719,8 @@ def matmul_kernel(dt, la, lb, cfg):
     for tm in tmaps:
         k.op("@%s prefetch.tensormap [%s]" % (tid0, tm))
     k.note("thread 0: init the full/empty barriers")
-    k.init_mbarriers(tid, bars, Ring.inits(stages, 0, 8 * stages, 4 * ncons))
+    k.init_mbarriers(tid, bars, Ring.inits(stages, 0, 8 * stages, 4 * ncons) +
+                     ([(16 * stages, 1)] if cluster else []))   # cluster: the partials' mbarrier
     consumer = k.label("consumer")
     exit_ = k.label("exit")
     k.op("@%s bra.uni %s" % (k.p("setp.ne.u32", wg, 0), consumer))
@@ -678,13 +728,17 @@ def matmul_kernel(dt, la, lb, cfg):
     # ---------------- producer warpgroup ----------------
     k.note("producer warpgroup: give registers back, one thread issues every TMA load")
     k.op("setmaxnreg.dec.sync.aligned.u32 %d" % cfg["prod_regs"])
-    k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), exit_))
+    # cluster: every thread meets the cluster's barrier once (kaio_ptx/cluster_sum.py)
+    prod_exit = k.label("producer_exit") if cluster else exit_
+    k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), prod_exit))
     ring = Ring(k, bars, stages, 0, 8 * stages, mad=True)
     t = k.r("mov.u32", cta)
     ptile = k.label("p_tile")
     k.place(ptile)
-    k.op("@%s bra %s" % (k.p("setp.ge.u32", t, nwork), exit_))
+    k.op("@%s bra %s" % (k.p("setp.ge.u32", t, nwork), prod_exit))
     m0, n0, kbeg, kcnt = work_item(k, t, ntiles, tiles_m, tiles_n, ktiles, kper, cfg, bm, bn)
+    if cluster:
+        k.op("@%s bra %s" % (k.p("setp.eq.u32", kcnt, 0), prod_exit))
     kc = k.r("shl.b32", kbeg, lg_bk)
     kt = k.r("mov.u32", 0)
     pk = k.label("p_k")
@@ -707,8 +761,14 @@ def matmul_kernel(dt, la, lb, cfg):
     k.op("add.u32 %s, %s, %d" % (kc, kc, bk))
     k.op("add.u32 %s, %s, 1" % (kt, kt))
     k.op("@%s bra %s" % (k.p("setp.lt.u32", kt, kcnt), pk))
-    k.op("add.u32 %s, %s, %s" % (t, t, nctas))
-    k.op("bra %s" % ptile)
+    if cluster:
+        k.note("one tile a CTA")
+        k.place(prod_exit)
+        cluster_sum.cluster_barrier(k)
+        k.op("bra.uni %s" % exit_)
+    else:
+        k.op("add.u32 %s, %s, %s" % (t, t, nctas))
+        k.op("bra %s" % ptile)
 
     # ---------------- consumer warpgroups ----------------
     k.place(consumer)
@@ -719,25 +779,32 @@ def matmul_kernel(dt, la, lb, cfg):
     lane = k.r("and.b32", tid, 31)
     lane0 = k.p("setp.eq.u32", lane, 0)
     a_slice = k.r("mul.lo.u32", cw, A.slice)
+    # cluster kernels: a shared symbol's address carries the CTA's rank in
+    # bits 24+ (kaio_ptx/wgmma.py desc); the descriptors take the CTA's own
+    dbase = k.r("and.b32", base, "0x00FFFFFF") if cluster else base
     acc = k.regs("r" if int8 else "f", bn // 2)
     ring = Ring(k, bars, stages, 0, 8 * stages, mad=True)
     prev = k.r("mov.u32", 0)
     t = k.r("mov.u32", cta)
     ctile = k.label("c_tile")
     k.place(ctile)
-    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", t, nwork), exit_))
+    no_tile = k.label("no_tile") if cluster else exit_
+    k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", t, nwork), no_tile))
     m0, n0, kbeg, kcnt = work_item(k, t, ntiles, tiles_m, tiles_n, ktiles, kper, cfg, bm, bn)
     chunks = chunked(cfg, int8)
     if chunks:
         k.note("long K: chunks of kchunk K steps, each added into f32 totals")
-        chunk, cleft, tot = chunk_setup(k, P, nsplit, fused, bn)
+        chunk, cleft, tot = chunk_setup(k, P, nsplit, fused, bn, cluster)
+    if cluster:
+        no_steps = k.label("no_steps")
+        k.op("@%s bra.uni %s" % (k.p("setp.eq.u32", kcnt, 0), no_steps))
     kt = k.r("mov.u32", 0)
     ck = k.label("c_k")
     k.place(ck)
     if chunks:
         chunk_boundary(k, acc, tot, chunk, cleft)
     ring.wait_full()
-    stage = k.r("mad.lo.u32", ring.s, stage_bytes, base)
+    stage = k.r("mad.lo.u32", ring.s, stage_bytes, dbase)
     addrs = [(A, k.r("add.u32", stage, a_slice)), (B, k.r("add.u32", stage, A.bytes))]
     da, db = [wgmma.desc(k, addr, op.lbo, op.sbo) for op, addr in addrs]
     notfirst = k.p("setp.ne.u32", kt, 0)
@@ -759,25 +826,40 @@ def matmul_kernel(dt, la, lb, cfg):
     k.op("@%s bra.uni %s" % (k.p("setp.lt.u32", kt, kcnt), ck))
     wgmma.wait(k, 0)
     ring.release(lane0, prev)
+    if cluster:
+        summed = k.label("steps_done")
+        k.op("bra.uni %s" % summed)
+        k.place(no_steps)
+        k.note("no K steps in this split: a partial of zeros")
+        for a in acc:
+            k.op("mov.f32 %s, 0f00000000" % a)
+        k.place(summed)
     if chunks:
         k.note("the last chunk plus the totals (-0.0 + x = x: one chunk keeps its bits)")
         for a, x in zip(acc, tot):
             k.op("add.rn.f32 %s, %s, %s" % (a, x, a))
     done = k.label("stored")
-    if fused:
-        epi = k.label("epilogue")
-        fused_splits(k, P, acc, t, ntiles, nsplit, tid, bars, stages, bm, bn, epi, done)
-        k.place(epi)
-        Pt = P
+    if cluster:
+        cluster_tile(k, P, acc, cluster, base, bar_off + 2 * stages * 8, m0, n0, cw, warp, lane, bn, done)
+        k.place(no_tile)
+        k.note("no tile: the cluster's barrier all the same")
+        cluster_sum.cluster_barrier(k)
+        k.place(done)
     else:
-        k.note("split s > 0 stores its f32 partial sum at c + s * split_elems (the host's workspace)")
-        split = k.r("div.u32", t, ntiles)
-        Pt = dict(P, c=k.rd("add.u64", P["c"], k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(split), P["split_elems"]), 2)))
-    value = IntScale(k, P, acc, m0, n0, cw, warp, lane) if int8 else float_value(k, P, acc)
-    epilogue(k, Pt, value, m0, n0, cw, warp, lane, bn, done, acc if int8 else None)
-    k.place(done)
-    k.op("add.u32 %s, %s, %s" % (t, t, nctas))
-    k.op("bra.uni %s" % ctile)
+        if fused:
+            epi = k.label("epilogue")
+            fused_splits(k, P, acc, t, ntiles, nsplit, tid, bars, stages, bm, bn, epi, done)
+            k.place(epi)
+            Pt = P
+        else:
+            k.note("split s > 0 stores its f32 partial sum at c + s * split_elems (the host's workspace)")
+            split = k.r("div.u32", t, ntiles)
+            Pt = dict(P, c=k.rd("add.u64", P["c"], k.rd("shl.b64", k.rd("mul.lo.u64", k.wide(split), P["split_elems"]), 2)))
+        value = IntScale(k, P, acc, m0, n0, cw, warp, lane) if int8 else float_value(k, P, acc)
+        epilogue(k, Pt, value, m0, n0, cw, warp, lane, bn, done, acc if int8 else None)
+        k.place(done)
+        k.op("add.u32 %s, %s, %s" % (t, t, nctas))
+        k.op("bra.uni %s" % ctile)
     k.place(exit_)
     k.op("ret")
 
@@ -788,13 +870,22 @@ def matmul_kernel(dt, la, lb, cfg):
             bm, bn, bk, stages, ncons),
     ] + (["Split-K summed in the kernel: the last CTA to finish a tile's split adds the splits."]
          if fused else [])
-    ann = [A.tma_line(name, "tmap_a", dt), B.tma_line(name, "tmap_b", dt),
-           "// kaio-launch: %s grid=min(ceil(M/%d)*ceil(N/%d),sm_count),1,1 block=%d,1,1"
-           % (name, bm, bn, nthreads),
-           "// kaio-shared-bytes: %s %d" % (name, shared)]
+    ann = [A.tma_line(name, "tmap_a", dt), B.tma_line(name, "tmap_b", dt)]
+    if cluster:
+        doc.append("K split over a cluster of %d CTAs (grid z = %d, kper K steps each), the partials"
+                   " summed in rank order through DSMEM; one tile a CTA." % (cluster, cluster))
+        ann.append("// kaio-launch: %s grid=ceil(M/%d)*ceil(N/%d),1,%d block=%d,1,1"
+                   % (name, bm, bn, cluster, nthreads))
+    else:
+        ann.append("// kaio-launch: %s grid=min(ceil(M/%d)*ceil(N/%d),sm_count),1,1 block=%d,1,1"
+                   % (name, bm, bn, nthreads))
+    ann.append("// kaio-shared-bytes: %s %d" % (name, shared))
+    directives = [".maxntid 384, 1, 1", ".minnctapersm 1"]
+    if cluster:
+        directives.append(".reqnctapercluster 1, 1, %d" % cluster)
     return k.entry_text(name, "\n".join(doc), ann,
                         INT8_PARAMS if int8 else FUSED_FLOAT_PARAMS if fused else FLOAT_PARAMS,
-                        [".maxntid 384, 1, 1", ".minnctapersm 1"])
+                        directives)
 
 
 # --------------------------------------------------------------------------
@@ -813,6 +904,13 @@ SLIM_CFG = {"bn": 64, "stages": 8, "suffix": "_n64", "int8": False}
 # so splitting K costs no second launch.
 NARROW_SK_CFG = dict(NARROW_CFG, fused=True, int8=False)
 SLIM_SK_CFG = dict(SLIM_CFG, fused=True)
+# The same two tiles with K split over a cluster of CTAs (_k<S>): one tile
+# a CTA, the partials summed through distributed shared memory, no
+# workspace; for shapes with too few tiles for the SMs and few K steps
+# (the squares 512-1024), where the _sk kernels' round trip through global
+# memory costs more than the split saves.
+CLUSTER_CFGS = tuple(dict(SLIM_CFG, cluster=s) for s in (2, 4)) + \
+    tuple(dict(NARROW_CFG, cluster=s, int8=False) for s in (2, 3, 4))
 
 
 def generate(cfgs=(None, NARROW_CFG, SLIM_CFG, NARROW_SK_CFG, SLIM_SK_CFG), layouts=("nt", "nn", "tn", "tt"), dtypes=("f16", "bf16")):
@@ -829,4 +927,5 @@ def generate(cfgs=(None, NARROW_CFG, SLIM_CFG, NARROW_SK_CFG, SLIM_SK_CFG), layo
 
 
 if __name__ == "__main__":
-    sys.exit(cli.main(__file__, __doc__, lambda: {OUTPUT: generate()}))
+    sys.exit(cli.main(__file__, __doc__, lambda: {OUTPUT: generate(),
+                                                  OUTPUT_CLUSTER: generate(CLUSTER_CFGS)}))

@@ -51,7 +51,7 @@ fast or faster on every shape timed (bench/RESULTS.md, session 20).
 
 import sys
 
-from kaio_ptx import cli, manifest, mbarrier, tma
+from kaio_ptx import cli, cluster_sum, manifest, tma
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import extern_shared, preamble
 from kaio_ptx.ring import Ring
@@ -128,73 +128,25 @@ def store_tile(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_, splits)
     k.op("bra.uni %s" % exit_)
 
 
-def cluster_barrier(k):
-    """Every thread of both CTAs (not .aligned: the producer warp arrives
-    diverged); release/acquire orders the shared::cluster stores."""
-    k.op("barrier.cluster.arrive.release")
-    k.op("barrier.cluster.wait.acquire")
-
-
 def cluster_sum_and_store(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp, exit_, splits):
     """Split K over a cluster of `splits` CTAs: rank r owns the tile's rows
     m0 + r * bm / splits .. (a part), sends its partial of every other part
     to that part's owner, sums the partials of its own part in rank order
-    (the same bits whichever rank owns it) and stores them. The stages are
-    free once every CTA passed the cluster barrier (their wgmma and TMA are
-    done). The partials go by st.async into the owner's stages, each store
-    completing its bytes on the owner's recv mbarrier: the owner waits for
-    all of them, with no second cluster barrier (1.5-4 % faster than a
-    barrier at M 512, bench/RESULTS.md)."""
-    rank = k.r("mov.u32", "%cluster_ctarank")
-    ctid = k.r("sub.u32", k.r("mov.u32", "%tid.x"), 128)
+    (kaio_ptx/cluster_sum.py) and stores them. The partials land in the
+    owner's drained stages. One mbarrier, no second cluster barrier (1.5-4 %
+    faster than a barrier at M 512, bench/RESULTS.md)."""
     assert len(acc) % (4 * splits) == 0, "a part is whole quads of acc (8-row blocks)"
-    nq = len(acc) // splits                     # acc[4j + v]: row 8j + ..; part r: j in [r, r + 1) * bm / 8 / splits
-    quad = 256 * 16                             # one quad of acc from every consumer thread
-    part = nq // 4 * quad                       # one sender's partial of one part
-    assert (splits - 1) * part <= T.bar_off, "the partials must fit in the stages"
-    slot = k.r("add.u32", base, k.r("shl.b32", ctid, 4))    # [sender][acc quad][256 threads][16 B]
-    recv = k.r("add.u32", base, T.bar_off + T.recv)
+    parts = cluster_sum.bounds(len(acc) // 4, splits)
+    assert (splits - 1) * cluster_sum.slot_bytes(parts) <= T.bar_off, "the partials must fit in the stages"
     part_rows = T.bm // splits
-    k.note("recv expects every other rank's partial before any may send it")
-    mbarrier.arrive_expect_tx(k, recv, (splits - 1) * part, pred=k.p("setp.eq.u32", ctid, 0))
-    cluster_barrier(k)
-    ranks = [k.label("rank%d_part" % r) for r in range(1, splits)]
-    for r in range(1, splits):
-        k.op("@%s bra.uni %s" % (k.p("setp.eq.u32", rank, r), ranks[r - 1]))
-    for r in range(splits):
-        if r:
-            k.place(ranks[r - 1])
-        k.note("rank %d: owns rows %d.., sends the other parts to their owners" % (r, r * part_rows))
-        for o in range(splits):
-            if o == r:
-                continue
-            remote = k.r("mapa.shared::cluster.u32", slot, o)
-            remote_recv = k.r("mapa.shared::cluster.u32", recv, o)
-            at = (r if r < o else r - 1) * part           # the sender's slot at the owner
-            for q in range(nq // 4):
-                k.op("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%s+%d], {%s}, [%s]"
-                     % (remote, at + q * quad, ", ".join(acc[o * nq + 4 * q:o * nq + 4 * q + 4]), remote_recv))
-        mbarrier.wait(k, recv, "0", "c_recv", scope="cluster")
-        mine = acc[r * nq:(r + 1) * nq]
-        for q in range(nq // 4):
-            quads = {}
-            for src in range(splits):
-                if src != r:
-                    quads[src] = k.regs("f", 4)
-                    k.op("ld.shared.v4.f32 {%s}, [%s+%d]" % (", ".join(quads[src]), slot,
-                                                              (src if src < r else src - 1) * part + q * quad))
-            for i in range(4):
-                # ((p0 + p1) + p2) + ..., p_r from the registers
-                # (the running sum stays out of mine[] until the last add: mine[] is a term)
-                terms = [mine[4 * q + i] if src == r else quads[src][i] for src in range(splits)]
-                total = terms[0]
-                for n, tm in enumerate(terms[1:], 2):
-                    out = mine[4 * q + i] if n == splits else k.reg("f")
-                    k.op("add.f32 %s, %s, %s" % (out, total, tm))
-                    total = out
+
+    def store(r, mine, q0):
         epilogue(k, Tile(part_rows), P, mine, n0, k.r("add.u32", m0, r * part_rows) if r else m0,
                  lo, cols, t, base, cw, warp)
         k.op("bra.uni %s" % exit_)
+
+    cluster_sum.sum_parts(k, acc, parts, base, T.bar_off + T.recv, store,
+                          lambda r: "rows %d.." % (r * part_rows))
 
 
 def epilogue(k, T, P, acc, n0, m0, lo, cols, t, base, cw, warp):
@@ -326,7 +278,7 @@ def mm_kernel(dt, bm, splits=1):
     k.op("bra.uni %s" % prod_exit)
     if split:
         k.place(prod_exit)
-        cluster_barrier(k)
+        cluster_sum.cluster_barrier(k)
         k.op("bra.uni %s" % exit_)
     k.place(cons)
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <set>
 
@@ -138,6 +139,33 @@ class GpuMatmul : public kt::GpuTest {
           ASSERT_TRUE(std::isnan(out[r * ldc + col])) << "padding written at " << r << "," << col;
     }
   }
+
+  struct Shape {
+    int64_t m, n, k;
+  };
+  // Each shape in all four layouts, case i cycling the input dtype (both in
+  // every layout), the output dtype, alpha, beta 0 (NaN-poisoned C) or not
+  // and padded rows; prepared(i): a prepared op, else the one-shot call.
+  template <class Prepared>
+  void every_layout(std::initializer_list<Shape> shapes, Prepared prepared) {
+    int i = 0;
+    for (const Shape &sh : shapes)
+      for (int lay = 0; lay < 4; ++lay, ++i) {
+        Case c;
+        c.m = sh.m;
+        c.n = sh.n;
+        c.k = sh.k;
+        c.ta = (lay & 2) ? KAIO_TRANS_T : KAIO_TRANS_N;
+        c.tb = (lay & 1) ? KAIO_TRANS_T : KAIO_TRANS_N;
+        c.in = ((i + i / 4) % 2) ? KAIO_DTYPE_BF16 : KAIO_DTYPE_F16;
+        c.out = (i % 3 == 0) ? KAIO_DTYPE_F32 : (i % 3 == 1) ? KAIO_DTYPE_F16 : KAIO_DTYPE_BF16;
+        c.alpha = (i % 2) ? 0.75f : 1.0f;
+        c.beta = (i % 4 == 1) ? -0.25f : 0.0f;
+        c.pad = (i % 5 == 2) ? 8 : 0;
+        c.prepared = prepared(i);
+        check(c);
+      }
+  }
 };
 
 TEST_F(GpuMatmul, EveryVariantDtypeLayoutAndOutput) {
@@ -239,37 +267,39 @@ TEST_F(GpuMatmul, SixteenBitOutputsOfWholeTiles) {
 // itself with the 128 x 128 / 128 x 64 tiles (one-shot calls never split,
 // having no workspace). Every layout and output dtype, beta 0
 // (NaN-poisoned C) and not, K not a multiple of the 64-wide K step.
-// Plus the squares 512^3 - 1024^3, whose prepared ops the cost model keeps
-// unsplit (the bench's shapes).
+// Plus the squares 512^3 - 1024^3 (the bench's shapes).
 TEST_F(GpuMatmul, SplitKShapesInPreparedOps) {
-  struct Shape {
-    int64_t m, n, k;
-  } shapes[] = {{17, 300, 4096}, {128, 256, 4104}, {129, 1000, 1000}, {200, 7, 8192},
-                {64, 513, 2048}, {128, 4096, 4096}, {512, 512, 512}, {768, 768, 768},
-                {1024, 1024, 1024}};
-  int idx = 0;
-  for (const Shape &sh : shapes)
-    for (int lay = 0; lay < 4; ++lay) {
-      Case c;
-      c.m = sh.m;
-      c.n = sh.n;
-      c.k = sh.k;
-      c.ta = (lay & 2) ? KAIO_TRANS_T : KAIO_TRANS_N;
-      c.tb = (lay & 1) ? KAIO_TRANS_T : KAIO_TRANS_N;
-      c.in = (idx % 2) ? KAIO_DTYPE_BF16 : KAIO_DTYPE_F16;
-      c.out = (idx % 3 == 0) ? KAIO_DTYPE_F32 : (idx % 3 == 1) ? KAIO_DTYPE_F16 : KAIO_DTYPE_BF16;
-      c.alpha = (idx % 2) ? 0.75f : 1.0f;
-      c.beta = (idx % 4 == 1) ? -0.25f : 0.0f;
-      c.pad = (idx % 5 == 2) ? 8 : 0;
-      c.prepared = true;
-      ++idx;
-      check(c);
-    }
+  every_layout({{17, 300, 4096},
+                {128, 256, 4104},
+                {129, 1000, 1000},
+                {200, 7, 8192},
+                {64, 513, 2048},
+                {128, 4096, 4096},
+                {512, 512, 512},
+                {768, 768, 768},
+                {1024, 1024, 1024}},
+               [](int) { return true; });
+}
+
+// K split over a cluster of CTAs (the _k<S> kernels: a tile's partials summed
+// in rank order through distributed shared memory), one-shot calls and
+// prepared ops alike. With the H100's cluster counts the cost model routes
+// these shapes to each of the cluster kernels (KAIO_LOG names them;
+// bench/RESULTS.md, session 22): 64 x 513 x 2048 and 512 x 1024 x 2048 on
+// 128 x 64 tiles split 4 and 2 ways; 300 x 700 x 1000, 384 x 1536 x 4096
+// and 200 x 4000 x 3000 on 128 x 128 tiles split 4, 3 and 2 ways (K tails
+// in the last split). Every layout and output dtype, beta 0 (NaN-poisoned C)
+// and not, padded rows; MN-major B of two 64-wide panels on ranks >= 1 is
+// what the descriptors' CTA-local addresses fixed.
+TEST_F(GpuMatmul, ClusterSplitShapes) {
+  every_layout({{64, 513, 2048}, {512, 1024, 2048}, {300, 700, 1000}, {384, 1536, 4096},
+                {200, 4000, 3000}},
+               [](int i) { return (i / 8 + i / 2) % 2 == 0; });
 }
 
 // The splits are summed in a fixed order: the same inputs give the same bits
-// (here 128 x 64 tiles, K split 9 ways, summed by whichever CTA finishes a
-// tile last).
+// (8 tiles of 128 x 64, K split over the idle SMs: by whichever CTA finishes
+// a tile last, or over a cluster).
 TEST_F(GpuMatmul, SplitKIsDeterministic) {
   const int64_t m = 128, n = 512, k = 8192;
   kt::HostTensor a = kt::random_tensor(KAIO_DTYPE_F16, m * k, -1, 1, kt::test_seed() + 71);

@@ -1,8 +1,8 @@
 // AUTO on old drivers: on a compute capability 9.0 fake device with the fake
 // driver at CUDA 11.0, 11.8, 12.0, 12.1 and 13.0, every family with an sm_90
 // path creates ops and launches them: the sm_90 kernels where the driver loads
-// their PTX ISA (8.0; 8.1 for int4's split kernels), the older family where it
-// cannot. SM90 asked for by name fails with KAIO_ERROR_DRIVER_TOO_OLD, and
+// their PTX ISA (8.0; 8.1 for the cluster split kernels of int4 and matmul),
+// the older family where it cannot. SM90 asked for by name fails with KAIO_ERROR_DRIVER_TOO_OLD, and
 // KAIO_LOG=1 writes one line per op creation naming the kernel and why.
 // libkaio reads the driver version and KAIO_LOG once per process, so each
 // version runs in a child (threadsafe death tests re-run the binary), which
@@ -141,6 +141,46 @@ void matmul(Child &c, kaio_device *dev, kaio_stream *stream, const Views &v) {
   // One-shot calls choose the same way and log nothing.
   c.ok(kaio_matmul(stream, &t[0], &t[1], &t[2], &d), "kaio_matmul");
   c.launched(kernel, "kaio_matmul");
+  c.check(c.log().empty(), "a one-shot call logged");
+}
+
+// One tile and 64 K steps (M = N = 128, K = 4096): K split 4 ways, the
+// partials summed over a cluster (PTX 8.1), else by the _sk kernel's last
+// CTA (prepared ops, with partials and per-tile counts in the op's
+// workspace; a one-shot call has none and splits nothing), else on sm_80 not
+// at all.
+void split_matmul(Child &c, kaio_device *dev, kaio_stream *stream, const Views &v) {
+  kaio_matmul_desc d;
+  c.ok(kaio_matmul_desc_init(&d, sizeof d), "kaio_matmul_desc_init");
+  d.in_dtype = KAIO_DTYPE_BF16;
+  d.trans_b = KAIO_TRANS_T;
+  d.m = d.n = 128;
+  d.k = 4096;
+  kaio_op *op = nullptr;
+  const kaio_status s = kaio_op_create_matmul(&op, dev, &d);
+  kt::Op owned(op);
+  const std::string kernel = c.ptx_8_1()  ? "kaio_matmul_sm90_bf16_nt_n128_k4"
+                             : c.hopper() ? "kaio_matmul_sm90_bf16_nt_n128_sk"
+                                          : "kaio_matmul_sm80_async_bf16_nt";
+  const std::string one_shot = c.ptx_8_1()  ? kernel
+                               : c.hopper() ? "kaio_matmul_sm90_bf16_nt_n64"
+                                            : kernel;
+  const kaio_tensor t[] = {v.at(0, KAIO_DTYPE_BF16, 128, 4096), v.at(1, KAIO_DTYPE_BF16, 128, 4096),
+                           v.at(2, KAIO_DTYPE_F32, 128, 128)};
+  const std::string why = c.ptx_8_1()  ? "K split 4 ways over a cluster"
+                          : c.hopper() ? "K split 4 ways, summed in the kernel"
+                                       : "";
+  c.runs(s, op, {"kaio: kaio_op_create_matmul: M=128 N=128 K=4096 bf16 nt -> " + kernel, why},
+         stream, t, 3, kernel, "split matmul");
+  if (c.hopper() && !c.ptx_8_1()) {
+    uint64_t ws = 0, count = 0;
+    c.check(kt::fake().last_launch_param(12, &ws, sizeof ws) == 0 &&
+                kt::fake().last_launch_param(13, &count, sizeof count) == 0 && ws != 0 &&
+                count == ws + 4u * 128 * 128 * 4,
+            "the _sk kernel's workspace: 4 partial tiles, then the counts");
+  }
+  c.ok(kaio_matmul(stream, &t[0], &t[1], &t[2], &d), "kaio_matmul");
+  c.launched(one_shot, "split kaio_matmul");
   c.check(c.log().empty(), "a one-shot call logged");
 }
 
@@ -356,6 +396,7 @@ void kquant_matmul(Child &c, kaio_device *dev, kaio_stream *stream, const Views 
   const Views v{buf.get()};
   c.check(c.log().empty(), "logged before any op was created");
   matmul(c, dev, stream.get(), v);
+  split_matmul(c, dev, stream.get(), v);
   attention(c, dev, stream.get(), v);
   int8_matmul(c, dev, stream.get(), v);
   int4_matmul(c, dev, stream.get(), v);

@@ -330,8 +330,9 @@ TEST_F(FakeRuntime, HopperMatmulPassesTensorMapsOfTheViews) {
 
 // Few tiles and a long K: a prepared Hopper matmul splits K over the idle SMs
 // (the fake device has 4); with the wide tiles (no _sk kernel), it sums the
-// splits in a second kernel. One-shot calls own no workspace and never split;
-// they take the 128 x 64 tiles instead.
+// splits in a second kernel. One-shot calls own no workspace and never split
+// through it; they take the 128 x 128 tiles instead. N 384: too many tiles
+// of any width for clusters of 2 or more CTAs on 4 SMs (below).
 // An nn.Linear product (A M x K, B N x K, C M x N, one dtype throughout),
 // alpha 0.5, beta 2, for the Hopper split-K plans below.
 struct LinearProduct {
@@ -359,7 +360,7 @@ struct LinearProduct {
 TEST_F(FakeRuntime, HopperMatmulSplitsLongKOverIdleSmsInPreparedOps) {
   kt::Device d = kt::open_device(0);
   kt::Stream s = kt::make_stream(d.get());
-  const int64_t m = 128, n = 256, k = 16384;
+  const int64_t m = 128, n = 384, k = 16384;
   LinearProduct p(d.get(), m, n, k, KAIO_DTYPE_F16);
   const kt::Buffer &c = p.c;
   const kaio_matmul_desc &desc = p.desc;
@@ -367,8 +368,8 @@ TEST_F(FakeRuntime, HopperMatmulSplitsLongKOverIdleSmsInPreparedOps) {
 
   KT_OK(kaio_matmul(s.get(), &t[0], &t[1], &t[2], &desc));
   Launch one = last_launch();
-  EXPECT_EQ(one.name, "kaio_matmul_sm90_f16_nt_n64") << "four 64-wide tiles beat one 256-wide";
-  EXPECT_EQ(one.grid[0], 4u);
+  EXPECT_EQ(one.name, "kaio_matmul_sm90_f16_nt_n128") << "three 128-wide tiles beat two 256-wide";
+  EXPECT_EQ(one.grid[0], 3u);
   EXPECT_EQ(launch_param<uint32_t>(10), 256u) << "one split: every K step";
   EXPECT_EQ(launch_param<uint64_t>(2), kaio_buffer_device_ptr(c.get()));
 
@@ -380,7 +381,7 @@ TEST_F(FakeRuntime, HopperMatmulSplitsLongKOverIdleSmsInPreparedOps) {
   EXPECT_EQ(kt::fake().launch_count() - before, 2u);
   Launch l = last_launch();
   EXPECT_EQ(l.name, "kaio_splitk_reduce");
-  EXPECT_EQ(l.grid[0], 1u);
+  EXPECT_EQ(l.grid[0], 2u) << "two blocks of 256 columns a row";
   EXPECT_EQ(l.grid[1], static_cast<unsigned>(m));
   EXPECT_EQ(l.block[0], 256u);
   EXPECT_NE(launch_param<uint64_t>(0), kaio_buffer_device_ptr(c.get())) << "partials go to a workspace";
@@ -388,17 +389,20 @@ TEST_F(FakeRuntime, HopperMatmulSplitsLongKOverIdleSmsInPreparedOps) {
   EXPECT_EQ(launch_param<uint32_t>(2), static_cast<uint32_t>(m));
   EXPECT_EQ(launch_param<uint32_t>(3), static_cast<uint32_t>(n));
   EXPECT_EQ(launch_param<uint64_t>(4), static_cast<uint64_t>(n));
-  EXPECT_EQ(launch_param<uint32_t>(5), 4u) << "4 SMs, one tile: 4 splits of 64 K steps";
+  EXPECT_EQ(launch_param<uint32_t>(5), 2u) << "4 SMs, two tiles: 2 splits of 128 K steps";
   EXPECT_EQ(launch_param<uint64_t>(6), static_cast<uint64_t>(m * n));
   EXPECT_EQ(launch_param<float>(7), 0.5f);
   EXPECT_EQ(launch_param<float>(8), 2.0f);
   EXPECT_EQ(launch_param<uint32_t>(9), static_cast<uint32_t>(KAIO_DTYPE_F16));
 }
 
-// Where the 128 x 128 or 128 x 64 tiles split K, the _sk kernel sums the
-// splits itself (its last CTA per tile): one launch, C written by the
-// kernel, partials and per-tile counts in the op's workspace.
-TEST_F(FakeRuntime, HopperMatmulSumsNarrowSplitsInTheKernel) {
+// Where the 128 x 128 or 128 x 64 tiles split K and a cluster of the split's
+// CTAs fits the GPU, the CTAs of a tile (one cluster, along grid z) sum
+// their partials through distributed shared memory: one launch, no
+// workspace, so one-shot calls split too. (On a driver that cannot load the
+// cluster kernels, PTX 8.1, the _sk kernels split instead:
+// host_old_driver_test.cpp.)
+TEST_F(FakeRuntime, HopperMatmulSplitsKOverAClusterWithoutWorkspace) {
   kt::Device d = kt::open_device(0);
   kt::Stream s = kt::make_stream(d.get());
   LinearProduct p(d.get(), 128, 128, 4096, KAIO_DTYPE_BF16);
@@ -407,21 +411,24 @@ TEST_F(FakeRuntime, HopperMatmulSumsNarrowSplitsInTheKernel) {
   kaio_op *raw = nullptr;
   KT_OK(kaio_op_create_matmul(&raw, d.get(), &p.desc));
   kt::Op op(raw);
-  for (int run = 0; run < 2; ++run) {
+  for (int run = 0; run < 3; ++run) {
     const unsigned long long before = kt::fake().launch_count();
-    KT_OK(kaio_op_launch(op.get(), s.get(), t, 3));
+    if (run < 2)
+      KT_OK(kaio_op_launch(op.get(), s.get(), t, 3));
+    else
+      KT_OK(kaio_matmul(s.get(), &t[0], &t[1], &t[2], &p.desc));
     EXPECT_EQ(kt::fake().launch_count() - before, 1u) << "no reduction launch";
     Launch l = last_launch();
-    EXPECT_EQ(l.name, "kaio_matmul_sm90_bf16_nt_n128_sk") << "one 128-wide tile, 4 splits";
-    EXPECT_EQ(l.grid[0], 4u);
+    EXPECT_EQ(l.name, "kaio_matmul_sm90_bf16_nt_n128_k4") << "one 128-wide tile, 4 splits";
+    EXPECT_EQ(l.grid[0], 1u);
+    EXPECT_EQ(l.grid[1], 1u);
+    EXPECT_EQ(l.grid[2], 4u) << "the cluster's CTAs along z";
     EXPECT_EQ(launch_param<uint64_t>(2), kaio_buffer_device_ptr(c.get())) << "C from the kernel";
     EXPECT_EQ(launch_param<float>(7), 0.5f);
     EXPECT_EQ(launch_param<float>(8), 2.0f);
     EXPECT_EQ(launch_param<uint32_t>(9), static_cast<uint32_t>(KAIO_DTYPE_BF16));
     EXPECT_EQ(launch_param<uint32_t>(10), 16u) << "4 splits of 16 K steps";
-    const uint64_t ws = launch_param<uint64_t>(12), count = launch_param<uint64_t>(13);
-    EXPECT_NE(ws, 0u);
-    EXPECT_EQ(count, ws + 4u * 128 * 128 * 4) << "counts after 4 partial tiles";
+    EXPECT_EQ(launch_param<uint32_t>(12), 64u) << "K chunks of 64 steps";
   }
 }
 

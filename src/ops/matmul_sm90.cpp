@@ -9,6 +9,7 @@
 #include "runtime/buffer.hpp"
 #include "runtime/buffer_copy.hpp"
 #include "runtime/context_scope.hpp"
+#include "ops/kernel_family.hpp"
 #include "ops/plan_log.hpp"
 #include "ops/tensor_map.hpp"
 #include "runtime/stream.hpp"
@@ -81,11 +82,30 @@ constexpr int64_t kMinStepsPerSplit = 4;
 // cuBLAS (which splits K there); chunked, 0.3-0.8x (bench/RESULTS.md,
 // session 14). The wide tile has no registers for the totals.
 constexpr unsigned kChunkSteps = 64;
+// K split over a cluster of CTAs (the _k<S> kernels, module matmul_sm90_cluster:
+// one tile a CTA, the partials summed through distributed shared memory, no
+// workspace, so one-shot calls may split too): the tiles and split counts
+// generated, and what a cluster launch costs beyond its K steps, fitted to
+// the H100 (bench/RESULTS.md, session 22: 2.5-3.7 us at the squares
+// 512^3-1024^3, where splitting therefore loses to the unsplit 128 x 64
+// tiles; M 128-256 with K 2048-4096 gained 8-12 %). The clusters must fit
+// the GPU at once (the driver's count: 66 of 2, 39 of 3, 30 of 4 on the
+// H100), and each CTA keeps kMinClusterSteps K steps.
+struct ClusterSplit {
+  const TileFamily *family;
+  int64_t splits;
+};
+constexpr ClusterSplit kClusterSplits[] = {{&kSlim, 2}, {&kSlim, 4}, {&kNarrow, 2}, {&kNarrow, 3},
+                                           {&kNarrow, 4}};
+constexpr size_t kClusterCount = sizeof kClusterSplits / sizeof kClusterSplits[0];
+constexpr double kClusterSum = 3.0e-6;
+constexpr int64_t kMinClusterSteps = 2;
 
 struct Choice {
   const TileFamily *family = &kWide;
   int64_t splits = 1;
   bool in_kernel = false;  // the splits summed by the _sk kernel
+  bool in_cluster = false; // the splits summed by the cluster (_k<S>) kernel
 };
 
 int64_t tiles_of(int64_t m, int64_t n, const TileFamily &f) {
@@ -106,12 +126,36 @@ double modelled_seconds(int64_t m, int64_t n, int64_t k, const TileFamily &f, in
   return t;
 }
 
+// A cluster split: its CTAs' tensor cores on ceil(steps / splits) steps, or
+// DRAM, then the sum.
+double cluster_seconds(int64_t m, int64_t n, int64_t k, const ClusterSplit &c) {
+  const int64_t steps = ((k + kStepK - 1) / kStepK + c.splits - 1) / c.splits;
+  const double item_flops = 2.0 * kTileM * c.family->tile_n * steps * kStepK;
+  return std::max(item_flops / c.family->rate, 2.0 * (m + n) * k / kDramBandwidth) + kClusterSum;
+}
+
 // The family and split count the model likes best, keeping every work item
-// in one wave. Splits need a workspace, so only op handles (may_split) get them.
-Choice choose(int64_t m, int64_t n, int64_t k, int64_t sms, bool may_split) {
+// in one wave. Splits through global memory need a workspace, so only op
+// handles (may_split) get them; cluster splits go wherever max_clusters[i]
+// (the clusters of kClusterSplits[i] the GPU holds at once; 0: none) fit
+// every tile.
+Choice choose(int64_t m, int64_t n, int64_t k, int64_t sms, bool may_split,
+              const int *max_clusters) {
   const int64_t ksteps = (k + kStepK - 1) / kStepK;
   Choice best;
   double best_t = modelled_seconds(m, n, k, kWide, 1, sms) * kMinGain;
+  for (size_t i = 0; i < kClusterCount; ++i) {
+    const ClusterSplit &c = kClusterSplits[i];
+    const int64_t per = (ksteps + c.splits - 1) / c.splits;
+    if (tiles_of(m, n, *c.family) > max_clusters[i] || per < kMinClusterSteps ||
+        (c.splits - 1) * per >= ksteps)
+      continue;
+    const double t = cluster_seconds(m, n, k, c);
+    if (t < best_t) {
+      best = {c.family, c.splits, false, true};
+      best_t = t;
+    }
+  }
   for (const TileFamily *f : {&kWide, &kNarrow, &kSlim}) {
     const int64_t tiles = tiles_of(m, n, *f);
     // The reduction's grid.y is a row, so at most 65535 rows split.
@@ -129,8 +173,26 @@ Choice choose(int64_t m, int64_t n, int64_t k, int64_t sms, bool may_split) {
 
 KernelId kernel_for(const MatmulPlan &p, const Choice &c) {
   const bool ta = p.trans_a == KAIO_TRANS_T, tb = p.trans_b == KAIO_TRANS_T;
+  if (c.in_cluster)
+    return kernels::matmul_sm90_cluster(p.dtype, ta, tb, c.family->tile, c.splits);
   return c.in_kernel ? kernels::matmul_sm90_sk(p.dtype, ta, tb, c.family->tile)
                      : kernels::matmul_sm90(p.dtype, ta, tb, c.family->tile);
+}
+
+// How many clusters of each kClusterSplits kernel (this plan's dtype and
+// layout) the GPU runs at once, as the driver says; all 0 where the driver
+// cannot load the cluster module (PTX 8.1) or the inputs are not 16-bit.
+kaio_status cluster_capacity(kaio_device *device, const MatmulPlan &p, int *max_clusters) {
+  if (p.dtype != KAIO_DTYPE_F16 && p.dtype != KAIO_DTYPE_BF16) return KAIO_OK;
+  if (!check_family(device, ModuleId::matmul_sm90_cluster, true).ok()) return KAIO_OK;
+  for (size_t i = 0; i < kClusterCount; ++i) {
+    BuiltinFunction fn;
+    KAIO_TRY(device->modules->function(kernel_for(p, {kClusterSplits[i].family,
+                                                      kClusterSplits[i].splits, false, true}),
+                                       &fn));
+    max_clusters[i] = fn.max_clusters;
+  }
+  return KAIO_OK;
 }
 
 // The _sk kernels' workspace: each split's f32 partial of each tile, then a
@@ -150,7 +212,11 @@ kaio_status plan_matmul_sm90(kaio_device *device, MatmulPlan *plan, const std::s
   MatmulPlan &p = *plan;
   const int64_t m = p.rows, n = p.cols, sms = device->info.sm_count;
   const int64_t ksteps = (p.k + kStepK - 1) / kStepK;
-  const Choice choice = choose(m, n, p.k, sms, p.prepared);
+  // The cluster kernels' module is loaded only for shapes with few enough tiles
+  // for a cluster of 2 on each (the n64 tiles are at least as many).
+  int max_clusters[kClusterCount] = {};
+  if (tiles_of(m, n, kNarrow) * 2 <= sms) KAIO_TRY(cluster_capacity(device, p, max_clusters));
+  const Choice choice = choose(m, n, p.k, sms, p.prepared, max_clusters);
   BuiltinFunction fn;
   KAIO_TRY(device->modules->function(kernel_for(p, choice), &fn));
   if (!tma_box(fn, "tmap_a", p.box_a) || !tma_box(fn, "tmap_b", p.box_b))
@@ -163,6 +229,17 @@ kaio_status plan_matmul_sm90(kaio_device *device, MatmulPlan *plan, const std::s
   p.splits = static_cast<unsigned>((ksteps + per - 1) / per);
   p.split_in_kernel = p.splits > 1 && choice.in_kernel;
   p.k_chunk = kChunkSteps;
+  if (choice.in_cluster) {
+    // A tile a cluster, the splits along z (the kernels' clusters are 1 x 1 x splits).
+    p.launch.grid = static_cast<unsigned>(tiles_of(m, n, *choice.family));
+    p.launch.grid_z = static_cast<unsigned>(choice.splits);
+    p.splits = 1;  // nothing for the host to sum: enqueue launches it as one product
+    if (log_enabled())
+      log_kernel(device, fn.function,
+                 "AUTO: " + why + ", K split " + std::to_string(choice.splits) +
+                     " ways over a cluster, clusters a wave: " + std::to_string(fn.max_clusters));
+    return KAIO_OK;
+  }
   if (p.split_in_kernel) {
     KAIO_TRY(in_kernel_workspace(device, &p, choice));
   } else if (p.splits > 1) {

@@ -546,10 +546,13 @@ def chunk_setup(k, P, nsplit, fused, bn, cluster=False):
     never reached), steps left in this chunk, the totals (-0.0).  Cluster
     kernels always add f32 partials."""
     steps = P["kchunk"]
-    f32 = None if cluster else k.p("setp.eq.u32", P["out_dtype"], 1)
-    if fused:
-        f32 = k.p("or.pred", f32, k.p("setp.gt.u32", nsplit, 1))
-    on = k.p("setp.ne.u32", steps, 0) if cluster else k.p("and.pred", k.p("setp.ne.u32", steps, 0), f32)
+    if cluster:
+        on = k.p("setp.ne.u32", steps, 0)
+    else:
+        f32 = k.p("setp.eq.u32", P["out_dtype"], 1)
+        if fused:
+            f32 = k.p("or.pred", f32, k.p("setp.gt.u32", nsplit, 1))
+        on = k.p("and.pred", k.p("setp.ne.u32", steps, 0), f32)
     chunk = k.r("selp.b32", steps, "0xFFFFFFFF", on)
     tot = k.regs("f", bn // 2)
     for x in tot:
@@ -779,9 +782,7 @@ def matmul_kernel(dt, la, lb, cfg):
     lane = k.r("and.b32", tid, 31)
     lane0 = k.p("setp.eq.u32", lane, 0)
     a_slice = k.r("mul.lo.u32", cw, A.slice)
-    # cluster kernels: a shared symbol's address carries the CTA's rank in
-    # bits 24+ (kaio_ptx/wgmma.py desc); the descriptors take the CTA's own
-    dbase = k.r("and.b32", base, "0x00FFFFFF") if cluster else base
+    dbase = tma.cta_window(k, base) if cluster else base     # for the descriptors
     acc = k.regs("r" if int8 else "f", bn // 2)
     ring = Ring(k, bars, stages, 0, 8 * stages, mad=True)
     prev = k.r("mov.u32", 0)

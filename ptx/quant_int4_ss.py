@@ -190,7 +190,7 @@ def consumer(k, T, dt, base, bars, nsteps, stages, wfull, finish, load):
     # >> 4 fit its 14 bits, so no carry): 128-B swizzle, LBO 16, SBO 1024;
     # the stages are 1024-aligned.  In the split kernels (clusters) base
     # carries the CTA's rank in bits 24+, which lands in the LBO field: harmless
-    # here, both operands being K-major (the LBO unread; kaio_ptx/wgmma.py desc)
+    # here, both operands being K-major (the LBO unread; kaio_ptx/tma.py cta_window)
     dhi = k.r("mov.b32", (1024 >> 4) | (1 << 30))
     xlo = k.r("or.b32", k.r("shr.u32", base, 4), 1 << 16)
     wlo = k.r("or.b32", k.r("shr.u32", k.r("mad.lo.u32", cw, 64 * ROW_BYTES, k.r("add.u32", base, T.w_off)), 4),

@@ -6,12 +6,11 @@ kernels use."""
 def desc(k, addr, lbo, sbo):
     """64-bit descriptor of the 128-B-swizzled tile at shared address addr:
     leading / stride byte offsets lbo, sbo (bits 16-29, 32-45, >> 4),
-    swizzle mode 1 = 128 B (bits 62-63).  addr must be an address in the
-    CTA's own window (below 2^18): in a kernel launched in clusters, ptxas
-    gives a shared symbol's address the CTA's rank in bits 24+, which
-    addr >> 4 would add to the LBO (wrong results on ranks >= 1 wherever
-    the LBO is read: MN-major operands of more than one 64-wide panel;
-    bench/RESULTS.md, session 22)."""
+    swizzle mode 1 = 128 B (bits 62-63).  addr must be in the CTA's own
+    window (below 2^18; a cluster kernel's shared addresses go through
+    kaio_ptx/tma.py cta_window): a rank in bits 24+ would land in the LBO,
+    wrong on ranks >= 1 wherever the LBO is read, i.e. MN-major operands of
+    more than one 64-wide panel (bench/RESULTS.md, session 22)."""
     lo = k.r("or.b32", k.r("shr.u32", addr, 4), (lbo >> 4) << 16)
     d = k.reg("rd")
     k.op("mov.b64 %s, {%s, %s}" % (d, lo, k.r("mov.b32", (sbo >> 4) | (1 << 30))))

@@ -112,16 +112,21 @@ int64_t tiles_of(int64_t m, int64_t n, const TileFamily &f) {
   return ((m + kTileM - 1) / kTileM) * ((n + f.tile_n - 1) / f.tile_n);
 }
 
+// One work item's flops: a tile over one of `splits` parts of K.
+double item_flops(int64_t k, const TileFamily &f, int64_t splits) {
+  const int64_t steps = ((k + kStepK - 1) / kStepK + splits - 1) / splits;
+  return 2.0 * kTileM * f.tile_n * steps * kStepK;
+}
+
 double modelled_seconds(int64_t m, int64_t n, int64_t k, const TileFamily &f, int64_t splits,
                         int64_t sms) {
   // Tensor cores compute whole tiles, and a CTA with more work items than
   // another runs them one after the other: waves of whole tiles.
   const int64_t work = tiles_of(m, n, f) * splits, ctas = std::min(work, sms);
   const int64_t waves = (work + ctas - 1) / ctas;
-  const int64_t steps = ((k + kStepK - 1) / kStepK + splits - 1) / splits;
-  const double item_flops = 2.0 * kTileM * f.tile_n * steps * kStepK;
   const double operands = 2.0 * (m + n) * k, partials = splits > 1 ? 4.0 * splits * m * n : 0.0;
-  double t = std::max(waves * item_flops / f.rate, (operands + partials) / kDramBandwidth);
+  double t = std::max(waves * item_flops(k, f, splits) / f.rate,
+                      (operands + partials) / kDramBandwidth);
   if (splits > 1) t += (partials + 4.0 * m * n) / kDramBandwidth + kReduceLaunch;
   return t;
 }
@@ -129,9 +134,9 @@ double modelled_seconds(int64_t m, int64_t n, int64_t k, const TileFamily &f, in
 // A cluster split: its CTAs' tensor cores on ceil(steps / splits) steps, or
 // DRAM, then the sum.
 double cluster_seconds(int64_t m, int64_t n, int64_t k, const ClusterSplit &c) {
-  const int64_t steps = ((k + kStepK - 1) / kStepK + c.splits - 1) / c.splits;
-  const double item_flops = 2.0 * kTileM * c.family->tile_n * steps * kStepK;
-  return std::max(item_flops / c.family->rate, 2.0 * (m + n) * k / kDramBandwidth) + kClusterSum;
+  const TileFamily &f = *c.family;
+  return std::max(item_flops(k, f, c.splits) / f.rate, 2.0 * (m + n) * k / kDramBandwidth) +
+         kClusterSum;
 }
 
 // The family and split count the model likes best, keeping every work item

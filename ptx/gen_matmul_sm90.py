@@ -6,10 +6,11 @@
 Only the Python standard library is used and the output depends on nothing but
 this file and ptx/kaio_ptx, so the build is reproducible.
 
-Kernels: kaio_matmul_sm90_<in>_<la><lb>[_n128|_n64][_sk], in in {f16, bf16}, la, lb
-in {n, t}; 40 entries: CTA tiles 128 x 256, and 128 x 128 (_n128, 6 stages)
-and 128 x 64 (_n64, 8 stages, m64n64 wgmma) for shapes with too few tiles to
-fill the SMs; the _n128 and _n64 tiles again as _sk, which sum split-K
+Kernels: kaio_matmul_sm90_<in>_<la><lb>[_n128|_n64|_m64][_sk], in in {f16, bf16}, la,
+lb in {n, t}; 48 entries: CTA tiles 128 x 256, and 128 x 128 (_n128, 6 stages),
+128 x 64 (_n64, 8 stages, m64n64 wgmma) and 64 x 64 (_m64: one consumer
+warpgroup, 256 threads, 6 stages, two CTAs an SM, no setmaxnreg) for shapes
+with too few tiles to fill the SMs; the _n128 and _n64 tiles again as _sk, which sum split-K
 inside the kernel (below), and as _k<S> (module matmul_sm90_cluster, PTX 8.1
 for st.async: 40 more entries, _n64_k2/_k4, _n128_k2/_k3/_k4), which split K
 over a cluster of S CTAs (below).  "nt" (A M x K row-major, B N x K
@@ -226,6 +227,7 @@ DEFAULT_CFG = {
     "int8": True,           # also emit the s8 (W8A8) entry of this tile
     "fused": False,         # split-K summed inside the kernel (_sk entries)
     "cluster": 0,           # K split over a cluster of this many CTAs (_k<S> entries)
+    "ctas_per_sm": 1,       # .minnctapersm
 }
 
 PARAMS = [(".align 64 .b8", "tmap_a[128]"), (".align 64 .b8", "tmap_b[128]"),
@@ -678,8 +680,13 @@ def matmul_kernel(dt, la, lb, cfg):
     B = Operand("B", lb == "t", bn, cfg, bk)
     assert bn % 64 == 0 and 8 <= bn <= 256 and A.bytes % 1024 == 0
     nthreads = 128 * (1 + ncons)
-    assert nthreads == 384, "the .maxntid / setmaxnreg budget below assumes 3 warpgroups"
-    assert 128 * cfg["prod_regs"] + 128 * ncons * cfg["cons_regs"] <= 65536
+    # two consumers: .maxntid 384 + .minnctapersm 1 caps the entry at 168 registers and
+    # setmaxnreg moves them to the consumers; one consumer (_m64): two CTAs an SM, 128
+    # registers each thread, enough for its 32 accumulators, so no setmaxnreg
+    per_sm = cfg["ctas_per_sm"]
+    regs = cfg["prod_regs"] is not None
+    assert (nthreads, per_sm, regs) in ((384, 1, True), (256, 2, False))
+    assert not regs or 128 * cfg["prod_regs"] + 128 * ncons * cfg["cons_regs"] <= 65536
     k = Kernel()
 
     P = {}
@@ -730,7 +737,8 @@ def matmul_kernel(dt, la, lb, cfg):
 
     # ---------------- producer warpgroup ----------------
     k.note("producer warpgroup: give registers back, one thread issues every TMA load")
-    k.op("setmaxnreg.dec.sync.aligned.u32 %d" % cfg["prod_regs"])
+    if regs:
+        k.op("setmaxnreg.dec.sync.aligned.u32 %d" % cfg["prod_regs"])
     # cluster: every thread meets the cluster's barrier once (kaio_ptx/cluster_sum.py)
     prod_exit = k.label("producer_exit") if cluster else exit_
     k.op("@%s bra %s" % (k.p("setp.ne.u32", tid, 0), prod_exit))
@@ -776,7 +784,8 @@ def matmul_kernel(dt, la, lb, cfg):
     # ---------------- consumer warpgroups ----------------
     k.place(consumer)
     k.note("consumer warpgroups: 64 rows each, wgmma from shared memory")
-    k.op("setmaxnreg.inc.sync.aligned.u32 %d" % cfg["cons_regs"])
+    if regs:
+        k.op("setmaxnreg.inc.sync.aligned.u32 %d" % cfg["cons_regs"])
     cw = k.r("sub.u32", wg, 1)
     warp = k.r("and.b32", k.r("shr.u32", tid, 5), 3)
     lane = k.r("and.b32", tid, 31)
@@ -878,10 +887,10 @@ def matmul_kernel(dt, la, lb, cfg):
         ann.append("// kaio-launch: %s grid=ceil(M/%d)*ceil(N/%d),1,%d block=%d,1,1"
                    % (name, bm, bn, cluster, nthreads))
     else:
-        ann.append("// kaio-launch: %s grid=min(ceil(M/%d)*ceil(N/%d),sm_count),1,1 block=%d,1,1"
-                   % (name, bm, bn, nthreads))
+        ann.append("// kaio-launch: %s grid=min(ceil(M/%d)*ceil(N/%d),%ssm_count),1,1 block=%d,1,1"
+                   % (name, bm, bn, "%d*" % per_sm if per_sm > 1 else "", nthreads))
     ann.append("// kaio-shared-bytes: %s %d" % (name, shared))
-    directives = [".maxntid 384, 1, 1", ".minnctapersm 1"]
+    directives = [".maxntid %d, 1, 1" % nthreads, ".minnctapersm %d" % per_sm]
     if cluster:
         directives.append(".reqnctapercluster 1, 1, %d" % cluster)
     return k.entry_text(name, "\n".join(doc), ann,
@@ -900,6 +909,12 @@ NARROW_CFG = {"bn": 128, "stages": 6, "suffix": "_n128"}
 # splitting K (no partials, no reduction launch), small squares four times as
 # many as with wide tiles.  16-bit inputs only.
 SLIM_CFG = {"bn": 64, "stages": 8, "suffix": "_n64", "int8": False}
+# 64 x 64 tiles (_m64: one consumer warpgroup, 6 stages of 16 KiB, two CTAs
+# an SM) for the small squares: at 512^3 the 128 x 64 tiles give 32 CTAs of 8
+# K steps and cuBLAS's 64 x 48 tiles 96 (ncu, bench/RESULTS.md, session 23);
+# halving a CTA's rows halves the bytes each K step brings into its SM.
+TINY_CFG = {"bn": 64, "consumers": 1, "stages": 6, "suffix": "_m64", "int8": False,
+            "prod_regs": None, "cons_regs": None, "ctas_per_sm": 2}
 # The same two tiles with split-K summed inside the kernel (_sk): the CTA
 # that finishes a tile's last split adds the partials and runs the epilogue,
 # so splitting K costs no second launch.
@@ -914,7 +929,7 @@ CLUSTER_CFGS = tuple(dict(SLIM_CFG, cluster=s) for s in (2, 4)) + \
     tuple(dict(NARROW_CFG, cluster=s, int8=False) for s in (2, 3, 4))
 
 
-def generate(cfgs=(None, NARROW_CFG, SLIM_CFG, NARROW_SK_CFG, SLIM_SK_CFG), layouts=("nt", "nn", "tn", "tt"), dtypes=("f16", "bf16")):
+def generate(cfgs=(None, NARROW_CFG, SLIM_CFG, TINY_CFG, NARROW_SK_CFG, SLIM_SK_CFG), layouts=("nt", "nn", "tn", "tt"), dtypes=("f16", "bf16")):
     parts = [preamble(__file__), extern_shared(SMEM_SYM, 1024)]
     for extra in cfgs:
         cfg = dict(DEFAULT_CFG, **(extra or {}))

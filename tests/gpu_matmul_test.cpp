@@ -285,16 +285,28 @@ TEST_F(GpuMatmul, SplitKShapesInPreparedOps) {
 // in rank order through distributed shared memory), one-shot calls and
 // prepared ops alike. With the H100's cluster counts the cost model routes
 // these shapes to each of the cluster kernels (KAIO_LOG names them;
-// bench/RESULTS.md, session 22): 64 x 513 x 2048 and 512 x 1024 x 2048 on
-// 128 x 64 tiles split 4 and 2 ways; 300 x 700 x 1000, 384 x 1536 x 4096
-// and 200 x 4000 x 3000 on 128 x 128 tiles split 4, 3 and 2 ways (K tails
-// in the last split). Every layout and output dtype, beta 0 (NaN-poisoned C)
-// and not, padded rows; MN-major B of two 64-wide panels on ranks >= 1 is
-// what the descriptors' CTA-local addresses fixed.
+// bench/RESULTS.md, sessions 22 and 23): 64 x 513 x 2048 and 512 x 1024 x
+// 2048 on 128 x 64 tiles split 4 and 2 ways; 256 x 1280 x 2048, 384 x 1536 x
+// 4096 and 200 x 4000 x 3000 on 128 x 128 tiles split 4, 3 and 2 ways (K
+// tails in the last split). Every layout and output dtype, beta 0
+// (NaN-poisoned C) and not, padded rows; MN-major B of two 64-wide panels on
+// ranks >= 1 is what the descriptors' CTA-local addresses fixed.
 TEST_F(GpuMatmul, ClusterSplitShapes) {
-  every_layout({{64, 513, 2048}, {512, 1024, 2048}, {300, 700, 1000}, {384, 1536, 4096},
+  every_layout({{64, 513, 2048}, {512, 1024, 2048}, {256, 1280, 2048}, {384, 1536, 4096},
                 {200, 4000, 3000}},
                [](int i) { return (i / 8 + i / 2) % 2 == 0; });
+}
+
+// The 64 x 64 tiles (_m64: one consumer warpgroup, two CTAs an SM), where the
+// cost model sends few-tile products of at most 16 K steps (KAIO_LOG names
+// them; bench/RESULTS.md, session 23): one tile alone on an SM (17 x 300 x
+// 520, 65 x 129 x 72), one CTA an SM (300 x 700 x 1000), two to most SMs
+// (1000^3, 96 x 2000 x 520); M, N and K off the tile. Every layout and
+// output dtype, beta 0 (NaN-poisoned C) and not, padded rows.
+TEST_F(GpuMatmul, SixtyFourRowTiles) {
+  every_layout({{17, 300, 520}, {65, 129, 72}, {300, 700, 1000}, {1000, 1000, 1000},
+                {96, 2000, 520}},
+               [](int i) { return (i / 4 + i) % 2 == 0; });
 }
 
 // The splits are summed in a fixed order: the same inputs give the same bits

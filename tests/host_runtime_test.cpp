@@ -261,9 +261,10 @@ TEST_F(FakeRuntime, DecodeShapedMatmulUsesTheGemvKernels) {
       {1, KAIO_DTYPE_F16, KAIO_MATMUL_AUTO, KAIO_TRANS_T, "kaio_matmul_gemv_f16_m1"},
       {5, KAIO_DTYPE_BF16, KAIO_MATMUL_AUTO, KAIO_TRANS_T, "kaio_matmul_gemv_bf16_m8"},
       {16, KAIO_DTYPE_F16, KAIO_MATMUL_AUTO, KAIO_TRANS_T, "kaio_matmul_gemv_f16_m16"},
-      {17, KAIO_DTYPE_F16, KAIO_MATMUL_AUTO, KAIO_TRANS_T, "kaio_matmul_sm90_f16_nt"},  // cc 9.0
+      // cc 9.0; one K step on the fake driver's 4 SMs: 64 x 64 tiles
+      {17, KAIO_DTYPE_F16, KAIO_MATMUL_AUTO, KAIO_TRANS_T, "kaio_matmul_sm90_f16_nt_m64"},
       {3, KAIO_DTYPE_F16, KAIO_MATMUL_ASYNC, KAIO_TRANS_T, "kaio_matmul_sm80_async_f16_nt"},
-      {3, KAIO_DTYPE_F16, KAIO_MATMUL_AUTO, KAIO_TRANS_N, "kaio_matmul_sm90_f16_nn"},  // cc 9.0
+      {3, KAIO_DTYPE_F16, KAIO_MATMUL_AUTO, KAIO_TRANS_N, "kaio_matmul_sm90_f16_nn_m64"},
   };
   const int64_t n = 1000, k = 64;
   for (const auto &cs : cases) {
@@ -282,6 +283,11 @@ TEST_F(FakeRuntime, DecodeShapedMatmulUsesTheGemvKernels) {
     if (l.name.find("gemv") != std::string::npos) {
       EXPECT_EQ(l.grid[1], 1u);  // columns spread along x, per the kernel's annotation
       EXPECT_EQ(launch_param<uint32_t>(3), static_cast<uint32_t>(cs.m));
+    }
+    if (l.name.find("_m64") != std::string::npos) {
+      // persistent, two CTAs an SM: min(16 tiles, 2 x 4 SMs) of 256 threads
+      EXPECT_EQ(l.grid[0], 8u);
+      EXPECT_EQ(l.block[0], 256u);
     }
   }
 }

@@ -25,26 +25,43 @@ constexpr const KernelInfo &kNarrowKernel =
     kernel_info(kernels::matmul_sm90(KAIO_DTYPE_F16, false, false, kernels::Tile::n128));
 constexpr const KernelInfo &kSlimKernel =
     kernel_info(kernels::matmul_sm90(KAIO_DTYPE_F16, false, false, kernels::Tile::n64));
-constexpr int64_t kTileM = kWideKernel.tile_m;
+constexpr const KernelInfo &kTinyKernel =
+    kernel_info(kernels::matmul_sm90(KAIO_DTYPE_F16, false, false, kernels::Tile::m64));
 constexpr int64_t kStepK = kWideKernel.tile_k;
-static_assert(kNarrowKernel.tile_m == kTileM && kNarrowKernel.tile_k == kStepK);
-static_assert(kSlimKernel.tile_m == kTileM && kSlimKernel.tile_k == kStepK);
+static_assert(kNarrowKernel.tile_k == kStepK && kSlimKernel.tile_k == kStepK &&
+              kTinyKernel.tile_k == kStepK);
 
-// The kernel families: 128 x 256 tiles; 128 x 128 (_n128) and 128 x 64
-// (_n64) for shapes whose wide tiles leave SMs idle. rate is one CTA's
-// tensor-core rate: 720 TFLOP/s over 132 SMs at 4096^3 for the wide tile,
-// 580 for the narrow one; the 128 x 64 tile reached 3.4 TFLOP/s per CTA at
-// M = 128 (64 CTAs, ncu) and 2.7 at 4096^3 (all SMs busy).
-// in_kernel: the family has _sk entries, which sum the splits themselves.
+// The kernel families: 128 x 256 tiles; 128 x 128 (_n128), 128 x 64 (_n64)
+// and 64 x 64 (_m64, two CTAs an SM) for shapes whose wide tiles leave SMs
+// idle. rate is one CTA's tensor-core rate: 720 TFLOP/s over 132 SMs at
+// 4096^3 for the wide tile, 580 for the narrow one; the 128 x 64 tile
+// reached 3.4 TFLOP/s per CTA at M = 128 (64 CTAs, ncu) and 2.7 at 4096^3
+// (all SMs busy).
 struct TileFamily {
-  int64_t tile_n;
+  int64_t tile_m, tile_n;
   double rate;
   kernels::Tile tile;
-  bool in_kernel;
+  bool in_kernel;         // it has _sk entries, which sum the splits themselves
+  bool splits;            // it may split K at all
+  int64_t per_sm;         // CTAs an SM holds
+  double shared_rate;     // a CTA's rate where more CTAs than SMs share them
+  int64_t max_steps;      // K steps it takes at most (0: any)
 };
-constexpr TileFamily kWide = {kWideKernel.tile_n, 5.5e12, kernels::Tile::n256, false};
-constexpr TileFamily kNarrow = {kNarrowKernel.tile_n, 4.4e12, kernels::Tile::n128, true};
-constexpr TileFamily kSlim = {kSlimKernel.tile_n, 3.3e12, kernels::Tile::n64, true};
+constexpr TileFamily kWide = {kWideKernel.tile_m, kWideKernel.tile_n, 5.5e12, kernels::Tile::n256,
+                              false, true, 1, 5.5e12, 0};
+constexpr TileFamily kNarrow = {kNarrowKernel.tile_m, kNarrowKernel.tile_n, 4.4e12,
+                                kernels::Tile::n128, true, true, 1, 4.4e12, 0};
+constexpr TileFamily kSlim = {kSlimKernel.tile_m, kSlimKernel.tile_n, 3.3e12, kernels::Tile::n64,
+                              true, true, 1, 3.3e12, 0};
+// The 64 x 64 tiles, fitted to the H200 (bench/RESULTS.md, session 23:
+// every family forced at 17 shapes): alone on an SM they beat the 128 x 64
+// tiles on the small squares and M 300, N 700, K 1000 (the smaller fixed
+// part and step of a half-height tile), two to an SM they share its tensor
+// cores. Past 16 K steps two to an SM ran 5-30 % slower than the 128 x 64
+// tiles and the cluster splits (K 2048-4096), which the rates alone do not
+// tell apart: hence max_steps.
+constexpr TileFamily kTiny = {kTinyKernel.tile_m, kTinyKernel.tile_n, 1.9e12, kernels::Tile::m64,
+                              false, false, 2, 1.75e12, 16};
 static_assert(kernel_info(kernels::matmul_sm90_sk(KAIO_DTYPE_F16, false, true, kernels::Tile::n64))
                       .tile_n == kSlimKernel.tile_n &&
                   kernel_info(kernels::matmul_sm90_sk(KAIO_DTYPE_F16, false, true,
@@ -109,23 +126,24 @@ struct Choice {
 };
 
 int64_t tiles_of(int64_t m, int64_t n, const TileFamily &f) {
-  return ((m + kTileM - 1) / kTileM) * ((n + f.tile_n - 1) / f.tile_n);
+  return ((m + f.tile_m - 1) / f.tile_m) * ((n + f.tile_n - 1) / f.tile_n);
 }
 
 // One work item's flops: a tile over one of `splits` parts of K.
 double item_flops(int64_t k, const TileFamily &f, int64_t splits) {
   const int64_t steps = ((k + kStepK - 1) / kStepK + splits - 1) / splits;
-  return 2.0 * kTileM * f.tile_n * steps * kStepK;
+  return 2.0 * f.tile_m * f.tile_n * steps * kStepK;
 }
 
 double modelled_seconds(int64_t m, int64_t n, int64_t k, const TileFamily &f, int64_t splits,
                         int64_t sms) {
   // Tensor cores compute whole tiles, and a CTA with more work items than
   // another runs them one after the other: waves of whole tiles.
-  const int64_t work = tiles_of(m, n, f) * splits, ctas = std::min(work, sms);
+  const int64_t work = tiles_of(m, n, f) * splits, ctas = std::min(work, sms * f.per_sm);
   const int64_t waves = (work + ctas - 1) / ctas;
+  const double rate = work > sms ? f.shared_rate : f.rate;
   const double operands = 2.0 * (m + n) * k, partials = splits > 1 ? 4.0 * splits * m * n : 0.0;
-  double t = std::max(waves * item_flops(k, f, splits) / f.rate,
+  double t = std::max(waves * item_flops(k, f, splits) / rate,
                       (operands + partials) / kDramBandwidth);
   if (splits > 1) t += (partials + 4.0 * m * n) / kDramBandwidth + kReduceLaunch;
   return t;
@@ -161,10 +179,12 @@ Choice choose(int64_t m, int64_t n, int64_t k, int64_t sms, bool may_split,
       best_t = t;
     }
   }
-  for (const TileFamily *f : {&kWide, &kNarrow, &kSlim}) {
+  for (const TileFamily *f : {&kWide, &kNarrow, &kSlim, &kTiny}) {
+    if (f->max_steps && ksteps > f->max_steps) continue;
     const int64_t tiles = tiles_of(m, n, *f);
     // The reduction's grid.y is a row, so at most 65535 rows split.
-    const int64_t max_splits = may_split && m <= 65535 ? ksteps / kMinStepsPerSplit : 1;
+    const int64_t max_splits =
+        may_split && f->splits && m <= 65535 ? ksteps / kMinStepsPerSplit : 1;
     for (int64_t s = 1; s == 1 || (tiles * s <= sms && s <= max_splits); ++s) {
       const double t = modelled_seconds(m, n, k, *f, s, sms);
       if (t < best_t) {
@@ -205,7 +225,7 @@ kaio_status cluster_capacity(kaio_device *device, const MatmulPlan &p, int *max_
 // zero).
 kaio_status in_kernel_workspace(kaio_device *device, MatmulPlan *p, const Choice &c) {
   const uint64_t tiles = static_cast<uint64_t>(tiles_of(p->rows, p->cols, *c.family));
-  p->count_offset = tiles * p->splits * kTileM * c.family->tile_n * sizeof(float);
+  p->count_offset = tiles * p->splits * c.family->tile_m * c.family->tile_n * sizeof(float);
   KAIO_TRY(DeviceMemory::allocate(device, p->count_offset + tiles * 4, &p->workspace));
   const std::vector<uint32_t> zeros(tiles, 0);
   return buffer_write(p->workspace->buffer(), p->count_offset, zeros.data(), tiles * 4);
@@ -258,9 +278,9 @@ kaio_status plan_matmul_sm90(kaio_device *device, MatmulPlan *plan, const std::s
     KAIO_TRY(DeviceMemory::allocate(device, static_cast<uint64_t>(p.splits) * m * n * sizeof(float),
                                     &p.workspace));
   }
-  // Persistent: at most one CTA per SM, each walking work items.
+  // Persistent: no more CTAs than the SMs hold at once, each walking work items.
   p.launch.grid = static_cast<unsigned>(
-      std::min<int64_t>(tiles_of(m, n, *choice.family) * p.splits, sms));
+      std::min<int64_t>(tiles_of(m, n, *choice.family) * p.splits, sms * choice.family->per_sm));
   if (log_enabled())
     log_kernel(device, fn.function,
                "AUTO: " + why +

@@ -61,7 +61,7 @@ consumer warp).
 import sys
 
 from kaio_ptx import cli, manifest, mbarrier, tma, wgmma
-from kaio_ptx.attention import bh_split, key_blocks, mask_tile, out_base, store_rows
+from kaio_ptx.attention import bh_split, blocks_first, key_blocks, mask_tile, out_base, store_rows
 from kaio_ptx.control import cases
 from kaio_ptx.dtypes import OUT_DTYPES
 from kaio_ptx.literals import NEG_LOG2E
@@ -523,9 +523,11 @@ def dq_kernel(dt, d):
     tid = k.r("mov.u32", "%tid.x")
     base = k.smem_base(SMEM)
     bars = k.r("add.u32", base, L.bar_off)
-    _, b, h = bh_split(k, P["heads_q"])
+    k.note("causal: query blocks of every head in turn, the longest (last) first")
+    blk, y = blocks_first(k, k.p("setp.ne.u32", P["causal"], 0))
+    _, b, h = bh_split(k, P["heads_q"], y)
     hk = k.r("div.u32", h, P["group"])
-    mb = k.r("sub.u32", k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1), k.r("mov.u32", "%ctaid.x"))
+    mb = k.r("sub.u32", k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1), blk)
     m0 = k.r("shl.b32", mb, BM.bit_length() - 1)
     nblocks, first_mask = key_blocks(k, P, m0, BM, BT)
     init_barriers(k, L, bars, tid)
@@ -612,13 +614,19 @@ def dkdv_kernel(dt, d, fused=False):
     bars = k.r("add.u32", base, L.bar_off)
     sq, sk, off = P["seq_q"], P["seq_k"], P["causal_off"]
     heads_kv = k.r("div.u32", P["heads_q"], P["group"])
-    _, b, hk = bh_split(k, heads_kv)
-    kb = k.r("mov.u32", "%ctaid.x")
     if fused:  # ordered: key blocks launched in reverse (dq_writer says why)
+        _, b, hk = bh_split(k, heads_kv)
+        kb = k.r("mov.u32", "%ctaid.x")
         rev = k.r("sub.u32", k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1), kb)
         kb = k.r("selp.b32", rev, kb, k.p("setp.ne.u32", P["ordered"], 0))
-    k0 = k.r("shl.b32", kb, BM.bit_length() - 1)
-    causal = k.p("setp.ne.u32", P["causal"], 0)
+        k0 = k.r("shl.b32", kb, BM.bit_length() - 1)
+        causal = k.p("setp.ne.u32", P["causal"], 0)
+    else:
+        causal = k.p("setp.ne.u32", P["causal"], 0)
+        k.note("causal: key blocks of every head in turn, the longest (first) first")
+        kb, y = blocks_first(k, causal)
+        _, b, hk = bh_split(k, heads_kv, y)
+        k0 = k.r("shl.b32", kb, BM.bit_length() - 1)
     # first query any key of the block sees: max(0, k0 - off) when causal
     qstart = k.r("min.u32", k.r("selp.b32", k.r("max.s32", k.r("sub.s32", k0, off), 0), 0, causal), sq)
     t_first = k.r("shr.u32", qstart, BT.bit_length() - 1)

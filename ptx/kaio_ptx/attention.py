@@ -20,12 +20,28 @@ class Kernel(kernel.Kernel):
             self.op("mov.f32 %s, 0f00000000" % reg)
 
 
-def bh_split(k, heads, group=None):
-    """(b, h) from ctaid.y = b * heads + h; also the KV head h / group."""
-    y = k.r("mov.u32", "%ctaid.y")
+def bh_split(k, heads, y=None):
+    """(y, b, h) from y = b * heads + h (ctaid.y unless given)."""
+    y = y or k.r("mov.u32", "%ctaid.y")
     b = k.r("div.u32", y, heads)
     h = k.r("sub.u32", y, k.r("mul.lo.u32", b, heads))
     return y, b, h
+
+
+def blocks_first(k, when):
+    """(block, y) of a grid of blocks along x and b * heads along y. Where
+    `when` holds, the CTAs' dispatch order (linear id x + y * nctaid.x) is
+    read block-major: every head's block 0, then every head's block 1, ...
+    Under a causal mask a block's work falls with its index, so the longest
+    CTAs of all heads go first and the short ones fill the tail; head by
+    head, the last head's longest CTA starts last (bench/RESULTS.md, session
+    23). Otherwise (ctaid.x, ctaid.y)."""
+    x, y = k.r("mov.u32", "%ctaid.x"), k.r("mov.u32", "%ctaid.y")
+    ny = k.r("mov.u32", "%nctaid.y")
+    lin = k.r("mad.lo.u32", y, k.r("mov.u32", "%nctaid.x"), x)
+    blk = k.r("div.u32", lin, ny)
+    row = k.r("sub.u32", lin, k.r("mul.lo.u32", blk, ny))
+    return k.r("selp.b32", blk, x, when), k.r("selp.b32", row, y, when)
 
 
 def tensor_base(k, ptr, b, bs, h, d):

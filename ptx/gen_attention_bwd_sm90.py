@@ -614,19 +614,24 @@ def dkdv_kernel(dt, d, fused=False):
     bars = k.r("add.u32", base, L.bar_off)
     sq, sk, off = P["seq_q"], P["seq_k"], P["causal_off"]
     heads_kv = k.r("div.u32", P["heads_q"], P["group"])
-    if fused:  # ordered: key blocks launched in reverse (dq_writer says why)
-        _, b, hk = bh_split(k, heads_kv)
-        kb = k.r("mov.u32", "%ctaid.x")
+    causal = k.p("setp.ne.u32", P["causal"], 0)
+    if fused:
+        # ordered: key blocks head by head, in reverse (dq_writer says why). Unordered
+        # (atomic dQ adds) with GQA, as the dK/dV kernel: a CTA takes the group's query
+        # heads, so its longest is group times a head's. Without GQA block-major ran 3-5 %
+        # slower (the heads' working sets, bench/RESULTS.md, session 23)
+        ordered = k.p("setp.ne.u32", P["ordered"], 0)
+        k.note("causal GQA, not ordered: key blocks of every head in turn, the longest first")
+        gqa = k.p("setp.gt.u32", P["group"], 1)
+        kb, y = blocks_first(k, k.p("and.pred", k.p("and.pred", causal, gqa), "!" + ordered))
+        _, b, hk = bh_split(k, heads_kv, y)
         rev = k.r("sub.u32", k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1), kb)
-        kb = k.r("selp.b32", rev, kb, k.p("setp.ne.u32", P["ordered"], 0))
-        k0 = k.r("shl.b32", kb, BM.bit_length() - 1)
-        causal = k.p("setp.ne.u32", P["causal"], 0)
+        kb = k.r("selp.b32", rev, kb, ordered)
     else:
-        causal = k.p("setp.ne.u32", P["causal"], 0)
         k.note("causal: key blocks of every head in turn, the longest (first) first")
         kb, y = blocks_first(k, causal)
         _, b, hk = bh_split(k, heads_kv, y)
-        k0 = k.r("shl.b32", kb, BM.bit_length() - 1)
+    k0 = k.r("shl.b32", kb, BM.bit_length() - 1)
     # first query any key of the block sees: max(0, k0 - off) when causal
     qstart = k.r("min.u32", k.r("selp.b32", k.r("max.s32", k.r("sub.s32", k0, off), 0), 0, causal), sq)
     t_first = k.r("shr.u32", qstart, BT.bit_length() - 1)

@@ -33,6 +33,8 @@ dq_ws in out_dtype, and dq_ws and the semaphores back to zero.
       128 in dkdv).
   // kaio-launch: <entry> block=384 cols_per_block=128
       dq: grid (ceil(Sq / 128), B * Hq); dkdv: grid (ceil(Sk / 128), B * Hkv).
+      Causal (and in the fused kernel also grouped and unordered), a CTA's
+      linear id is read block-major (kaio_ptx/attention.py blocks_first).
 
   dq params: tmap_q, tmap_do, tmap_k, tmap_v, u64 lse, u64 dv (Dv), u64 grad
   (dQ), u32 seq_q, seq_k, heads_q, group, u64 g_bs, g_ss, lse_rs, f32 scale,

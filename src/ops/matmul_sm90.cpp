@@ -44,15 +44,15 @@ struct TileFamily {
   bool in_kernel;         // it has _sk entries, which sum the splits themselves
   bool splits;            // it may split K at all
   int64_t per_sm;         // CTAs an SM holds
-  double shared_rate;     // a CTA's rate where more CTAs than SMs share them
+  double shared_rate;     // per_sm > 1: a CTA's rate where SMs hold more than one
   int64_t max_steps;      // K steps it takes at most (0: any)
 };
 constexpr TileFamily kWide = {kWideKernel.tile_m, kWideKernel.tile_n, 5.5e12, kernels::Tile::n256,
-                              false, true, 1, 5.5e12, 0};
+                              false, true, 1, 0, 0};
 constexpr TileFamily kNarrow = {kNarrowKernel.tile_m, kNarrowKernel.tile_n, 4.4e12,
-                                kernels::Tile::n128, true, true, 1, 4.4e12, 0};
+                                kernels::Tile::n128, true, true, 1, 0, 0};
 constexpr TileFamily kSlim = {kSlimKernel.tile_m, kSlimKernel.tile_n, 3.3e12, kernels::Tile::n64,
-                              true, true, 1, 3.3e12, 0};
+                              true, true, 1, 0, 0};
 // The 64 x 64 tiles, fitted to the H200 (bench/RESULTS.md, session 23:
 // every family forced at 17 shapes): alone on an SM they beat the 128 x 64
 // tiles on the small squares and M 300, N 700, K 1000 (the smaller fixed
@@ -141,7 +141,7 @@ double modelled_seconds(int64_t m, int64_t n, int64_t k, const TileFamily &f, in
   // another runs them one after the other: waves of whole tiles.
   const int64_t work = tiles_of(m, n, f) * splits, ctas = std::min(work, sms * f.per_sm);
   const int64_t waves = (work + ctas - 1) / ctas;
-  const double rate = work > sms ? f.shared_rate : f.rate;
+  const double rate = f.per_sm > 1 && work > sms ? f.shared_rate : f.rate;
   const double operands = 2.0 * (m + n) * k, partials = splits > 1 ? 4.0 * splits * m * n : 0.0;
   double t = std::max(waves * item_flops(k, f, splits) / rate,
                       (operands + partials) / kDramBandwidth);

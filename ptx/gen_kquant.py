@@ -69,6 +69,7 @@ import sys
 
 from kaio_ptx import cli, kernel, manifest
 from kaio_ptx.control import block, loop, skip_if
+from kaio_ptx.grid_dep import coherent_loads
 from kaio_ptx.literals import INF, ONE, ZERO, f32
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import preamble
@@ -1169,7 +1170,7 @@ def build():
                                  shared_bytes=kquant_stream.shared_bytes(fmt),
                                  keys={"select": "kq_stream", "format": fmt, "dtype": dt}))
     return {"kquant_quantize.ptx": "\n".join(quant), "kquant_dequant.ptx": "\n".join(deq),
-            "kquant_stream_sm90.ptx": "\n".join(stream)}
+            "kquant_stream_sm90.ptx": coherent_loads("\n".join(stream))}
 
 
 if __name__ == "__main__":

@@ -58,6 +58,8 @@ gemv design (decode: the weight bytes are the cost)
     14), where the 16-warp kernels at N = K = 4096 ran 8 % slower with it.
   * Partial sums go to shared [warp][row][col] (f32); thread o then adds the
     WK partials of one output in warp order: no atomics, bitwise repeatable.
+  The _pdl twins read x, scales and zeros with plain ld.global
+  (grid_dep.coherent_loads): ptxas moved ld.global.nc above the wait.
   Host guarantees: K % 32 == 0, g = 32 << gshift divides K (or gshift 31
   when g = K), N_p % 8 == 0, x 16-byte aligned with ldx % 8 == 0, qweight
   16-byte aligned with ldqw % 4 == 0, scales 8-byte aligned with
@@ -94,7 +96,7 @@ import sys
 from kaio_ptx import cli, manifest
 from kaio_ptx.control import cases, if_else, loop, skip_if
 from kaio_ptx.dtypes import OUT_DTYPES, store_f32_as
-from kaio_ptx.grid_dep import dependent_launch
+from kaio_ptx.grid_dep import coherent_loads, dependent_launch
 from kaio_ptx.kernel import Kernel
 from kaio_ptx.params import load_params
 from kaio_ptx.preamble import preamble
@@ -509,7 +511,7 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
 
     sum_warp_partials(k, smem, tid, threads, mt, X, WK, mb, nb, P["m"], S["n"], store)
     k.op("ret")
-    return k.text()
+    return coherent_loads(k.text()) if pdl else k.text()
 
 
 DQ_COLS = 8                  # columns per thread of the dequantize kernel

@@ -29,6 +29,19 @@ _ANY_ENTRY = re.compile(r"^[ \t]*(?:\.\w+\s+)*\.entry\s+(\w+)", re.M)
 _BODY = re.compile(r"^\{\n(?:\t\.[^\n]*\n)*\n", re.M)
 
 
+_NC_LOAD = re.compile(r"\bld\.global\.nc\b")
+
+
+def coherent_loads(text):
+    """text with every ld.global.nc made a plain ld.global (same data, same bits).
+    A dependent launch starts before the previous grid ends, so what that grid
+    writes is not read-only for our kernel's lifetime, as .nc asserts; and
+    ptxas moves .nc loads above griddepcontrol.wait (seen on the int4 matvec:
+    x read before the previous link had written it).  manifest.take refuses
+    an entry that waits and still holds one."""
+    return _NC_LOAD.sub("ld.global", text)
+
+
 def dependent_launch(k, prefetch=None):
     """Emits launch_dependents, prefetch() (hints only: no load into the CTA,
     no store), then the wait."""
@@ -43,9 +56,10 @@ def twin_module(text):
     to isa.resolve, and its entries as PtxEmitter.entry_text wrote them):
     every entry renamed NAME_pdl (its comments and annotations too), with
     launch_dependents and the wait as the first instructions of its body,
-    before any load or store, so nothing else changes (same arithmetic, same
-    bits).  Records each twin in the manifest with the plain entry's facts
-    and keys, its select being the plain one's + TWIN_SUFFIX."""
+    before any load or store, and its .nc loads plain (coherent_loads), so
+    nothing else changes (same arithmetic, same bits).  Records each twin in
+    the manifest with the plain entry's facts and keys, its select being the
+    plain one's + TWIN_SUFFIX."""
     names = _ENTRY.findall(text)
     if not names:
         raise SystemExit("grid_dep.twin_module: no .entry in the text")
@@ -67,4 +81,4 @@ def twin_module(text):
         pos = body.end()
     for name in names:
         manifest.twin(name, name + TWIN_SUFFIX, TWIN_SUFFIX)
-    return "".join(out) + text[pos:]
+    return coherent_loads("".join(out) + text[pos:])

@@ -100,6 +100,10 @@ def take(files, family):
             where[m.group(1)] = fname[:-len(".ptx")]
             body = text[m.end():starts[i + 1].start() if i + 1 < len(starts) else len(text)]
             waits[m.group(1)] = grid_dep_wait(body)
+            if waits[m.group(1)] and re.search(r"\bld\.global\.nc\b", re.sub(r"//[^\n]*", "", body)):
+                raise SystemExit("manifest: %s waits for the previous grid but loads with "
+                                 "ld.global.nc, which ptxas may move above the wait: "
+                                 "grid_dep.coherent_loads" % m.group(1))
     stray = sorted(n for n in set(_entries) | set(_given) if n not in where)
     if stray:
         # keys() given a name no output defines: a typo, or a name changed after.

@@ -37,7 +37,10 @@ gemv design (decode: the weight bytes are the cost)
     groups (n = CTA column base + 32 c): four packed rows of 128 contiguous
     bytes per instruction; WK warps take steps w, w + WK, ...; U steps are
     loaded per batch, the next batch's loads issued (in a basic block of
-    their own) before the current one is multiplied.
+    their own) before the current one is multiplied.  The 8- and 4-warp
+    kernels instead refill a set step by step as its batch is multiplied,
+    with the batch two ahead: twice the loads in flight in the same
+    registers.
   * One word holds k = 32s + 8t + j (j = 0..7) of one column.  The lane
     turns nibble pairs (j, j + 4) into f16x2/bf16x2 with one lop3
     (x & 0x000F000F | magic, magic = 1024 (f16) or 128 (bf16)), subtracts
@@ -48,6 +51,10 @@ gemv design (decode: the weight bytes are the cost)
     (j, j+4) as produced, and A is the lane's 16-byte x chunk with prmt
     pairing (x0, x4), (x1, x5) / (x2, x6), (x3, x7).  The mma column g is
     weight column 4g + i of the group (i = 0..3: four mma per step and h).
+    That is the m16 kernels' layout.  The m8 kernels (M <= 8) swap the
+    roles: A = the weights, rows g and g + 8 of tile T (T = 0, 1) being
+    columns 4g + 2T and 4g + 2T + 1, B = x row g in the same k slots, so an
+    mma holds 256 weights and no padding rows: two mma per step and h.
   * The 8- and 4-warp contiguous-K kernels: a batch whose steps and columns
     are all in range (every batch but a warp's last when K is not a multiple
     of the batch, outside the last CTA) loads without predicates or zero
@@ -298,6 +305,60 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
     if pdl:
         grid_dependency(k)
 
+    def batch_full(sb):
+        """A whole batch of whole columns (all but a warp's last batch when its range is not a
+        multiple of the batch, and the last CTA's columns): loads without predicates or zero
+        fills, fewer instructions a step."""
+        return k.p("and.pred", k.p("setp.le.u32", k.r("add.u32", sb, Ub), end), cta_full)
+
+    def load_step(sb, u, dst, full):
+        """The lean kernels' loads of step sb + u (weights, x) into dst's step u."""
+        if not full:
+            ok = k.p("setp.lt.u32", k.r("add.u32", sb, u) if u else sb, end)
+        for c in range(CW):
+            w = dst["w"][u][c]
+            wa = k.rd("add.u64", wptr[c], k.rd("mul.lo.u64", ustride, u)) if u else wptr[c]
+            if full:
+                k.op("ld.global.cg.v4.b32 {%s}, [%s]" % (", ".join(w), wa))
+                continue
+            okc = k.p("and.pred", ok, col_ok[c])
+            for reg in w:
+                k.op("mov.b32 %s, 0" % reg)
+            k.op("@%s ld.global.cg.v4.b32 {%s}, [%s]" % (okc, ", ".join(w), wa))
+        for i, r in enumerate(rows):
+            xr = dst["x"][u][i]
+            if full:
+                k.op("ld.global.nc.v4.b32 {%s}, [%s+%d]" % (", ".join(xr), xptr[i], u * 64))
+                continue
+            for reg in xr:
+                k.op("mov.b32 %s, 0" % reg)
+            okr = k.p("and.pred", ok, row_ok[i])
+            k.op("@%s ld.global.nc.v4.b32 {%s}, [%s+%d]" % (okr, ", ".join(xr), xptr[i], u * 64))
+
+    def load_scales(sb, dst):
+        """contig: the scales and zeros of batch sb's group; 0 and 8s where invalid."""
+        grp = k.wide(k.r("shr.u32", sb, P["gshift"]))
+        okb = k.p("setp.lt.u32", sb, end)
+        for c in range(CW):
+            okc = k.p("and.pred", okb, col_ok[c])
+            s, z = dst["s"][0][c], dst["z"][0][c]
+            for reg in s:
+                k.op("mov.b32 %s, 0" % reg)
+            k.op("mov.b32 %s, 0x88888888" % z)
+            if mt == 8:
+                # from the (uniform) bases and the lane's column each time: two 64-bit
+                # per-lane pointers fewer held across the K loop (the m8 kernels spilled)
+                sa = k.rd("add.u64", k.rd("mad.lo.u64", grp, ldsc2, S["sc"]),
+                          k.rd("mul.wide.u32", ncol[c], 2))
+                za = k.rd("add.u64", k.rd("mad.lo.u64", grp, ldqz4, S["qz"]),
+                          k.rd("mul.wide.u32", k.r("shr.u32", ncol[c], 3), 4))
+                k.op("@%s ld.global.nc.v2.b32 {%s}, [%s]" % (okc, ", ".join(s), sa))
+            else:
+                sa = k.rd("add.u64", sc_base[c], k.rd("mul.lo.u64", grp, ldsc2))
+                k.op("@%s ld.global.nc.v2.b32 {%s}, [%s]" % (okc, ", ".join(s), sa))
+                za = k.rd("add.u64", qz_base[c], k.rd("mul.lo.u64", grp, ldqz4))
+            k.op("@%s ld.global.nc.b32 %s, [%s]" % (k.p("and.pred", okc, has_z), z, za))
+
     def load_batch(sb, dst):
         """Loads of the U steps sb + u*WK; registers are zero (zeros 8) where invalid."""
         if dst is None and not i4:
@@ -311,18 +372,7 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
                    "x": [[k.regs("r", 4) for _ in rows] for _ in range(Ub)]}
         if contig:
             k.note("batch of steps sb .. sb+%d: one group, its scales and zeros" % (Ub - 1))
-            grp = k.wide(k.r("shr.u32", sb, P["gshift"]))
-            okb = k.p("setp.lt.u32", sb, end)
-            for c in range(CW):
-                okc = k.p("and.pred", okb, col_ok[c])
-                s, z = dst["s"][0][c], dst["z"][0][c]
-                for reg in s:
-                    k.op("mov.b32 %s, 0" % reg)
-                k.op("mov.b32 %s, 0x88888888" % z)
-                sa = k.rd("add.u64", sc_base[c], k.rd("mul.lo.u64", grp, ldsc2))
-                k.op("@%s ld.global.nc.v2.b32 {%s}, [%s]" % (okc, ", ".join(s), sa))
-                za = k.rd("add.u64", qz_base[c], k.rd("mul.lo.u64", grp, ldqz4))
-                k.op("@%s ld.global.nc.b32 %s, [%s]" % (k.p("and.pred", okc, has_z), z, za))
+            load_scales(sb, dst)
             if not lean:
                 for u in range(Ub):
                     ok = k.p("setp.lt.u32", k.r("add.u32", sb, u) if u else sb, end)
@@ -340,33 +390,9 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
                         okr = k.p("and.pred", ok, row_ok[i])
                         k.op("@%s ld.global.nc.v4.b32 {%s}, [%s+%d]" % (okr, ", ".join(xr), xptr[i], u * 64))
                 return dst
-            # a whole batch of whole columns (all but a warp's last batch when its
-            # range is not a multiple of the batch, and the last CTA's columns) loads
-            # without predicates or zero fills: fewer instructions a step
-            full = k.p("and.pred", k.p("setp.le.u32", k.r("add.u32", sb, Ub), end), cta_full)
-            for arm in if_else(k, full, "partial", uni=True):
+            for arm in if_else(k, batch_full(sb), "partial", uni=True):
                 for u in range(Ub):
-                    if not arm.then:
-                        ok = k.p("setp.lt.u32", k.r("add.u32", sb, u) if u else sb, end)
-                    for c in range(CW):
-                        w = dst["w"][u][c]
-                        wa = k.rd("add.u64", wptr[c], k.rd("mul.lo.u64", ustride, u)) if u else wptr[c]
-                        if arm.then:
-                            k.op("ld.global.cg.v4.b32 {%s}, [%s]" % (", ".join(w), wa))
-                            continue
-                        okc = k.p("and.pred", ok, col_ok[c])
-                        for reg in w:
-                            k.op("mov.b32 %s, 0" % reg)
-                        k.op("@%s ld.global.cg.v4.b32 {%s}, [%s]" % (okc, ", ".join(w), wa))
-                    for i, r in enumerate(rows):
-                        xr = dst["x"][u][i]
-                        if arm.then:
-                            k.op("ld.global.nc.v4.b32 {%s}, [%s+%d]" % (", ".join(xr), xptr[i], u * 64))
-                            continue
-                        for reg in xr:
-                            k.op("mov.b32 %s, 0" % reg)
-                        okr = k.p("and.pred", ok, row_ok[i])
-                        k.op("@%s ld.global.nc.v4.b32 {%s}, [%s+%d]" % (okr, ", ".join(xr), xptr[i], u * 64))
+                    load_step(sb, u, dst, arm.then)
             return dst
         for u in range(U):
             su = k.r("add.u32", sb, u * WK) if u else sb
@@ -407,7 +433,10 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
         for xp in xptr:
             k.op("add.u64 %s, %s, %d" % (xp, xp, Ub * 64 if contig else U * WK * 64))
 
-    acc = [[k.regs("f", 4) for _ in range(4)] for _ in range(CW)]
+    # M <= 8: the weights are the mma's A (16 columns a tile), x its B (8 rows): an mma
+    # takes twice the weights of the m16 layout, and no row of it is padding
+    swap = i4 and mt == 8
+    acc = [[k.regs("f", 4) for _ in range(2 if swap else 4)] for _ in range(CW)]
     for a4 in acc:
         for quad in a4:
             for reg in quad:
@@ -421,77 +450,136 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
         magic_x = k.r("xor.b32", k.r("and.b32", P["xmask"], "0x000F000F"), MAGIC[dt])
     mma = "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32" % (dt, dt)
 
-    def compute(st):
+    def bias_scale(st, gi, c, i, zw):
+        """Word i of column group c: -(magic + zero) and the scale, in both halves
+        (zw: the lane's qzeros word, shifted to its columns)."""
+        z = k.r("add.u32", k.r("and.b32", k.r("shr.u32", zw, 4 * i) if i else zw, 15), P["zoff"])
+        sreg = st["s"][gi][c][i // 2]
+        return (neg_bias(k, dt, k.r("mul.lo.u32", z, "0x00010001")),
+                k.r("prmt.b32", sreg, sreg, "0x1010" if i % 2 == 0 else "0x3232"))
+
+    def prep(st, gi):
+        """bias_scale of every word of the batch, before its registers refill."""
+        zws = [k.r("shr.u32", st["z"][gi][c], zsh) for c in range(CW)]
+        return [[bias_scale(st, gi, c, i, zws[c]) for i in range(4)] for c in range(CW)]
+
+    def compute(st, der=None, refill=None):
+        """The batch in st; der: its prep (contig); refill(u): called after step u."""
         for u in range(Ub):
-            gi = 0 if contig else u      # index of the scales and zeros
-            afr = []
-            for h in range(2):
-                pairs = []
-                for xr in st["x"][u]:
-                    pairs.append((k.r("prmt.b32", xr[h], xr[h + 2], "0x5410"),
-                                  k.r("prmt.b32", xr[h], xr[h + 2], "0x7632")))
-                hi = pairs[1] if len(pairs) > 1 else (zero, zero)
-                afr.append((pairs[0][0], hi[0], pairs[0][1], hi[1]))
-            for c in range(CW):
-                if not i4:
-                    for i in range(4):
-                        wv = []
-                        for j in range(4):
-                            w = st["w"][u][c]
-                            pair = k.r("prmt.b32", w[j], w[j + 4], hex(((4 + i) << 4) | i))
-                            h = k.r("xor.b32", k.r("prmt.b32", pair, mag8, "0x4140"), "0x00800080")
-                            wv.append(k.r("fma.rn.f16x2", h, cst[0], neg1152))
-                        d = ", ".join(acc[c][i])
-                        for h in range(2):
-                            k.op("%s {%s}, {%s}, {%s, %s}, {%s}" % (mma, d, ", ".join(afr[h]),
-                                                                     wv[2 * h], wv[2 * h + 1], d))
-                    continue
-                zw = k.r("shr.u32", st["z"][gi][c], zsh)
+            step(st, u, der)
+            if refill:
+                refill(u)
+
+    def step(st, u, der):
+        afr = []
+        for h in range(2):
+            pairs = []
+            for xr in st["x"][u]:
+                pairs.append((k.r("prmt.b32", xr[h], xr[h + 2], "0x5410"),
+                              k.r("prmt.b32", xr[h], xr[h + 2], "0x7632")))
+            hi = pairs[1] if len(pairs) > 1 else (zero, zero)
+            afr.append((pairs[0][0], hi[0], pairs[0][1], hi[1]))
+        for c in range(CW):
+            if not i4:
                 for i in range(4):
-                    z = k.r("add.u32", k.r("and.b32", k.r("shr.u32", zw, 4 * i) if i else zw, 15), P["zoff"])
-                    nbias = neg_bias(k, dt, k.r("mul.lo.u32", z, "0x00010001"))
-                    sreg = st["s"][gi][c][i // 2]
-                    s2 = k.r("prmt.b32", sreg, sreg, "0x1010" if i % 2 == 0 else "0x3232")
-                    if lean:
-                        word = st["w"][u][c][i]
-                    else:
-                        word = k.r("xor.b32", st["w"][u][c][i], P["xmask"])
                     wv = []
                     for j in range(4):
-                        sh = k.r("shr.u32", word, 4 * j) if j else word
-                        if lean:
-                            packed = k.r("lop3.b32", sh, "0x000F000F", magic_x, "0x6A")
-                        else:
-                            packed = k.r("lop3.b32", sh, "0x000F000F", MAGIC[dt], "0xEA")
-                        wv.append(dequant_pair(k, dt, cst, packed, nbias, s2))
+                        w = st["w"][u][c]
+                        pair = k.r("prmt.b32", w[j], w[j + 4], hex(((4 + i) << 4) | i))
+                        h = k.r("xor.b32", k.r("prmt.b32", pair, mag8, "0x4140"), "0x00800080")
+                        wv.append(k.r("fma.rn.f16x2", h, cst[0], neg1152))
                     d = ", ".join(acc[c][i])
                     for h in range(2):
                         k.op("%s {%s}, {%s}, {%s, %s}, {%s}" % (mma, d, ", ".join(afr[h]),
                                                                  wv[2 * h], wv[2 * h + 1], d))
+                continue
+            zw = None if der else k.r("shr.u32", st["z"][0 if contig else u][c], zsh)
+            for i in range(4):
+                nbias, s2 = der[c][i] if der else bias_scale(st, 0 if contig else u, c, i, zw)
+                if lean:
+                    word = st["w"][u][c][i]
+                else:
+                    word = k.r("xor.b32", st["w"][u][c][i], P["xmask"])
+                wv = []
+                for j in range(4):
+                    sh = k.r("shr.u32", word, 4 * j) if j else word
+                    if lean:
+                        packed = k.r("lop3.b32", sh, "0x000F000F", magic_x, "0x6A")
+                    else:
+                        packed = k.r("lop3.b32", sh, "0x000F000F", MAGIC[dt], "0xEA")
+                    wv.append(dequant_pair(k, dt, cst, packed, nbias, s2))
+                if swap:
+                    if i % 2 == 0:
+                        wv_a = wv
+                        continue
+                    # tile i // 2: A rows g and g + 8 are columns 4g + i - 1 and 4g + i;
+                    # B = x row g at the same k (the m16 layout's A fragments)
+                    d = ", ".join(acc[c][i // 2])
+                    for h in range(2):
+                        a = (wv_a[2 * h], wv[2 * h], wv_a[2 * h + 1], wv[2 * h + 1])
+                        k.op("%s {%s}, {%s}, {%s, %s}, {%s}" % (mma, d, ", ".join(a),
+                                                                 afr[h][0], afr[h][2], d))
+                    continue
+                d = ", ".join(acc[c][i])
+                for h in range(2):
+                    k.op("%s {%s}, {%s}, {%s, %s}, {%s}" % (mma, d, ", ".join(afr[h]),
+                                                             wv[2 * h], wv[2 * h + 1], d))
 
-    k.note("software pipeline over batches of %d steps (two register sets)" % Ub)
-    s = k.r("mov.u32", start if contig else warp)
-    sets = [load_batch(s, None), None]
-    advance()
-    with loop(k, "kloop", uni=True) as lp:
-        for half in range(2):
-            cur, nxt = half, 1 - half
-            k.op("add.u32 %s, %s, %d" % (s, s, Ub if contig else U * WK))
-            more = k.p("setp.lt.u32", s, end if contig else nsteps)
-            with skip_if(k, "!" + more, "noload", uni=True):
-                sets[nxt] = load_batch(s, sets[nxt])
+    if lean:
+        k.note("pipeline of two register sets: a set refills step by step, as its batch is"
+               " computed, with the batch two ahead")
+        s = k.r("mov.u32", start)
+        sets = [load_batch(s, None), None]
+        advance()
+        sets[1] = load_batch(k.r("add.u32", s, Ub), None)
+        advance()
+        with loop(k, "kloop", uni=True) as lp:
+            for half in range(2):
+                st = sets[half]
+                nsb = k.r("add.u32", s, 2 * Ub)
+                for arm in if_else(k, batch_full(nsb), "refill_partial", uni=True):
+                    der = prep(st, 0)
+                    load_scales(nsb, st)
+                    compute(st, der, lambda u: load_step(nsb, u, st, arm.then))
                 advance()
-            compute(sets[cur])
-            if half == 0:
-                lp.exit_if("!" + more)
-            else:
-                lp.again(more)
+                k.op("add.u32 %s, %s, %d" % (s, s, Ub))
+                more = k.p("setp.lt.u32", s, end)
+                if half == 0:
+                    lp.exit_if("!" + more)
+                else:
+                    lp.again(more)
+    else:
+        k.note("software pipeline over batches of %d steps (two register sets)" % Ub)
+        s = k.r("mov.u32", start if contig else warp)
+        sets = [load_batch(s, None), None]
+        advance()
+        with loop(k, "kloop", uni=True) as lp:
+            for half in range(2):
+                cur, nxt = half, 1 - half
+                k.op("add.u32 %s, %s, %d" % (s, s, Ub if contig else U * WK))
+                more = k.p("setp.lt.u32", s, end if contig else nsteps)
+                with skip_if(k, "!" + more, "noload", uni=True):
+                    sets[nxt] = load_batch(s, sets[nxt])
+                    advance()
+                compute(sets[cur])
+                if half == 0:
+                    lp.exit_if("!" + more)
+                else:
+                    lp.again(more)
 
     k.note("partial sums -> shared [warp][row][col]")
     smem = k.r("mov.u32", sym)
     wbase = k.r("mad.lo.u32", warp, mt * X * 4, smem)
+    if swap:
+        # tile T: c0, c1 = column 4g + 2T of x rows 2t, 2t + 1; c2, c3 = column 4g + 2T + 1
+        off = k.r("add.u32", wbase, k.r("shl.b32", k.r("mad.lo.u32", t, 2 * X, k.r("shl.b32", g, 2)), 2))
+        for c in range(CW):
+            for tile in range(2):
+                base = (32 * c + 2 * tile) * 4
+                for v, (row, col) in enumerate(((0, 0), (1, 0), (0, 1), (1, 1))):
+                    k.op("st.shared.f32 [%s+%d], %s" % (off, base + (row * X + col) * 4, acc[c][tile][v]))
     off = k.r("add.u32", wbase, k.r("shl.b32", k.r("mad.lo.u32", g, X, k.r("shl.b32", t, 3)), 2))
-    for c in range(CW):
+    for c in range(CW if not swap else 0):
         for i in range(4):
             base = (32 * c + i) * 4
             k.op("st.shared.f32 [%s+%d], %s" % (off, base, acc[c][i][0]))

@@ -44,7 +44,9 @@ gemv design (decode: the weight bytes are the cost)
   * One word holds k = 32s + 8t + j (j = 0..7) of one column.  The lane
     turns nibble pairs (j, j + 4) into f16x2/bf16x2 with one lop3
     (x & 0x000F000F | magic, magic = 1024 (f16) or 128 (bf16)), subtracts
-    magic + zero exactly and multiplies by the scale (rounded once).
+    magic + zero exactly and multiplies by the scale (rounded once).  f16
+    takes the odd pairs in place (x & 0x00F000F0 | 1024 = 1024 + 16q, times
+    1/16 less 64 + z: exact) from the word and the word >> 8: one shift.
   * mma.sync.m16n8k16 with A = activations, B = dequantized weights.  The
     sum over k ignores order, so the fragment slots (2t, 2t+1, 2t+8, 2t+9)
     of mma h take k = 8t + 2h + (0, 4, 1, 5): B registers are the pairs
@@ -54,7 +56,8 @@ gemv design (decode: the weight bytes are the cost)
     That is the m16 kernels' layout.  The m8 kernels (M <= 8) swap the
     roles: A = the weights, rows g and g + 8 of tile T (T = 0, 1) being
     columns 4g + 2T and 4g + 2T + 1, B = x row g in the same k slots, so an
-    mma holds 256 weights and no padding rows: two mma per step and h.
+    mma holds 256 weights and no padding rows: two mma per step and h.  Each
+    output adds the same 16-k products in the same order: the same bits.
   * The 8- and 4-warp contiguous-K kernels: a batch whose steps and columns
     are all in range (every batch but a warp's last when K is not a multiple
     of the batch, outside the last CTA) loads without predicates or zero
@@ -158,9 +161,10 @@ def constants(k, dt):
     return k.r("mov.b32", ONE[dt]), k.r("mov.b32", NEG0)
 
 
-def dequant_pair(k, dt, cst, packed, bias_neg, scale2):
-    """f16x2/bf16x2 (packed holds magic | q in each half): (q - z) * s, exact then rounded once."""
-    d = k.r("fma.rn.%sx2" % dt, packed, cst[0], bias_neg)
+def dequant_pair(k, dt, cst, packed, bias_neg, scale2, mult=None):
+    """f16x2/bf16x2 (packed holds magic | q in each half, or with mult = 1/16 the f16
+    1024 + 16q): (q - z) * s, exact then rounded once."""
+    d = k.r("fma.rn.%sx2" % dt, packed, mult or cst[0], bias_neg)
     return k.r("fma.rn.%sx2" % dt, d, scale2, cst[1])
 
 
@@ -448,6 +452,8 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
         # == ((w >> 4j) & 0xF) ^ (xmask & 0xF); magic has no bit there: one lop3
         # (a & b) ^ c with c = magic ^ (xmask & 0x000F000F) takes the xor's place
         magic_x = k.r("xor.b32", k.r("and.b32", P["xmask"], "0x000F000F"), MAGIC[dt])
+        magic_x16 = k.r("xor.b32", k.r("and.b32", P["xmask"], "0x00F000F0"), MAGIC[dt])
+    sixteenth = k.r("mov.b32", "0x2C002C00") if dt == "f16" and i4 else None   # 1/16, both halves
     mma = "mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32" % (dt, dt)
 
     def bias_scale(st, gi, c, i, zw):
@@ -455,8 +461,11 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
         (zw: the lane's qzeros word, shifted to its columns)."""
         z = k.r("add.u32", k.r("and.b32", k.r("shr.u32", zw, 4 * i) if i else zw, 15), P["zoff"])
         sreg = st["s"][gi][c][i // 2]
+        # f16: the odd nibbles stay in place as 1024 + 16q, times 1/16 less 64 + z
+        # (0x5400 + 16z is 64 + z in f16), so a word needs one shift instead of three
         return (neg_bias(k, dt, k.r("mul.lo.u32", z, "0x00010001")),
-                k.r("prmt.b32", sreg, sreg, "0x1010" if i % 2 == 0 else "0x3232"))
+                k.r("prmt.b32", sreg, sreg, "0x1010" if i % 2 == 0 else "0x3232"),
+                k.r("mad.lo.u32", z, "0x00100010", "0xD400D400") if dt == "f16" else None)
 
     def prep(st, gi):
         """bias_scale of every word of the batch, before its registers refill."""
@@ -495,19 +504,26 @@ CTA: %d columns (%d groups of 32), %d warps splitting K in 32-k steps, %d steps 
                 continue
             zw = None if der else k.r("shr.u32", st["z"][0 if contig else u][c], zsh)
             for i in range(4):
-                nbias, s2 = der[c][i] if der else bias_scale(st, 0 if contig else u, c, i, zw)
+                nbias, s2, nbias16 = der[c][i] if der else bias_scale(st, 0 if contig else u, c, i, zw)
                 if lean:
                     word = st["w"][u][c][i]
                 else:
                     word = k.r("xor.b32", st["w"][u][c][i], P["xmask"])
                 wv = []
+                if nbias16:
+                    w8 = k.r("shr.u32", word, 8)
                 for j in range(4):
-                    sh = k.r("shr.u32", word, 4 * j) if j else word
-                    if lean:
-                        packed = k.r("lop3.b32", sh, "0x000F000F", magic_x, "0x6A")
+                    odd = nbias16 is not None and j % 2 == 1
+                    if nbias16:
+                        sh, mask = (word if j < 2 else w8), ("0x00F000F0" if odd else "0x000F000F")
                     else:
-                        packed = k.r("lop3.b32", sh, "0x000F000F", MAGIC[dt], "0xEA")
-                    wv.append(dequant_pair(k, dt, cst, packed, nbias, s2))
+                        sh, mask = (k.r("shr.u32", word, 4 * j) if j else word), "0x000F000F"
+                    if lean:
+                        packed = k.r("lop3.b32", sh, mask, magic_x16 if odd else magic_x, "0x6A")
+                    else:
+                        packed = k.r("lop3.b32", sh, mask, MAGIC[dt], "0xEA")
+                    wv.append(dequant_pair(k, dt, cst, packed, nbias16 if odd else nbias, s2,
+                                           sixteenth if odd else None))
                 if swap:
                     if i % 2 == 0:
                         wv_a = wv

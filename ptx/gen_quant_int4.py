@@ -97,7 +97,8 @@ Measured (H100, bench/bench_quant, group 128 with qzeros, 2026-11-22; see bench/
   thread reading back its own 16-byte chunks; 90-109 registers): N = K = 8192 M = 1 38.4 us
   against 20.2 (DRAM 29 %, 14.9 cycles per issued instruction); and, f16 only, nibbles 1 and 3
   dequantized in place as 1024 + 16 q (one shift a word instead of three, same bits): within
-  noise (M = 1 20.2 us both, M = 16 21.9 against 22.0-22.3).
+  noise (M = 1 20.2 us both, M = 16 21.9 against 22.0-22.3).  Kept in session 24, after the m8
+  layout and the step-by-step refill: 2-4 % on the H200 (bench/RESULTS.md).
 """
 
 import collections

@@ -53,9 +53,9 @@ def check(ptx_dir):
         with open(path, encoding="utf-8") as fh:
             text = re.sub(r"//[^\n]*", "", fh.read())
         for body in re.split(r"^(?:\.visible\s+)?\.entry\s+", text, flags=re.M)[1:]:
-            if "griddepcontrol.wait" in body:
+            if manifest.grid_dep_wait(body):
                 entries += 1
-                if re.search(r"\bld\.global\.nc\b", body):
+                if manifest.NC_LOAD.search(body):
                     problems.append("%s: %s waits and loads with ld.global.nc"
                                     % (os.path.basename(path), body.split("(", 1)[0]))
     if entries == 0:

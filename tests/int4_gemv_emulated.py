@@ -20,7 +20,6 @@ sums exactly; W is rounded as the reference rounds it).
 import os
 import random
 import re
-import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -29,9 +29,6 @@ _ANY_ENTRY = re.compile(r"^[ \t]*(?:\.\w+\s+)*\.entry\s+(\w+)", re.M)
 _BODY = re.compile(r"^\{\n(?:\t\.[^\n]*\n)*\n", re.M)
 
 
-_NC_LOAD = re.compile(r"\bld\.global\.nc\b")
-
-
 def coherent_loads(text):
     """text with every ld.global.nc made a plain ld.global (same data, same bits).
     A dependent launch starts before the previous grid ends, so what that grid
@@ -39,7 +36,7 @@ def coherent_loads(text):
     ptxas moves .nc loads above griddepcontrol.wait (seen on the int4 matvec:
     x read before the previous link had written it).  manifest.take refuses
     an entry that waits and still holds one."""
-    return _NC_LOAD.sub("ld.global", text)
+    return manifest.NC_LOAD.sub("ld.global", text)
 
 
 def dependent_launch(k, prefetch=None):

@@ -80,13 +80,17 @@ def twin(name, twin_name, select_suffix):
 
 
 _GRID_DEP_WAIT = re.compile(r"^\s*(?:@!?%\w+\s+)?griddepcontrol\.wait\b", re.M)
+# a load through the non-coherent path: no entry that waits may hold one
+# (grid_dep.coherent_loads rewrites them)
+NC_LOAD = re.compile(r"\bld\.global\.nc\b")
 
 
-def grid_dep_wait(body):
-    """Whether an entry's PTX waits for the previous grid (griddepcontrol.wait):
-    the host launches exactly those with programmatic stream serialization,
-    so the fact is read from what was emitted, never kept by hand."""
-    return bool(_GRID_DEP_WAIT.search(re.sub(r"//[^\n]*", "", body)))
+def grid_dep_wait(code):
+    """Whether an entry's PTX (comments removed) waits for the previous grid
+    (griddepcontrol.wait): the host launches exactly those with programmatic
+    stream serialization, so the fact is read from what was emitted, never
+    kept by hand."""
+    return bool(_GRID_DEP_WAIT.search(code))
 
 
 def take(files, family):
@@ -99,8 +103,9 @@ def take(files, family):
         for i, m in enumerate(starts):
             where[m.group(1)] = fname[:-len(".ptx")]
             body = text[m.end():starts[i + 1].start() if i + 1 < len(starts) else len(text)]
-            waits[m.group(1)] = grid_dep_wait(body)
-            if waits[m.group(1)] and re.search(r"\bld\.global\.nc\b", re.sub(r"//[^\n]*", "", body)):
+            code = re.sub(r"//[^\n]*", "", body)
+            waits[m.group(1)] = grid_dep_wait(code)
+            if waits[m.group(1)] and NC_LOAD.search(code):
                 raise SystemExit("manifest: %s waits for the previous grid but loads with "
                                  "ld.global.nc, which ptxas may move above the wait: "
                                  "grid_dep.coherent_loads" % m.group(1))

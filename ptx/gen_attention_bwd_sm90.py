@@ -20,9 +20,10 @@ Fused: params = dkdv's + u64 dq_ws, u64 sem, u32 sq_pad, u32 ordered.  Per
 tile, dS^T goes to shared memory and dQ_partial (64 queries x D) = dS K is
 one more wgmma; a writer thread (tid 32) bulk-adds the f32 tile into
 dq_ws [B*Hq, sq_pad, D] (row q's column c at c ^ ((q & 7) << 3)); ordered:
-the key blocks run in reverse launch order and per (b, hq, 64-query block) a
-u32 semaphore makes them add in descending order (bit-identical sums; the
-last adder puts the semaphore back to 0).  Convert (256 threads, grid
+per (b, hq, 64-query block) a u32 semaphore makes the key blocks add in
+their launch order, descending (key blocks in reverse launch order) or, for
+causal GQA, ascending (bit-identical sums; the last adder puts the semaphore
+back to 0; dq_writer says why each order).  Convert (256 threads, grid
 (ceil(Sq / rows), B * Hq)): params u64 dq_ws, sem, grad, u32 seq_q,
 heads_q, sq_pad, u64 g_bs, g_ss, f32 scale, u32 out_dtype; dQ = scale *
 dq_ws in out_dtype, and dq_ws and the semaphores back to zero.
@@ -33,8 +34,8 @@ dq_ws in out_dtype, and dq_ws and the semaphores back to zero.
       128 in dkdv).
   // kaio-launch: <entry> block=384 cols_per_block=128
       dq: grid (ceil(Sq / 128), B * Hq); dkdv: grid (ceil(Sk / 128), B * Hkv).
-      Causal (and in the fused kernel also grouped and unordered), a CTA's
-      linear id is read block-major (kaio_ptx/attention.py blocks_first).
+      Causal (in the fused kernel: causal and grouped), a CTA's linear id is
+      read block-major (kaio_ptx/attention.py blocks_first).
 
   dq params: tmap_q, tmap_do, tmap_k, tmap_v, u64 lse, u64 dv (Dv), u64 grad
   (dQ), u32 seq_q, seq_k, heads_q, group, u64 g_bs, g_ss, lse_rs, f32 scale,
@@ -389,34 +390,39 @@ def dq_partial(k, C, L, Q, ds, ring, it, issue_dk):
     ring.release(C.lane0)
 
 
-def dq_writer(k, L, P, base, bars, b, d, kb, count, coords_of):
+def dq_writer(k, L, P, base, bars, b, d, kb, lpt, count, coords_of):
     """Thread 32 (producer warpgroup): per tile, once the consumers have
     written the f32 tile, one bulk reduce-add of it into the workspace rows
     (lrow * sq_pad + q0) * D.. (contiguous), then the buffer back to them.
-    ordered: the key blocks of a query block add in descending order.  A
-    u32 semaphore per (b, hq, query block) counts the adds done; key block
-    kb waits until it equals the number of key blocks above kb that touch
-    the block (nmax - kb, below), raises it once its add has landed, and
-    the last adder (key block 0: the key blocks of a query block are 0..nmax)
-    puts it back to 0 for the next launch.
 
-    Forward progress: when ordered, CTA x works on key block nkb-1-x
-    (kb, computed by the caller), so the adders a CTA waits for (same y =
-    (b, kv head): a query head's adders all share its kv head's y; higher
-    key blocks) have smaller linear CTA ids (x + y * nkb) and were launched
-    before it.  Induction on the id: the CTAs below id i finish (each
-    waits only on lower ids); CTAs are dispatched in id order, so i gets an
-    SM once those free theirs, whatever ids above i hold; then every add
-    it waits for happens.  No deadlock however many key blocks a head has
-    or how few CTAs are resident; CTAs of other heads and batches never
-    wait on each other.  (The same in-order dispatch the ascending order
-    relied on.)  With a causal mask key block n starts at query block ~2n,
-    so the higher key blocks reach a query block first, and they are the
-    ones launched first: descending, little waiting."""
+    ordered: the key blocks touching a query block (0..nmax, below) add in
+    launch order.  A u32 semaphore per (b, hq, query block) counts the adds
+    done; a key block waits until it equals the adds before its own, raises
+    it once its add has landed, and the last adder puts it back to 0 for the
+    next launch.  Two orders, by the caller's CTA order:
+      * head by head, key blocks in reverse (CTA x works on key block
+        nkb-1-x): descending, key block kb waits for nmax - kb adds, key
+        block 0 is last.  Each CTA walks its query blocks first to last;
+        under a causal mask key block n starts at query block ~2n, so the
+        higher key blocks reach a query block two tiles apart, first: they
+        seldom wait.  But each head's longest CTA starts last.
+      * lpt (causal GQA, the CTAs block-major, key block 0 first):
+        ascending, key block kb waits for kb adds, nmax is last.  Each CTA
+        walks its query blocks last to first (coords), so key block kb
+        reaches a query block as many tiles after its start as key block 0
+        does, and the lower key blocks, launched no later, get there no
+        later.  The longest CTAs start first, not in the tail.
+
+    Forward progress: either way a CTA waits only on CTAs of its (b, kv
+    head) with smaller linear ids (x + y * nkb).  Induction on the id: the
+    CTAs below id i finish (each waits only on lower ids); CTAs are
+    dispatched in id order, so i gets an SM once those free theirs, whatever
+    ids above i hold; then every add it waits for happens.  No deadlock
+    however many key blocks a head has or how few CTAs are resident; CTAs of
+    other heads and batches never wait on each other."""
     ordered = k.p("setp.ne.u32", P["ordered"], 0)
     causal = k.p("setp.ne.u32", P["causal"], 0)
     last_kb = k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1)
-    first = k.p("setp.eq.u32", kb, 0)
     nqt = k.r("shr.u32", P["sq_pad"], BT.bit_length() - 1)
     ring = Ring(k, bars, L.dq_bufs, L.dq_full(0), L.dq_empty(0))
     done = k.label("w_done")
@@ -436,7 +442,8 @@ def dq_writer(k, L, P, base, bars, b, d, kb, count, coords_of):
     every = k.p("setp.gt.or.u32", k.r("add.u32", q0t, BT), P["seq_q"], "!" + causal)
     lim = k.r("shr.s32", k.r("add.s32", k.r("add.s32", q0t, BT - 1), P["causal_off"]), BM.bit_length() - 1)
     nmax = k.r("selp.b32", last_kb, k.r("min.s32", lim, last_kb), every)
-    want = k.r("sub.u32", nmax, kb)
+    want = k.r("selp.b32", kb, k.r("sub.u32", nmax, kb), lpt)
+    last = k.p("setp.eq.u32", kb, k.r("selp.b32", nmax, 0, lpt))
     spin = k.label("spin")
     k.place(spin)
     v = k.r("ld.acquire.gpu.global.u32", "[%s]" % sem)
@@ -454,8 +461,8 @@ def dq_writer(k, L, P, base, bars, b, d, kb, count, coords_of):
     k.place(landed)
     k.op("cp.async.bulk.wait_group 0")
     k.op("fence.proxy.async.global")
-    k.op("@%s st.relaxed.gpu.global.u32 [%s], 0" % (first, sem))
-    k.op("@!%s red.release.gpu.global.add.u32 [%s], 1" % (first, sem))
+    k.op("@%s st.relaxed.gpu.global.u32 [%s], 0" % (last, sem))
+    k.op("@!%s red.release.gpu.global.add.u32 [%s], 1" % (last, sem))
     k.place(freed)
     ring.release(None)
     ring.advance()
@@ -618,17 +625,19 @@ def dkdv_kernel(dt, d, fused=False):
     heads_kv = k.r("div.u32", P["heads_q"], P["group"])
     causal = k.p("setp.ne.u32", P["causal"], 0)
     if fused:
-        # ordered: key blocks head by head, in reverse (dq_writer says why). Unordered
-        # (atomic dQ adds) with GQA, as the dK/dV kernel: a CTA takes the group's query
-        # heads, so its longest is group times a head's. Without GQA block-major ran 3-5 %
-        # slower (the heads' working sets, bench/RESULTS.md, session 23)
+        # Two orders (dq_writer says how the ordered adds follow each). Causal GQA
+        # ("longest first"): block-major, key block 0 first; a CTA takes the group's
+        # query heads, so its longest is group times a head's and must not start in the
+        # tail. Otherwise head by head (block-major ran 3-5 % slower without GQA, the
+        # heads' working sets, bench/RESULTS.md, session 23), ordered in reverse.
+        lpt = k.p("and.pred", causal, k.p("setp.gt.u32", P["group"], 1))
         ordered = k.p("setp.ne.u32", P["ordered"], 0)
-        k.note("causal GQA, not ordered: key blocks of every head in turn, the longest first")
-        gqa = k.p("setp.gt.u32", P["group"], 1)
-        kb, y = blocks_first(k, k.p("and.pred", k.p("and.pred", causal, gqa), "!" + ordered))
+        desc = k.p("and.pred", lpt, ordered)
+        k.note("causal GQA: key blocks of every head in turn, the longest first")
+        kb, y = blocks_first(k, lpt)
         _, b, hk = bh_split(k, heads_kv, y)
         rev = k.r("sub.u32", k.r("sub.u32", k.r("mov.u32", "%nctaid.x"), 1), kb)
-        kb = k.r("selp.b32", rev, kb, ordered)
+        kb = k.r("selp.b32", rev, kb, k.p("and.pred", ordered, "!" + lpt))
     else:
         k.note("causal: key blocks of every head in turn, the longest (first) first")
         kb, y = blocks_first(k, causal)
@@ -641,15 +650,24 @@ def dkdv_kernel(dt, d, fused=False):
     per_head = k.r("sub.u32", t_count, t_first)
     total = k.r("mul.lo.u32", P["group"], per_head)
 
+    # it -> (query head, first query): head by head, query blocks first to last;
+    # desc: query blocks last to first, the group's heads within each
+    div = k.r("selp.b32", P["group"], per_head, desc) if fused else per_head
+    t_last = k.r("sub.u32", t_count, 1) if fused else None
+
     def coords(it):
-        hi = k.r("div.u32", it, per_head)
-        ti = k.r("add.u32", k.r("sub.u32", it, k.r("mul.lo.u32", hi, per_head)), t_first)
+        q = k.r("div.u32", it, div)
+        r = k.r("sub.u32", it, k.r("mul.lo.u32", q, div))
+        hi, ti = q, k.r("add.u32", r, t_first)
+        if fused:
+            hi = k.r("selp.b32", r, q, desc)
+            ti = k.r("selp.b32", k.r("sub.u32", t_last, q), ti, desc)
         return k.r("mad.lo.u32", hk, P["group"], hi), k.r("shl.b32", ti, BT.bit_length() - 1)
 
     init_barriers(k, L, bars, tid)
     exit_, consumer = k.label("exit"), k.label("consumer")
     k.op("@%s bra.uni %s" % (k.p("setp.ge.u32", tid, 128), consumer))
-    writer = (lambda: dq_writer(k, L, P, base, bars, b, d, kb, total, coords)) if fused else None
+    writer = (lambda: dq_writer(k, L, P, base, bars, b, d, kb, lpt, total, coords)) if fused else None
     producer(k, L, base, bars, b, ("tmap_k", "tmap_v", "tmap_q", "tmap_do"), hk, k0, total, coords, exit_,
              writer)
 

@@ -416,8 +416,8 @@ TEST_F(GpuAttention, Sm90BlockEdgesMasksHeadsAndStrides) {
   wide.mask = KAIO_ATTENTION_MASK_NONE;
   check(wide, true);
   // From 4096 keys: the fused kernel (dQ through the f32 workspace), every
-  // mask (deterministic: key blocks in reverse, adds in descending order),
-  // except causal GQA, which keeps the two kernels when deterministic.
+  // mask (deterministic: the adds in ascending key-block order; causal GQA:
+  // the CTAs block-major).
   for (kaio_attention_mask mask :
        {KAIO_ATTENTION_MASK_NONE, KAIO_ATTENTION_CAUSAL, KAIO_ATTENTION_CAUSAL_TOP_LEFT}) {
     Shape lk = gqa;
@@ -427,7 +427,11 @@ TEST_F(GpuAttention, Sm90BlockEdgesMasksHeadsAndStrides) {
     lk.mask = mask;
     lk.d = mask == KAIO_ATTENTION_CAUSAL ? 64 : 128;
     check(lk, true);
-    if (mask == KAIO_ATTENTION_MASK_NONE) continue;
+    if (mask == KAIO_ATTENTION_MASK_NONE) {
+      lk.sk = 2100;  // without a mask the fused kernel from 2048 keys
+      check(lk, true);
+      continue;
+    }
     lk.hkv = lk.hq;
     check(lk, true);
   }
@@ -559,8 +563,8 @@ TEST_F(GpuAttention, BackwardIsBitwiseDeterministic) {
 }
 
 // deterministic 0 (the fused kernel, dQ's f32 adds in any order) against 1
-// (the fused kernel's descending key-block order; causal GQA: the dQ and
-// dK/dV kernels): gradients within rounding; 1 twice: bit for bit. Causal
+// (the fused kernel's ascending key-block order): gradients within
+// rounding; 1 twice: bit for bit. Causal
 // shapes too: key blocks that see no query (Sq 300) and queries that see no
 // key (Sq 4200 > Sk).
 TEST_F(GpuAttention, BackwardNonDeterministicMatchesDeterministic) {
@@ -573,7 +577,7 @@ TEST_F(GpuAttention, BackwardNonDeterministicMatchesDeterministic) {
       s.mask = mask;
       deterministic_against_not(s);
       if (mask == KAIO_ATTENTION_CAUSAL && dim == 128) {
-        s.hkv = s.hq;  // no GQA: deterministic 1 on the fused kernel too
+        s.hkv = s.hq;  // no GQA: the CTAs head by head, not block-major
         deterministic_against_not(s);
       }
     }
@@ -587,15 +591,19 @@ TEST_F(GpuAttention, BackwardNonDeterministicMatchesDeterministic) {
 }
 
 // A head with more key blocks (157 at S 20000) than an H100 holds CTAs:
-// the deterministic order must not deadlock (run it under a timeout).
+// the deterministic order must not deadlock (run it under a timeout), with
+// the CTAs head by head (MHA) and block-major (causal GQA).
 TEST_F(GpuAttention, BackwardDeterministicManyKeyBlocks) {
-  Shape s;
-  s.b = 1;
-  s.hq = s.hkv = 2;
-  s.sq = s.sk = 20000;
-  s.d = 128;
-  s.mask = KAIO_ATTENTION_CAUSAL;
-  deterministic_against_not(s);
+  for (int64_t hq : {2, 4}) {
+    Shape s;
+    s.b = 1;
+    s.hq = hq;
+    s.hkv = 2;
+    s.sq = s.sk = 20000;
+    s.d = 128;
+    s.mask = KAIO_ATTENTION_CAUSAL;
+    deterministic_against_not(s);
+  }
 }
 
 // KAIO's rank-2 single-head ops: f16 in, f32 out, top-left causal.

@@ -291,13 +291,16 @@ TEST_F(FakeAttention, FusedBackwardZeroesTheWorkspaceAfterAFailedConvert) {
   EXPECT_EQ(kt::fake().memsets(nullptr, nullptr), memsets + 1);
 }
 
-// Causal and deterministic: the fused kernel without GQA, else (Hq 2, Hkv 1
-// here) the dQ and dK/dV kernels; with deterministic 0 the fused kernel.
-TEST_F(FakeAttention, CausalDeterministicFusedOnlyWithoutGqa) {
-  const Bwd t = fused_bwd();
-  auto last_kernel = [&](int32_t deterministic) {
+// The fused kernel (its last launch: dQ's convert) from 4096 keys, from 2048
+// without a mask; below, the dQ and dK/dV kernels. Causal GQA (Hq 2, Hkv 1
+// here) too, deterministic or not.
+TEST_F(FakeAttention, FusedBackwardFromItsKeyCounts) {
+  auto last_kernel = [&](int64_t keys, kaio_attention_mask mask, int32_t deterministic) {
+    Bwd t = fused_bwd();
+    for (int i : {2, 3, 7, 8}) t.t[i].rows = keys;
     kaio_attention_desc f = fused_desc();
-    f.mask = KAIO_ATTENTION_CAUSAL;
+    f.seq_k = keys;
+    f.mask = mask;
     f.deterministic = deterministic;
     kaio_op *op = nullptr;
     EXPECT_EQ(kaio_op_create_attention_backward(&op, dev_.get(), &f), KAIO_OK);
@@ -305,22 +308,17 @@ TEST_F(FakeAttention, CausalDeterministicFusedOnlyWithoutGqa) {
     EXPECT_EQ(kaio_op_launch(op, stream_.get(), t.t, 9), KAIO_OK);
     return last_launch().name;
   };
-  EXPECT_EQ(last_kernel(1), "kaio_attn_bwd_dkdv_sm90_bf16_d64");
-  EXPECT_EQ(last_kernel(0), "kaio_attn_bwd_dq_convert_sm90_bf16_d64");
-  // Hq 1, Hkv 1: Q, dO, O and dQ are [100, 64]; LSE [1, 100].
-  kaio_attention_desc f = fused_desc();
-  f.mask = KAIO_ATTENTION_CAUSAL;
-  f.heads_q = 1;
-  kaio_op *op = nullptr;
-  KT_OK(kaio_op_create_attention_backward(&op, dev_.get(), &f));
-  kt::Op guard(op);
-  Bwd one = t;
-  for (int i : {0, 1, 4, 6}) one.t[i] = kaio_tensor_2d(buf_.get(), KAIO_DTYPE_BF16, 100, 64);
-  for (int i : {0, 1, 4, 6}) one.t[i].offset_bytes = t.t[i].offset_bytes;
-  one.t[5] = kaio_tensor_2d(buf_.get(), KAIO_DTYPE_F32, 1, 100);
-  one.t[5].offset_bytes = t.t[5].offset_bytes;
-  KT_OK(kaio_op_launch(op, stream_.get(), one.t, 9));
-  EXPECT_EQ(last_launch().name, "kaio_attn_bwd_dq_convert_sm90_bf16_d64");
+  const std::string fused = "kaio_attn_bwd_dq_convert_sm90_bf16_d64",
+                    apart = "kaio_attn_bwd_dkdv_sm90_bf16_d64";
+  for (int32_t det : {1, 0}) {
+    SCOPED_TRACE(det);
+    EXPECT_EQ(last_kernel(4096, KAIO_ATTENTION_CAUSAL, det), fused);
+    EXPECT_EQ(last_kernel(4096, KAIO_ATTENTION_CAUSAL_TOP_LEFT, det), fused);
+    EXPECT_EQ(last_kernel(4096, KAIO_ATTENTION_MASK_NONE, det), fused);
+    EXPECT_EQ(last_kernel(4095, KAIO_ATTENTION_CAUSAL, det), apart);
+    EXPECT_EQ(last_kernel(2048, KAIO_ATTENTION_MASK_NONE, det), fused);
+    EXPECT_EQ(last_kernel(2047, KAIO_ATTENTION_MASK_NONE, det), apart);
+  }
 }
 
 TEST_F(FakeAttention, BackwardLaunchesPreprocessDqThenDkDv) {

@@ -37,14 +37,14 @@ constexpr int64_t kPreRowsPerBlock = 4;
 // Queries per block of the fused sm_90a backward (its dQ workspace rows per
 // head are rounded up to it; one semaphore per block).
 constexpr int64_t kSm90BwdQueryBlock = 64;
-// The fused sm_90a backward from this many keys on; else the dQ and dK/dV
-// kernels. H100, fused against the two kernels (bench/RESULTS.md, sessions
-// 14 and 15): S 1024 0.57-0.85x; S 4096-16384 non-causal 1.10-1.29x.
-// Causal with deterministic 1: 1.02-1.27x without GQA, 0.87x at Hq:Hkv
-// 32:8 (the adds' order launches each KV head's longest CTA, key block 0
-// with all of the group's query heads, last: a long tail), so causal GQA
-// keeps the two kernels when deterministic.
+// The fused sm_90a backward from this many keys on (without a mask: from
+// kSm90FusedMinKeysNoMask); else the dQ and dK/dV kernels. Fused against the
+// two kernels (bench/RESULTS.md): S 1024 0.80-0.92x (H200, session 25);
+// S 2048 non-causal 1.02-1.15x, causal D 128 0.86-0.95x (H200, session 25);
+// S 4096-16384 non-causal 1.10-1.29x (H100, sessions 14 and 15), causal
+// GQA 1.03-1.25x (H200, session 25).
 constexpr int64_t kSm90FusedMinKeys = 4096;
+constexpr int64_t kSm90FusedMinKeysNoMask = 2048;
 
 bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
 
@@ -251,8 +251,7 @@ kaio_status plan_unlogged(kaio_device *device,
   int64_t dq_tile = 0, dkdv_tile = 0;
   if (sm90) {
     using kernels::Pass;
-    plan->fused = d.seq_k >= kSm90FusedMinKeys &&
-                  (!plan->causal || d.deterministic == 0 || d.heads_q == d.heads_kv);
+    plan->fused = d.seq_k >= (plan->causal ? kSm90FusedMinKeys : kSm90FusedMinKeysNoMask);
     if (plan->fused) {
       KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dq_convert, d.dtype, d.head_dim),
                        &plan->convert, &dq_tile));

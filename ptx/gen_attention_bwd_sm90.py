@@ -25,8 +25,11 @@ their launch order, descending (key blocks in reverse launch order) or, for
 causal GQA, ascending (bit-identical sums; the last adder puts the semaphore
 back to 0; dq_writer says why each order).  Convert (256 threads, grid
 (ceil(Sq / rows), B * Hq)): params u64 dq_ws, sem, grad, u32 seq_q,
-heads_q, sq_pad, u64 g_bs, g_ss, f32 scale, u32 out_dtype; dQ = scale *
-dq_ws in out_dtype, and dq_ws and the semaphores back to zero.
+heads_q, sq_pad, u64 g_bs, g_ss, f32 scale, u32 out_dtype, first_row; dQ =
+scale * dq_ws in out_dtype (0 in rows below first_row, which see no key) and
+the semaphores back to zero.  dq_ws stays: ordered, each query block's first
+adder stores instead of adding; unordered, the host zeroes it with a memset
+(zero stores here made convert 7.7x slower, bench/RESULTS.md, session 25).
 
   // kaio-tma: <entry> <map> rank=4 dims=D,H,S,B box=64,<rows> swizzle=128 dtype=<dt>
       As in ptx/gen_attention_sm90.py.  tmap_q and tmap_do share one box
@@ -111,7 +114,7 @@ STAT_BYTES = 2 * BT * 4     # one tile's columns: -LSE / scale (BT f32), then -D
 CONV_THREADS = 256
 CONV_SCALARS = [(".u64", "dq_ws"), (".u64", "sem"), (".u64", "grad"), (".u32", "seq_q"),
                 (".u32", "heads_q"), (".u32", "sq_pad"), (".u64", "g_bs"), (".u64", "g_ss"),
-                (".f32", "scale"), (".u32", "out_dtype")]
+                (".f32", "scale"), (".u32", "out_dtype"), (".u32", "first_row")]
 
 
 class Layout:
@@ -435,8 +438,6 @@ def dq_writer(k, L, P, base, bars, b, d, kb, lpt, count, coords_of):
     ring.wait_full(hint="w_full")
     sem = k.rd("add.u64", P["sem"], k.rd("mul.wide.u32", k.r("mad.lo.u32", lrow, nqt,
                                                                 k.r("shr.u32", q0t, BT.bit_length() - 1)), 4))
-    turn = k.label("turn")
-    k.op("@!%s bra %s" % (ordered, turn))
     k.note("nmax: the highest key block touching this query block (all of them")
     k.note("when not causal or the block reaches seq_q, else (q0 + 63 + off) >> 7)")
     every = k.p("setp.gt.or.u32", k.r("add.u32", q0t, BT), P["seq_q"], "!" + causal)
@@ -444,6 +445,10 @@ def dq_writer(k, L, P, base, bars, b, d, kb, lpt, count, coords_of):
     nmax = k.r("selp.b32", last_kb, k.r("min.s32", lim, last_kb), every)
     want = k.r("selp.b32", kb, k.r("sub.u32", nmax, kb), lpt)
     last = k.p("setp.eq.u32", kb, k.r("selp.b32", nmax, 0, lpt))
+    k.note("ordered, the first adder stores: the workspace needs no zeroing")
+    first = k.p("setp.eq.and.u32", want, 0, ordered)
+    turn = k.label("turn")
+    k.op("@!%s bra %s" % (ordered, turn))
     spin = k.label("spin")
     k.place(spin)
     v = k.r("ld.acquire.gpu.global.u32", "[%s]" % sem)
@@ -451,8 +456,10 @@ def dq_writer(k, L, P, base, bars, b, d, kb, lpt, count, coords_of):
     k.place(turn)
     el = k.rd("mul.lo.u64", k.wide(k.r("mad.lo.u32", lrow, P["sq_pad"], q0t)), d * 4)
     src = k.r("add.u32", base, k.r("mad.lo.u32", ring.s, BT * d * 4, L.ds_off + 2 * DS_BYTES))
-    k.op("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%s], [%s], %d" % (
-        k.rd("add.u64", P["dq_ws"], el), src, BT * d * 4))
+    dst = k.rd("add.u64", P["dq_ws"], el)
+    k.op("@%s cp.async.bulk.global.shared::cta.bulk_group [%s], [%s], %d" % (first, dst, src, BT * d * 4))
+    k.op("@!%s cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%s], [%s], %d" % (
+        first, dst, src, BT * d * 4))
     k.op("cp.async.bulk.commit_group")
     landed, freed = k.label("landed"), k.label("freed")
     k.op("@%s bra %s" % (ordered, landed))
@@ -473,9 +480,9 @@ def dq_writer(k, L, P, base, bars, b, d, kb, lpt, count, coords_of):
 
 
 def convert_kernel(dt, d):
-    """dQ = scale * workspace, in out_dtype, and the workspace rows and the
-    semaphores back to 0 for the next launch.  CTA (x, b*Hq + h): rows
-    x*rpc.. of that head, 4 columns per thread."""
+    """dQ = scale * workspace, in out_dtype, and the semaphores back to 0 for
+    the next launch.  CTA (x, b*Hq + h): rows x*rpc.. of that head, 4
+    columns per thread."""
     name = "kaio_attn_bwd_dq_convert_sm90_%s_d%d" % (dt, d)
     manifest.keys(name, **{"select": "attn_bwd_sm90", "pass": "bwd_dq_convert", "dtype": dt, "head_dim": d})
     per = d // 4
@@ -499,9 +506,10 @@ def convert_kernel(dt, d):
     src = k.rd("add.u64", P["dq_ws"], k.rd("shl.b64", el, 2))
     v = k.regs("f", 4)
     k.op("ld.global.v4.f32 {%s}, [%s]" % (", ".join(v), src))
-    k.op("st.global.v4.f32 [%s], {0f00000000, 0f00000000, 0f00000000, 0f00000000}" % src)
     k.op("@%s bra %s" % (k.p("setp.ge.u32", row, P["seq_q"]), exit_))
-    vals = [k.f("mul.f32", x_, P["scale"]) for x_ in v]
+    k.note("rows below first_row see no key; ordered, no key block wrote their blocks: 0")
+    seen = k.p("setp.ge.u32", row, P["first_row"])
+    vals = [k.f("selp.f32", k.f("mul.f32", x_, P["scale"]), "0f00000000", seen) for x_ in v]
     gb = out_base(k, P["grad"], b, P["g_bs"], h, d, P["out_dtype"])
     rowel = k.rd("add.u64", k.rd("mul.lo.u64", k.wide(row), P["g_ss"]), k.wide(col))
     for code, oname, esize in cases(k, P["out_dtype"], OUT_DTYPES, exit_):

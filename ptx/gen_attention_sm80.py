@@ -29,7 +29,7 @@ Kernels (dt in f16/bf16, D = head dim, all 128 threads = 4 warps, 16 rows per wa
       ex2 and log2(e)-prescaled scores, P rounded to dt and fed from the S
       accumulators straight into P V as the A operand (ldmatrix.trans V).
       Rows whose keys are all masked give O = 0 and LSE = -inf.
-  kaio_attn_bwd_pre_<dt>         grid (ceil(B*seq_q*heads_q/4)), one warp per row:
+  kaio_attn_bwd_pre_<dt>         grid (ceil(B*seq_q*heads_q/16)), 16 lanes per row:
       Dv[(b*heads_q + h)*seq_q + s] = sum_d dO * O   (O in dt or f32: o_f32)
   kaio_attn_bwd_dq_<dt>_d<D>     grid (ceil(seq_q/64), B*heads_q)
       per K/V tile: S = Q K^T, P = exp(scale S - LSE), dP = dO V^T,
@@ -51,7 +51,7 @@ tensor start); no byte outside the tensors is read or written.
 import contextlib
 import sys
 
-from kaio_ptx import cli, cp_async
+from kaio_ptx import cli, cp_async, kernel
 from kaio_ptx.attention import (NAN, PAGED_PARAMS, VARLEN_PARAMS, VARLEN_PTRS, Kernel, PagedKeys, bh_split,
                                 mask_tile, out_base, out_shift, rebase, store_rows, tensor_base,
                                 varlen_bounds, varlen_sequence)
@@ -506,60 +506,83 @@ PRE_PARAMS = [(".u64", "dout"), (".u64", "o"), (".u64", "dv"), (".u32", "rows"),
               (".u32", "o_f32")]
 
 
-def load_half_f32(k, dt, ptr):
-    """One 16-bit element of dtype dt at ptr, widened to f32."""
-    hreg = k.reg("h")
-    k.op("ld.global.b16 %s, [%s]" % (hreg, ptr))
+PRE_LANES = 16                  # lanes a row: 16-byte loads, 128 elements a pass
+PRE_THREADS = 256
+PRE_ROWS = PRE_THREADS // PRE_LANES
+
+
+def halves_f32(k, dt, word):
+    """The two 16-bit elements of a b32 word (low first), widened to f32."""
     if dt == "f16":
-        return k.f("cvt.f32.f16", hreg)
-    w = k.r("cvt.u32.u16", hreg)
-    return k.f("mov.b32", k.r("shl.b32", w, 16))
+        lo, hi = k.reg("h"), k.reg("h")
+        k.op("mov.b32 {%s, %s}, %s" % (lo, hi, word))
+        return k.f("cvt.f32.f16", lo), k.f("cvt.f32.f16", hi)
+    return k.f("mov.b32", k.r("shl.b32", word, 16)), k.f("mov.b32", k.r("and.b32", word, 0xFFFF0000))
 
 
 def pre_kernel(dt):
     name = "kaio_attn_bwd_pre_%s" % dt
-    doc = "%s: Dv = rowsum(dO * O) for the attention backward, one warp per (b, s, h) row." % name
-    k = Kernel(name, doc, PRE_PARAMS, 0, 4, keys={"select": "attn_bwd_pre_sm80", "pass": "bwd_pre", "dtype": dt})
+    doc = ("%s: Dv = rowsum(dO * O) for the attention backward, %d lanes per (b, s, h) row,\n"
+           "8 elements a lane per 16-byte load (rows 16-byte aligned: check_aligned16)." % (name, PRE_LANES))
+    k = kernel.Kernel(name, doc, PRE_PARAMS, PRE_THREADS, 0, PRE_ROWS,
+                      keys={"select": "attn_bwd_pre_sm80", "pass": "bwd_pre", "dtype": dt})
     P = load_params(k, PRE_PARAMS, ("dout", "o", "dv"))
     tid = k.r("mov.u32", "%tid.x")
-    lane = k.r("and.b32", tid, 31)
-    row = k.r("add.u32", k.r("shl.b32", k.r("mov.u32", "%ctaid.x"), 2), k.r("shr.u32", tid, 5))
-    with skip_if(k, k.p("setp.ge.u32", row, P["rows"]), "done", uni=True):
-        # row = (b * seq_q + s) * heads_q + h
-        h = k.r("rem.u32", row, P["heads_q"])
-        bs = k.r("div.u32", row, P["heads_q"])
-        b = k.r("div.u32", bs, P["seq_q"])
-        s = k.r("rem.u32", bs, P["seq_q"])
-        hd = k.rd("mul.wide.u32", h, P["head_dim"])
-        do_el = k.rd("add.u64", k.rd("add.u64", k.rd("mul.lo.u64", k.wide(b), P["do_bs"]),
-                                     k.rd("mul.lo.u64", k.wide(s), P["do_ss"])), hd)
-        o_el = k.rd("add.u64", k.rd("add.u64", k.rd("mul.lo.u64", k.wide(b), P["o_bs"]),
-                                    k.rd("mul.lo.u64", k.wide(s), P["o_ss"])), hd)
-        acc = k.f("mov.f32", "0f00000000")
-        dcol = k.r("mov.u32", lane)
-        with loop(k, "d_loop") as lp:
-            lp.exit_if(k.p("setp.ge.u32", dcol, P["head_dim"]))
-            dptr = k.rd("add.u64", P["dout"], k.rd("shl.b64", k.rd("add.u64", do_el, k.wide(dcol)), 1))
-            x = load_half_f32(k, dt, dptr)
-            y = k.reg("f")
-            for arm in if_else(k, "!" + k.p("setp.ne.u32", P["o_f32"], 0), "o_f32", uni=True):
-                if arm.then:
-                    optr = k.rd("add.u64", P["o"], k.rd("shl.b64", k.rd("add.u64", o_el, k.wide(dcol)), 1))
-                    k.op("mov.f32 %s, %s" % (y, load_half_f32(k, dt, optr)))
-                else:
-                    optr32 = k.rd("add.u64", P["o"], k.rd("shl.b64", k.rd("add.u64", o_el, k.wide(dcol)), 2))
-                    k.op("ld.global.f32 %s, [%s]" % (y, optr32))
+    sub = k.r("and.b32", tid, PRE_LANES - 1)
+    row = k.r("mad.lo.u32", k.r("mov.u32", "%ctaid.x"), PRE_ROWS, k.r("shr.u32", tid, 4))
+    k.note("a row past the end loads nothing but joins the shuffles (both halves of a warp do)")
+    live = k.p("setp.lt.u32", row, P["rows"])
+    # row = (b * seq_q + s) * heads_q + h
+    h = k.r("rem.u32", row, P["heads_q"])
+    bs = k.r("div.u32", row, P["heads_q"])
+    b = k.r("div.u32", bs, P["seq_q"])
+    s_ = k.r("rem.u32", bs, P["seq_q"])
+    hd = k.rd("mul.wide.u32", h, P["head_dim"])
+    do_el = k.rd("add.u64", k.rd("add.u64", k.rd("mul.lo.u64", k.wide(b), P["do_bs"]),
+                                 k.rd("mul.lo.u64", k.wide(s_), P["do_ss"])), hd)
+    o_el = k.rd("add.u64", k.rd("add.u64", k.rd("mul.lo.u64", k.wide(b), P["o_bs"]),
+                                k.rd("mul.lo.u64", k.wide(s_), P["o_ss"])), hd)
+    o32 = k.p("setp.ne.u32", P["o_f32"], 0)
+    acc = k.f("mov.f32", "0f00000000")
+    base = k.r("mov.u32", 0)
+    with loop(k, "d_loop") as lp:
+        lp.exit_if(k.p("setp.ge.u32", base, P["head_dim"]))
+        col = k.r("add.u32", base, k.r("shl.b32", sub, 3))
+        ok = k.p("setp.lt.and.u32", col, P["head_dim"], live)
+        dw = k.regs("r", 4)
+        for w in dw:
+            k.op("mov.b32 %s, 0" % w)
+        dptr = k.rd("add.u64", P["dout"], k.rd("shl.b64", k.rd("add.u64", do_el, k.wide(col)), 1))
+        k.op("@%s ld.global.v4.b32 {%s}, [%s]" % (ok, ", ".join(dw), dptr))
+        dvals = [x for w in dw for x in halves_f32(k, dt, w)]
+        ovals = k.regs("f", 8)
+        for x in ovals:
+            k.op("mov.f32 %s, 0f00000000" % x)
+        for arm in if_else(k, o32, "o_f32", uni=True):
+            if arm.then:
+                optr = k.rd("add.u64", P["o"], k.rd("shl.b64", k.rd("add.u64", o_el, k.wide(col)), 2))
+                for i in range(2):
+                    k.op("@%s ld.global.v4.f32 {%s}, [%s+%d]" % (ok, ", ".join(ovals[4 * i:4 * i + 4]), optr, 16 * i))
+            else:
+                ow = k.regs("r", 4)
+                for w in ow:
+                    k.op("mov.b32 %s, 0" % w)
+                optr = k.rd("add.u64", P["o"], k.rd("shl.b64", k.rd("add.u64", o_el, k.wide(col)), 1))
+                k.op("@%s ld.global.v4.b32 {%s}, [%s]" % (ok, ", ".join(ow), optr))
+                for dst, src in zip(ovals, [x for w in ow for x in halves_f32(k, dt, w)]):
+                    k.op("mov.f32 %s, %s" % (dst, src))
+        for x, y in zip(dvals, ovals):
             k.op("fma.rn.f32 %s, %s, %s, %s" % (acc, x, y, acc))
-            k.op("add.u32 %s, %s, 32" % (dcol, dcol))
-            lp.again()
-        for m in (16, 8, 4, 2, 1):
-            o = k.reg("f")
-            k.op("shfl.sync.bfly.b32 %s, %s, %d, 0x1f, 0xffffffff" % (o, acc, m))
-            k.op("add.f32 %s, %s, %s" % (acc, acc, o))
-        with skip_if(k, k.p("setp.ne.u32", lane, 0), "not_lane0"):
-            b_h = k.r("add.u32", k.r("mul.lo.u32", b, P["heads_q"]), h)
-            idx = k.r("add.u32", k.r("mul.lo.u32", b_h, P["seq_q"]), s)
-            k.op("st.global.f32 [%s], %s" % (k.rd("add.u64", P["dv"], k.rd("mul.wide.u32", idx, 4)), acc))
+        k.op("add.u32 %s, %s, %d" % (base, base, 8 * PRE_LANES))
+        lp.again()
+    for m in (8, 4, 2, 1):
+        o = k.reg("f")
+        k.op("shfl.sync.bfly.b32 %s, %s, %d, 0x1f, 0xffffffff" % (o, acc, m))
+        k.op("add.f32 %s, %s, %s" % (acc, acc, o))
+    with skip_if(k, "!" + k.p("setp.eq.and.u32", sub, 0, live), "not_first"):
+        b_h = k.r("add.u32", k.r("mul.lo.u32", b, P["heads_q"]), h)
+        idx = k.r("add.u32", k.r("mul.lo.u32", b_h, P["seq_q"]), s_)
+        k.op("st.global.f32 [%s], %s" % (k.rd("add.u64", P["dv"], k.rd("mul.wide.u32", idx, 4)), acc))
     k.op("ret")
     return k.text()
 

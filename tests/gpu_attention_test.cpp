@@ -590,6 +590,42 @@ TEST_F(GpuAttention, BackwardNonDeterministicMatchesDeterministic) {
   deterministic_against_not(wide);
 }
 
+// One deterministic op launched on new inputs after old ones: its workspace
+// keeps the last launch's dQ sums (each query block's first adder stores),
+// which must not leak, also into the rows that see no key (Sq > Sk, causal:
+// rows 0..99 of dQ are 0). The second launch matches a fresh op's bit for bit.
+TEST_F(GpuAttention, FusedBackwardRelaunchedOnNewInputs) {
+  for (int64_t hq : {2, 4}) {
+    Shape s;
+    s.b = 1;
+    s.hq = hq;
+    s.hkv = 2;
+    s.sq = 4200;
+    s.sk = 4100;
+    s.mask = KAIO_ATTENTION_CAUSAL;
+    SCOPED_TRACE(describe(s));
+    BackwardCase first = backward_case(s, kt::test_seed() + 11),
+                 second = backward_case(s, kt::test_seed() + 23);
+    kaio_op *reused = nullptr, *fresh = nullptr;
+    KT_OK(kaio_op_create_attention_backward(&reused, dev(), &first.desc));
+    kt::Op g1(reused);
+    gradients(s, first, reused);
+    const auto again = gradients(s, second, reused);
+    KT_OK(kaio_op_create_attention_backward(&fresh, dev(), &second.desc));
+    kt::Op g2(fresh);
+    const auto ref = gradients(s, second, fresh);
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_EQ(std::memcmp(again[i].data(), ref[i].data(), ref[i].size() * sizeof(double)), 0)
+          << "gradient " << i << " of the reused op";
+    const size_t ld = static_cast<size_t>(s.hq * s.d);
+    double unseen = 0, seen = 0;
+    for (size_t r = 0; r < 200; ++r)
+      for (size_t c = 0; c < ld; ++c) (r < 100 ? unseen : seen) += std::abs(again[0][r * ld + c]);
+    EXPECT_EQ(unseen, 0.0) << "dQ rows that see no key";
+    EXPECT_GT(seen, 0.0);
+  }
+}
+
 // A head with more key blocks (157 at S 20000) than an H100 holds CTAs:
 // the deterministic order must not deadlock (run it under a timeout), with
 // the CTAs head by head (MHA) and block-major (causal GQA).

@@ -1132,19 +1132,20 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_attention(kaio_stream *stream, const ka
  * and dV are out_dtype and fully overwritten (no accumulation). Runs three
  * kernels on the stream: Dv = rowsum(dO ∘ O) into the op's workspace, then
  * either dQ over query tiles and dK and dV over key tiles, or (sm_90a, Sk >=
- * 4096, or >= 2048 without a mask) one kernel
- * for dK, dV and dQ's f32 partial sums (added into the workspace per key
- * block) and a small kernel that writes dQ from them and zeroes them for the
- * next launch (a launch whose second kernel failed to enqueue makes the next
- * launch zero them first, on its stream).
+ * 4096, or >= 2048 without a mask) one kernel for dK, dV and dQ's f32
+ * partial sums (added into the workspace per key block) and a small kernel
+ * that writes dQ from them.
  * Deterministic by default: the same inputs give bit-identical gradients on
- * every run (the fused kernel's adds go in a fixed key-block order);
- * desc->deterministic 0 lets them go in any order.
+ * every run (the fused kernel's adds go in a fixed key-block order, the
+ * first of each query block storing); desc->deterministic 0 lets them go in
+ * any order, and a memset after the small kernel zeroes the sums for the
+ * next launch (a launch whose later steps failed to enqueue makes the next
+ * launch zero them first, on its stream).
  * Ownership: caller owns *out; retains device; the op owns a B·Hq·Sq f32
  * workspace (the fused kernel: plus B·Hq·ceil(Sq/64)·64·D f32 and
- * B·Hq·ceil(Sq/64) u32, zeroed once at creation and left zero by every
- * complete launch), so launches of one op must not run concurrently on
- * different streams (launches on one stream are ordered). */
+ * B·Hq·ceil(Sq/64) u32, zeroed once at creation), so launches of one op
+ * must not run concurrently on different streams (launches on one stream
+ * are ordered). */
 KAIO_API KAIO_NODISCARD kaio_status kaio_op_create_attention_backward(
     kaio_op **out, kaio_device *device, const kaio_attention_desc *desc);
 

@@ -33,7 +33,6 @@ constexpr const auto &kSm90Dims = kernels::keys::attn_fwd_sm90::head_dim;
 static_assert(same_list(kSm90Dims, kernels::keys::attn_bwd_sm90::head_dim),
               "the sm_90a forward and backward take the same head dims");
 constexpr int64_t kMaxGridY = 65535;
-constexpr int64_t kPreRowsPerBlock = 4;
 // Queries per block of the fused sm_90a backward (its dQ workspace rows per
 // head are rounded up to it; one semaphore per block).
 constexpr int64_t kSm90BwdQueryBlock = 64;
@@ -246,9 +245,9 @@ kaio_status plan_unlogged(kaio_device *device,
     log_kernel(device, plan->fwd.function, why);
     return KAIO_OK;
   }
-  KAIO_TRY(resolve(device, kernels::attn_bwd_pre_sm80(d.dtype), &plan->pre, &tile));
+  int64_t pre_rows = 0, dq_tile = 0, dkdv_tile = 0;
+  KAIO_TRY(resolve(device, kernels::attn_bwd_pre_sm80(d.dtype), &plan->pre, &pre_rows));
   log_kernel(device, plan->pre.function, "sm_80, the only family");
-  int64_t dq_tile = 0, dkdv_tile = 0;
   if (sm90) {
     using kernels::Pass;
     plan->fused = d.seq_k >= (plan->causal ? kSm90FusedMinKeys : kSm90FusedMinKeysNoMask);
@@ -274,7 +273,7 @@ kaio_status plan_unlogged(kaio_device *device,
   log_kernel(device, (plan->fused ? plan->convert : plan->dq).function, why);
   log_kernel(device, plan->dkdv.function, why);
   const int64_t rows = d.batch * d.seq_q * d.heads_q;
-  plan->pre.grid = blocks(rows, kPreRowsPerBlock);
+  plan->pre.grid = blocks(rows, pre_rows);
   Launch &dq = plan->fused ? plan->convert : plan->dq;
   dq.grid = blocks(d.seq_q, dq_tile);
   dq.grid_y = bh;
@@ -447,18 +446,27 @@ kaio_status run_backward_sm90(const kaio_device *device,
                          &causal_off,   &out_dtype,    &p_dq_ws,      &p_sem,        &sq_pad,
                          &ordered};
   if (!plan.fused) return launch_builtin(device, plan.dkdv, stream, dkdv_params);
-  // The fused kernel leaves dQ's sums in the workspace for convert, which
-  // zeroes them (the semaphores come back to 0 in the fused kernel). If
-  // convert was not enqueued after the last fused launch, zero both first.
+  // The fused kernel leaves dQ's sums in the workspace for convert (the
+  // semaphores come back to 0 in the fused kernel, and convert zeroes them
+  // too). If convert (or the memset after it) was not enqueued after the
+  // last fused launch, zero sums and semaphores first.
   std::atomic<bool> &dirty = *plan.dq_ws_dirty;
   if (dirty.load())
     KAIO_TRY(buffer_memset(plan.workspace->buffer(), stream, plan.dq_ws, 0,
                            plan.workspace->buffer()->size - plan.dq_ws));
   dirty.store(true);
   KAIO_TRY(launch_builtin(device, plan.dkdv, stream, dkdv_params));
-  void *convert_params[] = {&p_dq_ws, &p_sem, &ga,    &sq,        &hq,
-                            &sq_pad,  &ga_bs, &ga_ss, &scale, &out_dtype};
+  // rows below first_row see no key (bottom-right causal with Sq > Sk)
+  unsigned first_row = plan.causal_off < 0 ? static_cast<unsigned>(-plan.causal_off) : 0u;
+  void *convert_params[] = {&p_dq_ws, &p_sem, &ga,    &sq,        &hq,       &sq_pad,
+                            &ga_bs,   &ga_ss, &scale, &out_dtype, &first_row};
   KAIO_TRY(launch_builtin(device, plan.convert, stream, convert_params));
+  // Ordered, each query block's first add stores: the sums need no zeroing.
+  // Unordered they do, before the next launch: a memset (convert storing the
+  // zeros itself took 389 us against 51 without, 2 x 32 x 4096 x 128 on an
+  // H200: bench/RESULTS.md, session 25).
+  if (!ordered)
+    KAIO_TRY(buffer_memset(plan.workspace->buffer(), stream, plan.dq_ws, 0, plan.sem - plan.dq_ws));
   dirty.store(false);
   return KAIO_OK;
 }

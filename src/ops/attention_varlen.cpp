@@ -28,7 +28,6 @@ constexpr const auto &kFwdDims = kernels::keys::attn_fwd_varlen_sm80::head_dim;
 constexpr const auto &kBwdDims = kernels::keys::attn_bwd_varlen_sm80::head_dim;
 constexpr const auto &kSm90Dims = kernels::keys::attn_fwd_varlen_sm90::head_dim;
 constexpr int64_t kMaxGridY = 65535;
-constexpr int64_t kPreRowsPerBlock = 4;
 
 unsigned blocks(int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); }
 
@@ -170,8 +169,8 @@ kaio_status plan_unlogged(kaio_device *device, bool backward, AttentionVarlenPla
     return KAIO_OK;
   }
   using kernels::Pass;
-  int64_t dq_tile = 0, dkdv_tile = 0;
-  KAIO_TRY(attention_resolve(device, kernels::attn_bwd_pre_sm80(d.dtype), &plan->pre, &tile));
+  int64_t pre_rows = 0, dq_tile = 0, dkdv_tile = 0;
+  KAIO_TRY(attention_resolve(device, kernels::attn_bwd_pre_sm80(d.dtype), &plan->pre, &pre_rows));
   KAIO_TRY(attention_resolve(device, kernels::attn_bwd_varlen_sm80(Pass::bwd_dq, d.dtype, d.head_dim),
                              &plan->dq, &dq_tile));
   KAIO_TRY(attention_resolve(
@@ -180,7 +179,7 @@ kaio_status plan_unlogged(kaio_device *device, bool backward, AttentionVarlenPla
   for (const Launch *l : {&plan->pre, &plan->dq, &plan->dkdv})
     log_kernel(device, l->function, "sm_80, the only varlen backward");
   const int64_t rows = d.total_q * d.heads_q;
-  plan->pre.grid = blocks(rows, kPreRowsPerBlock);
+  plan->pre.grid = blocks(rows, pre_rows);
   plan->dq.grid = blocks(d.max_seqlen_q, dq_tile);
   plan->dq.grid_y = bh;
   plan->dkdv.grid = blocks(d.max_seqlen_k, dkdv_tile);  // 0: no key rows, no launch

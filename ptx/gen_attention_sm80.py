@@ -17,7 +17,7 @@ Masking: key j is visible to query i iff j < seq_k and, when causal != 0,
 Host guarantees: pointers 16-byte aligned, strides multiples of 8 elements,
   every row of every tensor in bounds, heads_q = group * heads_kv.
 
-Kernels (dt in f16/bf16, D = head dim, all 128 threads = 4 warps, 16 rows per warp):
+Kernels (dt in f16/bf16, D = head dim; 128 threads = 4 warps, 16 rows per warp, but pre):
   kaio_attn_fwd_<dt>_d<D>        grid (ceil(seq_q/64), B*heads_q)
   kaio_attn_fwd_m128_<dt>_d<D>   grid (ceil(seq_q/128), B*heads_q), D <= 128: the same with
       two m16 tiles (32 query rows) per warp, so each K/V fragment feeds two mma
@@ -29,7 +29,7 @@ Kernels (dt in f16/bf16, D = head dim, all 128 threads = 4 warps, 16 rows per wa
       ex2 and log2(e)-prescaled scores, P rounded to dt and fed from the S
       accumulators straight into P V as the A operand (ldmatrix.trans V).
       Rows whose keys are all masked give O = 0 and LSE = -inf.
-  kaio_attn_bwd_pre_<dt>         grid (ceil(B*seq_q*heads_q/16)), 16 lanes per row:
+  kaio_attn_bwd_pre_<dt>         grid (ceil(B*seq_q*heads_q/16)), 256 threads, 16 lanes per row:
       Dv[(b*heads_q + h)*seq_q + s] = sum_d dO * O   (O in dt or f32: o_f32)
   kaio_attn_bwd_dq_<dt>_d<D>     grid (ceil(seq_q/64), B*heads_q)
       per K/V tile: S = Q K^T, P = exp(scale S - LSE), dP = dO V^T,

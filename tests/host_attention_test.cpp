@@ -77,7 +77,7 @@ class FakeAttention : public kt::FakeDeviceTest {
     return {{bshd(5 << 20, dt, Sq, Hq), f.t[0], f.t[1], f.t[2], f.t[3], f.t[4],
              bshd(6 << 20, dt, Sq, Hq), bshd(7 << 20, dt, Sk, Hkv), bshd((15 << 20) / 2, dt, Sk, Hkv)}};
   }
-  // From 4096 keys the sm_90a backward is the fused kernel: B 1, Sq 100,
+  // From 1024 keys the sm_90a backward is the fused kernel: B 1, Sq 100,
   // Sk 4096, Hq 2, Hkv 1, D 64 (K, V, dK, dV 512 KiB each), tensor i at
   // i * 512 KiB.
   kaio_attention_desc fused_desc() const {
@@ -291,9 +291,9 @@ TEST_F(FakeAttention, FusedBackwardZeroesTheWorkspaceAfterAFailedConvert) {
   EXPECT_EQ(kt::fake().memsets(nullptr, nullptr), memsets + 1);
 }
 
-// The fused kernel (its last launch: dQ's convert) from 4096 keys, from 2048
-// without a mask; below, the dQ and dK/dV kernels. Causal GQA (Hq 2, Hkv 1
-// here) too, deterministic or not.
+// The fused kernel (its last launch: dQ's convert) from 1024 keys, every
+// mask; below, the dQ and dK/dV kernels. Causal GQA (Hq 2, Hkv 1 here) too,
+// deterministic or not.
 TEST_F(FakeAttention, FusedBackwardFromItsKeyCounts) {
   auto last_kernel = [&](int64_t keys, kaio_attention_mask mask, int32_t deterministic) {
     Bwd t = fused_bwd();
@@ -317,12 +317,12 @@ TEST_F(FakeAttention, FusedBackwardFromItsKeyCounts) {
                     apart = "kaio_attn_bwd_dkdv_sm90_bf16_d64";
   for (int32_t det : {1, 0}) {
     SCOPED_TRACE(det);
-    EXPECT_EQ(last_kernel(4096, KAIO_ATTENTION_CAUSAL, det), fused);
-    EXPECT_EQ(last_kernel(4096, KAIO_ATTENTION_CAUSAL_TOP_LEFT, det), fused);
-    EXPECT_EQ(last_kernel(4096, KAIO_ATTENTION_MASK_NONE, det), fused);
-    EXPECT_EQ(last_kernel(4095, KAIO_ATTENTION_CAUSAL, det), apart);
-    EXPECT_EQ(last_kernel(2048, KAIO_ATTENTION_MASK_NONE, det), fused);
-    EXPECT_EQ(last_kernel(2047, KAIO_ATTENTION_MASK_NONE, det), apart);
+    for (kaio_attention_mask mask :
+         {KAIO_ATTENTION_CAUSAL, KAIO_ATTENTION_CAUSAL_TOP_LEFT, KAIO_ATTENTION_MASK_NONE}) {
+      EXPECT_EQ(last_kernel(4096, mask, det), fused);
+      EXPECT_EQ(last_kernel(1024, mask, det), fused);
+      EXPECT_EQ(last_kernel(1023, mask, det), apart);
+    }
   }
 }
 
@@ -373,7 +373,7 @@ TEST_F(FakeAttention, BackwardLaunchesPreprocessDqThenDkDv) {
   EXPECT_FLOAT_EQ(param<float>(17), 0.125f);
   EXPECT_EQ(static_cast<int32_t>(param<uint32_t>(20)), 77 - 100);
   {
-    // From 4096 keys: the fused sm_90a kernel (dK, dV, and dQ's f32 sums in
+    // From 1024 keys: the fused sm_90a kernel (dK, dV, and dQ's f32 sums in
     // the workspace), then dQ out of the workspace.
     kaio_attention_desc f = fused_desc();
     kaio_op *opf = nullptr;

@@ -1132,7 +1132,7 @@ KAIO_API KAIO_NODISCARD kaio_status kaio_attention(kaio_stream *stream, const ka
  * and dV are out_dtype and fully overwritten (no accumulation). Runs three
  * kernels on the stream: Dv = rowsum(dO ∘ O) into the op's workspace, then
  * either dQ over query tiles and dK and dV over key tiles, or (sm_90a, Sk >=
- * 4096, or >= 2048 without a mask) one kernel for dK, dV and dQ's f32
+ * 1024) one kernel for dK, dV and dQ's f32
  * partial sums (added into the workspace per key block) and a small kernel
  * that writes dQ from them.
  * Deterministic by default: the same inputs give bit-identical gradients on

@@ -36,14 +36,12 @@ constexpr int64_t kMaxGridY = 65535;
 // Queries per block of the fused sm_90a backward (its dQ workspace rows per
 // head are rounded up to it; one semaphore per block).
 constexpr int64_t kSm90BwdQueryBlock = 64;
-// The fused sm_90a backward from this many keys on (without a mask: from
-// kSm90FusedMinKeysNoMask); else the dQ and dK/dV kernels. Fused against the
-// two kernels (bench/RESULTS.md): S 1024 0.80-0.92x (H200, session 25);
-// S 2048 non-causal 1.02-1.15x, causal D 128 0.86-0.95x (H200, session 25);
-// S 4096-16384 non-causal 1.10-1.29x (H100, sessions 14 and 15), causal
-// GQA 1.03-1.25x (H200, session 25).
-constexpr int64_t kSm90FusedMinKeys = 4096;
-constexpr int64_t kSm90FusedMinKeysNoMask = 2048;
+// The fused sm_90a backward from this many keys on, else the dQ and dK/dV
+// kernels: H200, deterministic, fused over the two kernels (bench/RESULTS.md,
+// session 25) 1.20-1.53x at S 1024 and 1.34-1.37x at S 2048 causal, once its
+// dQ convert stopped storing zeros (before that: 0.80-0.92x at S 1024).
+// Below 1024 keys not measured.
+constexpr int64_t kSm90FusedMinKeys = 1024;
 
 bool is_half(kaio_dtype d) { return d == KAIO_DTYPE_F16 || d == KAIO_DTYPE_BF16; }
 
@@ -250,7 +248,7 @@ kaio_status plan_unlogged(kaio_device *device,
   log_kernel(device, plan->pre.function, "sm_80, the only family");
   if (sm90) {
     using kernels::Pass;
-    plan->fused = d.seq_k >= (plan->causal ? kSm90FusedMinKeys : kSm90FusedMinKeysNoMask);
+    plan->fused = d.seq_k >= kSm90FusedMinKeys;
     if (plan->fused) {
       KAIO_TRY(resolve(device, kernels::attn_bwd_sm90(Pass::bwd_dq_convert, d.dtype, d.head_dim),
                        &plan->convert, &dq_tile));
